@@ -1,0 +1,152 @@
+/*
+ * ratelimit.h -- the public API of libratelimit, and the whole of it.
+ *
+ * libratelimit decides in-process whether a request may pass: rl_allow()
+ * charges one key against one rule, rl_check() charges every rule that
+ * matches a request and returns the most restrictive answer.  State lives in
+ * a store named by a URI: "memory://" (in-process, the default) today,
+ * Redis and Redis Cluster in later releases, behind the same calls.
+ *
+ * Conventions (the same for every function):
+ *   - Functions that can fail return an int: RL_OK (0) or a negative RL_E*
+ *     code.  rl_strerror() names a code; rl_errmsg() gives the detailed
+ *     message of the calling thread's last failed call on a handle.
+ *   - A denial is a result (rl_result.allowed == 0), never an error.
+ *   - Handles are opaque.  Whoever creates a handle frees it; *_free(NULL)
+ *     is a no-op.  Strings passed in are copied; nothing keeps a pointer to
+ *     the caller's memory after the call returns.
+ *   - Threads: an rl_config belongs to one thread at a time.  One
+ *     rl_limiter serves any number of threads at once: rl_allow(),
+ *     rl_check() and the rl_rules_*() calls may run concurrently;
+ *     rl_limiter_free() must not race with any other call on that handle.
+ *
+ * Copyright (c) 2026 the libratelimit developers.  MIT licence.
+ */
+#ifndef RATELIMIT_H
+#define RATELIMIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RL_BUILDING_LIBRARY) && defined(__GNUC__)
+#define RL_EXPORT __attribute__((visibility("default")))
+#else
+#define RL_EXPORT
+#endif
+
+/* Version of this header; rl_version() gives the library's at run time. */
+#define RL_VERSION_MAJOR 0
+#define RL_VERSION_MINOR 1
+#define RL_VERSION_PATCH 0
+#define RL_VERSION_NUMBER                                                      \
+    (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
+
+/* Bounds on input.  Anything outside them is RL_EINVAL, with a message. */
+#define RL_KEY_MAX 256           /* bytes in a key, excluding the NUL      */
+#define RL_RULE_ID_MAX 63        /* bytes in a rule id: [A-Za-z0-9._:-]    */
+#define RL_COST_MAX 1000000000LL /* largest cost one call may charge       */
+
+/* Error codes: always negative, RL_OK is 0. */
+enum {
+    RL_OK = 0,
+    RL_EINVAL = -1,    /* an argument is NULL, empty, too long or out of range */
+    RL_ENOMEM = -2,    /* out of memory                                        */
+    RL_ENORULE = -3,   /* no rule has this id                                  */
+    RL_ERULE = -4,     /* a rule or rule set fails validation                  */
+    RL_EPARSE = -5,    /* the rule JSON does not parse                         */
+    RL_EIO = -6,       /* a file could not be read                             */
+    RL_EOPTION = -7,   /* unknown configuration option or bad value            */
+    RL_ESTORE = -8,    /* the store URI is not supported or the store failed   */
+    RL_ERANGE = -9     /* an output buffer is too small                        */
+};
+
+/* rl_result.flags */
+#define RL_FLAG_SOFT 0x01      /* a rule in mode "log" would have rejected   */
+#define RL_FLAG_FAIL_OPEN 0x02 /* allowed because the store failed (open)    */
+#define RL_FLAG_FALLBACK 0x04  /* decided by the local fallback limiter      */
+#define RL_FLAG_CACHED 0x08    /* decided from the local deny cache          */
+#define RL_FLAG_NO_RULE 0x10   /* rl_check(): no rule matched the request    */
+
+/*
+ * The answer to one check.  Filled by rl_allow() and rl_check(); owned by
+ * the caller (usually on the stack).  Every field is set on success.
+ */
+typedef struct rl_result {
+    int allowed;          /* 1: let the request through; 0: answer 429      */
+    unsigned flags;       /* RL_FLAG_*                                       */
+    int64_t limit;        /* the deciding rule's limit per window           */
+    int64_t remaining;    /* what is left in the window / bucket, >= 0      */
+    int64_t reset_at;     /* epoch seconds: window end / bucket full        */
+    int64_t retry_after;  /* seconds to wait, >= 1 when denied, else 0      */
+    int64_t window;       /* the deciding rule's window, seconds            */
+    char rule_id[RL_RULE_ID_MAX + 1]; /* the deciding rule, "" if none      */
+} rl_result;
+
+/*
+ * A request for rl_check(): the endpoint, the client's tier, and the values
+ * of the dimensions rules may count by.  NULL or "" means "not known"; a
+ * rule whose dimension the request does not carry does not apply to it.
+ */
+typedef struct rl_request {
+    const char *endpoint; /* e.g. "/search"                  */
+    const char *tier;     /* e.g. "free", "pro"              */
+    const char *user;     /* dimension "user"                */
+    const char *api_key;  /* dimension "api_key"             */
+    const char *ip;       /* dimension "ip"                  */
+    const char *custom;   /* dimension "custom"              */
+    int64_t cost;         /* units to charge, 0..RL_COST_MAX */
+} rl_request;
+
+typedef struct rl_config rl_config;
+typedef struct rl_limiter rl_limiter;
+
+/* ---- library ---------------------------------------------------------- */
+RL_EXPORT int rl_version(void);                  /* RL_VERSION_NUMBER     */
+RL_EXPORT const char *rl_version_string(void);   /* "0.1.0"               */
+RL_EXPORT const char *rl_strerror(int code);     /* static string         */
+RL_EXPORT const char *rl_errmsg(const rl_limiter *lim);
+
+/* ---- configuration ---------------------------------------------------- */
+RL_EXPORT rl_config *rl_config_new(void);
+RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
+                            const char *value);
+RL_EXPORT void rl_config_free(rl_config *cfg);
+
+/* ---- limiter lifecycle ------------------------------------------------ */
+RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg);
+RL_EXPORT void rl_limiter_free(rl_limiter *lim);
+
+/* ---- the request path ------------------------------------------------- */
+RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
+                       int64_t cost, rl_result *result);
+RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
+                       rl_result *result);
+
+/* ---- rules ------------------------------------------------------------ */
+RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path);
+RL_EXPORT int rl_rules_load_string(rl_limiter *lim, const char *json);
+RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim);
+
+/* ---- response headers and body ---------------------------------------- */
+/* Options for the header calls. */
+#define RL_HEADERS_IETF 0x01 /* add RateLimit-Policy and RateLimit (draft-10) */
+
+typedef struct rl_header {
+    char name[24];
+    char value[104];
+} rl_header;
+
+RL_EXPORT int rl_headers(const rl_result *result, unsigned options,
+                         rl_header *out, size_t max);
+RL_EXPORT int rl_headers_format(const rl_result *result, unsigned options,
+                                char *buf, size_t len);
+RL_EXPORT int rl_body_format(const rl_result *result, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RATELIMIT_H */

@@ -1,0 +1,256 @@
+/*
+ * algo.c -- token bucket, GCRA, fixed window and sliding window counter.
+ *
+ * All four share one shape: bring the state up to `now` (refill, or roll the
+ * window), test whether `cost` fits, charge it if it does, and report what
+ * is left, when the state is full/reset again and how long a denied cost has
+ * to wait.  A clock that goes backwards never refills: each algorithm treats
+ * an earlier `now` as the latest time it has already seen.
+ *
+ * A cost larger than the rule's capacity can never pass; it is denied with
+ * retry = one window, so a client that sends it backs off instead of looping.
+ */
+#include "algo.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *const names[] = {"sliding_window", "token_bucket",
+                                    "fixed_window", "gcra"};
+
+int algo_from_name(const char *name)
+{
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *algo_name(int algo)
+{
+    if (algo < 0 || algo >= (int)(sizeof names / sizeof names[0]))
+        return "?";
+    return names[algo];
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) /* a >= 0, b > 0 */
+{
+    return a / b + (a % b != 0);
+}
+
+static int is_bucket(int algo)
+{
+    return algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA;
+}
+
+int algo_params_init(algo_params *ap, int algo, int64_t limit, int64_t burst,
+                     int64_t window_s, char *err, size_t errlen)
+{
+    memset(ap, 0, sizeof *ap);
+    if (algo < 0 || algo > RL_ALGO_GCRA)
+        return snprintf(err, errlen, "algorithm: unknown"), -1;
+    if (limit < 1 || limit > RL_LIMIT_MAX)
+        return snprintf(err, errlen, "limit: must be 1..%lld, got %lld",
+                        (long long)RL_LIMIT_MAX, (long long)limit), -1;
+    if (window_s < 1 || window_s > RL_WINDOW_MAX)
+        return snprintf(err, errlen,
+                        "window_seconds: must be 1..%lld, got %lld",
+                        (long long)RL_WINDOW_MAX, (long long)window_s), -1;
+    if (burst && !is_bucket(algo))
+        return snprintf(err, errlen,
+                        "burst: applies to token_bucket and gcra only, not %s",
+                        algo_name(algo)), -1;
+    if (burst < 0 || burst > RL_LIMIT_MAX)
+        return snprintf(err, errlen, "burst: must be 1..%lld, got %lld",
+                        (long long)RL_LIMIT_MAX, (long long)burst), -1;
+
+    ap->algo = algo;
+    ap->limit = limit;
+    ap->window_ms = window_s * 1000;
+    ap->burst = is_bucket(algo) ? (burst ? burst : limit) : 0;
+    int64_t g = gcd64(ap->window_ms, limit);
+    ap->p = ap->window_ms / g;
+    ap->q = limit / g;
+
+    /* Keep every product exact in a double (Redis Lua) as well as in C. */
+    if (is_bucket(algo) && ap->burst > RL_EXACT_MAX / ap->p)
+        return snprintf(err, errlen,
+                        "burst: %lld with limit %lld per %lld s needs more "
+                        "than 52 bits to count exactly; use a rounder "
+                        "limit/window ratio or a smaller burst",
+                        (long long)ap->burst, (long long)limit,
+                        (long long)window_s), -1;
+    if (!is_bucket(algo) && limit > RL_EXACT_MAX / ap->window_ms)
+        return snprintf(err, errlen,
+                        "limit: %lld per %lld s needs more than 52 bits to "
+                        "count exactly; lower the limit or the window",
+                        (long long)limit, (long long)window_s), -1;
+    return 0;
+}
+
+static void deny(algo_decision *d, int64_t retry_ms)
+{
+    d->allowed = 0;
+    d->changed = 0;
+    d->retry_ms = retry_ms > 0 ? retry_ms : 1;
+}
+
+/* Token bucket: a = level in units of 1/p token, b = time of last refill. */
+static void token_bucket(const algo_params *ap, algo_state *st, int64_t now,
+                         int64_t cost, algo_decision *d)
+{
+    int64_t cap = ap->burst * ap->p, level = st->a, t = st->b;
+
+    if (now > t) {
+        int64_t fill_ms = ceil_div(cap - level, ap->q);
+        level = (now - t >= fill_ms) ? cap : level + (now - t) * ap->q;
+        t = now;
+    }
+    if (cost > ap->burst) {
+        deny(d, ap->window_ms);
+    } else if (level >= cost * ap->p) {
+        level -= cost * ap->p;
+        d->allowed = 1;
+        d->changed = cost > 0;
+        d->retry_ms = 0;
+        if (d->changed) {
+            st->a = level;
+            st->b = t;
+        }
+    } else {
+        deny(d, ceil_div(cost * ap->p - level, ap->q));
+    }
+    d->remaining = level / ap->p;
+    d->reset_ms = t + ceil_div(cap - level, ap->q);
+    d->expires_ms = d->reset_ms;
+}
+
+/* GCRA: a = theoretical arrival time (ms), b = its fraction in 1/q ms. */
+static void gcra(const algo_params *ap, algo_state *st, int64_t now,
+                 int64_t cost, algo_decision *d)
+{
+    int64_t cap = ap->burst * ap->p, tat = st->a, t = now, debt;
+    int64_t span = cap / ap->q + 1; /* the furthest tat can be ahead, ms */
+
+    if (tat - t > span) /* clock went back: never count more than a burst */
+        t = tat - span;
+    debt = (tat > t || (tat == t && st->b > 0)) ? (tat - t) * ap->q + st->b
+                                                : 0;
+    if (cost > ap->burst) {
+        deny(d, ap->window_ms);
+    } else if (debt + cost * ap->p <= cap) {
+        debt += cost * ap->p;
+        d->allowed = 1;
+        d->changed = cost > 0;
+        d->retry_ms = 0;
+        if (d->changed) {
+            st->a = t + debt / ap->q;
+            st->b = debt % ap->q;
+        }
+    } else {
+        deny(d, ceil_div(debt + cost * ap->p - cap, ap->q));
+    }
+    d->remaining = (cap - debt) / ap->p;
+    d->reset_ms = t + ceil_div(debt, ap->q);
+    d->expires_ms = d->reset_ms;
+}
+
+/* Fixed window: a = window index (now / W), b = count in it. */
+static void fixed_window(const algo_params *ap, algo_state *st, int64_t now,
+                         int64_t cost, algo_decision *d)
+{
+    int64_t w = ap->window_ms, idx = now / w;
+    int64_t count;
+
+    if (st->a > idx)
+        idx = st->a;
+    count = (st->a == idx) ? st->b : 0;
+    if (cost > ap->limit) {
+        deny(d, w);
+    } else if (count + cost <= ap->limit) {
+        count += cost;
+        d->allowed = 1;
+        d->changed = cost > 0;
+        d->retry_ms = 0;
+        if (d->changed) {
+            st->a = idx;
+            st->b = count;
+        }
+    } else {
+        deny(d, (idx + 1) * w - now);
+    }
+    d->remaining = ap->limit - count;
+    d->reset_ms = (idx + 1) * w;
+    d->expires_ms = d->reset_ms;
+}
+
+/* Ms from elapsed `e` into the window until prev * (W - e') <= room * W. */
+static int64_t sliding_wait(int64_t prev, int64_t room, int64_t w, int64_t e)
+{
+    int64_t e2 = prev ? w - (room * w) / prev : 0;
+    return e2 - e;
+}
+
+/* Sliding window counter: a = window index, b = current count, c = previous
+ * window's count.  Estimate = prev * (W - elapsed) / W + curr, kept scaled by
+ * W so it stays an integer. */
+static void sliding_window(const algo_params *ap, algo_state *st, int64_t now,
+                           int64_t cost, algo_decision *d)
+{
+    int64_t w = ap->window_ms, idx = now / w, e = now - idx * w;
+    int64_t prev = 0, curr = 0, est, cap = ap->limit * w;
+
+    if (st->a > idx) { /* clock went back: stay in the newest window seen */
+        idx = st->a;
+        e = 0;
+    }
+    if (st->a == idx) {
+        curr = st->b;
+        prev = st->c;
+    } else if (st->a == idx - 1) {
+        prev = st->b;
+    }
+    est = prev * (w - e) + curr * w;
+    if (cost > ap->limit) {
+        deny(d, w);
+    } else if (est + cost * w <= cap) {
+        curr += cost;
+        est += cost * w;
+        d->allowed = 1;
+        d->changed = cost > 0;
+        d->retry_ms = 0;
+        if (d->changed) {
+            st->a = idx;
+            st->b = curr;
+            st->c = (uint32_t)prev;
+        }
+    } else if (curr + cost <= ap->limit) {
+        deny(d, sliding_wait(prev, ap->limit - curr - cost, w, e));
+    } else {
+        deny(d, (w - e) + sliding_wait(curr, ap->limit - cost, w, 0));
+    }
+    d->remaining = est >= cap ? 0 : (cap - est) / w;
+    d->reset_ms = (idx + 1) * w;
+    d->expires_ms = (idx + 2) * w;
+}
+
+void algo_apply(const algo_params *ap, algo_state *st, int64_t now_ms,
+                int64_t cost, algo_decision *d)
+{
+    switch (ap->algo) {
+    case RL_ALGO_TOKEN_BUCKET: token_bucket(ap, st, now_ms, cost, d); break;
+    case RL_ALGO_GCRA: gcra(ap, st, now_ms, cost, d); break;
+    case RL_ALGO_FIXED_WINDOW: fixed_window(ap, st, now_ms, cost, d); break;
+    default: sliding_window(ap, st, now_ms, cost, d); break;
+    }
+}

@@ -1,0 +1,67 @@
+/*
+ * error.c -- rl_strerror() and rl_errmsg().
+ *
+ * Messages live in one thread-local slot per thread, tagged with the handle
+ * the failing call was made on.  That gives each thread its own message for
+ * each handle it used last, without locks and without the race a message
+ * stored in the shared handle would have.
+ */
+#include "ratelimit.h"
+#include "error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local struct {
+    const void *owner;
+    int code;
+    char msg[RL_ERRMSG_MAX];
+} last_error;
+
+RL_EXPORT const char *rl_strerror(int code)
+{
+    switch (code) {
+    case RL_OK: return "success";
+    case RL_EINVAL: return "invalid argument";
+    case RL_ENOMEM: return "out of memory";
+    case RL_ENORULE: return "no such rule";
+    case RL_ERULE: return "invalid rule";
+    case RL_EPARSE: return "rule JSON does not parse";
+    case RL_EIO: return "cannot read file";
+    case RL_EOPTION: return "bad configuration option";
+    case RL_ESTORE: return "store error";
+    case RL_ERANGE: return "buffer too small";
+    default: return "unknown error";
+    }
+}
+
+RL_EXPORT const char *rl_errmsg(const rl_limiter *lim)
+{
+    if (last_error.code == 0 || last_error.owner != (const void *)lim)
+        return "";
+    return last_error.msg;
+}
+
+int rl_fail_msg(const void *owner, int code, const char *msg)
+{
+    last_error.owner = owner;
+    last_error.code = code;
+    /* Long messages are cut short on purpose. */
+    if (snprintf(last_error.msg, sizeof last_error.msg, "%s: %s",
+                 rl_strerror(code), msg) < 0)
+        last_error.msg[0] = '\0';
+    return code;
+}
+
+int rl_fail(const void *owner, int code, const char *fmt, ...)
+{
+    char buf[RL_ERRMSG_MAX];
+    va_list ap;
+
+    va_start(ap, fmt);
+    if (vsnprintf(buf, sizeof buf, fmt, ap) < 0)
+        buf[0] = '\0';
+    va_end(ap);
+    return rl_fail_msg(owner, code, buf);
+}

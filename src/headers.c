@@ -1,0 +1,250 @@
+/*
+ * headers.c -- the HTTP side of a decision: rl_headers(), rl_headers_format()
+ * and rl_body_format() turn an rl_result into response headers and a 429
+ * body.  The headers are the Redis-style (GitHub, Redis Cloud, etc.) trio
+ * X-RateLimit-Limit / -Remaining / -Reset plus Retry-After on a denial, and
+ * on request the IETF draft-ietf-httpapi-ratelimit-headers-10 pair
+ * RateLimit-Policy / RateLimit.  Nothing here allocates, keeps state or
+ * trusts the rl_result: every number is clamped, the rule id is read within
+ * its array and reduced to [A-Za-z0-9._:-], so no output byte can be a
+ * control character, CR, LF or DEL whatever the result holds.
+ */
+#include "ratelimit.h"
+
+#include <string.h>
+#include <time.h>
+
+/* Largest Integer a Structured Field (RFC 8941 section 3.3.1) may carry. */
+#define SF_INT_MAX 999999999999999LL
+
+/* The most headers one call writes: the trio, Retry-After, the IETF pair. */
+#define MAX_HEADERS 6
+
+/* Bytes of rule_id ever read: up to the NUL or the whole array. */
+#define POLICY_MAX (RL_RULE_ID_MAX + 1)
+
+/*
+ * The longest IETF value: '"' policy '";q=' number ';w=' number, numbers
+ * capped at 15 digits.  It must fit rl_header.value with its NUL.
+ */
+_Static_assert(1 + POLICY_MAX + 4 + 15 + 3 + 15 < sizeof(((rl_header *)0)->value),
+               "IETF header value does not fit rl_header.value");
+/* An int64 in decimal (19 digits) fits too. */
+_Static_assert(19 < sizeof(((rl_header *)0)->value),
+               "integer value does not fit rl_header.value");
+_Static_assert(sizeof("X-RateLimit-Remaining") <= sizeof(((rl_header *)0)->name),
+               "header name does not fit rl_header.name");
+
+/* A bounded string builder; overflow is sticky and nothing is written past
+ * cap - 1 (the last byte is kept for the NUL). */
+typedef struct sbuf {
+    char *p;
+    size_t cap;
+    size_t len;
+    int overflow;
+} sbuf;
+
+static void sb_init(sbuf *sb, char *p, size_t cap)
+{
+    sb->p = p;
+    sb->cap = cap;
+    sb->len = 0;
+    sb->overflow = (cap == 0);
+    if (cap > 0)
+        p[0] = '\0';
+}
+
+static void sb_putn(sbuf *sb, const char *s, size_t n)
+{
+    if (sb->overflow)
+        return;
+    if (n >= sb->cap - sb->len) {
+        sb->overflow = 1;
+        return;
+    }
+    memcpy(sb->p + sb->len, s, n);
+    sb->len += n;
+    sb->p[sb->len] = '\0';
+}
+
+static void sb_puts(sbuf *sb, const char *s)
+{
+    sb_putn(sb, s, strlen(s));
+}
+
+/* Appends v (>= 0) in decimal. */
+static void sb_uint(sbuf *sb, int64_t v)
+{
+    char tmp[24];
+    size_t i = sizeof(tmp);
+    uint64_t u = v < 0 ? 0 : (uint64_t)v;
+
+    do {
+        tmp[--i] = (char)('0' + (u % 10));
+        u /= 10;
+    } while (u != 0);
+    sb_putn(sb, tmp + i, sizeof(tmp) - i);
+}
+
+static int64_t clamp_min(int64_t v, int64_t lo)
+{
+    return v < lo ? lo : v;
+}
+
+static int64_t clamp_sf(int64_t v, int64_t lo)
+{
+    v = clamp_min(v, lo);
+    return v > SF_INT_MAX ? SF_INT_MAX : v;
+}
+
+/* The Retry-After value, in whole seconds, never below 1. */
+static int64_t retry_after_of(const rl_result *r)
+{
+    return clamp_min(r->retry_after, 1);
+}
+
+static int is_policy_byte(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+           (c >= '0' && c <= '9') || c == '.' || c == '_' || c == ':' ||
+           c == '-';
+}
+
+/* Writes the sanitised policy name of r into out (NUL-terminated). */
+static void policy_of(const rl_result *r, char out[POLICY_MAX + 1])
+{
+    size_t i;
+
+    for (i = 0; i < POLICY_MAX && r->rule_id[i] != '\0'; i++) {
+        unsigned char c = (unsigned char)r->rule_id[i];
+        out[i] = is_policy_byte(c) ? (char)c : '_';
+    }
+    out[i] = '\0';
+    if (i == 0)
+        memcpy(out, "default", sizeof("default"));
+}
+
+static void set_name(rl_header *h, const char *name)
+{
+    size_t n = strlen(name);
+
+    memcpy(h->name, name, n + 1);
+}
+
+static void set_number(rl_header *h, int64_t v)
+{
+    sbuf sb;
+
+    sb_init(&sb, h->value, sizeof(h->value));
+    sb_uint(&sb, v);
+}
+
+static int count_headers(const rl_result *r, unsigned options)
+{
+    return 3 + (r->allowed == 0 ? 1 : 0) +
+           ((options & RL_HEADERS_IETF) ? 2 : 0);
+}
+
+RL_EXPORT int rl_headers(const rl_result *result, unsigned options,
+                         rl_header *out, size_t max)
+{
+    int n, i = 0;
+
+    if (result == NULL || out == NULL || (options & ~(unsigned)RL_HEADERS_IETF))
+        return RL_EINVAL;
+    n = count_headers(result, options);
+    if (max < (size_t)n)
+        return RL_ERANGE;
+
+    set_name(&out[i], "X-RateLimit-Limit");
+    set_number(&out[i++], clamp_min(result->limit, 0));
+    set_name(&out[i], "X-RateLimit-Remaining");
+    set_number(&out[i++], clamp_min(result->remaining, 0));
+    set_name(&out[i], "X-RateLimit-Reset");
+    set_number(&out[i++], clamp_min(result->reset_at, 0));
+    if (result->allowed == 0) {
+        set_name(&out[i], "Retry-After");
+        set_number(&out[i++], retry_after_of(result));
+    }
+    if (options & RL_HEADERS_IETF) {
+        char policy[POLICY_MAX + 1];
+        int64_t now = (int64_t)time(NULL);
+        int64_t reset_in;
+        sbuf sb;
+
+        policy_of(result, policy);
+        if (now < 0)
+            now = 0;
+        /* reset_at > now >= 0, so the subtraction cannot overflow. */
+        reset_in = result->reset_at > now ? result->reset_at - now : 0;
+
+        set_name(&out[i], "RateLimit-Policy");
+        sb_init(&sb, out[i].value, sizeof(out[i].value));
+        sb_puts(&sb, "\"");
+        sb_puts(&sb, policy);
+        sb_puts(&sb, "\";q=");
+        sb_uint(&sb, clamp_sf(result->limit, 0));
+        sb_puts(&sb, ";w=");
+        sb_uint(&sb, clamp_sf(result->window, 1));
+        i++;
+
+        set_name(&out[i], "RateLimit");
+        sb_init(&sb, out[i].value, sizeof(out[i].value));
+        sb_puts(&sb, "\"");
+        sb_puts(&sb, policy);
+        sb_puts(&sb, "\";r=");
+        sb_uint(&sb, clamp_sf(result->remaining, 0));
+        sb_puts(&sb, ";t=");
+        sb_uint(&sb, clamp_sf(reset_in, 0));
+        i++;
+    }
+    return i;
+}
+
+RL_EXPORT int rl_headers_format(const rl_result *result, unsigned options,
+                                char *buf, size_t len)
+{
+    rl_header h[MAX_HEADERS];
+    sbuf sb;
+    int n, i;
+
+    if (result == NULL || buf == NULL)
+        return RL_EINVAL;
+    n = rl_headers(result, options, h, MAX_HEADERS);
+    if (n < 0)
+        return n;
+
+    sb_init(&sb, buf, len);
+    for (i = 0; i < n; i++) {
+        sb_puts(&sb, h[i].name);
+        sb_puts(&sb, ": ");
+        sb_puts(&sb, h[i].value);
+        sb_puts(&sb, "\r\n");
+    }
+    if (sb.overflow) {
+        if (len > 0)
+            buf[0] = '\0';
+        return RL_ERANGE;
+    }
+    return (int)sb.len;
+}
+
+RL_EXPORT int rl_body_format(const rl_result *result, char *buf, size_t len)
+{
+    sbuf sb;
+
+    if (result == NULL || buf == NULL)
+        return RL_EINVAL;
+    sb_init(&sb, buf, len);
+    if (result->allowed == 0) {
+        sb_puts(&sb, "{\"error\":\"rate_limited\",\"retryAfter\":");
+        sb_uint(&sb, retry_after_of(result));
+        sb_puts(&sb, "}");
+    }
+    if (sb.overflow) {
+        if (len > 0)
+            buf[0] = '\0';
+        return RL_ERANGE;
+    }
+    return (int)sb.len;
+}

@@ -1,0 +1,372 @@
+/*
+ * limiter.c -- the handle and the request path.
+ *
+ * rl_allow() and rl_check() do the same four steps: check the arguments,
+ * take the current rule set (lock-free, see rcu.h), turn the request into
+ * one charge per rule (store_op), hand them all to the store in one call,
+ * and fold the decisions into one rl_result.  No allocation, no lock of our
+ * own; the store's per-segment locks are the only ones on the path.
+ *
+ * This file also owns rule loading: parse a whole new set off to the side,
+ * then swap it in; a set that fails to parse changes nothing.
+ */
+#include "limiter.h"
+#include "options.h"
+#include "error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FILE_MAX (64 << 20) /* bytes in a rule file */
+
+RL_EXPORT int rl_version(void)
+{
+    return RL_VERSION_NUMBER;
+}
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+
+RL_EXPORT const char *rl_version_string(void)
+{
+    return STR(RL_VERSION_MAJOR) "." STR(RL_VERSION_MINOR) "." STR(
+        RL_VERSION_PATCH);
+}
+
+rl_store *limiter_store(rl_limiter *lim)
+{
+    return lim->store;
+}
+
+/* ---- rules ---------------------------------------------------------- */
+
+static int load_json(rl_limiter *lim, const char *json, size_t len,
+                     const char *what)
+{
+    rl_ruleset *next, *old;
+    char err[RL_ERRMSG_MAX - 40];
+    int rc;
+
+    pthread_mutex_lock(&lim->load_lock);
+    old = rcu_peek(&lim->rules);
+    rc = ruleset_parse(json, len, old->version + 1, &next, err, sizeof err);
+    if (rc == RL_OK)
+        old = rcu_swap(&lim->rules, next);
+    pthread_mutex_unlock(&lim->load_lock);
+    if (rc != RL_OK)
+        return rl_fail(lim, rc, "%s: %s", what, err);
+    ruleset_free(old);
+    return RL_OK;
+}
+
+static int read_file(const void *owner, const char *path, char **out,
+                     size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    size_t n;
+
+    if (!f)
+        return rl_fail(owner, RL_EIO, "%.200s: cannot open", path);
+    if (!(buf = malloc(FILE_MAX + 1))) {
+        fclose(f);
+        return rl_fail(owner, RL_ENOMEM, "reading %.200s", path);
+    }
+    n = fread(buf, 1, FILE_MAX + 1, f);
+    if (ferror(f) || n > FILE_MAX) {
+        fclose(f);
+        free(buf);
+        return rl_fail(owner, RL_EIO, "%.200s: %s", path,
+                       n > FILE_MAX ? "larger than 64 MiB" : "read error");
+    }
+    fclose(f);
+    *out = buf;
+    *len = n;
+    return RL_OK;
+}
+
+RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (!lim || !path)
+        return rl_fail(lim, RL_EINVAL, "rl_rules_load_file: NULL argument");
+    if ((rc = read_file(lim, path, &buf, &len)) != RL_OK)
+        return rc;
+    rc = load_json(lim, buf, len, path);
+    free(buf);
+    return rc;
+}
+
+RL_EXPORT int rl_rules_load_string(rl_limiter *lim, const char *json)
+{
+    if (!lim || !json)
+        return rl_fail(lim, RL_EINVAL, "rl_rules_load_string: NULL argument");
+    return load_json(lim, json, strlen(json), "rules");
+}
+
+RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim)
+{
+    rcu_token t;
+    int64_t v;
+
+    if (!lim)
+        return RL_EINVAL;
+    v = ((const rl_ruleset *)rcu_read_lock((rcu *)&lim->rules, &t))->version;
+    rcu_read_unlock((rcu *)&lim->rules, t);
+    return v;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static int open_store(rl_limiter *lim, const rl_config *cfg)
+{
+    store_options opt = {cfg->memory_max_bytes, cfg->timeout_ms};
+    char err[RL_ERRMSG_MAX - 40];
+    int rc = store_open(cfg->store ? cfg->store : "memory://", &opt,
+                        &lim->store, err, sizeof err);
+
+    return rc == RL_OK ? RL_OK : rl_fail(NULL, rc, "%s", err);
+}
+
+static int load_initial_rules(rl_limiter *lim, const rl_config *cfg)
+{
+    int rc = RL_OK;
+
+    if (cfg->rules_file)
+        rc = rl_rules_load_file(lim, cfg->rules_file);
+    if (rc == RL_OK && cfg->rules)
+        rc = rl_rules_load_string(lim, cfg->rules);
+    if (rc != RL_OK) { /* re-tag the message: the caller has no handle */
+        char msg[RL_ERRMSG_MAX];
+        const char *colon = strchr(rl_errmsg(lim), ':');
+        snprintf(msg, sizeof msg, "%s", colon ? colon + 2 : rl_errmsg(lim));
+        rl_fail_msg(NULL, rc, msg);
+    }
+    return rc;
+}
+
+RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
+{
+    struct rl_config defaults;
+    rl_limiter *lim;
+    rl_ruleset *empty;
+    int rc;
+
+    if (!out)
+        return rl_fail(NULL, RL_EINVAL, "rl_limiter_new: out is NULL");
+    *out = NULL;
+    if (!cfg) {
+        config_defaults(&defaults);
+        cfg = &defaults;
+    }
+    if (!(lim = calloc(1, sizeof *lim)) || !(empty = ruleset_empty())) {
+        free(lim);
+        return rl_fail(NULL, RL_ENOMEM, "creating a limiter");
+    }
+    rcu_init(&lim->rules, empty);
+    pthread_mutex_init(&lim->load_lock, NULL);
+    if ((rc = open_store(lim, cfg)) != RL_OK ||
+        (rc = load_initial_rules(lim, cfg)) != RL_OK) {
+        rl_limiter_free(lim);
+        return rc;
+    }
+    *out = lim;
+    return RL_OK;
+}
+
+RL_EXPORT void rl_limiter_free(rl_limiter *lim)
+{
+    if (!lim)
+        return;
+    store_free(lim->store);
+    ruleset_free(rcu_peek(&lim->rules));
+    rcu_destroy(&lim->rules);
+    pthread_mutex_destroy(&lim->load_lock);
+    free(lim);
+}
+
+/* ---- the request path ------------------------------------------------- */
+
+static int64_t ceil_s(int64_t ms)
+{
+    return ms <= 0 ? 0 : (ms + 999) / 1000;
+}
+
+/* One decision into the caller's result. */
+static void fill_result(rl_result *res, const rl_rule *rule,
+                        const algo_decision *d, int enforce)
+{
+    res->allowed = d->allowed || !enforce;
+    res->limit = rule->ap.limit;
+    res->remaining = d->remaining < 0 ? 0 : d->remaining;
+    res->reset_at = ceil_s(d->reset_ms);
+    res->retry_after = res->allowed ? 0 : ceil_s(d->retry_ms);
+    if (!res->allowed && res->retry_after < 1)
+        res->retry_after = 1;
+    res->window = rule->window_s;
+    memcpy(res->rule_id, rule->id, sizeof res->rule_id);
+}
+
+/* Is decision a more restrictive than b?  A denial beats an admission; two
+ * denials: the longer wait; two admissions: the fewer remaining. */
+static int tighter(const algo_decision *a, const algo_decision *b)
+{
+    if (a->allowed != b->allowed)
+        return !a->allowed;
+    if (!a->allowed)
+        return a->retry_ms > b->retry_ms;
+    return a->remaining < b->remaining;
+}
+
+/* Fold n decisions: the tightest enforced one decides; rules in mode "log"
+ * decide only when no enforced rule applies, and never deny. */
+static void fold(rl_result *res, const store_op *ops, const algo_decision *d,
+                 size_t n)
+{
+    size_t best = n;
+    unsigned flags = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].soft && !d[i].allowed)
+            flags |= RL_FLAG_SOFT;
+        if (best == n || ops[best].soft > ops[i].soft ||
+            (ops[best].soft == ops[i].soft && tighter(&d[i], &d[best])))
+            best = i;
+    }
+    fill_result(res, ops[best].rule, &d[best], !ops[best].soft);
+    res->flags = flags;
+}
+
+static int run(rl_limiter *lim, store_op *ops, size_t n, rl_result *res)
+{
+    algo_decision d[RL_OPS_MAX];
+    int64_t now;
+    int rc = lim->store->vt->check(lim->store, ops, n, d, &now);
+
+    if (rc != RL_OK)
+        return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
+    fold(res, ops, d, n);
+    return RL_OK;
+}
+
+static int check_cost(const rl_limiter *lim, int64_t cost)
+{
+    if (cost < 0 || cost > RL_COST_MAX)
+        return rl_fail(lim, RL_EINVAL, "cost: must be 0..%lld, got %lld",
+                       (long long)RL_COST_MAX, (long long)cost);
+    return RL_OK;
+}
+
+RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
+                       int64_t cost, rl_result *res)
+{
+    const rl_ruleset *rs;
+    const rl_rule *rule;
+    store_op op;
+    rcu_token t;
+    size_t len;
+    int rc;
+
+    if (res)
+        memset(res, 0, sizeof *res);
+    if (!lim || !key || !rule_id || !res)
+        return rl_fail(lim, RL_EINVAL, "rl_allow: NULL argument");
+    len = strnlen(key, RL_KEY_MAX + 1);
+    if (len == 0 || len > RL_KEY_MAX)
+        return rl_fail(lim, RL_EINVAL, "key: must be 1..%d bytes%s",
+                       RL_KEY_MAX, len ? ", is longer" : ", is empty");
+    if ((rc = check_cost(lim, cost)) != RL_OK)
+        return rc;
+    rs = rcu_read_lock(&lim->rules, &t);
+    if (!(rule = ruleset_find(rs, rule_id))) {
+        rc = rl_fail(lim, RL_ENORULE, "no rule \"%.64s\" in rule set version "
+                     "%lld", rule_id, (long long)rs->version);
+    } else {
+        op = (store_op){rule, key, len, cost, rule->mode == RL_MODE_LOG};
+        rc = run(lim, &op, 1, res);
+    }
+    rcu_read_unlock(&lim->rules, t);
+    return rc;
+}
+
+/* The client key for a rule's dimension, "user:123", built in buf. */
+static int dimension_key(const rl_limiter *lim, const rl_rule *rule,
+                         const rl_request *req, char *buf, size_t *len)
+{
+    const char *name = rule_dimension_name(rule->dimension);
+    const char *value = rule_dimension_value(rule->dimension, req);
+    size_t nlen = strlen(name), vlen;
+
+    if (!value || !*value)
+        return 1; /* the request does not carry this dimension */
+    vlen = strnlen(value, RL_KEY_MAX + 1);
+    if (nlen + 1 + vlen > RL_KEY_MAX)
+        return rl_fail(lim, RL_EINVAL, "%s: longer than %zu bytes", name,
+                       RL_KEY_MAX - nlen - 1);
+    memcpy(buf, name, nlen);
+    buf[nlen] = ':';
+    memcpy(buf + nlen + 1, value, vlen);
+    buf[nlen + 1 + vlen] = '\0';
+    *len = nlen + 1 + vlen;
+    return RL_OK;
+}
+
+static int collect(const rl_limiter *lim, const rl_ruleset *rs,
+                   const rl_request *req, store_op *ops,
+                   char (*keys)[RL_KEY_MAX + 1], size_t *n)
+{
+    *n = 0;
+    for (size_t i = 0; i < rs->n; i++) {
+        const rl_rule *rule = &rs->rules[i];
+        size_t len = 0;
+        int rc;
+
+        if (!rule_matches(rule, req->endpoint, req->tier))
+            continue;
+        if ((rc = dimension_key(lim, rule, req, keys[*n], &len)) != RL_OK) {
+            if (rc > 0)
+                continue;
+            return rc;
+        }
+        if (*n == RL_OPS_MAX)
+            return rl_fail(lim, RL_ERULE,
+                           "the request matches more than %d rules",
+                           RL_OPS_MAX);
+        ops[*n] = (store_op){rule, keys[*n], len, req->cost,
+                             rule->mode == RL_MODE_LOG};
+        (*n)++;
+    }
+    return RL_OK;
+}
+
+RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
+                       rl_result *res)
+{
+    store_op ops[RL_OPS_MAX];
+    char keys[RL_OPS_MAX][RL_KEY_MAX + 1];
+    const rl_ruleset *rs;
+    rcu_token t;
+    size_t n;
+    int rc;
+
+    if (res)
+        memset(res, 0, sizeof *res);
+    if (!lim || !req || !res)
+        return rl_fail(lim, RL_EINVAL, "rl_check: NULL argument");
+    if ((rc = check_cost(lim, req->cost)) != RL_OK)
+        return rc;
+    rs = rcu_read_lock(&lim->rules, &t);
+    rc = collect(lim, rs, req, ops, keys, &n);
+    if (rc == RL_OK && n == 0) {
+        res->allowed = 1;
+        res->flags = RL_FLAG_NO_RULE;
+    } else if (rc == RL_OK) {
+        rc = run(lim, ops, n, res);
+    }
+    rcu_read_unlock(&lim->rules, t);
+    return rc;
+}

@@ -1,0 +1,23 @@
+/*
+ * limiter.h -- the limiter handle, for the library's own files and tests.
+ */
+#ifndef RL_LIMITER_H
+#define RL_LIMITER_H
+
+#include <pthread.h>
+
+#include "rcu.h"
+#include "ratelimit.h"
+#include "ruleset.h"
+#include "store.h"
+
+struct rl_limiter {
+    rcu rules;                 /* the current rl_ruleset, read lock-free */
+    pthread_mutex_t load_lock; /* serialises rule loads                  */
+    rl_store *store;
+};
+
+/* Tests reach the store to drive its clock. */
+rl_store *limiter_store(rl_limiter *lim);
+
+#endif

@@ -1,0 +1,22 @@
+/*
+ * options.h -- rl_config: the string options a limiter is created from.
+ */
+#ifndef RL_OPTIONS_H
+#define RL_OPTIONS_H
+
+#include <stdint.h>
+
+#include "ratelimit.h"
+
+struct rl_config {
+    char *store;              /* "memory://"                          */
+    char *rules_file;         /* loaded at create, if set             */
+    char *rules;              /* JSON loaded at create, if set        */
+    int64_t timeout_ms;       /* per store call (Redis, later)        */
+    int64_t memory_max_bytes; /* cap on the memory store              */
+};
+
+/* The defaults, for rl_limiter_new(NULL). */
+void config_defaults(struct rl_config *cfg);
+
+#endif

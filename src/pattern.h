@@ -1,0 +1,32 @@
+/*
+ * pattern.h -- endpoint patterns for rule matching.
+ *
+ *   "/search"      exact: no wildcard byte
+ *   STAR           any run of bytes except '/': one path segment, or part
+ *                  of one ("/users/STAR/posts", "/v1/STAR.json")
+ *   STAR STAR      (two stars, no space) any run of bytes, '/' included;
+ *                  a pattern ending in it is a prefix match ("/api/STARSTAR")
+ *   ?              one byte except '/'
+ *   (STAR stands for the asterisk, which cannot be written in a C comment
+ *   next to a slash.)
+ *
+ * Matching runs in O(pattern x endpoint) time with no allocation and no
+ * backtracking blow-up, whatever the pattern.
+ */
+#ifndef RL_PATTERN_H
+#define RL_PATTERN_H
+
+#include <stddef.h>
+
+#define RL_PATTERN_MAX 255 /* bytes in an endpoint pattern */
+
+/* 0 if `pat` is a valid pattern, else -1 with the reason in err. */
+int pattern_check(const char *pat, char *err, size_t errlen);
+
+/* 1 if the endpoint matches the (valid) pattern, else 0. */
+int pattern_match(const char *pat, const char *endpoint);
+
+/* 1 if the pattern has no wildcard (so it can be looked up exactly). */
+int pattern_is_exact(const char *pat);
+
+#endif

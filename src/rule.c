@@ -1,0 +1,293 @@
+/*
+ * rule.c -- one rule from JSON, validated strictly.
+ *
+ * Every error names the field and the reason ("limit: must be 1..1000000000,
+ * got 0"), because the message reaches an operator who typed the rule.
+ * Unknown fields are errors too: a misspelt "windowSecond" must not silently
+ * become a default.
+ */
+#include "rule.h"
+#include "hash.h"
+#include "pattern.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const dim_names[] = {"user", "api_key", "ip", "custom",
+                                        "global"};
+static const char *const mode_names[] = {"enforce", "log"};
+static const char *const failure_names[] = {"fallback", "open", "closed"};
+
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+static int lookup(const char *const *names, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(names[i], s) == 0)
+            return (int)i;
+    return -1;
+}
+
+const char *rule_dimension_name(int dim)
+{
+    return (dim >= 0 && (size_t)dim < COUNT(dim_names)) ? dim_names[dim] : "?";
+}
+
+const char *rule_dimension_value(int dim, const rl_request *req)
+{
+    switch (dim) {
+    case RL_DIM_USER: return req->user;
+    case RL_DIM_API_KEY: return req->api_key;
+    case RL_DIM_IP: return req->ip;
+    case RL_DIM_CUSTOM: return req->custom;
+    case RL_DIM_GLOBAL: return "*";
+    default: return NULL;
+    }
+}
+
+int rule_id_check(const char *id)
+{
+    size_t n = strlen(id);
+
+    if (n == 0 || n > RL_RULE_ID_MAX)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!isalnum((unsigned char)id[i]) && !strchr("._:-", id[i]))
+            return -1;
+    return 0;
+}
+
+int rule_matches(const rl_rule *r, const char *endpoint, const char *tier)
+{
+    if (r->tier && (!tier || strcmp(r->tier, tier) != 0))
+        return 0;
+    if (r->endpoint && (!endpoint || !pattern_match(r->endpoint, endpoint)))
+        return 0;
+    return 1;
+}
+
+void rule_clear(rl_rule *r)
+{
+    free(r->endpoint);
+    free(r->tier);
+    r->endpoint = r->tier = NULL;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)" */
+static int rfc3339_check(const char *s)
+{
+    static const char shape[] = "dddd-dd-ddTdd:dd:dd";
+    size_t i;
+
+    for (i = 0; shape[i]; i++) {
+        if (shape[i] == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != shape[i])
+            return -1;
+    }
+    if (s[i] == '.') {
+        if (!isdigit((unsigned char)s[++i]))
+            return -1;
+        while (isdigit((unsigned char)s[i]))
+            i++;
+    }
+    if (s[i] == 'Z')
+        return s[i + 1] ? -1 : 0;
+    if ((s[i] == '+' || s[i] == '-') && isdigit((unsigned char)s[i + 1]) &&
+        isdigit((unsigned char)s[i + 2]) && s[i + 3] == ':' &&
+        isdigit((unsigned char)s[i + 4]) && isdigit((unsigned char)s[i + 5]) &&
+        !s[i + 6])
+        return 0;
+    return -1;
+}
+
+/* Read an optional string member; -1 on a wrong type. */
+static int get_str(json_t *obj, const char *key, const char **out, char *err,
+                   size_t errlen, const char *path)
+{
+    json_t *v = json_object_get(obj, key);
+
+    *out = NULL;
+    if (!v)
+        return 0;
+    if (!json_is_string(v))
+        return snprintf(err, errlen, "%s%s: must be a string", path, key), -1;
+    if (strlen(json_string_value(v)) != json_string_length(v))
+        return snprintf(err, errlen, "%s%s: holds a NUL byte", path, key), -1;
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int get_int(json_t *obj, const char *key, int64_t *out, char *err,
+                   size_t errlen)
+{
+    json_t *v = json_object_get(obj, key);
+
+    if (!v)
+        return 0;
+    if (!json_is_integer(v))
+        return snprintf(err, errlen, "%s: must be an integer", key), -1;
+    *out = (int64_t)json_integer_value(v);
+    return 1;
+}
+
+static int check_fields(json_t *obj, const char *const *allowed, size_t n,
+                        const char *path, char *err, size_t errlen)
+{
+    const char *key;
+    json_t *v;
+
+    json_object_foreach(obj, key, v) {
+        (void)v;
+        if (lookup(allowed, n, key) < 0)
+            return snprintf(err, errlen, "%s%s: unknown field", path, key),
+                   -1;
+    }
+    return 0;
+}
+
+static int parse_match(json_t *m, rl_rule *r, char *err, size_t errlen)
+{
+    static const char *const fields[] = {"endpoint", "tier"};
+    const char *endpoint, *tier;
+
+    if (!m)
+        return 0;
+    if (!json_is_object(m))
+        return snprintf(err, errlen, "match: must be an object"), -1;
+    if (check_fields(m, fields, COUNT(fields), "match.", err, errlen) ||
+        get_str(m, "endpoint", &endpoint, err, errlen, "match.") ||
+        get_str(m, "tier", &tier, err, errlen, "match."))
+        return -1;
+    if (endpoint && pattern_check(endpoint, err, errlen))
+        return -1;
+    if (tier && (!*tier || strlen(tier) > RL_TIER_MAX))
+        return snprintf(err, errlen, "match.tier: must be 1..%d bytes",
+                        RL_TIER_MAX), -1;
+    if ((endpoint && !(r->endpoint = strdup(endpoint))) ||
+        (tier && !(r->tier = strdup(tier))))
+        return snprintf(err, errlen, "out of memory"), -1;
+    return 0;
+}
+
+/* Strings naming one of a fixed set; `def` when absent. */
+static int parse_enum(json_t *obj, const char *key, const char *const *names,
+                      size_t n, int def, int *out, char *err, size_t errlen)
+{
+    const char *s;
+
+    if (get_str(obj, key, &s, err, errlen, ""))
+        return -1;
+    if (!s) {
+        *out = def;
+        return 0;
+    }
+    if ((*out = lookup(names, n, s)) < 0) {
+        int len = snprintf(err, errlen, "%s: unknown value \"%.40s\" (one of",
+                           key, s);
+        for (size_t i = 0; i < n && len > 0 && (size_t)len < errlen; i++)
+            len += snprintf(err + len, errlen - (size_t)len, " %s", names[i]);
+        if (len > 0 && (size_t)len < errlen)
+            snprintf(err + len, errlen - (size_t)len, ")");
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_numbers(json_t *obj, rl_rule *r, char *err, size_t errlen)
+{
+    static const char *const algos[] = {"sliding_window", "token_bucket",
+                                        "fixed_window", "gcra"};
+    int64_t limit = 0, window = 0, burst = 0;
+    int algo, got;
+
+    if ((got = get_int(obj, "limit", &limit, err, errlen)) < 0)
+        return -1;
+    if (!got)
+        return snprintf(err, errlen, "limit: required"), -1;
+    if ((got = get_int(obj, "window_seconds", &window, err, errlen)) < 0)
+        return -1;
+    if (!got)
+        return snprintf(err, errlen, "window_seconds: required"), -1;
+    if ((got = get_int(obj, "burst", &burst, err, errlen)) < 0)
+        return -1;
+    if (got && burst <= 0)
+        return snprintf(err, errlen, "burst: must be 1..%lld, got %lld",
+                        (long long)RL_LIMIT_MAX, (long long)burst), -1;
+    if (parse_enum(obj, "algorithm", algos, COUNT(algos),
+                   RL_ALGO_SLIDING_WINDOW, &algo, err, errlen))
+        return -1;
+    r->window_s = window;
+    return algo_params_init(&r->ap, algo, limit, burst, window, err, errlen);
+}
+
+static int parse_meta(json_t *obj, rl_rule *r, char *err, size_t errlen)
+{
+    const char *updated;
+    int got;
+
+    r->version = 1;
+    if ((got = get_int(obj, "version", &r->version, err, errlen)) < 0)
+        return -1;
+    if (got && r->version < 0)
+        return snprintf(err, errlen, "version: must be >= 0"), -1;
+    if (get_str(obj, "updated_at", &updated, err, errlen, ""))
+        return -1;
+    if (updated) {
+        if (strlen(updated) >= sizeof r->updated_at || rfc3339_check(updated))
+            return snprintf(err, errlen,
+                            "updated_at: must be RFC 3339, e.g. "
+                            "2026-11-29T10:00:00Z"), -1;
+        strcpy(r->updated_at, updated);
+    }
+    return 0;
+}
+
+static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
+{
+    static const char *const fields[] = {
+        "rule_id", "dimension", "match", "limit", "window_seconds", "burst",
+        "algorithm", "mode", "failure_mode", "version", "updated_at"};
+    const char *id;
+
+    if (!json_is_object(obj))
+        return snprintf(err, errlen, "rule: must be an object"), -1;
+    if (check_fields(obj, fields, COUNT(fields), "", err, errlen) ||
+        get_str(obj, "rule_id", &id, err, errlen, ""))
+        return -1;
+    if (!id)
+        return snprintf(err, errlen, "rule_id: required"), -1;
+    if (rule_id_check(id))
+        return snprintf(err, errlen,
+                        "rule_id: must be 1..%d bytes of A-Z a-z 0-9 . _ : -",
+                        RL_RULE_ID_MAX), -1;
+    strcpy(r->id, id);
+    if (!json_object_get(obj, "dimension"))
+        return snprintf(err, errlen, "dimension: required"), -1;
+    if (parse_enum(obj, "dimension", dim_names, COUNT(dim_names), 0,
+                   &r->dimension, err, errlen) ||
+        parse_enum(obj, "mode", mode_names, COUNT(mode_names),
+                   RL_MODE_ENFORCE, &r->mode, err, errlen) ||
+        parse_enum(obj, "failure_mode", failure_names, COUNT(failure_names),
+                   RL_FAIL_FALLBACK, &r->failure, err, errlen) ||
+        parse_numbers(obj, r, err, errlen) ||
+        parse_match(json_object_get(obj, "match"), r, err, errlen) ||
+        parse_meta(obj, r, err, errlen))
+        return -1;
+    return 0;
+}
+
+int rule_from_json(json_t *obj, rl_rule *r, char *err, size_t errlen)
+{
+    uint64_t algo_window;
+
+    memset(r, 0, sizeof *r);
+    if (parse_rule(obj, r, err, errlen)) {
+        rule_clear(r);
+        return -1;
+    }
+    algo_window = ((uint64_t)r->ap.algo << 48) ^ (uint64_t)r->ap.window_ms;
+    r->state_seed = hash_mix(hash_bytes(r->id, strlen(r->id), 0x5eed),
+                             algo_window);
+    return 0;
+}

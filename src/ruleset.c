@@ -1,0 +1,158 @@
+/*
+ * ruleset.c -- parse a whole rule set, check it as a whole (duplicate ids),
+ * and index it by rule id.  Parsing is all-or-nothing: one bad rule rejects
+ * the set, and the caller keeps the set it had.
+ */
+#include "ruleset.h"
+#include "hash.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+rl_ruleset *ruleset_empty(void)
+{
+    return calloc(1, sizeof(rl_ruleset));
+}
+
+void ruleset_free(rl_ruleset *rs)
+{
+    if (!rs)
+        return;
+    for (size_t i = 0; i < rs->n; i++)
+        rule_clear(&rs->rules[i]);
+    free(rs->rules);
+    free(rs->index);
+    free(rs);
+}
+
+static uint64_t id_hash(const char *id)
+{
+    return hash_bytes(id, strlen(id), 0x1d);
+}
+
+const rl_rule *ruleset_find(const rl_ruleset *rs, const char *id)
+{
+    if (!rs->index)
+        return NULL;
+    for (size_t i = id_hash(id) & rs->mask;; i = (i + 1) & rs->mask) {
+        uint32_t slot = rs->index[i];
+        if (slot == 0)
+            return NULL;
+        if (strcmp(rs->rules[slot - 1].id, id) == 0)
+            return &rs->rules[slot - 1];
+    }
+}
+
+/* Build the id index; fails on a duplicate id. */
+static int build_index(rl_ruleset *rs, char *err, size_t errlen)
+{
+    size_t size = 4;
+
+    while (size < rs->n * 2)
+        size <<= 1;
+    if (!(rs->index = calloc(size, sizeof *rs->index)))
+        return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
+    rs->mask = size - 1;
+    for (size_t r = 0; r < rs->n; r++) {
+        const char *id = rs->rules[r].id;
+        size_t i = id_hash(id) & rs->mask;
+        for (; rs->index[i]; i = (i + 1) & rs->mask) {
+            if (strcmp(rs->rules[rs->index[i] - 1].id, id) == 0)
+                return snprintf(err, errlen,
+                                "rules[%zu]: rule_id \"%s\" appears twice", r,
+                                id), RL_ERULE;
+        }
+        rs->index[i] = (uint32_t)(r + 1);
+    }
+    return RL_OK;
+}
+
+/* Find the rule array and the version in the document's top level. */
+static int top_level(json_t *doc, json_t **rules, int64_t *version,
+                     char *err, size_t errlen)
+{
+    const char *key;
+    json_t *v;
+
+    if (json_is_array(doc)) {
+        *rules = doc;
+        return RL_OK;
+    }
+    if (!json_is_object(doc))
+        return snprintf(err, errlen,
+                        "top level: must be an object or an array"), RL_ERULE;
+    json_object_foreach(doc, key, v) {
+        if (strcmp(key, "rules") && strcmp(key, "version"))
+            return snprintf(err, errlen, "%s: unknown field", key), RL_ERULE;
+    }
+    if ((v = json_object_get(doc, "version"))) {
+        if (!json_is_integer(v) || json_integer_value(v) < 0)
+            return snprintf(err, errlen,
+                            "version: must be an integer >= 0"), RL_ERULE;
+        *version = (int64_t)json_integer_value(v);
+    }
+    *rules = json_object_get(doc, "rules");
+    if (!json_is_array(*rules))
+        return snprintf(err, errlen, "rules: required, an array"), RL_ERULE;
+    return RL_OK;
+}
+
+static int parse_rules(json_t *arr, rl_ruleset *rs, char *err, size_t errlen)
+{
+    size_t n = json_array_size(arr);
+    char why[200];
+
+    if (n > RL_RULES_MAX)
+        return snprintf(err, errlen, "rules: more than %d", RL_RULES_MAX),
+               RL_ERULE;
+    if (n && !(rs->rules = calloc(n, sizeof *rs->rules)))
+        return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
+    for (size_t i = 0; i < n; i++) {
+        json_t *obj = json_array_get(arr, i);
+        json_t *id = json_is_object(obj) ? json_object_get(obj, "rule_id")
+                                         : NULL;
+        if (rule_from_json(obj, &rs->rules[i], why, sizeof why)) {
+            if (json_is_string(id))
+                snprintf(err, errlen, "rules[%zu] (\"%.64s\"): %s", i,
+                         json_string_value(id), why);
+            else
+                snprintf(err, errlen, "rules[%zu]: %s", i, why);
+            return RL_ERULE;
+        }
+        rs->n = i + 1;
+    }
+    return build_index(rs, err, errlen);
+}
+
+int ruleset_parse(const char *json, size_t len, int64_t next_version,
+                  rl_ruleset **out, char *err, size_t errlen)
+{
+    json_error_t jerr;
+    json_t *doc, *rules = NULL;
+    rl_ruleset *rs;
+    int rc;
+
+    *out = NULL;
+    doc = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!doc) {
+        snprintf(err, errlen, "line %d, column %d: %s", jerr.line,
+                 jerr.column, jerr.text);
+        return RL_EPARSE;
+    }
+    if (!(rs = ruleset_empty())) {
+        json_decref(doc);
+        return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
+    }
+    rs->version = next_version;
+    rc = top_level(doc, &rules, &rs->version, err, errlen);
+    if (rc == RL_OK)
+        rc = parse_rules(rules, rs, err, errlen);
+    json_decref(doc);
+    if (rc != RL_OK) {
+        ruleset_free(rs);
+        return rc;
+    }
+    *out = rs;
+    return RL_OK;
+}

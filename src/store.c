@@ -1,0 +1,25 @@
+/*
+ * store.c -- pick a store backend from a URI.  The only place that knows the
+ * list of backends; everything else talks to the vtable in store.h.
+ */
+#include "store.h"
+#include "store_memory.h"
+
+#include <stdio.h>
+#include <string.h>
+
+int store_open(const char *uri, const store_options *opt, rl_store **out,
+               char *err, size_t errlen)
+{
+    *out = NULL;
+    if (strcmp(uri, "memory://") == 0 || strcmp(uri, "memory") == 0)
+        return store_memory_new(opt, out, err, errlen);
+    if (strncmp(uri, "redis://", 8) == 0 || strncmp(uri, "unix://", 7) == 0 ||
+        strncmp(uri, "redis-cluster://", 16) == 0)
+        return snprintf(err, errlen,
+                        "store \"%.100s\": Redis stores are not in this "
+                        "release; use memory://", uri), RL_ESTORE;
+    return snprintf(err, errlen,
+                    "store \"%.100s\": unknown scheme (expected memory://)",
+                    uri), RL_ESTORE;
+}

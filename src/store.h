@@ -1,0 +1,64 @@
+/*
+ * store.h -- the one interface every state store implements.
+ *
+ * The request path hands a store all the charges of one request at once
+ * (one per matching rule) and gets one decision per charge back.  The store
+ * owns the clock (the memory store's monotonic clock today, Redis TIME
+ * tomorrow) and must apply the charges all-or-nothing: if any is denied,
+ * none is kept.  That is the whole contract, so a Redis node or a Redis
+ * Cluster plugs in behind it without the request path changing.
+ */
+#ifndef RL_STORE_H
+#define RL_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algo.h"
+#include "rule.h"
+
+#define RL_OPS_MAX 32 /* charges in one request: rules one request matches */
+
+typedef struct store_op {
+    const rl_rule *rule;  /* algorithm, limits, state seed */
+    const char *key;      /* client key, e.g. "user:123"   */
+    size_t key_len;
+    int64_t cost;
+    int soft;             /* mode "log": a denial vetoes nothing */
+} store_op;
+
+typedef struct rl_store rl_store;
+
+typedef struct store_vtable {
+    const char *name;
+    /* Decide ops[0..n), n <= RL_OPS_MAX, all-or-nothing: unless every
+     * non-soft op passes, nothing is charged; when they all pass, every op
+     * that passed is charged (soft ones included).  Fill out[0..n) and
+     * *now_ms (the store's clock).  Returns RL_OK or RL_ESTORE. */
+    int (*check)(rl_store *s, const store_op *ops, size_t n,
+                 algo_decision *out, int64_t *now_ms);
+    void (*free)(rl_store *s);
+} store_vtable;
+
+struct rl_store {
+    const store_vtable *vt;
+};
+
+/* Options a store may read, taken from the limiter's configuration. */
+typedef struct store_options {
+    int64_t memory_max_bytes;
+    int64_t timeout_ms;
+} store_options;
+
+/* Open the store a URI names ("memory://").  Returns RL_OK, or RL_ESTORE
+ * with the reason in err. */
+int store_open(const char *uri, const store_options *opt, rl_store **out,
+               char *err, size_t errlen);
+
+static inline void store_free(rl_store *s)
+{
+    if (s)
+        s->vt->free(s);
+}
+
+#endif
