@@ -135,6 +135,12 @@ RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim);
 /* Options for the header calls. */
 #define RL_HEADERS_IETF 0x01 /* add RateLimit-Policy and RateLimit (draft-10) */
 
+/* Output sizes that always suffice: headers rl_headers() may write, bytes
+ * (with the NUL) of rl_headers_format() and of rl_body_format(). */
+#define RL_HEADERS_MAX 6
+#define RL_HEADERS_FORMAT_MAX 396
+#define RL_BODY_FORMAT_MAX 58
+
 typedef struct rl_header {
     char name[24];
     char value[104];

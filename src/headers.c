@@ -1,13 +1,13 @@
 /*
- * headers.c -- the HTTP side of a decision: rl_headers(), rl_headers_format()
+ * headers.c -- the HTTP side of a decision.  rl_headers(), rl_headers_format()
  * and rl_body_format() turn an rl_result into response headers and a 429
- * body.  The headers are the Redis-style (GitHub, Redis Cloud, etc.) trio
- * X-RateLimit-Limit / -Remaining / -Reset plus Retry-After on a denial, and
- * on request the IETF draft-ietf-httpapi-ratelimit-headers-10 pair
- * RateLimit-Policy / RateLimit.  Nothing here allocates, keeps state or
- * trusts the rl_result: every number is clamped, the rule id is read within
- * its array and reduced to [A-Za-z0-9._:-], so no output byte can be a
- * control character, CR, LF or DEL whatever the result holds.
+ * body: the de facto X-RateLimit-Limit / -Remaining / -Reset trio, plus
+ * Retry-After on a denial and, on request, the IETF
+ * draft-ietf-httpapi-ratelimit-headers-10 pair RateLimit-Policy / RateLimit.
+ * Nothing here allocates, keeps state or trusts the rl_result: every number
+ * is clamped, the rule id is read within its array and reduced to
+ * [A-Za-z0-9._:-], so no output byte can be a control character, CR, LF or
+ * DEL whatever the result holds.
  */
 #include "ratelimit.h"
 
@@ -18,7 +18,7 @@
 #define SF_INT_MAX 999999999999999LL
 
 /* The most headers one call writes: the trio, Retry-After, the IETF pair. */
-#define MAX_HEADERS 6
+#define MAX_HEADERS RL_HEADERS_MAX
 
 /* Bytes of rule_id ever read: up to the NUL or the whole array. */
 #define POLICY_MAX (RL_RULE_ID_MAX + 1)

@@ -16,11 +16,12 @@
  * 68 % and 85 % full: 32 B / 0.68 = 47 B per entry at worst.
  *
  * Expired entries are reclaimed without a cleanup job: a probe that passes
- * an expired entry reuses its slot for a new key, and a segment that has to
- * grow first rebuilds itself without its expired entries.  When growing
+ * an expired entry reuses its slot for a new key, and a segment that runs
+ * full first rebuilds itself without its expired entries.  When growing
  * would pass memory_max_bytes the segment stops growing; a new key then
- * takes the slot, among the first 16 of its probe path, of the entry that
- * expires soonest (evicting it: that client starts afresh, which is counted).
+ * evicts, among the 16 slots from its home on, the entry that expires
+ * soonest (that client starts afresh; evictions are counted).  Entries are
+ * removed by shifting their run back, so no tombstones pile up.
  */
 #include "store_memory.h"
 #include "hash.h"
@@ -126,22 +127,21 @@ static int rebuild(mem_store *m, segment *g, uint32_t new_cap, uint32_t now_s)
 }
 
 /* Make room for one more entry: drop expired ones, grow if under the cap.
+ * Dropping in place is preferred whenever it frees at least 1/32 of the
+ * slots (so a rebuild costs at most 32 moves per insert it makes room for);
+ * growing from a table that full keeps the load near 2/3 or more.
  * Returns 0 when there is room, -1 when the segment is at the cap. */
 static int make_room(mem_store *m, segment *g, uint32_t now_s)
 {
-    uint32_t live = 0, grown;
+    uint32_t live = 0, grown = g->cap + g->cap / 4;
+    int64_t extra = (int64_t)(grown - g->cap) * (int64_t)sizeof(entry);
 
     for (uint32_t i = 0; i < g->cap; i++)
         live += g->slots[i].fp && !is_dead(&g->slots[i], now_s);
-    grown = g->cap + g->cap / 4;
-    if (live < g->max_used * 3 / 4) /* mostly expired: rebuild in place */
+    if (g->used - live >= g->cap / 32 + 1)
         return rebuild(m, g, g->cap, now_s);
-    if (atomic_load(&m->bytes) + (int64_t)(grown - g->cap) * (int64_t)sizeof(entry) >
-        m->max_bytes) {
-        if (live < g->used)
-            return rebuild(m, g, g->cap, now_s);
-        return -1;
-    }
+    if (atomic_load(&m->bytes) + extra > m->max_bytes)
+        return live < g->used ? rebuild(m, g, g->cap, now_s) : -1;
     return rebuild(m, g, grown, now_s);
 }
 

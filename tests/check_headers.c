@@ -546,7 +546,7 @@ START_TEST(test_worst_case_sizes)
 {
     /* The man pages promise 396 bytes for the headers, 58 for the body. */
     rl_result r;
-    char buf[396], body[58];
+    char buf[RL_HEADERS_FORMAT_MAX], body[RL_BODY_FORMAT_MAX];
 
     memset(&r, 0, sizeof(r));
     r.limit = r.remaining = r.reset_at = r.retry_after = r.window = INT64_MAX;

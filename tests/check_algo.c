@@ -1,0 +1,341 @@
+/*
+ * check_algo.c -- the four algorithms as pure functions: the design note's
+ * worked numbers, long-run exact counts, and the edge cases (cost above the
+ * limit, cost 0, huge costs, 1 s and 1 day windows, clock steps).
+ */
+#include <check.h>
+#include <string.h>
+
+#include "algo.h"
+#include "ratelimit.h"
+#include "testutil.h"
+
+static algo_params params(int algo, int64_t limit, int64_t burst, int64_t w)
+{
+    algo_params ap;
+    char err[200];
+
+    ck_assert_msg(algo_params_init(&ap, algo, limit, burst, w, err,
+                                   sizeof err) == 0, "%s", err);
+    return ap;
+}
+
+/* Charge `cost` until denied at time `now`; return how many passed. */
+static int64_t drain(const algo_params *ap, algo_state *st, int64_t now,
+                     int64_t cost)
+{
+    algo_decision d;
+    int64_t n = 0;
+
+    for (;;) {
+        algo_apply(ap, st, now, cost, &d);
+        if (!d.allowed)
+            return n;
+        n++;
+    }
+}
+
+START_TEST(token_bucket_design_note)
+{
+    /* 100 req/min with burst 20: r = 100/60 = 1.67 tokens/s, B = 20. */
+    algo_params ap = params(RL_ALGO_TOKEN_BUCKET, 100, 20, 60);
+    algo_state st = {0};
+    algo_decision d;
+
+    ck_assert_int_eq(ap.p, 600); /* one token every 600 ms */
+    ck_assert_int_eq(ap.q, 1);
+    ck_assert_int_eq(drain(&ap, &st, T0, 1), 20);
+    algo_apply(&ap, &st, T0, 1, &d);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_int_eq(d.retry_ms, 600);   /* (cost - tokens) / r        */
+    ck_assert_int_eq(d.remaining, 0);
+    ck_assert_int_eq(d.reset_ms, T0 + 20 * 600); /* full again        */
+    algo_apply(&ap, &st, T0 + 599, 1, &d);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_int_eq(d.retry_ms, 1);
+    /* After 6 s, 6 x 1.67 = 10 tokens. */
+    ck_assert_int_eq(drain(&ap, &st, T0 + 6000, 1), 10);
+    /* Idle for a minute: full (20), never more. */
+    ck_assert_int_eq(drain(&ap, &st, T0 + 66000, 1), 20);
+}
+END_TEST
+
+START_TEST(sliding_window_design_note)
+{
+    /* 60 s window at 1:15: estimate = prev x 0.75 + current. */
+    algo_params ap = params(RL_ALGO_SLIDING_WINDOW, 100, 0, 60);
+    algo_state st = {0};
+    algo_decision d;
+    int64_t w0 = T0; /* T0 is a multiple of 60 s */
+
+    for (int i = 0; i < 80; i++) { /* 80 in the minute before */
+        algo_apply(&ap, &st, w0 + 30000, 1, &d);
+        ck_assert(d.allowed);
+    }
+    for (int i = 0; i < 10; i++) { /* 10 so far at 1:15 */
+        algo_apply(&ap, &st, w0 + 75000, 1, &d);
+        ck_assert(d.allowed);
+    }
+    /* 80 x 0.75 + 10 = 70: 30 remain. */
+    ck_assert_int_eq(d.remaining, 30);
+    ck_assert_int_eq(drain(&ap, &st, w0 + 75000, 1), 30);
+    algo_apply(&ap, &st, w0 + 75000, 1, &d);
+    ck_assert_int_eq(d.allowed, 0);
+    /* The next unit fits once 80 x (60 - e)/60 + 40 + 1 <= 100, that is at
+     * e = 15.75 s: 750 ms from now. */
+    ck_assert_int_eq(d.retry_ms, 750);
+    algo_apply(&ap, &st, w0 + 75749, 1, &d);
+    ck_assert_int_eq(d.allowed, 0);
+    algo_apply(&ap, &st, w0 + 75750, 1, &d);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_int_eq(d.reset_ms, w0 + 120000);
+}
+END_TEST
+
+START_TEST(sliding_window_retry_when_prev_decays)
+{
+    algo_params ap = params(RL_ALGO_SLIDING_WINDOW, 100, 0, 60);
+    algo_state st = {0};
+    algo_decision d;
+
+    for (int i = 0; i < 100; i++)
+        algo_apply(&ap, &st, T0 + 1000, 1, &d);
+    /* At 1:00 + 0.6 s: estimate 100 x 59.4/60 = 99: one fits. */
+    algo_apply(&ap, &st, T0 + 60000, 1, &d);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_int_eq(d.retry_ms, 600);
+    algo_apply(&ap, &st, T0 + 60599, 1, &d);
+    ck_assert_int_eq(d.allowed, 0);
+    algo_apply(&ap, &st, T0 + 60600, 1, &d);
+    ck_assert_int_eq(d.allowed, 1);
+}
+END_TEST
+
+START_TEST(fixed_window_basic)
+{
+    algo_params ap = params(RL_ALGO_FIXED_WINDOW, 5, 0, 60);
+    algo_state st = {0};
+    algo_decision d;
+
+    ck_assert_int_eq(drain(&ap, &st, T0 + 10000, 1), 5);
+    algo_apply(&ap, &st, T0 + 10000, 1, &d);
+    ck_assert_int_eq(d.retry_ms, 50000);
+    ck_assert_int_eq(d.reset_ms, T0 + 60000);
+    ck_assert_int_eq(drain(&ap, &st, T0 + 60000, 1), 5);
+}
+END_TEST
+
+START_TEST(gcra_matches_design_numbers)
+{
+    algo_params ap = params(RL_ALGO_GCRA, 100, 20, 60);
+    algo_state st = {0};
+    algo_decision d;
+
+    ck_assert_int_eq(drain(&ap, &st, T0, 1), 20);
+    algo_apply(&ap, &st, T0, 1, &d);
+    ck_assert_int_eq(d.retry_ms, 600);
+    ck_assert_int_eq(drain(&ap, &st, T0 + 6000, 1), 10);
+    ck_assert_int_eq(drain(&ap, &st, T0 + 66000, 1), 20);
+}
+END_TEST
+
+/* Exact long-run counts with a rate that is not a whole number of ms: 7 per
+ * second is one token every 142.857... ms. */
+START_TEST(buckets_count_exactly_over_a_run)
+{
+    int algos[] = {RL_ALGO_TOKEN_BUCKET, RL_ALGO_GCRA};
+
+    for (int a = 0; a < 2; a++) {
+        algo_params ap = params(algos[a], 7, 0, 1);
+        algo_state st = {0};
+        int64_t total = 0;
+
+        for (int64_t t = 0; t <= 10000; t++)
+            total += drain(&ap, &st, T0 + t, 1);
+        /* burst 7 + 10 s x 7/s */
+        ck_assert_int_eq(total, 7 + 70);
+    }
+}
+END_TEST
+
+START_TEST(windows_count_exactly_over_a_run)
+{
+    algo_params fw = params(RL_ALGO_FIXED_WINDOW, 7, 0, 1);
+    algo_params sw = params(RL_ALGO_SLIDING_WINDOW, 100, 0, 1);
+    algo_state a = {0}, b = {0};
+    int64_t fixed = 0, sliding = 0;
+
+    for (int64_t t = 0; t < 10000; t++) {
+        fixed += drain(&fw, &a, T0 + t, 1);
+        sliding += drain(&sw, &b, T0 + t, 1);
+    }
+    ck_assert_int_eq(fixed, 70);
+    /* Under steady demand the sliding window admits its limit per window. */
+    ck_assert_int_ge(sliding, 1000 * 97 / 100);
+    ck_assert_int_le(sliding, 1000 * 103 / 100);
+}
+END_TEST
+
+START_TEST(cost_above_capacity_is_denied_for_a_window)
+{
+    int algos[] = {RL_ALGO_SLIDING_WINDOW, RL_ALGO_TOKEN_BUCKET,
+                   RL_ALGO_FIXED_WINDOW, RL_ALGO_GCRA};
+
+    for (int a = 0; a < 4; a++) {
+        algo_params ap = params(algos[a], 10, 0, 60);
+        algo_state st = {0}, before;
+        algo_decision d;
+
+        before = st;
+        algo_apply(&ap, &st, T0, 11, &d);
+        ck_assert_int_eq(d.allowed, 0);
+        ck_assert_int_eq(d.retry_ms, 60000);
+        ck_assert_int_eq(d.remaining, 10);
+        ck_assert(memcmp(&st, &before, sizeof st) == 0);
+        algo_apply(&ap, &st, T0, RL_COST_MAX, &d); /* huge: no overflow */
+        ck_assert_int_eq(d.allowed, 0);
+        ck_assert_int_eq(d.remaining, 10);
+        algo_apply(&ap, &st, T0, 10, &d); /* exactly the limit fits */
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_int_eq(d.remaining, 0);
+    }
+}
+END_TEST
+
+START_TEST(cost_zero_charges_nothing)
+{
+    int algos[] = {RL_ALGO_SLIDING_WINDOW, RL_ALGO_TOKEN_BUCKET,
+                   RL_ALGO_FIXED_WINDOW, RL_ALGO_GCRA};
+
+    for (int a = 0; a < 4; a++) {
+        algo_params ap = params(algos[a], 3, 0, 60);
+        algo_state st = {0};
+        algo_decision d;
+
+        algo_apply(&ap, &st, T0, 2, &d);
+        algo_apply(&ap, &st, T0, 0, &d);
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_int_eq(d.changed, 0);
+        ck_assert_int_eq(d.remaining, 1);
+        ck_assert_int_eq(drain(&ap, &st, T0, 1), 1);
+        algo_apply(&ap, &st, T0, 0, &d); /* still "allowed": charges 0 */
+        ck_assert_int_eq(d.allowed, 1);
+        ck_assert_int_eq(d.remaining, 0);
+    }
+}
+END_TEST
+
+START_TEST(one_second_and_one_day_windows)
+{
+    algo_params sec = params(RL_ALGO_TOKEN_BUCKET, 1000000, 0, 1);
+    algo_params day = params(RL_ALGO_SLIDING_WINDOW, 1000000, 0, 86400);
+    algo_params gday = params(RL_ALGO_GCRA, 999983, 0, 86400); /* prime */
+    algo_state a = {0}, b = {0}, c = {0};
+    algo_decision d;
+
+    /* 1M/s: one token per microsecond, i.e. 1000 per ms. */
+    algo_apply(&sec, &a, T0, 1000000, &d);
+    ck_assert(d.allowed);
+    algo_apply(&sec, &a, T0 + 1, 1001, &d);
+    ck_assert(!d.allowed);
+    algo_apply(&sec, &a, T0 + 1, 1000, &d);
+    ck_assert(d.allowed);
+    /* 1M/day: a day's worth at once, then nothing until the window moves. */
+    algo_apply(&day, &b, T0, 1000000, &d);
+    ck_assert(d.allowed);
+    algo_apply(&day, &b, T0 + 3600 * 1000, 1, &d);
+    ck_assert(!d.allowed);
+    ck_assert_int_eq(d.reset_ms, T0 + 86400000LL);
+    /* A prime limit per day still counts exactly. */
+    ck_assert_int_eq(drain(&gday, &c, T0, 1000), 999);
+    algo_apply(&gday, &c, T0 + 86400000LL, 999983, &d);
+    ck_assert(d.allowed);
+}
+END_TEST
+
+START_TEST(clock_steps_back_never_refill)
+{
+    int algos[] = {RL_ALGO_SLIDING_WINDOW, RL_ALGO_TOKEN_BUCKET,
+                   RL_ALGO_FIXED_WINDOW, RL_ALGO_GCRA};
+
+    for (int a = 0; a < 4; a++) {
+        algo_params ap = params(algos[a], 10, 0, 60);
+        algo_state st = {0};
+
+        ck_assert_int_eq(drain(&ap, &st, T0 + 120000, 1), 10);
+        /* Back an hour, then a day: nothing more passes. */
+        ck_assert_int_eq(drain(&ap, &st, T0 + 120000 - 3600000, 1), 0);
+        ck_assert_int_eq(drain(&ap, &st, T0 - 86400000LL, 1), 0);
+        /* Forward a year: a fresh window or a full bucket, no overflow. */
+        ck_assert_int_eq(drain(&ap, &st, T0 + 365LL * 86400000, 1), 10);
+    }
+}
+END_TEST
+
+/* The design note's edge case: the limit spent in a window's last second,
+ * a burst in the next one's first second. */
+START_TEST(window_edge_burst)
+{
+    algo_params fw = params(RL_ALGO_FIXED_WINDOW, 100, 0, 60);
+    algo_params sw = params(RL_ALGO_SLIDING_WINDOW, 100, 0, 60);
+    algo_state a = {0}, b = {0};
+    int64_t fixed = 0, sliding = 0;
+
+    for (int64_t t = 59000; t < 61000; t += 10) {
+        fixed += drain(&fw, &a, T0 + t, 1);
+        sliding += drain(&sw, &b, T0 + t, 1);
+    }
+    ck_assert_int_eq(fixed, 200);           /* the 2x burst             */
+    ck_assert_int_le(sliding, 110);         /* at most 1.1x the limit   */
+    ck_assert_int_ge(sliding, 100);
+}
+END_TEST
+
+START_TEST(params_reject_bad_numbers)
+{
+    algo_params ap;
+    char err[200];
+
+    ck_assert_int_eq(algo_params_init(&ap, 0, 0, 0, 60, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "limit"));
+    ck_assert_int_eq(algo_params_init(&ap, 0, 10, 0, -1, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "window_seconds"));
+    ck_assert_int_eq(algo_params_init(&ap, 0, 10, 5, 60, err, sizeof err), -1);
+    ck_assert_ptr_nonnull(strstr(err, "burst"));
+    ck_assert_int_eq(algo_params_init(&ap, 9, 10, 0, 60, err, sizeof err), -1);
+    ck_assert_int_eq(algo_params_init(&ap, 1, RL_LIMIT_MAX + 1, 0, 60, err,
+                                      sizeof err), -1);
+    /* A prime limit over 31 days with a large burst needs > 52 bits. */
+    ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_TOKEN_BUCKET, 999983,
+                                      10000000, 31 * 86400, err, sizeof err),
+                     -1);
+    ck_assert_ptr_nonnull(strstr(err, "52 bits"));
+    ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_SLIDING_WINDOW,
+                                      RL_LIMIT_MAX, 0, 31 * 86400, err,
+                                      sizeof err), -1);
+    ck_assert_int_eq(algo_from_name("leaky"), -1);
+    ck_assert_int_eq(algo_from_name("gcra"), RL_ALGO_GCRA);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("algo");
+    TCase *tc = tcase_create("algo");
+
+    tcase_add_test(tc, token_bucket_design_note);
+    tcase_add_test(tc, sliding_window_design_note);
+    tcase_add_test(tc, sliding_window_retry_when_prev_decays);
+    tcase_add_test(tc, fixed_window_basic);
+    tcase_add_test(tc, gcra_matches_design_numbers);
+    tcase_add_test(tc, buckets_count_exactly_over_a_run);
+    tcase_add_test(tc, windows_count_exactly_over_a_run);
+    tcase_add_test(tc, cost_above_capacity_is_denied_for_a_window);
+    tcase_add_test(tc, cost_zero_charges_nothing);
+    tcase_add_test(tc, one_second_and_one_day_windows);
+    tcase_add_test(tc, clock_steps_back_never_refill);
+    tcase_add_test(tc, window_edge_burst);
+    tcase_add_test(tc, params_reject_bad_numbers);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

@@ -1,0 +1,240 @@
+/*
+ * check_memory.c -- the in-process store through its vtable: state kept per
+ * (rule, key), all-or-nothing charges, expired entries reclaimed without a
+ * cleanup job, the memory cap and its eviction policy, bytes per key.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "rule.h"
+#include "store_memory.h"
+#include "testutil.h"
+
+static rl_rule make_rule(const char *json)
+{
+    json_error_t jerr;
+    json_t *obj = json_loads(json, 0, &jerr);
+    rl_rule r;
+    char err[200];
+
+    ck_assert_ptr_nonnull(obj);
+    ck_assert_msg(rule_from_json(obj, &r, err, sizeof err) == 0, "%s", err);
+    json_decref(obj);
+    return r;
+}
+
+static rl_store *open_memory(int64_t max_bytes)
+{
+    store_options opt = {max_bytes, 5};
+    rl_store *s;
+    char err[200];
+
+    ck_assert_int_eq(store_memory_new(&opt, &s, err, sizeof err), RL_OK);
+    clock_set(T0);
+    store_memory_set_clock(s, test_clock, NULL);
+    return s;
+}
+
+static int charge(rl_store *s, const rl_rule *r, const char *key,
+                  int64_t cost, algo_decision *d)
+{
+    store_op op = {r, key, strlen(key), cost, 0};
+    int64_t now;
+
+    ck_assert_int_eq(s->vt->check(s, &op, 1, d, &now), RL_OK);
+    ck_assert_int_eq(now, atomic_load(&test_now));
+    return d->allowed;
+}
+
+static const char *fw3 = "{\"rule_id\":\"fw3\",\"dimension\":\"user\","
+                         "\"limit\":3,\"window_seconds\":60,"
+                         "\"algorithm\":\"fixed_window\"}";
+
+START_TEST(state_is_per_rule_and_key)
+{
+    rl_store *s = open_memory(1 << 24);
+    rl_rule a = make_rule(fw3);
+    rl_rule b = make_rule("{\"rule_id\":\"other\",\"dimension\":\"user\","
+                          "\"limit\":3,\"window_seconds\":60,"
+                          "\"algorithm\":\"fixed_window\"}");
+    algo_decision d;
+
+    for (int i = 0; i < 3; i++)
+        ck_assert(charge(s, &a, "user:1", 1, &d));
+    ck_assert(!charge(s, &a, "user:1", 1, &d));
+    ck_assert(charge(s, &a, "user:2", 1, &d));  /* another key        */
+    ck_assert(charge(s, &b, "user:1", 1, &d));  /* another rule       */
+    ck_assert_int_eq(d.remaining, 2);
+    clock_add(60000);                           /* next window        */
+    ck_assert(charge(s, &a, "user:1", 3, &d));
+    store_free(s);
+    rule_clear(&a);
+    rule_clear(&b);
+}
+END_TEST
+
+START_TEST(denied_charges_change_nothing)
+{
+    rl_store *s = open_memory(1 << 24);
+    rl_rule big = make_rule("{\"rule_id\":\"big\",\"dimension\":\"user\","
+                            "\"limit\":10,\"window_seconds\":60}");
+    rl_rule small = make_rule("{\"rule_id\":\"small\",\"dimension\":\"ip\","
+                              "\"limit\":2,\"window_seconds\":60}");
+    store_op ops[2] = {{&big, "user:1", 6, 1, 0}, {&small, "ip:9", 4, 1, 0}};
+    algo_decision d[2];
+    int64_t now;
+    int passed = 0;
+
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(s->vt->check(s, ops, 2, d, &now), RL_OK);
+        passed += d[0].allowed && d[1].allowed;
+    }
+    ck_assert_int_eq(passed, 2);
+    /* The big rule was charged only for the two requests that passed. */
+    ck_assert(charge(s, &big, "user:1", 0, &d[0]));
+    ck_assert_int_eq(d[0].remaining, 8);
+    /* A soft op's denial vetoes nothing. */
+    ops[1].soft = 1;
+    ck_assert_int_eq(s->vt->check(s, ops, 2, d, &now), RL_OK);
+    ck_assert(d[0].allowed && !d[1].allowed);
+    ck_assert(charge(s, &big, "user:1", 0, &d[0]));
+    ck_assert_int_eq(d[0].remaining, 7);
+    store_free(s);
+    rule_clear(&big);
+    rule_clear(&small);
+}
+END_TEST
+
+START_TEST(expired_entries_are_reused)
+{
+    rl_store *s = open_memory(1 << 28);
+    rl_rule r = make_rule(fw3);
+    store_memory_stats st1, st2;
+    algo_decision d;
+    char key[32];
+
+    for (int i = 0; i < 50000; i++) {
+        snprintf(key, sizeof key, "user:a%d", i);
+        charge(s, &r, key, 1, &d);
+    }
+    store_memory_stats_get(s, &st1);
+    ck_assert_int_eq(st1.slots, 50000);
+    clock_add(3600 * 1000); /* every entry has expired */
+    for (int i = 0; i < 50000; i++) {
+        snprintf(key, sizeof key, "user:b%d", i);
+        charge(s, &r, key, 1, &d);
+    }
+    store_memory_stats_get(s, &st2);
+    /* The new keys took the dead keys' slots: no more slots in use, and
+     * at most one growth step for segments that were nearly full. */
+    ck_assert_int_le(st2.slots, 50000);
+    ck_assert_int_le(st2.capacity, st1.capacity * 5 / 4);
+    ck_assert_int_eq(st2.evictions, 0);
+    store_free(s);
+    rule_clear(&r);
+}
+END_TEST
+
+START_TEST(memory_cap_evicts_and_holds)
+{
+    int64_t cap = 1 << 20; /* 1 MiB: room for ~27k entries */
+    rl_store *s = open_memory(cap);
+    rl_rule r = make_rule(fw3);
+    store_memory_stats st;
+    algo_decision d;
+    char key[32];
+
+    for (int i = 0; i < 200000; i++) {
+        snprintf(key, sizeof key, "user:%d", i);
+        charge(s, &r, key, 1, &d);
+        ck_assert(d.allowed); /* every new key starts fresh */
+    }
+    store_memory_stats_get(s, &st);
+    ck_assert_int_le(st.bytes - (int64_t)sizeof(rl_store), cap + 4096 * 64);
+    ck_assert_int_gt(st.evictions, 100000);
+    ck_assert_int_le(st.slots, st.capacity * 85 / 100 + 256);
+    /* A key charged just now is still tracked. */
+    ck_assert(charge(s, &r, "user:199999", 2, &d));
+    ck_assert(!charge(s, &r, "user:199999", 1, &d));
+    store_free(s);
+    rule_clear(&r);
+}
+END_TEST
+
+START_TEST(bytes_per_key_stay_under_48)
+{
+    rl_store *s = open_memory(1LL << 32);
+    rl_rule r = make_rule(fw3);
+    store_memory_stats st;
+    algo_decision d;
+    char key[32];
+
+    for (int n = 0, checkpoint = 25000; n < 400000; n++) {
+        snprintf(key, sizeof key, "ip:%d", n);
+        charge(s, &r, key, 1, &d);
+        if (n + 1 == checkpoint) {
+            store_memory_stats_get(s, &st);
+            ck_assert_int_eq(st.slots, n + 1);
+            ck_assert_msg(st.bytes <= 48 * st.slots,
+                          "%lld bytes for %lld keys", (long long)st.bytes,
+                          (long long)st.slots);
+            checkpoint = checkpoint * 3 / 2;
+        }
+    }
+    store_free(s);
+    rule_clear(&r);
+}
+END_TEST
+
+START_TEST(rule_change_of_algorithm_starts_fresh)
+{
+    rl_store *s = open_memory(1 << 24);
+    rl_rule a = make_rule(fw3);
+    rl_rule b = make_rule("{\"rule_id\":\"fw3\",\"dimension\":\"user\","
+                          "\"limit\":3,\"window_seconds\":60,"
+                          "\"algorithm\":\"token_bucket\"}");
+    rl_rule c = make_rule("{\"rule_id\":\"fw3\",\"dimension\":\"user\","
+                          "\"limit\":5,\"window_seconds\":60,"
+                          "\"algorithm\":\"fixed_window\"}");
+    algo_decision d;
+
+    ck_assert(charge(s, &a, "user:1", 3, &d));
+    ck_assert(charge(s, &b, "user:1", 3, &d)); /* new algorithm: fresh */
+    ck_assert(charge(s, &c, "user:1", 2, &d)); /* new limit: counts kept */
+    ck_assert(!charge(s, &c, "user:1", 1, &d));
+    store_free(s);
+    rule_clear(&a);
+    rule_clear(&b);
+    rule_clear(&c);
+}
+END_TEST
+
+START_TEST(cap_below_floor_is_refused)
+{
+    store_options opt = {1000, 5};
+    rl_store *s = NULL;
+    char err[200];
+
+    ck_assert_int_eq(store_memory_new(&opt, &s, err, sizeof err), RL_EOPTION);
+    ck_assert_ptr_null(s);
+    ck_assert_ptr_nonnull(strstr(err, "memory_max_bytes"));
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("memory");
+    TCase *tc = tcase_create("memory");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, state_is_per_rule_and_key);
+    tcase_add_test(tc, denied_charges_change_nothing);
+    tcase_add_test(tc, expired_entries_are_reused);
+    tcase_add_test(tc, memory_cap_evicts_and_holds);
+    tcase_add_test(tc, bytes_per_key_stay_under_48);
+    tcase_add_test(tc, rule_change_of_algorithm_starts_fresh);
+    tcase_add_test(tc, cap_below_floor_is_refused);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}

@@ -1,0 +1,56 @@
+/*
+ * testutil.h -- helpers shared by the Check suites: a hand-driven clock and
+ * a limiter built from a JSON rule set in one call.
+ */
+#ifndef RL_TESTUTIL_H
+#define RL_TESTUTIL_H
+
+#include <check.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+
+#include "limiter.h"
+#include "ratelimit.h"
+#include "store_memory.h"
+
+/* 2026-11-29T00:00:00Z in ms: a realistic epoch for window arithmetic. */
+#define T0 1796083200000LL
+
+static _Atomic int64_t test_now;
+
+static inline int64_t test_clock(void *arg)
+{
+    (void)arg;
+    return atomic_load(&test_now);
+}
+
+static inline void clock_set(int64_t ms) { atomic_store(&test_now, ms); }
+static inline void clock_add(int64_t ms) { atomic_fetch_add(&test_now, ms); }
+
+/* A limiter on the memory store with `rules`, on the hand clock at T0. */
+static inline rl_limiter *limiter_with(const char *rules)
+{
+    rl_limiter *lim = NULL;
+    int rc = rl_limiter_new(&lim, NULL);
+
+    ck_assert_int_eq(rc, RL_OK);
+    clock_set(T0);
+    store_memory_set_clock(limiter_store(lim), test_clock, NULL);
+    rc = rl_rules_load_string(lim, rules);
+    ck_assert_msg(rc == RL_OK, "rules: %s", rl_errmsg(lim));
+    return lim;
+}
+
+/* Run a suite; the exit status says whether anything failed. */
+static inline int run_suite(Suite *s)
+{
+    SRunner *sr = srunner_create(s);
+    int failed;
+
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+#endif
