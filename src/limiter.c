@@ -114,7 +114,7 @@ RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim)
     int64_t v;
 
     if (!lim)
-        return RL_EINVAL;
+        return rl_fail(NULL, RL_EINVAL, "rl_rules_version: lim is NULL");
     v = ((const rl_ruleset *)rcu_read_lock((rcu *)&lim->rules, &t))->version;
     rcu_read_unlock((rcu *)&lim->rules, t);
     return v;

@@ -75,28 +75,53 @@ void rule_clear(rl_rule *r)
     r->endpoint = r->tier = NULL;
 }
 
-/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)" */
+static int num2(const char *s)
+{
+    return (s[0] - '0') * 10 + (s[1] - '0');
+}
+
+/* Are the digits of "YYYY-MM-DDTHH:MM:SS" a real date and time? */
+static int date_valid(const char *s)
+{
+    static const int mdays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    int year = num2(s) * 100 + num2(s + 2), month = num2(s + 5);
+    int day = num2(s + 8), leap, max;
+
+    if (month < 1 || month > 12 || day < 1)
+        return 0;
+    leap = (year % 4 == 0 && year % 100 != 0) || year % 400 == 0;
+    max = mdays[month - 1] + (month == 2 && leap);
+    /* Seconds may be 60: RFC 3339 allows a leap second. */
+    return day <= max && num2(s + 11) <= 23 && num2(s + 14) <= 59 &&
+           num2(s + 17) <= 60;
+}
+
+/* "YYYY-MM-DDTHH:MM:SS[.frac](Z|+HH:MM|-HH:MM)", RFC 3339 section 5.6;
+ * 't' and 'z' may be lower case (section 5.6, note). */
 static int rfc3339_check(const char *s)
 {
     static const char shape[] = "dddd-dd-ddTdd:dd:dd";
     size_t i;
 
     for (i = 0; shape[i]; i++) {
-        if (shape[i] == 'd' ? !isdigit((unsigned char)s[i]) : s[i] != shape[i])
+        if (shape[i] == 'd' ? !isdigit((unsigned char)s[i])
+                            : (s[i] != shape[i] && !(i == 10 && s[i] == 't')))
             return -1;
     }
+    if (!date_valid(s))
+        return -1;
     if (s[i] == '.') {
         if (!isdigit((unsigned char)s[++i]))
             return -1;
         while (isdigit((unsigned char)s[i]))
             i++;
     }
-    if (s[i] == 'Z')
+    if (s[i] == 'Z' || s[i] == 'z')
         return s[i + 1] ? -1 : 0;
     if ((s[i] == '+' || s[i] == '-') && isdigit((unsigned char)s[i + 1]) &&
         isdigit((unsigned char)s[i + 2]) && s[i + 3] == ':' &&
         isdigit((unsigned char)s[i + 4]) && isdigit((unsigned char)s[i + 5]) &&
-        !s[i + 6])
+        !s[i + 6] && num2(s + i + 1) <= 23 && num2(s + i + 4) <= 59)
         return 0;
     return -1;
 }

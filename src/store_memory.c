@@ -50,6 +50,7 @@ typedef struct segment {
     pthread_mutex_t lock;
     entry *slots;
     uint32_t cap, used, max_used;
+    uint32_t full_until;  /* at the cap: don't rescan before this second */
     int64_t evictions;
 } __attribute__((aligned(64))) segment;
 
@@ -216,8 +217,13 @@ static void store_entry(mem_store *m, segment *g, uint64_t fp,
     entry *e = slot_for(g, fp, now_s, &is_new);
 
     if (is_new && g->used + 1 > g->max_used) {
-        if (make_room(m, g, now_s) != 0)
+        /* At the cap a full scan finds nothing to free until entries
+         * expire, so try again only once a second; evict meanwhile. */
+        if (now_s < g->full_until || make_room(m, g, now_s) != 0) {
+            if (now_s >= g->full_until)
+                g->full_until = now_s + 1;
             evict_near(g, fp);
+        }
         e = slot_for(g, fp, now_s, &is_new);
     }
     g->used += is_new;
@@ -250,7 +256,8 @@ static size_t lock_all(mem_store *m, const uint64_t *fps, size_t n,
 
     for (size_t i = 0; i < n; i++)
         segs[i] = (uint32_t)(fps[i] >> (64 - SEG_BITS));
-    qsort(segs, n, sizeof *segs, cmp_u32);
+    if (n > 1)
+        qsort(segs, n, sizeof *segs, cmp_u32);
     for (size_t i = 0; i < n; i++)
         if (k == 0 || segs[k - 1] != segs[i])
             segs[k++] = segs[i];

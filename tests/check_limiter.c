@@ -1,0 +1,970 @@
+/*
+ * check_limiter.c -- the public API through a limiter: argument checks and
+ * their messages, options, stores, rule loading (all-or-nothing, versions),
+ * the fields of a result, rl_check's choice among rules, mode "log", the
+ * all-or-nothing charge, per-thread messages, and a reader/loader race.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ratelimit.h"
+#include "testutil.h"
+
+#define RULE(id, dim, limit, extra)                                            \
+    "{\"rule_id\":\"" id "\",\"dimension\":\"" dim "\",\"limit\":" #limit     \
+    ",\"window_seconds\":60" extra "}"
+
+#define ONE_RULE "[" RULE("r", "user", 5, "") "]"
+
+static void msg_has(const rl_limiter *lim, const char *needle)
+{
+    const char *m = rl_errmsg(lim);
+
+    ck_assert_msg(strstr(m, needle) != NULL, "\"%s\" not in \"%s\"", needle,
+                  m);
+}
+
+static rl_request req_user(const char *user)
+{
+    return (rl_request){.user = user, .cost = 1};
+}
+
+/* ---- NULL arguments ------------------------------------------------------ */
+
+START_TEST(allow_rejects_null_arguments)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_result res;
+
+    ck_assert_int_eq(rl_allow(NULL, "k", "r", 1, &res), RL_EINVAL);
+    msg_has(NULL, "rl_allow: NULL");
+    ck_assert_int_eq(rl_allow(lim, NULL, "r", 1, &res), RL_EINVAL);
+    msg_has(lim, "rl_allow: NULL");
+    ck_assert_int_eq(rl_allow(lim, "k", NULL, 1, &res), RL_EINVAL);
+    msg_has(lim, "rl_allow: NULL");
+    ck_assert_int_eq(rl_allow(lim, "k", "r", 1, NULL), RL_EINVAL);
+    msg_has(lim, "rl_allow: NULL");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(check_rejects_null_arguments)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_request req = req_user("u");
+    rl_result res;
+
+    ck_assert_int_eq(rl_check(NULL, &req, &res), RL_EINVAL);
+    msg_has(NULL, "rl_check: NULL");
+    ck_assert_int_eq(rl_check(lim, NULL, &res), RL_EINVAL);
+    msg_has(lim, "rl_check: NULL");
+    ck_assert_int_eq(rl_check(lim, &req, NULL), RL_EINVAL);
+    msg_has(lim, "rl_check: NULL");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(rule_loads_reject_null_arguments)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+
+    ck_assert_int_eq(rl_rules_load_string(NULL, "[]"), RL_EINVAL);
+    msg_has(NULL, "rl_rules_load_string: NULL");
+    ck_assert_int_eq(rl_rules_load_string(lim, NULL), RL_EINVAL);
+    msg_has(lim, "rl_rules_load_string: NULL");
+    ck_assert_int_eq(rl_rules_load_file(NULL, "/tmp/x"), RL_EINVAL);
+    msg_has(NULL, "rl_rules_load_file: NULL");
+    ck_assert_int_eq(rl_rules_load_file(lim, NULL), RL_EINVAL);
+    msg_has(lim, "rl_rules_load_file: NULL");
+    ck_assert_int_eq(rl_rules_version(lim), 1); /* nothing changed */
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(rules_version_rejects_null)
+{
+    ck_assert_int_eq(rl_rules_version(NULL), RL_EINVAL);
+    msg_has(NULL, "rl_rules_version");
+}
+END_TEST
+
+START_TEST(config_and_new_reject_null_arguments)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_limiter_new(NULL, cfg), RL_EINVAL);
+    msg_has(NULL, "out is NULL");
+    ck_assert_int_eq(rl_config_set(NULL, "store", "memory://"), RL_EINVAL);
+    msg_has(NULL, "rl_config_set: NULL");
+    ck_assert_int_eq(rl_config_set(cfg, NULL, "memory://"), RL_EINVAL);
+    ck_assert_int_eq(rl_config_set(cfg, "store", NULL), RL_EINVAL);
+    msg_has(NULL, "rl_config_set: NULL");
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(free_null_is_a_noop)
+{
+    rl_limiter_free(NULL);
+    rl_config_free(NULL);
+}
+END_TEST
+
+/* ---- keys, rule ids, costs ---------------------------------------------------- */
+
+START_TEST(empty_key_rejected)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_result res;
+
+    ck_assert_int_eq(rl_allow(lim, "", "r", 1, &res), RL_EINVAL);
+    msg_has(lim, "key: must be 1..256 bytes, is empty");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(key_length_bound)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    char key[RL_KEY_MAX + 2];
+    rl_result res;
+
+    memset(key, 'k', RL_KEY_MAX);
+    key[RL_KEY_MAX] = '\0';
+    ck_assert_int_eq(rl_allow(lim, key, "r", 1, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_int_eq(res.remaining, 4);
+    key[RL_KEY_MAX] = 'k';
+    key[RL_KEY_MAX + 1] = '\0';
+    ck_assert_int_eq(rl_allow(lim, key, "r", 1, &res), RL_EINVAL);
+    msg_has(lim, "key: must be 1..256 bytes, is longer");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(request_dimension_too_long_rejected)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    char user[RL_KEY_MAX + 1];
+    rl_request req = req_user(user);
+    rl_result res;
+
+    memset(user, 'u', RL_KEY_MAX);
+    user[RL_KEY_MAX] = '\0';
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_EINVAL);
+    msg_has(lim, "user: longer than 251 bytes");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(unknown_rule_id_is_enorule)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_result res;
+
+    ck_assert_int_eq(rl_allow(lim, "k", "no-such-rule", 1, &res), RL_ENORULE);
+    msg_has(lim, "no rule \"no-such-rule\" in rule set version 1");
+    ck_assert_int_eq(res.allowed, 0);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(cost_bounds)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_request req = req_user("u");
+    rl_result res;
+
+    ck_assert_int_eq(rl_allow(lim, "k", "r", -1, &res), RL_EINVAL);
+    msg_has(lim, "cost: must be 0..1000000000, got -1");
+    ck_assert_int_eq(rl_allow(lim, "k", "r", RL_COST_MAX + 1, &res),
+                     RL_EINVAL);
+    msg_has(lim, "got 1000000001");
+    req.cost = -1;
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_EINVAL);
+    msg_has(lim, "cost");
+    /* The largest cost is valid input, denied as a result. */
+    ck_assert_int_eq(rl_allow(lim, "k", "r", RL_COST_MAX, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    ck_assert_int_ge(res.retry_after, 1);
+    ck_assert_int_eq(res.remaining, 5); /* nothing was charged */
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* ---- loading rules ------------------------------------------------------------- */
+
+START_TEST(failed_load_keeps_previous_set)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_result res;
+
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(rl_allow(lim, "k", "r", 1, &res), RL_OK);
+    ck_assert_int_eq(rl_rules_load_string(lim, "[{oops"), RL_EPARSE);
+    msg_has(lim, "line 1");
+    ck_assert_int_eq(rl_rules_load_string(lim, "[" RULE("r", "user", 0, "")
+                                          "]"), RL_ERULE);
+    msg_has(lim, "limit");
+    ck_assert_int_eq(rl_rules_load_string(lim, "[" RULE("x", "user", 5, "")
+                                          "," RULE("x", "ip", 5, "") "]"),
+                     RL_ERULE);
+    msg_has(lim, "appears twice");
+    ck_assert_int_eq(rl_rules_version(lim), 1);
+    ck_assert_int_eq(rl_allow(lim, "k", "r", 1, &res), RL_OK);
+    ck_assert_int_eq(res.remaining, 1); /* 5 - 4: the counter survived */
+    ck_assert_int_eq(rl_allow(lim, "k", "x", 1, &res), RL_ENORULE);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(reload_of_same_rule_keeps_counters)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_result res;
+
+    ck_assert_int_eq(rl_allow(lim, "k", "r", 2, &res), RL_OK);
+    ck_assert_int_eq(rl_rules_load_string(lim, ONE_RULE), RL_OK);
+    ck_assert_int_eq(rl_allow(lim, "k", "r", 1, &res), RL_OK);
+    ck_assert_int_eq(res.remaining, 2);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(load_file_missing_is_eio)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+
+    ck_assert_int_eq(rl_rules_load_file(lim, "/nonexistent/rules.json"),
+                     RL_EIO);
+    msg_has(lim, "/nonexistent/rules.json: cannot open");
+    ck_assert_int_eq(rl_rules_load_file(lim, "/tmp"), RL_EIO); /* a dir */
+    msg_has(lim, "/tmp: read error");
+    ck_assert_int_eq(rl_rules_version(lim), 1);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* Write `text` to a fresh temp file; the caller unlinks `path`. */
+static void temp_file(char *path, const char *text)
+{
+    int fd;
+
+    strcpy(path, "/tmp/rl_rules_XXXXXX");
+    fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+START_TEST(load_file_valid)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    char path[64];
+    rl_result res;
+    int rc;
+
+    temp_file(path, "{\"version\": 12, \"rules\": ["
+                    RULE("from-file", "ip", 2, "") "]}\n");
+    rc = rl_rules_load_file(lim, path);
+    unlink(path);
+    ck_assert_msg(rc == RL_OK, "%s", rl_errmsg(lim));
+    ck_assert_int_eq(rl_rules_version(lim), 12);
+    ck_assert_int_eq(rl_allow(lim, "1.2.3.4", "from-file", 1, &res), RL_OK);
+    ck_assert_int_eq(res.limit, 2);
+    ck_assert_int_eq(rl_allow(lim, "k", "r", 1, &res), RL_ENORULE);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* rl_limiter_new with a config that must fail: rc, *out NULL. */
+static int new_fails(rl_config *cfg, int code)
+{
+    rl_limiter *lim = (rl_limiter *)&lim; /* not NULL: must be reset */
+    int rc = rl_limiter_new(&lim, cfg);
+
+    ck_assert_int_eq(rc, code);
+    ck_assert_ptr_null(lim);
+    return rc;
+}
+
+START_TEST(new_with_unparsable_rules_fails)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "rules", "[{\"rule_id\":"), RL_OK);
+    new_fails(cfg, RL_EPARSE);
+    msg_has(NULL, "line 1");
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(new_with_invalid_rules_fails)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "rules", "[" RULE("r", "user", 0, "")
+                                   "]"), RL_OK);
+    new_fails(cfg, RL_ERULE);
+    msg_has(NULL, "limit: must be 1..1000000000, got 0");
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(new_with_missing_rules_file_fails)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "rules_file", "/nonexistent/r.json"),
+                     RL_OK);
+    new_fails(cfg, RL_EIO);
+    msg_has(NULL, "/nonexistent/r.json: cannot open");
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(new_with_rules_file_and_rules)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    char path[64];
+    rl_result res;
+
+    temp_file(path, ONE_RULE);
+    ck_assert_int_eq(rl_config_set(cfg, "rules_file", path), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    unlink(path);
+    ck_assert_int_eq(rl_allow(lim, "k", "r", 1, &res), RL_OK);
+    ck_assert_int_eq(res.limit, 5);
+    rl_limiter_free(lim);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", "[" RULE("s", "ip", 7, "")
+                                   "]"), RL_OK);
+    temp_file(path, ONE_RULE);
+    ck_assert_int_eq(rl_config_set(cfg, "rules_file", path), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK); /* file, then rules */
+    unlink(path);
+    ck_assert_int_eq(rl_rules_version(lim), 2);
+    ck_assert_int_eq(rl_allow(lim, "k", "s", 1, &res), RL_OK);
+    ck_assert_int_eq(rl_allow(lim, "k", "r", 1, &res), RL_ENORULE);
+    rl_limiter_free(lim);
+    rl_config_free(cfg);
+}
+END_TEST
+
+/* ---- options and stores ------------------------------------------------------ */
+
+START_TEST(config_unknown_option)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "colour", "blue"), RL_EOPTION);
+    msg_has(NULL, "unknown option \"colour\"");
+    msg_has(NULL, "timeout_ms");
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(config_timeout_values)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "abc"), RL_EOPTION);
+    msg_has(NULL, "timeout_ms: \"abc\" is not a number");
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "0"), RL_EOPTION);
+    msg_has(NULL, "timeout_ms: must be 1..60000");
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "5x"), RL_EOPTION);
+    msg_has(NULL, "timeout_ms: \"5x\" has trailing text");
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", ""), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "-5"), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "60001"), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "5K"), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "60000"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "1"), RL_OK);
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(config_memory_max_bytes_values)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+
+    ck_assert_int_eq(rl_config_set(cfg, "memory_max_bytes", "1K"), RL_EOPTION);
+    msg_has(NULL, "memory_max_bytes: must be 1048576..");
+    ck_assert_int_eq(rl_config_set(cfg, "memory_max_bytes", "2X"),
+                     RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "memory_max_bytes", "1M"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "memory_max_bytes", "8G"), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    ck_assert_ptr_nonnull(lim);
+    rl_limiter_free(lim);
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(store_redis_not_in_this_release)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", "redis://localhost:6379"),
+                     RL_OK);
+    new_fails(cfg, RL_ESTORE);
+    msg_has(NULL, "redis://localhost:6379");
+    msg_has(NULL, "memory://");
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(store_unknown_scheme)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", "nope://"), RL_OK);
+    new_fails(cfg, RL_ESTORE);
+    msg_has(NULL, "\"nope://\": unknown scheme");
+    ck_assert_int_eq(rl_config_set(cfg, "store", ""), RL_EOPTION);
+    rl_config_free(cfg);
+}
+END_TEST
+
+/* ---- results ------------------------------------------------------------------- */
+
+START_TEST(result_fields_when_allowed)
+{
+    rl_limiter *lim = limiter_with("[" RULE("fw", "user", 5,
+                                   ",\"algorithm\":\"fixed_window\"") "]");
+    rl_result res;
+
+    clock_add(10000);
+    ck_assert_int_eq(rl_allow(lim, "k", "fw", 1, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_uint_eq(res.flags, 0);
+    ck_assert_int_eq(res.limit, 5);
+    ck_assert_int_eq(res.remaining, 4);
+    ck_assert_int_eq(res.reset_at, T0 / 1000 + 60);
+    ck_assert_int_eq(res.retry_after, 0);
+    ck_assert_int_eq(res.window, 60);
+    ck_assert_str_eq(res.rule_id, "fw");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(result_fields_when_denied)
+{
+    rl_limiter *lim = limiter_with("[" RULE("fw", "user", 5,
+                                   ",\"algorithm\":\"fixed_window\"") "]");
+    rl_result res;
+
+    clock_add(10000);
+    ck_assert_int_eq(rl_allow(lim, "k", "fw", 5, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_int_eq(res.remaining, 0);
+    ck_assert_int_eq(res.retry_after, 0);
+    clock_add(500);
+    ck_assert_int_eq(rl_allow(lim, "k", "fw", 1, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    ck_assert_uint_eq(res.flags, 0);
+    ck_assert_int_eq(res.limit, 5);
+    ck_assert_int_eq(res.remaining, 0);
+    ck_assert_int_eq(res.reset_at, T0 / 1000 + 60);
+    ck_assert_int_eq(res.retry_after, 50); /* 49.5 s, rounded up */
+    ck_assert_int_eq(res.window, 60);
+    ck_assert_str_eq(res.rule_id, "fw");
+    clock_add(49500);
+    ck_assert_int_eq(rl_allow(lim, "k", "fw", 1, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_int_eq(res.reset_at, T0 / 1000 + 120);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(retry_after_at_least_one_second)
+{
+    rl_limiter *lim = limiter_with("[" RULE("fw", "user", 1,
+                                   ",\"algorithm\":\"fixed_window\"") "]");
+    rl_result res;
+
+    clock_add(59999);
+    ck_assert_int_eq(rl_allow(lim, "k", "fw", 1, &res), RL_OK);
+    ck_assert_int_eq(rl_allow(lim, "k", "fw", 1, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    ck_assert_int_eq(res.retry_after, 1); /* 1 ms away */
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* ---- rl_check ------------------------------------------------------------------- */
+
+START_TEST(check_picks_most_restrictive_rule)
+{
+    rl_limiter *lim = limiter_with("[" RULE("per-user", "user", 5, "") ","
+                                   RULE("per-ip", "ip", 3, "") "]");
+    rl_request a = {.user = "alice", .ip = "10.0.0.1", .cost = 1};
+    rl_request b = {.user = "alice", .ip = "10.0.0.2", .cost = 1};
+    rl_result res;
+
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rl_check(lim, &a, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, 1);
+        ck_assert_str_eq(res.rule_id, "per-ip"); /* 2-i left vs 4-i */
+        ck_assert_int_eq(res.remaining, 2 - i);
+        ck_assert_int_eq(res.limit, 3);
+    }
+    ck_assert_int_eq(rl_check(lim, &a, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    ck_assert_str_eq(res.rule_id, "per-ip");
+    /* From another ip, alice has 2 of her 5 left: the user rule decides. */
+    ck_assert_int_eq(rl_check(lim, &b, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_str_eq(res.rule_id, "per-user");
+    ck_assert_int_eq(res.remaining, 1);
+    ck_assert_int_eq(res.limit, 5);
+    ck_assert_int_eq(rl_check(lim, &b, &res), RL_OK);
+    ck_assert_int_eq(rl_check(lim, &b, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    ck_assert_str_eq(res.rule_id, "per-user");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(check_two_denials_report_the_longer_wait)
+{
+    rl_limiter *lim = limiter_with(
+        "[{\"rule_id\":\"minute\",\"dimension\":\"user\",\"limit\":1,"
+        "\"window_seconds\":60,\"algorithm\":\"fixed_window\"},"
+        "{\"rule_id\":\"hour\",\"dimension\":\"ip\",\"limit\":1,"
+        "\"window_seconds\":3600,\"algorithm\":\"fixed_window\"}]");
+    rl_request req = {.user = "u", .ip = "10.0.0.1", .cost = 1};
+    rl_result res;
+
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    ck_assert_str_eq(res.rule_id, "hour");
+    ck_assert_int_eq(res.retry_after, 3600);
+    ck_assert_int_eq(res.window, 3600);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(check_without_matching_rule_allows)
+{
+    rl_limiter *lim = limiter_with("[" RULE("pro", "user", 1,
+                                   ",\"match\":{\"tier\":\"pro\"}") "]");
+    rl_request req = {.user = "u", .tier = "free", .cost = 1};
+    rl_result res;
+
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, 1);
+        ck_assert_uint_eq(res.flags, RL_FLAG_NO_RULE);
+        ck_assert_str_eq(res.rule_id, "");
+        ck_assert_int_eq(res.retry_after, 0);
+    }
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(rule_on_absent_dimension_does_not_apply)
+{
+    rl_limiter *lim = limiter_with("[" RULE("by-key", "api_key", 1, "") "]");
+    rl_request req = {.user = "u", .api_key = NULL, .cost = 1};
+    rl_result res;
+
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_uint_eq(res.flags, RL_FLAG_NO_RULE);
+    req.api_key = "";
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_uint_eq(res.flags, RL_FLAG_NO_RULE);
+    req.api_key = "key-1";
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_str_eq(res.rule_id, "by-key");
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(global_dimension_counts_everyone)
+{
+    rl_limiter *lim = limiter_with("[" RULE("all", "global", 2, "") "]");
+    rl_request a = {.cost = 1}, b = {.user = "b", .ip = "1.1.1.1", .cost = 1};
+    rl_result res;
+
+    ck_assert_int_eq(rl_check(lim, &a, &res), RL_OK);
+    ck_assert_int_eq(rl_check(lim, &b, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_int_eq(rl_check(lim, &a, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    ck_assert_str_eq(res.rule_id, "all");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(check_matches_tier)
+{
+    rl_limiter *lim = limiter_with(
+        "[" RULE("free", "user", 1, ",\"match\":{\"tier\":\"free\"}") ","
+        RULE("pro", "user", 3, ",\"match\":{\"tier\":\"pro\"}") "]");
+    rl_request req = {.user = "u", .tier = "free", .cost = 1};
+    rl_result res;
+
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_str_eq(res.rule_id, "free");
+    ck_assert_int_eq(res.limit, 1);
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    req.tier = "pro";
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_str_eq(res.rule_id, "pro");
+    ck_assert_int_eq(res.remaining, 2);
+    req.tier = NULL;
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_uint_eq(res.flags, RL_FLAG_NO_RULE);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(check_matches_endpoint)
+{
+    rl_limiter *lim = limiter_with(
+        "[" RULE("search", "user", 1, ",\"match\":{\"endpoint\":\"/search\"}")
+        "," RULE("api", "user", 2, ",\"match\":{\"endpoint\":\"/api/**\"}")
+        "]");
+    rl_request req = {.user = "u", .endpoint = "/search", .cost = 1};
+    rl_result res;
+
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_str_eq(res.rule_id, "search");
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0);
+    req.endpoint = "/api/v1/items";
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_str_eq(res.rule_id, "api");
+    ck_assert_int_eq(res.remaining, 1);
+    req.endpoint = "/other";
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_uint_eq(res.flags, RL_FLAG_NO_RULE);
+    req.endpoint = NULL;
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_uint_eq(res.flags, RL_FLAG_NO_RULE);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(log_mode_never_denies_and_flags_soft)
+{
+    rl_limiter *lim = limiter_with("[" RULE("shadow", "user", 2,
+                                   ",\"mode\":\"log\"") "]");
+    rl_request req = req_user("u");
+    rl_result res;
+
+    for (int i = 0; i < 2; i++) { /* counted: remaining goes down */
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, 1);
+        ck_assert_uint_eq(res.flags, 0);
+        ck_assert_int_eq(res.remaining, 1 - i);
+        ck_assert_str_eq(res.rule_id, "shadow");
+    }
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, 1);
+        ck_assert_uint_eq(res.flags, RL_FLAG_SOFT);
+        ck_assert_int_eq(res.remaining, 0);
+        ck_assert_int_eq(res.retry_after, 0);
+    }
+    ck_assert_int_eq(rl_allow(lim, "k", "shadow", 3, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_uint_eq(res.flags, RL_FLAG_SOFT);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(log_rule_counts_beside_an_enforced_rule)
+{
+    rl_limiter *lim = limiter_with("[" RULE("shadow", "user", 1,
+                                   ",\"mode\":\"log\"") ","
+                                   RULE("real", "user", 5, "") "]");
+    rl_request req = req_user("u");
+    rl_result res;
+
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_uint_eq(res.flags, 0);
+    ck_assert_str_eq(res.rule_id, "real"); /* enforced rules decide */
+    ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_uint_eq(res.flags, RL_FLAG_SOFT); /* the log rule's 1 is used */
+    ck_assert_str_eq(res.rule_id, "real");
+    ck_assert_int_eq(res.remaining, 3);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(denied_request_charges_no_rule)
+{
+    rl_limiter *lim = limiter_with("[" RULE("per-user", "user", 10, "") ","
+                                   RULE("per-ip", "ip", 2, "") "]");
+    rl_request both = {.user = "alice", .ip = "10.0.0.1", .cost = 1};
+    rl_request peek = {.user = "alice", .cost = 0};
+    rl_result res;
+
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(rl_check(lim, &both, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, 1);
+    }
+    for (int i = 0; i < 5; i++) {
+        ck_assert_int_eq(rl_check(lim, &both, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, 0);
+        ck_assert_str_eq(res.rule_id, "per-ip");
+    }
+    ck_assert_int_eq(rl_check(lim, &peek, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_str_eq(res.rule_id, "per-user");
+    ck_assert_int_eq(res.remaining, 8); /* only the 2 that passed */
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* ---- error messages --------------------------------------------------------------- */
+
+START_TEST(errmsg_is_per_handle)
+{
+    rl_limiter *a = limiter_with(ONE_RULE), *b = limiter_with(ONE_RULE);
+    rl_result res;
+
+    ck_assert_int_eq(rl_allow(a, "k", "missing-on-a", 1, &res), RL_ENORULE);
+    msg_has(a, "missing-on-a");
+    ck_assert_str_eq(rl_errmsg(b), "");
+    ck_assert_str_eq(rl_errmsg(NULL), "");
+    rl_limiter_free(a);
+    rl_limiter_free(b);
+}
+END_TEST
+
+struct fail_arg {
+    rl_limiter *lim;
+    char seen[256];
+};
+
+static void *fail_in_thread(void *p)
+{
+    struct fail_arg *fa = p;
+    rl_result res;
+
+    rl_allow(fa->lim, "k", "missing-in-thread", 1, &res);
+    snprintf(fa->seen, sizeof fa->seen, "%s", rl_errmsg(fa->lim));
+    return NULL;
+}
+
+START_TEST(errmsg_is_per_thread)
+{
+    struct fail_arg fa = {limiter_with(ONE_RULE), ""};
+    pthread_t t;
+    rl_result res;
+
+    ck_assert_int_eq(rl_allow(fa.lim, "k", "missing-in-main", 1, &res),
+                     RL_ENORULE);
+    ck_assert_int_eq(pthread_create(&t, NULL, fail_in_thread, &fa), 0);
+    pthread_join(t, NULL);
+    ck_assert_ptr_nonnull(strstr(fa.seen, "missing-in-thread"));
+    msg_has(fa.lim, "missing-in-main");
+    ck_assert_ptr_null(strstr(rl_errmsg(fa.lim), "missing-in-thread"));
+    rl_limiter_free(fa.lim);
+}
+END_TEST
+
+START_TEST(errmsg_starts_with_strerror)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_result res;
+
+    rl_allow(lim, "k", "zz", 1, &res);
+    ck_assert_ptr_eq(strstr(rl_errmsg(lim), rl_strerror(RL_ENORULE)),
+                     rl_errmsg(lim));
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(strerror_names_every_code)
+{
+    static const struct { int code; const char *text; } codes[] = {
+        {RL_OK, "success"},
+        {RL_EINVAL, "invalid argument"},
+        {RL_ENOMEM, "out of memory"},
+        {RL_ENORULE, "no such rule"},
+        {RL_ERULE, "invalid rule"},
+        {RL_EPARSE, "rule JSON does not parse"},
+        {RL_EIO, "cannot read file"},
+        {RL_EOPTION, "bad configuration option"},
+        {RL_ESTORE, "store error"},
+        {RL_ERANGE, "buffer too small"},
+    };
+
+    for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
+        ck_assert_str_eq(rl_strerror(codes[i].code), codes[i].text);
+    ck_assert_str_eq(rl_strerror(-10), "unknown error");
+    ck_assert_str_eq(rl_strerror(1), "unknown error");
+    ck_assert_str_eq(rl_strerror(-2147483647 - 1), "unknown error");
+}
+END_TEST
+
+/* ---- versions -------------------------------------------------------------------- */
+
+START_TEST(library_version)
+{
+    char want[32];
+
+    snprintf(want, sizeof want, "%d.%d.%d", RL_VERSION_MAJOR,
+             RL_VERSION_MINOR, RL_VERSION_PATCH);
+    ck_assert_int_eq(rl_version(), RL_VERSION_NUMBER);
+    ck_assert_str_eq(rl_version_string(), want);
+}
+END_TEST
+
+START_TEST(rules_version_counts_loads)
+{
+    rl_limiter *lim = NULL;
+
+    ck_assert_int_eq(rl_limiter_new(&lim, NULL), RL_OK);
+    ck_assert_int_eq(rl_rules_version(lim), 0);
+    ck_assert_int_eq(rl_rules_load_string(lim, ONE_RULE), RL_OK);
+    ck_assert_int_eq(rl_rules_version(lim), 1);
+    ck_assert_int_eq(rl_rules_load_string(lim, "{\"rules\":" ONE_RULE "}"),
+                     RL_OK);
+    ck_assert_int_eq(rl_rules_version(lim), 2);
+    ck_assert_int_eq(rl_rules_load_string(lim, "{\"version\":42,\"rules\":"
+                                          ONE_RULE "}"), RL_OK);
+    ck_assert_int_eq(rl_rules_version(lim), 42);
+    ck_assert_int_eq(rl_rules_load_string(lim, "[]"), RL_OK);
+    ck_assert_int_eq(rl_rules_version(lim), 43);
+    ck_assert_int_eq(rl_rules_load_string(lim, "[1]"), RL_ERULE);
+    ck_assert_int_eq(rl_rules_version(lim), 43);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(unknown_rule_message_has_current_version)
+{
+    rl_limiter *lim = limiter_with("{\"version\":77,\"rules\":" ONE_RULE "}");
+    rl_result res;
+
+    ck_assert_int_eq(rl_allow(lim, "k", "gone", 1, &res), RL_ENORULE);
+    msg_has(lim, "version 77");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* ---- readers race a loader ------------------------------------------------------ */
+
+/* Limits no reader can exhaust however fast it runs on a frozen clock. */
+#define SET_A "[" RULE("a", "user", 1000000000, "") "]"
+#define SET_B "[" RULE("b", "user", 999999999, "") "]"
+
+static atomic_int race_stop, race_bad, race_checks;
+
+static void *race_reader(void *p)
+{
+    rl_limiter *lim = p;
+    rl_request req = req_user("racer");
+    rl_result res;
+
+    while (!atomic_load(&race_stop)) {
+        int rc = rl_check(lim, &req, &res);
+        int ok = rc == RL_OK && res.allowed == 1 && res.flags == 0 &&
+                 ((strcmp(res.rule_id, "a") == 0 && res.limit == 1000000000) ||
+                  (strcmp(res.rule_id, "b") == 0 && res.limit == 999999999)) &&
+                 res.window == 60 && res.remaining >= 0 &&
+                 res.remaining < res.limit;
+        if (!ok)
+            atomic_fetch_add(&race_bad, 1);
+        atomic_fetch_add(&race_checks, 1);
+    }
+    return NULL;
+}
+
+START_TEST(readers_race_rule_swaps)
+{
+    rl_limiter *lim = limiter_with(SET_A);
+    pthread_t t[2];
+
+    for (int i = 0; i < 2; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, race_reader, lim), 0);
+    while (atomic_load(&race_checks) < 10) /* readers are in the loop */
+        sched_yield();
+    for (int i = 0; i < 200; i++)
+        ck_assert_int_eq(rl_rules_load_string(lim, i % 2 ? SET_A : SET_B),
+                         RL_OK);
+    while (atomic_load(&race_checks) < 1000)
+        sched_yield();
+    atomic_store(&race_stop, 1);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    ck_assert_int_eq(atomic_load(&race_bad), 0);
+    ck_assert_int_eq(rl_rules_version(lim), 201);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("limiter");
+    TCase *tc = tcase_create("limiter");
+
+    tcase_set_timeout(tc, 30);
+    tcase_add_test(tc, allow_rejects_null_arguments);
+    tcase_add_test(tc, check_rejects_null_arguments);
+    tcase_add_test(tc, rule_loads_reject_null_arguments);
+    tcase_add_test(tc, rules_version_rejects_null);
+    tcase_add_test(tc, config_and_new_reject_null_arguments);
+    tcase_add_test(tc, free_null_is_a_noop);
+    tcase_add_test(tc, empty_key_rejected);
+    tcase_add_test(tc, key_length_bound);
+    tcase_add_test(tc, request_dimension_too_long_rejected);
+    tcase_add_test(tc, unknown_rule_id_is_enorule);
+    tcase_add_test(tc, cost_bounds);
+    tcase_add_test(tc, failed_load_keeps_previous_set);
+    tcase_add_test(tc, reload_of_same_rule_keeps_counters);
+    tcase_add_test(tc, load_file_missing_is_eio);
+    tcase_add_test(tc, load_file_valid);
+    tcase_add_test(tc, new_with_unparsable_rules_fails);
+    tcase_add_test(tc, new_with_invalid_rules_fails);
+    tcase_add_test(tc, new_with_missing_rules_file_fails);
+    tcase_add_test(tc, new_with_rules_file_and_rules);
+    tcase_add_test(tc, config_unknown_option);
+    tcase_add_test(tc, config_timeout_values);
+    tcase_add_test(tc, config_memory_max_bytes_values);
+    tcase_add_test(tc, store_redis_not_in_this_release);
+    tcase_add_test(tc, store_unknown_scheme);
+    tcase_add_test(tc, result_fields_when_allowed);
+    tcase_add_test(tc, result_fields_when_denied);
+    tcase_add_test(tc, retry_after_at_least_one_second);
+    tcase_add_test(tc, check_picks_most_restrictive_rule);
+    tcase_add_test(tc, check_two_denials_report_the_longer_wait);
+    tcase_add_test(tc, check_without_matching_rule_allows);
+    tcase_add_test(tc, rule_on_absent_dimension_does_not_apply);
+    tcase_add_test(tc, global_dimension_counts_everyone);
+    tcase_add_test(tc, check_matches_tier);
+    tcase_add_test(tc, check_matches_endpoint);
+    tcase_add_test(tc, log_mode_never_denies_and_flags_soft);
+    tcase_add_test(tc, log_rule_counts_beside_an_enforced_rule);
+    tcase_add_test(tc, denied_request_charges_no_rule);
+    tcase_add_test(tc, errmsg_is_per_handle);
+    tcase_add_test(tc, errmsg_is_per_thread);
+    tcase_add_test(tc, errmsg_starts_with_strerror);
+    tcase_add_test(tc, strerror_names_every_code);
+    tcase_add_test(tc, library_version);
+    tcase_add_test(tc, rules_version_counts_loads);
+    tcase_add_test(tc, unknown_rule_message_has_current_version);
+    tcase_add_test(tc, readers_race_rule_swaps);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
