@@ -1,10 +1,11 @@
 /*
  * error.c -- rl_strerror() and rl_errmsg().
  *
- * Messages live in one thread-local slot per thread, tagged with the handle
- * the failing call was made on.  That gives each thread its own message for
- * each handle it used last, without locks and without the race a message
- * stored in the shared handle would have.
+ * Each thread keeps the message of its last failed call, tagged with the
+ * handle that call was made on (like errno, a success leaves it alone).
+ * rl_errmsg(lim) returns it if it belongs to lim.  Thread-local storage
+ * needs no lock and avoids the race a message kept in the shared handle
+ * would have.
  */
 #include "ratelimit.h"
 #include "error.h"

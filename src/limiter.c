@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #define FILE_MAX (64 << 20) /* bytes in a rule file */
 
@@ -64,21 +65,28 @@ static int read_file(const void *owner, const char *path, char **out,
                      size_t *len)
 {
     FILE *f = fopen(path, "rb");
+    struct stat sb;
     char *buf;
     size_t n;
 
     if (!f)
         return rl_fail(owner, RL_EIO, "%.200s: cannot open", path);
-    if (!(buf = malloc(FILE_MAX + 1))) {
+    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) ||
+        sb.st_size > FILE_MAX) {
+        fclose(f);
+        return rl_fail(owner, RL_EIO, "%.200s: not a regular file of at "
+                       "most 64 MiB", path);
+    }
+    if (!(buf = malloc((size_t)sb.st_size + 1))) {
         fclose(f);
         return rl_fail(owner, RL_ENOMEM, "reading %.200s", path);
     }
-    n = fread(buf, 1, FILE_MAX + 1, f);
-    if (ferror(f) || n > FILE_MAX) {
+    n = fread(buf, 1, (size_t)sb.st_size + 1, f);
+    if (ferror(f) || n > (size_t)sb.st_size) {
         fclose(f);
         free(buf);
-        return rl_fail(owner, RL_EIO, "%.200s: %s", path,
-                       n > FILE_MAX ? "larger than 64 MiB" : "read error");
+        return rl_fail(owner, RL_EIO, "%.200s: read error or file changed "
+                       "while read", path);
     }
     fclose(f);
     *out = buf;
@@ -196,9 +204,11 @@ static int64_t ceil_s(int64_t ms)
     return ms <= 0 ? 0 : (ms + 999) / 1000;
 }
 
-/* One decision into the caller's result. */
+/* One decision into the caller's result.  A denial's reset time is never
+ * before its retry time: a client that waits for X-RateLimit-Reset must not
+ * be denied again (a sliding window's estimate can outlast its window). */
 static void fill_result(rl_result *res, const rl_rule *rule,
-                        const algo_decision *d, int enforce)
+                        const algo_decision *d, int enforce, int64_t now)
 {
     res->allowed = d->allowed || !enforce;
     res->limit = rule->ap.limit;
@@ -207,6 +217,8 @@ static void fill_result(rl_result *res, const rl_rule *rule,
     res->retry_after = res->allowed ? 0 : ceil_s(d->retry_ms);
     if (!res->allowed && res->retry_after < 1)
         res->retry_after = 1;
+    if (!d->allowed && ceil_s(now + d->retry_ms) > res->reset_at)
+        res->reset_at = ceil_s(now + d->retry_ms);
     res->window = rule->window_s;
     memcpy(res->rule_id, rule->id, sizeof res->rule_id);
 }
@@ -225,7 +237,7 @@ static int tighter(const algo_decision *a, const algo_decision *b)
 /* Fold n decisions: the tightest enforced one decides; rules in mode "log"
  * decide only when no enforced rule applies, and never deny. */
 static void fold(rl_result *res, const store_op *ops, const algo_decision *d,
-                 size_t n)
+                 size_t n, int64_t now)
 {
     size_t best = n;
     unsigned flags = 0;
@@ -237,7 +249,7 @@ static void fold(rl_result *res, const store_op *ops, const algo_decision *d,
             (ops[best].soft == ops[i].soft && tighter(&d[i], &d[best])))
             best = i;
     }
-    fill_result(res, ops[best].rule, &d[best], !ops[best].soft);
+    fill_result(res, ops[best].rule, &d[best], !ops[best].soft, now);
     res->flags = flags;
 }
 
@@ -249,7 +261,7 @@ static int run(rl_limiter *lim, store_op *ops, size_t n, rl_result *res)
 
     if (rc != RL_OK)
         return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
-    fold(res, ops, d, n);
+    fold(res, ops, d, n, now);
     return RL_OK;
 }
 

@@ -61,9 +61,11 @@ int rule_id_check(const char *id)
 
 int rule_matches(const rl_rule *r, const char *endpoint, const char *tier)
 {
+    /* NULL and "" both mean the request does not say. */
     if (r->tier && (!tier || strcmp(r->tier, tier) != 0))
         return 0;
-    if (r->endpoint && (!endpoint || !pattern_match(r->endpoint, endpoint)))
+    if (r->endpoint &&
+        (!endpoint || !*endpoint || !pattern_match(r->endpoint, endpoint)))
         return 0;
     return 1;
 }

@@ -273,9 +273,8 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     uint64_t fps[RL_OPS_MAX];
     uint32_t segs[RL_OPS_MAX];
     algo_state st[RL_OPS_MAX];
-    int64_t now = clock_now_ms(&m->clock);
-    int64_t rel_s = now / 1000 - m->epoch_s;
-    uint32_t now_s = rel_s < 0 ? 0 : rel_s > UINT32_MAX ? UINT32_MAX : (uint32_t)rel_s;
+    int64_t now, rel_s;
+    uint32_t now_s;
     size_t nseg, i;
     int all = 1;
 
@@ -284,6 +283,11 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     for (i = 0; i < n; i++)
         fps[i] = fingerprint(&ops[i]);
     nseg = lock_all(m, fps, n, segs);
+    /* Read the clock under the locks, so the charges to one entry are
+     * decided in the order of their times. */
+    now = clock_now_ms(&m->clock);
+    rel_s = now / 1000 - m->epoch_s;
+    now_s = rel_s < 0 ? 0 : rel_s > UINT32_MAX ? UINT32_MAX : (uint32_t)rel_s;
 
     /* Decide every charge on a copy of the state... */
     for (i = 0; i < n; i++) {

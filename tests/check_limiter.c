@@ -244,7 +244,7 @@ START_TEST(load_file_missing_is_eio)
                      RL_EIO);
     msg_has(lim, "/nonexistent/rules.json: cannot open");
     ck_assert_int_eq(rl_rules_load_file(lim, "/tmp"), RL_EIO); /* a dir */
-    msg_has(lim, "/tmp: read error");
+    msg_has(lim, "/tmp: not a regular file");
     ck_assert_int_eq(rl_rules_version(lim), 1);
     rl_limiter_free(lim);
 }
