@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #define FILE_MAX (64 << 20) /* bytes in a rule file */
 
@@ -132,11 +133,16 @@ RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim)
 
 static int open_store(rl_limiter *lim, const rl_config *cfg)
 {
-    store_options opt = {cfg->memory_max_bytes, cfg->timeout_ms};
+    store_options opt = {cfg->memory_max_bytes, cfg->timeout_ms,
+                         cfg->connect_timeout_ms, (int)cfg->redis_connections,
+                         (int)cfg->degraded_start};
+    const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];
-    int rc = store_open(cfg->store ? cfg->store : "memory://", &opt,
-                        &lim->store, err, sizeof err);
+    int rc = store_open(uri, &opt, &lim->store, err, sizeof err);
 
+    if (rc == RL_OK && strcmp(lim->store->vt->name, "memory") != 0)
+        rc = store_open("memory://", &opt, &lim->fallback, err, sizeof err);
+    lim->fleet_size = cfg->fleet_size;
     return rc == RL_OK ? RL_OK : rl_fail(NULL, rc, "%s", err);
 }
 
@@ -191,6 +197,7 @@ RL_EXPORT void rl_limiter_free(rl_limiter *lim)
     if (!lim)
         return;
     store_free(lim->store);
+    store_free(lim->fallback);
     ruleset_free(rcu_peek(&lim->rules));
     rcu_destroy(&lim->rules);
     pthread_mutex_destroy(&lim->load_lock);
@@ -253,12 +260,71 @@ static void fold(rl_result *res, const store_op *ops, const algo_decision *d,
     res->flags = flags;
 }
 
+/* A rule's share of its limit when this limiter decides alone. */
+static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
+                          rl_rule *local)
+{
+    const algo_params *ap = &rule->ap;
+    int64_t n = lim->fleet_size, burst = 0;
+    char err[8];
+
+    *local = *rule;
+    if (ap->burst && ap->burst != ap->limit)
+        burst = ap->burst / n > 0 ? ap->burst / n : 1;
+    algo_params_init(&local->ap, ap->algo, ap->limit / n > 0 ? ap->limit / n : 1,
+                     burst, rule->window_s, err, sizeof err);
+}
+
+/* The store failed: each rule follows its failure mode.  open: allow;
+ * closed: deny for a second; fallback: the local memory store at
+ * limit / fleet_size.  The result's flags say which decided. */
+static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
+                   rl_result *res)
+{
+    rl_rule local[RL_OPS_MAX];
+    store_op fops[RL_OPS_MAX];
+    algo_decision d[RL_OPS_MAX], fd[RL_OPS_MAX];
+    size_t map[RL_OPS_MAX], nf = 0;
+    int64_t now = (int64_t)time(NULL) * 1000, fnow;
+    unsigned flags = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        const rl_rule *rule = ops[i].rule;
+        algo_decision *di = &d[i];
+        switch (rule->failure) {
+        case RL_FAIL_OPEN:
+            *di = (algo_decision){1, 0, rule->ap.limit,
+                                  now + rule->ap.window_ms, 0, 0};
+            flags |= RL_FLAG_FAIL_OPEN;
+            break;
+        case RL_FAIL_CLOSED:
+            *di = (algo_decision){0, 0, 0, now + 1000, 1000, 0};
+            break;
+        default:
+            fallback_rule(lim, rule, &local[nf]);
+            fops[nf] = ops[i];
+            fops[nf].rule = &local[nf];
+            map[nf++] = i;
+            flags |= RL_FLAG_FALLBACK;
+        }
+    }
+    if (nf && lim->fallback->vt->check(lim->fallback, fops, nf, fd, &fnow))
+        return rl_fail(lim, RL_ESTORE, "the fallback store failed");
+    for (size_t k = 0; k < nf; k++)
+        d[map[k]] = fd[k];
+    fold(res, ops, d, n, now);
+    res->flags |= flags;
+    return RL_OK;
+}
+
 static int run(rl_limiter *lim, store_op *ops, size_t n, rl_result *res)
 {
     algo_decision d[RL_OPS_MAX];
     int64_t now;
     int rc = lim->store->vt->check(lim->store, ops, n, d, &now);
 
+    if (rc != RL_OK && lim->fallback)
+        return degrade(lim, ops, n, res);
     if (rc != RL_OK)
         return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
     fold(res, ops, d, n, now);

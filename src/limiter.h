@@ -15,6 +15,9 @@ struct rl_limiter {
     rcu rules;                 /* the current rl_ruleset, read lock-free */
     pthread_mutex_t load_lock; /* serialises rule loads                  */
     rl_store *store;
+    rl_store *fallback;        /* memory store for rules in mode fallback,
+                                  when a remote store fails; else NULL   */
+    int64_t fleet_size;        /* the fallback allows limit / fleet_size */
 };
 
 /* Tests reach the store to drive its clock. */

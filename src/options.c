@@ -21,6 +21,10 @@ void config_defaults(struct rl_config *cfg)
     memset(cfg, 0, sizeof *cfg);
     cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
     cfg->memory_max_bytes = DEFAULT_MEMORY_MAX;
+    cfg->connect_timeout_ms = 1000;
+    cfg->redis_connections = 2;
+    cfg->degraded_start = 0;
+    cfg->fleet_size = 1;
 }
 
 RL_EXPORT rl_config *rl_config_new(void)
@@ -109,7 +113,16 @@ RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
     if (strcmp(name, "memory_max_bytes") == 0)
         return parse_size(name, value, 1 << 20, INT64_MAX / 2, 1,
                           &cfg->memory_max_bytes);
+    if (strcmp(name, "connect_timeout_ms") == 0)
+        return parse_size(name, value, 1, 60000, 0, &cfg->connect_timeout_ms);
+    if (strcmp(name, "redis_connections") == 0)
+        return parse_size(name, value, 1, 16, 0, &cfg->redis_connections);
+    if (strcmp(name, "degraded_start") == 0)
+        return parse_size(name, value, 0, 1, 0, &cfg->degraded_start);
+    if (strcmp(name, "fleet_size") == 0)
+        return parse_size(name, value, 1, 100000, 0, &cfg->fleet_size);
     return rl_fail(NULL, RL_EOPTION,
                    "unknown option \"%.40s\" (store, rules_file, rules, "
-                   "timeout_ms, memory_max_bytes)", name);
+                   "timeout_ms, memory_max_bytes, connect_timeout_ms, "
+                   "redis_connections, degraded_start, fleet_size)", name);
 }

@@ -12,8 +12,12 @@ struct rl_config {
     char *store;              /* "memory://"                          */
     char *rules_file;         /* loaded at create, if set             */
     char *rules;              /* JSON loaded at create, if set        */
-    int64_t timeout_ms;       /* per store call (Redis, later)        */
+    int64_t timeout_ms;       /* one check's wait for the store       */
     int64_t memory_max_bytes; /* cap on the memory store              */
+    int64_t connect_timeout_ms; /* a Redis (re)connect                */
+    int64_t redis_connections;  /* pipelined connections per server   */
+    int64_t degraded_start;     /* 1: start while Redis is away       */
+    int64_t fleet_size;         /* limiters sharing a limit (fallback)*/
 };
 
 /* The defaults, for rl_limiter_new(NULL). */

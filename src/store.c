@@ -4,6 +4,7 @@
  */
 #include "store.h"
 #include "store_memory.h"
+#include "store_redis.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,11 +16,13 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
     if (strcmp(uri, "memory://") == 0 || strcmp(uri, "memory") == 0)
         return store_memory_new(opt, out, err, errlen);
     if (strncmp(uri, "redis://", 8) == 0 || strncmp(uri, "unix://", 7) == 0 ||
-        strncmp(uri, "redis-cluster://", 16) == 0)
+        strncmp(uri, "rediss://", 9) == 0)
+        return store_redis_new(uri, opt, out, err, errlen);
+    if (strncmp(uri, "redis-cluster://", 16) == 0)
         return snprintf(err, errlen,
-                        "store \"%.100s\": Redis stores are not in this "
-                        "release; use memory://", uri), RL_ESTORE;
+                        "store \"%.100s\": Redis Cluster is not in this "
+                        "release; use redis:// or memory://", uri), RL_ESTORE;
     return snprintf(err, errlen,
-                    "store \"%.100s\": unknown scheme (expected memory://)",
-                    uri), RL_ESTORE;
+                    "store \"%.100s\": unknown scheme (expected memory://, "
+                    "redis:// or unix://)", uri), RL_ESTORE;
 }

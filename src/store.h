@@ -47,10 +47,13 @@ struct rl_store {
 /* Options a store may read, taken from the limiter's configuration. */
 typedef struct store_options {
     int64_t memory_max_bytes;
-    int64_t timeout_ms;
+    int64_t timeout_ms;          /* one check's wait for Redis          */
+    int64_t connect_timeout_ms;  /* a (re)connect, off the request path */
+    int redis_connections;       /* pipelined connections per server    */
+    int degraded_start;          /* start even if Redis is unreachable  */
 } store_options;
 
-/* Open the store a URI names ("memory://").  Returns RL_OK, or RL_ESTORE
+/* Open the store a URI names ("memory://", "redis://...", "unix://...").  Returns RL_OK, or RL_ESTORE
  * with the reason in err. */
 int store_open(const char *uri, const store_options *opt, rl_store **out,
                char *err, size_t errlen);

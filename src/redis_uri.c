@@ -1,0 +1,159 @@
+/*
+ * redis_uri.c -- see redis_uri.h.  A small hand-written parser: the URI
+ * comes from an operator's configuration, so every way it can be wrong gets
+ * its own message, and nothing is guessed.
+ */
+#include "redis_uri.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define FAIL(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+static int hexval(int c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = tolower(c);
+    return (c >= 'a' && c <= 'f') ? c - 'a' + 10 : -1;
+}
+
+/* Copy s[0..n) into out (size cap), decoding %XX; -1 if bad or too long. */
+static int decode(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t o = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        int c = (unsigned char)s[i];
+        if (c == '%') {
+            if (i + 2 >= n || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
+                return -1;
+            c = hexval(s[i + 1]) * 16 + hexval(s[i + 2]);
+            i += 2;
+        }
+        if (c == 0 || o + 1 >= cap)
+            return -1;
+        out[o++] = (char)c;
+    }
+    out[o] = '\0';
+    return 0;
+}
+
+/* A decimal number in [lo, hi] spanning exactly s[0..n). */
+static int number(const char *s, size_t n, long lo, long hi, int *out)
+{
+    long v = 0;
+
+    if (n == 0 || n > 9)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+/* "[user]:password@" before `rest`, if there is one. */
+static int userinfo(const char **rest, redis_uri *u, char *err, size_t errlen)
+{
+    const char *s = *rest, *at = strchr(s, '@'), *colon;
+    size_t end = strcspn(s, "/?");
+
+    if (!at || (size_t)(at - s) > end)
+        return 0; /* no credentials */
+    colon = memchr(s, ':', (size_t)(at - s));
+    if (!colon)
+        return FAIL("credentials must be user:password@ or :password@");
+    if (decode(s, (size_t)(colon - s), u->user, sizeof u->user) ||
+        decode(colon + 1, (size_t)(at - colon - 1), u->password,
+               sizeof u->password))
+        return FAIL("user or password: bad %%-escape, NUL or too long");
+    if (!u->password[0])
+        return FAIL("password: empty (leave out the '@' part for none)");
+    *rest = at + 1;
+    return 0;
+}
+
+static int parse_tcp(const char *s, redis_uri *u, char *err, size_t errlen)
+{
+    const char *host = s, *hend, *p;
+
+    if (*s == '[') { /* [IPv6] */
+        if (!(hend = strchr(s, ']')))
+            return FAIL("host: '[' without ']'");
+        host = s + 1;
+        p = hend + 1;
+    } else {
+        hend = s + strcspn(s, ":/");
+        p = hend;
+    }
+    if (hend == host)
+        return FAIL("host: missing");
+    if ((size_t)(hend - host) >= sizeof u->host)
+        return FAIL("host: longer than %zu bytes", sizeof u->host - 1);
+    memcpy(u->host, host, (size_t)(hend - host));
+    u->host[hend - host] = '\0';
+    u->port = 6379;
+    if (*p == ':') {
+        size_t n = strcspn(p + 1, "/");
+        if (number(p + 1, n, 1, 65535, &u->port))
+            return FAIL("port: must be 1..65535");
+        p += 1 + n;
+    }
+    if (*p == '/' && p[1] && number(p + 1, strlen(p + 1), 0, 1000000, &u->db))
+        return FAIL("db: \"%.20s\" is not a database number", p + 1);
+    if (*p && *p != '/')
+        return FAIL("unexpected \"%.20s\" after the host", p);
+    return 0;
+}
+
+static int parse_unix(const char *s, redis_uri *u, char *err, size_t errlen)
+{
+    size_t n = strcspn(s, "?");
+
+    if (*s != '/')
+        return FAIL("unix socket path must be absolute");
+    if (n >= sizeof u->path)
+        return FAIL("unix socket path: longer than %zu bytes",
+                    sizeof u->path - 1);
+    memcpy(u->path, s, n);
+    u->path[n] = '\0';
+    s += n;
+    if (*s == '?') {
+        if (strncmp(s, "?db=", 4) ||
+            number(s + 4, strlen(s + 4), 0, 1000000, &u->db))
+            return FAIL("only ?db=N may follow the socket path");
+    }
+    return 0;
+}
+
+int redis_uri_parse(const char *uri, redis_uri *u, char *err, size_t errlen)
+{
+    const char *rest;
+
+    memset(u, 0, sizeof *u);
+    if (strncmp(uri, "redis://", 8) == 0) {
+        rest = uri + 8;
+    } else if (strncmp(uri, "unix://", 7) == 0) {
+        rest = uri + 7;
+        u->is_unix = 1;
+    } else if (strncmp(uri, "rediss://", 9) == 0) {
+        return FAIL("rediss:// (TLS) is not supported; use redis:// or "
+                    "unix://");
+    } else {
+        return FAIL("expected redis:// or unix://");
+    }
+    for (const char *c = uri; *c; c++)
+        if ((unsigned char)*c < 0x21 || *c == 0x7f)
+            return FAIL("space or control byte in the URI");
+    if (userinfo(&rest, u, err, errlen))
+        return -1;
+    return u->is_unix ? parse_unix(rest, u, err, errlen)
+                      : parse_tcp(rest, u, err, errlen);
+}
