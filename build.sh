@@ -12,7 +12,8 @@ set -eu
 cd "$(dirname "$0")"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
-libhiredis-dev libjansson-dev check mandoc libreadline8"
+libhiredis-dev libjansson-dev check mandoc libreadline8 redis-server \
+redis-tools"
 
 deps() {
     missing=""

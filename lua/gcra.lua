@@ -23,7 +23,7 @@ local function gcra(ap, st, now, cost, d)
   else
     deny(d, ceil_div(debt + cost * ap.p - cap, ap.q))
   end
-  d.remaining = idiv(cap - debt, ap.p)
+  if debt >= cap then d.remaining = 0 else d.remaining = idiv(cap - debt, ap.p) end
   d.reset = t + ceil_div(debt, ap.q)
   d.expires = d.reset
 end

@@ -160,7 +160,8 @@ static void gcra(const algo_params *ap, algo_state *st, int64_t now,
     } else {
         deny(d, ceil_div(debt + cost * ap->p - cap, ap->q));
     }
-    d->remaining = (cap - debt) / ap->p;
+    /* After a clock step back the debt can pass the capacity by < 1 ms. */
+    d->remaining = debt >= cap ? 0 : (cap - debt) / ap->p;
     d->reset_ms = t + ceil_div(debt, ap->q);
     d->expires_ms = d->reset_ms;
 }

@@ -407,15 +407,15 @@ START_TEST(config_memory_max_bytes_values)
 }
 END_TEST
 
-START_TEST(store_redis_not_in_this_release)
+START_TEST(store_cluster_not_in_this_release)
 {
     rl_config *cfg = rl_config_new();
 
-    ck_assert_int_eq(rl_config_set(cfg, "store", "redis://localhost:6379"),
-                     RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "store",
+                                   "redis-cluster://127.0.0.1:1"), RL_OK);
     new_fails(cfg, RL_ESTORE);
-    msg_has(NULL, "redis://localhost:6379");
-    msg_has(NULL, "memory://");
+    msg_has(NULL, "redis-cluster://127.0.0.1:1");
+    msg_has(NULL, "redis://");
     rl_config_free(cfg);
 }
 END_TEST
@@ -942,7 +942,7 @@ int main(void)
     tcase_add_test(tc, config_unknown_option);
     tcase_add_test(tc, config_timeout_values);
     tcase_add_test(tc, config_memory_max_bytes_values);
-    tcase_add_test(tc, store_redis_not_in_this_release);
+    tcase_add_test(tc, store_cluster_not_in_this_release);
     tcase_add_test(tc, store_unknown_scheme);
     tcase_add_test(tc, result_fields_when_allowed);
     tcase_add_test(tc, result_fields_when_denied);

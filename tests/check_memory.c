@@ -26,7 +26,7 @@ static rl_rule make_rule(const char *json)
 
 static rl_store *open_memory(int64_t max_bytes)
 {
-    store_options opt = {max_bytes, 5};
+    store_options opt = {.memory_max_bytes = max_bytes, .timeout_ms = 5};
     rl_store *s;
     char err[200];
 
@@ -212,7 +212,7 @@ END_TEST
 
 START_TEST(cap_below_floor_is_refused)
 {
-    store_options opt = {1000, 5};
+    store_options opt = {.memory_max_bytes = 1000, .timeout_ms = 5};
     rl_store *s = NULL;
     char err[200];
 

@@ -13,8 +13,8 @@ CC=${CC:-cc}
 mkdir -p "$out"
 
 cflags="-std=c11 -D_GNU_SOURCE -DRL_BUILDING_LIBRARY -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror"
-cflags="$cflags -I$src/include -I$src/src $(pkg-config --cflags jansson check)"
-libs="$(pkg-config --libs jansson check) -lpthread -lm"
+cflags="$cflags -I$src/include -I$src/src -I$src/tests $(pkg-config --cflags jansson hiredis check)"
+libs="$(pkg-config --libs jansson hiredis check) -lpthread -lm"
 case $mode in
 asan) san="-fsanitize=address,undefined -fno-sanitize-recover=all"
       export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -29,7 +29,7 @@ esac
 
 if [ "$mode" = fuzz ]; then
     secs=${2:-30}
-    for t in rules config pattern; do
+    for t in rules config pattern uri; do
         mkdir -p "$out/corpus-$t"
         cp "$src/tests/fuzz/corpus/$t/"* "$out/corpus-$t/"
         $CC $cflags $san -DFUZZ_TARGET_$t "$src"/src/*.c "$src/tests/fuzz/fuzz_$t.c" \
@@ -37,20 +37,27 @@ if [ "$mode" = fuzz ]; then
         echo "fuzz_$t: ${secs}s"
         "$out/fuzz_$t" -max_total_time="$secs" -max_len=4096 "$out/corpus-$t"
     done
-    echo "3 passed, 0 failed"
+    echo "4 passed, 0 failed"
     exit 0
 fi
 
+# The scripts the library embeds, and the test build of them.
+lua="$src/lua/common.lua"
+algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $src/lua/sliding_window.lua"
+sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" $algos "$src/lua/check.lua"
+sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" $algos "$src/lua/check.lua"
 objs=""
-for f in "$src"/src/*.c; do
+for f in "$src"/src/*.c "$out/lua_scripts.c"; do
     o="$out/$(basename "$f" .c).o"
     $CC $cflags $san -c "$f" -o "$o"
     objs="$objs $o"
 done
 pass=0 fail=0
+$CC $cflags $san -c "$src/tests/redis_harness.c" -o "$out/redis_harness.o"
+$CC $cflags $san -c "$out/lua_test_script.c" -o "$out/lua_test_script.o"
 for t in "$src"/tests/check_*.c; do
     name=$(basename "$t" .c)
-    $CC $cflags $san "$t" $objs $libs -o "$out/$name"
+    $CC $cflags $san "$t" $objs "$out/redis_harness.o" "$out/lua_test_script.o" $libs -o "$out/$name"
     # No fork: the sanitizer sees every test in one process.
     if CK_FORK=no "$out/$name"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 done

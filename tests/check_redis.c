@@ -1,0 +1,455 @@
+/*
+ * check_redis.c -- the Redis store through the public API, against real
+ * redis-server processes the tests start and stop: the fleet-wide limit
+ * across limiters, key layout and expiry, AUTH, SELECT, unix sockets,
+ * restarts (NOSCRIPT and lost counters), SCRIPT FLUSH, refunds across
+ * slots, failure modes, timeouts, and bad input.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "redis_harness.h"
+#include "store_redis.h"
+#include "testutil.h"
+
+static rh_server srv;
+static char uri[512];
+
+/* rl_allow() names its rule, whatever the match; rl_check() on /both
+ * meets only per-user and per-ip. */
+static const char *rules =
+    "[{\"rule_id\":\"sw\",\"dimension\":\"user\",\"match\":{\"endpoint\":\"/direct\"},\"limit\":10,"
+    "\"window_seconds\":60},"
+    " {\"rule_id\":\"tb\",\"dimension\":\"user\",\"match\":{\"endpoint\":\"/direct\"},\"limit\":100,"
+    "\"window_seconds\":60,\"burst\":20,\"algorithm\":\"token_bucket\"},"
+    " {\"rule_id\":\"per-user\",\"dimension\":\"user\",\"limit\":10,"
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/both\"}},"
+    " {\"rule_id\":\"per-ip\",\"dimension\":\"ip\",\"limit\":2,"
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/both\"}},"
+    " {\"rule_id\":\"open\",\"dimension\":\"user\",\"match\":{\"endpoint\":\"/direct\"},\"limit\":1,"
+    "\"window_seconds\":60,\"failure_mode\":\"open\"},"
+    " {\"rule_id\":\"closed\",\"dimension\":\"user\",\"match\":{\"endpoint\":\"/direct\"},\"limit\":1000,"
+    "\"window_seconds\":60,\"failure_mode\":\"closed\"},"
+    " {\"rule_id\":\"fb\",\"dimension\":\"user\",\"match\":{\"endpoint\":\"/direct\"},\"limit\":40,"
+    "\"window_seconds\":60,\"failure_mode\":\"fallback\"}]";
+
+static void setup(void)
+{
+    ck_assert_int_eq(rh_start(&srv, NULL), 0);
+    rh_uri(&srv, uri, sizeof uri);
+}
+
+static void teardown(void)
+{
+    rh_stop(&srv);
+}
+
+static rl_limiter *open_limiter(const char *store, const char *extra_name,
+                                const char *extra_value)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    /* A loaded 2-core CI machine can stall a loopback reply past the 5 ms
+     * default; only the timeout test below wants a tight one. */
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
+    if (extra_name)
+        ck_assert_int_eq(rl_config_set(cfg, extra_name, extra_value), RL_OK);
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
+    return lim;
+}
+
+static int admitted(rl_limiter *lim, const char *key, const char *rule, int n)
+{
+    rl_result res;
+    int ok = 0;
+
+    for (int i = 0; i < n; i++) {
+        ck_assert_msg(rl_allow(lim, key, rule, 1, &res) == RL_OK, "%s",
+                      rl_errmsg(lim));
+        ck_assert_int_eq(res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN), 0);
+        ok += res.allowed;
+    }
+    return ok;
+}
+
+static redisReply *cmd(const char *fmt, const char *arg)
+{
+    redisContext *c = rh_connect(&srv);
+    redisReply *r;
+
+    ck_assert_ptr_nonnull(c);
+    r = redisCommand(c, fmt, arg);
+    redisFree(c);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+START_TEST(limit_holds_across_limiters)
+{
+    rl_limiter *a = open_limiter(uri, NULL, NULL);
+    rl_limiter *b = open_limiter(uri, NULL, NULL);
+    rl_limiter *c = open_limiter(uri, NULL, NULL);
+
+    /* Three "servers", 10 each: 10 in all, not 30. */
+    int total = admitted(a, "user:1", "sw", 10) +
+                admitted(b, "user:1", "sw", 10) +
+                admitted(c, "user:1", "sw", 10);
+    ck_assert_int_eq(total, 10);
+    rl_limiter_free(a);
+    rl_limiter_free(b);
+    rl_limiter_free(c);
+}
+END_TEST
+
+START_TEST(one_key_per_client_rule_with_ttl)
+{
+    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+    redisReply *r;
+
+    admitted(lim, "user:42", "tb", 3);
+    r = cmd("PTTL %s", "rl:{user:42}:tb");
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    /* Refilling 3 tokens at 600 ms each: full again in 1.8 s. */
+    ck_assert_int_gt(r->integer, 1000);
+    ck_assert_int_le(r->integer, 1800);
+    freeReplyObject(r);
+    r = cmd("OBJECT ENCODING %s", "rl:{user:42}:tb");
+    ck_assert_str_eq(r->str, "int");
+    freeReplyObject(r);
+    r = cmd("DBSIZE%s", "");
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(results_match_the_memory_store)
+{
+    rl_limiter *red = open_limiter(uri, NULL, NULL);
+    rl_limiter *mem = open_limiter("memory://", NULL, NULL);
+    rl_result a, b;
+
+    for (int i = 0; i < 25; i++) {
+        ck_assert_int_eq(rl_allow(red, "user:7", "tb", 1, &a), RL_OK);
+        ck_assert_int_eq(rl_allow(mem, "user:7", "tb", 1, &b), RL_OK);
+        ck_assert_int_eq(a.allowed, b.allowed);
+        ck_assert_int_eq(a.remaining, b.remaining);
+        ck_assert_int_eq(a.limit, b.limit);
+    }
+    rl_limiter_free(red);
+    rl_limiter_free(mem);
+}
+END_TEST
+
+START_TEST(auth_right_and_wrong_password)
+{
+    rh_server sec;
+    char good[512], bad[512];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+
+    ck_assert_int_eq(rh_start(&sec, "s3cret"), 0);
+    rh_uri(&sec, good, sizeof good);
+    snprintf(bad, sizeof bad, "redis://:wrong@127.0.0.1:%d/0", sec.port);
+    ck_assert_int_eq(rl_config_set(cfg, "store", bad), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_ESTORE);
+    ck_assert_ptr_null(lim);
+    ck_assert_ptr_nonnull(strstr(rl_errmsg(NULL), "AUTH"));
+    rl_config_free(cfg);
+    lim = open_limiter(good, NULL, NULL);
+    ck_assert_int_eq(admitted(lim, "user:1", "sw", 12), 10);
+    rl_limiter_free(lim);
+    rh_stop(&sec);
+}
+END_TEST
+
+START_TEST(select_keeps_state_in_its_db)
+{
+    char db3[512];
+    redisContext *c;
+    redisReply *r;
+
+    snprintf(db3, sizeof db3, "redis://127.0.0.1:%d/3", srv.port);
+    rl_limiter *lim = open_limiter(db3, NULL, NULL);
+    admitted(lim, "user:1", "sw", 1);
+    c = rh_connect(&srv);
+    r = redisCommand(c, "DBSIZE");
+    ck_assert_int_eq(r->integer, 0); /* nothing in db 0 */
+    freeReplyObject(r);
+    freeReplyObject(redisCommand(c, "SELECT 3"));
+    r = redisCommand(c, "EXISTS rl:{user:1}:sw");
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+    redisFree(c);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(unix_socket)
+{
+    char u[512];
+
+    snprintf(u, sizeof u, "unix://%s", srv.unix_path);
+    rl_limiter *lim = open_limiter(u, NULL, NULL);
+    ck_assert_int_eq(admitted(lim, "user:9", "sw", 12), 10);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* Wait (bounded) until checks are decided by Redis again: ten in a row,
+ * so every pooled connection is back. */
+static void await_redis(rl_limiter *lim, const char *key)
+{
+    rl_result res;
+    int row = 0;
+
+    for (int i = 0; i < 300; i++) {
+        ck_assert_int_eq(rl_allow(lim, key, "sw", 0, &res), RL_OK);
+        row = (res.flags & RL_FLAG_FALLBACK) ? 0 : row + 1;
+        if (row == 10)
+            return;
+        if (row)
+            continue;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_abort_msg("Redis did not come back within 3 s");
+}
+
+START_TEST(restart_reloads_script_and_starts_empty)
+{
+    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+
+    ck_assert_int_eq(admitted(lim, "user:5", "sw", 12), 10);
+    ck_assert_int_eq(rh_restart(&srv), 0); /* empty, no script cached */
+    await_redis(lim, "user:5");
+    /* The counters went with the server: a fresh window. */
+    ck_assert_int_eq(admitted(lim, "user:5", "sw", 12), 10);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(script_flush_is_survived)
+{
+    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+    store_redis_stats st;
+
+    ck_assert_int_eq(admitted(lim, "user:6", "sw", 4), 4);
+    freeReplyObject(cmd("SCRIPT FLUSH%s", ""));
+    ck_assert_int_eq(admitted(lim, "user:6", "sw", 8), 6);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_ge(st.noscript, 1);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* A per-user and a per-IP rule live in different slots: they go out in one
+ * write, and when the IP rule denies, the user rule's charge is refunded. */
+START_TEST(no_rule_charged_for_a_denied_request)
+{
+    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+    rl_request req = {.endpoint = "/both", .user = "u1", .ip = "10.0.0.1",
+                      .cost = 1};
+    rl_result res;
+    redisReply *r;
+    int passed = 0;
+
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+        passed += res.allowed;
+    }
+    ck_assert_int_eq(passed, 2);
+    ck_assert_str_eq(res.rule_id, "per-ip");
+    /* Refunds are sent without waiting: give them a moment to land. */
+    for (int i = 0; i < 100; i++) {
+        r = cmd("GET %s", "rl:{user:u1}:per-user");
+        int charged = atoi(r->str);
+        freeReplyObject(r);
+        if (charged == 2)
+            break;
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    r = cmd("GET %s", "rl:{user:u1}:per-user");
+    ck_assert_str_eq(r->str, "2"); /* the 2 that passed, not 6 */
+    freeReplyObject(r);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(failure_modes_when_redis_dies)
+{
+    rl_limiter *lim = open_limiter(uri, "fleet_size", "4");
+    rl_result res;
+    int fb = 0;
+
+    ck_assert_int_eq(admitted(lim, "user:1", "open", 1), 1);
+    ck_assert_int_eq(rh_kill(&srv), 0);
+    ck_assert_int_eq(rl_allow(lim, "user:1", "open", 1, &res), RL_OK);
+    ck_assert(res.allowed);
+    ck_assert(res.flags & RL_FLAG_FAIL_OPEN);
+    ck_assert_int_eq(rl_allow(lim, "user:1", "closed", 1, &res), RL_OK);
+    ck_assert(!res.allowed);
+    ck_assert_int_ge(res.retry_after, 1);
+    /* fallback: 40 / fleet of 4 = 10 here. */
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(rl_allow(lim, "user:1", "fb", 1, &res), RL_OK);
+        ck_assert(res.flags & RL_FLAG_FALLBACK);
+        fb += res.allowed;
+    }
+    ck_assert_int_eq(fb, 10);
+    ck_assert_int_eq(rh_restart(&srv), 0);
+    await_redis(lim, "user:1");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(a_hung_server_costs_one_timeout)
+{
+    rl_limiter *lim = open_limiter(uri, "timeout_ms", "20");
+    rl_result res;
+    struct timespec a, b;
+
+    admitted(lim, "user:1", "sw", 1);
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    for (int i = 0; i < 5; i++) {
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        ck_assert_int_eq(rl_allow(lim, "user:1", "fb", 1, &res), RL_OK);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+        ck_assert(res.flags & RL_FLAG_FALLBACK);
+        ck_assert_int_le(ms, 20 + 15); /* the timeout, plus scheduling slack */
+    }
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    await_redis(lim, "user:1");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(bad_stores_are_clear_errors)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    rl_result res;
+    const char *bad[] = {"redis://127.0.0.1:1/0", "redis://127.0.0.1:99999",
+                         "redis://:@h", "redis://h/x", "rediss://h",
+                         "unix://relative.sock"};
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ck_assert_int_eq(rl_config_set(cfg, "store", bad[i]), RL_OK);
+        ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_ESTORE);
+        ck_assert_ptr_null(lim);
+        ck_assert_msg(strstr(rl_errmsg(NULL), "store") != NULL, "%s: %s",
+                      bad[i], rl_errmsg(NULL));
+    }
+    /* Unreachable, but told to start degraded: decisions by failure mode. */
+    ck_assert_int_eq(rl_config_set(cfg, "store", "redis://127.0.0.1:1/0"),
+                     RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "degraded_start", "1"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    ck_assert_int_eq(rl_allow(lim, "user:1", "fb", 1, &res), RL_OK);
+    ck_assert(res.allowed && (res.flags & RL_FLAG_FALLBACK));
+    rl_limiter_free(lim);
+    rl_config_free(cfg);
+}
+END_TEST
+
+START_TEST(bad_keys_write_nothing)
+{
+    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+    char big[RL_KEY_MAX + 2];
+    rl_result res;
+    redisReply *r;
+
+    memset(big, 'k', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    ck_assert_int_eq(rl_allow(lim, big, "sw", 1, &res), RL_EINVAL);
+    ck_assert_int_eq(rl_allow(lim, "", "sw", 1, &res), RL_EINVAL);
+    ck_assert_int_eq(rl_allow(lim, "user:1", "nope", 1, &res), RL_ENORULE);
+    r = cmd("DBSIZE%s", "");
+    ck_assert_int_eq(r->integer, 0);
+    freeReplyObject(r);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* 64 threads on one token bucket key: exactly the burst, no more. */
+typedef struct hammer_arg {
+    rl_limiter *lim;
+    _Atomic int ok;
+} hammer_arg;
+
+static void *hammer(void *p)
+{
+    hammer_arg *h = p;
+    rl_result res;
+
+    for (int i = 0; i < 20; i++)
+        if (rl_allow(h->lim, "user:hot", "tb", 1, &res) == RL_OK &&
+            res.allowed && !(res.flags & RL_FLAG_FALLBACK))
+            atomic_fetch_add(&h->ok, 1);
+    return NULL;
+}
+
+START_TEST(sixty_four_threads_share_few_sockets)
+{
+    hammer_arg h = {open_limiter(uri, "timeout_ms", "1000"), 0};
+    pthread_t th[64];
+    store_redis_stats st;
+    long long clients;
+
+    for (int i = 0; i < 64; i++)
+        pthread_create(&th[i], NULL, hammer, &h);
+    for (int i = 0; i < 64; i++)
+        pthread_join(th[i], NULL);
+    /* burst 20, refilling 1 per 600 ms over a run well under a second or
+     * two: 20 plus what refilled. */
+    ck_assert_int_ge(atomic_load(&h.ok), 20);
+    ck_assert_int_le(atomic_load(&h.ok), 23);
+    store_redis_stats_get(limiter_store(h.lim), &st);
+    ck_assert_int_eq(st.calls, 64 * 20);
+    ck_assert_int_lt(st.writes, st.calls); /* batched */
+    clients = rh_info_int(&srv, "clients", "connected_clients");
+    ck_assert_int_le(clients, 3);
+    rl_limiter_free(h.lim);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("redis");
+    TCase *tc = tcase_create("redis");
+
+    if (!rh_available()) {
+        fprintf(stderr, "check_redis: redis-server not available, skipping\n");
+        return 77;
+    }
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, limit_holds_across_limiters);
+    tcase_add_test(tc, one_key_per_client_rule_with_ttl);
+    tcase_add_test(tc, results_match_the_memory_store);
+    tcase_add_test(tc, auth_right_and_wrong_password);
+    tcase_add_test(tc, select_keeps_state_in_its_db);
+    tcase_add_test(tc, unix_socket);
+    tcase_add_test(tc, restart_reloads_script_and_starts_empty);
+    tcase_add_test(tc, script_flush_is_survived);
+    tcase_add_test(tc, no_rule_charged_for_a_denied_request);
+    tcase_add_test(tc, failure_modes_when_redis_dies);
+    tcase_add_test(tc, a_hung_server_costs_one_timeout);
+    tcase_add_test(tc, bad_stores_are_clear_errors);
+    tcase_add_test(tc, bad_keys_write_nothing);
+    tcase_add_test(tc, sixty_four_threads_share_few_sockets);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
