@@ -14,64 +14,61 @@
 -- State keys expire by themselves when their state is fresh again; nothing
 -- needs a cleanup job.
 
-local algos = {
-  [0] = {sliding_window, sliding_window_load, sliding_window_save, sliding_window_refund},
-  [1] = {token_bucket, token_bucket_load, token_bucket_save, token_bucket_refund},
-  [2] = {fixed_window, fixed_window_load, fixed_window_save, fixed_window_refund},
-  [3] = {gcra, gcra_load, gcra_save, gcra_refund},
-}
+local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
+local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
+local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
+local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund}
 
-local function params(base)
-  return {algo = tonumber(ARGV[base + 1]), limit = tonumber(ARGV[base + 2]),
-          burst = tonumber(ARGV[base + 3]), w = tonumber(ARGV[base + 4]),
-          p = tonumber(ARGV[base + 5]), q = tonumber(ARGV[base + 6])}
+-- State of KEYS[i] as (a, b, c); all zero when the key does not exist.
+local function read(key, algo, burst, w, p, q)
+  local value = call('GET', key)
+  if not value then return 0, 0, 0 end
+  return load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
 end
 
-local function load(key, ap)
-  local value = redis.call('GET', key)
-  if not value then return {a = 0, b = 0, c = 0} end
-  local exp = redis.call('PEXPIRETIME', key)
-  return algos[ap.algo][2](ap, value, exp)
-end
-
-local function save(key, ap, st)
-  local value, exp = algos[ap.algo][3](ap, st)
-  redis.call('SET', key, value, 'PXAT', str(exp))
-end
-
-local function refund(now)
-  for i = 1, #KEYS do
-    local base = 2 + (i - 1) * 8
-    local ap = params(base)
-    local cost, at = tonumber(ARGV[base + 7]), tonumber(ARGV[base + 8])
-    if redis.call('EXISTS', KEYS[i]) == 1 then
-      local st = load(KEYS[i], ap)
-      algos[ap.algo][4](ap, st, cost, idiv(at, ap.w))
-      save(KEYS[i], ap, st)
-    end
-  end
-  return #KEYS
+local function write(key, algo, burst, w, p, q, a, b, c)
+  local value, exp = save[algo](burst, w, p, q, a, b, c)
+  call('SET', key, value, 'PXAT', str(exp))
 end
 
 local now = rl_now()
-if ARGV[2] == 'r' then return refund(now) end
+local n = #KEYS
+
+if ARGV[2] == 'r' then
+  for i = 1, n do
+    local k = 2 + (i - 1) * 8
+    local algo, burst, w = tonumber(ARGV[k + 1]), tonumber(ARGV[k + 3]), tonumber(ARGV[k + 4])
+    local p, q, cost = tonumber(ARGV[k + 5]), tonumber(ARGV[k + 6]), tonumber(ARGV[k + 7])
+    if cost > 0 and call('EXISTS', KEYS[i]) == 1 then
+      local a, b, c = read(KEYS[i], algo, burst, w, p, q)
+      a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[k + 8]), w))
+      write(KEYS[i], algo, burst, w, p, q, a, b, c)
+    end
+  end
+  return n
+end
 
 local out, todo, all = {}, {}, true
-for i = 1, #KEYS do
-  local base = 2 + (i - 1) * 8
-  local ap = params(base)
-  local cost, soft = tonumber(ARGV[base + 7]), ARGV[base + 8] == '1'
-  local st, d = load(KEYS[i], ap), {}
-  algos[ap.algo][1](ap, st, now, cost, d)
-  if not d.allowed and not soft then all = false end
-  if d.allowed and d.changed then todo[#todo + 1] = {KEYS[i], ap, st} end
-  out[#out + 1] = d.allowed and 1 or 0
-  out[#out + 1] = d.remaining
-  out[#out + 1] = d.reset
-  out[#out + 1] = d.retry
+for i = 1, n do
+  local k = 2 + (i - 1) * 8
+  local algo, limit, burst = tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2]), tonumber(ARGV[k + 3])
+  local w, p, q = tonumber(ARGV[k + 4]), tonumber(ARGV[k + 5]), tonumber(ARGV[k + 6])
+  local cost = tonumber(ARGV[k + 7])
+  local a, b, c = read(KEYS[i], algo, burst, w, p, q)
+  local ok, changed, remaining, reset, retry
+  ok, changed, remaining, reset, retry, a, b, c =
+    apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
+  if not ok and ARGV[k + 8] ~= '1' then all = false end
+  if ok and changed then todo[#todo + 1] = {i, algo, burst, w, p, q, a, b, c} end
+  out[#out + 1] = ok and 1 or 0
+  out[#out + 1] = remaining
+  out[#out + 1] = reset
+  out[#out + 1] = retry
 end
 if all then
-  for _, k in ipairs(todo) do save(k[1], k[2], k[3]) end
+  for _, t in ipairs(todo) do
+    write(KEYS[t[1]], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9])
+  end
 end
 out[#out + 1] = now
 return out

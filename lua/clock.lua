@@ -3,6 +3,6 @@
 -- clocks say.  (Test builds of the library use clock_test.lua instead.)
 
 local function rl_now()
-  local t = redis.call('TIME')
+  local t = call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end

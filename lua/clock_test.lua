@@ -5,6 +5,6 @@
 
 local function rl_now()
   if ARGV[1] ~= '0' then return tonumber(ARGV[1]) end
-  local t = redis.call('TIME')
+  local t = call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end

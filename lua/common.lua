@@ -5,9 +5,14 @@
 -- hold integers exactly; these helpers keep the arithmetic exact too:
 -- integer division that never rounds across an integer, and numbers turned
 -- into strings without the "%.14g" exponent form Lua would otherwise use.
+--
+-- The algorithms take and return plain numbers, never tables: a script
+-- runs on every check, and allocations are most of what Lua costs here.
+
+local floor, format, tonumber, call = math.floor, string.format, tonumber, redis.call
 
 local function idiv(a, b) -- floor(a / b) for integers a >= 0, b > 0
-  local q = math.floor(a / b)
+  local q = floor(a / b)
   if q * b > a then q = q - 1 elseif (q + 1) * b <= a then q = q + 1 end
   return q
 end
@@ -19,11 +24,11 @@ local function ceil_div(a, b)
 end
 
 local function str(x)
-  return string.format('%d', x)
+  return format('%d', x)
 end
 
-local function deny(d, retry)
-  d.allowed = false
-  d.changed = false
-  if retry > 0 then d.retry = retry else d.retry = 1 end
+-- A denial's retry time is at least 1 ms.
+local function at_least_1(retry)
+  if retry > 0 then return retry end
+  return 1
 end

@@ -3,36 +3,36 @@
 -- b = count.  In Redis the key holds the count and expires at the window's
 -- end, (a + 1) * W, from which a is recovered.
 
-local function fixed_window(ap, st, now, cost, d)
-  local w = ap.w
+local function fixed_window(limit, burst, w, p, q, a, b, c, now, cost)
   local idx = idiv(now, w)
-  if st.a > idx then idx = st.a end
+  if a > idx then idx = a end
   local count = 0
-  if st.a == idx then count = st.b end
-  if cost > ap.limit then
-    deny(d, w)
-  elseif count + cost <= ap.limit then
+  if a == idx then count = b end
+  local ok, changed, retry = false, false, 0
+  if cost > limit then
+    retry = w
+  elseif count + cost <= limit then
     count = count + cost
-    d.allowed = true
-    d.changed = cost > 0
-    d.retry = 0
-    if d.changed then st.a = idx; st.b = count end
+    ok, changed = true, cost > 0
+    if changed then a, b = idx, count end
   else
-    deny(d, (idx + 1) * w - now)
+    retry = at_least_1((idx + 1) * w - now)
   end
-  d.remaining = ap.limit - count
-  d.reset = (idx + 1) * w
-  d.expires = d.reset
+  return ok, changed, limit - count, (idx + 1) * w, retry, a, b, c
 end
 
-local function fixed_window_load(ap, value, exp)
-  return {a = idiv(exp, ap.w) - 1, b = tonumber(value), c = 0}
+local function fixed_window_load(burst, w, p, q, value, exp)
+  return idiv(exp, w) - 1, tonumber(value), 0
 end
 
-local function fixed_window_save(ap, st)
-  return str(st.b), (st.a + 1) * ap.w
+local function fixed_window_save(burst, w, p, q, a, b, c)
+  return str(b), (a + 1) * w
 end
 
-local function fixed_window_refund(ap, st, cost, idx)
-  if st.a == idx then st.b = math.max(0, st.b - cost) end
+local function fixed_window_refund(burst, w, p, q, a, b, c, cost, idx)
+  if a == idx then
+    b = b - cost
+    if b < 0 then b = 0 end
+  end
+  return a, b, c
 end

@@ -3,44 +3,43 @@
 -- fraction in 1/q ms.  In Redis the key holds the fraction and expires at
 -- the TAT rounded up, which is exactly when the state becomes fresh again.
 
-local function gcra(ap, st, now, cost, d)
-  local cap, tat, t = ap.burst * ap.p, st.a, now
-  local span = idiv(cap, ap.q) + 1
+local function gcra(limit, burst, w, p, q, a, b, c, now, cost)
+  local cap, tat, t = burst * p, a, now
+  local span = idiv(cap, q) + 1
   if tat - t > span then t = tat - span end
   local debt = 0
-  if tat > t or (tat == t and st.b > 0) then debt = (tat - t) * ap.q + st.b end
-  if cost > ap.burst then
-    deny(d, ap.w)
-  elseif debt + cost * ap.p <= cap then
-    debt = debt + cost * ap.p
-    d.allowed = true
-    d.changed = cost > 0
-    d.retry = 0
-    if d.changed then
-      st.a = t + idiv(debt, ap.q)
-      st.b = debt - idiv(debt, ap.q) * ap.q
+  if tat > t or (tat == t and b > 0) then debt = (tat - t) * q + b end
+  local ok, changed, retry = false, false, 0
+  if cost > burst then
+    retry = w
+  elseif debt + cost * p <= cap then
+    debt = debt + cost * p
+    ok, changed = true, cost > 0
+    if changed then
+      a = t + idiv(debt, q)
+      b = debt - idiv(debt, q) * q
     end
   else
-    deny(d, ceil_div(debt + cost * ap.p - cap, ap.q))
+    retry = at_least_1(ceil_div(debt + cost * p - cap, q))
   end
-  if debt >= cap then d.remaining = 0 else d.remaining = idiv(cap - debt, ap.p) end
-  d.reset = t + ceil_div(debt, ap.q)
-  d.expires = d.reset
+  local remaining = 0
+  if debt < cap then remaining = idiv(cap - debt, p) end
+  return ok, changed, remaining, t + ceil_div(debt, q), retry, a, b, c
 end
 
-local function gcra_load(ap, value, exp)
+local function gcra_load(burst, w, p, q, value, exp)
   local frac = tonumber(value)
-  if frac > 0 then return {a = exp - 1, b = frac, c = 0} end
-  return {a = exp, b = 0, c = 0}
+  if frac > 0 then return exp - 1, frac, 0 end
+  return exp, 0, 0
 end
 
-local function gcra_save(ap, st)
-  if st.b > 0 then return str(st.b), st.a + 1 end
-  return '0', st.a
+local function gcra_save(burst, w, p, q, a, b, c)
+  if b > 0 then return str(b), a + 1 end
+  return '0', a
 end
 
-local function gcra_refund(ap, st, cost)
-  local units = st.a * ap.q + st.b - cost * ap.p
-  st.a = idiv(units, ap.q)
-  st.b = units - st.a * ap.q
+local function gcra_refund(burst, w, p, q, a, b, c, cost, idx)
+  local units = a * q + b - cost * p
+  local tat = idiv(units, q)
+  return tat, units - tat * q, c
 end

@@ -12,50 +12,52 @@ local function sliding_wait(prev, room, w, e)
   return e2 - e
 end
 
-local function sliding_window(ap, st, now, cost, d)
-  local w = ap.w
+local function sliding_window(limit, burst, w, p, q, a, b, c, now, cost)
   local idx = idiv(now, w)
   local e = now - idx * w
-  local prev, curr, cap = 0, 0, ap.limit * w
-  if st.a > idx then idx = st.a; e = 0 end
-  if st.a == idx then curr = st.b; prev = st.c
-  elseif st.a == idx - 1 then prev = st.b end
+  local prev, curr, cap = 0, 0, limit * w
+  if a > idx then idx = a; e = 0 end
+  if a == idx then curr = b; prev = c
+  elseif a == idx - 1 then prev = b end
   local est = prev * (w - e) + curr * w
-  if cost > ap.limit then
-    deny(d, w)
+  local ok, changed, retry = false, false, 0
+  if cost > limit then
+    retry = w
   elseif est + cost * w <= cap then
     curr = curr + cost
     est = est + cost * w
-    d.allowed = true
-    d.changed = cost > 0
-    d.retry = 0
-    if d.changed then st.a = idx; st.b = curr; st.c = prev end
-  elseif curr + cost <= ap.limit then
-    deny(d, sliding_wait(prev, ap.limit - curr - cost, w, e))
+    ok, changed = true, cost > 0
+    if changed then a, b, c = idx, curr, prev end
+  elseif curr + cost <= limit then
+    retry = at_least_1(sliding_wait(prev, limit - curr - cost, w, e))
   else
-    deny(d, (w - e) + sliding_wait(curr, ap.limit - cost, w, 0))
+    retry = at_least_1((w - e) + sliding_wait(curr, limit - cost, w, 0))
   end
-  if est >= cap then d.remaining = 0 else d.remaining = idiv(cap - est, w) end
-  d.reset = (idx + 1) * w
-  d.expires = (idx + 2) * w
+  local remaining = 0
+  if est < cap then remaining = idiv(cap - est, w) end
+  return ok, changed, remaining, (idx + 1) * w, retry, a, b, c
 end
 
-local function sliding_window_load(ap, value, exp)
-  local prev, curr = 0, tonumber(value)
+local function sliding_window_load(burst, w, p, q, value, exp)
   if #value > 10 then
-    prev = tonumber(string.sub(value, 1, -11))
-    curr = tonumber(string.sub(value, -10))
+    return idiv(exp, w) - 2, tonumber(string.sub(value, -10)),
+           tonumber(string.sub(value, 1, -11))
   end
-  return {a = idiv(exp, ap.w) - 2, b = curr, c = prev}
+  return idiv(exp, w) - 2, tonumber(value), 0
 end
 
-local function sliding_window_save(ap, st)
-  local value = str(st.b)
-  if st.c > 0 then value = str(st.c) .. string.format('%010d', st.b) end
-  return value, (st.a + 2) * ap.w
+local function sliding_window_save(burst, w, p, q, a, b, c)
+  if c > 0 then return str(c) .. format('%010d', b), (a + 2) * w end
+  return str(b), (a + 2) * w
 end
 
-local function sliding_window_refund(ap, st, cost, idx)
-  if st.a == idx then st.b = math.max(0, st.b - cost)
-  elseif st.a == idx + 1 then st.c = math.max(0, st.c - cost) end
+local function sliding_window_refund(burst, w, p, q, a, b, c, cost, idx)
+  if a == idx then
+    b = b - cost
+    if b < 0 then b = 0 end
+  elseif a == idx + 1 then
+    c = c - cost
+    if c < 0 then c = 0 end
+  end
+  return a, b, c
 end

@@ -4,39 +4,41 @@
 -- level and expires when the bucket is full again, at
 --   b + ceil((burst*p - a) / q),
 -- so b is recovered exactly from the expiry and nothing else is stored.
+--
+-- Every algorithm: (limit, burst, w, p, q, a, b, c, now, cost) ->
+--   allowed, changed, remaining, reset, retry, a, b, c  (the new state)
 
-local function token_bucket(ap, st, now, cost, d)
-  local cap, level, t = ap.burst * ap.p, st.a, st.b
+local function token_bucket(limit, burst, w, p, q, a, b, c, now, cost)
+  local cap, level, t = burst * p, a, b
   if now > t then
-    local fill_ms = ceil_div(cap - level, ap.q)
-    if now - t >= fill_ms then level = cap else level = level + (now - t) * ap.q end
+    if now - t >= ceil_div(cap - level, q) then level = cap
+    else level = level + (now - t) * q end
     t = now
   end
-  if cost > ap.burst then
-    deny(d, ap.w)
-  elseif level >= cost * ap.p then
-    level = level - cost * ap.p
-    d.allowed = true
-    d.changed = cost > 0
-    d.retry = 0
-    if d.changed then st.a = level; st.b = t end
+  local ok, changed, retry = false, false, 0
+  if cost > burst then
+    retry = w
+  elseif level >= cost * p then
+    level = level - cost * p
+    ok, changed = true, cost > 0
+    if changed then a, b = level, t end
   else
-    deny(d, ceil_div(cost * ap.p - level, ap.q))
+    retry = at_least_1(ceil_div(cost * p - level, q))
   end
-  d.remaining = idiv(level, ap.p)
-  d.reset = t + ceil_div(cap - level, ap.q)
-  d.expires = d.reset
+  return ok, changed, idiv(level, p), t + ceil_div(cap - level, q), retry, a, b, c
 end
 
-local function token_bucket_load(ap, value, exp)
+local function token_bucket_load(burst, w, p, q, value, exp)
   local level = tonumber(value)
-  return {a = level, b = exp - ceil_div(ap.burst * ap.p - level, ap.q), c = 0}
+  return level, exp - ceil_div(burst * p - level, q), 0
 end
 
-local function token_bucket_save(ap, st)
-  return str(st.a), st.b + ceil_div(ap.burst * ap.p - st.a, ap.q)
+local function token_bucket_save(burst, w, p, q, a, b, c)
+  return str(a), b + ceil_div(burst * p - a, q)
 end
 
-local function token_bucket_refund(ap, st, cost)
-  st.a = math.min(ap.burst * ap.p, st.a + cost * ap.p)
+local function token_bucket_refund(burst, w, p, q, a, b, c, cost, idx)
+  local level = a + cost * p
+  if level > burst * p then level = burst * p end
+  return level, b, c
 end

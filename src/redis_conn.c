@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -351,7 +352,10 @@ static void take_batch(rconn *c)
 static int flush_out(rconn *c)
 {
     while (c->ooff < c->olen) {
-        ssize_t n = write(c->fd, c->obuf + c->ooff, c->olen - c->ooff);
+        /* send(): a server that went away must not raise SIGPIPE in the
+         * host process. */
+        ssize_t n = send(c->fd, c->obuf + c->ooff, c->olen - c->ooff,
+                         MSG_NOSIGNAL);
         if (n < 0)
             return (errno == EAGAIN || errno == EINTR) ? 0 : -1;
         c->ooff += (size_t)n;

@@ -177,7 +177,7 @@ static int remove_dir(const char *dir)
     return 0;
 }
 
-/* ---- the registry --------------------------------------------------------- */
+/* ---- the registry ------------------------------------------------------- */
 
 static rh_entry *find_entry(const char *dir)
 {
@@ -204,7 +204,7 @@ static rh_entry *new_entry(const char *dir)
     return e;
 }
 
-/* ---- processes ------------------------------------------------------------ */
+/* ---- processes ---------------------------------------------------------- */
 
 /*
  * State letter ('R', 'S', 'T', 'Z', ...) and start time (clock ticks after
@@ -359,7 +359,7 @@ static void exec_server(const char *exe, char *const argv[],
     _exit(127);
 }
 
-/* ---- dirs left by crashed runs -------------------------------------------- */
+/* ---- dirs left by crashed runs ------------------------------------------ */
 
 /* "PIDNS PID START" naming this process: what an owner file holds. */
 static int self_owner(char *buf, size_t len)
@@ -432,7 +432,7 @@ static void sweep_stale_dirs(void)
     closedir(tmp);
 }
 
-/* ---- hiredis helpers ------------------------------------------------------ */
+/* ---- hiredis helpers ---------------------------------------------------- */
 
 /* Value of `field` in an INFO reply, or -1. */
 static long long info_field(const char *text, const char *field)
@@ -509,7 +509,7 @@ static redisContext *open_ctx(const rh_server *s, long ms, char *err,
     return c;
 }
 
-/* ---- starting ------------------------------------------------------------- */
+/* ---- starting ----------------------------------------------------------- */
 
 /* A port nobody listens on now: the kernel's pick for port 0. */
 static int pick_port(void)
@@ -683,7 +683,7 @@ static int launch(rh_server *s, rh_entry *e, int keep_port)
     return -1;
 }
 
-/* ---- the API -------------------------------------------------------------- */
+/* ---- the API ------------------------------------------------------------ */
 
 int rh_available(void)
 {

@@ -19,9 +19,11 @@
  *   - inside the test itself: the server is then a child of the test
  *     process and dies with it even when an assertion ends it early.
  * A checked fixture runs in the test's process, so it counts as the second.
- * A test that kills, restarts or pauses a server should start its own:
- * done to a fixture server from a forked test, the change outlives the test
- * but the runner's copy of the rh_server does not see it (new pid).
+ * A test that kills, restarts or pauses a server should start its own.
+ * Done to a fixture server from a forked test, the change outlives the
+ * test, unseen by the runner's copy of the rh_server: a killed server
+ * stays dead, a paused one paused, and a restarted one, a child of the
+ * test, dies with it.
  * With CK_FORK=no everything runs in one process and both ways work too.
  *
  * Threads.  rh_start() and rh_restart() fork, and must be called from the
