@@ -4,8 +4,9 @@
  * libratelimit decides in-process whether a request may pass: rl_allow()
  * charges one key against one rule, rl_check() charges every rule that
  * matches a request and returns the most restrictive answer.  State lives in
- * a store named by a URI: "memory://" (in-process, the default) today,
- * Redis and Redis Cluster in later releases, behind the same calls.
+ * a store named by a URI: "memory://" (in-process, the default) or one
+ * Redis server ("redis://...", "unix://..."), where the limits hold across
+ * every process of a fleet; Redis Cluster comes later, behind the same calls.
  *
  * Conventions (the same for every function):
  *   - Functions that can fail return an int: RL_OK (0) or a negative RL_E*

@@ -1,7 +1,7 @@
 -- check.lua -- the one script a check runs: every rule of a request whose
 -- keys share a slot, decided and charged atomically, all-or-nothing.
 --
--- KEYS[i]  the state key of rule i: rl:{<client key>}:<rule id>
+-- KEYS[i]  the state key of rule i: rl:{<client key>}:<rule id>:<shape>
 -- ARGV[1]  "0" (the test build alone reads a time here)
 -- ARGV[2]  "c": check and charge;  "r": refund charges made by a "c"
 -- then 8 values per key:

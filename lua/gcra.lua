@@ -5,6 +5,7 @@
 
 local function gcra(limit, burst, w, p, q, a, b, c, now, cost)
   local cap, tat, t = burst * p, a, now
+  if b >= q then b = q - 1 end -- saved under another limit: see token_bucket
   local span = idiv(cap, q) + 1
   if tat - t > span then t = tat - span end
   local debt = 0

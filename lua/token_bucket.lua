@@ -10,6 +10,7 @@
 
 local function token_bucket(limit, burst, w, p, q, a, b, c, now, cost)
   local cap, level, t = burst * p, a, b
+  if level > cap then level = cap end
   if now > t then
     if now - t >= ceil_div(cap - level, q) then level = cap
     else level = level + (now - t) * q end
@@ -29,8 +30,12 @@ local function token_bucket(limit, burst, w, p, q, a, b, c, now, cost)
 end
 
 local function token_bucket_load(burst, w, p, q, value, exp)
+  -- A level saved under another limit or burst may pass this bucket's size;
+  -- token_bucket() caps it, as the C code does.
   local level = tonumber(value)
-  return level, exp - ceil_div(burst * p - level, q), 0
+  local full = level
+  if full > burst * p then full = burst * p end
+  return level, exp - ceil_div(burst * p - full, q), 0
 end
 
 local function token_bucket_save(burst, w, p, q, a, b, c)

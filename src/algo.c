@@ -109,7 +109,10 @@ static void deny(algo_decision *d, int64_t retry_ms)
 static void token_bucket(const algo_params *ap, algo_state *st, int64_t now,
                          int64_t cost, algo_decision *d)
 {
-    int64_t cap = ap->burst * ap->p, level = st->a, t = st->b;
+    int64_t cap = ap->burst * ap->p, t = st->b;
+    /* A level saved under another limit or burst may pass this bucket's
+     * size (a reloaded rule): cap it, so a reload grants at most a bucket. */
+    int64_t level = st->a > cap ? cap : st->a;
 
     if (now > t) {
         int64_t fill_ms = ceil_div(cap - level, ap->q);
@@ -141,11 +144,12 @@ static void gcra(const algo_params *ap, algo_state *st, int64_t now,
 {
     int64_t cap = ap->burst * ap->p, tat = st->a, t = now, debt;
     int64_t span = cap / ap->q + 1; /* the furthest tat can be ahead, ms */
+    int64_t frac = st->b < ap->q ? st->b : ap->q - 1; /* see token_bucket */
 
     if (tat - t > span) /* clock went back: never count more than a burst */
         t = tat - span;
-    debt = (tat > t || (tat == t && st->b > 0)) ? (tat - t) * ap->q + st->b
-                                                : 0;
+    debt = (tat > t || (tat == t && frac > 0)) ? (tat - t) * ap->q + frac
+                                               : 0;
     if (cost > ap->burst) {
         deny(d, ap->window_ms);
     } else if (debt + cost * ap->p <= cap) {

@@ -242,9 +242,10 @@ static int tighter(const algo_decision *a, const algo_decision *b)
 }
 
 /* Fold n decisions: the tightest enforced one decides; rules in mode "log"
- * decide only when no enforced rule applies, and never deny. */
-static void fold(rl_result *res, const store_op *ops, const algo_decision *d,
-                 size_t n, int64_t now)
+ * decide only when no enforced rule applies, and never deny.  Returns the
+ * index of the deciding one. */
+static size_t fold(rl_result *res, const store_op *ops,
+                   const algo_decision *d, size_t n, int64_t now)
 {
     size_t best = n;
     unsigned flags = 0;
@@ -258,6 +259,7 @@ static void fold(rl_result *res, const store_op *ops, const algo_decision *d,
     }
     fill_result(res, ops[best].rule, &d[best], !ops[best].soft, now);
     res->flags = flags;
+    return best;
 }
 
 /* A rule's share of its limit when this limiter decides alone. */
@@ -277,43 +279,50 @@ static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
 
 /* The store failed: each rule follows its failure mode.  open: allow;
  * closed: deny for a second; fallback: the local memory store at
- * limit / fleet_size.  The result's flags say which decided. */
+ * limit / fleet_size.  Still all-or-nothing: if a closed rule denies, the
+ * fallback rules are only looked at (cost 0), not charged.  The result's
+ * flags say how the deciding rule was decided. */
 static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
                    rl_result *res)
 {
     rl_rule local[RL_OPS_MAX];
     store_op fops[RL_OPS_MAX];
     algo_decision d[RL_OPS_MAX], fd[RL_OPS_MAX];
-    size_t map[RL_OPS_MAX], nf = 0;
+    unsigned how[RL_OPS_MAX];
+    size_t map[RL_OPS_MAX], nf = 0, best;
     int64_t now = (int64_t)time(NULL) * 1000, fnow;
-    unsigned flags = 0;
+    int closed = 0;
 
+    for (size_t i = 0; i < n; i++)
+        closed |= ops[i].rule->failure == RL_FAIL_CLOSED && !ops[i].soft;
     for (size_t i = 0; i < n; i++) {
         const rl_rule *rule = ops[i].rule;
-        algo_decision *di = &d[i];
+        how[i] = 0;
         switch (rule->failure) {
         case RL_FAIL_OPEN:
-            *di = (algo_decision){1, 0, rule->ap.limit,
-                                  now + rule->ap.window_ms, 0, 0};
-            flags |= RL_FLAG_FAIL_OPEN;
+            d[i] = (algo_decision){1, 0, rule->ap.limit,
+                                   now + rule->ap.window_ms, 0, 0};
+            how[i] = RL_FLAG_FAIL_OPEN;
             break;
         case RL_FAIL_CLOSED:
-            *di = (algo_decision){0, 0, 0, now + 1000, 1000, 0};
+            d[i] = (algo_decision){0, 0, 0, now + 1000, 1000, 0};
             break;
         default:
             fallback_rule(lim, rule, &local[nf]);
             fops[nf] = ops[i];
             fops[nf].rule = &local[nf];
+            if (closed)
+                fops[nf].cost = 0;
+            how[i] = RL_FLAG_FALLBACK;
             map[nf++] = i;
-            flags |= RL_FLAG_FALLBACK;
         }
     }
     if (nf && lim->fallback->vt->check(lim->fallback, fops, nf, fd, &fnow))
         return rl_fail(lim, RL_ESTORE, "the fallback store failed");
     for (size_t k = 0; k < nf; k++)
         d[map[k]] = fd[k];
-    fold(res, ops, d, n, now);
-    res->flags |= flags;
+    best = fold(res, ops, d, n, now);
+    res->flags |= how[best];
     return RL_OK;
 }
 

@@ -104,7 +104,31 @@ static int expect_ok(redisContext *ctx, redisReply *r, const char *what,
     return rc;
 }
 
-/* Connect, AUTH, SELECT, SCRIPT LOAD; returns a non-blocking fd or -1. */
+/* The scripts need Redis 7.0 (PEXPIRETIME, SET ... PXAT): say so plainly
+ * instead of failing later inside a script. */
+static int check_version(redisContext *ctx, char *err, size_t errlen)
+{
+    redisReply *r = redisCommand(ctx, "INFO server");
+    const char *v;
+    int major = 0, rc = 0;
+
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "INFO server: %s",
+                 r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+        rc = -1;
+    } else if ((v = strstr(r->str, "redis_version:")) != NULL &&
+               (major = atoi(v + 14)) < 7) {
+        snprintf(err, errlen, "Redis %.12s is too old: 7.0 or later is needed",
+                 v + 14);
+        rc = -1;
+    }
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+/* Connect, AUTH, SELECT, check the version, SCRIPT LOAD; returns a
+ * non-blocking fd, or -1 with the reason in err. */
 static int handshake(rconn *c, char *err, size_t errlen)
 {
     const redis_uri *u = &c->opt.uri;
@@ -133,11 +157,18 @@ static int handshake(rconn *c, char *err, size_t errlen)
     if (u->db && expect_ok(ctx, redisCommand(ctx, "SELECT %d", u->db),
                            "SELECT", err, errlen))
         goto fail;
+    if (check_version(ctx, err, errlen))
+        goto fail;
     r = redisCommand(ctx, "SCRIPT LOAD %b", c->opt.script, c->opt.script_len);
+    if (r && r->type == REDIS_REPLY_ERROR) {
+        expect_ok(ctx, r, "SCRIPT LOAD", err, errlen); /* frees r */
+        goto fail;
+    }
     if (!r || r->type != REDIS_REPLY_STRING || r->len != 40) {
-        expect_ok(ctx, r, "SCRIPT LOAD", err, errlen);
-        if (r && r->type != REDIS_REPLY_ERROR)
-            snprintf(err, errlen, "SCRIPT LOAD: unexpected reply");
+        snprintf(err, errlen, "SCRIPT LOAD: %s",
+                 r ? "unexpected reply" : ctx->errstr);
+        if (r)
+            freeReplyObject(r);
         goto fail;
     }
     if (memcmp(c->sha, r->str, 40) != 0) { /* cannot happen: same text */
@@ -464,7 +495,8 @@ int rconn_open(rconn **out, const rconn_opts *o, int degraded, char *err,
         rconn_close(c);
         return RL_ENOMEM;
     }
-    c->fd = handshake(c, err, errlen);
+    /* Degraded: never wait here; the I/O thread connects when it can. */
+    c->fd = degraded ? -1 : handshake(c, err, errlen);
     if (c->fd < 0 && !degraded) {
         rconn_close(c);
         return RL_ESTORE;
@@ -500,6 +532,11 @@ void rconn_close(rconn *c)
     free(c->wbuf);
     free(c->obuf);
     free(c);
+}
+
+int rconn_is_up(rconn *c)
+{
+    return atomic_load(&c->up);
 }
 
 const char *rconn_sha(const rconn *c)

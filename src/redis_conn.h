@@ -48,6 +48,9 @@ int rconn_call(rconn *c, const char *cmd, size_t len, int nreplies,
 /* Send and do not wait (the replies are dropped). */
 int rconn_send(rconn *c, const char *cmd, size_t len, int nreplies);
 
+/* 1 while connected (a call would be sent), else 0. */
+int rconn_is_up(rconn *c);
+
 /* The SHA-1 of the script: the name EVALSHA calls it by. */
 const char *rconn_sha(const rconn *c);
 

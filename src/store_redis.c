@@ -7,7 +7,7 @@
  * Rules on different clients (a per-IP and a per-user rule) go out in the
  * same write, pipelined; if any of them denies, the scripts that charged
  * are sent a refund, so no rule keeps a charge for a request that did not
- * pass.  Keys: rl:{<client key>}:<rule id>, one per (client, rule), each
+ * pass.  Keys: rl:{<client key>}:<rule id>:<shape>, one per (client, rule), each
  * holding one integer and expiring by itself (see lua/).
  *
  * A server that lost the script (restart, failover, SCRIPT FLUSH) answers
@@ -92,32 +92,41 @@ static void put_num(cmdbuf *b, int64_t v)
     put_arg(b, tmp, (size_t)n);
 }
 
-/* rl:{<client key>}:<rule id> */
-static void put_key(cmdbuf *b, const store_op *op)
+/* The state key: rl:{<client key>}:<rule id>:<shape>, the shape being the
+ * algorithm's letter and the window in seconds ("s60").  A rule that
+ * changes algorithm or window starts from fresh keys instead of misreading
+ * the old state (the memory store does the same through state_seed). */
+static size_t key_name(const store_op *op, char *key)
 {
-    size_t idlen = strlen(op->rule->id);
-
-    put_int_raw(b, '$', (int64_t)(op->key_len + idlen + 6));
-    put(b, "rl:{", 4);
-    put(b, op->key, op->key_len);
-    put(b, "}:", 2);
-    put(b, op->rule->id, idlen);
-    put(b, "\r\n", 2);
-}
-
-static unsigned op_slot(const store_op *op)
-{
-    char key[RL_KEY_MAX + RL_RULE_ID_MAX + 8];
-    size_t idlen = strlen(op->rule->id), n = 0;
+    static const char letter[] = "stfg"; /* enum rl_algo order */
+    size_t idlen = strlen(op->rule->id), n = 4;
 
     memcpy(key, "rl:{", 4);
-    n = 4;
     memcpy(key + n, op->key, op->key_len);
     n += op->key_len;
     memcpy(key + n, "}:", 2);
     n += 2;
     memcpy(key + n, op->rule->id, idlen);
-    return key_slot(key, n + idlen);
+    n += idlen;
+    n += (size_t)sprintf(key + n, ":%c%lld", letter[op->rule->ap.algo & 3],
+                         (long long)op->rule->window_s);
+    return n;
+}
+
+#define KEY_NAME_MAX (RL_KEY_MAX + RL_RULE_ID_MAX + 32)
+
+static void put_key(cmdbuf *b, const store_op *op)
+{
+    char key[KEY_NAME_MAX];
+
+    put_arg(b, key, key_name(op, key));
+}
+
+static unsigned op_slot(const store_op *op)
+{
+    char key[KEY_NAME_MAX];
+
+    return key_slot(key, key_name(op, key));
 }
 
 /* One script call for the ops idx[0..k): mode 'c' (charge) or 'r'
@@ -296,11 +305,40 @@ static void refund(redis_store *r, rconn *c, const store_op *ops,
         free(b.p);
 }
 
+/* The next connection in turn that is up (or the next one, if none is:
+ * the call then fails at once). */
+static rconn *pick(redis_store *r)
+{
+    unsigned start = atomic_fetch_add(&r->next, 1);
+
+    for (int i = 0; i < r->nconns; i++) {
+        rconn *c = r->conns[(start + (unsigned)i) % (unsigned)r->nconns];
+        if (rconn_is_up(c))
+            return c;
+    }
+    return r->conns[start % (unsigned)r->nconns];
+}
+
+/* The URI for messages, with any password replaced by "***". */
+static void redact(const char *uri, char *out, size_t len)
+{
+    const char *scheme = strstr(uri, "://"), *at = strchr(uri, '@');
+
+    if (!scheme || !at || at < scheme) {
+        snprintf(out, len, "%.100s", uri);
+        return;
+    }
+    const char *colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3));
+    if (!colon)
+        colon = at;
+    snprintf(out, len, "%.*s:***%.80s", (int)(colon - uri), uri, at);
+}
+
 static int redis_check(rl_store *s, const store_op *ops, size_t n,
                        algo_decision *out, int64_t *now_ms)
 {
     redis_store *r = (redis_store *)s;
-    rconn *c = r->conns[atomic_fetch_add(&r->next, 1) % (unsigned)r->nconns];
+    rconn *c = pick(r);
     int eval[RL_OPS_MAX] = {0}, again = 1, rc = RL_OK, denied = 0;
     int64_t start = mono_ms(), left = r->timeout_ms;
     char err[200];
@@ -345,7 +383,7 @@ int store_redis_new(const char *uri, const store_options *opt,
 {
     redis_store *r = calloc(1, sizeof *r);
     rconn_opts co;
-    char why[200];
+    char why[200], shown[128];
     int rc;
 
     *out = NULL;
@@ -357,9 +395,10 @@ int store_redis_new(const char *uri, const store_options *opt,
     r->script_len = store_redis_test_script ? store_redis_test_script_len
                                             : rl_lua_check_len;
     memset(&co, 0, sizeof co);
+    redact(uri, shown, sizeof shown);
     if (redis_uri_parse(uri, &co.uri, why, sizeof why)) {
         free(r);
-        return snprintf(err, errlen, "store \"%.80s\": %s", uri, why),
+        return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
     }
     co.connect_timeout_ms = opt->connect_timeout_ms;
@@ -370,7 +409,7 @@ int store_redis_new(const char *uri, const store_options *opt,
                         sizeof why);
         if (rc != RL_OK) {
             redis_free(&r->base);
-            return snprintf(err, errlen, "store \"%.80s\": %s", uri, why), rc;
+            return snprintf(err, errlen, "store \"%s\": %s", shown, why), rc;
         }
         r->nconns++;
     }

@@ -116,13 +116,13 @@ START_TEST(one_key_per_client_rule_with_ttl)
     redisReply *r;
 
     admitted(lim, "user:42", "tb", 3);
-    r = cmd("PTTL %s", "rl:{user:42}:tb");
+    r = cmd("PTTL %s", "rl:{user:42}:tb:t60");
     ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
     /* Refilling 3 tokens at 600 ms each: full again in 1.8 s. */
     ck_assert_int_gt(r->integer, 1000);
     ck_assert_int_le(r->integer, 1800);
     freeReplyObject(r);
-    r = cmd("OBJECT ENCODING %s", "rl:{user:42}:tb");
+    r = cmd("OBJECT ENCODING %s", "rl:{user:42}:tb:t60");
     ck_assert_str_eq(r->str, "int");
     freeReplyObject(r);
     r = cmd("DBSIZE%s", "");
@@ -186,7 +186,7 @@ START_TEST(select_keeps_state_in_its_db)
     ck_assert_int_eq(r->integer, 0); /* nothing in db 0 */
     freeReplyObject(r);
     freeReplyObject(redisCommand(c, "SELECT 3"));
-    r = redisCommand(c, "EXISTS rl:{user:1}:sw");
+    r = redisCommand(c, "EXISTS rl:{user:1}:sw:s60");
     ck_assert_int_eq(r->integer, 1);
     freeReplyObject(r);
     redisFree(c);
@@ -271,15 +271,15 @@ START_TEST(no_rule_charged_for_a_denied_request)
     ck_assert_str_eq(res.rule_id, "per-ip");
     /* Refunds are sent without waiting: give them a moment to land. */
     for (int i = 0; i < 100; i++) {
-        r = cmd("GET %s", "rl:{user:u1}:per-user");
-        int charged = atoi(r->str);
+        r = cmd("GET %s", "rl:{user:u1}:per-user:s60");
+        int charged = r->str ? atoi(r->str) : -1;
         freeReplyObject(r);
         if (charged == 2)
             break;
         struct timespec ts = {0, 5 * 1000 * 1000};
         nanosleep(&ts, NULL);
     }
-    r = cmd("GET %s", "rl:{user:u1}:per-user");
+    r = cmd("GET %s", "rl:{user:u1}:per-user:s60");
     ck_assert_str_eq(r->str, "2"); /* the 2 that passed, not 6 */
     freeReplyObject(r);
     rl_limiter_free(lim);
@@ -425,6 +425,86 @@ START_TEST(sixty_four_threads_share_few_sockets)
 }
 END_TEST
 
+/* A reload that changes a rule's algorithm starts from fresh keys; one
+ * that raises a bucket's limit grants at most one bucket. */
+START_TEST(reloaded_rules_never_misread_state)
+{
+    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+    rl_result res;
+
+    ck_assert_int_eq(admitted(lim, "user:3", "sw", 12), 10);
+    ck_assert_int_eq(rl_rules_load_string(lim,
+        "[{\"rule_id\":\"sw\",\"dimension\":\"user\",\"limit\":10,"
+        "\"window_seconds\":60,\"algorithm\":\"gcra\"},"
+        " {\"rule_id\":\"b\",\"dimension\":\"user\",\"limit\":1,"
+        "\"window_seconds\":60,\"burst\":10,\"algorithm\":\"token_bucket\"}]"),
+        RL_OK);
+    ck_assert_int_eq(rl_allow(lim, "user:3", "sw", 1, &res), RL_OK);
+    ck_assert(res.allowed);
+    ck_assert_int_eq(res.remaining, 9); /* a fresh GCRA bucket of 10 */
+    ck_assert_int_eq(admitted(lim, "user:4", "b", 1), 1);
+    ck_assert_int_eq(rl_rules_load_string(lim,
+        "[{\"rule_id\":\"b\",\"dimension\":\"user\",\"limit\":60,"
+        "\"window_seconds\":60,\"algorithm\":\"token_bucket\"}]"), RL_OK);
+    /* 9 tokens were left of 10; the new bucket holds 60: at most 60 pass. */
+    ck_assert_int_le(admitted(lim, "user:4", "b", 100), 60);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* Redis down: a closed rule's denial leaves the fallback rule uncharged,
+ * and the flags describe the deciding rule only. */
+START_TEST(failure_modes_stay_all_or_nothing)
+{
+    static const char *both =
+        "[{\"rule_id\":\"fb\",\"dimension\":\"user\",\"limit\":5,"
+        "\"window_seconds\":60},"
+        " {\"rule_id\":\"open\",\"dimension\":\"user\",\"limit\":5,"
+        "\"window_seconds\":60,\"failure_mode\":\"open\"},"
+        " {\"rule_id\":\"login\",\"dimension\":\"ip\",\"limit\":5,"
+        "\"window_seconds\":60,\"failure_mode\":\"closed\","
+        "\"match\":{\"endpoint\":\"/login\"}}]";
+    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+    rl_request login = {.endpoint = "/login", .user = "u", .ip = "1.2.3.4",
+                        .cost = 1};
+    rl_request other = {.endpoint = "/x", .user = "u", .cost = 0};
+    rl_result res;
+
+    ck_assert_int_eq(rl_rules_load_string(lim, both), RL_OK);
+    ck_assert_int_eq(rh_kill(&srv), 0);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(rl_check(lim, &login, &res), RL_OK);
+        ck_assert(!res.allowed);
+        ck_assert_str_eq(res.rule_id, "login");
+        ck_assert_int_eq(res.flags & (RL_FLAG_FAIL_OPEN | RL_FLAG_FALLBACK), 0);
+    }
+    /* The fallback rule was never charged: 5 of 5 left. */
+    ck_assert_int_eq(rl_check(lim, &other, &res), RL_OK);
+    ck_assert_str_eq(res.rule_id, "fb");
+    ck_assert_int_eq(res.remaining, 5);
+    ck_assert(res.flags & RL_FLAG_FALLBACK);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(passwords_stay_out_of_messages)
+{
+    rh_server sec;
+    char bad[512];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+
+    ck_assert_int_eq(rh_start(&sec, "s3cret"), 0);
+    snprintf(bad, sizeof bad, "redis://app:hunter2@127.0.0.1:%d/0", sec.port);
+    ck_assert_int_eq(rl_config_set(cfg, "store", bad), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_ESTORE);
+    ck_assert_ptr_null(strstr(rl_errmsg(NULL), "hunter2"));
+    ck_assert_ptr_nonnull(strstr(rl_errmsg(NULL), "***"));
+    rl_config_free(cfg);
+    rh_stop(&sec);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis");
@@ -450,6 +530,9 @@ int main(void)
     tcase_add_test(tc, bad_stores_are_clear_errors);
     tcase_add_test(tc, bad_keys_write_nothing);
     tcase_add_test(tc, sixty_four_threads_share_few_sockets);
+    tcase_add_test(tc, reloaded_rules_never_misread_state);
+    tcase_add_test(tc, failure_modes_stay_all_or_nothing);
+    tcase_add_test(tc, passwords_stay_out_of_messages);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
