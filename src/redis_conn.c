@@ -1,15 +1,24 @@
 /*
  * redis_conn.c -- see redis_conn.h.
  *
- * Shared state, all under `mu` (one mutex per connection, never global):
- *   wbuf   bytes callers queued that the I/O thread has not taken yet
- *   fifo   the slots waiting for replies, in the order their commands were
- *          queued, which is the order Redis answers them
- *   slots  a fixed pool; a caller owns one from queueing until it has read
- *          its replies, or hands it to the I/O thread by abandoning it
- *          (timeout, fire-and-forget), which then frees it on completion.
- * A caller sleeps on its slot's state word (futex) with its own deadline,
- * so a slow server costs each caller its timeout and nothing more.
+ * No thread sits between a caller and the socket.  A caller appends its
+ * command bytes to the connection's write buffer and, if nobody is writing,
+ * writes everything queued so far itself (so concurrent callers' commands go
+ * out together in one send).  Then it waits for its replies: if nobody owns
+ * the read side it takes it, reads, and hands every reply that arrives to
+ * its waiter (Redis answers in order, so replies match the FIFO of slots);
+ * otherwise it sleeps on its slot (futex) until the reader wakes it with its
+ * replies, or promotes it to reader, or its own deadline passes.  A lone
+ * caller thus writes and reads the socket itself, like a blocking client;
+ * 64 callers share one write and one reader.
+ *
+ * The background thread only (re)connects, drains replies nobody waits for
+ * any more (timed-out and fire-and-forget calls), and notices a server that
+ * closed an idle connection.  A broken socket is closed only once no caller
+ * holds a role on it, so its descriptor is never reused under a writer.
+ *
+ * Shared state is under `mu`, one mutex per connection: never global, and
+ * never held across a system call that can block.
  */
 #include "redis_conn.h"
 #include "ratelimit.h"
@@ -32,8 +41,9 @@
 
 #define NSLOTS 4096
 #define RBUF 65536
+#define IDLE_MS 10 /* the background thread's tick */
 
-enum { FREE, PENDING, DONE, ABANDONED };
+enum { FREE, PENDING, DONE, ABANDONED, LEAD };
 
 typedef struct rslot {
     _Atomic uint32_t state;
@@ -46,23 +56,31 @@ struct rconn {
     rconn_opts opt;
     pthread_mutex_t mu;
     pthread_t io;
-    int efd;                    /* wakes the I/O thread                 */
-    int started;                /* the I/O thread runs                  */
+    int started;                /* the background thread runs           */
+    int efd;                    /* wakes the background thread          */
     _Atomic int up, stop;
-    int fd;                     /* owned by the I/O thread once started */
     char sha[41];               /* of the script, fixed at open         */
     /* under mu */
-    char *wbuf;
-    size_t wlen, wcap;
+    int fd;                     /* -1: not connected                    */
+    int dead;                   /* broken: close once no role is held   */
+    int writing, reading;       /* a caller holds the write / read side */
+    char *wbuf, *obuf;          /* queued bytes; bytes being written    */
+    size_t wlen, wcap, olen, ooff, ocap;
+    uint32_t queued;            /* requests whose bytes are in wbuf     */
     uint32_t fifo[NSLOTS], head, count;
     uint32_t freelist[NSLOTS], nfree;
     rslot slots[NSLOTS];
     rconn_stats stats;
-    /* I/O thread only */
-    char *obuf;
-    size_t olen, ooff, ocap;
-    redisReader *reader;
+    redisReader *reader;        /* used by the read side's holder only  */
 };
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void futex_wake(_Atomic uint32_t *w)
 {
@@ -72,16 +90,21 @@ static void futex_wake(_Atomic uint32_t *w)
 /* Sleep while *w == val, at most until the deadline (monotonic ns). */
 static void futex_wait(_Atomic uint32_t *w, uint32_t val, int64_t deadline_ns)
 {
-    struct timespec now, rel;
-    int64_t left;
+    int64_t left = deadline_ns - mono_ns();
+    struct timespec rel;
 
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    left = deadline_ns - ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
     if (left <= 0)
         return;
     rel.tv_sec = left / 1000000000;
     rel.tv_nsec = left % 1000000000;
     syscall(SYS_futex, w, FUTEX_WAIT_PRIVATE, val, &rel, NULL, 0);
+}
+
+static void wake_background(rconn *c)
+{
+    uint64_t one = 1;
+
+    if (write(c->efd, &one, sizeof one) < 0) { /* counter full: awake */ }
 }
 
 /* ---- the handshake ---------------------------------------------------- */
@@ -186,9 +209,9 @@ fail:
     return -1;
 }
 
-/* ---- slots -------------------------------------------------------------- */
+/* ---- slots and failure (all under mu) ------------------------------------ */
 
-static void slot_release(rconn *c, rslot *s) /* under mu */
+static void slot_release(rconn *c, rslot *s)
 {
     for (int i = 0; i < s->got; i++)
         freeReplyObject(s->replies[i]);
@@ -197,36 +220,230 @@ static void slot_release(rconn *c, rslot *s) /* under mu */
     c->freelist[c->nfree++] = (uint32_t)(s - c->slots);
 }
 
+/* Wakes to make once the lock is dropped (a woken caller's first act is
+ * to take the lock: waking it while holding the lock only makes it wait). */
+typedef struct wakes {
+    int n;
+    _Atomic uint32_t *w[128];
+} wakes;
+
+static void wake_all(wakes *wl)
+{
+    for (int i = 0; i < wl->n; i++)
+        futex_wake(wl->w[i]); /* a slot reused since: a spurious wake */
+    wl->n = 0;
+}
+
+/* A slot got all its replies, or failed: hand it over. */
+static void finish(rconn *c, rslot *s, int failed, wakes *wl)
+{
+    if (atomic_load(&s->state) == ABANDONED) {
+        slot_release(c, s);
+        return;
+    }
+    s->failed = failed;
+    atomic_store(&s->state, DONE);
+    if (wl && wl->n < (int)(sizeof wl->w / sizeof wl->w[0]))
+        wl->w[wl->n++] = &s->state;
+    else
+        futex_wake(&s->state);
+}
+
+/* The socket broke: every waiting slot fails, queued bytes go.  The
+ * descriptor is closed here only if no caller holds a role on it. */
+static void fail_all(rconn *c)
+{
+    atomic_store(&c->up, 0);
+    c->dead = 1;
+    while (c->count) {
+        rslot *s = &c->slots[c->fifo[c->head]];
+        c->head = (c->head + 1) % NSLOTS;
+        c->count--;
+        finish(c, s, 1, NULL);
+    }
+    c->wlen = c->olen = c->ooff = 0;
+    c->queued = 0;
+    if (!c->reading && !c->writing && c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+    wake_background(c);
+}
+
+/* Give the read side to the oldest caller still waiting, if any. */
+static void promote(rconn *c)
+{
+    for (uint32_t k = 0; k < c->count; k++) {
+        rslot *s = &c->slots[c->fifo[(c->head + k) % NSLOTS]];
+        if (atomic_load(&s->state) == PENDING) {
+            atomic_store(&s->state, LEAD);
+            futex_wake(&s->state);
+            return;
+        }
+    }
+    if (c->count)
+        wake_background(c); /* only abandoned slots: it drains them */
+}
+
+/* ---- the write side --------------------------------------------------------- */
+
+/* Send obuf[ooff..olen) then whatever queued meanwhile, unless someone else
+ * is writing.  Called and returns under mu; sends without it.  Gives up
+ * (keeping the rest for the next writer) at the deadline. */
+static void write_out(rconn *c, int64_t deadline_ns)
+{
+    if (c->writing || c->dead || c->fd < 0)
+        return;
+    c->writing = 1;
+    while (!c->dead && (c->ooff < c->olen || c->wlen)) {
+        if (c->ooff == c->olen) { /* take the queued bytes */
+            char *tmp = c->obuf;
+            size_t cap = c->ocap;
+            c->obuf = c->wbuf;
+            c->ocap = c->wcap;
+            c->olen = c->wlen;
+            c->ooff = 0;
+            c->wbuf = tmp;
+            c->wcap = cap;
+            c->wlen = 0;
+            c->queued = 0;
+            c->stats.writes++;
+        }
+        int fd = c->fd;
+        const char *p = c->obuf + c->ooff;
+        size_t n = c->olen - c->ooff;
+        pthread_mutex_unlock(&c->mu);
+        /* send(): a server that went away must not raise SIGPIPE. */
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
+        int err = w < 0 ? errno : 0;
+        if (w < 0 && err == EAGAIN) {
+            struct pollfd pfd = {fd, POLLOUT, 0};
+            int64_t left = (deadline_ns - mono_ns()) / 1000000;
+            if (left > 0)
+                poll(&pfd, 1, (int)left);
+        }
+        pthread_mutex_lock(&c->mu);
+        if (w > 0)
+            c->ooff += (size_t)w;
+        else if (err != EAGAIN && err != EINTR)
+            fail_all(c);
+        else if (mono_ns() >= deadline_ns)
+            break;
+    }
+    c->writing = 0;
+    if (c->dead && !c->reading && c->fd >= 0) {
+        close(c->fd);
+        c->fd = -1;
+    }
+}
+
+/* ---- the read side ---------------------------------------------------------- */
+
+/* Hand one reply to the oldest slot waiting for one. */
+static void deliver(rconn *c, redisReply *r, wakes *wl)
+{
+    rslot *s;
+
+    c->stats.replies++;
+    if (c->count == 0) { /* nobody asked: cannot happen, drop it */
+        freeReplyObject(r);
+        return;
+    }
+    s = &c->slots[c->fifo[c->head]];
+    s->replies[s->got++] = r;
+    if (s->got == s->nreplies) {
+        c->head = (c->head + 1) % NSLOTS;
+        c->count--;
+        finish(c, s, 0, wl);
+    }
+}
+
+/* One read from the socket, waiting at most until the deadline, and the
+ * replies it completes delivered.  Called and returns under mu with
+ * c->reading held; reads without the lock. */
+static void read_once(rconn *c, int64_t deadline_ns)
+{
+    static _Thread_local char buf[RBUF];
+    struct pollfd pfd = {c->fd, POLLIN, 0};
+    int64_t left = (deadline_ns - mono_ns() + 999999) / 1000000;
+    ssize_t n = 0;
+    int ready;
+    void *reply;
+
+    pthread_mutex_unlock(&c->mu);
+    ready = poll(&pfd, 1, left > 0 ? (int)left : 0);
+    if (ready > 0)
+        n = read(pfd.fd, buf, sizeof buf);
+    pthread_mutex_lock(&c->mu);
+    if (c->dead || ready == 0 || (n < 0 && (errno == EAGAIN || errno == EINTR)))
+        return;
+    if (ready < 0 || n <= 0 ||
+        redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+        fail_all(c);
+        return;
+    }
+    wakes wl = {0, {0}};
+    for (;;) {
+        if (redisReaderGetReply(c->reader, &reply) != REDIS_OK) {
+            fail_all(c);
+            break;
+        }
+        if (!reply)
+            break;
+        deliver(c, reply, &wl);
+    }
+    if (wl.n) {
+        pthread_mutex_unlock(&c->mu);
+        wake_all(&wl);
+        pthread_mutex_lock(&c->mu);
+    }
+    /* What queued while that batch was out goes now, as one batch. */
+    write_out(c, deadline_ns);
+}
+
+static void release_read_side(rconn *c)
+{
+    c->reading = 0;
+    if (c->dead) {
+        if (!c->writing && c->fd >= 0) {
+            close(c->fd);
+            c->fd = -1;
+        }
+        return;
+    }
+    promote(c);
+}
+
+/* ---- calls ------------------------------------------------------------------- */
+
 /* Queue a request; returns the slot or NULL (down, or no free slot). */
 static rslot *enqueue(rconn *c, const char *cmd, size_t len, int nreplies,
                       char *err, size_t errlen)
 {
-    rslot *s = NULL;
-    int wake;
+    rslot *s;
 
-    pthread_mutex_lock(&c->mu);
-    if (!atomic_load(&c->up)) {
+    if (!atomic_load(&c->up) || c->dead || c->fd < 0) {
         c->stats.down_fails++;
         snprintf(err, errlen, "not connected");
-        goto out;
+        return NULL;
     }
     if (c->nfree == 0) {
         snprintf(err, errlen, "more than %d requests in flight", NSLOTS);
-        goto out;
+        return NULL;
     }
     if (c->wlen + len > c->wcap) {
         size_t cap = c->wcap * 2 > c->wlen + len ? c->wcap * 2 : c->wlen + len;
         char *nb = realloc(c->wbuf, cap);
         if (!nb) {
             snprintf(err, errlen, "out of memory");
-            goto out;
+            return NULL;
         }
         c->wbuf = nb;
         c->wcap = cap;
     }
-    wake = c->wlen == 0;
     memcpy(c->wbuf + c->wlen, cmd, len);
     c->wlen += len;
+    c->queued++;
     s = &c->slots[c->freelist[--c->nfree]];
     s->nreplies = nreplies;
     s->got = 0;
@@ -234,40 +451,60 @@ static rslot *enqueue(rconn *c, const char *cmd, size_t len, int nreplies,
     atomic_store(&s->state, PENDING);
     c->fifo[(c->head + c->count++) % NSLOTS] = (uint32_t)(s - c->slots);
     c->stats.calls++;
-    if (wake) {
-        uint64_t one = 1;
-        if (write(c->efd, &one, sizeof one) < 0) { /* counter full: awake */ }
-    }
-out:
-    pthread_mutex_unlock(&c->mu);
     return s;
+}
+
+/* Wait for s: read the socket ourselves when nobody else does.  Under mu.
+ * Returns 1 when s is DONE, 0 at the deadline (s still pending). */
+static int wait_for(rconn *c, rslot *s, int64_t deadline_ns)
+{
+    for (;;) {
+        uint32_t st = atomic_load(&s->state);
+        if (st == DONE)
+            return 1;
+        if (st == LEAD)
+            atomic_store(&s->state, PENDING);
+        if (mono_ns() >= deadline_ns)
+            return 0;
+        if (!c->reading && !c->dead) {
+            c->reading = 1;
+            write_out(c, deadline_ns); /* bytes left for a reader */
+            while (atomic_load(&s->state) != DONE && !c->dead &&
+                   mono_ns() < deadline_ns)
+                read_once(c, deadline_ns);
+            release_read_side(c);
+            continue;
+        }
+        pthread_mutex_unlock(&c->mu);
+        futex_wait(&s->state, PENDING, deadline_ns);
+        pthread_mutex_lock(&c->mu);
+    }
 }
 
 int rconn_call(rconn *c, const char *cmd, size_t len, int nreplies,
                redisReply **replies, int64_t timeout_ms, char *err,
                size_t errlen)
 {
-    struct timespec now;
-    int64_t deadline;
+    int64_t deadline = mono_ns() + timeout_ms * 1000000;
     rslot *s;
     int rc = RL_OK;
 
     if (nreplies < 1 || nreplies > RCONN_MAX_REPLIES)
         return snprintf(err, errlen, "bad reply count"), RL_ESTORE;
-    clock_gettime(CLOCK_MONOTONIC, &now);
-    deadline = (int64_t)now.tv_sec * 1000000000 + now.tv_nsec +
-               timeout_ms * 1000000;
-    if (!(s = enqueue(c, cmd, len, nreplies, err, errlen)))
-        return RL_ESTORE;
-    while (atomic_load(&s->state) == PENDING) {
-        futex_wait(&s->state, PENDING, deadline);
-        clock_gettime(CLOCK_MONOTONIC, &now);
-        if ((int64_t)now.tv_sec * 1000000000 + now.tv_nsec >= deadline)
-            break;
-    }
     pthread_mutex_lock(&c->mu);
-    if (atomic_load(&s->state) == PENDING) { /* give it to the I/O thread */
+    if (!(s = enqueue(c, cmd, len, nreplies, err, errlen))) {
+        pthread_mutex_unlock(&c->mu);
+        return RL_ESTORE;
+    }
+    /* Batching: while earlier requests are out and someone reads their
+     * replies, leave ours queued; the reader sends everything that queued
+     * as one batch when replies come back.  Otherwise send now. */
+    if (c->count == c->queued || !c->reading)
+        write_out(c, deadline);
+    if (!wait_for(c, s, deadline)) { /* the reader frees it when it lands */
         atomic_store(&s->state, ABANDONED);
+        if (!c->reading)
+            promote(c); /* we may have been promoted as we gave up */
         c->stats.timeouts++;
         snprintf(err, errlen, "no reply within %lld ms",
                  (long long)timeout_ms);
@@ -288,153 +525,69 @@ int rconn_call(rconn *c, const char *cmd, size_t len, int nreplies,
 int rconn_send(rconn *c, const char *cmd, size_t len, int nreplies)
 {
     char err[64];
-    rslot *s = enqueue(c, cmd, len, nreplies, err, sizeof err);
-
-    if (!s)
-        return RL_ESTORE;
-    pthread_mutex_lock(&c->mu);
-    if (atomic_load(&s->state) == PENDING)
-        atomic_store(&s->state, ABANDONED);
-    else
-        slot_release(c, s);
-    pthread_mutex_unlock(&c->mu);
-    return RL_OK;
-}
-
-/* ---- the I/O thread ------------------------------------------------------- */
-
-/* Hand one reply to the oldest waiting slot. */
-static void deliver(rconn *c, redisReply *r)
-{
     rslot *s;
 
     pthread_mutex_lock(&c->mu);
-    c->stats.replies++;
-    if (c->count == 0) { /* nobody asked: cannot happen, drop it */
-        pthread_mutex_unlock(&c->mu);
-        freeReplyObject(r);
-        return;
-    }
-    s = &c->slots[c->fifo[c->head]];
-    s->replies[s->got++] = r;
-    if (s->got == s->nreplies) {
-        c->head = (c->head + 1) % NSLOTS;
-        c->count--;
-        if (atomic_load(&s->state) == ABANDONED) {
-            slot_release(c, s);
-        } else {
-            atomic_store(&s->state, DONE);
-            futex_wake(&s->state);
-        }
+    if ((s = enqueue(c, cmd, len, nreplies, err, sizeof err)) != NULL) {
+        atomic_store(&s->state, ABANDONED);
+        write_out(c, mono_ns() + 5 * 1000000LL);
+        if (!c->reading)
+            wake_background(c); /* someone must read the reply */
     }
     pthread_mutex_unlock(&c->mu);
+    return s ? RL_OK : RL_ESTORE;
 }
 
-/* The connection broke: every waiting slot fails, queued bytes go. */
-static void fail_all(rconn *c)
-{
-    pthread_mutex_lock(&c->mu);
-    atomic_store(&c->up, 0);
-    while (c->count) {
-        rslot *s = &c->slots[c->fifo[c->head]];
-        c->head = (c->head + 1) % NSLOTS;
-        c->count--;
-        if (atomic_load(&s->state) == ABANDONED) {
-            slot_release(c, s);
-        } else {
-            s->failed = 1;
-            atomic_store(&s->state, DONE);
-            futex_wake(&s->state);
-        }
-    }
-    c->wlen = 0;
-    pthread_mutex_unlock(&c->mu);
-    if (c->fd >= 0)
-        close(c->fd);
-    c->fd = -1;
-    c->olen = c->ooff = 0;
-    redisReaderFree(c->reader);
-    c->reader = redisReaderCreate();
-}
-
-/* Take what callers queued, if the last batch is out. */
-static void take_batch(rconn *c)
-{
-    char *tmp;
-    size_t cap;
-
-    if (c->ooff < c->olen)
-        return;
-    pthread_mutex_lock(&c->mu);
-    tmp = c->obuf;
-    cap = c->ocap;
-    c->obuf = c->wbuf;
-    c->ocap = c->wcap;
-    c->olen = c->wlen;
-    c->ooff = 0;
-    c->wbuf = tmp;
-    c->wcap = cap;
-    c->wlen = 0;
-    if (c->olen)
-        c->stats.writes++;
-    pthread_mutex_unlock(&c->mu);
-}
-
-static int flush_out(rconn *c)
-{
-    while (c->ooff < c->olen) {
-        /* send(): a server that went away must not raise SIGPIPE in the
-         * host process. */
-        ssize_t n = send(c->fd, c->obuf + c->ooff, c->olen - c->ooff,
-                         MSG_NOSIGNAL);
-        if (n < 0)
-            return (errno == EAGAIN || errno == EINTR) ? 0 : -1;
-        c->ooff += (size_t)n;
-    }
-    c->olen = c->ooff = 0;
-    return 0;
-}
-
-static int read_in(rconn *c)
-{
-    char buf[RBUF];
-    void *reply;
-    ssize_t n = read(c->fd, buf, sizeof buf);
-
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
-        return -1;
-    if (n < 0)
-        return 0;
-    if (redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK)
-        return -1;
-    for (;;) {
-        if (redisReaderGetReply(c->reader, &reply) != REDIS_OK)
-            return -1;
-        if (!reply)
-            return 0;
-        deliver(c, reply);
-    }
-}
+/* ---- the background thread ----------------------------------------------- */
 
 static void reconnect(rconn *c, int64_t *backoff_ms)
 {
     char err[256];
-    struct pollfd p = {c->efd, POLLIN, 0};
-    uint64_t drain;
+    int fd = handshake(c, err, sizeof err);
 
-    if ((c->fd = handshake(c, err, sizeof err)) >= 0) {
-        *backoff_ms = 10;
-        pthread_mutex_lock(&c->mu);
+    pthread_mutex_lock(&c->mu);
+    if (fd >= 0) {
+        redisReaderFree(c->reader);
+        c->reader = redisReaderCreate();
+        c->fd = fd;
+        c->dead = 0;
         c->stats.reconnects++;
-        pthread_mutex_unlock(&c->mu);
         atomic_store(&c->up, 1);
+        *backoff_ms = 10;
+    } else if (*backoff_ms < 1000) {
+        *backoff_ms *= 2;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Under mu: read what nobody waits for, push stuck bytes, and notice a
+ * server that closed an idle connection. */
+static void tend(rconn *c)
+{
+    if (c->fd < 0 || c->dead)
+        return;
+    if (!c->writing && (c->wlen || c->ooff < c->olen))
+        write_out(c, mono_ns() + IDLE_MS * 1000000LL);
+    if (c->reading)
+        return;
+    if (c->count == 0) { /* idle: is the socket readable (EOF)? */
+        struct pollfd pfd = {c->fd, POLLIN, 0};
+        if (poll(&pfd, 1, 0) > 0) {
+            c->reading = 1;
+            read_once(c, mono_ns());
+            release_read_side(c);
+        }
         return;
     }
-    /* Wait before the next try, but wake at once to stop. */
-    if (poll(&p, 1, (int)*backoff_ms) > 0 &&
-        read(c->efd, &drain, sizeof drain) < 0) { /* nothing to do */ }
-    if (*backoff_ms < 1000)
-        *backoff_ms *= 2;
+    for (uint32_t k = 0; k < c->count; k++) /* anyone still waiting? */
+        if (atomic_load(&c->slots[c->fifo[(c->head + k) % NSLOTS]].state) !=
+            ABANDONED) {
+            promote(c); /* a safety net: a waiter should be reading */
+            return;
+        }
+    c->reading = 1;
+    read_once(c, mono_ns() + 1000000); /* at most 1 ms */
+    release_read_side(c);
 }
 
 static void *io_main(void *arg)
@@ -444,26 +597,25 @@ static void *io_main(void *arg)
     uint64_t drain;
 
     while (!atomic_load(&c->stop)) {
-        if (c->fd < 0) {
+        struct pollfd p = {c->efd, POLLIN, 0};
+        int need_connect;
+
+        pthread_mutex_lock(&c->mu);
+        if (c->dead && !c->reading && !c->writing && c->fd >= 0) {
+            close(c->fd);
+            c->fd = -1;
+        }
+        need_connect = c->fd < 0;
+        if (!need_connect)
+            tend(c);
+        pthread_mutex_unlock(&c->mu);
+        if (need_connect) {
             reconnect(c, &backoff);
-            continue;
+            if (atomic_load(&c->up))
+                continue;
         }
-        take_batch(c);
-        if (flush_out(c) < 0) {
-            fail_all(c);
-            continue;
-        }
-        struct pollfd p[2] = {
-            {c->fd, (short)(POLLIN | (c->ooff < c->olen ? POLLOUT : 0)), 0},
-            {c->efd, POLLIN, 0}};
-        if (poll(p, 2, 1000) < 0 && errno != EINTR) {
-            fail_all(c);
-            continue;
-        }
-        if ((p[1].revents & POLLIN) &&
+        if (poll(&p, 1, need_connect ? (int)backoff : IDLE_MS) > 0 &&
             read(c->efd, &drain, sizeof drain) < 0) { /* spurious */ }
-        if ((p[0].revents & (POLLIN | POLLHUP | POLLERR)) && read_in(c) < 0)
-            fail_all(c);
     }
     return NULL;
 }
@@ -495,7 +647,7 @@ int rconn_open(rconn **out, const rconn_opts *o, int degraded, char *err,
         rconn_close(c);
         return RL_ENOMEM;
     }
-    /* Degraded: never wait here; the I/O thread connects when it can. */
+    /* Degraded: never wait here; the background thread connects. */
     c->fd = degraded ? -1 : handshake(c, err, errlen);
     if (c->fd < 0 && !degraded) {
         rconn_close(c);
@@ -513,18 +665,17 @@ int rconn_open(rconn **out, const rconn_opts *o, int degraded, char *err,
 
 void rconn_close(rconn *c)
 {
-    uint64_t one = 1;
-
     if (!c)
         return;
     if (c->started) {
         atomic_store(&c->stop, 1);
-        if (write(c->efd, &one, sizeof one) < 0) { /* it will time out */ }
+        wake_background(c);
         pthread_join(c->io, NULL);
     }
-    fail_all(c); /* no caller may be waiting: they all returned */
-    if (c->fd >= 0)
-        close(c->fd);
+    /* No caller may be here: they all returned before the limiter is freed. */
+    pthread_mutex_lock(&c->mu);
+    fail_all(c);
+    pthread_mutex_unlock(&c->mu);
     if (c->efd >= 0)
         close(c->efd);
     redisReaderFree(c->reader);

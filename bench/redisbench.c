@@ -1,0 +1,2263 @@
+/*
+ * redisbench.c -- how fast, how big and how exact is libratelimit's Redis
+ * store?
+ *
+ * It measures, against one Redis on 127.0.0.1 (--port; bench/redisbench.sh
+ * starts a private, empty one), five groups of figures, each beside a
+ * reference measured in the same run on the same machine.  (1) throughput_64:
+ * 64 threads calling rl_allow() in a loop on one limiter (64 checks in
+ * flight; "redis://" store, default options but timeout_ms 1000), sliding
+ * window rule with a limit of 10^9 (nothing is denied), keys drawn uniformly
+ * from --keys N as "user:<12 digits>" (the same names redis-benchmark makes),
+ * for --seconds after a short warm-up, from an empty database: checks/s and
+ * p50/p99 microseconds per call.  Reference: redis-benchmark -c 64 -P 16
+ * running the library's own script (SCRIPT LOAD of rl_lua_check) by EVALSHA
+ * with the very arguments the library sends (p, q from gcd(window, limit))
+ * on keys of the library's own shape (read back from Redis), from an empty
+ * database, for as many requests as the library did.  The store's own
+ * batching (checks per socket write) comes from its counters.
+ * (2) throughput_1: the same with one thread, one check at a time, against
+ * redis-benchmark -c 1 -P 1.  (3) usec_per_call: the server's
+ * cmdstat_evalsha usec_per_call (INFO commandstats, after CONFIG RESETSTAT)
+ * over a fixed number of checks of existing keys by 64 threads, per
+ * algorithm, beside hot_usec_per_call, the same script and arguments from
+ * redis-benchmark -c 64 -P 16 (a Redis kept busy runs a script faster);
+ * reference: an INCR + PEXPIRE pair on existing keys, pipelined, or the
+ * peer library's figure given with --peer-usec.  (4) bytes_per_key: per
+ * algorithm, Redis used_memory grown while --mem-keys new clients are each
+ * checked once (client keys user:<i>, rule "b"), after FLUSHALL, divided by
+ * their number; reference: 144 B, the leanest peer layout measured here
+ * (GCRA in one string, 35-byte key names) -- our key names are shorter, and
+ * their mean length (from SCAN) is printed.  (5) accuracy: 8 processes x 4
+ * threads, each process with its own limiter, hammer one key per algorithm
+ * (all four at once, in turn) for --accuracy-seconds, starting 0.25 s into
+ * a 10 s window; the admitted count is set beside what the algorithm allows over
+ * the measured span [first call, last reply] (CLOCK_REALTIME, the clock
+ * Redis TIME reads on this machine): token bucket and GCRA burst + span x
+ * rate (over-admission must be <= 1), fixed window limit x windows touched,
+ * sliding window limit x (span + s0) / window, s0 the start's offset into
+ * its window, as a full limit passes at once from empty state (within 3 %;
+ * the plain limit x span / window is given beside it).  window_edge: 100 per
+ * 10 s, 100 admitted 9.2 s into a window, then 200 fired by 32 threads 0.1 s
+ * into the next: the sliding window must stay within 1.1 x limit, the fixed
+ * window is expected to let 2 x limit through.
+ *
+ * Reading the ratios: ratio = value / ref.  Throughput: 1.0 means the
+ * library drives Redis as hard as redis-benchmark does with the same
+ * script (targets: >= 0.9 at 64 in flight, >= 0.95 one at a time); the
+ * *_cpu fields say, in cores, what the client, redis-server and everything
+ * else on the machine used meanwhile, so a ratio below target with
+ * client_cpu high and redis_cpu below 1 means the client side is the
+ * bottleneck, and other_cpu well above 0 means the machine was not quiet.
+ * usec_per_call: how many plain INCR+PEXPIRE pairs one check costs Redis.
+ * bytes_per_key: below 1 is leaner than the reference (target <= 144 B).
+ * Accuracy: 1.0 is exact; above 1 is over-admission (see "over" for tokens).
+ * Any result decided by the local fallback (RL_FLAG_FALLBACK) is an error
+ * and is counted in the *_fallback figures and "fallback" fields.
+ *
+ * It FLUSHALLs the database: it refuses a non-empty one unless --force.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <ctype.h>
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ratelimit.h"
+#include "limiter.h"     /* limiter_store()                         */
+#include "store_redis.h" /* rl_lua_check, store_redis_stats_get()   */
+
+extern char **environ;
+
+#define ERRLEN 512
+#define TP_THREADS 64
+#define FILL_THREADS 64
+#define BIG_LIMIT 1000000000LL /* per window: nothing is ever denied */
+#define BIG_WINDOW_S 60
+/* usec_per_call and bytes_per_key: 1000 per day.  A token bucket or GCRA
+ * key lives only until its bucket is full again (one token's refill after
+ * one check: window / limit), so the rule must refill slowly for the keys
+ * to be there when they are checked again or counted. */
+#define SLOW_LIMIT 1000
+#define SLOW_WINDOW_S 86400
+#define PEER_BYTES_PER_KEY 144.0
+#define TARGET_TP64 0.9
+#define TARGET_TP1 0.95
+#define USEC_KEYS 10000ULL
+/* As many threads as throughput_64, the regime the peer figure comes from.
+ * How busy Redis is kept changes usec_per_call itself (a script run one at
+ * a time finds cold caches), hence hot_usec_per_call beside it. */
+#define USEC_THREADS 64
+#define ACC_PROCS 8
+#define ACC_THREADS 4
+#define ACC_LIMIT 1000
+#define ACC_BURST 100
+#define ACC_WINDOW_MS 10000LL
+#define ACC_START_OFFSET_MS 250LL
+#define ACC_TOLERANCE 0.03
+#define EDGE_THREADS 32
+#define EDGE_LIMIT 100
+#define EDGE_WINDOW_MS 10000LL
+#define EDGE_PHASE1_MS 9200LL /* into window W        */
+#define EDGE_PHASE2_MS 100LL  /* into window W + 1    */
+#define EDGE_FIRE2 200
+#define MAX_KEYS 1000000000ULL
+
+static const char *const algo_names[4] = {"sliding_window", "token_bucket",
+                                          "fixed_window", "gcra"};
+
+/* ---- options -------------------------------------------------------- */
+
+typedef struct options {
+    int port;
+    double seconds;             /* per throughput figure                  */
+    unsigned long long keys;    /* key space for the throughput figures   */
+    unsigned long long mem_keys;
+    unsigned long long usec_checks;
+    double acc_seconds;
+    double peer_usec;           /* < 0: not given                          */
+    const char *only;
+    int json, quick, force;
+} options;
+
+static const char *const groups[] = {"throughput_64", "throughput_1",
+                                     "usec_per_call", "bytes_per_key",
+                                     "accuracy",      "window_edge"};
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: redisbench --port P [--json] [--quick] [--seconds S] "
+            "[--keys N]\n"
+            "                  [--mem-keys N] [--usec-checks N] "
+            "[--accuracy-seconds S]\n"
+            "                  [--peer-usec X] [--only NAME] [--force]\n"
+            "\n"
+            "Measures libratelimit's Redis store against the Redis on\n"
+            "127.0.0.1:P (use bench/redisbench.sh to get a private one):\n"
+            "throughput and latency at 64 and 1 checks in flight beside\n"
+            "redis-benchmark running the same script, the script's server "
+            "time,\n"
+            "Redis bytes per key, and the algorithms' accuracy under "
+            "contention.\n"
+            "ratio = value / ref.  The database is FLUSHALLed.\n"
+            "\n"
+            "  --port P              Redis port on 127.0.0.1 (required)\n"
+            "  --json                one JSON object per line (first: name "
+            "\"params\")\n"
+            "  --seconds S           per throughput figure (default 10)\n"
+            "  --keys N              key space for throughput (default "
+            "1000000)\n"
+            "  --mem-keys N          clients for bytes_per_key (default "
+            "100000, as\n"
+            "                        the peer measured; at most --keys)\n"
+            "  --usec-checks N       checks per algorithm for usec_per_call\n"
+            "                        (default 50000)\n"
+            "  --accuracy-seconds S  length of the accuracy run (default "
+            "30)\n"
+            "  --peer-usec X         the peer script's usec_per_call, as "
+            "reference\n"
+            "  --only NAME           one group: throughput_64, throughput_1,\n"
+            "                        usec_per_call, bytes_per_key, accuracy\n"
+            "                        (with window_edge), window_edge\n"
+            "  --quick               smoke run: 2 s runs, 100k keys, 50k "
+            "mem keys,\n"
+            "                        10k usec checks, 5 s accuracy run\n"
+            "  --force               run even if the database is not empty\n"
+            "  --help                this text\n"
+            "N may end in k, M or G (powers of 1000).  redis-benchmark is "
+            "taken\n"
+            "from $REDIS_BENCHMARK or the PATH.\n");
+}
+
+static int parse_count(const char *s, unsigned long long *out)
+{
+    char *end = NULL;
+    unsigned long long v, mul = 1;
+
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s)
+        return -1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1000ULL, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1000000ULL, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1000000000ULL, end++;
+    if (*end != '\0' || v > ULLONG_MAX / mul)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+static int parse_double(const char *s, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double v;
+
+    if (s == NULL || *s == '\0')
+        return -1;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
+static int parse_args(int argc, char **argv, options *o)
+{
+    int have_seconds = 0, have_keys = 0, have_mem = 0, have_usec = 0,
+        have_acc = 0;
+    unsigned long long port = 0;
+
+    memset(o, 0, sizeof *o);
+    o->peer_usec = -1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        static const char *const valued[] = {
+            "--port",     "--seconds",          "--keys",      "--mem-keys",
+            "--usec-checks", "--accuracy-seconds", "--peer-usec", "--only"};
+        int which = -1;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        } else if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+            continue;
+        } else if (strcmp(a, "--quick") == 0) {
+            o->quick = 1;
+            continue;
+        } else if (strcmp(a, "--force") == 0) {
+            o->force = 1;
+            continue;
+        }
+        for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++) {
+            size_t n = strlen(valued[k]);
+            if (strncmp(a, valued[k], n) == 0 &&
+                (a[n] == '\0' || a[n] == '=')) {
+                which = k;
+                val = a[n] == '=' ? a + n + 1 : NULL;
+                break;
+            }
+        }
+        if (which < 0) {
+            fprintf(stderr, "redisbench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (val == NULL) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "redisbench: option '%s' needs a value\n", a);
+                return 2;
+            }
+            val = argv[++i];
+        }
+        switch (which) {
+        case 0:
+            if (parse_count(val, &port) != 0 || port < 1 || port > 65535) {
+                fprintf(stderr, "redisbench: bad port '%s'\n", val);
+                return 2;
+            }
+            o->port = (int)port;
+            break;
+        case 1:
+            if (parse_double(val, 0.1, 3600, &o->seconds) != 0)
+                goto bad;
+            have_seconds = 1;
+            break;
+        case 2:
+            if (parse_count(val, &o->keys) != 0)
+                goto bad;
+            have_keys = 1;
+            break;
+        case 3:
+            if (parse_count(val, &o->mem_keys) != 0)
+                goto bad;
+            have_mem = 1;
+            break;
+        case 4:
+            if (parse_count(val, &o->usec_checks) != 0)
+                goto bad;
+            have_usec = 1;
+            break;
+        case 5:
+            if (parse_double(val, 1, 3600, &o->acc_seconds) != 0)
+                goto bad;
+            have_acc = 1;
+            break;
+        case 6:
+            if (parse_double(val, 0.001, 1e6, &o->peer_usec) != 0)
+                goto bad;
+            break;
+        default: {
+            int ok = 0;
+            for (size_t k = 0; k < sizeof groups / sizeof groups[0]; k++)
+                ok |= strcmp(val, groups[k]) == 0;
+            if (!ok) {
+                fprintf(stderr, "redisbench: unknown group '%s'\n", val);
+                return 2;
+            }
+            o->only = val;
+        }
+        }
+        continue;
+    bad:
+        fprintf(stderr, "redisbench: bad value '%s' for %s\n", val, a);
+        return 2;
+    }
+    if (o->port == 0) {
+        fprintf(stderr, "redisbench: --port is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (!have_seconds)
+        o->seconds = o->quick ? 2.0 : 10.0;
+    if (!have_keys)
+        o->keys = o->quick ? 100000ULL : 1000000ULL;
+    if (!have_mem)
+        o->mem_keys = o->quick ? 50000ULL : 100000ULL;
+    if (!have_usec)
+        o->usec_checks = o->quick ? 10000ULL : 50000ULL;
+    if (!have_acc)
+        o->acc_seconds = o->quick ? 5.0 : 30.0;
+    if (o->keys < 1 || o->keys > MAX_KEYS) {
+        fprintf(stderr, "redisbench: --keys must be 1..%llu\n", MAX_KEYS);
+        return 2;
+    }
+    if (o->mem_keys > o->keys)
+        o->mem_keys = o->keys;
+    if (o->mem_keys < 1000 || o->usec_checks < 1000) {
+        fprintf(stderr, "redisbench: --mem-keys (capped by --keys) and "
+                        "--usec-checks must be >= 1000\n");
+        return 2;
+    }
+    return 0;
+}
+
+static int want(const options *o, const char *group)
+{
+    if (o->only == NULL || strcmp(o->only, group) == 0)
+        return 1;
+    return strcmp(group, "window_edge") == 0 &&
+           strcmp(o->only, "accuracy") == 0;
+}
+
+/* ---- small helpers ---------------------------------------------------- */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static int64_t rt_ns(void) /* CLOCK_REALTIME: the clock Redis TIME reads */
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + (int64_t)ts.tv_nsec;
+}
+
+static void sleep_s(double s)
+{
+    struct timespec ts;
+
+    if (s <= 0)
+        return;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+static void sleep_until_rt(int64_t t_ns)
+{
+    struct timespec ts = {(time_t)(t_ns / 1000000000LL),
+                          (long)(t_ns % 1000000000LL)};
+
+    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+static uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static uint64_t pick(uint64_t *rng, unsigned long long n) /* uniform < n */
+{
+    return ((splitmix64(rng) >> 32) * n) >> 32;
+}
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static const char *errtext(const rl_limiter *lim)
+{
+    const char *m = rl_errmsg(lim);
+
+    return m != NULL ? m : "";
+}
+
+static void set_err(char *err, const char *what, int rc, const char *detail)
+{
+    if (detail != NULL && *detail != '\0')
+        snprintf(err, ERRLEN, "%s: %s (%d)", what, detail, rc);
+    else
+        snprintf(err, ERRLEN, "%s: %s (%d)", what, rl_strerror(rc), rc);
+}
+
+static double loadavg1(void)
+{
+    double l[1];
+
+    return getloadavg(l, 1) == 1 ? l[0] : -1.0;
+}
+
+/* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
+
+#define HB (128 + 41 * 64)
+
+typedef struct hist {
+    uint64_t n;
+    uint32_t b[HB];
+} hist;
+
+static void hist_add(hist *h, uint64_t v)
+{
+    int i;
+
+    if (v < 128) {
+        i = (int)v;
+    } else {
+        int e = 63 - __builtin_clzll(v);
+        i = 128 + (e - 7) * 64 + (int)((v >> (e - 6)) - 64);
+        if (i >= HB)
+            i = HB - 1;
+    }
+    h->b[i]++;
+    h->n++;
+}
+
+static void hist_merge(hist *into, const hist *h)
+{
+    for (int i = 0; i < HB; i++)
+        into->b[i] += h->b[i];
+    into->n += h->n;
+}
+
+/* The bucket holding the nearest-rank percentile, as its midpoint. */
+static double hist_pct(const hist *h, double p)
+{
+    uint64_t rank = (uint64_t)ceil((double)h->n * p), seen = 0;
+
+    if (rank < 1)
+        rank = 1;
+    for (int i = 0; i < HB; i++) {
+        seen += h->b[i];
+        if (seen >= rank) {
+            if (i < 128)
+                return (double)i;
+            int e = (i - 128) / 64 + 7;
+            double lo = (double)((uint64_t)((i - 128) % 64 + 64) << (e - 6));
+            return lo + (double)(1ULL << (e - 6)) / 2.0;
+        }
+    }
+    return NAN;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+typedef struct extra {
+    const char *name;
+    double value;
+    const char *str; /* non-NULL: a string field instead */
+} extra;
+
+typedef struct figure {
+    const char *name;
+    double value;
+    const char *unit;
+    int nrefs; /* 0..2; the first is ref/ref_name/ratio */
+    double ref[2];
+    const char *ref_name[2];
+    int nextra;
+    extra x[24];
+} figure;
+
+static void xnum(figure *f, const char *name, double v)
+{
+    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
+        f->x[f->nextra++] = (extra){name, v, NULL};
+}
+
+static void xstr(figure *f, const char *name, const char *s)
+{
+    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
+        f->x[f->nextra++] = (extra){name, 0, s};
+}
+
+static void json_num(double v)
+{
+    if (!isfinite(v))
+        fputs("null", stdout);
+    else if (v == (double)(long long)v && v < 1e15 && v > -1e15)
+        printf("%lld", (long long)v);
+    else
+        printf("%.3f", v);
+}
+
+static void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", (unsigned char)*s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+static void emit(const options *o, const figure *f)
+{
+    if (o->json) {
+        printf("{\"name\":\"%s\",\"value\":", f->name);
+        json_num(f->value);
+        printf(",\"unit\":\"%s\"", f->unit);
+        if (f->nrefs > 0) {
+            printf(",\"ref\":");
+            json_num(f->ref[0]);
+            printf(",\"ref_name\":\"%s\",\"ratio\":", f->ref_name[0]);
+            json_num(f->ref[0] > 0 ? f->value / f->ref[0] : NAN);
+        }
+        if (f->nrefs > 1) {
+            printf(",\"refs\":[");
+            for (int i = 0; i < f->nrefs; i++) {
+                printf("%s{\"ref_name\":\"%s\",\"ref\":", i ? "," : "",
+                       f->ref_name[i]);
+                json_num(f->ref[i]);
+                printf(",\"ratio\":");
+                json_num(f->ref[i] > 0 ? f->value / f->ref[i] : NAN);
+                printf("}");
+            }
+            printf("]");
+        }
+        for (int i = 0; i < f->nextra; i++) {
+            printf(",\"%s\":", f->x[i].name);
+            if (f->x[i].str)
+                json_str(f->x[i].str);
+            else
+                json_num(f->x[i].value);
+        }
+        printf("}\n");
+    } else {
+        printf("%-30s %12.2f %-8s", f->name, f->value, f->unit);
+        if (f->nrefs > 0)
+            printf(" %12.2f %-24s %7.3f", f->ref[0], f->ref_name[0],
+                   f->ref[0] > 0 ? f->value / f->ref[0] : 0.0);
+        else
+            printf(" %12s %-24s %7s", "-", "-", "-");
+        for (int i = 0; i < f->nextra; i++) {
+            if (f->x[i].str)
+                printf("  %s=\"%s\"", f->x[i].name, f->x[i].str);
+            else
+                printf("  %s=%.6g", f->x[i].name, f->x[i].value);
+        }
+        printf("\n");
+        for (int i = 1; i < f->nrefs; i++)
+            printf("%-30s %12s %-8s %12.2f %-24s %7.3f\n", "", "", "",
+                   f->ref[i], f->ref_name[i],
+                   f->ref[i] > 0 ? f->value / f->ref[i] : 0.0);
+    }
+    fflush(stdout);
+}
+
+/* ---- the control connection (hiredis, blocking) ------------------------ */
+
+static redisContext *ctl;
+
+static redisReply *ctl_cmd(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(ctl, fmt, ap);
+    va_end(ap);
+    if (r == NULL) {
+        snprintf(err, ERRLEN, "redis (%s): %s", fmt, ctl->errstr);
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+static int ctl_ok(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(ctl, fmt, ap);
+    va_end(ap);
+    if (r == NULL) {
+        snprintf(err, ERRLEN, "redis (%s): %s", fmt, ctl->errstr);
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r->str);
+        freeReplyObject(r);
+        return -1;
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+/* The value of "key:value" in INFO <section>; "" if absent. */
+static int info_str(const char *section, const char *key, char *out,
+                    size_t outlen, char *err)
+{
+    redisReply *r = ctl_cmd(err, "INFO %s", section);
+    size_t klen = strlen(key);
+    const char *p;
+
+    if (r == NULL)
+        return -1;
+    out[0] = '\0';
+    if (r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        snprintf(err, ERRLEN, "INFO %s: not a string", section);
+        return -1;
+    }
+    for (p = r->str; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+            size_t n = strcspn(p + klen + 1, "\r\n");
+            if (n >= outlen)
+                n = outlen - 1;
+            memcpy(out, p + klen + 1, n);
+            out[n] = '\0';
+            break;
+        }
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+static int info_num(const char *section, const char *key, double *v,
+                    char *err)
+{
+    char buf[256];
+
+    if (info_str(section, key, buf, sizeof buf, err) != 0)
+        return -1;
+    if (buf[0] == '\0') {
+        snprintf(err, ERRLEN, "INFO %s has no %s", section, key);
+        return -1;
+    }
+    *v = strtod(buf, NULL);
+    return 0;
+}
+
+/* "name=value" inside a comma-separated INFO value. */
+static double kv_num(const char *line, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = line; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && p[n] == '=')
+            return strtod(p + n + 1, NULL);
+    return 0;
+}
+
+typedef struct cmdstat {
+    double calls, usec_per_call, failed, rejected;
+} cmdstat;
+
+static int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
+{
+    char key[64], buf[256];
+
+    snprintf(key, sizeof key, "cmdstat_%s", cmd);
+    if (info_str("commandstats", key, buf, sizeof buf, err) != 0)
+        return -1;
+    cs->calls = kv_num(buf, "calls");
+    cs->usec_per_call = kv_num(buf, "usec_per_call");
+    cs->failed = kv_num(buf, "failed_calls");
+    cs->rejected = kv_num(buf, "rejected_calls");
+    return 0;
+}
+
+/* FLUSHALL and wait until lazy freeing (if any) is over. */
+static int flush_wait(char *err)
+{
+    double pending = 1;
+
+    if (ctl_ok(err, "FLUSHALL SYNC") != 0)
+        return -1;
+    for (int i = 0; i < 1000 && pending > 0; i++) {
+        if (info_num("memory", "lazyfree_pending_objects", &pending, err))
+            return -1;
+        if (pending > 0)
+            sleep_s(0.01);
+    }
+    if (pending > 0)
+        return snprintf(err, ERRLEN, "lazyfree still pending after 10 s"), -1;
+    return 0;
+}
+
+/* Wait until only `n` clients (ours) remain connected. */
+static int clients_wait(double n, char *err)
+{
+    double c = n + 1;
+
+    for (int i = 0; i < 500 && c > n; i++) {
+        if (info_num("clients", "connected_clients", &c, err))
+            return -1;
+        if (c > n)
+            sleep_s(0.01);
+    }
+    if (c > n)
+        return snprintf(err, ERRLEN, "%g clients still connected", c), -1;
+    return 0;
+}
+
+/* The library's key for a client "user:<digits>", read back from Redis
+ * (RANDOMKEY: the database holds only the library's keys at that point),
+ * as a redis-benchmark template: "rl:{user:__rand_int__}<rest>".  So the
+ * reference runs on keys of the library's own shape, whatever it is. */
+static int key_template(char *out, size_t outlen, char *err)
+{
+    redisReply *r = ctl_cmd(err, "RANDOMKEY");
+    const char *d;
+    int rc = -1;
+
+    if (r == NULL)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING) {
+        snprintf(err, ERRLEN, "RANDOMKEY: the library left no key");
+    } else if (strncmp(r->str, "rl:{user:", 9) != 0) {
+        snprintf(err, ERRLEN, "library key \"%.100s\" is not rl:{user:...}",
+                 r->str);
+    } else {
+        for (d = r->str + 9; isdigit((unsigned char)*d); d++)
+            ;
+        if (d == r->str + 9 || *d != '}')
+            snprintf(err, ERRLEN, "library key \"%.100s\": unexpected shape",
+                     r->str);
+        else if ((size_t)snprintf(out, outlen, "rl:{user:__rand_int__}%s",
+                                  d + 1) < outlen)
+            rc = 0;
+        else
+            snprintf(err, ERRLEN, "library key \"%.100s\" too long", r->str);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Mean length of every key name in the database (SCAN), and one of them. */
+static int key_lengths(double *mean, char *example, size_t exlen, char *err)
+{
+    char cursor[32] = "0";
+    double sum = 0, n = 0;
+
+    example[0] = '\0';
+    do {
+        redisReply *r = ctl_cmd(err, "SCAN %s COUNT 1000", cursor);
+        if (r == NULL)
+            return -1;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(r);
+            return snprintf(err, ERRLEN, "SCAN: unexpected reply"), -1;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const redisReply *k = r->element[1]->element[i];
+            sum += (double)k->len;
+            n++;
+            if (example[0] == '\0')
+                snprintf(example, exlen, "%s", k->str);
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    *mean = n > 0 ? sum / n : 0;
+    return 0;
+}
+
+/* ---- CPU accounting ------------------------------------------------------ */
+
+typedef struct cpu_snap {
+    uint64_t wall;     /* ns, monotonic                             */
+    double busy;       /* s, all CPUs (/proc/stat, not idle/iowait) */
+    double steal;      /* s, taken by the hypervisor                */
+    double self;       /* s, this process and its reaped children   */
+    double redis;      /* s, redis-server (INFO cpu)                */
+    double preempt;    /* redis-server main thread's involuntary
+                          context switches (/proc/<pid>/status)     */
+    double csw;        /* this process's context switches, all threads */
+} cpu_snap;
+
+typedef struct cpu_use {
+    double client, redis, other, steal; /* cores */
+    double preempt;                     /* per second */
+    double csw;                         /* per second */
+} cpu_use;
+
+static long redis_pid; /* INFO server process_id: Redis runs here */
+
+static double involuntary_switches(long pid)
+{
+    char path[64], line[128];
+    double v = 0;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "nonvoluntary_ctxt_switches:", 27) == 0)
+            v = strtod(line + 27, NULL);
+    fclose(f);
+    return v;
+}
+
+static int cpu_take(cpu_snap *s, char *err)
+{
+    unsigned long long v[8] = {0};
+    struct rusage ru, rc;
+    double su, ss;
+    long hz = sysconf(_SC_CLK_TCK);
+    FILE *f = fopen("/proc/stat", "r");
+
+    memset(s, 0, sizeof *s);
+    if (f != NULL) {
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+            memset(v, 0, sizeof v);
+        fclose(f);
+    }
+    /* user nice system idle iowait irq softirq steal */
+    s->busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
+    s->steal = (double)v[7] / (double)hz;
+    getrusage(RUSAGE_SELF, &ru);
+    getrusage(RUSAGE_CHILDREN, &rc);
+    s->self = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
+              (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6 +
+              (double)rc.ru_utime.tv_sec + rc.ru_utime.tv_usec / 1e6 +
+              (double)rc.ru_stime.tv_sec + rc.ru_stime.tv_usec / 1e6;
+    if (info_num("cpu", "used_cpu_sys", &ss, err) ||
+        info_num("cpu", "used_cpu_user", &su, err))
+        return -1;
+    s->redis = ss + su;
+    s->preempt = involuntary_switches(redis_pid);
+    s->csw = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
+    s->wall = now_ns();
+    return 0;
+}
+
+static cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)
+{
+    double w = (double)(b->wall - a->wall) / 1e9;
+    cpu_use u;
+
+    if (w <= 0)
+        w = 1e-9;
+    u.client = (b->self - a->self) / w;
+    u.redis = (b->redis - a->redis) / w;
+    u.other = (b->busy - a->busy) / w - u.client - u.redis;
+    if (u.other < 0)
+        u.other = 0; /* /proc/stat ticks are coarse */
+    u.steal = (b->steal - a->steal) / w;
+    u.preempt = (b->preempt - a->preempt) / w;
+    u.csw = (b->csw - a->csw) / w;
+    return u;
+}
+
+/* ---- limiters ---------------------------------------------------------------- */
+
+static int make_limiter(const options *o, const char *rules,
+                        rl_limiter **out, char *err)
+{
+    rl_config *cfg;
+    rl_limiter *lim = NULL;
+    char uri[64];
+    int rc;
+
+    *out = NULL;
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", o->port);
+    if ((cfg = rl_config_new()) == NULL) {
+        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
+        return RL_ENOMEM;
+    }
+    if ((rc = rl_config_set(cfg, "store", uri)) != RL_OK) {
+        set_err(err, "rl_config_set(store)", rc, errtext(NULL));
+        rl_config_free(cfg);
+        return rc;
+    }
+    /* A loaded 2-core machine can stall a reply past the 5 ms default;
+     * that would be decided by the fallback, which is counted as an error. */
+    if ((rc = rl_config_set(cfg, "timeout_ms", "1000")) != RL_OK) {
+        set_err(err, "rl_config_set(timeout_ms)", rc, errtext(NULL));
+        rl_config_free(cfg);
+        return rc;
+    }
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    if (rc != RL_OK) {
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+        return rc;
+    }
+    if ((rc = rl_rules_load_string(lim, rules)) != RL_OK) {
+        set_err(err, "rl_rules_load_string", rc, errtext(lim));
+        rl_limiter_free(lim);
+        return rc;
+    }
+    *out = lim;
+    return RL_OK;
+}
+
+static void one_rule(char *buf, size_t len, const char *id, int algo,
+                     long long limit, long long window_s, long long burst)
+{
+    char b[48] = "";
+
+    if (burst > 0)
+        snprintf(b, sizeof b, ",\"burst\":%lld", burst);
+    snprintf(buf, len,
+             "{\"rule_id\":\"%s\",\"dimension\":\"user\",\"limit\":%lld,"
+             "\"window_seconds\":%lld,\"algorithm\":\"%s\"%s}",
+             id, limit, window_s, algo_names[algo], b);
+}
+
+/* ---- throughput (groups 1 and 2) ------------------------------------------ */
+
+typedef struct tp_run {
+    rl_limiter *lim;
+    unsigned long long nkeys;
+    _Atomic int phase; /* 0 warm-up, 1 measured, 2 stop */
+} tp_run;
+
+typedef struct tp_worker {
+    tp_run *run;
+    uint64_t rng;
+    unsigned long long calls, fallback, denied;
+    hist h;
+    int rc;
+    char err[ERRLEN];
+} tp_worker;
+
+static void *tp_main(void *arg)
+{
+    tp_worker *w = arg;
+    tp_run *r = w->run;
+    char key[32];
+    int ph;
+
+    while ((ph = atomic_load(&r->phase)) < 2) {
+        rl_result res;
+        uint64_t t0, t1;
+        int rc;
+
+        /* The names redis-benchmark's __rand_int__ makes: 12 digits. */
+        snprintf(key, sizeof key, "user:%012llu",
+                 (unsigned long long)pick(&w->rng, r->nkeys));
+        t0 = now_ns();
+        rc = rl_allow(r->lim, key, "bench", 1, &res);
+        t1 = now_ns();
+        if (rc != RL_OK) {
+            set_err(w->err, "rl_allow", rc, errtext(r->lim));
+            w->rc = rc;
+            atomic_store(&r->phase, 2);
+            break;
+        }
+        if (res.flags & RL_FLAG_FALLBACK)
+            w->fallback++;
+        if (ph == 1 && atomic_load(&r->phase) == 1) {
+            w->calls++;
+            hist_add(&w->h, t1 - t0);
+            if (!res.allowed)
+                w->denied++;
+        }
+    }
+    return NULL;
+}
+
+typedef struct rb_result {
+    double rps, p50_ms, p99_ms;
+    double wall_s;
+    char cmd[1024];
+} rb_result;
+
+/* redis-benchmark -n n -r keyspace with the library's script: KEYS[1] is
+ * `key` (with __rand_int__), ARGV the time "0", "c", then the 8 values
+ * store_redis.c sends for one op: algorithm, limit, burst, window ms, p, q,
+ * cost, soft.  --csv; the last line has the figures. */
+static int run_redis_benchmark(const options *o, const char *sha,
+                               int clients, int pipeline,
+                               unsigned long long n,
+                               unsigned long long keyspace, const char *key,
+                               const long long v8[8], rb_result *out,
+                               char *err)
+{
+    const char *prog = getenv("REDIS_BENCHMARK");
+    char port[16], c[16], P[16], nb[32], r[32], a8[8][24], buf[8192];
+    char *argv[32];
+    int ac = 0, fds[2], status = 0;
+    size_t got = 0, len = 0;
+    posix_spawn_file_actions_t fa;
+    pid_t pid;
+    uint64_t t0;
+    char *line, *fld[16];
+    int nf = 0;
+
+    if (prog == NULL || *prog == '\0')
+        prog = "redis-benchmark";
+    snprintf(port, sizeof port, "%d", o->port);
+    snprintf(c, sizeof c, "%d", clients);
+    snprintf(P, sizeof P, "%d", pipeline);
+    snprintf(nb, sizeof nb, "%llu", n);
+    snprintf(r, sizeof r, "%llu", keyspace);
+    for (int i = 0; i < 8; i++)
+        snprintf(a8[i], sizeof a8[i], "%lld", v8[i]);
+    {
+        const char *v[] = {prog,  "-h",  "127.0.0.1", "-p",  port,  "-c",
+                           c,     "-P",  P,           "-n",  nb,    "-r",
+                           r,     "--csv", "EVALSHA", sha,   "1",   key,
+                           "0",   "c",   a8[0],       a8[1], a8[2], a8[3],
+                           a8[4], a8[5], a8[6],       a8[7]};
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            argv[ac++] = (char *)v[i];
+            len += (size_t)snprintf(out->cmd + len,
+                                    len < sizeof out->cmd ? sizeof out->cmd - len : 0,
+                                    "%s%s", i ? " " : "", v[i]);
+        }
+        argv[ac] = NULL;
+    }
+    if (pipe(fds) != 0)
+        return snprintf(err, ERRLEN, "pipe: %s", strerror(errno)), -1;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
+    posix_spawn_file_actions_addclose(&fa, fds[0]);
+    posix_spawn_file_actions_addclose(&fa, fds[1]);
+    t0 = now_ns();
+    if ((errno = posix_spawnp(&pid, prog, &fa, NULL, argv, environ)) != 0) {
+        snprintf(err, ERRLEN, "cannot run %s: %s", prog, strerror(errno));
+        posix_spawn_file_actions_destroy(&fa);
+        close(fds[0]);
+        close(fds[1]);
+        return -1;
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    close(fds[1]);
+    for (;;) {
+        ssize_t k = read(fds[0], buf + got, sizeof buf - 1 - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+        if (got == sizeof buf - 1)
+            got = 0; /* keep the tail: the figures are on the last line */
+    }
+    buf[got] = '\0';
+    close(fds[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    out->wall_s = (double)(now_ns() - t0) / 1e9;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        return snprintf(err, ERRLEN, "%s failed (status %d)", prog, status),
+               -1;
+    /* "test","rps","avg","min","p50","p95","p99","max" -- the last line. */
+    line = strrchr(buf, '"');
+    while (line && line > buf && line[-1] != '\n')
+        line--;
+    if (line == NULL)
+        return snprintf(err, ERRLEN, "%s: no CSV output", prog), -1;
+    for (char *s = line; nf < 16 && (s = strchr(s, '"')) != NULL;) {
+        char *e = strchr(s + 1, '"');
+        if (e == NULL)
+            break;
+        *e = '\0';
+        fld[nf++] = s + 1;
+        s = e + 1;
+    }
+    if (nf < 8 || strncmp(fld[0], "EVALSHA", 7) != 0)
+        return snprintf(err, ERRLEN, "%s: unexpected CSV \"%.200s\"", prog,
+                        line), -1;
+    out->rps = strtod(fld[1], NULL);
+    out->p50_ms = strtod(fld[4], NULL);
+    out->p99_ms = strtod(fld[6], NULL);
+    if (!(out->rps > 0))
+        return snprintf(err, ERRLEN, "%s: no rate", prog), -1;
+    return 0;
+}
+
+static int group_throughput(const options *o, const char *sha, int threads,
+                            char *err)
+{
+    const char *name = threads > 1 ? "throughput_64" : "throughput_1";
+    tp_run run;
+    tp_worker *w = NULL;
+    pthread_t tid[TP_THREADS];
+    int started = 0, rc = -1, clients = threads, pipeline = threads > 1 ? 16 : 1;
+    char rules[512], rule[400], refname[48], tmpl[128];
+    /* sliding window (0), limit, burst 0, window ms, p, q, cost 1, soft 0;
+     * p and q as algo_params_init() computes them. */
+    long long v8[8] = {0, BIG_LIMIT, 0, BIG_WINDOW_S * 1000LL, 0, 0, 1, 0};
+    long long g = gcd64(v8[3], v8[1]);
+    store_redis_stats s0, s1;
+    cpu_snap c0, c1, r0, r1;
+    cpu_use cu, ru;
+    cmdstat cs = {0}, rcs = {0}, pxt = {0}, rpxt = {0};
+    hist all;
+    unsigned long long calls = 0, fallback = 0, denied = 0;
+    uint64_t t0 = 0, t1 = 0;
+    double secs, rate, warm = o->seconds / 10 < 1 ? o->seconds / 10 : 1;
+    rb_result rb;
+
+    v8[4] = v8[3] / g;
+    v8[5] = v8[1] / g;
+    memset(&run, 0, sizeof run);
+    memset(&all, 0, sizeof all);
+    one_rule(rule, sizeof rule, "bench", 0, BIG_LIMIT, BIG_WINDOW_S, 0);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
+    if (flush_wait(err) != 0)
+        return -1;
+    if (make_limiter(o, rules, &run.lim, err) != RL_OK)
+        return -1;
+    run.nkeys = o->keys;
+    if ((w = calloc((size_t)threads, sizeof *w)) == NULL) {
+        snprintf(err, ERRLEN, "out of memory");
+        goto out;
+    }
+    for (int t = 0; t < threads; t++) {
+        w[t].run = &run;
+        w[t].rng = 0xBE4C0000ULL + (uint64_t)t * 7919;
+        if (pthread_create(&tid[t], NULL, tp_main, &w[t]) != 0) {
+            snprintf(err, ERRLEN, "pthread_create failed");
+            atomic_store(&run.phase, 2);
+            goto join;
+        }
+        started++;
+    }
+    sleep_s(warm);
+    if (ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&c0, err)) {
+        atomic_store(&run.phase, 2);
+        goto join;
+    }
+    store_redis_stats_get(limiter_store(run.lim), &s0);
+    t0 = now_ns();
+    atomic_store(&run.phase, 1);
+    sleep_s(o->seconds);
+    if (atomic_load(&run.phase) == 1)
+        atomic_store(&run.phase, 0); /* stop counting; keep the load on */
+    t1 = now_ns();
+    store_redis_stats_get(limiter_store(run.lim), &s1);
+    if (cpu_take(&c1, err) || cmdstat_get("evalsha", &cs, err) ||
+        cmdstat_get("pexpiretime", &pxt, err)) {
+        atomic_store(&run.phase, 2);
+        goto join;
+    }
+    atomic_store(&run.phase, 2);
+    rc = 0;
+join:
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    for (int t = 0; t < started; t++) {
+        if (w[t].rc != 0 && rc == 0) {
+            memcpy(err, w[t].err, ERRLEN);
+            rc = -1;
+        }
+        calls += w[t].calls;
+        fallback += w[t].fallback;
+        denied += w[t].denied;
+        hist_merge(&all, &w[t].h);
+    }
+    rl_limiter_free(run.lim);
+    run.lim = NULL;
+    if (rc != 0)
+        goto out;
+    rc = -1;
+    if (key_template(tmpl, sizeof tmpl, err))
+        goto out;
+    secs = (double)(t1 - t0) / 1e9;
+    rate = (double)calls / secs;
+    cu = cpu_diff(&c0, &c1);
+
+    /* The reference: the same script, arguments and key space, from an
+     * empty database, for as many requests as the library made. */
+    if (flush_wait(err) || clients_wait(1, err) ||
+        ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&r0, err))
+        goto out;
+    if (run_redis_benchmark(o, sha, clients, pipeline, calls, o->keys, tmpl,
+                            v8, &rb, err))
+        goto out;
+    if (cpu_take(&r1, err) || cmdstat_get("evalsha", &rcs, err) ||
+        cmdstat_get("pexpiretime", &rpxt, err))
+        goto out;
+    if (rcs.calls < (double)calls || rcs.failed > 0 || rcs.rejected > 0) {
+        snprintf(err, ERRLEN, "redis-benchmark: %.0f EVALSHA calls, %.0f "
+                 "failed, %.0f rejected (expected %llu, 0, 0)", rcs.calls,
+                 rcs.failed, rcs.rejected, calls);
+        goto out;
+    }
+    ru = cpu_diff(&r0, &r1);
+    snprintf(refname, sizeof refname, "redis_benchmark_c%d_P%d", clients,
+             pipeline);
+
+    {
+        figure f = {0};
+        f.name = name;
+        f.value = rate;
+        f.unit = "checks/s";
+        f.nrefs = 1;
+        f.ref[0] = rb.rps;
+        f.ref_name[0] = refname;
+        xnum(&f, "threads", threads);
+        xnum(&f, "keys", (double)o->keys);
+        xnum(&f, "seconds", secs);
+        xnum(&f, "checks", (double)calls);
+        xnum(&f, "target_min_ratio", threads > 1 ? TARGET_TP64 : TARGET_TP1);
+        xnum(&f, "fallback", (double)fallback);
+        xnum(&f, "denied", (double)denied);
+        xnum(&f, "server_usec_per_call", cs.usec_per_call);
+        xnum(&f, "ref_server_usec_per_call", rcs.usec_per_call);
+        /* Checks that found state (the script reads its expiry) rather
+         * than creating the key: the same mix on both sides, or the
+         * comparison is off. */
+        xnum(&f, "existing_share", cs.calls > 0 ? pxt.calls / cs.calls : NAN);
+        xnum(&f, "ref_existing_share",
+             rcs.calls > 0 ? rpxt.calls / rcs.calls : NAN);
+        xnum(&f, "client_cpu", cu.client);
+        xnum(&f, "redis_cpu", cu.redis);
+        xnum(&f, "other_cpu", cu.other);
+        xnum(&f, "ref_client_cpu", ru.client);
+        xnum(&f, "ref_redis_cpu", ru.redis);
+        xnum(&f, "ref_other_cpu", ru.other);
+        xnum(&f, "steal_cpu", cu.steal + ru.steal);
+        xnum(&f, "client_ctx_switches_per_check", cu.csw / rate);
+        xnum(&f, "redis_preempted_per_s", cu.preempt);
+        xnum(&f, "ref_redis_preempted_per_s", ru.preempt);
+        xnum(&f, "ref_seconds", rb.wall_s);
+        xnum(&f, "loadavg_1m", loadavg1());
+        xstr(&f, "ref_cmd", rb.cmd);
+        emit(o, &f);
+    }
+    {
+        figure f = {0};
+        char n50[48], n99[48], nfb[48], nbt[48];
+        snprintf(n50, sizeof n50, "%s_p50", name);
+        snprintf(n99, sizeof n99, "%s_p99", name);
+        snprintf(nfb, sizeof nfb, "%s_fallback", name);
+        snprintf(nbt, sizeof nbt, "%s_batching", name);
+        f.name = n50;
+        f.value = hist_pct(&all, 0.50) / 1000.0;
+        f.unit = "us";
+        if (threads == 1) { /* one in flight both sides: comparable */
+            f.nrefs = 1;
+            f.ref[0] = rb.p50_ms * 1000.0;
+            f.ref_name[0] = refname;
+        } else {
+            xnum(&f, "ref_p50_us", rb.p50_ms * 1000.0);
+        }
+        xnum(&f, "samples", (double)all.n);
+        emit(o, &f);
+        f = (figure){0};
+        f.name = n99;
+        f.value = hist_pct(&all, 0.99) / 1000.0;
+        f.unit = "us";
+        if (threads == 1) {
+            f.nrefs = 1;
+            f.ref[0] = rb.p99_ms * 1000.0;
+            f.ref_name[0] = refname;
+        } else {
+            xnum(&f, "ref_p99_us", rb.p99_ms * 1000.0);
+        }
+        xnum(&f, "p999_us", hist_pct(&all, 0.999) / 1000.0);
+        emit(o, &f);
+        f = (figure){0};
+        f.name = nfb; /* results decided by the local fallback: errors */
+        f.value = (double)fallback;
+        f.unit = "checks";
+        xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
+        xnum(&f, "down_fails", (double)(s1.down_fails - s0.down_fails));
+        xnum(&f, "reconnects", (double)(s1.reconnects - s0.reconnects));
+        emit(o, &f);
+        f = (figure){0};
+        f.name = nbt; /* the store's own batching */
+        f.value = s1.writes > s0.writes
+                      ? (double)(s1.calls - s0.calls) /
+                            (double)(s1.writes - s0.writes)
+                      : NAN;
+        f.unit = "checks/write";
+        xnum(&f, "calls", (double)(s1.calls - s0.calls));
+        xnum(&f, "writes", (double)(s1.writes - s0.writes));
+        xnum(&f, "noscript", (double)(s1.noscript - s0.noscript));
+        xnum(&f, "refunds", (double)(s1.refunds - s0.refunds));
+        emit(o, &f);
+    }
+    rc = 0;
+out:
+    if (run.lim)
+        rl_limiter_free(run.lim);
+    free(w);
+    return rc;
+}
+
+/* ---- a pool of threads doing a fixed number of checks ---------------------- */
+
+typedef struct job {
+    rl_limiter *lim;
+    const char *rule_id;
+    unsigned long long total;  /* checks                                 */
+    unsigned long long nkeys;  /* random keys < nkeys; 0: key = ticket   */
+    _Atomic unsigned long long next;
+} job;
+
+typedef struct job_worker {
+    job *j;
+    uint64_t rng;
+    unsigned long long fallback, denied;
+    int rc;
+    char err[ERRLEN];
+} job_worker;
+
+static void *job_main(void *arg)
+{
+    job_worker *w = arg;
+    job *j = w->j;
+    char key[32];
+    unsigned long long t;
+
+    while ((t = atomic_fetch_add(&j->next, 1)) < j->total) {
+        rl_result res;
+        int rc;
+
+        snprintf(key, sizeof key, "user:%llu",
+                 j->nkeys ? (unsigned long long)pick(&w->rng, j->nkeys) : t);
+        if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
+            set_err(w->err, "rl_allow", rc, errtext(j->lim));
+            w->rc = rc;
+            atomic_store(&j->next, j->total);
+            break;
+        }
+        if (res.flags & RL_FLAG_FALLBACK)
+            w->fallback++;
+        if (!res.allowed)
+            w->denied++;
+    }
+    return NULL;
+}
+
+/* Runs the job on n threads; *fallback, *denied are summed. */
+static int run_job(job *j, int n, unsigned long long *fallback,
+                   unsigned long long *denied, char *err)
+{
+    job_worker w[FILL_THREADS];
+    pthread_t tid[FILL_THREADS];
+    int started = 0, rc = 0;
+
+    memset(w, 0, sizeof w);
+    atomic_store(&j->next, 0);
+    for (int t = 0; t < n && t < FILL_THREADS; t++) {
+        w[t].j = j;
+        w[t].rng = 0x10B0000ULL + (uint64_t)t * 104729;
+        if (pthread_create(&tid[t], NULL, job_main, &w[t]) != 0) {
+            atomic_store(&j->next, j->total);
+            snprintf(err, ERRLEN, "pthread_create failed");
+            rc = -1;
+            break;
+        }
+        started++;
+    }
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    for (int t = 0; t < started; t++) {
+        if (w[t].rc != 0 && rc == 0) {
+            memcpy(err, w[t].err, ERRLEN);
+            rc = -1;
+        }
+        *fallback += w[t].fallback;
+        *denied += w[t].denied;
+    }
+    return rc;
+}
+
+/* ---- usec_per_call (group 3) ------------------------------------------------- */
+
+static int group_usec(const options *o, const char *sha, char *err)
+{
+    unsigned long long nk = o->keys < USEC_KEYS ? o->keys : USEC_KEYS;
+    unsigned long long m = o->usec_checks;
+    double pair = 0;
+    cmdstat incr, pexp;
+    uint64_t rng = 0xC0FFEEULL;
+
+    /* The reference: INCR + PEXPIRE on existing keys, pipelined. */
+    if (flush_wait(err))
+        return -1;
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned long long n = pass == 0 ? nk : m;
+        if (pass == 1 && ctl_ok(err, "CONFIG RESETSTAT"))
+            return -1;
+        for (unsigned long long i = 0; i < n;) {
+            unsigned long long batch = n - i < 500 ? n - i : 500;
+            for (unsigned long long b = 0; b < batch; b++) {
+                unsigned long long k = pass == 0 ? i + b : pick(&rng, nk);
+                redisAppendCommand(ctl, "INCR ref:%llu", k);
+                redisAppendCommand(ctl, "PEXPIRE ref:%llu 60000", k);
+            }
+            for (unsigned long long b = 0; b < 2 * batch; b++) {
+                void *rep = NULL;
+                if (redisGetReply(ctl, &rep) != REDIS_OK) {
+                    snprintf(err, ERRLEN, "INCR/PEXPIRE: %s", ctl->errstr);
+                    return -1;
+                }
+                if (((redisReply *)rep)->type != REDIS_REPLY_INTEGER) {
+                    snprintf(err, ERRLEN, "INCR/PEXPIRE: unexpected reply");
+                    freeReplyObject(rep);
+                    return -1;
+                }
+                freeReplyObject(rep);
+            }
+            i += batch;
+        }
+    }
+    if (cmdstat_get("incr", &incr, err) || cmdstat_get("pexpire", &pexp, err))
+        return -1;
+    pair = incr.usec_per_call + pexp.usec_per_call;
+
+    for (int a = 0; a < 4; a++) {
+        char rule[400], rules[512];
+        rl_limiter *lim = NULL;
+        job j;
+        unsigned long long fb = 0, den = 0;
+        cmdstat cs, get, set, pxt, tim, hot, hotpxt;
+        char tmpl[128];
+        rb_result rb;
+        figure f = {0};
+
+        one_rule(rule, sizeof rule, "u", a, SLOW_LIMIT, SLOW_WINDOW_S, 0);
+        snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
+        if (flush_wait(err) || make_limiter(o, rules, &lim, err) != RL_OK)
+            return -1;
+        memset(&j, 0, sizeof j);
+        j.lim = lim;
+        j.rule_id = "u";
+        j.total = nk; /* every key once: the measured checks find state */
+        if (run_job(&j, FILL_THREADS, &fb, &den, err) ||
+            ctl_ok(err, "CONFIG RESETSTAT")) {
+            rl_limiter_free(lim);
+            return -1;
+        }
+        j.total = m;
+        j.nkeys = nk;
+        if (run_job(&j, USEC_THREADS, &fb, &den, err)) {
+            rl_limiter_free(lim);
+            return -1;
+        }
+        rl_limiter_free(lim);
+        if (key_template(tmpl, sizeof tmpl, err))
+            return -1;
+        if (cmdstat_get("evalsha", &cs, err) || cmdstat_get("get", &get, err) ||
+            cmdstat_get("set", &set, err) ||
+            cmdstat_get("pexpiretime", &pxt, err) ||
+            cmdstat_get("time", &tim, err))
+            return -1;
+        if (cs.calls < (double)m || cs.failed > 0) {
+            snprintf(err, ERRLEN, "usec_per_call %s: %.0f EVALSHA calls "
+                     "(%.0f failed), expected %llu", algo_names[a], cs.calls,
+                     cs.failed, m);
+            return -1;
+        }
+        {
+            /* The same script and arguments from redis-benchmark -c 64
+             * -P 16, which keeps Redis busy: the script's cost "hot".  A
+             * warm-up pass first, so it too updates existing keys. */
+            long long bucket = a == 1 || a == 3;
+            long long wms = SLOW_WINDOW_S * 1000LL,
+                      g = gcd64(wms, SLOW_LIMIT);
+            long long v8[8] = {a,         SLOW_LIMIT, bucket ? SLOW_LIMIT : 0,
+                               wms,       wms / g,    SLOW_LIMIT / g,
+                               1,         0};
+            if (flush_wait(err) ||
+                run_redis_benchmark(o, sha, 64, 16, 4 * nk, nk, tmpl, v8,
+                                    &rb, err) ||
+                ctl_ok(err, "CONFIG RESETSTAT") ||
+                run_redis_benchmark(o, sha, 64, 16, m, nk, tmpl, v8, &rb,
+                                    err) ||
+                cmdstat_get("evalsha", &hot, err) ||
+                cmdstat_get("pexpiretime", &hotpxt, err))
+                return -1;
+            if (hot.calls < (double)m || hot.failed > 0) {
+                snprintf(err, ERRLEN, "usec_per_call %s: redis-benchmark "
+                         "made %.0f EVALSHA calls (%.0f failed), expected "
+                         "%llu", algo_names[a], hot.calls, hot.failed, m);
+                return -1;
+            }
+        }
+        {
+            char name[48];
+            snprintf(name, sizeof name, "usec_per_call_%s", algo_names[a]);
+            f.name = name;
+            f.value = cs.usec_per_call;
+            f.unit = "us";
+            if (o->peer_usec > 0) {
+                f.nrefs = 2;
+                f.ref[0] = o->peer_usec;
+                f.ref_name[0] = "peer_rate_limiter_flexible";
+                f.ref[1] = pair;
+                f.ref_name[1] = "incr_plus_pexpire";
+            } else {
+                f.nrefs = 1;
+                f.ref[0] = pair;
+                f.ref_name[0] = "incr_plus_pexpire";
+            }
+            xnum(&f, "checks", cs.calls);
+            xnum(&f, "keys", (double)nk);
+            xnum(&f, "threads", USEC_THREADS);
+            /* Commands the script ran, per check, and their own cost: the
+             * rest of usec_per_call is the Lua interpreter. */
+            xnum(&f, "get_per_check", get.calls / cs.calls);
+            xnum(&f, "set_per_check", set.calls / cs.calls);
+            xnum(&f, "pexpiretime_per_check", pxt.calls / cs.calls);
+            xnum(&f, "time_per_check", tim.calls / cs.calls);
+            xnum(&f, "nested_usec_per_check",
+                 (get.calls * get.usec_per_call + set.calls * set.usec_per_call +
+                  pxt.calls * pxt.usec_per_call + tim.calls * tim.usec_per_call) /
+                     cs.calls);
+            xnum(&f, "hot_usec_per_call", hot.usec_per_call);
+            xnum(&f, "hot_pexpiretime_per_check", hotpxt.calls / hot.calls);
+            xnum(&f, "incr_usec", incr.usec_per_call);
+            xnum(&f, "pexpire_usec", pexp.usec_per_call);
+            xnum(&f, "fallback", (double)fb);
+            xnum(&f, "denied", (double)den);
+            emit(o, &f);
+        }
+    }
+    return 0;
+}
+
+/* ---- bytes_per_key (group 4) ------------------------------------------------- */
+
+/* used_memory once it has not moved for 3 samples 0.15 s apart, so an
+ * incremental dict rehash (serverCron) is finished. */
+static int used_memory_settled(double *v, char *err)
+{
+    double last = -1, cur = 0;
+    int same = 0;
+
+    for (int i = 0; i < 100 && same < 3; i++) {
+        if (info_num("memory", "used_memory", &cur, err))
+            return -1;
+        same = cur == last ? same + 1 : 0;
+        last = cur;
+        if (same < 3)
+            sleep_s(0.15);
+    }
+    *v = cur;
+    return 0;
+}
+
+static int group_bytes(const options *o, char *err)
+{
+    unsigned long long n = o->mem_keys;
+
+    for (int a = 0; a < 4; a++) {
+        char rule[400], rules[512], ks[128], name[48];
+        rl_limiter *lim = NULL;
+        job j;
+        unsigned long long fb = 0, den = 0;
+        double before, after, dbsize = 0, expires = 0, name_bytes = 0;
+        char example[128];
+        redisReply *r;
+        figure f = {0};
+        uint64_t t0;
+
+        one_rule(rule, sizeof rule, "b", a, SLOW_LIMIT, SLOW_WINDOW_S, 0);
+        snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
+        if (flush_wait(err) || clients_wait(1, err) ||
+            used_memory_settled(&before, err))
+            return -1;
+        if (make_limiter(o, rules, &lim, err) != RL_OK)
+            return -1;
+        memset(&j, 0, sizeof j);
+        j.lim = lim;
+        j.rule_id = "b";
+        j.total = n;
+        t0 = now_ns();
+        if (run_job(&j, FILL_THREADS, &fb, &den, err)) {
+            rl_limiter_free(lim);
+            return -1;
+        }
+        t0 = now_ns() - t0;
+        /* Measure with the same clients connected as before: ours only. */
+        rl_limiter_free(lim);
+        if (clients_wait(1, err) || used_memory_settled(&after, err))
+            return -1;
+        if ((r = ctl_cmd(err, "DBSIZE")) == NULL)
+            return -1;
+        dbsize = (double)r->integer;
+        freeReplyObject(r);
+        if (info_str("keyspace", "db0", ks, sizeof ks, err))
+            return -1;
+        expires = kv_num(ks, "expires");
+        if (key_lengths(&name_bytes, example, sizeof example, err))
+            return -1;
+        if (dbsize != (double)n || fb != 0) {
+            snprintf(err, ERRLEN, "bytes_per_key %s: %.0f keys in Redis, "
+                     "expected %llu (%llu fallback results)", algo_names[a],
+                     dbsize, n, fb);
+            return -1;
+        }
+        snprintf(name, sizeof name, "bytes_per_key_%s", algo_names[a]);
+        f.name = name;
+        f.value = (after - before) / (double)n;
+        f.unit = "B";
+        f.nrefs = 1;
+        f.ref[0] = PEER_BYTES_PER_KEY;
+        f.ref_name[0] = "peer_gcra_string_35B_names";
+        xnum(&f, "keys", (double)n);
+        xnum(&f, "key_name_bytes_mean", name_bytes);
+        xstr(&f, "key_example", example);
+        xnum(&f, "peer_key_name_bytes", 35);
+        xnum(&f, "used_memory_before", before);
+        xnum(&f, "used_memory_after", after);
+        xnum(&f, "expires", expires);
+        xnum(&f, "target_max", PEER_BYTES_PER_KEY);
+        xnum(&f, "fill_checks_per_s", (double)n / ((double)t0 / 1e9));
+        xnum(&f, "denied", (double)den);
+        emit(o, &f);
+    }
+    return 0;
+}
+
+/* ---- accuracy (group 5): 8 processes x 4 threads ------------------------------ */
+
+static const char *const acc_rule_ids[4] = {"sw", "tb", "fw", "gc"};
+
+typedef struct acc_slot {
+    unsigned long long admitted[4], checks[4], fallback;
+    int64_t first_ns, last_ns; /* CLOCK_REALTIME */
+    int rc;
+    char err[200];
+} acc_slot;
+
+typedef struct acc_shared {
+    _Atomic int ready;  /* children whose threads wait for `go`       */
+    _Atomic int go;     /* 0 wait, 1 run [start_ns, stop_ns), 2 quit   */
+    int64_t start_ns, stop_ns;
+    char key[64];
+    acc_slot slot[ACC_PROCS * ACC_THREADS];
+} acc_shared;
+
+typedef struct acc {
+    acc_shared *sh;
+    pid_t pid[ACC_PROCS];
+    int nproc;
+} acc;
+
+static void futex_wait_shared(_Atomic int *w, int val)
+{
+    syscall(SYS_futex, (int *)w, FUTEX_WAIT, val, NULL, NULL, 0);
+}
+
+static void futex_wake_shared(_Atomic int *w)
+{
+    syscall(SYS_futex, (int *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+typedef struct acc_thread {
+    acc_shared *sh;
+    rl_limiter *lim;
+    acc_slot *slot;
+} acc_thread;
+
+static void *acc_thread_main(void *arg)
+{
+    acc_thread *t = arg;
+    acc_shared *sh = t->sh;
+    acc_slot *s = t->slot;
+
+    while (atomic_load(&sh->go) == 0)
+        futex_wait_shared(&sh->go, 0);
+    if (atomic_load(&sh->go) != 1)
+        return NULL;
+    sleep_until_rt(sh->start_ns);
+    for (;;) {
+        for (int a = 0; a < 4; a++) {
+            rl_result res;
+            int64_t t0 = rt_ns();
+            int rc;
+
+            if (t0 >= sh->stop_ns)
+                return NULL;
+            if (s->first_ns == 0)
+                s->first_ns = t0;
+            rc = rl_allow(t->lim, sh->key, acc_rule_ids[a], 1, &res);
+            s->last_ns = rt_ns();
+            if (rc != RL_OK) {
+                snprintf(s->err, sizeof s->err, "rl_allow: %s (%d)",
+                         errtext(t->lim), rc);
+                s->rc = rc;
+                return NULL;
+            }
+            s->checks[a]++;
+            if (res.allowed)
+                s->admitted[a]++;
+            if (res.flags & RL_FLAG_FALLBACK)
+                s->fallback++;
+        }
+    }
+}
+
+static void acc_child(const options *o, acc_shared *sh, int p)
+{
+    char rules[1100], r[4][256], err[ERRLEN];
+    rl_limiter *lim = NULL;
+    acc_thread at[ACC_THREADS];
+    pthread_t tid[ACC_THREADS];
+    int started = 0;
+
+    one_rule(r[0], sizeof r[0], "sw", 0, ACC_LIMIT, ACC_WINDOW_MS / 1000, 0);
+    one_rule(r[1], sizeof r[1], "tb", 1, ACC_LIMIT, ACC_WINDOW_MS / 1000,
+             ACC_BURST);
+    one_rule(r[2], sizeof r[2], "fw", 2, ACC_LIMIT, ACC_WINDOW_MS / 1000, 0);
+    one_rule(r[3], sizeof r[3], "gc", 3, ACC_LIMIT, ACC_WINDOW_MS / 1000,
+             ACC_BURST);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s,%s,%s]}", r[0], r[1],
+             r[2], r[3]);
+    if (make_limiter(o, rules, &lim, err) != RL_OK) {
+        acc_slot *s = &sh->slot[p * ACC_THREADS];
+        snprintf(s->err, sizeof s->err, "%.190s", err);
+        s->rc = -1;
+        atomic_fetch_add(&sh->ready, 1);
+        _exit(1);
+    }
+    for (int t = 0; t < ACC_THREADS; t++) {
+        at[t] = (acc_thread){sh, lim, &sh->slot[p * ACC_THREADS + t]};
+        if (pthread_create(&tid[t], NULL, acc_thread_main, &at[t]) != 0) {
+            at[t].slot->rc = -1;
+            snprintf(at[t].slot->err, sizeof at[t].slot->err,
+                     "pthread_create failed");
+            break;
+        }
+        started++;
+    }
+    atomic_fetch_add(&sh->ready, 1);
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    rl_limiter_free(lim);
+    _exit(started == ACC_THREADS ? 0 : 1);
+}
+
+static void acc_stop(acc *ac)
+{
+    atomic_store(&ac->sh->go, 2);
+    futex_wake_shared(&ac->sh->go);
+    for (int i = 0; i < ac->nproc; i++)
+        while (waitpid(ac->pid[i], NULL, 0) < 0 && errno == EINTR)
+            ;
+    ac->nproc = 0;
+    munmap(ac->sh, sizeof *ac->sh);
+    ac->sh = NULL;
+}
+
+/* Fork the processes (while this one has no other thread) and let them
+ * connect; they wait for acc_run(). */
+static int acc_prepare(const options *o, acc *ac, char *err)
+{
+    memset(ac, 0, sizeof *ac);
+    ac->sh = mmap(NULL, sizeof *ac->sh, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (ac->sh == MAP_FAILED) {
+        ac->sh = NULL;
+        return snprintf(err, ERRLEN, "mmap: %s", strerror(errno)), -1;
+    }
+    memset(ac->sh, 0, sizeof *ac->sh);
+    snprintf(ac->sh->key, sizeof ac->sh->key, "acc:%ld:%lld", (long)getpid(),
+             (long long)(rt_ns() / 1000000));
+    fflush(NULL);
+    for (int p = 0; p < ACC_PROCS; p++) {
+        pid_t pid = fork();
+        if (pid < 0) {
+            snprintf(err, ERRLEN, "fork: %s", strerror(errno));
+            acc_stop(ac);
+            return -1;
+        }
+        if (pid == 0)
+            acc_child(o, ac->sh, p);
+        ac->pid[ac->nproc++] = pid;
+    }
+    for (int i = 0; i < 2000 && atomic_load(&ac->sh->ready) < ACC_PROCS; i++)
+        sleep_s(0.005);
+    for (int i = 0; i < ACC_PROCS * ACC_THREADS; i++)
+        if (ac->sh->slot[i].rc != 0) {
+            snprintf(err, ERRLEN, "accuracy process: %s", ac->sh->slot[i].err);
+            acc_stop(ac);
+            return -1;
+        }
+    if (atomic_load(&ac->sh->ready) < ACC_PROCS) {
+        snprintf(err, ERRLEN, "accuracy processes not ready after 10 s");
+        acc_stop(ac);
+        return -1;
+    }
+    return 0;
+}
+
+static int acc_run(const options *o, acc *ac, char *err)
+{
+    acc_shared *sh = ac->sh;
+    int64_t w = ACC_WINDOW_MS * 1000000LL, now = rt_ns(), start, first = 0,
+            last = 0;
+    unsigned long long adm[4] = {0}, chk[4] = {0}, fb = 0;
+    double span, rate = (double)ACC_LIMIT / ((double)ACC_WINDOW_MS / 1000.0),
+                 s0;
+    long long windows;
+    int dead = 0;
+
+    /* Start ACC_START_OFFSET_MS into a window, so the sliding window's
+     * first (full) window costs little against limit x span / window. */
+    start = (now / w) * w + ACC_START_OFFSET_MS * 1000000LL;
+    if (start < now + 20000000LL)
+        start += w;
+    sh->start_ns = start;
+    sh->stop_ns = start + (int64_t)(o->acc_seconds * 1e9);
+    atomic_store(&sh->go, 1);
+    futex_wake_shared(&sh->go);
+    for (int i = 0; i < ac->nproc; i++) {
+        int status = 0;
+        while (waitpid(ac->pid[i], &status, 0) < 0 && errno == EINTR)
+            ;
+        if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && !dead++)
+            snprintf(err, ERRLEN, "accuracy process %d failed (status %d)",
+                     i, status);
+    }
+    ac->nproc = 0;
+    if (dead)
+        return -1;
+    for (int i = 0; i < ACC_PROCS * ACC_THREADS; i++) {
+        acc_slot *s = &sh->slot[i];
+        if (s->rc != 0) {
+            snprintf(err, ERRLEN, "accuracy thread: %s", s->err);
+            return -1;
+        }
+        for (int a = 0; a < 4; a++) {
+            adm[a] += s->admitted[a];
+            chk[a] += s->checks[a];
+        }
+        fb += s->fallback;
+        if (s->first_ns && (first == 0 || s->first_ns < first))
+            first = s->first_ns;
+        if (s->last_ns > last)
+            last = s->last_ns;
+    }
+    if (first == 0 || last <= first)
+        return snprintf(err, ERRLEN, "accuracy: no checks ran"), -1;
+    span = (double)(last - first) / 1e9;
+    s0 = (double)(first % w) / 1e9;
+    windows = (long long)(last / w - first / w + 1);
+
+    for (int a = 0; a < 4; a++) {
+        figure f = {0};
+        char name[48];
+        double allowed;
+
+        snprintf(name, sizeof name, "accuracy_%s", algo_names[a]);
+        f.name = name;
+        f.value = (double)adm[a];
+        f.unit = "admitted";
+        f.nrefs = 1;
+        switch (a) {
+        case 1:
+        case 3: /* token bucket, GCRA: full bucket, then the refill rate */
+            allowed = ACC_BURST + span * rate;
+            f.ref_name[0] = "burst_plus_span_x_rate";
+            break;
+        case 2:
+            allowed = (double)ACC_LIMIT * (double)windows;
+            f.ref_name[0] = "limit_x_windows_touched";
+            break;
+        default:
+            /* Hammered from empty state, a sliding window counter admits a
+             * full limit at once, then limit per window as the previous
+             * window's weight slides out: over a run that starts s0 into a
+             * window that is limit x max(1, (span + s0) / window).  The
+             * plain limit x span / window is the second reference; the
+             * two agree to s0 / span (0.8 % in the default 30 s run). */
+            allowed = (double)ACC_LIMIT * (span + s0) * 1e9 / (double)w;
+            if (allowed < ACC_LIMIT)
+                allowed = ACC_LIMIT;
+            f.ref_name[0] = "limit_x_max1_span_plus_s0_over_window";
+            f.nrefs = 2;
+            f.ref[1] = (double)ACC_LIMIT * span * 1e9 / (double)w;
+            f.ref_name[1] = "limit_x_span_over_window";
+        }
+        f.ref[0] = allowed;
+        xnum(&f, "over", (double)adm[a] - allowed);
+        if (a == 1 || a == 3)
+            xnum(&f, "over_max", 1);
+        if (a == 2)
+            xnum(&f, "windows", (double)windows);
+        if (a == 0)
+            xnum(&f, "tolerance", ACC_TOLERANCE);
+        xnum(&f, "span_s", span);
+        xnum(&f, "start_offset_s", s0);
+        xnum(&f, "checks", (double)chk[a]);
+        xnum(&f, "processes", ACC_PROCS);
+        xnum(&f, "threads_per_process", ACC_THREADS);
+        xnum(&f, "fallback", (double)fb);
+        emit(o, &f);
+    }
+    if (fb != 0)
+        return snprintf(err, ERRLEN, "accuracy: %llu results came from the "
+                        "fallback; the figures above are not valid", fb), -1;
+    return 0;
+}
+
+/* ---- window edge: 32 threads, one limiter ------------------------------------- */
+
+typedef struct edge {
+    rl_limiter *lim;
+    const char *key;
+    int64_t t1, t1_end, t2; /* CLOCK_REALTIME ns */
+    _Atomic int adm1[2], adm2[2], fired2[2];
+    _Atomic unsigned long long fb;
+    _Atomic int64_t last1; /* latest end of a phase-1 call */
+    _Atomic int failed;
+    char err[ERRLEN];
+} edge;
+
+static const char *const edge_rules[2] = {"esw", "efw"};
+
+static int edge_call(edge *e, int a, int *allowed)
+{
+    rl_result res;
+    int rc = rl_allow(e->lim, e->key, edge_rules[a], 1, &res);
+
+    if (rc != RL_OK) {
+        if (atomic_exchange(&e->failed, 1) == 0)
+            set_err(e->err, "rl_allow", rc, errtext(e->lim));
+        return -1;
+    }
+    if (res.flags & RL_FLAG_FALLBACK)
+        atomic_fetch_add(&e->fb, 1);
+    *allowed = res.allowed;
+    return 0;
+}
+
+static void *edge_main(void *arg)
+{
+    edge *e = arg;
+    int allowed;
+
+    sleep_until_rt(e->t1);
+    for (;;) { /* phase 1: until each rule admitted its limit */
+        int busy = 0;
+        for (int a = 0; a < 2; a++) {
+            if (atomic_load(&e->adm1[a]) >= EDGE_LIMIT || rt_ns() >= e->t1_end)
+                continue;
+            busy = 1;
+            if (edge_call(e, a, &allowed))
+                return NULL;
+            if (allowed)
+                atomic_fetch_add(&e->adm1[a], 1);
+            int64_t t = rt_ns(), l = atomic_load(&e->last1);
+            while (t > l && !atomic_compare_exchange_weak(&e->last1, &l, t))
+                ;
+        }
+        if (!busy)
+            break;
+    }
+    sleep_until_rt(e->t2);
+    for (;;) { /* phase 2: EDGE_FIRE2 checks per rule, all threads */
+        int busy = 0;
+        for (int a = 0; a < 2; a++) {
+            if (atomic_fetch_add(&e->fired2[a], 1) >= EDGE_FIRE2)
+                continue;
+            busy = 1;
+            if (edge_call(e, a, &allowed))
+                return NULL;
+            if (allowed)
+                atomic_fetch_add(&e->adm2[a], 1);
+        }
+        if (!busy)
+            break;
+    }
+    return NULL;
+}
+
+static int group_edge(const options *o, char *err)
+{
+    edge *e = calloc(1, sizeof *e);
+    char rules[1024], r0[256], r1[256], key[64];
+    pthread_t tid[EDGE_THREADS];
+    int started = 0, rc = -1;
+    int64_t w = EDGE_WINDOW_MS * 1000000LL, now, ws;
+
+    if (e == NULL)
+        return snprintf(err, ERRLEN, "out of memory"), -1;
+    one_rule(r0, sizeof r0, "esw", 0, EDGE_LIMIT, EDGE_WINDOW_MS / 1000, 0);
+    one_rule(r1, sizeof r1, "efw", 2, EDGE_LIMIT, EDGE_WINDOW_MS / 1000, 0);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s]}", r0, r1);
+    snprintf(key, sizeof key, "edge:%ld:%lld", (long)getpid(),
+             (long long)(rt_ns() / 1000000));
+    e->key = key;
+    if (make_limiter(o, rules, &e->lim, err) != RL_OK) {
+        free(e);
+        return -1;
+    }
+    /* Redis runs on this machine: its TIME is this CLOCK_REALTIME. */
+    now = rt_ns();
+    ws = (now / w) * w;
+    if (ws + EDGE_PHASE1_MS * 1000000LL < now + 50000000LL)
+        ws += w;
+    e->t1 = ws + EDGE_PHASE1_MS * 1000000LL;
+    e->t1_end = ws + w - 100000000LL; /* give up 0.1 s before the edge */
+    e->t2 = ws + w + EDGE_PHASE2_MS * 1000000LL;
+    for (int t = 0; t < EDGE_THREADS; t++) {
+        if (pthread_create(&tid[t], NULL, edge_main, e) != 0) {
+            snprintf(err, ERRLEN, "pthread_create failed");
+            break; /* the started ones finish by themselves */
+        }
+        started++;
+    }
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    rl_limiter_free(e->lim);
+    if (started < EDGE_THREADS)
+        goto out;
+    if (atomic_load(&e->failed)) {
+        memcpy(err, e->err, ERRLEN);
+        goto out;
+    }
+    for (int a = 0; a < 2; a++)
+        if (atomic_load(&e->adm1[a]) < EDGE_LIMIT) {
+            snprintf(err, ERRLEN, "window_edge: %s admitted only %d of %d in "
+                     "phase 1 before the window ended", edge_rules[a],
+                     atomic_load(&e->adm1[a]), EDGE_LIMIT);
+            goto out;
+        }
+    if (atomic_load(&e->last1) >= ws + w) {
+        snprintf(err, ERRLEN, "window_edge: phase 1 ran past the window "
+                 "edge (machine too loaded)");
+        goto out;
+    }
+    for (int a = 0; a < 2; a++) {
+        figure f = {0};
+        int total = atomic_load(&e->adm1[a]) + atomic_load(&e->adm2[a]);
+
+        f.name = a == 0 ? "window_edge_sliding_window" : "window_edge_fixed_window";
+        f.value = total;
+        f.unit = "admitted";
+        f.nrefs = 1;
+        f.ref[0] = a == 0 ? 1.1 * EDGE_LIMIT : 2.0 * EDGE_LIMIT;
+        f.ref_name[0] = a == 0 ? "1.1_x_limit_max" : "2_x_limit_expected";
+        xnum(&f, "limit", EDGE_LIMIT);
+        xnum(&f, "window_s", (double)EDGE_WINDOW_MS / 1000);
+        xnum(&f, "phase1_admitted", atomic_load(&e->adm1[a]));
+        xnum(&f, "phase2_admitted", atomic_load(&e->adm2[a]));
+        xnum(&f, "phase2_fired", EDGE_FIRE2);
+        xnum(&f, "phase1_at_s", (double)EDGE_PHASE1_MS / 1000);
+        xnum(&f, "phase1_done_at_s",
+             (double)(atomic_load(&e->last1) - ws) / 1e9);
+        xnum(&f, "phase2_at_s", (double)(EDGE_WINDOW_MS + EDGE_PHASE2_MS) / 1000);
+        xnum(&f, "threads", EDGE_THREADS);
+        xnum(&f, "fallback", (double)atomic_load(&e->fb));
+        emit(o, &f);
+    }
+    if (atomic_load(&e->fb) != 0) {
+        snprintf(err, ERRLEN, "window_edge: %llu fallback results",
+                 (unsigned long long)atomic_load(&e->fb));
+        goto out;
+    }
+    rc = 0;
+out:
+    free(e);
+    return rc;
+}
+
+/* ---- main -------------------------------------------------------------------- */
+
+int main(int argc, char **argv)
+{
+    options o;
+    int prc, status = 1;
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    char err[ERRLEN] = "", ver[64] = "", sha[41] = "", cpu_model[128] = "";
+    struct timeval tv = {2, 0};
+    redisReply *r;
+    acc ac = {0};
+    const char *server_line = getenv("REDIS_SERVER_VERSION");
+    uint64_t t_start = now_ns();
+
+    prc = parse_args(argc, argv, &o);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
+    signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not death */
+
+    ctl = redisConnectWithTimeout("127.0.0.1", o.port, tv);
+    if (ctl == NULL || ctl->err) {
+        snprintf(err, ERRLEN, "connect to 127.0.0.1:%d: %s", o.port,
+                 ctl ? ctl->errstr : "out of memory");
+        goto out;
+    }
+    redisSetTimeout(ctl, (struct timeval){60, 0});
+    if (info_str("server", "redis_version", ver, sizeof ver, err))
+        goto out;
+    {
+        double pid = 0;
+        if (info_num("server", "process_id", &pid, err))
+            goto out;
+        redis_pid = (long)pid;
+    }
+    if ((r = ctl_cmd(err, "DBSIZE")) == NULL)
+        goto out;
+    if (r->integer != 0 && !o.force) {
+        snprintf(err, ERRLEN, "the database on 127.0.0.1:%d holds %lld keys "
+                 "and would be flushed; use --force", o.port,
+                 (long long)r->integer);
+        freeReplyObject(r);
+        goto out;
+    }
+    freeReplyObject(r);
+    /* The library's script, by the name its EVALSHA uses. */
+    if ((r = ctl_cmd(err, "SCRIPT LOAD %b", rl_lua_check,
+                     rl_lua_check_len)) == NULL)
+        goto out;
+    if (r->type != REDIS_REPLY_STRING || r->len != 40) {
+        freeReplyObject(r);
+        snprintf(err, ERRLEN, "SCRIPT LOAD: unexpected reply");
+        goto out;
+    }
+    memcpy(sha, r->str, 40);
+    freeReplyObject(r);
+    {
+        FILE *f = fopen("/proc/cpuinfo", "r");
+        char line[256];
+        while (f && fgets(line, sizeof line, f))
+            if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+                snprintf(cpu_model, sizeof cpu_model, "%s",
+                         strchr(line, ':') + 2);
+                cpu_model[strcspn(cpu_model, "\n")] = '\0';
+                break;
+            }
+        if (f)
+            fclose(f);
+    }
+
+    if (o.json) {
+        printf("{\"name\":\"params\",\"nproc\":%ld,\"redis_version\":\"%s\","
+               "\"keys\":%llu,\"seconds\":%.3g,\"mem_keys\":%llu,"
+               "\"usec_checks\":%llu,\"accuracy_seconds\":%.3g,"
+               "\"quick\":%s,\"only\":\"%s\",\"script_sha\":\"%s\","
+               "\"script_bytes\":%zu,\"library\":\"%s\",\"loadavg_1m\":%.2f,"
+               "\"cpu_model\":",
+               nproc, ver, o.keys, o.seconds, o.mem_keys, o.usec_checks,
+               o.acc_seconds, o.quick ? "true" : "false",
+               o.only ? o.only : "", sha, (size_t)rl_lua_check_len,
+               rl_version_string(), loadavg1());
+        json_str(cpu_model);
+        printf(",\"redis_server\":");
+        json_str(server_line ? server_line : "");
+        printf("}\n");
+    } else {
+        printf("redisbench: libratelimit %s, redis %s on 127.0.0.1:%d, "
+               "nproc=%ld (%s), loadavg=%.2f\n"
+               "  keys=%llu, seconds=%g, mem_keys=%llu, usec_checks=%llu, "
+               "accuracy_seconds=%g%s, script %s (%zu bytes)\n"
+               "%-30s %12s %-8s %12s %-24s %7s\n",
+               rl_version_string(), ver, o.port, nproc, cpu_model,
+               loadavg1(), o.keys, o.seconds, o.mem_keys, o.usec_checks,
+               o.acc_seconds, o.quick ? " (quick)" : "", sha,
+               (size_t)rl_lua_check_len, "figure", "value", "unit", "ref",
+               "ref_name", "ratio");
+    }
+    fflush(stdout);
+
+    if (want(&o, "throughput_64") && group_throughput(&o, sha, TP_THREADS, err))
+        goto out;
+    if (want(&o, "throughput_1") && group_throughput(&o, sha, 1, err))
+        goto out;
+    if (want(&o, "usec_per_call") && group_usec(&o, sha, err))
+        goto out;
+    if (want(&o, "bytes_per_key") && group_bytes(&o, err))
+        goto out;
+    if (want(&o, "accuracy") || want(&o, "window_edge")) {
+        if (flush_wait(err))
+            goto out;
+        /* The accuracy processes are forked first (no thread runs yet) and
+         * wait; the window-edge run then ends 0.1 s into a window, just in
+         * time for the accuracy run to start 0.25 s into it. */
+        if (want(&o, "accuracy") && acc_prepare(&o, &ac, err))
+            goto out;
+        if (want(&o, "window_edge") && group_edge(&o, err))
+            goto out;
+        if (want(&o, "accuracy") && acc_run(&o, &ac, err))
+            goto out;
+    }
+    if (!o.json)
+        printf("redisbench: done in %.1f s, loadavg=%.2f\n",
+               (double)(now_ns() - t_start) / 1e9, loadavg1());
+    else
+        printf("{\"name\":\"done\",\"seconds\":%.1f,\"loadavg_1m\":%.2f}\n",
+               (double)(now_ns() - t_start) / 1e9, loadavg1());
+    status = 0;
+
+out:
+    if (ac.sh)
+        acc_stop(&ac);
+    if (status != 0)
+        fprintf(stderr, "redisbench: %s\n", err[0] ? err : "failed");
+    if (ctl)
+        redisFree(ctl);
+    return status;
+}

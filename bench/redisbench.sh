@@ -1,0 +1,125 @@
+#!/bin/sh
+# redisbench.sh -- run bench/redisbench against a private, throw-away
+# redis-server on a free loopback port.
+#
+#   sh bench/redisbench.sh [PATH/TO/redisbench] [redisbench options...]
+#   e.g. sh bench/redisbench.sh build/bench/redisbench --json --quick
+#
+# The binary is the first argument when that names an executable file, else
+# $REDISBENCH, else bench/redisbench under the current directory (make runs
+# this from the build directory), else redisbench beside this script.
+# Starts redis-server (no persistence: save "", appendonly no) bound to
+# 127.0.0.1 on a free port in a temporary directory, records
+# `redis-server --version` (on stderr, and to the benchmark as
+# $REDIS_SERVER_VERSION, which it prints in its "params" line), runs the
+# benchmark with the remaining arguments plus --port, and stops the server
+# and removes the directory on exit, whatever happens.  Exit status: the
+# benchmark's, or 1 when the server cannot be started.  Needs redis-server,
+# redis-cli and redis-benchmark.
+set -eu
+
+here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+
+bin=
+if [ $# -gt 0 ]; then
+	case $1 in
+	-*) ;;
+	*)
+		if [ -f "$1" ] && [ -x "$1" ]; then
+			bin=$1
+			shift
+		fi
+		;;
+	esac
+fi
+if [ -z "$bin" ] && [ -n "${REDISBENCH:-}" ]; then
+	bin=$REDISBENCH
+fi
+if [ -z "$bin" ]; then
+	for c in ./bench/redisbench "$here/redisbench"; do
+		if [ -f "$c" ] && [ -x "$c" ]; then
+			bin=$c
+			break
+		fi
+	done
+fi
+if [ -z "$bin" ] || [ ! -x "$bin" ]; then
+	echo "redisbench.sh: no redisbench binary (give its path first, or set REDISBENCH; build it with make bench/redisbench)" >&2
+	exit 1
+fi
+for tool in redis-server redis-cli redis-benchmark; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "redisbench.sh: $tool not found" >&2
+		exit 1
+	fi
+done
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/redisbench.XXXXXX")
+pid=
+cleanup() {
+	status=$?
+	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+		kill "$pid" 2>/dev/null || :
+		wait "$pid" 2>/dev/null || :
+	fi
+	rm -rf "$tmp"
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---- a private redis-server on a free loopback port ---------------------------
+# A random port in 20000..59999 that nothing answers on; if the server still
+# fails to come up (taken meanwhile), try another.
+rand_port() {
+	n=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+	echo $((20000 + n % 40000))
+}
+
+version=$(redis-server --version)
+port=
+tries=0
+while [ -z "$port" ] && [ "$tries" -lt 10 ]; do
+	tries=$((tries + 1))
+	p=$(rand_port)
+	if redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
+		continue # something listens there
+	fi
+	redis-server --port "$p" --bind 127.0.0.1 --protected-mode yes \
+		--save "" --appendonly no --dir "$tmp" \
+		--logfile "$tmp/redis.log" --daemonize no &
+	pid=$!
+	i=0
+	while [ "$i" -lt 50 ]; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			break # died, e.g. the port was taken meanwhile
+		fi
+		if redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG; then
+			port=$p
+			break
+		fi
+		sleep 0.1
+		i=$((i + 1))
+	done
+	if [ -z "$port" ]; then
+		kill "$pid" 2>/dev/null || :
+		wait "$pid" 2>/dev/null || :
+		pid=
+	fi
+done
+if [ -z "$port" ]; then
+	echo "redisbench.sh: could not start redis-server" >&2
+	[ -f "$tmp/redis.log" ] && tail -n 20 "$tmp/redis.log" >&2
+	exit 1
+fi
+echo "redisbench.sh: $version" >&2
+echo "redisbench.sh: pid $pid on 127.0.0.1:$port; $(nproc 2>/dev/null || echo '?') CPUs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" >&2
+echo "redisbench.sh: $bin $* --port $port" >&2
+
+# ---- the benchmark (not exec'd: the trap must stop the server) -----------------
+REDIS_SERVER_VERSION=$version
+export REDIS_SERVER_VERSION
+st=0
+"$bin" "$@" --port "$port" || st=$?
+exit "$st"
