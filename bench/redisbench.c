@@ -1037,9 +1037,11 @@ typedef struct rb_result {
 } rb_result;
 
 /* redis-benchmark -n n -r keyspace with the library's script: KEYS[1] is
- * `key` (with __rand_int__), ARGV the time "0", "c", then the 8 values
- * store_redis.c sends for one op: algorithm, limit, burst, window ms, p, q,
- * cost, soft.  --csv; the last line has the figures. */
+ * `key` (with __rand_int__), ARGV the time "0", "c", one request of one
+ * key ("1" "1"), then the 8 values store_redis.c sends for one op:
+ * algorithm, limit, burst, window ms, p, q, cost, soft.  --csv; the last
+ * line has the figures.  The library may batch many requests into one
+ * call of this script; the reference sends one request per call. */
 static int run_redis_benchmark(const options *o, const char *sha,
                                int clients, int pipeline,
                                unsigned long long n,
@@ -1071,7 +1073,8 @@ static int run_redis_benchmark(const options *o, const char *sha,
         const char *v[] = {prog,  "-h",  "127.0.0.1", "-p",  port,  "-c",
                            c,     "-P",  P,           "-n",  nb,    "-r",
                            r,     "--csv", "EVALSHA", sha,   "1",   key,
-                           "0",   "c",   a8[0],       a8[1], a8[2], a8[3],
+                           "0",   "c",   "1",         "1",
+                           a8[0], a8[1], a8[2],       a8[3],
                            a8[4], a8[5], a8[6],       a8[7]};
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
             argv[ac++] = (char *)v[i];

@@ -1,10 +1,15 @@
--- check.lua -- the one script a check runs: every rule of a request whose
--- keys share a slot, decided and charged atomically, all-or-nothing.
+-- check.lua -- the one script a check runs.  It decides a batch of
+-- requests: each request's rules are decided and charged atomically,
+-- all-or-nothing; the requests are independent of each other (one script
+-- call carries every request that queued up while the previous call was
+-- out, so Redis runs one script, and reads the clock once, for many).
 --
--- KEYS[i]  the state key of rule i: rl:{<client key>}:<rule id>:<shape>
+-- KEYS     the state keys of every request's rules, in order:
+--          rl:{<client key>}:<rule id>:<shape>
 -- ARGV[1]  "0" (the test build alone reads a time here)
 -- ARGV[2]  "c": check and charge;  "r": refund charges made by a "c"
--- then 8 values per key:
+-- ARGV[3]  the number of requests; then for each request the number of
+--          its keys, followed by 8 values per key:
 --   algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window, 3 gcra),
 --   limit, burst, window ms, p, q (one unit per p/q ms), cost,
 --   "c": soft ("1": mode log, a denial vetoes nothing)
@@ -32,42 +37,56 @@ local function write(key, algo, burst, w, p, q, a, b, c)
 end
 
 local now = rl_now()
-local n = #KEYS
+local nreq = tonumber(ARGV[3])
+local key, arg = 1, 4
 
 if ARGV[2] == 'r' then
-  for i = 1, n do
-    local k = 2 + (i - 1) * 8
-    local algo, burst, w = tonumber(ARGV[k + 1]), tonumber(ARGV[k + 3]), tonumber(ARGV[k + 4])
-    local p, q, cost = tonumber(ARGV[k + 5]), tonumber(ARGV[k + 6]), tonumber(ARGV[k + 7])
-    if cost > 0 and call('EXISTS', KEYS[i]) == 1 then
-      local a, b, c = read(KEYS[i], algo, burst, w, p, q)
-      a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[k + 8]), w))
-      write(KEYS[i], algo, burst, w, p, q, a, b, c)
+  for r = 1, nreq do
+    local k = tonumber(ARGV[arg])
+    arg = arg + 1
+    for i = 1, k do
+      local algo, burst, w = tonumber(ARGV[arg]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3])
+      local p, q, cost = tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5]), tonumber(ARGV[arg + 6])
+      if cost > 0 and call('EXISTS', KEYS[key]) == 1 then
+        local a, b, c = read(KEYS[key], algo, burst, w, p, q)
+        a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 7]), w))
+        write(KEYS[key], algo, burst, w, p, q, a, b, c)
+      end
+      key, arg = key + 1, arg + 8
     end
   end
-  return n
+  return key - 1
 end
 
-local out, todo, all = {}, {}, true
-for i = 1, n do
-  local k = 2 + (i - 1) * 8
-  local algo, limit, burst = tonumber(ARGV[k + 1]), tonumber(ARGV[k + 2]), tonumber(ARGV[k + 3])
-  local w, p, q = tonumber(ARGV[k + 4]), tonumber(ARGV[k + 5]), tonumber(ARGV[k + 6])
-  local cost = tonumber(ARGV[k + 7])
-  local a, b, c = read(KEYS[i], algo, burst, w, p, q)
-  local ok, changed, remaining, reset, retry
-  ok, changed, remaining, reset, retry, a, b, c =
-    apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
-  if not ok and ARGV[k + 8] ~= '1' then all = false end
-  if ok and changed then todo[#todo + 1] = {i, algo, burst, w, p, q, a, b, c} end
-  out[#out + 1] = ok and 1 or 0
-  out[#out + 1] = remaining
-  out[#out + 1] = reset
-  out[#out + 1] = retry
-end
-if all then
-  for _, t in ipairs(todo) do
-    write(KEYS[t[1]], t[2], t[3], t[4], t[5], t[6], t[7], t[8], t[9])
+local out, todo = {}, {}
+for r = 1, nreq do
+  local k = tonumber(ARGV[arg])
+  local all, ntodo = true, 0
+  arg = arg + 1
+  for i = 1, k do
+    local algo, limit, burst = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
+    local w, p, q = tonumber(ARGV[arg + 3]), tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5])
+    local cost = tonumber(ARGV[arg + 6])
+    local a, b, c = read(KEYS[key], algo, burst, w, p, q)
+    local ok, changed, remaining, reset, retry
+    ok, changed, remaining, reset, retry, a, b, c =
+      apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
+    if not ok and ARGV[arg + 7] ~= '1' then all = false end
+    if ok and changed then
+      ntodo = ntodo + 1
+      todo[ntodo] = {key, algo, burst, w, p, q, a, b, c}
+    end
+    out[#out + 1] = ok and 1 or 0
+    out[#out + 1] = remaining
+    out[#out + 1] = reset
+    out[#out + 1] = retry
+    key, arg = key + 1, arg + 8
+  end
+  if all then
+    for t = 1, ntodo do
+      local x = todo[t]
+      write(KEYS[x[1]], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9])
+    end
   end
 end
 out[#out + 1] = now

@@ -22,9 +22,15 @@ extern const char *store_redis_test_script;
 extern size_t store_redis_test_script_len;
 void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg);
 
+/* Tests only: decide a request's rules per cluster slot, as Redis Cluster
+ * must, with refunds when one part denies.  Set before the store is
+ * created. */
+extern int store_redis_split_slots;
+
 typedef struct store_redis_stats {
-    int64_t calls, writes, timeouts, reconnects, down_fails, noscript,
-        refunds;
+    int64_t calls, writes, timeouts, reconnects, down_fails; /* sockets */
+    int64_t batches, checks;  /* script calls, and the requests in them */
+    int64_t noscript, refunds;
 } store_redis_stats;
 void store_redis_stats_get(rl_store *s, store_redis_stats *st);
 

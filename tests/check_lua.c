@@ -50,22 +50,23 @@ static void lua_apply(const algo_params *ap, const char *key, int64_t now,
     char a[12][24];
     const char *argv[16];
     size_t lens[16];
-    int64_t vals[] = {now, 0, ap->algo, ap->limit, ap->burst, ap->window_ms,
-                      ap->p, ap->q, cost, 0};
+    /* clock, mode, 1 request of 1 key, then the key's 8 values */
+    int64_t vals[] = {now, 0, 1, 1, ap->algo, ap->limit, ap->burst,
+                      ap->window_ms, ap->p, ap->q, cost, 0};
     redisReply *r;
 
     argv[0] = "EVAL";
     argv[1] = rl_lua_check_test;
     argv[2] = "1";
     argv[3] = key;
-    for (int i = 0; i < 10; i++) {
+    for (int i = 0; i < 12; i++) {
         snprintf(a[i], sizeof a[i], "%lld", (long long)vals[i]);
         argv[4 + i] = a[i];
     }
     argv[5] = "c";
-    for (int i = 0; i < 14; i++)
+    for (int i = 0; i < 16; i++)
         lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, 14, argv, lens);
+    r = redisCommandArgv(ctx, 16, argv, lens);
     ck_assert_ptr_nonnull(r);
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 5,
                   "script reply type %d: %s", r->type,

@@ -48,6 +48,9 @@ sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lu
 sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" $algos "$src/lua/check.lua"
 objs=""
 for f in "$src"/src/*.c "$out/lua_scripts.c"; do
+    # An in-tree build leaves its generated src/lua_scripts.c in the source
+    # tree; ours is the one in $out.
+    [ "$f" = "$src/src/lua_scripts.c" ] && continue
     o="$out/$(basename "$f" .c).o"
     $CC $cflags $san -c "$f" -o "$o"
     objs="$objs $o"
