@@ -58,7 +58,7 @@ if ARGV[2] == 'r' then
   return key - 1
 end
 
-local out, todo = {}, {}
+local out, todo, n = {}, {}, 0
 for r = 1, nreq do
   local k = tonumber(ARGV[arg])
   local all, ntodo = true, 0
@@ -73,13 +73,15 @@ for r = 1, nreq do
       apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
     if not ok and ARGV[arg + 7] ~= '1' then all = false end
     if ok and changed then
-      ntodo = ntodo + 1
-      todo[ntodo] = {key, algo, burst, w, p, q, a, b, c}
+      if k == 1 then -- one rule: nothing to hold back, write now
+        write(KEYS[key], algo, burst, w, p, q, a, b, c)
+      else
+        ntodo = ntodo + 1
+        todo[ntodo] = {key, algo, burst, w, p, q, a, b, c}
+      end
     end
-    out[#out + 1] = ok and 1 or 0
-    out[#out + 1] = remaining
-    out[#out + 1] = reset
-    out[#out + 1] = retry
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok and 1 or 0, remaining, reset, retry
+    n = n + 4
     key, arg = key + 1, arg + 8
   end
   if all then
@@ -89,5 +91,5 @@ for r = 1, nreq do
     end
   end
 end
-out[#out + 1] = now
+out[n + 1] = now
 return out

@@ -453,19 +453,25 @@ static void lead(redis_store *r, lane *l, job *me)
             atomic_fetch_add(&r->batches, 1);
             atomic_fetch_add(&r->batched, nb);
         }
-        pthread_mutex_lock(&l->mu);
-        for (int i = 0; i < nb; i++) {
+        /* DONE publishes the answers (a seq_cst store): a woken caller
+         * reads them without the lock.  Wake after dropping the lock; a
+         * caller that saw DONE first and returned gets at worst a
+         * spurious wake of a futex word it no longer uses. */
+        for (int i = 0; i < nb; i++)
             atomic_store(&batch[i]->state, DONE);
+        for (int i = 0; i < nb; i++)
             if (batch[i] != me)
-                wake(batch[i]); /* a spurious wake if it returned already */
-        }
+                wake(batch[i]);
+        pthread_mutex_lock(&l->mu);
     }
     if (l->head) {
-        atomic_store(&l->head->state, LEAD);
-        wake(l->head);
-    } else {
-        l->busy = 0;
+        job *next = l->head;
+        atomic_store(&next->state, LEAD);
+        pthread_mutex_unlock(&l->mu);
+        wake(next);
+        return;
     }
+    l->busy = 0;
     pthread_mutex_unlock(&l->mu);
 }
 
@@ -519,9 +525,11 @@ static int redis_check(rl_store *s, const store_op *ops, size_t n,
             }
             pthread_mutex_unlock(&l->mu);
             wait_state(&me, st);
+            while (atomic_load(&me.state) == SENT)
+                wait_state(&me, SENT); /* the leader's deadline <= ours */
+            if (atomic_load(&me.state) == DONE)
+                goto done; /* answers published by the store of DONE */
             pthread_mutex_lock(&l->mu);
-            if (atomic_load(&me.state) == SENT && mono_ns() >= me.deadline_ns)
-                continue; /* the leader's deadline is ours at the latest */
         }
         pthread_mutex_unlock(&l->mu);
     }
