@@ -435,6 +435,9 @@ static void lead(redis_store *r, lane *l, job *me)
                 l->tail = NULL;
             if (j->deadline_ns <= now) { /* its time ran out in the queue */
                 j->rc = RL_ESTORE;
+                /* DONE under the lock: once we drop it, its caller may see
+                 * DONE and return, so its frame is touched no more. */
+                atomic_store(&j->state, DONE);
                 late[nl++] = j;
                 continue;
             }
@@ -444,10 +447,8 @@ static void lead(redis_store *r, lane *l, job *me)
                 deadline = j->deadline_ns;
         }
         pthread_mutex_unlock(&l->mu);
-        for (int i = 0; i < nl; i++) {
-            atomic_store(&late[i]->state, DONE);
-            wake(late[i]);
-        }
+        for (int i = 0; i < nl; i++)
+            wake(late[i]); /* at worst a spurious wake: see below */
         if (nb) {
             run_batch(r, l->conn, batch, nb, deadline);
             atomic_fetch_add(&r->batches, 1);
