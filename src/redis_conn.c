@@ -359,9 +359,10 @@ static void deliver(rconn *c, redisReply *r, wakes *wl)
 }
 
 /* One read from the socket, waiting at most until the deadline, and the
- * replies it completes delivered.  Called and returns under mu with
- * c->reading held; reads without the lock. */
-static void read_once(rconn *c, int64_t deadline_ns)
+ * replies it completes delivered (`self`, the reader's own slot or NULL,
+ * needs no wake).  Called and returns under mu with c->reading held;
+ * reads without the lock. */
+static void read_once(rconn *c, int64_t deadline_ns, const rslot *self)
 {
     static _Thread_local char buf[RBUF];
     struct pollfd pfd = {c->fd, POLLIN, 0};
@@ -392,6 +393,9 @@ static void read_once(rconn *c, int64_t deadline_ns)
             break;
         deliver(c, reply, &wl);
     }
+    for (int i = 0; i < wl.n; i++) /* the reader is awake already */
+        if (self && wl.w[i] == &self->state)
+            wl.w[i] = wl.w[--wl.n];
     if (wl.n) {
         pthread_mutex_unlock(&c->mu);
         wake_all(&wl);
@@ -471,7 +475,7 @@ static int wait_for(rconn *c, rslot *s, int64_t deadline_ns)
             write_out(c, deadline_ns); /* bytes left for a reader */
             while (atomic_load(&s->state) != DONE && !c->dead &&
                    mono_ns() < deadline_ns)
-                read_once(c, deadline_ns);
+                read_once(c, deadline_ns, s);
             release_read_side(c);
             continue;
         }
@@ -574,7 +578,7 @@ static void tend(rconn *c)
         struct pollfd pfd = {c->fd, POLLIN, 0};
         if (poll(&pfd, 1, 0) > 0) {
             c->reading = 1;
-            read_once(c, mono_ns());
+            read_once(c, mono_ns(), NULL);
             release_read_side(c);
         }
         return;
@@ -586,7 +590,7 @@ static void tend(rconn *c)
             return;
         }
     c->reading = 1;
-    read_once(c, mono_ns() + 1000000); /* at most 1 ms */
+    read_once(c, mono_ns() + 1000000, NULL); /* at most 1 ms */
     release_read_side(c);
 }
 
