@@ -58,10 +58,10 @@ if ARGV[2] == 'r' then
   return key - 1
 end
 
-local out, todo, n = {}, {}, 0
+local out, pending, n = {}, {}, 0
 for r = 1, nreq do
   local k = tonumber(ARGV[arg])
-  local all, ntodo = true, 0
+  local all, npending = true, 0
   arg = arg + 1
   for i = 1, k do
     local algo, limit, burst = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
@@ -76,8 +76,8 @@ for r = 1, nreq do
       if k == 1 then -- one rule: nothing to hold back, write now
         write(KEYS[key], algo, burst, w, p, q, a, b, c)
       else
-        ntodo = ntodo + 1
-        todo[ntodo] = {key, algo, burst, w, p, q, a, b, c}
+        npending = npending + 1
+        pending[npending] = {key, algo, burst, w, p, q, a, b, c}
       end
     end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok and 1 or 0, remaining, reset, retry
@@ -85,8 +85,8 @@ for r = 1, nreq do
     key, arg = key + 1, arg + 8
   end
   if all then
-    for t = 1, ntodo do
-      local x = todo[t]
+    for t = 1, npending do
+      local x = pending[t]
       write(KEYS[x[1]], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9])
     end
   end
