@@ -87,10 +87,10 @@
 #include "ratelimit.h"
 #include "limiter.h"     /* limiter_store()                         */
 #include "store_redis.h" /* rl_lua_check, store_redis_stats_get()   */
+#include "benchutil.h"
 
 extern char **environ;
 
-#define ERRLEN 512
 #define TP_THREADS 64
 #define FILL_THREADS 64
 #define BIG_LIMIT 1000000000LL /* per window: nothing is ever denied */
@@ -189,29 +189,6 @@ static void usage(FILE *f)
             "N may end in k, M or G (powers of 1000).  redis-benchmark is "
             "taken\n"
             "from $REDIS_BENCHMARK or the PATH.\n");
-}
-
-static int parse_count(const char *s, unsigned long long *out)
-{
-    char *end = NULL;
-    unsigned long long v, mul = 1;
-
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s)
-        return -1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1000ULL, end++;
-    else if (*end == 'm' || *end == 'M')
-        mul = 1000000ULL, end++;
-    else if (*end == 'g' || *end == 'G')
-        mul = 1000000000ULL, end++;
-    if (*end != '\0' || v > ULLONG_MAX / mul)
-        return -1;
-    *out = v * mul;
-    return 0;
 }
 
 static int parse_double(const char *s, double lo, double hi, double *out)
@@ -371,14 +348,6 @@ static int want(const options *o, const char *group)
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
 static int64_t rt_ns(void) /* CLOCK_REALTIME: the clock Redis TIME reads */
 {
     struct timespec ts;
@@ -408,20 +377,6 @@ static void sleep_until_rt(int64_t t_ns)
         ;
 }
 
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-static uint64_t pick(uint64_t *rng, unsigned long long n) /* uniform < n */
-{
-    return ((splitmix64(rng) >> 32) * n) >> 32;
-}
-
 static int64_t gcd64(int64_t a, int64_t b)
 {
     while (b) {
@@ -430,28 +385,6 @@ static int64_t gcd64(int64_t a, int64_t b)
         b = t;
     }
     return a;
-}
-
-static const char *errtext(const rl_limiter *lim)
-{
-    const char *m = rl_errmsg(lim);
-
-    return m != NULL ? m : "";
-}
-
-static void set_err(char *err, const char *what, int rc, const char *detail)
-{
-    if (detail != NULL && *detail != '\0')
-        snprintf(err, ERRLEN, "%s: %s (%d)", what, detail, rc);
-    else
-        snprintf(err, ERRLEN, "%s: %s (%d)", what, rl_strerror(rc), rc);
-}
-
-static double loadavg1(void)
-{
-    double l[1];
-
-    return getloadavg(l, 1) == 1 ? l[0] : -1.0;
 }
 
 /* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
@@ -508,111 +441,11 @@ static double hist_pct(const hist *h, double p)
 
 /* ---- output ----------------------------------------------------------- */
 
-typedef struct extra {
-    const char *name;
-    double value;
-    const char *str; /* non-NULL: a string field instead */
-} extra;
-
-typedef struct figure {
-    const char *name;
-    double value;
-    const char *unit;
-    int nrefs; /* 0..2; the first is ref/ref_name/ratio */
-    double ref[2];
-    const char *ref_name[2];
-    int nextra;
-    extra x[24];
-} figure;
-
-static void xnum(figure *f, const char *name, double v)
-{
-    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
-        f->x[f->nextra++] = (extra){name, v, NULL};
-}
-
-static void xstr(figure *f, const char *name, const char *s)
-{
-    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
-        f->x[f->nextra++] = (extra){name, 0, s};
-}
-
-static void json_num(double v)
-{
-    if (!isfinite(v))
-        fputs("null", stdout);
-    else if (v == (double)(long long)v && v < 1e15 && v > -1e15)
-        printf("%lld", (long long)v);
-    else
-        printf("%.3f", v);
-}
-
-static void json_str(const char *s)
-{
-    putchar('"');
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\')
-            printf("\\%c", *s);
-        else if ((unsigned char)*s < 0x20)
-            printf("\\u%04x", (unsigned char)*s);
-        else
-            putchar(*s);
-    }
-    putchar('"');
-}
+static const text_layout layout = {30, 12, 2, 8, 24, 3};
 
 static void emit(const options *o, const figure *f)
 {
-    if (o->json) {
-        printf("{\"name\":\"%s\",\"value\":", f->name);
-        json_num(f->value);
-        printf(",\"unit\":\"%s\"", f->unit);
-        if (f->nrefs > 0) {
-            printf(",\"ref\":");
-            json_num(f->ref[0]);
-            printf(",\"ref_name\":\"%s\",\"ratio\":", f->ref_name[0]);
-            json_num(f->ref[0] > 0 ? f->value / f->ref[0] : NAN);
-        }
-        if (f->nrefs > 1) {
-            printf(",\"refs\":[");
-            for (int i = 0; i < f->nrefs; i++) {
-                printf("%s{\"ref_name\":\"%s\",\"ref\":", i ? "," : "",
-                       f->ref_name[i]);
-                json_num(f->ref[i]);
-                printf(",\"ratio\":");
-                json_num(f->ref[i] > 0 ? f->value / f->ref[i] : NAN);
-                printf("}");
-            }
-            printf("]");
-        }
-        for (int i = 0; i < f->nextra; i++) {
-            printf(",\"%s\":", f->x[i].name);
-            if (f->x[i].str)
-                json_str(f->x[i].str);
-            else
-                json_num(f->x[i].value);
-        }
-        printf("}\n");
-    } else {
-        printf("%-30s %12.2f %-8s", f->name, f->value, f->unit);
-        if (f->nrefs > 0)
-            printf(" %12.2f %-24s %7.3f", f->ref[0], f->ref_name[0],
-                   f->ref[0] > 0 ? f->value / f->ref[0] : 0.0);
-        else
-            printf(" %12s %-24s %7s", "-", "-", "-");
-        for (int i = 0; i < f->nextra; i++) {
-            if (f->x[i].str)
-                printf("  %s=\"%s\"", f->x[i].name, f->x[i].str);
-            else
-                printf("  %s=%.6g", f->x[i].name, f->x[i].value);
-        }
-        printf("\n");
-        for (int i = 1; i < f->nrefs; i++)
-            printf("%-30s %12s %-8s %12.2f %-24s %7.3f\n", "", "", "",
-                   f->ref[i], f->ref_name[i],
-                   f->ref[i] > 0 ? f->value / f->ref[i] : 0.0);
-    }
-    fflush(stdout);
+    emit_figure(f, o->json, &layout);
 }
 
 /* ---- the control connection (hiredis, blocking) ------------------------ */
@@ -2224,13 +2057,12 @@ int main(int argc, char **argv)
         printf("redisbench: libratelimit %s, redis %s on 127.0.0.1:%d, "
                "nproc=%ld (%s), loadavg=%.2f\n"
                "  keys=%llu, seconds=%g, mem_keys=%llu, usec_checks=%llu, "
-               "accuracy_seconds=%g%s, script %s (%zu bytes)\n"
-               "%-30s %12s %-8s %12s %-24s %7s\n",
+               "accuracy_seconds=%g%s, script %s (%zu bytes)\n",
                rl_version_string(), ver, o.port, nproc, cpu_model,
                loadavg1(), o.keys, o.seconds, o.mem_keys, o.usec_checks,
                o.acc_seconds, o.quick ? " (quick)" : "", sha,
-               (size_t)rl_lua_check_len, "figure", "value", "unit", "ref",
-               "ref_name", "ratio");
+               (size_t)rl_lua_check_len);
+        print_columns(&layout);
     }
     fflush(stdout);
 

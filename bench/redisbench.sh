@@ -54,72 +54,31 @@ for tool in redis-server redis-cli redis-benchmark; do
 	fi
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/redisbench.XXXXXX")
-pid=
-cleanup() {
-	status=$?
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-		kill "$pid" 2>/dev/null || :
-		wait "$pid" 2>/dev/null || :
-	fi
-	rm -rf "$tmp"
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 # ---- a private redis-server on a free loopback port ---------------------------
-# A random port in 20000..59999 that nothing answers on; if the server still
-# fails to come up (taken meanwhile), try another.
+. "$here/redis-up.sh"
+redis_init redisbench.sh 'redisbench.XXXXXX'
+
+# A random port in 20000..59999 that nothing answers on (nothing printed when
+# something does: that try is spent); if the server still fails to come up
+# (taken meanwhile), redis_up tries another.
 rand_port() {
 	n=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	echo $((20000 + n % 40000))
+	p=$((20000 + n % 40000))
+	if redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
+		return 0 # something listens there
+	fi
+	echo "$p"
 }
 
 version=$(redis-server --version)
-port=
-tries=0
-while [ -z "$port" ] && [ "$tries" -lt 10 ]; do
-	tries=$((tries + 1))
-	p=$(rand_port)
-	if redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
-		continue # something listens there
-	fi
-	redis-server --port "$p" --bind 127.0.0.1 --protected-mode yes \
-		--save "" --appendonly no --dir "$tmp" \
-		--logfile "$tmp/redis.log" --daemonize no &
-	pid=$!
-	i=0
-	while [ "$i" -lt 50 ]; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			break # died, e.g. the port was taken meanwhile
-		fi
-		if redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG; then
-			port=$p
-			break
-		fi
-		sleep 0.1
-		i=$((i + 1))
-	done
-	if [ -z "$port" ]; then
-		kill "$pid" 2>/dev/null || :
-		wait "$pid" 2>/dev/null || :
-		pid=
-	fi
-done
-if [ -z "$port" ]; then
-	echo "redisbench.sh: could not start redis-server" >&2
-	[ -f "$tmp/redis.log" ] && tail -n 20 "$tmp/redis.log" >&2
-	exit 1
-fi
+redis_up 10 rand_port
 echo "redisbench.sh: $version" >&2
-echo "redisbench.sh: pid $pid on 127.0.0.1:$port; $(nproc 2>/dev/null || echo '?') CPUs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" >&2
-echo "redisbench.sh: $bin $* --port $port" >&2
+echo "redisbench.sh: pid $REDIS_PID on 127.0.0.1:$REDIS_PORT; $(nproc 2>/dev/null || echo '?') CPUs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" >&2
+echo "redisbench.sh: $bin $* --port $REDIS_PORT" >&2
 
 # ---- the benchmark (not exec'd: the trap must stop the server) -----------------
 REDIS_SERVER_VERSION=$version
 export REDIS_SERVER_VERSION
 st=0
-"$bin" "$@" --port "$port" || st=$?
+"$bin" "$@" --port "$REDIS_PORT" || st=$?
 exit "$st"

@@ -48,8 +48,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <limits.h>
-#include <math.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
@@ -64,6 +62,7 @@
 #include <unistd.h>
 
 #include "ratelimit.h"
+#include "benchutil.h"
 
 #define RULE_ID "bench"
 #define RULE_LIMIT 1000000000LL
@@ -73,7 +72,6 @@
 #define TARGET_BYTES_PER_KEY_BIG 48.0
 #define MAX_KEYS 100000000ULL
 #define MAX_SAMPLES 50000000ULL
-#define ERRLEN 512
 
 /* ---- options -------------------------------------------------------- */
 
@@ -106,29 +104,6 @@ static void usage(FILE *f)
             "  --quick      smoke run: 100k keys, 1M big, 200k samples\n"
             "  --help       this text\n"
             "N may end in k, M or G (powers of 1000).\n");
-}
-
-static int parse_count(const char *s, unsigned long long *out)
-{
-    char *end = NULL;
-    unsigned long long v, mul = 1;
-
-    if (s == NULL || *s < '0' || *s > '9')
-        return -1;
-    errno = 0;
-    v = strtoull(s, &end, 10);
-    if (errno != 0 || end == s)
-        return -1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1000ULL, end++;
-    else if (*end == 'm' || *end == 'M')
-        mul = 1000000ULL, end++;
-    else if (*end == 'g' || *end == 'G')
-        mul = 1000000000ULL, end++;
-    if (*end != '\0' || v > ULLONG_MAX / mul)
-        return -1;
-    *out = v * mul;
-    return 0;
 }
 
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
@@ -218,23 +193,6 @@ static int parse_args(int argc, char **argv, options *o)
 
 /* ---- small helpers ---------------------------------------------------- */
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-static uint64_t splitmix64(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 /* Writes "user:<i>" and its NUL into buf (at least KEY_STRIDE bytes). */
 static void fmt_key(char *buf, uint32_t i)
 {
@@ -289,25 +247,6 @@ static double percentile(const uint32_t *sorted, size_t n, double p)
     if (rank > n)
         rank = n;
     return (double)sorted[rank - 1];
-}
-
-/* rl_errmsg() for lim; NULL asks for the thread's last handle-less error
- * (e.g. from rl_limiter_new() before a handle exists). */
-static const char *errtext(const rl_limiter *lim)
-{
-    const char *m = rl_errmsg(lim);
-
-    return m != NULL ? m : "";
-}
-
-/* "what: detail", where detail is rl_errmsg() text (which already names
- * the code) or, when there is none, rl_strerror(rc). */
-static void set_err(char *err, const char *what, int rc, const char *detail)
-{
-    if (detail != NULL && *detail != '\0')
-        snprintf(err, ERRLEN, "%s: %s (%d)", what, detail, rc);
-    else
-        snprintf(err, ERRLEN, "%s: %s (%d)", what, rl_strerror(rc), rc);
 }
 
 /* ---- the reference: a bare open-addressing hash table ----------------- */
@@ -822,77 +761,11 @@ static int run_in_child(void (*fn)(const options *, size_t, mem_result *),
 
 /* ---- output ----------------------------------------------------------------- */
 
-typedef struct extra {
-    const char *name;
-    double value;
-} extra;
-
-typedef struct figure {
-    const char *name;
-    double value;
-    const char *unit;
-    int nrefs; /* 0..2; the first is ref/ref_name/ratio */
-    double ref[2];
-    const char *ref_name[2];
-    int nextra;
-    extra x[6];
-} figure;
-
-static void json_num(double v)
-{
-    if (!isfinite(v))
-        fputs("null", stdout);
-    else if (v == (double)(long long)v && v < 1e15 && v > -1e15)
-        printf("%lld", (long long)v);
-    else
-        printf("%.3f", v);
-}
+static const text_layout layout = {28, 10, 1, 5, 17, 2};
 
 static void emit(const options *o, const figure *f)
 {
-    if (o->json) {
-        printf("{\"name\":\"%s\",\"value\":", f->name);
-        json_num(f->value);
-        printf(",\"unit\":\"%s\"", f->unit);
-        if (f->nrefs > 0) {
-            printf(",\"ref\":");
-            json_num(f->ref[0]);
-            printf(",\"ref_name\":\"%s\",\"ratio\":", f->ref_name[0]);
-            json_num(f->ref[0] > 0 ? f->value / f->ref[0] : NAN);
-        }
-        if (f->nrefs > 1) {
-            printf(",\"refs\":[");
-            for (int i = 0; i < f->nrefs; i++) {
-                printf("%s{\"ref_name\":\"%s\",\"ref\":", i ? "," : "",
-                       f->ref_name[i]);
-                json_num(f->ref[i]);
-                printf(",\"ratio\":");
-                json_num(f->ref[i] > 0 ? f->value / f->ref[i] : NAN);
-                printf("}");
-            }
-            printf("]");
-        }
-        for (int i = 0; i < f->nextra; i++) {
-            printf(",\"%s\":", f->x[i].name);
-            json_num(f->x[i].value);
-        }
-        printf("}\n");
-    } else {
-        printf("%-28s %10.1f %-5s", f->name, f->value, f->unit);
-        if (f->nrefs > 0)
-            printf(" %10.1f %-17s %7.2f", f->ref[0], f->ref_name[0],
-                   f->ref[0] > 0 ? f->value / f->ref[0] : 0.0);
-        else
-            printf(" %10s %-17s %7s", "-", "-", "-");
-        for (int i = 0; i < f->nextra; i++)
-            printf("  %s=%.6g", f->x[i].name, f->x[i].value);
-        printf("\n");
-        for (int i = 1; i < f->nrefs; i++)
-            printf("%-28s %10s %-5s %10.1f %-17s %7.2f\n", "", "", "",
-                   f->ref[i], f->ref_name[i],
-                   f->ref[i] > 0 ? f->value / f->ref[i] : 0.0);
-    }
-    fflush(stdout);
+    emit_figure(f, o->json, &layout);
 }
 
 static void emit_latency(const options *o, int threads, const lat_figs *lib,
@@ -913,19 +786,19 @@ static void emit_latency(const options *o, int threads, const lat_figs *lib,
         f.nrefs = 1;
         f.ref[0] = r[i];
         f.ref_name[0] = "bare_hash_lookup";
-        f.x[f.nextra++] = (extra){"threads", threads};
-        f.x[f.nextra++] = (extra){"keys", (double)o->keys};
+        xnum(&f, "threads", threads);
+        xnum(&f, "keys", (double)o->keys);
         if (i == 0) { /* the timed samples' mean, beside the median */
-            f.x[f.nextra++] = (extra){"mean", lib->mean};
-            f.x[f.nextra++] = (extra){"ref_mean", ref_x[i]};
+            xnum(&f, "mean", lib->mean);
+            xnum(&f, "ref_mean", ref_x[i]);
         } else if (i == 1) {
-            f.x[f.nextra++] = (extra){"p999", lib->p999};
-            f.x[f.nextra++] = (extra){"ref_p999", ref_x[i]};
+            xnum(&f, "p999", lib->p999);
+            xnum(&f, "ref_p999", ref_x[i]);
         } else {
-            f.x[f.nextra++] = (extra){"cpu_share", lib->cpu_share};
-            f.x[f.nextra++] = (extra){"ref_cpu_share", ref_x[i]};
+            xnum(&f, "cpu_share", lib->cpu_share);
+            xnum(&f, "ref_cpu_share", ref_x[i]);
         }
-        f.x[f.nextra++] = (extra){"denied", (double)lib->denied};
+        xnum(&f, "denied", (double)lib->denied);
         emit(o, &f);
     }
 }
@@ -944,13 +817,13 @@ static void emit_memory(const options *o, const char *name, size_t n,
     f.ref_name[0] = "design_note";
     f.ref[1] = ref->bytes_per_key;
     f.ref_name[1] = "bare_hash_table";
-    f.x[f.nextra++] = (extra){"keys", (double)n};
-    f.x[f.nextra++] = (extra){"empty_store_bytes", lib->empty_bytes};
-    f.x[f.nextra++] = (extra){"insert_ns", lib->insert_ns};
-    f.x[f.nextra++] = (extra){"bare_insert_ns", ref->insert_ns};
-    f.x[f.nextra++] = (extra){"denied", (double)lib->denied};
+    xnum(&f, "keys", (double)n);
+    xnum(&f, "empty_store_bytes", lib->empty_bytes);
+    xnum(&f, "insert_ns", lib->insert_ns);
+    xnum(&f, "bare_insert_ns", ref->insert_ns);
+    xnum(&f, "denied", (double)lib->denied);
     if (with_target)
-        f.x[f.nextra++] = (extra){"target_max", TARGET_BYTES_PER_KEY_BIG};
+        xnum(&f, "target_max", TARGET_BYTES_PER_KEY_BIG);
     emit(o, &f);
 }
 
@@ -970,7 +843,7 @@ int main(int argc, char **argv)
     size_t nkeys, nseq;
     double tov;
     mem_result ml[2] = {{0}}, mt[2] = {{0}};
-    double load[1] = {-1.0};
+    double load;
 
     prc = parse_args(argc, argv, &o);
     if (prc != 0)
@@ -978,8 +851,7 @@ int main(int argc, char **argv)
     nkeys = (size_t)o.keys;
     nseq = (size_t)o.samples;
     /* Other work on the machine skews the 2-thread figures: show it. */
-    if (getloadavg(load, 1) != 1)
-        load[0] = -1.0;
+    load = loadavg1();
 
     if (o.json)
         printf("{\"name\":\"params\",\"nproc\":%ld,\"keys\":%llu,\"big\":%llu,"
@@ -987,14 +859,14 @@ int main(int argc, char **argv)
                "\"quick\":%s,\"timer\":\"clock_gettime(CLOCK_MONOTONIC)\","
                "\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
                nproc, o.keys, o.big, o.samples, o.algo,
-               o.quick ? "true" : "false", rl_version_string(), load[0]);
-    else
+               o.quick ? "true" : "false", rl_version_string(), load);
+    else {
         printf("rlbench: libratelimit %s, nproc=%ld, keys=%llu, big=%llu, "
-               "samples=%llu/thread, algorithm=%s, loadavg=%.2f%s\n"
-               "%-28s %10s %-5s %10s %-17s %7s\n",
+               "samples=%llu/thread, algorithm=%s, loadavg=%.2f%s\n",
                rl_version_string(), nproc, o.keys, o.big, o.samples, o.algo,
-               load[0], o.quick ? " (quick)" : "", "figure", "value", "unit", "ref",
-               "ref_name", "ratio");
+               load, o.quick ? " (quick)" : "");
+        print_columns(&layout);
+    }
     fflush(stdout);
 
     /* 2. Memory per tracked key, measured first and printed last: each
@@ -1032,7 +904,7 @@ int main(int argc, char **argv)
     for (int t = 0; t < 2; t++) {
         uint64_t st = 0x5EED0000ULL + (uint64_t)t;
         for (size_t i = 0; i < nseq; i++)
-            seqs[t][i] = (uint32_t)(((splitmix64(&st) >> 32) * nkeys) >> 32);
+            seqs[t][i] = (uint32_t)pick(&st, nkeys);
     }
 
     tov = timer_overhead(lat[LIB], nseq < 1000000 ? nseq : 1000000);

@@ -12,52 +12,10 @@
 # nm.  Exit 0: pass, 1: fail, 77: skip (no shared library was built).
 
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+. "$top_srcdir/tests/lib.sh" # header, pass, fail, summary, exported_functions
 top_builddir=${top_builddir:-.}
 NM=${NM:-nm}
-header=$top_srcdir/include/ratelimit.h
 lib=$top_builddir/.libs/libratelimit.so
-
-passed=0
-failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-
-# Same parser as tests/manlint.sh: the functions declared RL_EXPORT.
-exported_functions() {
-    awk '
-    {   # drop comments, which may span lines
-        line = $0; out = ""
-        while (line != "") {
-            if (incomment) {
-                i = index(line, "*/")
-                if (i == 0) { line = ""; break }
-                line = substr(line, i + 2); incomment = 0
-                continue
-            }
-            i = index(line, "/*"); j = index(line, "//")
-            if (j && (!i || j < i)) { out = out substr(line, 1, j - 1); break }
-            if (!i) { out = out line; break }
-            out = out substr(line, 1, i - 1) " "
-            line = substr(line, i + 2); incomment = 1
-        }
-        # drop preprocessor directives and their continuation lines
-        if (cont || out ~ /^[ \t]*#/) { cont = (out ~ /\\[ \t]*$/); next }
-        text = text " " out
-    }
-    END {
-        n = split(text, decl, ";")
-        for (k = 1; k <= n; k++) {
-            d = " " decl[k] " "
-            if (d !~ /[^A-Za-z0-9_]RL_EXPORT[^A-Za-z0-9_]/) continue
-            p = index(d, "(")
-            if (!p) continue
-            head = substr(d, 1, p - 1)
-            sub(/[ \t]+$/, "", head)
-            if (match(head, /[A-Za-z_][A-Za-z0-9_]*$/))
-                print substr(head, RSTART, RLENGTH)
-        }
-    }' "$1"
-}
 
 # Defined dynamic symbols of a shared object, one per line, sorted, without
 # symbol versions (name@@VER) and without version-definition entries
@@ -155,5 +113,4 @@ while read -r fn; do
     fi
 done <"$tmp/declared"
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

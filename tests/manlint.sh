@@ -8,59 +8,14 @@
 # (mandoc is not installed).
 
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+. "$top_srcdir/tests/lib.sh" # header, pass, fail, summary, exported_functions
 MANDOC=${MANDOC:-mandoc}
 mandir=$top_srcdir/man/man3
-header=$top_srcdir/include/ratelimit.h
 
 if ! command -v "$MANDOC" >/dev/null 2>&1; then
     echo "SKIP: mandoc not found (MANDOC=$MANDOC)"
     exit 77
 fi
-
-passed=0
-failed=0
-pass() { echo "PASS: $*"; passed=$((passed + 1)); }
-fail() { echo "FAIL: $*"; failed=$((failed + 1)); }
-
-# The names of the functions declared RL_EXPORT in a header: comments and
-# preprocessor lines (the #define of RL_EXPORT itself) removed, the text cut
-# into declarations at ';', and from each one carrying RL_EXPORT the last
-# identifier before its first '('.
-exported_functions() {
-    awk '
-    {   # drop comments, which may span lines
-        line = $0; out = ""
-        while (line != "") {
-            if (incomment) {
-                i = index(line, "*/")
-                if (i == 0) { line = ""; break }
-                line = substr(line, i + 2); incomment = 0
-                continue
-            }
-            i = index(line, "/*"); j = index(line, "//")
-            if (j && (!i || j < i)) { out = out substr(line, 1, j - 1); break }
-            if (!i) { out = out line; break }
-            out = out substr(line, 1, i - 1) " "
-            line = substr(line, i + 2); incomment = 1
-        }
-        # drop preprocessor directives and their continuation lines
-        if (cont || out ~ /^[ \t]*#/) { cont = (out ~ /\\[ \t]*$/); next }
-        text = text " " out
-    }
-    END {
-        n = split(text, decl, ";")
-        for (k = 1; k <= n; k++) {
-            d = " " decl[k] " "
-            if (d !~ /[^A-Za-z0-9_]RL_EXPORT[^A-Za-z0-9_]/) continue
-            p = index(d, "(")
-            if (!p) continue
-            head = substr(d, 1, p - 1)
-            sub(/[ \t]+$/, "", head)
-            if (match(head, /[A-Za-z_][A-Za-z0-9_]*$/))
-                print substr(head, RSTART, RLENGTH)
-        }
-    }' "$1"
-}
 
 # ---- 1. lint every page ----------------------------------------------------
 pages=0
@@ -97,5 +52,4 @@ else
     done
 fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+summary

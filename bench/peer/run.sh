@@ -23,20 +23,8 @@ for tool in node npm redis-server redis-cli; do
 	fi
 done
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/rlf-peer.XXXXXX")
-pid=
-cleanup() {
-	status=$?
-	if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-		kill "$pid" 2>/dev/null || :
-		wait "$pid" 2>/dev/null || :
-	fi
-	rm -rf "$tmp"
-	exit "$status"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+. "$here/../redis-up.sh"
+redis_init run.sh 'rlf-peer.XXXXXX'
 
 # ---- the npm packages (pinned in package.json and package-lock.json) -------
 if [ ! -d "$here/node_modules/rate-limiter-flexible" ] || [ ! -d "$here/node_modules/ioredis" ]; then
@@ -55,39 +43,8 @@ const s = require("net").createServer();
 s.listen(0, "127.0.0.1", () => { const p = s.address().port; s.close(() => console.log(p)); });'
 }
 
-port=
-tries=0
-while [ -z "$port" ] && [ "$tries" -lt 5 ]; do
-	tries=$((tries + 1))
-	p=$(free_port)
-	redis-server --port "$p" --bind 127.0.0.1 --protected-mode yes \
-		--save "" --appendonly no --dir "$tmp" \
-		--logfile "$tmp/redis.log" --daemonize no &
-	pid=$!
-	i=0
-	while [ "$i" -lt 50 ]; do
-		if ! kill -0 "$pid" 2>/dev/null; then
-			break # died, e.g. the port was taken meanwhile: try another
-		fi
-		if redis-cli -h 127.0.0.1 -p "$p" ping 2>/dev/null | grep -q PONG; then
-			port=$p
-			break
-		fi
-		sleep 0.1
-		i=$((i + 1))
-	done
-	if [ -z "$port" ]; then
-		kill "$pid" 2>/dev/null || :
-		wait "$pid" 2>/dev/null || :
-		pid=
-	fi
-done
-if [ -z "$port" ]; then
-	echo "run.sh: could not start redis-server" >&2
-	[ -f "$tmp/redis.log" ] && tail -n 20 "$tmp/redis.log" >&2
-	exit 1
-fi
-echo "run.sh: redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') pid $pid on 127.0.0.1:$port" >&2
+redis_up 5 free_port
+echo "run.sh: redis-server $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p') pid $REDIS_PID on 127.0.0.1:$REDIS_PORT" >&2
 
 # ---- the benchmark -----------------------------------------------------------
-node "$here/peer.js" --host 127.0.0.1 --port "$port" "$@"
+node "$here/peer.js" --host 127.0.0.1 --port "$REDIS_PORT" "$@"

@@ -1,0 +1,154 @@
+/*
+ * benchutil.c -- the output, error and command-line helpers that
+ * bench/rlbench.c and bench/redisbench.c share (see benchutil.h).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "benchutil.h"
+
+/* ---- figures ---------------------------------------------------------- */
+
+void json_num(double v)
+{
+    if (!isfinite(v))
+        fputs("null", stdout);
+    else if (v == (double)(long long)v && v < 1e15 && v > -1e15)
+        printf("%lld", (long long)v);
+    else
+        printf("%.3f", v);
+}
+
+void json_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            printf("\\%c", *s);
+        else if ((unsigned char)*s < 0x20)
+            printf("\\u%04x", (unsigned char)*s);
+        else
+            putchar(*s);
+    }
+    putchar('"');
+}
+
+void emit_figure(const figure *f, int json, const text_layout *t)
+{
+    if (json) {
+        printf("{\"name\":\"%s\",\"value\":", f->name);
+        json_num(f->value);
+        printf(",\"unit\":\"%s\"", f->unit);
+        if (f->nrefs > 0) {
+            printf(",\"ref\":");
+            json_num(f->ref[0]);
+            printf(",\"ref_name\":\"%s\",\"ratio\":", f->ref_name[0]);
+            json_num(f->ref[0] > 0 ? f->value / f->ref[0] : NAN);
+        }
+        if (f->nrefs > 1) {
+            printf(",\"refs\":[");
+            for (int i = 0; i < f->nrefs; i++) {
+                printf("%s{\"ref_name\":\"%s\",\"ref\":", i ? "," : "",
+                       f->ref_name[i]);
+                json_num(f->ref[i]);
+                printf(",\"ratio\":");
+                json_num(f->ref[i] > 0 ? f->value / f->ref[i] : NAN);
+                printf("}");
+            }
+            printf("]");
+        }
+        for (int i = 0; i < f->nextra; i++) {
+            printf(",\"%s\":", f->x[i].name);
+            if (f->x[i].str)
+                json_str(f->x[i].str);
+            else
+                json_num(f->x[i].value);
+        }
+        printf("}\n");
+    } else {
+        printf("%-*s %*.*f %-*s", t->name_w, f->name, t->num_w, t->num_prec,
+               f->value, t->unit_w, f->unit);
+        if (f->nrefs > 0)
+            printf(" %*.*f %-*s %7.*f", t->num_w, t->num_prec, f->ref[0],
+                   t->ref_name_w, f->ref_name[0], t->ratio_prec,
+                   f->ref[0] > 0 ? f->value / f->ref[0] : 0.0);
+        else
+            printf(" %*s %-*s %7s", t->num_w, "-", t->ref_name_w, "-", "-");
+        for (int i = 0; i < f->nextra; i++) {
+            if (f->x[i].str)
+                printf("  %s=\"%s\"", f->x[i].name, f->x[i].str);
+            else
+                printf("  %s=%.6g", f->x[i].name, f->x[i].value);
+        }
+        printf("\n");
+        for (int i = 1; i < f->nrefs; i++)
+            printf("%-*s %*s %-*s %*.*f %-*s %7.*f\n", t->name_w, "",
+                   t->num_w, "", t->unit_w, "", t->num_w, t->num_prec,
+                   f->ref[i], t->ref_name_w, f->ref_name[i], t->ratio_prec,
+                   f->ref[i] > 0 ? f->value / f->ref[i] : 0.0);
+    }
+    fflush(stdout);
+}
+
+void print_columns(const text_layout *t)
+{
+    printf("%-*s %*s %-*s %*s %-*s %7s\n", t->name_w, "figure", t->num_w,
+           "value", t->unit_w, "unit", t->num_w, "ref", t->ref_name_w,
+           "ref_name", "ratio");
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+const char *errtext(const rl_limiter *lim)
+{
+    const char *m = rl_errmsg(lim);
+
+    return m != NULL ? m : "";
+}
+
+void set_err(char *err, const char *what, int rc, const char *detail)
+{
+    if (detail != NULL && *detail != '\0')
+        snprintf(err, ERRLEN, "%s: %s (%d)", what, detail, rc);
+    else
+        snprintf(err, ERRLEN, "%s: %s (%d)", what, rl_strerror(rc), rc);
+}
+
+/* ---- the command line, the machine ------------------------------------ */
+
+int parse_count(const char *s, unsigned long long *out)
+{
+    char *end = NULL;
+    unsigned long long v, mul = 1;
+
+    if (s == NULL || *s < '0' || *s > '9')
+        return -1;
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s)
+        return -1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1000ULL, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1000000ULL, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1000000000ULL, end++;
+    if (*end != '\0' || v > ULLONG_MAX / mul)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+double loadavg1(void)
+{
+    double l[1];
+
+    return getloadavg(l, 1) == 1 ? l[0] : -1.0;
+}

@@ -1,0 +1,120 @@
+/*
+ * benchutil.h -- what bench/rlbench.c and bench/redisbench.c share: the
+ * figure each prints (one line of a table, or one JSON object per line
+ * with --json), error text from the library, counts on the command line,
+ * the clock, a random number generator and the load average.
+ *
+ * A figure is a value with its unit, beside up to two references it is
+ * compared with (ratio = value / ref), and up to 24 extra fields, numbers
+ * or strings.  In JSON it is
+ *   {"name":..,"value":..,"unit":..[,"ref":..,"ref_name":..,"ratio":..]
+ *    [,"refs":[{"ref_name":..,"ref":..,"ratio":..},..]][,"<extra>":..]..}
+ * ("refs" only when there are two references); in the table it is a row
+ * of the columns each program sets out in its text_layout.
+ */
+#ifndef RL_BENCH_BENCHUTIL_H
+#define RL_BENCH_BENCHUTIL_H
+
+#include <stdint.h>
+#include <time.h>
+
+#include "ratelimit.h"
+
+#define ERRLEN 512
+
+/* ---- figures ---------------------------------------------------------- */
+
+typedef struct extra {
+    const char *name;
+    double value;
+    const char *str; /* non-NULL: a string field instead */
+} extra;
+
+typedef struct figure {
+    const char *name;
+    double value;
+    const char *unit;
+    int nrefs; /* 0..2; the first is ref/ref_name/ratio */
+    double ref[2];
+    const char *ref_name[2];
+    int nextra;
+    extra x[24];
+} figure;
+
+/* The table's column widths: name, value and ref (width and decimals),
+ * unit, ref_name, and the ratio's decimals (the ratio is 7 wide). */
+typedef struct text_layout {
+    int name_w, num_w, num_prec, unit_w, ref_name_w, ratio_prec;
+} text_layout;
+
+/* Adds an extra number or string field (past the 24th, none). */
+static inline void xnum(figure *f, const char *name, double v)
+{
+    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
+        f->x[f->nextra++] = (extra){name, v, NULL};
+}
+
+static inline void xstr(figure *f, const char *name, const char *s)
+{
+    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
+        f->x[f->nextra++] = (extra){name, 0, s};
+}
+
+/* A number as JSON: null when not finite, an integer when it is one,
+ * else 3 decimals. */
+void json_num(double v);
+
+/* A string as JSON, quoted, with '"', '\\' and control bytes escaped. */
+void json_str(const char *s);
+
+/* Prints f on stdout, as one JSON object on a line when json is set, else
+ * as a table row (and a row more per further reference), and flushes. */
+void emit_figure(const figure *f, int json, const text_layout *t);
+
+/* The table's heading row: figure value unit ref ref_name ratio. */
+void print_columns(const text_layout *t);
+
+/* ---- errors ----------------------------------------------------------- */
+
+/* rl_errmsg() for lim, "" if there is none; NULL asks for the thread's
+ * last handle-less error (e.g. from rl_limiter_new() before a handle
+ * exists). */
+const char *errtext(const rl_limiter *lim);
+
+/* err (ERRLEN bytes) = "what: detail (rc)", where detail is rl_errmsg()
+ * text (which already names the code) or, when there is none,
+ * rl_strerror(rc). */
+void set_err(char *err, const char *what, int rc, const char *detail);
+
+/* ---- the command line, the clock, the machine -------------------------- */
+
+/* A count, optionally ending in k, M or G (powers of 1000): 0, or -1 when
+ * s is no such number or it overflows. */
+int parse_count(const char *s, unsigned long long *out);
+
+/* The 1-minute load average, or -1 when it cannot be read. */
+double loadavg1(void);
+
+static inline uint64_t now_ns(void) /* CLOCK_MONOTONIC */
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t splitmix64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
+
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t pick(uint64_t *rng, unsigned long long n) /* uniform < n */
+{
+    return ((splitmix64(rng) >> 32) * n) >> 32;
+}
+
+#endif
