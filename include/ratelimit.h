@@ -132,6 +132,32 @@ RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path);
 RL_EXPORT int rl_rules_load_string(rl_limiter *lim, const char *json);
 RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim);
 
+/* ---- statistics ----------------------------------------------------------- */
+/* rl_stats.breaker_state */
+#define RL_BREAKER_NONE (-1)  /* the store has no breaker (memory://)        */
+#define RL_BREAKER_CLOSED 0   /* calls go to the store                        */
+#define RL_BREAKER_OPEN 1     /* calls skip the store: failure modes decide   */
+#define RL_BREAKER_HALF_OPEN 2 /* one probe call decides whether to close     */
+
+/* How a limiter's checks were decided since it was created.  Filled by
+ * rl_stats_get(); counters only grow. */
+typedef struct rl_stats {
+    uint64_t checks;         /* rl_allow()/rl_check() calls that returned RL_OK */
+    uint64_t allowed;        /*   ... with allowed == 1                       */
+    uint64_t denied;         /*   ... with allowed == 0                       */
+    uint64_t soft;           /*   ... flagged RL_FLAG_SOFT                    */
+    uint64_t fail_open;      /*   ... decided by failure_mode "open"          */
+    uint64_t fallback;       /*   ... decided by the local fallback           */
+    uint64_t fail_closed;    /*   ... denied by failure_mode "closed"         */
+    uint64_t store_errors;   /* store calls that failed, timed out or were
+                                refused by an open breaker                    */
+    uint64_t breaker_opens;  /* times the breaker opened                      */
+    uint64_t breaker_closes; /* times it closed again after a probe           */
+    int breaker_state;       /* RL_BREAKER_*                                  */
+} rl_stats;
+
+RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out);
+
 /* ---- response headers and body ---------------------------------------- */
 /* Options for the header calls. */
 #define RL_HEADERS_IETF 0x01 /* add RateLimit-Policy and RateLimit (draft-10) */

@@ -135,7 +135,8 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
 {
     store_options opt = {cfg->memory_max_bytes, cfg->timeout_ms,
                          cfg->connect_timeout_ms, (int)cfg->redis_connections,
-                         (int)cfg->degraded_start};
+                         (int)cfg->degraded_start, (int)cfg->breaker_failures,
+                         cfg->breaker_cooldown_ms};
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];
     int rc = store_open(uri, &opt, &lim->store, err, sizeof err);
@@ -177,7 +178,12 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
         config_defaults(&defaults);
         cfg = &defaults;
     }
-    if (!(lim = calloc(1, sizeof *lim)) || !(empty = ruleset_empty())) {
+    /* 64-byte aligned: the rule-set readers' and the counters' shards
+     * each own a cache line. */
+    lim = aligned_alloc(64, (sizeof *lim + 63) / 64 * 64);
+    if (lim)
+        memset(lim, 0, sizeof *lim);
+    if (!lim || !(empty = ruleset_empty())) {
         free(lim);
         return rl_fail(NULL, RL_ENOMEM, "creating a limiter");
     }
@@ -323,6 +329,12 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
         d[map[k]] = fd[k];
     best = fold(res, ops, d, n, now);
     res->flags |= how[best];
+    if (how[best] == RL_FLAG_FAIL_OPEN)
+        stats_add(&lim->counts, ST_FAIL_OPEN);
+    else if (how[best] == RL_FLAG_FALLBACK)
+        stats_add(&lim->counts, ST_FALLBACK);
+    else if (!res->allowed)
+        stats_add(&lim->counts, ST_FAIL_CLOSED);
     return RL_OK;
 }
 
@@ -332,11 +344,44 @@ static int run(rl_limiter *lim, store_op *ops, size_t n, rl_result *res)
     int64_t now;
     int rc = lim->store->vt->check(lim->store, ops, n, d, &now);
 
-    if (rc != RL_OK && lim->fallback)
-        return degrade(lim, ops, n, res);
     if (rc != RL_OK)
+        stats_add(&lim->counts, ST_STORE_ERRORS);
+    if (rc != RL_OK && lim->fallback)
+        rc = degrade(lim, ops, n, res);
+    else if (rc != RL_OK)
         return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
-    fold(res, ops, d, n, now);
+    else
+        fold(res, ops, d, n, now);
+    if (rc == RL_OK) {
+        stats_add(&lim->counts, ST_CHECKS);
+        stats_add(&lim->counts, res->allowed ? ST_ALLOWED : ST_DENIED);
+        if (res->flags & RL_FLAG_SOFT)
+            stats_add(&lim->counts, ST_SOFT);
+    }
+    return rc;
+}
+
+RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out)
+{
+    int64_t opens = 0, closes = 0;
+
+    if (!lim || !out)
+        return rl_fail(lim, RL_EINVAL, "rl_stats_get: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->checks = stats_sum(&lim->counts, ST_CHECKS);
+    out->allowed = stats_sum(&lim->counts, ST_ALLOWED);
+    out->denied = stats_sum(&lim->counts, ST_DENIED);
+    out->soft = stats_sum(&lim->counts, ST_SOFT);
+    out->fail_open = stats_sum(&lim->counts, ST_FAIL_OPEN);
+    out->fallback = stats_sum(&lim->counts, ST_FALLBACK);
+    out->fail_closed = stats_sum(&lim->counts, ST_FAIL_CLOSED);
+    out->store_errors = stats_sum(&lim->counts, ST_STORE_ERRORS);
+    out->breaker_state = RL_BREAKER_NONE;
+    if (lim->store->vt->breaker)
+        out->breaker_state = lim->store->vt->breaker(lim->store, &opens,
+                                                     &closes);
+    out->breaker_opens = (uint64_t)opens;
+    out->breaker_closes = (uint64_t)closes;
     return RL_OK;
 }
 
@@ -451,6 +496,8 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
     if (rc == RL_OK && n == 0) {
         res->allowed = 1;
         res->flags = RL_FLAG_NO_RULE;
+        stats_add(&lim->counts, ST_CHECKS);
+        stats_add(&lim->counts, ST_ALLOWED);
     } else if (rc == RL_OK) {
         rc = run(lim, ops, n, res);
     }

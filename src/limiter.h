@@ -9,6 +9,7 @@
 #include "rcu.h"
 #include "ratelimit.h"
 #include "ruleset.h"
+#include "stats.h"
 #include "store.h"
 
 struct rl_limiter {
@@ -18,6 +19,7 @@ struct rl_limiter {
     rl_store *fallback;        /* memory store for rules in mode fallback,
                                   when a remote store fails; else NULL   */
     int64_t fleet_size;        /* the fallback allows limit / fleet_size */
+    stats counts;              /* behind rl_stats_get()                  */
 };
 
 /* Tests reach the store to drive its clock. */

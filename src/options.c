@@ -25,6 +25,8 @@ void config_defaults(struct rl_config *cfg)
     cfg->redis_connections = 2;
     cfg->degraded_start = 0;
     cfg->fleet_size = 1;
+    cfg->breaker_failures = 5;
+    cfg->breaker_cooldown_ms = 1000;
 }
 
 RL_EXPORT rl_config *rl_config_new(void)
@@ -121,8 +123,14 @@ RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
         return parse_size(name, value, 0, 1, 0, &cfg->degraded_start);
     if (strcmp(name, "fleet_size") == 0)
         return parse_size(name, value, 1, 100000, 0, &cfg->fleet_size);
+    if (strcmp(name, "breaker_failures") == 0)
+        return parse_size(name, value, 1, 1000, 0, &cfg->breaker_failures);
+    if (strcmp(name, "breaker_cooldown_ms") == 0)
+        return parse_size(name, value, 10, 600000, 0,
+                          &cfg->breaker_cooldown_ms);
     return rl_fail(NULL, RL_EOPTION,
                    "unknown option \"%.40s\" (store, rules_file, rules, "
                    "timeout_ms, memory_max_bytes, connect_timeout_ms, "
-                   "redis_connections, degraded_start, fleet_size)", name);
+                   "redis_connections, degraded_start, fleet_size, "
+                   "breaker_failures, breaker_cooldown_ms)", name);
 }

@@ -14,7 +14,7 @@
 static _Atomic unsigned next_shard;
 static _Thread_local unsigned my_shard = ~0u;
 
-static unsigned thread_shard(void)
+unsigned thread_shard(void)
 {
     if (my_shard == ~0u)
         my_shard = atomic_fetch_add(&next_shard, 1) % RCU_SHARDS;

@@ -38,6 +38,8 @@ typedef struct store_vtable {
     int (*check)(rl_store *s, const store_op *ops, size_t n,
                  algo_decision *out, int64_t *now_ms);
     void (*free)(rl_store *s);
+    /* The breaker's state (RL_BREAKER_*) and counts; NULL: no breaker. */
+    int (*breaker)(rl_store *s, int64_t *opens, int64_t *closes);
 } store_vtable;
 
 struct rl_store {
@@ -51,6 +53,8 @@ typedef struct store_options {
     int64_t connect_timeout_ms;  /* a (re)connect, off the request path */
     int redis_connections;       /* pipelined connections per server    */
     int degraded_start;          /* start even if Redis is unreachable  */
+    int breaker_failures;        /* failures in a row that open it      */
+    int64_t breaker_cooldown_ms; /* open this long before one probe     */
 } store_options;
 
 /* Open the store a URI names ("memory://", "redis://...", "unix://...").  Returns RL_OK, or RL_ESTORE

@@ -322,7 +322,7 @@ static void mem_free(rl_store *s)
     free(m);
 }
 
-static const store_vtable mem_vtable = {"memory", mem_check, mem_free};
+static const store_vtable mem_vtable = {"memory", mem_check, mem_free, NULL};
 
 int store_memory_new(const store_options *opt, rl_store **out, char *err,
                      size_t errlen)

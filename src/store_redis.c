@@ -26,6 +26,7 @@
  * within the same deadline.
  */
 #include "store_redis.h"
+#include "breaker.h"
 #include "crc16.h"
 #include "ratelimit.h"
 #include "redis_conn.h"
@@ -80,6 +81,7 @@ typedef struct redis_store {
     const char *script;
     size_t script_len;
     rl_clock clock;            /* tests: the time passed to the script */
+    breaker brk;               /* one per shard: one server, one shard */
     _Atomic int64_t noscript, refunds, batches, batched;
 } redis_store;
 
@@ -494,12 +496,19 @@ static int redis_check(rl_store *s, const store_op *ops, size_t n,
                        algo_decision *out, int64_t *now_ms)
 {
     redis_store *r = (redis_store *)s;
-    lane *l = pick(r);
-    job me = {ops, n, out, 0, RL_ESTORE, mono_ns() + r->timeout_ms * 1000000,
+    int64_t start = mono_ns();
+    lane *l;
+    job me = {ops, n, out, 0, RL_ESTORE, start + r->timeout_ms * 1000000,
               QUEUED, NULL};
 
-    if (!rconn_is_up(l->conn))
+    /* An open breaker: no network call at all, failure modes decide. */
+    if (!breaker_allow(&r->brk, start / 1000000))
         return RL_ESTORE;
+    l = pick(r);
+    if (!rconn_is_up(l->conn)) {
+        breaker_done(&r->brk, 0, start / 1000000);
+        return RL_ESTORE;
+    }
     pthread_mutex_lock(&l->mu);
     if (l->tail)
         l->tail->next = &me;
@@ -535,6 +544,7 @@ static int redis_check(rl_store *s, const store_op *ops, size_t n,
         pthread_mutex_unlock(&l->mu);
     }
 done:
+    breaker_done(&r->brk, me.rc == RL_OK, mono_ns() / 1000000);
     *now_ms = me.now;
     return me.rc;
 }
@@ -552,7 +562,17 @@ static void redis_free(rl_store *s)
     free(r);
 }
 
-static const store_vtable redis_vtable = {"redis", redis_check, redis_free};
+static int redis_breaker(rl_store *s, int64_t *opens, int64_t *closes)
+{
+    redis_store *r = (redis_store *)s;
+
+    *opens = atomic_load(&r->brk.opens);
+    *closes = atomic_load(&r->brk.closes);
+    return atomic_load(&r->brk.state);
+}
+
+static const store_vtable redis_vtable = {"redis", redis_check, redis_free,
+                                          redis_breaker};
 
 static void redact(const char *uri, char *out, size_t len)
 {
@@ -582,6 +602,7 @@ int store_redis_new(const char *uri, const store_options *opt,
     r->base.vt = &redis_vtable;
     r->timeout_ms = opt->timeout_ms;
     r->split = store_redis_split_slots;
+    breaker_init(&r->brk, opt->breaker_failures, opt->breaker_cooldown_ms);
     r->script = store_redis_test_script ? store_redis_test_script : rl_lua_check;
     r->script_len = store_redis_test_script ? store_redis_test_script_len
                                             : rl_lua_check_len;

@@ -914,6 +914,36 @@ START_TEST(readers_race_rule_swaps)
 }
 END_TEST
 
+/* rl_stats_get counts how checks were decided; the memory store has no
+ * breaker. */
+START_TEST(stats_count_decisions)
+{
+    rl_limiter *lim = limiter_with(
+        "[{\"rule_id\":\"r\",\"dimension\":\"user\",\"limit\":2,"
+        "\"window_seconds\":60},"
+        " {\"rule_id\":\"soft\",\"dimension\":\"ip\",\"limit\":1,"
+        "\"window_seconds\":60,\"mode\":\"log\"}]");
+    rl_request req = {.user = "u", .ip = "1.1.1.1", .cost = 1};
+    rl_result res;
+    rl_stats st;
+
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+    ck_assert_int_eq(rl_allow(lim, "", "r", 1, &res), RL_EINVAL); /* no count */
+    ck_assert_int_eq(rl_stats_get(lim, &st), RL_OK);
+    ck_assert_int_eq(st.checks, 3);
+    ck_assert_int_eq(st.allowed, 2);
+    ck_assert_int_eq(st.denied, 1);
+    ck_assert_int_eq(st.soft, 2); /* the ip rule's limit of 1, passed twice */
+    ck_assert_int_eq(st.fallback + st.fail_open + st.fail_closed, 0);
+    ck_assert_int_eq(st.store_errors, 0);
+    ck_assert_int_eq(st.breaker_state, RL_BREAKER_NONE);
+    ck_assert_int_eq(rl_stats_get(NULL, &st), RL_EINVAL);
+    ck_assert_int_eq(rl_stats_get(lim, NULL), RL_EINVAL);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("limiter");
@@ -943,6 +973,7 @@ int main(void)
     tcase_add_test(tc, config_timeout_values);
     tcase_add_test(tc, config_memory_max_bytes_values);
     tcase_add_test(tc, store_cluster_not_in_this_release);
+    tcase_add_test(tc, stats_count_decisions);
     tcase_add_test(tc, store_unknown_scheme);
     tcase_add_test(tc, result_fields_when_allowed);
     tcase_add_test(tc, result_fields_when_denied);

@@ -524,6 +524,70 @@ START_TEST(passwords_stay_out_of_messages)
 }
 END_TEST
 
+static long elapsed_ms(const struct timespec *a)
+{
+    struct timespec b;
+
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return (b.tv_sec - a->tv_sec) * 1000 + (b.tv_nsec - a->tv_nsec) / 1000000;
+}
+
+/* A hung server: K timeouts open the breaker, after which checks make no
+ * network call (they answer at once, by failure mode); after the cooldown
+ * one probe closes it again once the server answers. */
+START_TEST(breaker_opens_skips_the_network_and_closes)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    rl_result res;
+    rl_stats st;
+    struct timespec t;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "30"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", "3"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_cooldown_ms", "300"), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    rl_config_free(cfg);
+    ck_assert_int_eq(admitted(lim, "user:1", "fb", 1), 1);
+    ck_assert_int_eq(rl_stats_get(lim, &st), RL_OK);
+    ck_assert_int_eq(st.breaker_state, RL_BREAKER_CLOSED);
+
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    for (int i = 0; i < 3; i++) { /* each waits its timeout */
+        ck_assert_int_eq(rl_allow(lim, "user:1", "fb", 1, &res), RL_OK);
+        ck_assert(res.flags & RL_FLAG_FALLBACK);
+    }
+    ck_assert_int_eq(rl_stats_get(lim, &st), RL_OK);
+    ck_assert_int_eq(st.breaker_state, RL_BREAKER_OPEN);
+    ck_assert_int_eq(st.breaker_opens, 1);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    for (int i = 0; i < 100; i++) { /* open: no waiting at all */
+        ck_assert_int_eq(rl_allow(lim, "user:1", "fb", 1, &res), RL_OK);
+        ck_assert(res.flags & RL_FLAG_FALLBACK);
+    }
+    ck_assert_int_lt(elapsed_ms(&t), 30); /* 100 checks, under one timeout */
+
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    for (;;) { /* the first check after the cooldown probes */
+        ck_assert_int_eq(rl_allow(lim, "user:2", "sw", 0, &res), RL_OK);
+        if (!(res.flags & RL_FLAG_FALLBACK))
+            break;
+        ck_assert_int_lt(elapsed_ms(&t), 3000);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    ck_assert_int_eq(rl_stats_get(lim, &st), RL_OK);
+    ck_assert_int_eq(st.breaker_state, RL_BREAKER_CLOSED);
+    ck_assert_int_eq(st.breaker_closes, 1);
+    ck_assert_int_ge(st.store_errors, 103);
+    ck_assert_int_ge(st.fallback, 103);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis");
@@ -553,6 +617,7 @@ int main(void)
     tcase_add_test(tc, reloaded_rules_never_misread_state);
     tcase_add_test(tc, failure_modes_stay_all_or_nothing);
     tcase_add_test(tc, passwords_stay_out_of_messages);
+    tcase_add_test(tc, breaker_opens_skips_the_network_and_closes);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
