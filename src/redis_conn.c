@@ -47,6 +47,7 @@ enum { FREE, PENDING, DONE, ABANDONED, LEAD };
 
 typedef struct rslot {
     _Atomic uint32_t state;
+    int64_t queued_ns;          /* when its request was queued         */
     int nreplies, got;
     int failed;                 /* the connection broke before the end */
     redisReply *replies[RCONN_MAX_REPLIES];
@@ -71,6 +72,7 @@ struct rconn {
     uint32_t freelist[NSLOTS], nfree;
     rslot slots[NSLOTS];
     rconn_stats stats;
+    int64_t last_reply_ns;      /* when a reply last arrived            */
     redisReader *reader;        /* used by the read side's holder only  */
 };
 
@@ -345,6 +347,7 @@ static void deliver(rconn *c, redisReply *r, wakes *wl)
     rslot *s;
 
     c->stats.replies++;
+    c->last_reply_ns = mono_ns();
     if (c->count == 0) { /* nobody asked: cannot happen, drop it */
         freeReplyObject(r);
         return;
@@ -449,6 +452,7 @@ static rslot *enqueue(rconn *c, const char *cmd, size_t len, int nreplies,
     c->wlen += len;
     c->queued++;
     s = &c->slots[c->freelist[--c->nfree]];
+    s->queued_ns = mono_ns();
     s->nreplies = nreplies;
     s->got = 0;
     s->failed = 0;
@@ -564,12 +568,35 @@ static void reconnect(rconn *c, int64_t *backoff_ms)
     pthread_mutex_unlock(&c->mu);
 }
 
-/* Under mu: read what nobody waits for, push stuck bytes, and notice a
- * server that closed an idle connection. */
+/* A connection is stuck when its oldest request has waited longer than a
+ * whole connect may take and no reply came meanwhile: the server hangs, or
+ * the network swallows what it sends.  Replace it: the requests on it
+ * have long been given up by their callers, and a fresh connection lets
+ * checks reach Redis again as soon as it answers. */
+static int stuck(rconn *c)
+{
+    int64_t now = mono_ns(), limit = c->opt.connect_timeout_ms * 1000000;
+    const rslot *oldest;
+
+    if (c->count == 0)
+        return 0;
+    if (limit < 1000000000)
+        limit = 1000000000; /* never under a second */
+    oldest = &c->slots[c->fifo[c->head]];
+    return now - oldest->queued_ns > limit && now - c->last_reply_ns > limit;
+}
+
+/* Under mu: read what nobody waits for, push stuck bytes, notice a server
+ * that closed an idle connection, and replace a stuck one. */
 static void tend(rconn *c)
 {
     if (c->fd < 0 || c->dead)
         return;
+    if (stuck(c)) {
+        c->stats.stuck++;
+        fail_all(c);
+        return;
+    }
     if (!c->writing && (c->wlen || c->ooff < c->olen))
         write_out(c, mono_ns() + IDLE_MS * 1000000LL);
     if (c->reading)

@@ -55,7 +55,7 @@ int rconn_is_up(rconn *c);
 const char *rconn_sha(const rconn *c);
 
 typedef struct rconn_stats {
-    int64_t calls, writes, replies, timeouts, reconnects, down_fails;
+    int64_t calls, writes, replies, timeouts, reconnects, down_fails, stuck;
 } rconn_stats;
 void rconn_stats_get(rconn *c, rconn_stats *st);
 

@@ -1,0 +1,359 @@
+/*
+ * check_faults.c -- the limiter under real server faults, with 8 threads
+ * checking throughout: kill -9, SIGSTOP (a hang, not a refusal), CLIENT
+ * PAUSE, DEBUG SLEEP, a restart with nothing in it, and a TCP proxy that
+ * blackholes traffic.  For each: no crash, no hung thread, every check
+ * answers within its timeout plus scheduling slack, the breaker opens,
+ * the fallback keeps to its share of the limit, and after recovery the
+ * breaker closes again.  Run by `make faults` (and .ci/run), not by
+ * `make check`: each fault takes a few seconds.
+ */
+#include <check.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "redis_harness.h"
+#include "testutil.h"
+
+#define THREADS 8
+#define TIMEOUT_MS 20
+/* On top of the timeout: a 2-core VM running 8 checking threads, Redis
+ * and often a compiler next door delays a thread that wakes at its
+ * deadline by tens of ms (seen: up to ~30).  The bound catches what
+ * matters, a check hanging on a dead server; the worst seen is printed. */
+#define SLACK_MS 100
+#define COOLDOWN_MS 200
+
+static rh_server srv;
+
+static const char *rules =
+    "[{\"rule_id\":\"fb\",\"dimension\":\"user\",\"limit\":1000000,"
+    "\"window_seconds\":60},"
+    " {\"rule_id\":\"share\",\"dimension\":\"user\",\"limit\":400,"
+    "\"window_seconds\":3600}]";
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+typedef struct load {
+    rl_limiter *lim;
+    _Atomic int stop;
+    _Atomic int64_t checks, worst_ms, errors;
+} load;
+
+static void *hammer(void *arg)
+{
+    load *l = arg;
+    rl_result res;
+    char key[32];
+    unsigned n = 0;
+
+    while (!atomic_load(&l->stop)) {
+        int64_t t = now_ms(), took;
+        snprintf(key, sizeof key, "user:%u", n++ % 1000);
+        if (rl_allow(l->lim, key, "fb", 1, &res) != RL_OK)
+            atomic_fetch_add(&l->errors, 1);
+        took = now_ms() - t;
+        int64_t w = atomic_load(&l->worst_ms);
+        while (took > w && !atomic_compare_exchange_weak(&l->worst_ms, &w, took))
+            ;
+        atomic_fetch_add(&l->checks, 1);
+    }
+    return NULL;
+}
+
+static rl_limiter *open_limiter(const char *store)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    char t[16], c[16];
+
+    snprintf(t, sizeof t, "%d", TIMEOUT_MS);
+    snprintf(c, sizeof c, "%d", COOLDOWN_MS);
+    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", t), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", "5"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_cooldown_ms", c), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_size", "4"), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    rl_config_free(cfg);
+    return lim;
+}
+
+/* Wait (bounded) until a check is decided by Redis and the breaker is
+ * closed; returns how long that took. */
+static int64_t await_recovery(rl_limiter *lim)
+{
+    int64_t start = now_ms();
+    rl_result res;
+    rl_stats st;
+
+    for (;;) {
+        ck_assert_int_eq(rl_allow(lim, "user:probe", "fb", 0, &res), RL_OK);
+        rl_stats_get(lim, &st);
+        if (!(res.flags & RL_FLAG_FALLBACK) &&
+            st.breaker_state == RL_BREAKER_CLOSED)
+            return now_ms() - start;
+        ck_assert_msg(now_ms() - start < 5000, "no recovery within 5 s");
+        sleep_ms(5);
+    }
+}
+
+typedef void (*fault_fn)(void *arg);
+
+/* Run the load, inject the fault for `ms`, end it, and check the rules of
+ * conduct. */
+static void under_fault(const char *store, fault_fn start, fault_fn stop,
+                        void *arg, int ms)
+{
+    load l = {open_limiter(store), 0, 0, 0, 0};
+    pthread_t th[THREADS];
+    rl_stats before, during;
+    int64_t recovered;
+
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&th[i], NULL, hammer, &l);
+    sleep_ms(200);
+    rl_stats_get(l.lim, &before);
+    start(arg);
+    sleep_ms(ms);
+    rl_stats_get(l.lim, &during);
+    stop(arg);
+    recovered = await_recovery(l.lim);
+    atomic_store(&l.stop, 1);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+
+    fprintf(stderr, "  %lld checks, worst %lld ms (timeout %d), breaker "
+            "opened %llu, recovered in %lld ms\n",
+            (long long)l.checks, (long long)l.worst_ms, TIMEOUT_MS,
+            (unsigned long long)during.breaker_opens,
+            (long long)recovered);
+    ck_assert_int_eq(atomic_load(&l.errors), 0);
+    ck_assert_int_le(atomic_load(&l.worst_ms), TIMEOUT_MS + SLACK_MS);
+    ck_assert_int_ge(during.breaker_opens, before.breaker_opens + 1);
+    ck_assert_int_gt(during.fallback, before.fallback);
+    rl_limiter_free(l.lim);
+}
+
+static void do_kill(void *a) { ck_assert_int_eq(rh_kill(a), 0); }
+static void do_restart(void *a) { ck_assert_int_eq(rh_restart(a), 0); }
+static void do_pause(void *a) { ck_assert_int_eq(rh_pause(a), 0); }
+static void do_resume(void *a) { ck_assert_int_eq(rh_resume(a), 0); }
+
+static void redis_cmd(const char *cmd)
+{
+    redisContext *c = rh_connect(&srv);
+    redisReply *r;
+
+    ck_assert_ptr_nonnull(c);
+    redisSetTimeout(c, (struct timeval){0, 10000}); /* do not wait for it */
+    r = redisCommand(c, cmd);
+    if (r)
+        freeReplyObject(r);
+    redisFree(c);
+}
+
+static void do_client_pause(void *a) { (void)a; redis_cmd("CLIENT PAUSE 800 ALL"); }
+static void do_debug_sleep(void *a) { (void)a; redis_cmd("DEBUG SLEEP 0.8"); }
+static void do_nothing(void *a) { (void)a; }
+
+static char uri[256];
+
+static void setup(void)
+{
+    ck_assert_int_eq(rh_start(&srv, NULL), 0);
+    rh_uri(&srv, uri, sizeof uri);
+}
+
+static void teardown(void)
+{
+    rh_stop(&srv);
+}
+
+START_TEST(kill_9_under_load)
+{
+    under_fault(uri, do_kill, do_restart, &srv, 800);
+}
+END_TEST
+
+START_TEST(sigstop_under_load)
+{
+    under_fault(uri, do_pause, do_resume, &srv, 800);
+}
+END_TEST
+
+START_TEST(client_pause_under_load)
+{
+    under_fault(uri, do_client_pause, do_nothing, NULL, 600);
+}
+END_TEST
+
+START_TEST(debug_sleep_under_load)
+{
+    under_fault(uri, do_debug_sleep, do_nothing, NULL, 600);
+}
+END_TEST
+
+/* A restart with nothing in it: counters and the script are gone. */
+START_TEST(restart_empty_under_load)
+{
+    under_fault(uri, do_kill, do_restart, &srv, 100);
+}
+END_TEST
+
+/* ---- a TCP proxy that can swallow traffic ---------------------------------- */
+
+typedef struct proxy {
+    int listen_fd, port, upstream;
+    _Atomic int blackhole, stop;
+    pthread_t th;
+} proxy;
+
+static int connect_to(int port)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons(port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Serves every connection in one loop.  In blackhole mode it stops reading
+ * altogether, so TCP stalls as across a network partition: the client
+ * sees a silent peer, not a refusal, and nothing is lost or reordered. */
+static void *proxy_main(void *arg)
+{
+    proxy *p = arg;
+    struct pollfd fds[1 + 2 * 16];
+    int peer[1 + 2 * 16], n = 1;
+    char buf[65536];
+
+    fds[0] = (struct pollfd){p->listen_fd, POLLIN, 0};
+    while (!atomic_load(&p->stop)) {
+        if (atomic_load(&p->blackhole)) {
+            sleep_ms(10);
+            continue;
+        }
+        if (poll(fds, (nfds_t)n, 50) <= 0)
+            continue;
+        if ((fds[0].revents & POLLIN) && n + 2 <= 1 + 2 * 16) {
+            int c = accept(p->listen_fd, NULL, NULL), u = connect_to(p->upstream);
+            if (c >= 0 && u >= 0) {
+                fds[n] = (struct pollfd){c, POLLIN, 0};
+                peer[n++] = u;
+                fds[n] = (struct pollfd){u, POLLIN, 0};
+                peer[n++] = c;
+            }
+        }
+        for (int i = 1; i < n; i++) {
+            if (!(fds[i].revents & (POLLIN | POLLHUP)))
+                continue;
+            ssize_t got = read(fds[i].fd, buf, sizeof buf);
+            if (got > 0 &&
+                send(peer[i], buf, (size_t)got, MSG_NOSIGNAL) < 0) {
+                /* peer gone: a replaced connection */
+            }
+        }
+    }
+    for (int i = 1; i < n; i++)
+        close(fds[i].fd);
+    return NULL;
+}
+
+static void proxy_start(proxy *p, int upstream)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+
+    p->upstream = upstream;
+    p->listen_fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(bind(p->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(p->listen_fd, 16), 0);
+    getsockname(p->listen_fd, (struct sockaddr *)&a, &len);
+    p->port = ntohs(a.sin_port);
+    pthread_create(&p->th, NULL, proxy_main, p);
+}
+
+static void hole_on(void *a) { atomic_store(&((proxy *)a)->blackhole, 1); }
+static void hole_off(void *a) { atomic_store(&((proxy *)a)->blackhole, 0); }
+
+START_TEST(blackhole_proxy_under_load)
+{
+    proxy p = {0};
+    char via[128];
+
+    proxy_start(&p, srv.port);
+    snprintf(via, sizeof via, "redis://127.0.0.1:%d/0", p.port);
+    /* 1.5 s of silence: long enough for the connection to be declared
+     * stuck and replaced; the breaker carries the checks meanwhile. */
+    under_fault(via, hole_on, hole_off, &p, 1500);
+    atomic_store(&p.stop, 1);
+    pthread_join(p.th, NULL);
+    close(p.listen_fd);
+}
+END_TEST
+
+/* The fallback keeps to limit / fleet_size while Redis is away. */
+START_TEST(fallback_keeps_its_share)
+{
+    rl_limiter *lim = open_limiter(uri);
+    rl_result res;
+    int ok = 0;
+
+    ck_assert_int_eq(rh_kill(&srv), 0);
+    for (int i = 0; i < 300; i++) {
+        ck_assert_int_eq(rl_allow(lim, "user:share", "share", 1, &res), RL_OK);
+        ck_assert(res.flags & RL_FLAG_FALLBACK);
+        ok += res.allowed;
+    }
+    ck_assert_int_eq(ok, 100); /* 400 / fleet of 4 */
+    ck_assert_int_eq(rh_restart(&srv), 0);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("faults");
+    TCase *tc = tcase_create("faults");
+
+    if (!rh_available()) {
+        fprintf(stderr, "check_faults: redis-server not available\n");
+        return 77;
+    }
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, kill_9_under_load);
+    tcase_add_test(tc, sigstop_under_load);
+    tcase_add_test(tc, client_pause_under_load);
+    tcase_add_test(tc, debug_sleep_under_load);
+    tcase_add_test(tc, restart_empty_under_load);
+    tcase_add_test(tc, blackhole_proxy_under_load);
+    tcase_add_test(tc, fallback_keeps_its_share);
+    suite_add_tcase(s, tc);
+    return run_suite(s);
+}
