@@ -153,6 +153,9 @@ typedef struct rl_stats {
                                 refused by an open breaker                    */
     uint64_t breaker_opens;  /* times the breaker opened                      */
     uint64_t breaker_closes; /* times it closed again after a probe           */
+    uint64_t fleet_size;     /* the fallback's divisor: the configured
+                                fleet_size, or with "auto" the live
+                                limiters counted by heartbeats               */
     int breaker_state;       /* RL_BREAKER_*                                  */
 } rl_stats;
 

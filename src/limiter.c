@@ -136,14 +136,22 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
     store_options opt = {cfg->memory_max_bytes, cfg->timeout_ms,
                          cfg->connect_timeout_ms, (int)cfg->redis_connections,
                          (int)cfg->degraded_start, (int)cfg->breaker_failures,
-                         cfg->breaker_cooldown_ms};
+                         cfg->breaker_cooldown_ms,
+                         cfg->fleet_size == 0 ? (cfg->fleet_name
+                                                     ? cfg->fleet_name
+                                                     : "default")
+                                              : NULL,
+                         &lim->fleet_size};
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];
-    int rc = store_open(uri, &opt, &lim->store, err, sizeof err);
+    int rc;
+
+    /* "auto" starts at 1 until the first heartbeat counts the fleet. */
+    atomic_store(&lim->fleet_size, cfg->fleet_size ? cfg->fleet_size : 1);
+    rc = store_open(uri, &opt, &lim->store, err, sizeof err);
 
     if (rc == RL_OK && strcmp(lim->store->vt->name, "memory") != 0)
         rc = store_open("memory://", &opt, &lim->fallback, err, sizeof err);
-    lim->fleet_size = cfg->fleet_size;
     return rc == RL_OK ? RL_OK : rl_fail(NULL, rc, "%s", err);
 }
 
@@ -273,7 +281,7 @@ static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
                           rl_rule *local)
 {
     const algo_params *ap = &rule->ap;
-    int64_t n = lim->fleet_size, burst = 0;
+    int64_t n = atomic_load(&((rl_limiter *)lim)->fleet_size), burst = 0;
     char err[8];
 
     *local = *rule;
@@ -380,6 +388,7 @@ RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out)
     if (lim->store->vt->breaker)
         out->breaker_state = lim->store->vt->breaker(lim->store, &opens,
                                                      &closes);
+    out->fleet_size = (uint64_t)atomic_load(&((rl_limiter *)lim)->fleet_size);
     out->breaker_opens = (uint64_t)opens;
     out->breaker_closes = (uint64_t)closes;
     return RL_OK;

@@ -18,7 +18,8 @@ struct rl_limiter {
     rl_store *store;
     rl_store *fallback;        /* memory store for rules in mode fallback,
                                   when a remote store fails; else NULL   */
-    int64_t fleet_size;        /* the fallback allows limit / fleet_size */
+    _Atomic int64_t fleet_size; /* the fallback allows limit / fleet_size;
+                                   counted by heartbeats with "auto"     */
     stats counts;              /* behind rl_stats_get()                  */
 };
 

@@ -50,6 +50,7 @@ RL_EXPORT void rl_config_free(rl_config *cfg)
     free(cfg->store);
     free(cfg->rules_file);
     free(cfg->rules);
+    free(cfg->fleet_name);
     free(cfg);
 }
 
@@ -121,8 +122,20 @@ RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
         return parse_size(name, value, 1, 16, 0, &cfg->redis_connections);
     if (strcmp(name, "degraded_start") == 0)
         return parse_size(name, value, 0, 1, 0, &cfg->degraded_start);
-    if (strcmp(name, "fleet_size") == 0)
+    if (strcmp(name, "fleet_size") == 0) {
+        if (strcmp(value, "auto") == 0) {
+            cfg->fleet_size = 0;
+            return RL_OK;
+        }
         return parse_size(name, value, 1, 100000, 0, &cfg->fleet_size);
+    }
+    if (strcmp(name, "fleet_name") == 0) {
+        size_t n = strlen(value);
+        if (n == 0 || n > 64 || strpbrk(value, "{} \t\r\n"))
+            return rl_fail(NULL, RL_EOPTION, "fleet_name: 1..64 bytes, no "
+                           "braces or spaces");
+        return set_string(&cfg->fleet_name, value);
+    }
     if (strcmp(name, "breaker_failures") == 0)
         return parse_size(name, value, 1, 1000, 0, &cfg->breaker_failures);
     if (strcmp(name, "breaker_cooldown_ms") == 0)
@@ -132,5 +145,6 @@ RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
                    "unknown option \"%.40s\" (store, rules_file, rules, "
                    "timeout_ms, memory_max_bytes, connect_timeout_ms, "
                    "redis_connections, degraded_start, fleet_size, "
-                   "breaker_failures, breaker_cooldown_ms)", name);
+                   "fleet_name, breaker_failures, breaker_cooldown_ms)",
+                   name);
 }

@@ -17,7 +17,9 @@ struct rl_config {
     int64_t connect_timeout_ms; /* a Redis (re)connect                */
     int64_t redis_connections;  /* pipelined connections per server   */
     int64_t degraded_start;     /* 1: start while Redis is away       */
-    int64_t fleet_size;         /* limiters sharing a limit (fallback)*/
+    int64_t fleet_size;         /* limiters sharing a limit (fallback);
+                                   0: "auto", counted by heartbeats    */
+    char *fleet_name;           /* which fleet, for "auto"            */
     int64_t breaker_failures;   /* failures in a row that open it     */
     int64_t breaker_cooldown_ms;/* open this long before a probe      */
 };

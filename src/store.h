@@ -11,6 +11,7 @@
 #ifndef RL_STORE_H
 #define RL_STORE_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -55,6 +56,8 @@ typedef struct store_options {
     int degraded_start;          /* start even if Redis is unreachable  */
     int breaker_failures;        /* failures in a row that open it      */
     int64_t breaker_cooldown_ms; /* open this long before one probe     */
+    const char *fleet_name;      /* non-NULL: count the fleet by        */
+    _Atomic int64_t *fleet_size; /*   heartbeats, into *fleet_size      */
 } store_options;
 
 /* Open the store a URI names ("memory://", "redis://...", "unix://...").  Returns RL_OK, or RL_ESTORE

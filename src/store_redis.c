@@ -28,6 +28,7 @@
 #include "store_redis.h"
 #include "breaker.h"
 #include "crc16.h"
+#include "fleet.h"
 #include "ratelimit.h"
 #include "redis_conn.h"
 
@@ -82,6 +83,7 @@ typedef struct redis_store {
     size_t script_len;
     rl_clock clock;            /* tests: the time passed to the script */
     breaker brk;               /* one per shard: one server, one shard */
+    fleet fl;                  /* heartbeats, with fleet_size "auto"   */
     _Atomic int64_t noscript, refunds, batches, batched;
 } redis_store;
 
@@ -555,6 +557,7 @@ static void redis_free(rl_store *s)
 {
     redis_store *r = (redis_store *)s;
 
+    fleet_stop(&r->fl);
     for (int i = 0; i < r->nlanes; i++) {
         rconn_close(r->lanes[i].conn);
         pthread_mutex_destroy(&r->lanes[i].mu);
@@ -625,6 +628,13 @@ int store_redis_new(const char *uri, const store_options *opt,
         }
         pthread_mutex_init(&l->mu, NULL);
         r->nlanes++;
+    }
+    if (opt->fleet_name &&
+        fleet_start(&r->fl, r->lanes[0].conn, opt->fleet_name,
+                    opt->fleet_size, 1000) != 0) {
+        redis_free(&r->base);
+        return snprintf(err, errlen, "cannot start the fleet heartbeat"),
+               RL_ESTORE;
     }
     *out = &r->base;
     return RL_OK;

@@ -588,6 +588,62 @@ START_TEST(breaker_opens_skips_the_network_and_closes)
 }
 END_TEST
 
+/* fleet_size "auto": limiters count each other by heartbeats, and the
+ * fallback divides by the count; a limiter that leaves is out at once. */
+START_TEST(fleet_counts_itself)
+{
+    rl_limiter *a = open_limiter(uri, "fleet_size", "auto");
+    rl_limiter *b = open_limiter(uri, "fleet_size", "auto");
+    rl_limiter *other = NULL;
+    rl_config *cfg = rl_config_new();
+    rl_result res;
+    rl_stats st;
+    struct timespec t;
+    int ok = 0;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_size", "auto"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_name", "other-app"), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&other, cfg), RL_OK); /* another fleet */
+    rl_config_free(cfg);
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    do { /* each beats once a second */
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+        ck_assert_int_eq(rl_stats_get(a, &st), RL_OK);
+        ck_assert_int_lt(elapsed_ms(&t), 3000);
+    } while (st.fleet_size != 2);
+    ck_assert_int_eq(rl_stats_get(other, &st), RL_OK);
+    ck_assert_int_eq(st.fleet_size, 1);
+    /* Redis away: the fallback allows 40 / 2 here. */
+    ck_assert_int_eq(rh_kill(&srv), 0);
+    for (int i = 0; i < 40; i++) {
+        ck_assert_int_eq(rl_allow(a, "user:f", "fb", 1, &res), RL_OK);
+        ck_assert(res.flags & RL_FLAG_FALLBACK);
+        ok += res.allowed;
+    }
+    ck_assert_int_eq(ok, 20);
+    ck_assert_int_eq(rh_restart(&srv), 0);
+    rl_limiter_free(a);
+    rl_limiter_free(b);
+    rl_limiter_free(other);
+    ck_assert_int_eq(rl_config_set(NULL, "fleet_name", "x"), RL_EINVAL);
+}
+END_TEST
+
+START_TEST(fleet_options_are_checked)
+{
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_size", "0"), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_size", "automatic"), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_name", "a{b}"), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_name", ""), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_name", "shop-eu"), RL_OK);
+    rl_config_free(cfg);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("redis");
@@ -618,6 +674,8 @@ int main(void)
     tcase_add_test(tc, failure_modes_stay_all_or_nothing);
     tcase_add_test(tc, passwords_stay_out_of_messages);
     tcase_add_test(tc, breaker_opens_skips_the_network_and_closes);
+    tcase_add_test(tc, fleet_counts_itself);
+    tcase_add_test(tc, fleet_options_are_checked);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
