@@ -33,6 +33,8 @@ redis_init() {
 redis_cleanup() {
 	redis_status=$?
 	if [ -n "$REDIS_PID" ] && kill -0 "$REDIS_PID" 2>/dev/null; then
+		# A benchmark may have left it stopped (SIGSTOP): wake it to die.
+		kill -CONT "$REDIS_PID" 2>/dev/null || true
 		kill "$REDIS_PID" 2>/dev/null || :
 		wait "$REDIS_PID" 2>/dev/null || :
 	fi

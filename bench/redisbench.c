@@ -3,7 +3,7 @@
  * store?
  *
  * It measures, against one Redis on 127.0.0.1 (--port; bench/redisbench.sh
- * starts a private, empty one), five groups of figures, each beside a
+ * starts a private, empty one), six groups of figures, each beside a
  * reference measured in the same run on the same machine.  (1) throughput_64:
  * 64 threads calling rl_allow() in a loop on one limiter (64 checks in
  * flight; "redis://" store, default options but timeout_ms 1000), sliding
@@ -40,7 +40,24 @@
  * the plain limit x span / window is given beside it).  window_edge: 100 per
  * 10 s, 100 admitted 9.2 s into a window, then 200 fired by 32 threads 0.1 s
  * into the next: the sliding window must stay within 1.1 x limit, the fixed
- * window is expected to let 2 x limit through.
+ * window is expected to let 2 x limit through.  (6) outage: the circuit
+ * breaker against a hung server (SIGSTOP of redis-server, SIGCONT to end
+ * it; DEBUG SLEEP where it cannot be signalled), limiters with timeout_ms
+ * 20, breaker_failures K = 5, fleet_size 4.  outage_breaker_open_p50/_p99:
+ * after the K checks that time out, --quick ? 50k : 200k checks on one
+ * thread with the breaker open (cooldown 60 s, so no probe), rule in
+ * failure_mode fallback, beside a memory-store limiter with the same rule
+ * in alternating blocks of 1000 (target p99 <= 10 us); network_calls,
+ * the store's socket calls meanwhile, must be 0.  outage_probe_max_latency:
+ * the slowest of those K checks beside timeout_ms.
+ * outage_admitted_<open|closed|fallback>: one fixed-window rule per failure
+ * mode, 100 per 10 s, one thread checking each every 1 ms through a 10 s
+ * outage (--quick: 2 s), cooldown 1 s; reference: what the mode promises --
+ * open every request, closed none (ratio null), fallback limit / fleet_size
+ * per window touched.  outage_time_to_close: from the server's resumption
+ * to the first rl_stats_get() (polled every 1 ms as the checks go on) that
+ * shows the breaker CLOSED, beside breaker_cooldown_ms.  The server is
+ * resumed on every way out, errors and terminating signals included.
  *
  * Reading the ratios: ratio = value / ref.  Throughput: 1.0 means the
  * library drives Redis as hard as redis-benchmark does with the same
@@ -52,8 +69,12 @@
  * usec_per_call: how many plain INCR+PEXPIRE pairs one check costs Redis.
  * bytes_per_key: below 1 is leaner than the reference (target <= 144 B).
  * Accuracy: 1.0 is exact; above 1 is over-admission (see "over" for tokens).
- * Any result decided by the local fallback (RL_FLAG_FALLBACK) is an error
- * and is counted in the *_fallback figures and "fallback" fields.
+ * Outage: breaker-open latency near 1 (the memory store's cost) and under
+ * the target, probes within timeout_ms, admitted ratios 1 (open, fallback),
+ * time to close at most about one cooldown (ratio <= ~1).
+ * Outside the outage group, any result decided by the local fallback
+ * (RL_FLAG_FALLBACK) is an error and is counted in the *_fallback figures
+ * and "fallback" fields.
  *
  * It FLUSHALLs the database: it refuses a non-empty one unless --force.
  */
@@ -143,7 +164,8 @@ typedef struct options {
 
 static const char *const groups[] = {"throughput_64", "throughput_1",
                                      "usec_per_call", "bytes_per_key",
-                                     "accuracy",      "window_edge"};
+                                     "accuracy",      "window_edge",
+                                     "outage"};
 
 static void usage(FILE *f)
 {
@@ -159,8 +181,9 @@ static void usage(FILE *f)
             "throughput and latency at 64 and 1 checks in flight beside\n"
             "redis-benchmark running the same script, the script's server "
             "time,\n"
-            "Redis bytes per key, and the algorithms' accuracy under "
-            "contention.\n"
+            "Redis bytes per key, the algorithms' accuracy under "
+            "contention,\n"
+            "and the circuit breaker while the server hangs (SIGSTOP).\n"
             "ratio = value / ref.  The database is FLUSHALLed.\n"
             "\n"
             "  --port P              Redis port on 127.0.0.1 (required)\n"
@@ -180,15 +203,21 @@ static void usage(FILE *f)
             "reference\n"
             "  --only NAME           one group: throughput_64, throughput_1,\n"
             "                        usec_per_call, bytes_per_key, accuracy\n"
-            "                        (with window_edge), window_edge\n"
+            "                        (with window_edge), window_edge, "
+            "outage\n"
             "  --quick               smoke run: 2 s runs, 100k keys, 50k "
             "mem keys,\n"
-            "                        10k usec checks, 5 s accuracy run\n"
+            "                        10k usec checks, 5 s accuracy run, "
+            "2 s outage\n"
             "  --force               run even if the database is not empty\n"
             "  --help                this text\n"
             "N may end in k, M or G (powers of 1000).  redis-benchmark is "
             "taken\n"
-            "from $REDIS_BENCHMARK or the PATH.\n");
+            "from $REDIS_BENCHMARK or the PATH.  The outage group hangs "
+            "the server\n"
+            "with SIGSTOP, or with DEBUG SLEEP where it cannot signal it "
+            "(forced\n"
+            "by REDISBENCH_FAULT=sigstop or debug).\n");
 }
 
 static int parse_double(const char *s, double lo, double hi, double *out)
@@ -1969,6 +1998,711 @@ out:
     return rc;
 }
 
+/* ---- outage (group 6): the breaker against a hung server ------------------------ */
+
+/* The fault: the private redis-server is stopped (SIGSTOP) and resumed
+ * (SIGCONT), so it hangs rather than refuses -- the kernel still accepts
+ * connections and bytes, nothing answers.  Its pid is INFO server's
+ * process_id, used only when /proc/<pid>/cmdline is Redis's title for this
+ * port ("redis-server 127.0.0.1:<port>") and we may signal it.  Otherwise
+ * (or with REDISBENCH_FAULT=debug) DEBUG SLEEP hangs it for a time set in
+ * advance, which needs enable-debug-command.  A stopped server is resumed
+ * on every way out: error paths, exit() and terminating signals. */
+
+static pid_t fault_pid;                     /* the server we stop        */
+static volatile sig_atomic_t fault_stopped; /* SIGSTOPped by us, not yet
+                                               SIGCONTed                 */
+static int fault_ready, fault_debug;
+static redisContext *fault_ctx; /* DEBUG SLEEP's connection, while it runs */
+static double fault_secs;
+
+static void fault_cont_atexit(void)
+{
+    if (fault_stopped) {
+        kill(fault_pid, SIGCONT);
+        fault_stopped = 0;
+    }
+}
+
+/* SA_RESETHAND: raise() then takes the default action (async-signal-safe:
+ * kill and raise only). */
+static void fault_on_signal(int sig)
+{
+    if (fault_stopped)
+        kill(fault_pid, SIGCONT);
+    raise(sig);
+}
+
+static void fault_guard(void)
+{
+    static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP, SIGQUIT, SIGABRT,
+                               SIGSEGV, SIGBUS,  SIGFPE, SIGILL};
+    struct sigaction sa, old;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = fault_on_signal;
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(sigs[i], &sa, NULL);
+    atexit(fault_cont_atexit);
+}
+
+/* The state letter of /proc/<pid>/stat ('T': stopped), 0 if unknown. */
+static char proc_state(pid_t pid)
+{
+    char path[64], buf[512], *p;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+/* Is redis_pid the server on this port, and ours to signal? */
+static int fault_can_signal(const options *o, char *cmd, size_t cmdlen)
+{
+    char path[64], addr[32];
+    const char *p;
+    size_t n;
+    FILE *f;
+
+    cmd[0] = '\0';
+    if (redis_pid <= 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%ld/cmdline", redis_pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    n = fread(cmd, 1, cmdlen - 1, f);
+    fclose(f);
+    for (size_t i = 0; i < n; i++)
+        if (cmd[i] == '\0')
+            cmd[i] = ' ';
+    cmd[n] = '\0';
+    snprintf(addr, sizeof addr, ":%d", o->port);
+    for (p = strstr(cmd, addr); p; p = strstr(p + 1, addr))
+        if (!isdigit((unsigned char)p[strlen(addr)]))
+            break;
+    return strstr(cmd, "redis-server") && p && kill((pid_t)redis_pid, 0) == 0;
+}
+
+static int fault_setup(const options *o, char *err)
+{
+    const char *how = getenv("REDISBENCH_FAULT");
+    char cmd[256], why[ERRLEN];
+    int can;
+
+    if (fault_ready)
+        return 0;
+    if (how && *how && strcmp(how, "sigstop") != 0 && strcmp(how, "debug") != 0)
+        return snprintf(err, ERRLEN, "REDISBENCH_FAULT=\"%.40s\": use sigstop "
+                        "or debug", how), -1;
+    can = fault_can_signal(o, cmd, sizeof cmd);
+    if (how && strcmp(how, "sigstop") == 0 && !can)
+        return snprintf(err, ERRLEN, "outage: pid %ld (INFO server process_id) "
+                        "is not a redis-server on port %d we may signal "
+                        "(cmdline \"%.100s\")", redis_pid, o->port, cmd), -1;
+    fault_debug = !can || (how && strcmp(how, "debug") == 0);
+    if (fault_debug && ctl_ok(why, "DEBUG SLEEP 0")) {
+        snprintf(err, ERRLEN, "outage: cannot hang the server: pid %ld is "
+                 "not ours to signal and %.300s", redis_pid, why);
+        return -1;
+    }
+    fault_pid = (pid_t)redis_pid;
+    fault_guard();
+    fault_ready = 1;
+    return 0;
+}
+
+static const char *fault_name(void)
+{
+    return fault_debug ? "debug_sleep" : "sigstop";
+}
+
+/* Resume the server (SIGCONT and wait until /proc shows it running), or
+ * wait for the end of DEBUG SLEEP. */
+static int fault_end(char *err)
+{
+    if (fault_ctx) {
+        void *rep = NULL;
+        int rc;
+
+        redisSetTimeout(fault_ctx, (struct timeval){(long)fault_secs + 30, 0});
+        rc = redisGetReply(fault_ctx, &rep);
+        if (rep)
+            freeReplyObject(rep);
+        redisFree(fault_ctx);
+        fault_ctx = NULL;
+        if (rc != REDIS_OK)
+            return snprintf(err, ERRLEN, "DEBUG SLEEP: no reply"), -1;
+        return 0;
+    }
+    if (!fault_stopped)
+        return 0;
+    kill(fault_pid, SIGCONT);
+    fault_stopped = 0;
+    for (int i = 0; i < 2000; i++) {
+        if (proc_state(fault_pid) != 'T')
+            return 0;
+        sleep_s(0.001);
+    }
+    return snprintf(err, ERRLEN, "redis-server pid %ld still stopped 2 s "
+                    "after SIGCONT", (long)fault_pid), -1;
+}
+
+/* Hang the server (SIGSTOP, and wait until /proc shows it stopped), or
+ * send DEBUG SLEEP secs on a connection of its own. */
+static int fault_begin(const options *o, double secs, char *err)
+{
+    char scratch[ERRLEN];
+    int done = 0;
+
+    if (!fault_debug) {
+        fault_stopped = 1; /* first: a signal from here on resumes it */
+        if (kill(fault_pid, SIGSTOP) != 0) {
+            fault_stopped = 0;
+            return snprintf(err, ERRLEN, "kill(%ld, SIGSTOP): %s",
+                            (long)fault_pid, strerror(errno)), -1;
+        }
+        for (int i = 0; i < 2000; i++) {
+            if (proc_state(fault_pid) == 'T')
+                return 0;
+            sleep_s(0.001);
+        }
+        fault_end(scratch);
+        return snprintf(err, ERRLEN, "redis-server pid %ld not stopped 2 s "
+                        "after SIGSTOP", (long)fault_pid), -1;
+    }
+    fault_ctx = redisConnectWithTimeout("127.0.0.1", o->port,
+                                        (struct timeval){2, 0});
+    if (fault_ctx == NULL || fault_ctx->err) {
+        snprintf(err, ERRLEN, "DEBUG SLEEP: connect: %s",
+                 fault_ctx ? fault_ctx->errstr : "out of memory");
+        redisFree(fault_ctx);
+        fault_ctx = NULL;
+        return -1;
+    }
+    fault_secs = secs;
+    redisAppendCommand(fault_ctx, "DEBUG SLEEP %.3f", secs);
+    while (!done)
+        if (redisBufferWrite(fault_ctx, &done) != REDIS_OK) {
+            snprintf(err, ERRLEN, "DEBUG SLEEP: %s", fault_ctx->errstr);
+            redisFree(fault_ctx);
+            fault_ctx = NULL;
+            return -1;
+        }
+    sleep_s(0.01); /* an idle server reads it at once and sleeps from then */
+    return 0;
+}
+
+#define OUT_TIMEOUT_MS 20        /* timeout_ms of the Redis limiters      */
+#define OUT_FAILURES 5           /* breaker_failures: K                   */
+#define OUT_COOLDOWN_MS 1000     /* breaker_cooldown_ms (the default)     */
+#define OUT_OPEN_COOLDOWN_MS 60000 /* figure 1: no probe while measuring  */
+#define OUT_OPEN_HANG_S 5.0      /* figure 1 under DEBUG SLEEP            */
+#define OUT_CHECKS 200000ULL     /* figure 1, per limiter (quick: 50k)    */
+#define OUT_CHECKS_QUICK 50000ULL
+#define OUT_WARM 10000ULL
+#define OUT_BLOCK 1000           /* checks per limiter in turn            */
+#define OUT_NKEYS 1000
+#define OUT_TARGET_P99_US 10.0
+#define OUT_LIMIT 100            /* figures 3 and 4: per window           */
+#define OUT_WINDOW_S 10
+#define OUT_FLEET 4
+#define OUT_PACE_NS 1000000ULL   /* one check per rule per ms             */
+#define OUT_SECONDS 10.0         /* the outage (quick: 2 s)               */
+#define OUT_SECONDS_QUICK 2.0
+#define OUT_CLOSE_WAIT_MS 15000  /* give up waiting for the breaker       */
+
+static void out_rule(char *buf, size_t len, const char *id, int algo,
+                     long long limit, long long window_s, const char *failure)
+{
+    snprintf(buf, len,
+             "{\"rule_id\":\"%s\",\"dimension\":\"user\",\"limit\":%lld,"
+             "\"window_seconds\":%lld,\"algorithm\":\"%s\","
+             "\"failure_mode\":\"%s\"}",
+             id, limit, window_s, algo_names[algo], failure);
+}
+
+/* A limiter for the outage figures: Redis (timeout OUT_TIMEOUT_MS, breaker
+ * after OUT_FAILURES, the given cooldown, fleet of OUT_FLEET) or, with
+ * redis 0, the memory store with the same options and rules. */
+static int out_limiter(const options *o, int redis, const char *rules,
+                       long long cooldown_ms, rl_limiter **out, char *err)
+{
+    char uri[64], t[24], k[24], c[24], fl[24];
+    const char *name[6] = {"store",      "timeout_ms", "breaker_failures",
+                           "breaker_cooldown_ms", "fleet_size", "rules"};
+    const char *val[6] = {uri, t, k, c, fl, rules};
+    rl_config *cfg = rl_config_new();
+    int rc = RL_OK;
+
+    *out = NULL;
+    if (cfg == NULL) {
+        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
+        return RL_ENOMEM;
+    }
+    if (redis)
+        snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", o->port);
+    else
+        snprintf(uri, sizeof uri, "memory://");
+    snprintf(t, sizeof t, "%d", OUT_TIMEOUT_MS);
+    snprintf(k, sizeof k, "%d", OUT_FAILURES);
+    snprintf(c, sizeof c, "%lld", cooldown_ms);
+    snprintf(fl, sizeof fl, "%d", OUT_FLEET);
+    for (int i = 0; i < 6 && rc == RL_OK; i++)
+        if ((rc = rl_config_set(cfg, name[i], val[i])) != RL_OK) {
+            char what[48];
+            snprintf(what, sizeof what, "rl_config_set(%s)", name[i]);
+            set_err(err, what, rc, errtext(NULL));
+        }
+    if (rc == RL_OK && (rc = rl_limiter_new(out, cfg)) != RL_OK)
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+    rl_config_free(cfg);
+    return rc;
+}
+
+#define DEGRADED (RL_FLAG_FAIL_OPEN | RL_FLAG_FALLBACK)
+
+/* rl_allow(), timed; -1 (err set) when it fails. */
+static int out_allow(rl_limiter *lim, const char *key, const char *rule,
+                     rl_result *res, uint64_t *ns, char *err)
+{
+    uint64_t t0 = now_ns();
+    int rc = rl_allow(lim, key, rule, 1, res);
+
+    if (ns)
+        *ns = now_ns() - t0;
+    if (rc != RL_OK) {
+        set_err(err, "rl_allow", rc, errtext(lim));
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks while Redis answers: none may be degraded, the breaker closed. */
+static int out_healthy(rl_limiter *lim, const char *key,
+                       const char *const *rule, int nrules, int rounds,
+                       char *err)
+{
+    rl_result res;
+    rl_stats st;
+
+    for (int i = 0; i < rounds; i++)
+        for (int r = 0; r < nrules; r++) {
+            if (out_allow(lim, key, rule[r], &res, NULL, err))
+                return -1;
+            if (res.flags & DEGRADED)
+                return snprintf(err, ERRLEN, "outage: a check before the "
+                                "fault was degraded (flags 0x%x): Redis is "
+                                "not answering", res.flags), -1;
+        }
+    rl_stats_get(lim, &st);
+    if (st.breaker_state != RL_BREAKER_CLOSED)
+        return snprintf(err, ERRLEN, "outage: breaker state %d before the "
+                        "fault", st.breaker_state), -1;
+    return 0;
+}
+
+static void sleep_until_mono(uint64_t t_ns)
+{
+    struct timespec ts = {(time_t)(t_ns / 1000000000ULL),
+                          (long)(t_ns % 1000000000ULL)};
+
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* Figures 1 and 2: Redis stopped, the K checks that time out until the
+ * breaker opens, then checks with it open beside a memory-store limiter
+ * with the same rule, in alternating blocks (so load drift hits both). */
+static int out_open(const options *o, char *bad, char *err)
+{
+    static const char *const rid[1] = {"oo"};
+    unsigned long long n = o->quick ? OUT_CHECKS_QUICK : OUT_CHECKS,
+                       not_fb = 0;
+    char rule[400], rules[512], scratch[ERRLEN], (*keys)[24] = NULL;
+    rl_limiter *lim = NULL, *mem = NULL;
+    hist *h = calloc(2, sizeof *h); /* [0] breaker open, [1] memory store */
+    store_redis_stats s0, s1, s2;
+    rl_stats b0, b1, b2;
+    rl_result res;
+    double probe_max = 0, probe_min = 0, probe_sum = 0;
+    int probes = 0, opened_after = 0, faulted = 0, rc = -1;
+    uint64_t ns;
+
+    keys = calloc(OUT_NKEYS, sizeof *keys);
+    if (h == NULL || keys == NULL) {
+        snprintf(err, ERRLEN, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < OUT_NKEYS; i++)
+        snprintf(keys[i], sizeof keys[i], "user:%d", i);
+    out_rule(rule, sizeof rule, rid[0], 0, BIG_LIMIT, BIG_WINDOW_S,
+             "fallback");
+    snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
+    if (out_limiter(o, 1, rules, OUT_OPEN_COOLDOWN_MS, &lim, err) ||
+        out_limiter(o, 0, rules, OUT_OPEN_COOLDOWN_MS, &mem, err) ||
+        out_healthy(lim, keys[0], rid, 1, 1000, err))
+        goto out;
+    rl_stats_get(lim, &b0);
+    store_redis_stats_get(limiter_store(lim), &s0);
+    if (fault_begin(o, OUT_OPEN_HANG_S, err))
+        goto out;
+    faulted = 1;
+    for (int i = 0; i < 4 * OUT_FAILURES; i++) {
+        double ms;
+        if (out_allow(lim, keys[i], rid[0], &res, &ns, err))
+            goto out;
+        ms = (double)ns / 1e6;
+        probe_max = probes == 0 || ms > probe_max ? ms : probe_max;
+        probe_min = probes == 0 || ms < probe_min ? ms : probe_min;
+        probe_sum += ms;
+        probes++;
+        rl_stats_get(lim, &b1);
+        if (b1.breaker_state == RL_BREAKER_OPEN) {
+            opened_after = i + 1;
+            break;
+        }
+    }
+    if (opened_after == 0) {
+        snprintf(err, ERRLEN, "outage: the breaker is not open after %d "
+                 "failed checks (breaker_failures %d)", probes, OUT_FAILURES);
+        goto out;
+    }
+    store_redis_stats_get(limiter_store(lim), &s1);
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned long long total = pass ? n : OUT_WARM;
+        for (unsigned long long done = 0; done < total; done += OUT_BLOCK)
+            for (int side = 0; side < 2; side++) {
+                rl_limiter *l = side ? mem : lim;
+                for (unsigned long long j = done;
+                     j < done + OUT_BLOCK && j < total; j++) {
+                    if (out_allow(l, keys[j % OUT_NKEYS], rid[0], &res, &ns,
+                                  err))
+                        goto out;
+                    if (pass)
+                        hist_add(&h[side], ns);
+                    if (!side && !(res.flags & RL_FLAG_FALLBACK))
+                        not_fb++;
+                }
+            }
+    }
+    store_redis_stats_get(limiter_store(lim), &s2);
+    rl_stats_get(lim, &b2);
+    faulted = 0;
+    if (fault_end(err))
+        goto out;
+
+    {
+        figure f = {0};
+        f.name = "outage_breaker_open_p50";
+        f.value = hist_pct(&h[0], 0.50) / 1000.0;
+        f.unit = "us";
+        f.nrefs = 1;
+        f.ref[0] = hist_pct(&h[1], 0.50) / 1000.0;
+        f.ref_name[0] = "memory_store_check";
+        xnum(&f, "samples", (double)h[0].n);
+        xnum(&f, "ref_samples", (double)h[1].n);
+        emit(o, &f);
+        f = (figure){0};
+        f.name = "outage_breaker_open_p99";
+        f.value = hist_pct(&h[0], 0.99) / 1000.0;
+        f.unit = "us";
+        f.nrefs = 1;
+        f.ref[0] = hist_pct(&h[1], 0.99) / 1000.0;
+        f.ref_name[0] = "memory_store_check";
+        xnum(&f, "target_max_us", OUT_TARGET_P99_US);
+        xnum(&f, "p999_us", hist_pct(&h[0], 0.999) / 1000.0);
+        xnum(&f, "ref_p999_us", hist_pct(&h[1], 0.999) / 1000.0);
+        xnum(&f, "checks", (double)n);
+        xnum(&f, "warmup_checks", OUT_WARM);
+        /* Socket calls while open (every check after the breaker opened,
+         * warm-up included): must be 0. */
+        xnum(&f, "network_calls", (double)(s2.calls - s1.calls));
+        xnum(&f, "network_calls_max", 0);
+        xnum(&f, "writes", (double)(s2.writes - s1.writes));
+        xnum(&f, "store_errors", (double)(b2.store_errors - b1.store_errors));
+        xnum(&f, "not_fallback", (double)not_fb);
+        xnum(&f, "breaker_state_after", b2.breaker_state);
+        xnum(&f, "breaker_opens", (double)(b2.breaker_opens - b0.breaker_opens));
+        xstr(&f, "failure_mode", "fallback");
+        xnum(&f, "fleet_size", OUT_FLEET);
+        xnum(&f, "cooldown_ms", OUT_OPEN_COOLDOWN_MS);
+        xnum(&f, "keys", OUT_NKEYS);
+        xstr(&f, "fault", fault_name());
+        emit(o, &f);
+        f = (figure){0};
+        f.name = "outage_probe_max_latency";
+        f.value = probe_max;
+        f.unit = "ms";
+        f.nrefs = 1;
+        f.ref[0] = OUT_TIMEOUT_MS;
+        f.ref_name[0] = "timeout_ms";
+        xnum(&f, "checks_to_open", opened_after);
+        xnum(&f, "breaker_failures", OUT_FAILURES);
+        xnum(&f, "min_ms", probe_min);
+        xnum(&f, "mean_ms", probe_sum / probes);
+        xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
+        xnum(&f, "network_calls", (double)(s1.calls - s0.calls));
+        xnum(&f, "down_fails", (double)(s1.down_fails - s0.down_fails));
+        xstr(&f, "fault", fault_name());
+        emit(o, &f);
+    }
+    if (s2.calls != s1.calls && !bad[0])
+        snprintf(bad, ERRLEN, "outage: %lld network calls with the breaker "
+                 "open (must be 0)", (long long)(s2.calls - s1.calls));
+    if (b2.breaker_state != RL_BREAKER_OPEN && !bad[0])
+        snprintf(bad, ERRLEN, "outage: the breaker left OPEN (state %d) "
+                 "during the measurement", b2.breaker_state);
+    rc = 0;
+out:
+    if (faulted)
+        fault_end(scratch);
+    rl_limiter_free(lim);
+    rl_limiter_free(mem);
+    free(keys);
+    free(h);
+    return rc;
+}
+
+/* Figures 3 and 4: one limiter, one rule per failure mode (fixed window,
+ * OUT_LIMIT per OUT_WINDOW_S, fleet OUT_FLEET), one thread checking each
+ * rule every ms; Redis hangs for the outage, then resumes while the checks
+ * go on and rl_stats_get() is polled until the breaker closes. */
+static int out_modes(const options *o, char *bad, char *err)
+{
+    static const char *const mode[3] = {"open", "closed", "fallback"};
+    double secs = o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS, outage_s;
+    char r[3][300], rules[1024], key[64], warm[64], scratch[ERRLEN];
+    rl_limiter *lim = NULL;
+    rl_result res;
+    rl_stats b0, b1, b2, st;
+    store_redis_stats s0, s1, s2;
+    unsigned long long sent[3] = {0}, adm[3] = {0}, decided[3] = {0},
+                       late = 0, after = 0, after_degraded = 0, reopens = 0;
+    uint64_t max_ns[3] = {0}, ns, t_stop, t_cont, t_close = 0,
+             t_open_last = 0, t_open_resume = 0, t_reopen = 0, t_reconn = 0,
+             next, opens_seen;
+    int64_t rt_first = 0, rt_last = 0, w = OUT_WINDOW_S * 1000000000LL;
+    int faulted = 0, rc = -1;
+
+    for (int m = 0; m < 3; m++)
+        out_rule(r[m], sizeof r[m], mode[m], 2, OUT_LIMIT, OUT_WINDOW_S,
+                 mode[m]);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s,%s]}", r[0], r[1], r[2]);
+    snprintf(warm, sizeof warm, "warm:%ld", (long)getpid());
+    snprintf(key, sizeof key, "outage:%ld:%lld", (long)getpid(),
+             (long long)(rt_ns() / 1000000));
+    if (out_limiter(o, 1, rules, OUT_COOLDOWN_MS, &lim, err) ||
+        out_healthy(lim, warm, mode, 3, 20, err))
+        goto out;
+    rl_stats_get(lim, &b0);
+    store_redis_stats_get(limiter_store(lim), &s0);
+    opens_seen = b0.breaker_opens;
+    if (fault_begin(o, secs, err))
+        goto out;
+    faulted = 1;
+    t_stop = next = now_ns();
+    while (now_ns() < t_stop + (uint64_t)(secs * 1e9)) {
+        for (int m = 0; m < 3; m++) {
+            int64_t rt = rt_ns();
+            if (out_allow(lim, key, mode[m], &res, &ns, err))
+                goto out;
+            sent[m]++;
+            adm[m] += res.allowed != 0;
+            if (ns > max_ns[m])
+                max_ns[m] = ns;
+            decided[m] += m == 0   ? (res.flags & RL_FLAG_FAIL_OPEN) != 0
+                          : m == 1 ? !res.allowed
+                                   : (res.flags & RL_FLAG_FALLBACK) != 0;
+            if (m == 2) {
+                if (rt_first == 0)
+                    rt_first = rt;
+                rt_last = rt;
+            }
+        }
+        rl_stats_get(lim, &st);
+        if (st.breaker_opens != opens_seen) {
+            opens_seen = st.breaker_opens;
+            t_open_last = now_ns();
+        }
+        next += OUT_PACE_NS;
+        if (next < now_ns()) { /* a check outlasted the pace: no catch-up */
+            next = now_ns();
+            late++;
+        } else {
+            sleep_until_mono(next);
+        }
+    }
+    rl_stats_get(lim, &b1);
+    store_redis_stats_get(limiter_store(lim), &s1);
+    faulted = 0;
+    if (fault_end(err))
+        goto out;
+    t_cont = next = now_ns();
+    t_open_resume = t_open_last;
+    outage_s = (double)(t_cont - t_stop) / 1e9;
+    for (;;) {
+        for (int m = 0; m < 3; m++) {
+            if (out_allow(lim, key, mode[m], &res, NULL, err))
+                goto out;
+            after++;
+            after_degraded += (res.flags & DEGRADED) != 0;
+        }
+        rl_stats_get(lim, &st);
+        if (st.breaker_opens != opens_seen) {
+            reopens += st.breaker_opens - opens_seen;
+            opens_seen = st.breaker_opens;
+            t_open_last = now_ns();
+            if (!t_reopen)
+                t_reopen = t_open_last;
+        }
+        if (!t_reconn) { /* when the store's connections came back */
+            store_redis_stats_get(limiter_store(lim), &s2);
+            if (s2.reconnects != s1.reconnects)
+                t_reconn = now_ns();
+        }
+        if (st.breaker_state == RL_BREAKER_CLOSED) {
+            t_close = now_ns();
+            break;
+        }
+        if (now_ns() - t_cont > OUT_CLOSE_WAIT_MS * 1000000ULL)
+            break;
+        next += OUT_PACE_NS;
+        if (next < now_ns())
+            next = now_ns();
+        else
+            sleep_until_mono(next);
+    }
+    rl_stats_get(lim, &b2);
+    store_redis_stats_get(limiter_store(lim), &s2);
+
+    for (int m = 0; m < 3; m++) {
+        figure f = {0};
+        char name[48];
+        long long windows = rt_first ? rt_last / w - rt_first / w + 1 : 0;
+
+        snprintf(name, sizeof name, "outage_admitted_%s", mode[m]);
+        f.name = name;
+        f.value = (double)adm[m];
+        f.unit = "admitted";
+        f.nrefs = 1;
+        switch (m) {
+        case 0:
+            f.ref[0] = (double)sent[m];
+            f.ref_name[0] = "every_request";
+            break;
+        case 1:
+            f.ref[0] = 0;
+            f.ref_name[0] = "none";
+            break;
+        default:
+            f.ref[0] = (double)(OUT_LIMIT / OUT_FLEET) * (double)windows;
+            f.ref_name[0] = "limit_over_fleet_x_windows";
+        }
+        xstr(&f, "failure_mode", mode[m]);
+        xnum(&f, "checks", (double)sent[m]);
+        xnum(&f, "decided_by_mode", (double)decided[m]);
+        /* The same from rl_stats_get(): fail_open, fail_closed, fallback. */
+        xnum(&f, "stats_decided_by_mode",
+             m == 0   ? (double)(b1.fail_open - b0.fail_open)
+             : m == 1 ? (double)(b1.fail_closed - b0.fail_closed)
+                      : (double)(b1.fallback - b0.fallback));
+        xnum(&f, "outage_s", outage_s);
+        xnum(&f, "pace_ms", (double)OUT_PACE_NS / 1e6);
+        xnum(&f, "late_ticks", (double)late);
+        xnum(&f, "max_check_ms", (double)max_ns[m] / 1e6);
+        xstr(&f, "algorithm", algo_names[2]);
+        xnum(&f, "limit", OUT_LIMIT);
+        xnum(&f, "window_s", OUT_WINDOW_S);
+        xnum(&f, "fleet_size", OUT_FLEET);
+        if (m == 2) {
+            xnum(&f, "windows", (double)windows);
+            xnum(&f, "pro_rata", (double)OUT_LIMIT / OUT_FLEET * secs /
+                                     OUT_WINDOW_S);
+        }
+        xnum(&f, "breaker_opens", (double)(b1.breaker_opens - b0.breaker_opens));
+        xnum(&f, "network_calls", (double)(s1.calls - s0.calls));
+        xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
+        xnum(&f, "down_fails", (double)(s1.down_fails - s0.down_fails));
+        xnum(&f, "reconnects", (double)(s1.reconnects - s0.reconnects));
+        xstr(&f, "fault", fault_name());
+        emit(o, &f);
+    }
+    {
+        figure f = {0};
+        f.name = "outage_time_to_close";
+        f.value = t_close ? (double)(t_close - t_cont) / 1e6 : NAN;
+        f.unit = "ms";
+        f.nrefs = 1;
+        f.ref[0] = OUT_COOLDOWN_MS;
+        f.ref_name[0] = "cooldown_ms";
+        xnum(&f, "timeout_ms", OUT_TIMEOUT_MS);
+        xnum(&f, "breaker_failures", OUT_FAILURES);
+        /* A probe goes at most a cooldown after the last opening, and
+         * takes at most a timeout. */
+        xnum(&f, "expected_max_ms", OUT_COOLDOWN_MS + OUT_TIMEOUT_MS +
+                                        (double)OUT_PACE_NS / 1e6);
+        xnum(&f, "open_for_ms_at_resume",
+             t_open_resume ? (double)(t_cont - t_open_resume) / 1e6 : NAN);
+        xnum(&f, "last_open_to_close_ms",
+             t_close && t_open_last ? (double)(t_close - t_open_last) / 1e6
+                                    : NAN);
+        xnum(&f, "reopens_after_resume", (double)reopens);
+        xnum(&f, "first_reopen_after_ms",
+             t_reopen ? (double)(t_reopen - t_cont) / 1e6 : NAN);
+        /* The connections (torn down as stuck during a long outage) are
+         * back: the first reconnect after the resumption. */
+        xnum(&f, "reconnected_after_ms",
+             t_reconn ? (double)(t_reconn - t_cont) / 1e6 : NAN);
+        xnum(&f, "checks_after_resume", (double)after);
+        /* Decided by a failure mode (rl_stats_get(): fail_open +
+         * fail_closed + fallback), and of them flagged in the result
+         * (RL_FLAG_FAIL_OPEN or RL_FLAG_FALLBACK; "closed" has no flag). */
+        xnum(&f, "degraded_after_resume",
+             (double)(b2.fail_open - b1.fail_open + b2.fail_closed -
+                      b1.fail_closed + b2.fallback - b1.fallback));
+        xnum(&f, "flagged_after_resume", (double)after_degraded);
+        xnum(&f, "network_calls_after_resume", (double)(s2.calls - s1.calls));
+        xnum(&f, "down_fails_after_resume",
+             (double)(s2.down_fails - s1.down_fails));
+        xnum(&f, "reconnects_after_resume",
+             (double)(s2.reconnects - s1.reconnects));
+        xnum(&f, "breaker_closes", (double)(b2.breaker_closes - b1.breaker_closes));
+        xstr(&f, "fault", fault_name());
+        emit(o, &f);
+    }
+    if (t_close == 0 && !bad[0])
+        snprintf(bad, ERRLEN, "outage: the breaker did not close within "
+                 "%d ms of the server's resumption", OUT_CLOSE_WAIT_MS);
+    rc = 0;
+out:
+    if (faulted)
+        fault_end(scratch);
+    rl_limiter_free(lim);
+    return rc;
+}
+
+static int group_outage(const options *o, char *err)
+{
+    char bad[ERRLEN] = "";
+
+    if (fault_setup(o, err) || flush_wait(err) || out_open(o, bad, err) ||
+        ctl_ok(err, "PING") || out_modes(o, bad, err))
+        return -1;
+    if (bad[0])
+        return memcpy(err, bad, ERRLEN), -1;
+    return 0;
+}
+
 /* ---- main -------------------------------------------------------------------- */
 
 int main(int argc, char **argv)
@@ -2042,11 +2776,12 @@ int main(int argc, char **argv)
         printf("{\"name\":\"params\",\"nproc\":%ld,\"redis_version\":\"%s\","
                "\"keys\":%llu,\"seconds\":%.3g,\"mem_keys\":%llu,"
                "\"usec_checks\":%llu,\"accuracy_seconds\":%.3g,"
-               "\"quick\":%s,\"only\":\"%s\",\"script_sha\":\"%s\","
+               "\"outage_seconds\":%.3g,\"quick\":%s,\"only\":\"%s\",\"script_sha\":\"%s\","
                "\"script_bytes\":%zu,\"library\":\"%s\",\"loadavg_1m\":%.2f,"
                "\"cpu_model\":",
                nproc, ver, o.keys, o.seconds, o.mem_keys, o.usec_checks,
-               o.acc_seconds, o.quick ? "true" : "false",
+               o.acc_seconds, o.quick ? OUT_SECONDS_QUICK : OUT_SECONDS,
+               o.quick ? "true" : "false",
                o.only ? o.only : "", sha, (size_t)rl_lua_check_len,
                rl_version_string(), loadavg1());
         json_str(cpu_model);
@@ -2087,6 +2822,8 @@ int main(int argc, char **argv)
         if (want(&o, "accuracy") && acc_run(&o, &ac, err))
             goto out;
     }
+    if (want(&o, "outage") && group_outage(&o, err))
+        goto out;
     if (!o.json)
         printf("redisbench: done in %.1f s, loadavg=%.2f\n",
                (double)(now_ns() - t_start) / 1e9, loadavg1());
@@ -2096,6 +2833,10 @@ int main(int argc, char **argv)
     status = 0;
 
 out:
+    {
+        char scratch[ERRLEN];
+        fault_end(scratch); /* a stopped server is resumed, whatever happened */
+    }
     if (ac.sh)
         acc_stop(&ac);
     if (status != 0)

@@ -71,6 +71,7 @@ enum {
 #define RL_FLAG_FALLBACK 0x04  /* decided by the local fallback limiter      */
 #define RL_FLAG_CACHED 0x08    /* decided from the local deny cache          */
 #define RL_FLAG_NO_RULE 0x10   /* rl_check(): no rule matched the request    */
+#define RL_FLAG_FAIL_CLOSED 0x20 /* denied because the store failed (closed) */
 
 /*
  * The answer to one check.  Filled by rl_allow() and rl_check(); owned by

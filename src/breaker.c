@@ -26,7 +26,15 @@ int breaker_allow(breaker *b, int64_t now_ms)
         return 0;
     if (now_ms - atomic_load(&b->opened_ms) < b->cooldown_ms)
         return 0;
-    return atomic_compare_exchange_strong(&b->state, &open, BREAKER_HALF_OPEN);
+    return atomic_compare_exchange_strong(&b->state, &open, BREAKER_HALF_OPEN)
+               ? 2 : 0;
+}
+
+void breaker_unprobe(breaker *b)
+{
+    int half = BREAKER_HALF_OPEN;
+
+    atomic_compare_exchange_strong(&b->state, &half, BREAKER_OPEN);
 }
 
 static void trip(breaker *b, int from, int64_t now_ms)

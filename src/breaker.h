@@ -27,9 +27,15 @@ typedef struct breaker {
 
 void breaker_init(breaker *b, int threshold, int64_t cooldown_ms);
 
-/* May this call go to the store?  1: yes (and if the breaker was open and
- * cooled down, this call is the probe: report its result); 0: no. */
+/* May this call go to the store?  0: no; 1: yes; 2: yes, and it is the
+ * probe of a cooled-down open breaker: report its result, or hand the
+ * probe back with breaker_unprobe() if it could not even be sent. */
 int breaker_allow(breaker *b, int64_t now_ms);
+
+/* The probe found no connection to try: open again, still cooled down, so
+ * the next call probes as soon as a connection is up (a probe that never
+ * reached the server says nothing about it). */
+void breaker_unprobe(breaker *b);
 
 /* Report a call's outcome (ok: the store answered). */
 void breaker_done(breaker *b, int ok, int64_t now_ms);

@@ -320,6 +320,7 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
             break;
         case RL_FAIL_CLOSED:
             d[i] = (algo_decision){0, 0, 0, now + 1000, 1000, 0};
+            how[i] = RL_FLAG_FAIL_CLOSED;
             break;
         default:
             fallback_rule(lim, rule, &local[nf]);
@@ -341,7 +342,7 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
         stats_add(&lim->counts, ST_FAIL_OPEN);
     else if (how[best] == RL_FLAG_FALLBACK)
         stats_add(&lim->counts, ST_FALLBACK);
-    else if (!res->allowed)
+    else if (how[best] == RL_FLAG_FAIL_CLOSED)
         stats_add(&lim->counts, ST_FAIL_CLOSED);
     return RL_OK;
 }

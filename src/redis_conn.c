@@ -493,7 +493,14 @@ int rconn_call(rconn *c, const char *cmd, size_t len, int nreplies,
                redisReply **replies, int64_t timeout_ms, char *err,
                size_t errlen)
 {
-    int64_t deadline = mono_ns() + timeout_ms * 1000000;
+    return rconn_call_until(c, cmd, len, nreplies, replies,
+                            mono_ns() + timeout_ms * 1000000, err, errlen);
+}
+
+int rconn_call_until(rconn *c, const char *cmd, size_t len, int nreplies,
+                     redisReply **replies, int64_t deadline, char *err,
+                     size_t errlen)
+{
     rslot *s;
     int rc = RL_OK;
 
@@ -514,8 +521,7 @@ int rconn_call(rconn *c, const char *cmd, size_t len, int nreplies,
         if (!c->reading)
             promote(c); /* we may have been promoted as we gave up */
         c->stats.timeouts++;
-        snprintf(err, errlen, "no reply within %lld ms",
-                 (long long)timeout_ms);
+        snprintf(err, errlen, "no reply in time");
         rc = RL_ESTORE;
     } else if (s->failed) {
         snprintf(err, errlen, "connection lost");

@@ -45,6 +45,11 @@ int rconn_call(rconn *c, const char *cmd, size_t len, int nreplies,
                redisReply **replies, int64_t timeout_ms, char *err,
                size_t errlen);
 
+/* The same, waiting until an absolute CLOCK_MONOTONIC time in ns. */
+int rconn_call_until(rconn *c, const char *cmd, size_t len, int nreplies,
+                     redisReply **replies, int64_t deadline_ns, char *err,
+                     size_t errlen);
+
 /* Send and do not wait (the replies are dropped). */
 int rconn_send(rconn *c, const char *cmd, size_t len, int nreplies);
 

@@ -368,13 +368,12 @@ static void run_batch(redis_store *r, rconn *c, job **jobs, int nb,
     for (int eval = 0; eval < 2; eval++) {
         cmdbuf b = {stack, 0, sizeof stack, 0, 0};
         redisReply *rep = NULL;
-        int64_t left = (deadline_ns - mono_ns()) / 1000000;
 
-        if (left < 1)
+        if (mono_ns() >= deadline_ns)
             break;
         put_script(r, &b, jobs, nb, pg, 'c', eval, NULL);
-        if (!b.oom &&
-            rconn_call(c, b.p, b.len, 1, &rep, left, err, sizeof err) == RL_OK) {
+        if (!b.oom && rconn_call_until(c, b.p, b.len, 1, &rep, deadline_ns,
+                                       err, sizeof err) == RL_OK) {
             rc = parse_reply(rep, jobs, nb, pg);
             freeReplyObject(rep);
         } else {
@@ -504,11 +503,15 @@ static int redis_check(rl_store *s, const store_op *ops, size_t n,
               QUEUED, NULL};
 
     /* An open breaker: no network call at all, failure modes decide. */
-    if (!breaker_allow(&r->brk, start / 1000000))
+    int allowed = breaker_allow(&r->brk, start / 1000000);
+    if (!allowed)
         return RL_ESTORE;
     l = pick(r);
     if (!rconn_is_up(l->conn)) {
-        breaker_done(&r->brk, 0, start / 1000000);
+        if (allowed == 2)
+            breaker_unprobe(&r->brk); /* nothing was tried */
+        else
+            breaker_done(&r->brk, 0, start / 1000000);
         return RL_ESTORE;
     }
     pthread_mutex_lock(&l->mu);

@@ -496,6 +496,7 @@ START_TEST(failure_modes_stay_all_or_nothing)
         ck_assert(!res.allowed);
         ck_assert_str_eq(res.rule_id, "login");
         ck_assert_int_eq(res.flags & (RL_FLAG_FAIL_OPEN | RL_FLAG_FALLBACK), 0);
+        ck_assert(res.flags & RL_FLAG_FAIL_CLOSED);
     }
     /* The fallback rule was never charged: 5 of 5 left. */
     ck_assert_int_eq(rl_check(lim, &other, &res), RL_OK);
@@ -631,6 +632,23 @@ START_TEST(fleet_counts_itself)
 }
 END_TEST
 
+/* The tightest timeout still reaches a healthy server: deadlines are kept
+ * in ns, not rounded down to whole ms (where 1 ms became 0). */
+START_TEST(one_ms_timeout_still_reaches_redis)
+{
+    rl_limiter *lim = open_limiter(uri, "timeout_ms", "1");
+    rl_result res;
+    int by_redis = 0;
+
+    for (int i = 0; i < 50; i++) {
+        ck_assert_int_eq(rl_allow(lim, "user:t", "sw", 0, &res), RL_OK);
+        by_redis += !(res.flags & RL_FLAG_FALLBACK);
+    }
+    ck_assert_int_gt(by_redis, 0);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 START_TEST(fleet_options_are_checked)
 {
     rl_config *cfg = rl_config_new();
@@ -676,6 +694,7 @@ int main(void)
     tcase_add_test(tc, breaker_opens_skips_the_network_and_closes);
     tcase_add_test(tc, fleet_counts_itself);
     tcase_add_test(tc, fleet_options_are_checked);
+    tcase_add_test(tc, one_ms_timeout_still_reaches_redis);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
