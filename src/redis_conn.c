@@ -568,8 +568,10 @@ static void reconnect(rconn *c, int64_t *backoff_ms)
         c->stats.reconnects++;
         atomic_store(&c->up, 1);
         *backoff_ms = 10;
-    } else if (*backoff_ms < 1000) {
+    } else if (*backoff_ms < c->opt.max_backoff_ms) {
         *backoff_ms *= 2;
+        if (*backoff_ms > c->opt.max_backoff_ms)
+            *backoff_ms = c->opt.max_backoff_ms;
     }
     pthread_mutex_unlock(&c->mu);
 }
@@ -668,6 +670,8 @@ int rconn_open(rconn **out, const rconn_opts *o, int degraded, char *err,
     if (!c)
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
     c->opt = *o;
+    if (c->opt.max_backoff_ms < 10)
+        c->opt.max_backoff_ms = 1000;
     c->fd = -1;
     sha1_hex(o->script, o->script_len, c->sha);
     c->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

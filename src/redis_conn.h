@@ -26,6 +26,7 @@ typedef struct rconn rconn;
 typedef struct rconn_opts {
     redis_uri uri;
     int64_t connect_timeout_ms; /* connect + handshake, in the I/O thread */
+    int64_t max_backoff_ms;     /* longest wait between reconnect tries  */
     const char *script;         /* SCRIPT LOADed on every connect          */
     size_t script_len;
 } rconn_opts;

@@ -620,6 +620,14 @@ int store_redis_new(const char *uri, const store_options *opt,
                RL_ESTORE;
     }
     co.connect_timeout_ms = opt->connect_timeout_ms;
+    /* Reconnect tries at most half a breaker cooldown apart (and at most a
+     * second): once Redis is back, a connection is up before the breaker's
+     * next probe is due, so it closes within one cooldown. */
+    co.max_backoff_ms = opt->breaker_cooldown_ms / 2;
+    if (co.max_backoff_ms > 1000)
+        co.max_backoff_ms = 1000;
+    if (co.max_backoff_ms < 10)
+        co.max_backoff_ms = 10;
     co.script = r->script;
     co.script_len = r->script_len;
     for (int i = 0; i < opt->redis_connections && i < MAX_CONNS; i++) {

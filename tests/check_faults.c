@@ -154,6 +154,8 @@ static void under_fault(const char *store, fault_fn start, fault_fn stop,
             (unsigned long long)during.breaker_opens,
             (long long)recovered);
     ck_assert_int_eq(atomic_load(&l.errors), 0);
+    /* Back within one cooldown of the server answering again. */
+    ck_assert_int_le(recovered, COOLDOWN_MS + SLACK_MS);
     ck_assert_int_le(atomic_load(&l.worst_ms), TIMEOUT_MS + SLACK_MS);
     ck_assert_int_ge(during.breaker_opens, before.breaker_opens + 1);
     ck_assert_int_gt(during.fallback, before.fallback);
