@@ -346,7 +346,9 @@ START_TEST(a_hung_server_costs_one_timeout)
         clock_gettime(CLOCK_MONOTONIC, &b);
         long ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
         ck_assert(res.flags & RL_FLAG_FALLBACK);
-        ck_assert_int_le(ms, 20 + 15); /* the timeout, plus scheduling slack */
+        /* The timeout, plus slack for a CI machine running other suites
+         * in parallel (check_faults measures this closely). */
+        ck_assert_int_le(ms, 20 + 100);
     }
     ck_assert_int_eq(rh_resume(&srv), 0);
     await_redis(lim, "user:1");
@@ -425,16 +427,20 @@ START_TEST(sixty_four_threads_share_few_sockets)
     hammer_arg h = {open_limiter(uri, "timeout_ms", "1000"), 0};
     pthread_t th[64];
     store_redis_stats st;
-    long long clients;
+    long long clients, ms;
+    struct timespec a, b;
 
+    clock_gettime(CLOCK_MONOTONIC, &a);
     for (int i = 0; i < 64; i++)
         pthread_create(&th[i], NULL, hammer, &h);
     for (int i = 0; i < 64; i++)
         pthread_join(th[i], NULL);
-    /* burst 20, refilling 1 per 600 ms over a run well under a second or
-     * two: 20 plus what refilled. */
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    ms = (b.tv_sec - a.tv_sec) * 1000 + (b.tv_nsec - a.tv_nsec) / 1000000;
+    /* burst 20, refilling 1 per 600 ms: 20 plus what refilled during the
+     * run (longer under sanitizers), never one more. */
     ck_assert_int_ge(atomic_load(&h.ok), 20);
-    ck_assert_int_le(atomic_load(&h.ok), 23);
+    ck_assert_int_le(atomic_load(&h.ok), 20 + ms / 600 + 1);
     store_redis_stats_get(limiter_store(h.lim), &st);
     ck_assert_int_eq(st.checks, 64 * 20);
     ck_assert_int_lt(st.batches, st.checks); /* many checks per script */
@@ -568,7 +574,9 @@ START_TEST(breaker_opens_skips_the_network_and_closes)
         ck_assert_int_eq(rl_allow(lim, "user:1", "fb", 1, &res), RL_OK);
         ck_assert(res.flags & RL_FLAG_FALLBACK);
     }
-    ck_assert_int_lt(elapsed_ms(&t), 30); /* 100 checks, under one timeout */
+    /* 100 checks with no network wait; had each waited its 30 ms timeout
+     * they would take 3 s.  The bound leaves room for a loaded machine. */
+    ck_assert_int_lt(elapsed_ms(&t), 1000);
 
     ck_assert_int_eq(rh_resume(&srv), 0);
     clock_gettime(CLOCK_MONOTONIC, &t);
