@@ -27,12 +27,25 @@ fuzz) CC=clang
 *) echo "unknown mode $mode" >&2; exit 2 ;;
 esac
 
+# The scripts the library embeds, and the test build of them.
+lua="$src/lua/common.lua"
+algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $src/lua/sliding_window.lua"
+sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" $algos "$src/lua/check.lua"
+sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" $algos "$src/lua/check.lua"
+# The library's sources: src/*.c, less an in-tree build's generated
+# src/lua_scripts.c (ours is the one in $out).
+lib_srcs=""
+for f in "$src"/src/*.c "$out/lua_scripts.c"; do
+    [ "$f" = "$src/src/lua_scripts.c" ] && continue
+    lib_srcs="$lib_srcs $f"
+done
+
 if [ "$mode" = fuzz ]; then
     secs=${2:-30}
     for t in rules config pattern uri; do
         mkdir -p "$out/corpus-$t"
         cp "$src/tests/fuzz/corpus/$t/"* "$out/corpus-$t/"
-        $CC $cflags $san -DFUZZ_TARGET_$t "$src"/src/*.c "$src/tests/fuzz/fuzz_$t.c" \
+        $CC $cflags $san -DFUZZ_TARGET_$t $lib_srcs "$src/tests/fuzz/fuzz_$t.c" \
             $libs -o "$out/fuzz_$t"
         echo "fuzz_$t: ${secs}s"
         "$out/fuzz_$t" -max_total_time="$secs" -max_len=4096 "$out/corpus-$t"
@@ -41,16 +54,8 @@ if [ "$mode" = fuzz ]; then
     exit 0
 fi
 
-# The scripts the library embeds, and the test build of them.
-lua="$src/lua/common.lua"
-algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $src/lua/sliding_window.lua"
-sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" $algos "$src/lua/check.lua"
-sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" $algos "$src/lua/check.lua"
 objs=""
-for f in "$src"/src/*.c "$out/lua_scripts.c"; do
-    # An in-tree build leaves its generated src/lua_scripts.c in the source
-    # tree; ours is the one in $out.
-    [ "$f" = "$src/src/lua_scripts.c" ] && continue
+for f in $lib_srcs; do
     o="$out/$(basename "$f" .c).o"
     $CC $cflags $san -c "$f" -o "$o"
     objs="$objs $o"
