@@ -76,6 +76,10 @@ int rh_kill(rh_server *s);
  * Start again on the same port, socket and password, EMPTY: any running
  * process is stopped first and a dump file a test may have SAVEd is
  * deleted.  0 once it answers PING, -1 on error (then not running).
+ * A cluster node keeps its nodes.conf, so it comes back with its identity
+ * and its view of the cluster, but no keys and no scripts: a master
+ * restarted before its replicas took over is again the master of its
+ * slots, now empty (its replicas resync, and empty too).
  */
 int rh_restart(rh_server *s);
 
@@ -99,5 +103,121 @@ long long rh_info_int(const rh_server *s, const char *section,
 /* "redis://[:password@]127.0.0.1:PORT/0" with the password
  * percent-encoded; NULL if it does not fit in `len` bytes. */
 char *rh_uri(const rh_server *s, char *buf, size_t len);
+
+/*
+ * Redis Cluster.  A cluster is a set of rh_servers started with
+ * cluster-enabled, each in its own dir with its nodes.conf, on a port P
+ * such that P and P + 10000 (the cluster bus) were both free, P < 55535.
+ * The nodes are ordinary rh_servers for rh_kill(), rh_restart(),
+ * rh_pause(), rh_connect() and the rest, with the same lifetime rules
+ * (they die with the process that started them; a cluster takes up to 9
+ * of the 32 slots), and the same thread rules: rh_cluster_start() and
+ * rh_restart() of a node fork and belong to the main thread, and the calls
+ * that change nodes (start, stop, migrate, failover, and rh_kill() and the
+ * rest on a node) must not run concurrently.  The nodes have no password.
+ * Every connection the harness opens has 1 s timeouts and every wait a
+ * deadline; a failure says why on stderr.
+ *
+ * Node index i is fixed for the life of the cluster; which nodes are
+ * masters is redis-cli's choice at start and changes with failovers: ask
+ * rh_cluster_master_of() / rh_cluster_is_master().
+ */
+#define RH_CLUSTER_MAX 9
+
+typedef struct rh_cluster {
+    rh_server node[RH_CLUSTER_MAX];
+    int n;                         /* nodes started */
+    char id[RH_CLUSTER_MAX][41];   /* CLUSTER MYID of each node */
+} rh_cluster;
+
+/* 1 if redis-server and redis-cli are on PATH and run; 0 with the reason
+ * on stderr. */
+int rh_cluster_available(void);
+
+/*
+ * Start masters * (1 + replicas) nodes (masters >= 3, at most
+ * RH_CLUSTER_MAX in all) with cluster-node-timeout node_timeout_ms, no
+ * persistence (appendonly no, save ""), replicas that sync at once and
+ * always stand for election; join them with `redis-cli --cluster create
+ * ... --cluster-replicas R --cluster-yes` and return once the cluster has
+ * settled as rh_cluster_wait_ok() says.  Some 2.5 s for 6 nodes: a new
+ * master holds cluster_state:fail for its first 2 s (and so does a master
+ * rh_restart()ed).  0, or -1 with the reason on stderr and nothing left
+ * running.  *c is overwritten.
+ */
+int rh_cluster_start(rh_cluster *c, int masters, int replicas,
+                     int node_timeout_ms);
+
+/* rh_stop() every node (SIGTERM to all at once, then wait); 0, or -1 if a
+ * node had to be killed or its dir could not be removed. */
+int rh_cluster_stop(rh_cluster *c);
+
+/*
+ * "redis-cluster://127.0.0.1:P1,127.0.0.1:P2,..." listing every node in
+ * index order, beginning at node `first` and wrapping around (first = 0:
+ * 0, 1, ... n-1; first = 2: 2, ... n-1, 0, 1), so that a test can hand
+ * out a seed list whose first node is down.  NULL if it does not fit in
+ * `len` bytes or `first` is not a node.
+ */
+char *rh_cluster_uri(const rh_cluster *c, int first, char *buf, size_t len);
+
+/*
+ * Index of the node serving `slot` as a master, by what the live nodes
+ * claim for themselves (the "myself" line of their CLUSTER NODES): during
+ * a migration that is still the source; after a failover the promoted
+ * replica.  Two claims (a node back with a stale config) go to the higher
+ * config epoch.  -1 if no live master claims it.
+ */
+int rh_cluster_master_of(const rh_cluster *c, int slot);
+
+/* 1 if node i is a master now (ROLE), 0 a replica, -1 down (not running,
+ * or not answering within 1 s). */
+int rh_cluster_is_master(const rh_cluster *c, int i);
+
+/*
+ * Wait until the cluster has settled: every running node answers and says
+ * cluster_state:ok, every running replica has master_link_status:up, and
+ * the CLUSTER SLOTS of every running node maps all 16384 slots, the same
+ * way on all of them, each to a running master, and lists every running
+ * replica (Redis leaves out a replica whose replication offset, as
+ * gossiped, is still 0).  0, or -1 after timeout_ms with what was still
+ * wrong on stderr.
+ */
+int rh_cluster_wait_ok(rh_cluster *c, int timeout_ms);
+
+/*
+ * Resharding one slot in steps, so that a test can hold it half-migrated
+ * (the source answers -ASK for a key it no longer has) or finish the move
+ * (the source answers -MOVED):
+ *
+ * begin: CLUSTER SETSLOT slot IMPORTING <source id> on node `to`, then
+ *        SETSLOT slot MIGRATING <to id> on the source (the slot's master,
+ *        rh_cluster_master_of()).  0 or -1.
+ * keys:  move up to max_keys keys of the slot from the source to the node
+ *        it is migrating to (CLUSTER GETKEYSINSLOT, then MIGRATE 127.0.0.1
+ *        port "" 0 1000 KEYS ...; text keys only).  The number moved (0
+ *        when the slot has none left), or -1.
+ * end:   CLUSTER SETSLOT slot NODE <to id> on `to`, on the source, then on
+ *        every other live master; the source refuses while it still holds
+ *        keys of the slot.  Replicas learn by gossip: rh_cluster_wait_ok()
+ *        waits for them.  0 or -1.
+ */
+int rh_cluster_migrate_begin(rh_cluster *c, int slot, int to);
+int rh_cluster_migrate_keys(rh_cluster *c, int slot, int max_keys);
+int rh_cluster_migrate_end(rh_cluster *c, int slot, int to);
+
+/*
+ * Crash master `killed` (rh_kill(&c->node[killed]), after noting its
+ * slots and replicas), then wait until one of its replicas serves every
+ * one of those slots and the cluster has settled (rh_cluster_wait_ok()).
+ * The promoted replica's index, or -1 (not a live master with slots, or
+ * timeout_ms passed; the node stays killed).  With node_timeout 1000 ms
+ * this takes 2.5 to 3 s.
+ */
+int rh_cluster_failover_wait(rh_cluster *c, int killed, int timeout_ms);
+
+/* The slot of a key: CRC16 (XMODEM) mod 16384 of the key, or of its hash
+ * tag, the bytes between the first '{' and the next '}' when not empty. */
+unsigned rh_key_slot(const char *key, size_t len);
 
 #endif
