@@ -52,7 +52,7 @@ if ARGV[2] == 'r' then
         a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 7]), w))
         write(KEYS[key], algo, burst, w, p, q, a, b, c)
       end
-      key, arg = key + 1, arg + 8
+      key, arg = key + 1, arg + 9
     end
   end
   return key - 1
@@ -82,7 +82,7 @@ for r = 1, nreq do
     end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok and 1 or 0, remaining, reset, retry
     n = n + 4
-    key, arg = key + 1, arg + 8
+    key, arg = key + 1, arg + 9
   end
   if all then
     for t = 1, npending do

@@ -39,12 +39,13 @@ static void beat(fleet *f)
     char ttl[24], buf[1024], err[128];
     const char *argv[] = {"EVAL", beat_script, "1", f->key, f->id, ttl};
     redisReply *r = NULL;
+    rconn *c = f->conn(f->arg);
     size_t len;
 
     snprintf(ttl, sizeof ttl, "%lld", (long long)(3 * f->interval_ms));
     if (!(len = resp(buf, sizeof buf, 6, argv)))
         return;
-    if (rconn_call(f->conn, buf, len, 1, &r, 500, err, sizeof err) != 0)
+    if (!c || rconn_call(c, buf, len, 1, &r, 500, err, sizeof err) != 0)
         return;
     if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
         atomic_store(f->size, r->integer);
@@ -75,13 +76,15 @@ static void *fleet_main(void *arg)
     return NULL;
 }
 
-int fleet_start(fleet *f, rconn *conn, const char *name,
-                _Atomic int64_t *size, int64_t interval_ms)
+int fleet_start(fleet *f, rconn *(*conn)(void *arg), void *arg,
+                const char *name, _Atomic int64_t *size,
+                int64_t interval_ms)
 {
     unsigned char rnd[8] = {0};
 
     memset(f, 0, sizeof *f);
     f->conn = conn;
+    f->arg = arg;
     f->size = size;
     f->interval_ms = interval_ms;
     snprintf(f->key, sizeof f->key, "rl:fleet:{%s}", name);
@@ -111,8 +114,10 @@ void fleet_stop(fleet *f)
     pthread_cond_signal(&f->cv);
     pthread_mutex_unlock(&f->mu);
     pthread_join(f->th, NULL);
-    if ((len = resp(buf, sizeof buf, 3, argv)) != 0)
-        rconn_send(f->conn, buf, len, 1);
+    rconn *c = f->conn(f->arg);
+
+    if (c && (len = resp(buf, sizeof buf, 3, argv)) != 0)
+        rconn_send(c, buf, len, 1);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     f->started = 0;

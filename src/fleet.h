@@ -16,7 +16,8 @@
 #define FLEET_NAME_MAX 64
 
 typedef struct fleet {
-    rconn *conn;
+    rconn *(*conn)(void *arg);   /* the connection that holds the key */
+    void *arg;
     char key[FLEET_NAME_MAX + 16];
     char id[40];                 /* this limiter's member name     */
     _Atomic int64_t *size;       /* where the count goes           */
@@ -27,9 +28,12 @@ typedef struct fleet {
     int stop, started;
 } fleet;
 
-/* Start beating every interval_ms on conn; the count lands in *size. */
-int fleet_start(fleet *f, rconn *conn, const char *name,
-                _Atomic int64_t *size, int64_t interval_ms);
+/* Start beating every interval_ms on the connection conn(arg) returns at
+ * each beat (a cluster's answer follows the key's slot); the count lands
+ * in *size. */
+int fleet_start(fleet *f, rconn *(*conn)(void *arg), void *arg,
+                const char *name, _Atomic int64_t *size,
+                int64_t interval_ms);
 
 /* Stop, and take this limiter out of the set at once (best effort). */
 void fleet_stop(fleet *f);

@@ -141,7 +141,7 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
                                                      ? cfg->fleet_name
                                                      : "default")
                                               : NULL,
-                         &lim->fleet_size};
+                         &lim->fleet_size, (int)cfg->redis_compact};
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];
     int rc;

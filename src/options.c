@@ -141,10 +141,18 @@ RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
     if (strcmp(name, "breaker_cooldown_ms") == 0)
         return parse_size(name, value, 10, 600000, 0,
                           &cfg->breaker_cooldown_ms);
+    if (strcmp(name, "redis_layout") == 0) {
+        if (strcmp(value, "plain") != 0 && strcmp(value, "compact") != 0)
+            return rl_fail(NULL, RL_EOPTION, "redis_layout: \"plain\" or "
+                           "\"compact\", not \"%.40s\"", value);
+        cfg->redis_compact = strcmp(value, "compact") == 0;
+        return RL_OK;
+    }
     return rl_fail(NULL, RL_EOPTION,
                    "unknown option \"%.40s\" (store, rules_file, rules, "
                    "timeout_ms, memory_max_bytes, connect_timeout_ms, "
                    "redis_connections, degraded_start, fleet_size, "
-                   "fleet_name, breaker_failures, breaker_cooldown_ms)",
+                   "fleet_name, breaker_failures, breaker_cooldown_ms, "
+                   "redis_layout)",
                    name);
 }

@@ -22,6 +22,7 @@ struct rl_config {
     char *fleet_name;           /* which fleet, for "auto"            */
     int64_t breaker_failures;   /* failures in a row that open it     */
     int64_t breaker_cooldown_ms;/* open this long before a probe      */
+    int64_t redis_compact;      /* redis_layout "compact": 1          */
 };
 
 /* The defaults, for rl_limiter_new(NULL). */

@@ -157,3 +157,63 @@ int redis_uri_parse(const char *uri, redis_uri *u, char *err, size_t errlen)
     return u->is_unix ? parse_unix(rest, u, err, errlen)
                       : parse_tcp(rest, u, err, errlen);
 }
+
+int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
+                            int *n, char *err, size_t errlen)
+{
+    const char *p = uri + 16, *at, *end, *slash;
+    char one[700];
+    size_t cred = 0;
+
+    *n = 0;
+    if (strncmp(uri, "redis-cluster://", 16) != 0)
+        return FAIL("expected redis-cluster://");
+    at = strrchr(p, '@');
+    if (at) {
+        cred = (size_t)(at - p) + 1; /* "user:password@" */
+        p = at + 1;
+    }
+    slash = strchr(p, '/');
+    end = slash ? slash : p + strlen(p);
+    if (slash && strcmp(slash, "/0") != 0 && strcmp(slash, "/") != 0)
+        return FAIL("a cluster has database 0 only (found \"%.20s\")",
+                    slash);
+    if (p == end)
+        return FAIL("no seed node (expected host:port[,host:port...])");
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t len = (size_t)((comma ? comma : end) - p);
+        char why[200];
+        if (len == 0)
+            return FAIL("empty seed in the list");
+        if (*n == max)
+            return FAIL("more than %d seeds", max);
+        if (8 + cred + len >= sizeof one)
+            return FAIL("seed too long");
+        memcpy(one, "redis://", 8);
+        memcpy(one + 8, uri + 16, cred);
+        memcpy(one + 8 + cred, p, len);
+        one[8 + cred + len] = 0;
+        if (redis_uri_parse(one, &seeds[*n], why, sizeof why) != 0)
+            return FAIL("seed %d (%.*s): %s", *n + 1, (int)len, p, why);
+        ++*n;
+        p += len + (comma ? 1 : 0);
+        if (comma && p == end)
+            return FAIL("empty seed in the list");
+    }
+    return 0;
+}
+
+void redis_uri_redact(const char *uri, char *out, size_t len)
+{
+    const char *scheme = strstr(uri, "://"), *at = strchr(uri, '@');
+
+    if (!scheme || !at || at < scheme) {
+        snprintf(out, len, "%.100s", uri);
+        return;
+    }
+    const char *colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3));
+    if (!colon)
+        colon = at;
+    snprintf(out, len, "%.*s:***%.80s", (int)(colon - uri), uri, at);
+}

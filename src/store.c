@@ -3,6 +3,7 @@
  * list of backends; everything else talks to the vtable in store.h.
  */
 #include "store.h"
+#include "store_cluster.h"
 #include "store_memory.h"
 #include "store_redis.h"
 
@@ -19,10 +20,8 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
         strncmp(uri, "rediss://", 9) == 0)
         return store_redis_new(uri, opt, out, err, errlen);
     if (strncmp(uri, "redis-cluster://", 16) == 0)
-        return snprintf(err, errlen,
-                        "store \"%.100s\": Redis Cluster is not in this "
-                        "release; use redis:// or memory://", uri), RL_ESTORE;
+        return store_cluster_new(uri, opt, out, err, errlen);
     return snprintf(err, errlen,
                     "store \"%.100s\": unknown scheme (expected memory://, "
-                    "redis:// or unix://)", uri), RL_ESTORE;
+                    "redis://, unix:// or redis-cluster://)", uri), RL_ESTORE;
 }

@@ -58,10 +58,12 @@ typedef struct store_options {
     int64_t breaker_cooldown_ms; /* open this long before one probe     */
     const char *fleet_name;      /* non-NULL: count the fleet by        */
     _Atomic int64_t *fleet_size; /*   heartbeats, into *fleet_size      */
+    int compact;                 /* Redis: the compact layout           */
 } store_options;
 
-/* Open the store a URI names ("memory://", "redis://...", "unix://...").  Returns RL_OK, or RL_ESTORE
- * with the reason in err. */
+/* Open the store a URI names ("memory://", "redis://...", "unix://...",
+ * "redis-cluster://...").  Returns RL_OK, or RL_ESTORE with the reason in
+ * err. */
 int store_open(const char *uri, const store_options *opt, rl_store **out,
                char *err, size_t errlen);
 

@@ -6,6 +6,7 @@
 #define RL_STORE_REDIS_H
 
 #include "clock.h"
+#include "redis_node.h"
 #include "store.h"
 
 int store_redis_new(const char *uri, const store_options *opt,
@@ -22,16 +23,16 @@ extern const char *store_redis_test_script;
 extern size_t store_redis_test_script_len;
 void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg);
 
-/* Tests only: decide a request's rules per cluster slot, as Redis Cluster
- * must, with refunds when one part denies.  Set before the store is
- * created. */
-extern int store_redis_split_slots;
-
-typedef struct store_redis_stats {
-    int64_t calls, writes, timeouts, reconnects, down_fails; /* sockets */
-    int64_t batches, checks;  /* script calls, and the requests in them */
-    int64_t noscript, refunds;
-} store_redis_stats;
+/* Counters of a Redis store, single server or cluster (every node's
+ * summed): sockets (calls, writes, timeouts, reconnects, down_fails),
+ * batches and the requests in them (checks), NOSCRIPT answers; the
+ * cluster also counts redirects met (moved, asks, tryagain), refunds sent
+ * and slot map refreshes.  Tests and benchmarks read them. */
+typedef rnode_stats store_redis_stats;
 void store_redis_stats_get(rl_store *s, store_redis_stats *st);
+
+/* The options of one node, from the store's (shared with the cluster). */
+void store_redis_node_opts(rnode_opts *o, const store_options *opt,
+                           const rl_clock *clock);
 
 #endif

@@ -407,15 +407,49 @@ START_TEST(config_memory_max_bytes_values)
 }
 END_TEST
 
-START_TEST(store_cluster_not_in_this_release)
+/* Seed lists that cannot work: each a clear error naming what is wrong
+ * (port 1 refuses at once on loopback; nothing leaves the machine). */
+START_TEST(store_cluster_bad_seeds)
+{
+    static const char *bad[][2] = {
+        {"redis-cluster://127.0.0.1:1", "no seed answered"},
+        {"redis-cluster://127.0.0.1:1,127.0.0.1:2", "127.0.0.1:2"},
+        {"redis-cluster://", "no seed"},
+        {"redis-cluster://127.0.0.1:1,,127.0.0.1:2", "empty seed"},
+        {"redis-cluster://127.0.0.1:1/3", "database 0 only"},
+        {"redis-cluster://127.0.0.1:99999", "seed 1"},
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rl_config *cfg = rl_config_new();
+        ck_assert_int_eq(rl_config_set(cfg, "store", bad[i][0]), RL_OK);
+        new_fails(cfg, RL_ESTORE);
+        msg_has(NULL, bad[i][1]);
+        rl_config_free(cfg);
+    }
+}
+END_TEST
+
+/* Unreachable seeds with degraded_start: the limiter opens and its checks
+ * follow the failure modes at once. */
+START_TEST(store_cluster_degraded_start)
 {
     rl_config *cfg = rl_config_new();
+    rl_limiter *lim;
+    rl_result res;
 
     ck_assert_int_eq(rl_config_set(cfg, "store",
                                    "redis-cluster://127.0.0.1:1"), RL_OK);
-    new_fails(cfg, RL_ESTORE);
-    msg_has(NULL, "redis-cluster://127.0.0.1:1");
-    msg_has(NULL, "redis://");
+    ck_assert_int_eq(rl_config_set(cfg, "degraded_start", "1"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules",
+                                   "[" RULE("r", "user", 5,
+                                            ",\"failure_mode\":\"closed\"")
+                                   "]"), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    ck_assert_int_eq(rl_allow(lim, "user:1", "r", 1, &res), RL_OK);
+    ck_assert(!res.allowed);
+    ck_assert(res.flags & RL_FLAG_FAIL_CLOSED);
+    rl_limiter_free(lim);
     rl_config_free(cfg);
 }
 END_TEST
@@ -972,7 +1006,8 @@ int main(void)
     tcase_add_test(tc, config_unknown_option);
     tcase_add_test(tc, config_timeout_values);
     tcase_add_test(tc, config_memory_max_bytes_values);
-    tcase_add_test(tc, store_cluster_not_in_this_release);
+    tcase_add_test(tc, store_cluster_bad_seeds);
+    tcase_add_test(tc, store_cluster_degraded_start);
     tcase_add_test(tc, stats_count_decisions);
     tcase_add_test(tc, store_unknown_scheme);
     tcase_add_test(tc, result_fields_when_allowed);

@@ -1,0 +1,68 @@
+/*
+ * redis_key.c -- see redis_key.h.  The names are part of the format every
+ * limiter of a fleet shares: the compact layout's hash (hash_bytes with the
+ * seed below) must never change between releases without a new prefix.
+ */
+#include "redis_key.h"
+#include "algo.h"
+#include "crc16.h"
+#include "hash.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define COMPACT_SEED 0x726c632d6b657931ULL /* "rlc-key1" */
+
+int redis_key_compact_ok(const store_op *op)
+{
+    const algo_params *ap = &op->rule->ap;
+    int64_t cap, life;
+
+    if (ap->algo == RL_ALGO_FIXED_WINDOW || ap->algo == RL_ALGO_SLIDING_WINDOW)
+        return 1;
+    /* Token bucket and GCRA store a time in 1/q ms relative to an epoch of
+     * L = ceil(cap / q) + 2 ms: at most 2 L q. */
+    cap = ap->burst * ap->p;
+    life = cap / ap->q + 3;
+    return life <= RL_EXACT_MAX / 2 / ap->q;
+}
+
+static size_t put_tail(const store_op *op, char *key, size_t n)
+{
+    static const char letter[] = "stfg"; /* enum rl_algo order */
+    size_t idlen = strlen(op->rule->id);
+
+    memcpy(key + n, "}:", 2);
+    n += 2;
+    memcpy(key + n, op->rule->id, idlen);
+    n += idlen;
+    n += (size_t)sprintf(key + n, ":%c%lld", letter[op->rule->ap.algo & 3],
+                         (long long)op->rule->window_s);
+    return n;
+}
+
+size_t redis_key(const store_op *op, int compact, char *key, char *field,
+                 size_t *field_len)
+{
+    size_t n;
+
+    if (compact && redis_key_compact_ok(op)) {
+        uint64_t h = hash_bytes(op->key, op->key_len, COMPACT_SEED);
+        n = (size_t)sprintf(key, "rlc:{%u", (unsigned)(h & 0xffff));
+        *field_len = (size_t)sprintf(field, "%u", (unsigned)(h >> 33));
+        return put_tail(op, key, n);
+    }
+    field[0] = 0;
+    *field_len = 0;
+    memcpy(key, "rl:{", 4);
+    memcpy(key + 4, op->key, op->key_len);
+    return put_tail(op, key, 4 + op->key_len);
+}
+
+unsigned redis_key_slot(const store_op *op, int compact)
+{
+    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
+    size_t flen;
+
+    return key_slot(key, redis_key(op, compact, key, field, &flen));
+}

@@ -1,0 +1,608 @@
+/*
+ * store_cluster.c -- the store in a Redis Cluster.
+ *
+ * hiredis has no cluster client, so this is one: a slot map (16384 entries,
+ * each the index of a master in a table of nodes), one node per master
+ * (redis_node.c: pipelined lanes, batches, its own circuit breaker, so one
+ * sick master degrades only the keys it owns), and redirects followed on
+ * the request path within the check's deadline:
+ *   MOVED slot addr  the slot lives elsewhere now: the map entry changes,
+ *                    the call goes there, and a full refresh is asked for;
+ *   ASK slot addr    the slot is migrating and this key is already there:
+ *                    ASKING + the call, at addr, this once;
+ *   TRYAGAIN         the slot's keys are split by a migration: again, a
+ *                    moment later, if the deadline allows;
+ *   CLUSTERDOWN      the check fails (the failure modes decide) and the
+ *                    map is refreshed.
+ * A background thread owns the table: it reads CLUSTER SLOTS from a live
+ * node (known masters first, then the seeds) every second, and within
+ * ~50 ms when the request path asks (a redirect, a failed call), opening
+ * nodes for new masters (a replica promoted by a failover) off the request
+ * path.  Replicas are known but never written.  Nodes are never removed
+ * while the store lives, so the request path reads the table without a
+ * lock: entries are published by an atomic count, and node handles by an
+ * atomic pointer.
+ *
+ * A request's ops are grouped by slot (the hash tag makes all of one
+ * client's rules one group); each group is one script call, all-or-nothing
+ * on its node.  If any group denies, the groups that charged are refunded,
+ * so no rule is charged for a request it did not pass; if any group fails,
+ * the groups that charged are refunded and the whole request is left to
+ * the failure modes.
+ */
+#include "store_cluster.h"
+#include "fleet.h"
+#include "ratelimit.h"
+#include "redis_key.h"
+#include "store_redis.h"
+#include "crc16.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define NSLOTS 16384
+#define MAX_NODES 128
+#define MAX_SEEDS 16
+#define NO_NODE 0xffff
+#define REFRESH_MS 1000       /* the map's age at most, all being well */
+#define TICK_MS 50            /* how soon an asked-for refresh starts  */
+#define TRIES 5               /* redirects followed per check          */
+
+typedef struct cnode {
+    char addr[64];            /* "host:port", as the cluster names it  */
+    _Atomic(rnode *) node;    /* masters: opened when first a master   */
+} cnode;
+
+typedef struct cluster_store {
+    rl_store base;
+    int64_t timeout_ms;
+    rnode_opts nopts;         /* every node's, but the address         */
+    redis_uri seeds[MAX_SEEDS];
+    int nseeds;
+    rl_clock clock;
+    cnode nodes[MAX_NODES];
+    _Atomic int nnodes;
+    _Atomic uint16_t owner[NSLOTS];
+    /* the refresh thread */
+    pthread_t th;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop, started;
+    _Atomic int want;         /* the request path asks for a refresh   */
+    _Atomic int64_t refreshes, refunds, tryagain;
+    fleet fl;
+} cluster_store;
+
+static int64_t mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* ---- the node table -------------------------------------------------- */
+
+static int find_node(cluster_store *c, const char *addr)
+{
+    int n = atomic_load(&c->nnodes);
+
+    for (int i = 0; i < n; i++)
+        if (strcmp(c->nodes[i].addr, addr) == 0)
+            return i;
+    return -1;
+}
+
+/* Refresh thread only: the index of addr, added if new; with master set,
+ * its node is opened (connecting here, never on the request path). */
+static int ensure_node(cluster_store *c, const char *host, int port,
+                       int master)
+{
+    char addr[64], why[200];
+    int i;
+
+    snprintf(addr, sizeof addr, "%s:%d", host, port);
+    if ((i = find_node(c, addr)) < 0) {
+        i = atomic_load(&c->nnodes);
+        if (i == MAX_NODES)
+            return -1;
+        snprintf(c->nodes[i].addr, sizeof c->nodes[i].addr, "%s", addr);
+        atomic_store(&c->nodes[i].node, NULL);
+        atomic_store(&c->nnodes, i + 1); /* publishes the entry */
+    }
+    if (master && !atomic_load(&c->nodes[i].node)) {
+        rnode_opts o = c->nopts;
+        rnode *n;
+        snprintf(o.conn.uri.host, sizeof o.conn.uri.host, "%s", host);
+        o.conn.uri.port = port;
+        o.conn.uri.is_unix = 0;
+        o.conn.uri.db = 0;
+        /* Connect now, so checks find the lanes up; a master that does
+         * not answer gets lanes that keep trying in the background. */
+        o.degraded = 0;
+        if (rnode_open(&n, &o, why, sizeof why) != RL_OK) {
+            o.degraded = 1;
+            if (rnode_open(&n, &o, why, sizeof why) != RL_OK)
+                return -1;
+        }
+        atomic_store(&c->nodes[i].node, n);
+    }
+    return i;
+}
+
+/* ---- the slot map ---------------------------------------------------- */
+
+/* A blocking control connection with timeouts, AUTHed. */
+static redisContext *control(const cluster_store *c, const char *host,
+                             int port, char *err, size_t errlen)
+{
+    int64_t ms = c->nopts.conn.connect_timeout_ms;
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    const redis_uri *u = &c->seeds[0];
+    redisContext *ctx = redisConnectWithTimeout(host, port, tv);
+    redisReply *r;
+
+    if (!ctx || ctx->err) {
+        snprintf(err, errlen, "%s:%d: %s", host, port,
+                 ctx ? ctx->errstr : "out of memory");
+        redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    if (u->password[0]) {
+        r = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
+                       : redisCommand(ctx, "AUTH %s", u->password);
+        if (!r || r->type == REDIS_REPLY_ERROR) {
+            snprintf(err, errlen, "%s:%d: AUTH: %s", host, port,
+                     r ? r->str : ctx->errstr);
+            if (r)
+                freeReplyObject(r);
+            redisFree(ctx);
+            return NULL;
+        }
+        freeReplyObject(r);
+    }
+    return ctx;
+}
+
+/* cluster_state from CLUSTER INFO: 1 ok, 0 not, -1 no answer. */
+static int cluster_ok(redisContext *ctx)
+{
+    redisReply *r = redisCommand(ctx, "CLUSTER INFO");
+    int ok = -1;
+
+    if (r && r->type == REDIS_REPLY_STRING)
+        ok = strstr(r->str, "cluster_state:ok") != NULL;
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* An endpoint of CLUSTER SLOTS: {host, port, id, ...}. */
+static int endpoint(const redisReply *e, const char *dflt, char *host,
+                    size_t hlen, int *port)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
+        e->element[0]->type != REDIS_REPLY_STRING ||
+        e->element[1]->type != REDIS_REPLY_INTEGER)
+        return -1;
+    /* "" or "?": the node does not know its address; use the one asked */
+    snprintf(host, hlen, "%s",
+             e->element[0]->len && e->element[0]->str[0] != '?'
+                 ? e->element[0]->str : dflt);
+    *port = (int)e->element[1]->integer;
+    return 0;
+}
+
+/* Apply a CLUSTER SLOTS reply; the number of slots it covers, or -1. */
+static int apply_slots(cluster_store *c, const redisReply *r, const char *dflt)
+{
+    int covered = 0;
+
+    if (r->type != REDIS_REPLY_ARRAY)
+        return -1;
+    for (size_t i = 0; i < r->elements; i++) {
+        const redisReply *rg = r->element[i];
+        char host[256];
+        int port, m;
+        if (rg->type != REDIS_REPLY_ARRAY || rg->elements < 3 ||
+            rg->element[0]->type != REDIS_REPLY_INTEGER ||
+            rg->element[1]->type != REDIS_REPLY_INTEGER)
+            return -1;
+        long long lo = rg->element[0]->integer, hi = rg->element[1]->integer;
+        if (lo < 0 || hi >= NSLOTS || lo > hi ||
+            endpoint(rg->element[2], dflt, host, sizeof host, &port) ||
+            (m = ensure_node(c, host, port, 1)) < 0)
+            return -1;
+        for (size_t k = 3; k < rg->elements; k++) /* replicas: known */
+            if (!endpoint(rg->element[k], dflt, host, sizeof host, &port))
+                ensure_node(c, host, port, 0);
+        for (long long s = lo; s <= hi; s++)
+            atomic_store_explicit(&c->owner[s], (uint16_t)m,
+                                  memory_order_relaxed);
+        covered += (int)(hi - lo + 1);
+    }
+    return covered;
+}
+
+/* Ask one node for the map.  0 applied (*down: the cluster says it is not
+ * ok), -1 no answer, -2 not a cluster node (err says so). */
+static int refresh_from(cluster_store *c, const char *host, int port,
+                        int *down, char *err, size_t errlen)
+{
+    redisContext *ctx = control(c, host, port, err, errlen);
+    redisReply *r;
+    int rc = -1, covered;
+
+    if (!ctx)
+        return -1;
+    r = redisCommand(ctx, "CLUSTER SLOTS");
+    if (!r) {
+        snprintf(err, errlen, "%s:%d: CLUSTER SLOTS: %s", host, port,
+                 ctx->errstr);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "%s:%d is not a Redis Cluster node (%s); "
+                 "use redis:// for a single server", host, port, r->str);
+        rc = strstr(r->str, "cluster support disabled") ? -2 : -1;
+    } else if ((covered = apply_slots(c, r, host)) < 0) {
+        snprintf(err, errlen, "%s:%d: CLUSTER SLOTS: unexpected reply",
+                 host, port);
+    } else {
+        *down = covered < NSLOTS || cluster_ok(ctx) == 0;
+        if (*down)
+            snprintf(err, errlen, "%s:%d: the cluster is down (%d of "
+                     "16384 slots served%s)", host, port, covered,
+                     covered == NSLOTS ? ", cluster_state:fail" : "");
+        rc = 0;
+    }
+    if (r)
+        freeReplyObject(r);
+    redisFree(ctx);
+    return rc;
+}
+
+/* Read the map from the first node that answers: known masters, the other
+ * known nodes, then the seeds.  0, or -1 / -2 as refresh_from; *down as
+ * there. */
+static int refresh(cluster_store *c, int *down, char *err, size_t errlen)
+{
+    int n = atomic_load(&c->nnodes), rc = -1;
+
+    *down = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < n; i++) {
+            char host[64], *colon;
+            if ((atomic_load(&c->nodes[i].node) != NULL) != (pass == 0))
+                continue;
+            snprintf(host, sizeof host, "%s", c->nodes[i].addr);
+            if (!(colon = strrchr(host, ':')))
+                continue;
+            *colon = 0;
+            if ((rc = refresh_from(c, host, atoi(colon + 1), down, err,
+                                   errlen)) == 0)
+                goto done;
+        }
+    for (int i = 0; i < c->nseeds; i++)
+        if ((rc = refresh_from(c, c->seeds[i].host, c->seeds[i].port, down,
+                               err, errlen)) == 0 || rc == -2)
+            goto done;
+done:
+    atomic_fetch_add(&c->refreshes, 1);
+    return rc;
+}
+
+static void *refresher(void *arg)
+{
+    cluster_store *c = arg;
+    int64_t last = mono_ns();
+    char err[256];
+
+    pthread_mutex_lock(&c->mu);
+    while (!c->stop) {
+        struct timespec until;
+        int64_t now = mono_ns();
+        int down;
+        if (atomic_exchange(&c->want, 0) ||
+            now - last >= (int64_t)REFRESH_MS * 1000000) {
+            pthread_mutex_unlock(&c->mu);
+            refresh(c, &down, err, sizeof err);
+            pthread_mutex_lock(&c->mu);
+            last = mono_ns();
+        }
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += TICK_MS * 1000000;
+        if (until.tv_nsec >= 1000000000) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000;
+        }
+        if (!c->stop)
+            pthread_cond_timedwait(&c->cv, &c->mu, &until);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+/* ---- the request path ------------------------------------------------ */
+
+static rnode *node_at(cluster_store *c, unsigned idx)
+{
+    return idx < (unsigned)atomic_load(&c->nnodes)
+               ? atomic_load(&c->nodes[idx].node) : NULL;
+}
+
+static void pause_until(int64_t deadline_ns)
+{
+    int64_t left = deadline_ns - mono_ns();
+    struct timespec ts = {0, left > 1000000 ? 1000000 : left};
+
+    if (left > 0)
+        nanosleep(&ts, NULL);
+}
+
+/* Decide one slot's ops, following redirects.  RL_OK with *where the node
+ * that charged them, or RL_ESTORE. */
+static int route(cluster_store *c, unsigned slot, const store_op *ops,
+                 size_t n, algo_decision *out, int64_t *now_ms,
+                 int64_t deadline_ns, rnode **where)
+{
+    unsigned idx = atomic_load_explicit(&c->owner[slot],
+                                        memory_order_relaxed);
+    int asking = 0;
+
+    for (int t = 0; t < TRIES && mono_ns() < deadline_ns; t++) {
+        rnode *nd = node_at(c, idx);
+        rnode_reply why;
+        int to;
+        if (!nd)
+            break;
+        if (rnode_check(nd, ops, n, out, now_ms, deadline_ns, asking,
+                        &why) == RL_OK) {
+            *where = nd;
+            return RL_OK;
+        }
+        switch (why.status) {
+        case RN_MOVED:
+        case RN_ASK:
+            atomic_store(&c->want, 1);
+            if ((to = find_node(c, why.addr)) < 0 || !node_at(c, (unsigned)to))
+                return RL_ESTORE; /* a new master: the refresh opens it */
+            asking = why.status == RN_ASK;
+            if (!asking) /* ask for the full map too, but move on now */
+                atomic_store_explicit(&c->owner[slot], (uint16_t)to,
+                                      memory_order_relaxed);
+            idx = (unsigned)to;
+            continue;
+        case RN_TRYAGAIN:
+            atomic_fetch_add(&c->tryagain, 1);
+            pause_until(deadline_ns);
+            continue;
+        default: /* down, timeout, error: maybe a failover */
+            atomic_store(&c->want, 1);
+            return RL_ESTORE;
+        }
+    }
+    atomic_store(&c->want, 1);
+    return RL_ESTORE;
+}
+
+/* ops grouped by slot: group g is ops idx[g][0..size[g]). */
+typedef struct groups {
+    int n;
+    unsigned slot[RL_OPS_MAX];
+    int size[RL_OPS_MAX];
+    int idx[RL_OPS_MAX][RL_OPS_MAX];
+} groups;
+
+static void group(const cluster_store *c, const store_op *ops, size_t n,
+                  groups *g)
+{
+    g->n = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned s = redis_key_slot(&ops[i], c->nopts.compact);
+        int j;
+        for (j = 0; j < g->n && g->slot[j] != s; j++)
+            ;
+        if (j == g->n) {
+            g->slot[j] = s;
+            g->size[g->n++] = 0;
+        }
+        g->idx[j][g->size[j]++] = (int)i;
+    }
+}
+
+static int cluster_check(rl_store *s, const store_op *ops, size_t n,
+                         algo_decision *out, int64_t *now_ms)
+{
+    cluster_store *c = (cluster_store *)s;
+    int64_t deadline = mono_ns() + c->timeout_ms * 1000000;
+    int64_t now[RL_OPS_MAX];
+    store_op sub[RL_OPS_MAX];
+    algo_decision d[RL_OPS_MAX][RL_OPS_MAX];
+    rnode *where[RL_OPS_MAX];
+    int done = 0, failed = 0, denied = 0;
+    groups g;
+
+    group(c, ops, n, &g);
+    if (g.n == 1) /* one slot: nothing to copy, nothing to refund */
+        return route(c, g.slot[0], ops, n, out, now_ms, deadline, &where[0]);
+    for (; done < g.n && !failed; done++) {
+        for (int i = 0; i < g.size[done]; i++)
+            sub[i] = ops[g.idx[done][i]];
+        failed = route(c, g.slot[done], sub, (size_t)g.size[done], d[done],
+                       &now[done], deadline, &where[done]) != RL_OK;
+        for (int i = 0; !failed && i < g.size[done]; i++) {
+            out[g.idx[done][i]] = d[done][i];
+            denied |= !d[done][i].allowed && !sub[i].soft;
+        }
+    }
+    if (failed)
+        done--;
+    if (failed || denied) { /* give back what the passing groups took */
+        for (int k = 0; k < done; k++) {
+            int any = 0;
+            for (int i = 0; i < g.size[k]; i++) {
+                sub[i] = ops[g.idx[k][i]];
+                any |= d[k][i].allowed && d[k][i].changed;
+            }
+            if (any && rnode_refund(where[k], sub, (size_t)g.size[k], d[k],
+                                    now[k]))
+                atomic_fetch_add(&c->refunds, 1);
+        }
+        for (size_t i = 0; i < n; i++)
+            out[i].changed = 0;
+    }
+    *now_ms = now[0];
+    return failed ? RL_ESTORE : RL_OK;
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static void cluster_free(rl_store *s)
+{
+    cluster_store *c = (cluster_store *)s;
+
+    fleet_stop(&c->fl);
+    if (c->started) {
+        pthread_mutex_lock(&c->mu);
+        c->stop = 1;
+        pthread_cond_signal(&c->cv);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->th, NULL);
+    }
+    for (int i = 0; i < atomic_load(&c->nnodes); i++)
+        rnode_close(atomic_load(&c->nodes[i].node));
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c);
+}
+
+/* The worst state of any master's breaker; opens and closes summed. */
+static int cluster_breaker(rl_store *s, int64_t *opens, int64_t *closes)
+{
+    cluster_store *c = (cluster_store *)s;
+    static const int rank[] = {0, 2, 1}; /* closed, open, half-open */
+    int worst = BREAKER_CLOSED;
+
+    *opens = *closes = 0;
+    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
+        rnode *nd = atomic_load(&c->nodes[i].node);
+        if (!nd)
+            continue;
+        breaker *b = rnode_breaker(nd);
+        int st = atomic_load(&b->state);
+        *opens += atomic_load(&b->opens);
+        *closes += atomic_load(&b->closes);
+        if (rank[st] > rank[worst])
+            worst = st;
+    }
+    return worst;
+}
+
+static const store_vtable cluster_vtable = {"redis-cluster", cluster_check,
+                                            cluster_free, cluster_breaker};
+
+/* The fleet's key lives where its slot does. */
+static rconn *fleet_conn(void *arg)
+{
+    cluster_store *c = arg;
+    rnode *nd = node_at(c, atomic_load(&c->owner[key_slot(
+                                c->fl.key, strlen(c->fl.key))]));
+
+    return nd ? rnode_conn(nd) : NULL;
+}
+
+int store_cluster_new(const char *uri, const store_options *opt,
+                      rl_store **out, char *err, size_t errlen)
+{
+    cluster_store *c = calloc(1, sizeof *c);
+    char why[300], shown[128];
+    int rc, down = 0;
+
+    *out = NULL;
+    if (!c)
+        return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
+    c->base.vt = &cluster_vtable;
+    c->timeout_ms = opt->timeout_ms;
+    store_redis_node_opts(&c->nopts, opt, &c->clock);
+    c->nopts.per_call = 1;
+    for (int i = 0; i < NSLOTS; i++)
+        atomic_init(&c->owner[i], NO_NODE);
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    redis_uri_redact(uri, shown, sizeof shown);
+    if (redis_uri_parse_cluster(uri, c->seeds, MAX_SEEDS, &c->nseeds, why,
+                                sizeof why) != 0) {
+        cluster_free(&c->base);
+        return snprintf(err, errlen, "store \"%s\": %s", shown, why),
+               RL_ESTORE;
+    }
+    c->nopts.conn.uri = c->seeds[0]; /* credentials; host set per node */
+    rc = refresh(c, &down, why, sizeof why);
+    if (rc == -2 || ((rc != 0 || down) && !opt->degraded_start)) {
+        cluster_free(&c->base);
+        return snprintf(err, errlen, "store \"%s\": %s%s", shown,
+                        rc == -1 ? "no seed answered; last: " : "", why),
+               RL_ESTORE;
+    }
+    if (pthread_create(&c->th, NULL, refresher, c) != 0) {
+        cluster_free(&c->base);
+        return snprintf(err, errlen, "cannot start the slot map thread"),
+               RL_ESTORE;
+    }
+    c->started = 1;
+    if (opt->fleet_name && fleet_start(&c->fl, fleet_conn, c, opt->fleet_name,
+                                       opt->fleet_size, 1000) != 0) {
+        cluster_free(&c->base);
+        return snprintf(err, errlen, "cannot start the fleet heartbeat"),
+               RL_ESTORE;
+    }
+    *out = &c->base;
+    return RL_OK;
+}
+
+void store_cluster_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
+{
+    cluster_store *c = (cluster_store *)s;
+
+    c->clock.fn = fn;
+    c->clock.arg = arg;
+}
+
+void store_cluster_stats_get(rl_store *s, rnode_stats *st)
+{
+    cluster_store *c = (cluster_store *)s;
+
+    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
+        rnode *nd = atomic_load(&c->nodes[i].node);
+        if (nd)
+            rnode_stats_add(nd, st);
+    }
+    st->refunds = atomic_load(&c->refunds);
+    st->refreshes = atomic_load(&c->refreshes);
+    st->tryagain = atomic_load(&c->tryagain);
+}
+
+int store_cluster_masters(rl_store *s, char *buf, size_t len)
+{
+    cluster_store *c = (cluster_store *)s;
+    size_t off = 0;
+    int n = 0;
+
+    if (len)
+        buf[0] = 0;
+    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
+        int owns = 0;
+        for (int k = 0; k < NSLOTS && !owns; k++)
+            owns = atomic_load(&c->owner[k]) == i;
+        if (owns && off < len) {
+            off += (size_t)snprintf(buf + off, len - off, "%s\n",
+                                    c->nodes[i].addr);
+            n++;
+        }
+    }
+    return n;
+}

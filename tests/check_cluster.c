@@ -1,0 +1,605 @@
+/*
+ * check_cluster.c -- the Redis Cluster store against a real cluster of
+ * redis-servers on loopback (3 masters, 3 replicas, started by
+ * tests/redis_harness.c with redis-cli --cluster create): routing by slot
+ * with exact limits, a request's rules on two masters refunded when one
+ * denies, a slot resharded while checks run (ASK and MOVED followed, no
+ * count lost or doubled), a master killed (its slots resume after the
+ * failover, the others never stop), a node restarted empty (NOSCRIPT), a
+ * seed list whose first node is down, and the bad starts: a seed that is
+ * not a cluster, a cluster that is down.  Each test starts its own
+ * cluster, since most break it.  Exits 77 (skip) without redis-cli.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "limiter.h"
+#include "ratelimit.h"
+#include "redis_harness.h"
+#include "store_cluster.h"
+#include "store_redis.h"
+#include "testutil.h"
+
+#define RULES                                                                  \
+    "[{\"rule_id\":\"r\",\"dimension\":\"user\",\"limit\":5,"                 \
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/one\"}},"                \
+    " {\"rule_id\":\"big\",\"dimension\":\"user\",\"limit\":1000000000,"      \
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/big\"}},"                \
+    " {\"rule_id\":\"pu\",\"dimension\":\"user\",\"limit\":10,"               \
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/both\"}},"               \
+    " {\"rule_id\":\"pi\",\"dimension\":\"ip\",\"limit\":2,"                  \
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/both\"}}]"
+
+/* See check_faults.c: a 2-core VM delays a thread waking at its deadline
+ * by tens of ms; sanitizer builds check memory and races, not time. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLACK_MS 2000
+#else
+#define SLACK_MS 250
+#endif
+
+static rh_cluster cl;
+
+static int64_t mono_us(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+static char uri[1024];
+
+static void up(int node_timeout_ms)
+{
+    ck_assert_msg(rh_cluster_start(&cl, 3, 1, node_timeout_ms) == 0,
+                  "rh_cluster_start: see stderr");
+    ck_assert_ptr_nonnull(rh_cluster_uri(&cl, 0, uri, sizeof uri));
+}
+
+static rl_limiter *open_with(const char *store, const char *n1,
+                             const char *v1, const char *n2, const char *v2)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", RULES), RL_OK);
+    /* a loaded CI machine can stall a loopback reply past 5 ms */
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
+    if (n1)
+        ck_assert_int_eq(rl_config_set(cfg, n1, v1), RL_OK);
+    if (n2)
+        ck_assert_int_eq(rl_config_set(cfg, n2, v2), RL_OK);
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
+    return lim;
+}
+
+/* The slot of a client key's state (its hash tag is the client key). */
+static unsigned slot_of(const char *client)
+{
+    return rh_key_slot(client, strlen(client));
+}
+
+/* "user:<n>" for the first n >= *from whose slot is `slot` (or, with slot
+ * < 0, whose slot's master is node `node`). */
+static void user_where(char *buf, size_t len, int *from, int slot, int node)
+{
+    for (;; ++*from) {
+        snprintf(buf, len, "user:%d", *from);
+        unsigned s = slot_of(buf);
+        if (slot >= 0 ? (int)s == slot
+                      : rh_cluster_master_of(&cl, (int)s) == node) {
+            ++*from;
+            return;
+        }
+    }
+}
+
+static int first_master(int not)
+{
+    for (int i = 0; i < cl.n; i++)
+        if (i != not && rh_cluster_is_master(&cl, i) == 1)
+            return i;
+    return -1;
+}
+
+static int check_one(rl_limiter *lim, const char *endpoint, const char *user,
+                     rl_result *res)
+{
+    rl_request req = {.endpoint = endpoint, .user = user + 5, .cost = 1};
+
+    return rl_check(lim, &req, res);
+}
+
+/* Admissions of n checks of `user` on /one; degraded ones counted apart. */
+static int admitted(rl_limiter *lim, const char *user, int n, int *degraded)
+{
+    rl_result res;
+    int ok = 0;
+
+    for (int i = 0; i < n; i++) {
+        ck_assert_int_eq(check_one(lim, "/one", user, &res), RL_OK);
+        if (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
+                         RL_FLAG_FAIL_CLOSED))
+            ++*degraded;
+        else
+            ok += res.allowed;
+    }
+    return ok;
+}
+
+static long long dbsize(int node)
+{
+    redisContext *ctx = rh_connect(&cl.node[node]);
+    redisReply *r = ctx ? redisCommand(ctx, "DBSIZE") : NULL;
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+
+    if (r)
+        freeReplyObject(r);
+    if (ctx)
+        redisFree(ctx);
+    return n;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* Every master gets keys, and each of 300 clients gets exactly its 5. */
+static void routes(const char *layout)
+{
+    rl_limiter *lim;
+    store_redis_stats st;
+    char masters[512], user[32];
+    int degraded = 0, total = 0;
+
+    up(2000);
+    lim = open_with(uri, "redis_layout", layout, NULL, NULL);
+    ck_assert_int_eq(store_cluster_masters(limiter_store(lim), masters,
+                                           sizeof masters), 3);
+    for (int u = 0; u < 300; u++) {
+        snprintf(user, sizeof user, "user:%d", u);
+        total += admitted(lim, user, 7, &degraded);
+    }
+    ck_assert_int_eq(degraded, 0);
+    ck_assert_int_eq(total, 300 * 5);
+    for (int i = 0; i < cl.n; i++)
+        if (rh_cluster_is_master(&cl, i) == 1)
+            ck_assert_int_gt(dbsize(i), 0);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_eq(st.moved + st.asks, 0);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+
+START_TEST(routes_by_slot_with_exact_limits)
+{
+    routes("plain");
+}
+END_TEST
+
+START_TEST(routes_by_slot_with_exact_limits_compact)
+{
+    routes("compact");
+}
+END_TEST
+
+/* A per-user rule and a per-IP rule whose keys live on two masters: the IP
+ * rule's denials leave the user rule charged only for what passed. */
+START_TEST(no_rule_charged_across_masters)
+{
+    rl_limiter *lim;
+    rl_request req = {.endpoint = "/both", .ip = "10.0.0.1", .cost = 1};
+    char user[32], key[64];
+    int from = 0, passed = 0, a, ip_node;
+    store_redis_stats st;
+    rl_result res;
+
+    up(2000);
+    ip_node = rh_cluster_master_of(&cl, (int)slot_of("ip:10.0.0.1"));
+    a = first_master(ip_node);
+    user_where(user, sizeof user, &from, -1, a);
+    req.user = user + 5;
+    lim = open_with(uri, NULL, NULL, NULL, NULL);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+        ck_assert_int_eq(res.flags & RL_FLAG_FALLBACK, 0);
+        passed += res.allowed;
+    }
+    ck_assert_int_eq(passed, 2);
+    ck_assert_str_eq(res.rule_id, "pi");
+    snprintf(key, sizeof key, "rl:{%s}:pu:s60", user);
+    redisContext *ctx = rh_connect(&cl.node[a]);
+    redisReply *r = NULL;
+    for (int i = 0; i < 200; i++) { /* refunds are not waited for */
+        if (r)
+            freeReplyObject(r);
+        r = redisCommand(ctx, "GET %s", key);
+        if (r->type == REDIS_REPLY_STRING && strcmp(r->str, "2") == 0)
+            break;
+        sleep_ms(5);
+    }
+    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
+    ck_assert_str_eq(r->str, "2"); /* the 2 that passed, not 6 */
+    freeReplyObject(r);
+    redisFree(ctx);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_eq(st.refunds, 4);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+/* ---- resharding while checks run ------------------------------------- */
+
+typedef struct hammer {
+    rl_limiter *lim;
+    char user[8][32];
+    int nusers;
+    _Atomic int stop;
+    _Atomic long checks, degraded, errors;
+} hammer;
+
+static void *hammer_main(void *arg)
+{
+    hammer *h = arg;
+    rl_result res;
+
+    for (long i = 0; !atomic_load(&h->stop); i++) {
+        if (check_one(h->lim, "/big", h->user[i % h->nusers], &res) != RL_OK)
+            atomic_fetch_add(&h->errors, 1);
+        else if (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN))
+            atomic_fetch_add(&h->degraded, 1);
+        atomic_fetch_add(&h->checks, 1);
+    }
+    return NULL;
+}
+
+/* Slot S moves from its master to another, in steps, while a thread keeps
+ * checking clients of S: every redirect is followed (none degrades), ASK
+ * while the slot is half-moved and MOVED after, and every client of S
+ * still gets exactly its 5 over the whole move. */
+START_TEST(reshard_follows_ask_and_moved)
+{
+    char user[8][32];
+    int from = 1, src, to, degraded = 0, total[8] = {0};
+    unsigned slot;
+    hammer h = {0};
+    pthread_t th;
+    store_redis_stats st;
+
+    up(2000);
+    snprintf(user[0], sizeof user[0], "user:0");
+    slot = slot_of(user[0]);
+    for (int i = 1; i < 8; i++)
+        user_where(user[i], sizeof user[i], &from, (int)slot, -1);
+    src = rh_cluster_master_of(&cl, (int)slot);
+    to = first_master(src);
+    h.lim = open_with(uri, NULL, NULL, NULL, NULL);
+    memcpy(h.user, user, sizeof user);
+    h.nusers = 8;
+    ck_assert_int_eq(pthread_create(&th, NULL, hammer_main, &h), 0);
+
+    for (int i = 0; i < 4; i++) /* keys of 0..3 exist on the source */
+        total[i] += admitted(h.lim, user[i], 2, &degraded);
+    ck_assert_int_eq(rh_cluster_migrate_begin(&cl, (int)slot, to), 0);
+    for (int i = 0; i < 8; i++) /* 4..7 are new: ASK, created on `to` */
+        total[i] += admitted(h.lim, user[i], 2, &degraded);
+    ck_assert_int_ge(rh_cluster_migrate_keys(&cl, (int)slot, 1000), 1);
+    for (int i = 0; i < 8; i++) /* all moved: ASK for every one */
+        total[i] += admitted(h.lim, user[i], 2, &degraded);
+    ck_assert_int_eq(rh_cluster_migrate_keys(&cl, (int)slot, 1000), 0);
+    ck_assert_int_eq(rh_cluster_migrate_end(&cl, (int)slot, to), 0);
+    for (int i = 0; i < 8; i++) /* MOVED, then the new map */
+        total[i] += admitted(h.lim, user[i], 3, &degraded);
+
+    atomic_store(&h.stop, 1);
+    pthread_join(th, NULL);
+    store_redis_stats_get(limiter_store(h.lim), &st);
+    ck_assert_int_eq(degraded, 0);
+    ck_assert_int_eq(atomic_load(&h.degraded), 0);
+    ck_assert_int_eq(atomic_load(&h.errors), 0);
+    ck_assert_int_gt(atomic_load(&h.checks), 100);
+    for (int i = 0; i < 8; i++)
+        ck_assert_msg(total[i] == 5, "%s admitted %d of 5", user[i],
+                      total[i]);
+    ck_assert_int_ge(st.asks, 1);
+    ck_assert_int_ge(st.moved, 1);
+    rl_limiter_free(h.lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+/* ---- failover --------------------------------------------------------- */
+
+typedef struct watch {
+    rl_limiter *lim;
+    char user[32];
+    _Atomic int stop;
+    _Atomic long checks, degraded, slow;
+    _Atomic int64_t last_degraded_ms, max_us;
+} watch;
+
+static void *watch_main(void *arg)
+{
+    watch *w = arg;
+    rl_result res;
+
+    while (!atomic_load(&w->stop)) {
+        int64_t t0 = mono_us();
+        ck_assert_int_eq(check_one(w->lim, "/big", w->user, &res), RL_OK);
+        int64_t us = mono_us() - t0;
+        if (us > atomic_load(&w->max_us))
+            atomic_store(&w->max_us, us);
+        if (res.flags & RL_FLAG_FALLBACK) {
+            atomic_fetch_add(&w->degraded, 1);
+            atomic_store(&w->last_degraded_ms, mono_us() / 1000);
+        }
+        atomic_fetch_add(&w->checks, 1);
+        sleep_ms(1);
+    }
+    return NULL;
+}
+
+static void config_all(const char *name, const char *value)
+{
+    for (int i = 0; i < cl.n; i++) {
+        redisContext *ctx = rh_connect(&cl.node[i]);
+        redisReply *r = ctx ? redisCommand(ctx, "CONFIG SET %s %s", name,
+                                           value) : NULL;
+        ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CONFIG SET %s",
+                      name);
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+}
+
+/* Kill a master: checks on its slots fall back (fast, once the breaker
+ * opens) until its replica takes over, then resume on the new master;
+ * checks on the other masters never notice.  That needs
+ * cluster-require-full-coverage no: by default Redis stops serving EVERY
+ * slot (CLUSTERDOWN) from the moment a master is marked failed until its
+ * replica is promoted (~1 s here). */
+START_TEST(failover_degrades_only_the_dead_masters_keys)
+{
+    watch a = {0}, b = {0};
+    pthread_t ta, tb;
+    int from = 0, victim, other, promoted;
+    int64_t killed_ms, over_ms;
+    rl_limiter *lim;
+    rl_stats rs;
+
+    up(1000);
+    config_all("cluster-require-full-coverage", "no");
+    victim = first_master(-1);
+    other = first_master(victim);
+    user_where(a.user, sizeof a.user, &from, -1, victim);
+    user_where(b.user, sizeof b.user, &from, -1, other);
+    lim = open_with(uri, "timeout_ms", "50", "breaker_cooldown_ms", "200");
+    a.lim = b.lim = lim;
+    ck_assert_int_eq(pthread_create(&ta, NULL, watch_main, &a), 0);
+    ck_assert_int_eq(pthread_create(&tb, NULL, watch_main, &b), 0);
+    sleep_ms(300);
+    ck_assert_int_eq(atomic_load(&a.degraded), 0);
+
+    killed_ms = mono_us() / 1000;
+    promoted = rh_cluster_failover_wait(&cl, victim, 20000);
+    ck_assert_int_ge(promoted, 0);
+    over_ms = mono_us() / 1000;
+    /* the new master is found by the next refresh (<= 1 s) and its
+     * connections come up in the background */
+    for (int i = 0; i < 300; i++) {
+        if (mono_us() / 1000 - atomic_load(&a.last_degraded_ms) > 500)
+            break;
+        sleep_ms(10);
+    }
+    atomic_store(&a.stop, 1);
+    atomic_store(&b.stop, 1);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    rl_stats_get(lim, &rs);
+    fprintf(stderr, "failover: killed -> promoted %lld ms; checks on the "
+            "dead master's slots degraded until %lld ms after the kill; "
+            "other master: %ld checks, %ld degraded, max %lld us\n",
+            (long long)(over_ms - killed_ms),
+            (long long)(atomic_load(&a.last_degraded_ms) - killed_ms),
+            atomic_load(&b.checks), atomic_load(&b.degraded),
+            (long long)atomic_load(&b.max_us));
+    ck_assert_int_gt(atomic_load(&a.degraded), 0);
+    ck_assert_int_lt(atomic_load(&a.last_degraded_ms) - over_ms, 2500);
+    ck_assert_int_eq(atomic_load(&b.degraded), 0);
+    ck_assert_int_gt(atomic_load(&b.checks), 100);
+    ck_assert_int_ge(rs.breaker_opens, 1);
+    /* every check answered within its timeout plus scheduling slack */
+    ck_assert_int_lt(atomic_load(&a.max_us), (50 + SLACK_MS) * 1000);
+    ck_assert_int_lt(atomic_load(&b.max_us), (50 + SLACK_MS) * 1000);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+/* A master restarted empty, too fast for a failover: its counters are gone
+ * and so is the script; the first call meets NOSCRIPT and goes again as
+ * EVAL, and its clients start over. */
+START_TEST(node_restarted_empty)
+{
+    char user[32];
+    int from = 0, victim, degraded = 0, ok = 0;
+    rl_limiter *lim;
+    store_redis_stats st;
+
+    up(15000);
+    victim = first_master(-1);
+    user_where(user, sizeof user, &from, -1, victim);
+    lim = open_with(uri, NULL, NULL, NULL, NULL);
+    ck_assert_int_eq(admitted(lim, user, 7, &degraded), 5);
+    ck_assert_int_eq(rh_restart(&cl.node[victim]), 0);
+    ck_assert_int_eq(rh_cluster_wait_ok(&cl, 20000), 0);
+    ck_assert_int_eq(rh_cluster_is_master(&cl, victim), 1);
+    for (int i = 0; i < 400 && !ok; i++) { /* until the lanes reconnect */
+        rl_result res;
+        ck_assert_int_eq(check_one(lim, "/one", user, &res), RL_OK);
+        ok = !(res.flags & RL_FLAG_FALLBACK) && res.allowed;
+        if (!ok)
+            sleep_ms(10);
+    }
+    ck_assert(ok);
+    degraded = 0;
+    ck_assert_int_eq(admitted(lim, user, 6, &degraded), 4); /* 1 + 4 = 5 */
+    ck_assert_int_eq(degraded, 0);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_ge(st.reconnects, 1);
+    /* The reconnect loaded the script again (SCRIPT LOAD in the
+     * handshake); a flush behind the lanes' back is met by NOSCRIPT, and
+     * the call goes again as EVAL. */
+    redisContext *ctx = rh_connect(&cl.node[victim]);
+    freeReplyObject(redisCommand(ctx, "SCRIPT FLUSH"));
+    redisFree(ctx);
+    ck_assert_int_eq(admitted(lim, user, 1, &degraded), 0);
+    ck_assert_int_eq(degraded, 0);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_ge(st.noscript, 1);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+/* ---- starts ----------------------------------------------------------- */
+
+/* The first seeds are down (one refuses, one is a killed replica): the
+ * next one answers and the limiter works. */
+START_TEST(seed_list_with_first_nodes_down)
+{
+    char seeds[1100], user[32];
+    int replica = -1, degraded = 0;
+    rl_limiter *lim;
+
+    up(2000);
+    for (int i = 0; i < cl.n && replica < 0; i++)
+        if (rh_cluster_is_master(&cl, i) == 0)
+            replica = i;
+    ck_assert_int_ge(replica, 0);
+    ck_assert_int_eq(rh_kill(&cl.node[replica]), 0);
+    ck_assert_ptr_nonnull(rh_cluster_uri(&cl, replica, uri, sizeof uri));
+    snprintf(seeds, sizeof seeds, "redis-cluster://127.0.0.1:1,%s", uri + 16);
+    lim = open_with(seeds, NULL, NULL, NULL, NULL);
+    snprintf(user, sizeof user, "user:seed");
+    ck_assert_int_eq(admitted(lim, user, 7, &degraded), 5);
+    ck_assert_int_eq(degraded, 0);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+START_TEST(seed_that_is_not_a_cluster)
+{
+    rh_server one;
+    char u[256], seed[300];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+
+    ck_assert_int_eq(rh_start(&one, NULL), 0);
+    rh_uri(&one, u, sizeof u);
+    snprintf(seed, sizeof seed, "redis-cluster://127.0.0.1:%d", one.port);
+    ck_assert_int_eq(rl_config_set(cfg, "store", seed), RL_OK);
+    /* a wrong address is no outage: degraded_start does not hide it */
+    ck_assert_int_eq(rl_config_set(cfg, "degraded_start", "1"), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_ESTORE);
+    ck_assert_ptr_null(lim);
+    ck_assert_msg(strstr(rl_errmsg(NULL), "not a Redis Cluster node"),
+                  "%s", rl_errmsg(NULL));
+    rl_config_free(cfg);
+    rh_stop(&one);
+}
+END_TEST
+
+/* Two of three masters die: no majority can elect their replicas, the
+ * cluster stays down.  A start is refused, or with degraded_start opens
+ * and follows the failure modes. */
+START_TEST(cluster_down_at_start)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int m1, m2, live = -1, down = 0;
+    rl_result res;
+
+    up(1000);
+    m1 = first_master(-1);
+    m2 = first_master(m1);
+    for (int i = 0; i < cl.n && live < 0; i++)
+        if (i != m1 && i != m2)
+            live = i;
+    ck_assert_int_eq(rh_kill(&cl.node[m1]), 0);
+    ck_assert_int_eq(rh_kill(&cl.node[m2]), 0);
+    for (int i = 0; i < 100 && !down; i++) { /* node timeout, then fail */
+        redisContext *ctx = rh_connect(&cl.node[live]);
+        redisReply *r = ctx ? redisCommand(ctx, "CLUSTER INFO") : NULL;
+        down = r && r->type == REDIS_REPLY_STRING &&
+               strstr(r->str, "cluster_state:fail");
+        if (r)
+            freeReplyObject(r);
+        if (ctx)
+            redisFree(ctx);
+        if (!down)
+            sleep_ms(100);
+    }
+    ck_assert(down);
+    ck_assert_ptr_nonnull(rh_cluster_uri(&cl, live, uri, sizeof uri));
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", RULES), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_ESTORE);
+    ck_assert_msg(strstr(rl_errmsg(NULL), "cluster is down"), "%s",
+                  rl_errmsg(NULL));
+    ck_assert_int_eq(rl_config_set(cfg, "degraded_start", "1"), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    ck_assert_int_eq(check_one(lim, "/one", "user:down", &res), RL_OK);
+    ck_assert(res.flags & RL_FLAG_FALLBACK);
+    rl_limiter_free(lim);
+    rl_config_free(cfg);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("cluster");
+    TCase *tc = tcase_create("cluster");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, routes_by_slot_with_exact_limits);
+    tcase_add_test(tc, routes_by_slot_with_exact_limits_compact);
+    tcase_add_test(tc, no_rule_charged_across_masters);
+    tcase_add_test(tc, reshard_follows_ask_and_moved);
+    tcase_add_test(tc, failover_degrades_only_the_dead_masters_keys);
+    tcase_add_test(tc, node_restarted_empty);
+    tcase_add_test(tc, seed_list_with_first_nodes_down);
+    tcase_add_test(tc, seed_that_is_not_a_cluster);
+    tcase_add_test(tc, cluster_down_at_start);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr;
+    int failed;
+
+    if (!rh_cluster_available())
+        return 77;
+    sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
