@@ -480,13 +480,21 @@ static void cluster_free(rl_store *s)
     free(c);
 }
 
-/* The worst state of any master's breaker; opens and closes summed. */
+/* The worst state among the breakers of the masters that own slots now (a
+ * dead master's stays open, but once its slots moved it decides nothing);
+ * opens and closes summed over every node. */
 static int cluster_breaker(rl_store *s, int64_t *opens, int64_t *closes)
 {
     cluster_store *c = (cluster_store *)s;
     static const int rank[] = {0, 2, 1}; /* closed, open, half-open */
+    unsigned char owns[MAX_NODES] = {0};
     int worst = BREAKER_CLOSED;
 
+    for (int k = 0; k < NSLOTS; k++) {
+        unsigned i = atomic_load_explicit(&c->owner[k], memory_order_relaxed);
+        if (i < MAX_NODES)
+            owns[i] = 1;
+    }
     *opens = *closes = 0;
     for (int i = 0; i < atomic_load(&c->nnodes); i++) {
         rnode *nd = atomic_load(&c->nodes[i].node);
@@ -496,7 +504,7 @@ static int cluster_breaker(rl_store *s, int64_t *opens, int64_t *closes)
         int st = atomic_load(&b->state);
         *opens += atomic_load(&b->opens);
         *closes += atomic_load(&b->closes);
-        if (rank[st] > rank[worst])
+        if (owns[i] && rank[st] > rank[worst])
             worst = st;
     }
     return worst;

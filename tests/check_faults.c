@@ -344,6 +344,46 @@ START_TEST(fallback_keeps_its_share)
 }
 END_TEST
 
+/* A Redis Cluster master killed under load (3 masters + 3 replicas, node
+ * timeout 1 s, cluster-require-full-coverage no so the other masters keep
+ * serving): checks on its slots time out until its breaker opens, then fall
+ * back at once; its replica takes over and the store follows (the slot map
+ * is refreshed as soon as checks fail); the breaker state, the worst among
+ * masters that own slots, is closed again once the map has moved. */
+typedef struct failover {
+    rh_cluster *cl;
+    int victim;
+} failover;
+
+static void do_failover(void *a)
+{
+    failover *f = a;
+
+    ck_assert_int_ge(rh_cluster_failover_wait(f->cl, f->victim, 20000), 0);
+}
+
+START_TEST(cluster_master_killed_under_load)
+{
+    static rh_cluster cl; /* static: ~10 kB */
+    char seeds[1024];
+    failover f = {&cl, -1};
+
+    ck_assert_int_eq(rh_cluster_start(&cl, 3, 1, 1000), 0);
+    for (int i = 0; i < cl.n; i++) {
+        redisContext *c = rh_connect(&cl.node[i]);
+        ck_assert_ptr_nonnull(c);
+        freeReplyObject(redisCommand(c, "CONFIG SET "
+                                     "cluster-require-full-coverage no"));
+        redisFree(c);
+        if (f.victim < 0 && rh_cluster_is_master(&cl, i) == 1)
+            f.victim = i;
+    }
+    ck_assert_ptr_nonnull(rh_cluster_uri(&cl, 0, seeds, sizeof seeds));
+    under_fault(seeds, do_failover, do_nothing, &f, 0);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("faults");
@@ -362,6 +402,8 @@ int main(void)
     tcase_add_test(tc, restart_empty_under_load);
     tcase_add_test(tc, blackhole_proxy_under_load);
     tcase_add_test(tc, fallback_keeps_its_share);
+    if (rh_cluster_available())
+        tcase_add_test(tc, cluster_master_killed_under_load);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
