@@ -233,7 +233,7 @@ static void put_script(const redis_store *r, cmdbuf *b, job **jobs, int nb,
                 nkeys += pg[j].size[g];
                 nparts++;
             }
-    put_head(b, '*', 3 + nkeys + 3 + nparts + 8LL * nkeys);
+    put_head(b, '*', 3 + nkeys + 3 + nparts + 9LL * nkeys);
     if (eval) {
         put_arg(b, "EVAL", 4);
         put_arg(b, r->script, r->script_len);
@@ -272,6 +272,7 @@ static void put_script(const redis_store *r, cmdbuf *b, job **jobs, int nb,
                 put_num(b, mode == 'r' && !(d->allowed && d->changed)
                                ? 0 : op->cost);
                 put_num(b, mode == 'c' ? op->soft : jobs[j]->now);
+                put_arg(b, "", 0); /* field: "" = the plain layout */
             }
         }
     }
