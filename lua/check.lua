@@ -4,25 +4,32 @@
 -- call carries every request that queued up while the previous call was
 -- out, so Redis runs one script, and reads the clock once, for many).
 --
--- KEYS     the state keys of every request's rules, in order:
---          rl:{<client key>}:<rule id>:<shape>
+-- KEYS     one per rule of every request, in order: the state key
+--          rl:{<client key>}:<rule id>:<shape> (plain layout), or the base
+--          name rlc:{<bucket>}:<rule id>:<shape> (compact layout: the state
+--          is field <field> of the hash <base>:<epoch>; see compact.lua)
 -- ARGV[1]  "0" (the test build alone reads a time here)
 -- ARGV[2]  "c": check and charge;  "r": refund charges made by a "c"
 -- ARGV[3]  the number of requests; then for each request the number of
---          its keys, followed by 8 values per key:
+--          its keys, followed by 9 values per key:
 --   algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window, 3 gcra),
 --   limit, burst, window ms, p, q (one unit per p/q ms), cost,
 --   "c": soft ("1": mode log, a denial vetoes nothing)
 --   "r": the time the charge was made at (ms)
+--   field: "" for the plain layout, else the client's field in the compact
+--          layout (a decimal integer below 2^31)
 -- Returns for "c": per key {allowed, remaining, reset ms, retry ms}, then
 -- the time used; for "r": the number of keys refunded.
--- State keys expire by themselves when their state is fresh again; nothing
--- needs a cleanup job.
+-- State expires by itself when it is fresh again; nothing needs a cleanup
+-- job.
 
 local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
 local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
 local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
 local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund}
+local cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
+local cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
+local crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
 
 -- State of KEYS[i] as (a, b, c); all zero when the key does not exist.
 local function read(key, algo, burst, w, p, q)
@@ -47,10 +54,15 @@ if ARGV[2] == 'r' then
     for i = 1, k do
       local algo, burst, w = tonumber(ARGV[arg]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3])
       local p, q, cost = tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5]), tonumber(ARGV[arg + 6])
-      if cost > 0 and call('EXISTS', KEYS[key]) == 1 then
-        local a, b, c = read(KEYS[key], algo, burst, w, p, q)
-        a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 7]), w))
-        write(KEYS[key], algo, burst, w, p, q, a, b, c)
+      local field = ARGV[arg + 8]
+      if cost > 0 then
+        if field ~= '' then
+          crefund[algo](KEYS[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 7]), now)
+        elseif call('EXISTS', KEYS[key]) == 1 then
+          local a, b, c = read(KEYS[key], algo, burst, w, p, q)
+          a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 7]), w))
+          write(KEYS[key], algo, burst, w, p, q, a, b, c)
+        end
       end
       key, arg = key + 1, arg + 9
     end
@@ -66,18 +78,23 @@ for r = 1, nreq do
   for i = 1, k do
     local algo, limit, burst = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
     local w, p, q = tonumber(ARGV[arg + 3]), tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5])
-    local cost = tonumber(ARGV[arg + 6])
-    local a, b, c = read(KEYS[key], algo, burst, w, p, q)
+    local cost, field = tonumber(ARGV[arg + 6]), ARGV[arg + 8]
+    local plain = field == ''
+    local a, b, c
+    if plain then a, b, c = read(KEYS[key], algo, burst, w, p, q)
+    else a, b, c = cread[algo](KEYS[key], field, burst, w, p, q, now) end
     local ok, changed, remaining, reset, retry
     ok, changed, remaining, reset, retry, a, b, c =
       apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
     if not ok and ARGV[arg + 7] ~= '1' then all = false end
     if ok and changed then
-      if k == 1 then -- one rule: nothing to hold back, write now
+      if k ~= 1 then -- held back until every rule of the request passed
+        npending = npending + 1
+        pending[npending] = {key, algo, burst, w, p, q, a, b, c, not plain and field}
+      elseif plain then -- one rule: nothing to hold back, write now
         write(KEYS[key], algo, burst, w, p, q, a, b, c)
       else
-        npending = npending + 1
-        pending[npending] = {key, algo, burst, w, p, q, a, b, c}
+        cwrite[algo](KEYS[key], field, burst, w, p, q, a, b, c, now)
       end
     end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok and 1 or 0, remaining, reset, retry
@@ -87,7 +104,11 @@ for r = 1, nreq do
   if all then
     for t = 1, npending do
       local x = pending[t]
-      write(KEYS[x[1]], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9])
+      if x[10] then
+        cwrite[x[2]](KEYS[x[1]], x[10], x[3], x[4], x[5], x[6], x[7], x[8], x[9], now)
+      else
+        write(KEYS[x[1]], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9])
+      end
     end
   end
 end

@@ -39,8 +39,11 @@ local function gcra_save(burst, w, p, q, a, b, c)
   return '0', a
 end
 
+-- TAT - cost*p/q, kept exact: a*q itself may pass 2^53 (a is a time in
+-- ms, q up to 10^9), so whole ms are borrowed from a instead.
 local function gcra_refund(burst, w, p, q, a, b, c, cost, idx)
-  local units = a * q + b - cost * p
-  local tat = idiv(units, q)
-  return tat, units - tat * q, c
+  local owed = cost * p - b
+  if owed <= 0 then return a, -owed, c end
+  local ms = ceil_div(owed, q)
+  return a - ms, ms * q - owed, c
 end

@@ -49,8 +49,16 @@ size_t redis_key(const store_op *op, int compact, char *key, char *field,
     if (compact && redis_key_compact_ok(op)) {
         uint64_t h = hash_bytes(op->key, op->key_len, COMPACT_SEED);
         n = (size_t)sprintf(key, "rlc:{%u", (unsigned)(h & 0xffff));
+        const algo_params *ap = &op->rule->ap;
         *field_len = (size_t)sprintf(field, "%u", (unsigned)(h >> 33));
-        return put_tail(op, key, n);
+        n = put_tail(op, key, n);
+        /* Bucket states are times in units of the rate (1/q ms): a rule
+         * whose limit or burst changes must not read them, so both name
+         * the hash.  Window counts have no unit. */
+        if (ap->algo == RL_ALGO_TOKEN_BUCKET || ap->algo == RL_ALGO_GCRA)
+            n += (size_t)sprintf(key + n, ":%lld:%lld", (long long)ap->limit,
+                                 (long long)ap->burst);
+        return n;
     }
     field[0] = 0;
     *field_len = 0;

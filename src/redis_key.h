@@ -6,9 +6,11 @@
  *   rl:{<client key>}:<rule id>:<shape>
  * Compact layout: many clients per small hash; the client key is hashed to
  * 64 bits, 16 of which pick a bucket (in the key's hash tag) and 31 a field:
- *   rlc:{<bucket>}:<rule id>:<shape>   (the script appends :<epoch>)
- * <shape> is the algorithm's letter and the window in seconds, so a rule
- * whose algorithm or window changes starts from fresh state.  Either way the
+ *   rlc:{<bucket>}:<rule id>:<shape>[:<limit>:<burst>]
+ * (the script appends :<epoch>; limit and burst for token bucket and GCRA,
+ * whose stored times are in units of the rate).  <shape> is the
+ * algorithm's letter and the window in seconds, so a rule whose algorithm
+ * or window changes starts from fresh state.  Either way the
  * hash tag gives all of one client's rules one cluster slot.
  */
 #ifndef RL_REDIS_KEY_H

@@ -4,8 +4,13 @@
  * a real redis-server.  The test build of the script takes its time from
  * ARGV[1], so both sides see identical clocks; times start an hour ahead of
  * the real clock so Redis never expires a key the sequence still uses.
+ *
+ * Every check runs in both state layouts: the plain one (field "", one key
+ * per client and rule) and the compact one (a field in small per-epoch
+ * hashes shared by many clients, lua/compact.lua).
  */
 #include <check.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,40 +48,156 @@ static uint64_t rnd(uint64_t n)
     return rng % n;
 }
 
-/* One charge through the Lua script on `key`. */
-static void lua_apply(const algo_params *ap, const char *key, int64_t now,
-                      int64_t cost, algo_decision *d)
+/* One part of a script call: a rule's state key (or compact base name),
+ * its field ("" = the plain layout), params, cost, and the 8th value (soft
+ * for a check, the charge's time for a refund). */
+typedef struct part {
+    const char *key, *field;
+    const algo_params *ap;
+    int64_t cost, last;
+} part;
+
+/* One script call of one request of n parts, in mode 'c' or 'r'. */
+static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
 {
-    char a[12][24];
-    const char *argv[16];
-    size_t lens[16];
-    /* clock, mode, 1 request of 1 key, then the key's 8 values */
-    int64_t vals[] = {now, 0, 1, 1, ap->algo, ap->limit, ap->burst,
-                      ap->window_ms, ap->p, ap->q, cost, 0};
+    enum { MAXP = 4, MAXARG = 3 + MAXP + 4 + 9 * MAXP };
+    char num[MAXARG][24], mstr[2] = {mode, 0};
+    const char *argv[MAXARG];
+    size_t lens[MAXARG];
+    int c = 0;
     redisReply *r;
 
-    argv[0] = "EVAL";
-    argv[1] = rl_lua_check_test;
-    argv[2] = "1";
-    argv[3] = key;
-    for (int i = 0; i < 12; i++) {
-        snprintf(a[i], sizeof a[i], "%lld", (long long)vals[i]);
-        argv[4 + i] = a[i];
+    ck_assert_int_le(n, MAXP);
+#define NUM(v) (snprintf(num[c], sizeof num[c], "%lld", (long long)(v)), \
+                argv[c] = num[c], c++)
+    argv[c++] = "EVAL";
+    argv[c++] = rl_lua_check_test;
+    NUM(n);
+    for (int i = 0; i < n; i++)
+        argv[c++] = pt[i].key;
+    NUM(now);
+    argv[c++] = mstr;
+    NUM(1);          /* one request */
+    NUM(n);          /* of n keys   */
+    for (int i = 0; i < n; i++) {
+        const algo_params *ap = pt[i].ap;
+        NUM(ap->algo);
+        NUM(ap->limit);
+        NUM(ap->burst);
+        NUM(ap->window_ms);
+        NUM(ap->p);
+        NUM(ap->q);
+        NUM(pt[i].cost);
+        NUM(pt[i].last);
+        argv[c++] = pt[i].field;
     }
-    argv[5] = "c";
-    for (int i = 0; i < 16; i++)
+#undef NUM
+    for (int i = 0; i < c; i++)
         lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, 16, argv, lens);
+    r = redisCommandArgv(ctx, c, argv, lens);
     ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
+    return r;
+}
+
+/* One charge through the Lua script on `key` (and `field`). */
+static void lua_apply(const algo_params *ap, const char *key,
+                      const char *field, int64_t now, int64_t cost,
+                      algo_decision *d)
+{
+    part pt = {key, field, ap, cost, 0};
+    redisReply *r = lua_eval('c', now, &pt, 1);
+
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 5,
-                  "script reply type %d: %s", r->type,
-                  r->type == REDIS_REPLY_ERROR ? r->str : "");
+                  "script reply type %d", r->type);
     d->allowed = r->element[0]->integer == 1;
     d->remaining = r->element[1]->integer;
     d->reset_ms = r->element[2]->integer;
     d->retry_ms = r->element[3]->integer;
     ck_assert_int_eq(r->element[4]->integer, now);
     freeReplyObject(r);
+}
+
+/* Refund `cost` charged at `at` on `key` (and `field`), at `now`. */
+static void lua_refund(const algo_params *ap, const char *key,
+                       const char *field, int64_t now, int64_t cost,
+                       int64_t at)
+{
+    part pt = {key, field, ap, cost, at};
+    redisReply *r = lua_eval('r', now, &pt, 1);
+
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+}
+
+static redisReply *cmd(const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    ck_assert_ptr_nonnull(r);
+    return r;
+}
+
+static long long cmd_int(const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+    long long v;
+
+    va_start(ap, fmt);
+    r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+static int is_bucket(int algo)
+{
+    return algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA;
+}
+
+/* The compact layout's epoch length (lua/compact.lua): W for the windows,
+ * L = ceil(burst*p/q) + 2 ms for the buckets. */
+static int64_t epoch_ms(const algo_params *ap)
+{
+    if (!is_bucket(ap->algo))
+        return ap->window_ms;
+    return (ap->burst * ap->p + ap->q - 1) / ap->q + 2;
+}
+
+static int64_t real_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void same_decision(const algo_decision *c, const algo_decision *l,
+                          const char *what, const algo_params *ap, int step,
+                          int64_t t, int64_t cost)
+{
+    ck_assert_msg(c->allowed == l->allowed &&
+                  c->remaining == l->remaining &&
+                  c->reset_ms == l->reset_ms &&
+                  c->retry_ms == l->retry_ms,
+                  "%s: %s limit %lld burst %lld window %lld ms, step %d "
+                  "at t=%lld cost %lld: {%d %lld %lld %lld} vs "
+                  "{%d %lld %lld %lld}",
+                  what, algo_name(ap->algo), (long long)ap->limit,
+                  (long long)ap->burst, (long long)ap->window_ms, step,
+                  (long long)t, (long long)cost, c->allowed,
+                  (long long)c->remaining, (long long)c->reset_ms,
+                  (long long)c->retry_ms, l->allowed,
+                  (long long)l->remaining, (long long)l->reset_ms,
+                  (long long)l->retry_ms);
 }
 
 static algo_params random_params(int algo)
@@ -120,95 +241,298 @@ static int64_t next_cost(const algo_params *ap)
     }
 }
 
-static void differential(int algo, int rules, int steps)
+/* The C maths and the Lua maths on the same random (time, cost) sequences.
+ * Compact: two clients (fields) of each rule share the base and its hashes;
+ * some gaps pass one, two or three epochs, so the previous epoch's hash,
+ * and no hash (a stale state), are read.  Steps back stay within the
+ * newest epoch seen, and for the token bucket after its last refill: the
+ * compact layout decides the same only there (see lua/compact.lua). */
+static void differential(int algo, int rules, int steps, int compact)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t base = (int64_t)ts.tv_sec * 1000 + 3600 * 1000;
+    int64_t base = real_ms() / 1000 * 1000 + 3600 * 1000;
 
     for (int r = 0; r < rules; r++) {
         algo_params ap = random_params(algo);
-        algo_state st = {0};
-        int64_t t = base + (int64_t)rnd(100000);
-        char key[64];
+        algo_state st[2] = {{0}, {0}};
+        int64_t t = base + (int64_t)rnd(100000), tmax = t;
+        int64_t e_ms = epoch_ms(&ap);
+        char key[64], field[2][16] = {"", ""};
 
-        snprintf(key, sizeof key, "rl:{diff}:%s-%d", algo_name(algo), r);
+        if (!compact) {
+            snprintf(key, sizeof key, "rl:{diff}:%s-%d", algo_name(algo), r);
+        } else {
+            uint64_t f = rnd(1u << 31);
+            snprintf(key, sizeof key, "rlc:{%u}:diff-%s-%d:x",
+                     (unsigned)rnd(65536), algo_name(algo), r);
+            snprintf(field[0], sizeof field[0], "%llu", (unsigned long long)f);
+            snprintf(field[1], sizeof field[1], "%llu",
+                     (unsigned long long)((f + 1 + rnd(1000)) % (1u << 31)));
+        }
         for (int s = 0; s < steps; s++) {
             algo_decision c, l;
             int64_t cost = next_cost(&ap);
+            int who = compact ? (int)rnd(2) : 0;
 
-            algo_apply(&ap, &st, t, cost, &c);
-            lua_apply(&ap, key, t, cost, &l);
-            ck_assert_msg(c.allowed == l.allowed &&
-                          c.remaining == l.remaining &&
-                          c.reset_ms == l.reset_ms &&
-                          c.retry_ms == l.retry_ms,
-                          "%s limit %lld burst %lld window %lld ms, step %d "
-                          "at t=%lld cost %lld: C {%d %lld %lld %lld} "
-                          "Lua {%d %lld %lld %lld}",
-                          algo_name(algo), (long long)ap.limit,
-                          (long long)ap.burst, (long long)ap.window_ms, s,
-                          (long long)(t - base), (long long)cost, c.allowed,
-                          (long long)c.remaining, (long long)c.reset_ms,
-                          (long long)c.retry_ms, l.allowed,
-                          (long long)l.remaining, (long long)l.reset_ms,
-                          (long long)l.retry_ms);
-            t = next_time(&ap, t, base);
+            algo_apply(&ap, &st[who], t, cost, &c);
+            lua_apply(&ap, key, field[who], t, cost, &l);
+            same_decision(&c, &l, compact ? "C vs Lua compact" : "C vs Lua",
+                          &ap, s, t - base, cost);
+            if (!compact) {
+                t = next_time(&ap, t, base);
+                continue;
+            }
+            int64_t lo = tmax - tmax % e_ms;
+            if (algo == RL_ALGO_TOKEN_BUCKET)
+                for (int i = 0; i < 2; i++)
+                    lo = st[i].b > lo ? st[i].b : lo;
+            t = rnd(10) == 0 ? tmax + (int64_t)rnd((uint64_t)(3 * e_ms))
+                             : next_time(&ap, t, lo);
+            t = t < lo ? lo : t; /* next_time's step back may pass lo */
+            tmax = t > tmax ? t : tmax;
         }
     }
 }
 
 START_TEST(sliding_window_same_decisions)
 {
-    differential(RL_ALGO_SLIDING_WINDOW, 40, 150);
+    differential(RL_ALGO_SLIDING_WINDOW, 40, 150, 0);
 }
 END_TEST
 
 START_TEST(token_bucket_same_decisions)
 {
-    differential(RL_ALGO_TOKEN_BUCKET, 40, 150);
+    differential(RL_ALGO_TOKEN_BUCKET, 40, 150, 0);
 }
 END_TEST
 
 START_TEST(fixed_window_same_decisions)
 {
-    differential(RL_ALGO_FIXED_WINDOW, 40, 150);
+    differential(RL_ALGO_FIXED_WINDOW, 40, 150, 0);
 }
 END_TEST
 
 START_TEST(gcra_same_decisions)
 {
-    differential(RL_ALGO_GCRA, 40, 150);
+    differential(RL_ALGO_GCRA, 40, 150, 0);
 }
 END_TEST
 
-/* The design note's worked numbers, through Lua alone. */
+START_TEST(sliding_window_same_decisions_compact)
+{
+    differential(RL_ALGO_SLIDING_WINDOW, 40, 150, 1);
+}
+END_TEST
+
+START_TEST(token_bucket_same_decisions_compact)
+{
+    differential(RL_ALGO_TOKEN_BUCKET, 40, 150, 1);
+}
+END_TEST
+
+START_TEST(fixed_window_same_decisions_compact)
+{
+    differential(RL_ALGO_FIXED_WINDOW, 40, 150, 1);
+}
+END_TEST
+
+START_TEST(gcra_same_decisions_compact)
+{
+    differential(RL_ALGO_GCRA, 40, 150, 1);
+}
+END_TEST
+
+/* A refund gives back exactly what its charge took: client A is charged
+ * and refunded (at once, or later, in another window or epoch), client B,
+ * its twin, is not, and after every step both decide alike.  The clock
+ * never goes back here. */
+static void refund_restores(int algo, int compact)
+{
+    int64_t base = real_ms() + 3600 * 1000;
+
+    for (int r = 0; r < 30; r++) {
+        algo_params ap = random_params(algo);
+        int64_t t = base + (int64_t)rnd(100000);
+        char ka[64], kb[64];
+        const char *fa = compact ? "1234567" : "";
+        const char *fb = compact ? "2147483647" : "";
+
+        if (compact) {
+            snprintf(ka, sizeof ka, "rlc:{7}:refund-%s-%d:x",
+                     algo_name(algo), r);
+            strcpy(kb, ka);
+        } else {
+            snprintf(ka, sizeof ka, "rl:{refund}:%s-%d-a", algo_name(algo), r);
+            snprintf(kb, sizeof kb, "rl:{refund}:%s-%d-b", algo_name(algo), r);
+        }
+        for (int s = 0; s < 80; s++) {
+            algo_decision da, db;
+            int64_t cost = next_cost(&ap);
+
+            if (rnd(3) == 0) { /* A alone, then the refund */
+                lua_apply(&ap, ka, fa, t, cost, &da);
+                int64_t at = t;
+                switch (rnd(3)) {
+                case 0: break;
+                case 1: t += (int64_t)rnd(5); break;
+                default: t += (int64_t)rnd((uint64_t)(2 * epoch_ms(&ap))); break;
+                }
+                if (da.allowed && cost > 0)
+                    lua_refund(&ap, ka, fa, t, cost, at);
+            } else {
+                lua_apply(&ap, ka, fa, t, cost, &da);
+                lua_apply(&ap, kb, fb, t, cost, &db);
+                same_decision(&da, &db, compact ? "compact, A vs B"
+                                                : "plain, A vs B",
+                              &ap, s, t - base, cost);
+            }
+            lua_apply(&ap, ka, fa, t, 0, &da); /* a probe charges nothing */
+            lua_apply(&ap, kb, fb, t, 0, &db);
+            same_decision(&da, &db, compact ? "compact probe, A vs B"
+                                            : "plain probe, A vs B",
+                          &ap, s, t - base, 0);
+            int64_t next = next_time(&ap, t, t);
+            t = next > t ? next : t; /* never back */
+        }
+    }
+}
+
+START_TEST(refund_restores_charge_plain)
+{
+    for (int algo = 0; algo <= RL_ALGO_GCRA; algo++)
+        refund_restores(algo, 0);
+}
+END_TEST
+
+START_TEST(refund_restores_charge_compact)
+{
+    for (int algo = 0; algo <= RL_ALGO_GCRA; algo++)
+        refund_restores(algo, 1);
+}
+END_TEST
+
+/* 100 clients of one rule, one epoch: one hash of 100 fields, a listpack,
+ * expiring when lua/compact.lua says; the next epoch, a second hash. */
+START_TEST(compact_many_clients_one_hash)
+{
+    for (int algo = 0; algo <= RL_ALGO_GCRA; algo++) {
+        algo_params ap;
+        algo_decision d;
+        char err[100], base[64], hash[96], field[16];
+        int64_t e_ms, t, e;
+        redisReply *r;
+
+        ck_assert_int_eq(algo_params_init(&ap, algo, 10, 0, 60, err,
+                                          sizeof err), 0);
+        e_ms = epoch_ms(&ap);
+        e = (real_ms() + 3600 * 1000) / e_ms;
+        t = e * e_ms + e_ms / 2;
+        snprintf(base, sizeof base, "rlc:{42}:many-%s:s60", algo_name(algo));
+        for (int round = 0; round < 3; round++) {
+            /* rounds 0 and 1 in epoch e, round 2 in epoch e + 1 */
+            int64_t now = t + (round == 2 ? e_ms : round);
+            int64_t ep = e + (round == 2);
+            int64_t exp = (ep + (algo == RL_ALGO_FIXED_WINDOW ? 1 : 2)) * e_ms;
+
+            for (int i = 0; i < 100; i++) {
+                snprintf(field, sizeof field, "%d", 2147483647 - i * 7919);
+                lua_apply(&ap, base, field, now, 1, &d);
+                ck_assert(d.allowed);
+            }
+            snprintf(hash, sizeof hash, "%s:%lld", base, (long long)ep);
+            r = cmd("KEYS %s:*", base);
+            ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+            ck_assert_int_eq(r->elements, round == 2 ? 2 : 1);
+            freeReplyObject(r);
+            ck_assert_int_eq(cmd_int("HLEN %s", hash), 100);
+            r = cmd("OBJECT ENCODING %s", hash);
+            ck_assert_str_eq(r->str, "listpack");
+            freeReplyObject(r);
+            ck_assert_int_eq(cmd_int("PEXPIRETIME %s", hash), exp);
+            if (!is_bucket(algo)) { /* the window's count */
+                r = cmd("HGET %s %s", hash, field);
+                ck_assert_str_eq(r->str, round == 1 ? "2" : "1");
+                freeReplyObject(r);
+            }
+        }
+    }
+}
+END_TEST
+
+/* A request's rules are all-or-nothing in the compact layout too, mixed
+ * with plain ones; one refund call takes back every part. */
+START_TEST(compact_all_or_nothing)
+{
+    algo_params tb, fw;
+    algo_decision d;
+    char err[100];
+    int64_t t = real_ms() + 3600 * 1000;
+    redisReply *r;
+
+    ck_assert_int_eq(algo_params_init(&tb, RL_ALGO_TOKEN_BUCKET, 5, 0, 60,
+                                      err, sizeof err), 0);
+    ck_assert_int_eq(algo_params_init(&fw, RL_ALGO_FIXED_WINDOW, 2, 0, 3600,
+                                      err, sizeof err), 0);
+    t = t / 3600000 * 3600000 + 1000;
+    for (int plain = 0; plain < 2; plain++) {
+        const char *fwkey = plain ? "rl:{aon}:fw" : "rlc:{aon}:fw:h1";
+        part pt[2] = {{"rlc:{aon}:tb:m1", "99", &tb, 1, 0},
+                      {fwkey, plain ? "" : "99", &fw, 1, 0}};
+
+        for (int i = 0; i < 4; i++) {
+            r = lua_eval('c', t, pt, 2);
+            ck_assert_int_eq(r->elements, 9);
+            ck_assert_int_eq(r->element[0]->integer, 1);     /* tb passes  */
+            ck_assert_int_eq(r->element[4]->integer, i < 2); /* fw: 2 only */
+            freeReplyObject(r);
+        }
+        lua_apply(&tb, pt[0].key, pt[0].field, t, 0, &d);
+        ck_assert_int_eq(d.remaining, 3); /* charged for the 2 that passed */
+        pt[0].last = pt[1].last = t;
+        r = lua_eval('r', t + 10, pt, 2);
+        ck_assert_int_eq(r->integer, 2);
+        freeReplyObject(r);
+        lua_apply(&tb, pt[0].key, pt[0].field, t + 10, 0, &d);
+        ck_assert_int_eq(d.remaining, 4);
+        lua_apply(&fw, pt[1].key, pt[1].field, t + 10, 0, &d);
+        ck_assert_int_eq(d.remaining, 1);
+        /* the next layout starts afresh */
+        cmd_int("DEL rlc:{aon}:tb:m1:%lld",
+                (long long)(t / epoch_ms(&tb)));
+    }
+}
+END_TEST
+
+/* The design note's worked numbers, through Lua alone, in both layouts. */
 START_TEST(lua_design_note_numbers)
 {
     algo_params ap;
     algo_decision d;
     char err[100];
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    int64_t t = ((int64_t)ts.tv_sec + 7200) / 60 * 60 * 1000;
+    int64_t t = (real_ms() / 1000 + 7200) / 60 * 60 * 1000;
 
-    ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_TOKEN_BUCKET, 100, 20, 60,
-                                      err, sizeof err), 0);
-    for (int i = 0; i < 20; i++) {
-        lua_apply(&ap, "rl:{note}:tb", t, 1, &d);
-        ck_assert(d.allowed);
+    for (int compact = 0; compact < 2; compact++) {
+        const char *f = compact ? "5" : "";
+        const char *tbkey = compact ? "rlc:{note}:tb:m1" : "rl:{note}:tb";
+        const char *swkey = compact ? "rlc:{note}:sw:s60" : "rl:{note}:sw";
+
+        ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_TOKEN_BUCKET, 100, 20,
+                                          60, err, sizeof err), 0);
+        for (int i = 0; i < 20; i++) {
+            lua_apply(&ap, tbkey, f, t, 1, &d);
+            ck_assert(d.allowed);
+        }
+        lua_apply(&ap, tbkey, f, t, 1, &d);
+        ck_assert(!d.allowed);
+        ck_assert_int_eq(d.retry_ms, 600); /* 1.67 tokens/s */
+
+        ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_SLIDING_WINDOW, 100, 0,
+                                          60, err, sizeof err), 0);
+        for (int i = 0; i < 80; i++)
+            lua_apply(&ap, swkey, f, t + 30000, 1, &d);
+        for (int i = 0; i < 10; i++)
+            lua_apply(&ap, swkey, f, t + 75000, 1, &d);
+        ck_assert_int_eq(d.remaining, 30); /* 80 x 0.75 + 10 = 70 */
     }
-    lua_apply(&ap, "rl:{note}:tb", t, 1, &d);
-    ck_assert(!d.allowed);
-    ck_assert_int_eq(d.retry_ms, 600); /* 1.67 tokens/s */
-
-    ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_SLIDING_WINDOW, 100, 0, 60,
-                                      err, sizeof err), 0);
-    for (int i = 0; i < 80; i++)
-        lua_apply(&ap, "rl:{note}:sw", t + 30000, 1, &d);
-    for (int i = 0; i < 10; i++)
-        lua_apply(&ap, "rl:{note}:sw", t + 75000, 1, &d);
-    ck_assert_int_eq(d.remaining, 30); /* 80 x 0.75 + 10 = 70 */
 }
 END_TEST
 
@@ -227,6 +551,14 @@ int main(void)
     tcase_add_test(tc, token_bucket_same_decisions);
     tcase_add_test(tc, fixed_window_same_decisions);
     tcase_add_test(tc, gcra_same_decisions);
+    tcase_add_test(tc, sliding_window_same_decisions_compact);
+    tcase_add_test(tc, token_bucket_same_decisions_compact);
+    tcase_add_test(tc, fixed_window_same_decisions_compact);
+    tcase_add_test(tc, gcra_same_decisions_compact);
+    tcase_add_test(tc, refund_restores_charge_plain);
+    tcase_add_test(tc, refund_restores_charge_compact);
+    tcase_add_test(tc, compact_many_clients_one_hash);
+    tcase_add_test(tc, compact_all_or_nothing);
     tcase_add_test(tc, lua_design_note_numbers);
     suite_add_tcase(s, tc);
     return run_suite(s);

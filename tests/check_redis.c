@@ -287,6 +287,66 @@ START_TEST(no_rule_charged_for_a_denied_request)
 }
 END_TEST
 
+/* redis_layout compact: two limiters share limits exactly as in the plain
+ * layout, a denied multi-rule request charges nothing, and the state is a
+ * few hashes (rlc:...), not a key per client. */
+START_TEST(compact_layout_end_to_end)
+{
+    rl_limiter *a = open_limiter(uri, "redis_layout", "compact");
+    rl_limiter *b = open_limiter(uri, "redis_layout", "compact");
+    rl_request req = {.endpoint = "/both", .user = "cu", .ip = "10.9.9.9",
+                      .cost = 1};
+    rl_result res;
+    char key[32];
+    int passed = 0;
+    redisReply *r;
+
+    freeReplyObject(cmd("FLUSHALL%s", ""));
+    for (int u = 0; u < 200; u++) {
+        snprintf(key, sizeof key, "user:c%d", u);
+        ck_assert_int_eq(admitted(a, key, "sw", 6) + admitted(b, key, "sw", 6),
+                         10);
+        ck_assert_int_eq(admitted(u % 2 ? a : b, key, "tb", 25), 20);
+    }
+    for (int i = 0; i < 6; i++) { /* per-ip denies after 2 */
+        ck_assert_int_eq(rl_check(a, &req, &res), RL_OK);
+        passed += res.allowed;
+    }
+    ck_assert_int_eq(passed, 2);
+    req.ip = "10.9.9.10"; /* per-user had 2 of 10: 8 more pass */
+    for (int i = 0, more = 0; i < 12; i++) {
+        ck_assert_int_eq(rl_check(a, &req, &res), RL_OK);
+        more += res.allowed;
+        if (i == 11)
+            ck_assert_int_eq(more, 2); /* the new ip's own limit of 2 */
+    }
+    /* every (client, rule) is one field of a compact hash with a TTL:
+     * 200 x 2, the per-user rule of "cu" and the per-ip rule of 2 ips.
+     * (With 65536 buckets, 200 clients hardly share a hash; a million do,
+     * ~15 per hash: bench/clusterbench measures the bytes.) */
+    r = cmd("KEYS %s", "rl:*");
+    ck_assert_int_eq(r->elements, 0);
+    freeReplyObject(r);
+    r = cmd("KEYS %s", "rlc:*");
+    long long fields = 0;
+    for (size_t i = 0; i < r->elements; i++) {
+        redisReply *t = cmd("TYPE %s", r->element[i]->str);
+        ck_assert_str_eq(t->str, "hash");
+        freeReplyObject(t);
+        t = cmd("PTTL %s", r->element[i]->str);
+        ck_assert_int_gt(t->integer, 0);
+        freeReplyObject(t);
+        t = cmd("HLEN %s", r->element[i]->str);
+        fields += t->integer;
+        freeReplyObject(t);
+    }
+    ck_assert_int_eq(fields, 200 * 2 + 1 + 2);
+    freeReplyObject(r);
+    rl_limiter_free(a);
+    rl_limiter_free(b);
+}
+END_TEST
+
 START_TEST(failure_modes_when_redis_dies)
 {
     rl_limiter *lim = open_limiter(uri, "fleet_size", "4");
@@ -672,6 +732,7 @@ int main(void)
     tcase_add_test(tc, restart_reloads_script_and_starts_empty);
     tcase_add_test(tc, script_flush_is_survived);
     tcase_add_test(tc, no_rule_charged_for_a_denied_request);
+    tcase_add_test(tc, compact_layout_end_to_end);
     tcase_add_test(tc, failure_modes_when_redis_dies);
     tcase_add_test(tc, a_hung_server_costs_one_timeout);
     tcase_add_test(tc, bad_stores_are_clear_errors);
