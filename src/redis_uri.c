@@ -206,7 +206,9 @@ int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
 
 void redis_uri_redact(const char *uri, char *out, size_t len)
 {
-    const char *scheme = strstr(uri, "://"), *at = strchr(uri, '@');
+    /* the last '@': a password may hold one (redis_uri_parse_cluster
+     * splits there too); at worst more than the password is hidden */
+    const char *scheme = strstr(uri, "://"), *at = strrchr(uri, '@');
 
     if (!scheme || !at || at < scheme) {
         snprintf(out, len, "%.100s", uri);

@@ -33,7 +33,11 @@
     " {\"rule_id\":\"pu\",\"dimension\":\"user\",\"limit\":10,"               \
     "\"window_seconds\":60,\"match\":{\"endpoint\":\"/both\"}},"               \
     " {\"rule_id\":\"pi\",\"dimension\":\"ip\",\"limit\":2,"                  \
-    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/both\"}}]"
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/both\"}},"               \
+    " {\"rule_id\":\"t1\",\"dimension\":\"user\",\"limit\":100,"             \
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/two\"}},"                \
+    " {\"rule_id\":\"t2\",\"dimension\":\"user\",\"limit\":100,"             \
+    "\"window_seconds\":60,\"match\":{\"endpoint\":\"/two\"}}]"
 
 /* See check_faults.c: a 2-core VM delays a thread waking at its deadline
  * by tens of ms; sanitizer builds check memory and races, not time. */
@@ -321,6 +325,48 @@ START_TEST(reshard_follows_ask_and_moved)
 }
 END_TEST
 
+/* A client's two rules are one script call with two keys.  Half-way
+ * through moving its slot one key is on each side: Redis answers TRYAGAIN
+ * to both (a multi-key call needs all its keys on one node), the check
+ * retries until its deadline and then follows the failure mode; once the
+ * move ends, it is served again, with both counts intact. */
+START_TEST(tryagain_while_a_clients_keys_are_split)
+{
+    const char *user = "user:split";
+    int src, to;
+    unsigned slot = slot_of(user);
+    rl_limiter *lim;
+    store_redis_stats st;
+    rl_result res;
+
+    up(2000);
+    src = rh_cluster_master_of(&cl, (int)slot);
+    to = first_master(src);
+    lim = open_with(uri, NULL, NULL, NULL, NULL);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(check_one(lim, "/two", user, &res), RL_OK);
+        ck_assert(res.allowed && !(res.flags & RL_FLAG_FALLBACK));
+    }
+    ck_assert_int_eq(rh_cluster_migrate_begin(&cl, (int)slot, to), 0);
+    ck_assert_int_eq(rh_cluster_migrate_keys(&cl, (int)slot, 1), 1);
+    ck_assert_int_eq(check_one(lim, "/two", user, &res), RL_OK);
+    ck_assert(res.flags & RL_FLAG_FALLBACK);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_ge(st.tryagain, 1);
+    ck_assert_int_eq(rh_cluster_migrate_keys(&cl, (int)slot, 1000), 1);
+    ck_assert_int_eq(rh_cluster_migrate_end(&cl, (int)slot, to), 0);
+    for (int i = 0; i < 2; i++) {
+        ck_assert_int_eq(check_one(lim, "/two", user, &res), RL_OK);
+        ck_assert(res.allowed && !(res.flags & RL_FLAG_FALLBACK));
+    }
+    /* 3 before + 2 after were charged on both rules; the degraded one
+     * was not: 100 - 5 left on each */
+    ck_assert_int_eq(res.remaining, 95);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
 /* ---- failover --------------------------------------------------------- */
 
 typedef struct watch {
@@ -581,6 +627,7 @@ static Suite *suite(void)
     tcase_add_test(tc, routes_by_slot_with_exact_limits_compact);
     tcase_add_test(tc, no_rule_charged_across_masters);
     tcase_add_test(tc, reshard_follows_ask_and_moved);
+    tcase_add_test(tc, tryagain_while_a_clients_keys_are_split);
     tcase_add_test(tc, failover_degrades_only_the_dead_masters_keys);
     tcase_add_test(tc, node_restarted_empty);
     tcase_add_test(tc, seed_list_with_first_nodes_down);

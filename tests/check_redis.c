@@ -330,14 +330,33 @@ START_TEST(compact_layout_end_to_end)
     r = cmd("KEYS %s", "rlc:*");
     long long fields = 0;
     for (size_t i = 0; i < r->elements; i++) {
-        redisReply *t = cmd("TYPE %s", r->element[i]->str);
+        const char *k = r->element[i]->str;
+        redisReply *t = cmd("TYPE %s", k);
         ck_assert_str_eq(t->str, "hash");
         freeReplyObject(t);
-        t = cmd("PTTL %s", r->element[i]->str);
+        t = cmd("PTTL %s", k);
         ck_assert_int_gt(t->integer, 0);
         freeReplyObject(t);
-        t = cmd("HLEN %s", r->element[i]->str);
-        fields += t->integer;
+        /* a pair written on both sides of a window's end has a field in
+         * two epochs' hashes (base:e-1 and base:e): count it once */
+        t = cmd("HKEYS %s", k);
+        for (size_t f = 0; f < t->elements; f++) {
+            int seen = 0;
+            size_t blen = (size_t)(strrchr(k, ':') - k);
+            for (size_t j = 0; j < i && !seen; j++) {
+                const char *o = r->element[j]->str;
+                if ((size_t)(strrchr(o, ':') - o) == blen &&
+                    memcmp(o, k, blen) == 0) {
+                    redisContext *c = rh_connect(&srv);
+                    redisReply *e = redisCommand(c, "HEXISTS %s %s", o,
+                                                 t->element[f]->str);
+                    seen = e && e->integer == 1;
+                    freeReplyObject(e);
+                    redisFree(c);
+                }
+            }
+            fields += !seen;
+        }
         freeReplyObject(t);
     }
     ck_assert_int_eq(fields, 200 * 2 + 1 + 2);

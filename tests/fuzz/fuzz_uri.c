@@ -1,7 +1,9 @@
 /*
- * fuzz_uri.c -- store URIs (redis://, unix://), from an operator's
- * configuration.  Whatever parses must be usable as is: a host or a socket
- * path, a port in range, NUL-free credentials.
+ * fuzz_uri.c -- store URIs (redis://, unix://, redis-cluster://), from an
+ * operator's configuration.  Whatever parses must be usable as is: a host
+ * or a socket path, a port in range, NUL-free credentials; a seed list of
+ * 1..16 TCP seeds, database 0, and a redacted form that never shows the
+ * password.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,8 +14,9 @@
 
 int fuzz_uri(const uint8_t *data, size_t size)
 {
-    char *buf = malloc(size + 1), err[200];
-    redis_uri u;
+    char *buf = malloc(size + 1), err[200], shown[128];
+    redis_uri u, seeds[16];
+    int n = -1;
 
     FUZZ_CHECK(buf != NULL);
     memcpy(buf, data, size);
@@ -23,6 +26,24 @@ int fuzz_uri(const uint8_t *data, size_t size)
         FUZZ_CHECK(u.is_unix || (u.port >= 1 && u.port <= 65535));
         FUZZ_CHECK(u.db >= 0);
         FUZZ_CHECK(!u.user[0] || u.password[0]);
+    } else {
+        FUZZ_CHECK(err[0] != '\0');
+    }
+    if (redis_uri_parse_cluster(buf, seeds, 16, &n, err, sizeof err) == 0) {
+        FUZZ_CHECK(n >= 1 && n <= 16);
+        for (int i = 0; i < n; i++) {
+            FUZZ_CHECK(!seeds[i].is_unix && seeds[i].host[0] != '\0');
+            FUZZ_CHECK(seeds[i].port >= 1 && seeds[i].port <= 65535);
+            FUZZ_CHECK(seeds[i].db == 0);
+            FUZZ_CHECK(strcmp(seeds[i].password, seeds[0].password) == 0);
+        }
+        /* the password never shows, unless it also stands in the URI
+         * after the credentials (then it is not a secret there) */
+        redis_uri_redact(buf, shown, sizeof shown);
+        FUZZ_CHECK(strlen(seeds[0].password) < 4 ||
+                   !strchr(buf, '@') ||
+                   strstr(strrchr(buf, '@'), seeds[0].password) ||
+                   !strstr(shown, seeds[0].password));
     } else {
         FUZZ_CHECK(err[0] != '\0');
     }
