@@ -1,6 +1,7 @@
 /*
  * benchutil.c -- the output, error and command-line helpers that
- * bench/rlbench.c and bench/redisbench.c share (see benchutil.h).
+ * bench/rlbench.c, redisbench.c and clusterbench.c share (see
+ * benchutil.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,6 +1,6 @@
 /*
- * benchutil.h -- what bench/rlbench.c and bench/redisbench.c share: the
- * figure each prints (one line of a table, or one JSON object per line
+ * benchutil.h -- what bench/rlbench.c, redisbench.c and clusterbench.c
+ * share: the figure each prints (one line of a table, or one JSON object per line
  * with --json), error text from the library, counts on the command line,
  * the clock, a random number generator and the load average.
  *
