@@ -92,7 +92,10 @@
  * resharding (the counters' "checks" count every script call attempt, a
  * redirected retry included); beside it "redirects_per_call" over
  * rl_allow() calls and "redirects_per_hot_call" over the calls into the
- * moving slot.  reshard_checks_per_s is the throughput meanwhile, with
+ * moving slot.  "elsewhere" counts the requests a master's batch call
+ * found not served there (check.lua's "C" mode) and sent again on their
+ * own, keys declared, to learn where to go: most then meet the ASK or
+ * MOVED counted above.  reshard_checks_per_s is the throughput meanwhile, with
  * throughput_cluster_64 as reference; reshard_fallback and reshard_errors
  * count results decided by the fallback (or failing open or closed) and
  * rl_allow() errors: both should be 0.
@@ -1520,6 +1523,7 @@ out:
         f.unit = "share";
         xnum(&f, "moved", moved);
         xnum(&f, "asks", asks);
+        xnum(&f, "elsewhere", (double)(t.s1.elsewhere - t.s0.elsewhere));
         xnum(&f, "tryagain", (double)(t.s1.tryagain - t.s0.tryagain));
         xnum(&f, "refreshes", (double)(t.s1.refreshes - t.s0.refreshes));
         xnum(&f, "store_checks", checks);

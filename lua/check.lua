@@ -9,7 +9,14 @@
 --          name rlc:{<bucket>}:<rule id>:<shape> (compact layout: the state
 --          is field <field> of the hash <base>:<epoch>; see compact.lua)
 -- ARGV[1]  "0" (the test build alone reads a time here)
--- ARGV[2]  "c": check and charge;  "r": refund charges made by a "c"
+-- ARGV[2]  "c": check and charge;  "r": refund charges made by a "c";
+--          "C": as "c", for a Redis Cluster batch whose requests may lie in
+--          many slots of this node: KEYS is empty and each key's name is a
+--          10th value after its 9 (Redis only routes by declared keys, and
+--          refuses declared keys of different slots).  A request whose keys
+--          this node does not serve now (a stale slot map, a migration) is
+--          left undone: its ops answer allowed = -1, and the caller sends it
+--          again on its own, with its keys declared, to learn where to go.
 -- ARGV[3]  the number of requests; then for each request the number of
 --          its keys, followed by 9 values per key:
 --   algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window, 3 gcra),
@@ -46,6 +53,21 @@ end
 local now = rl_now()
 local nreq = tonumber(ARGV[3])
 local key, arg = 1, 4
+local K, stride, cross = KEYS, 9, ARGV[2] == 'C'
+
+if cross then -- the key names follow each key's 9 values
+  K, stride = {}, 10
+  local a, j = 4, 0
+  for r = 1, nreq do
+    local k = tonumber(ARGV[a])
+    a = a + 1
+    for i = 1, k do
+      j = j + 1
+      K[j] = ARGV[a + 9]
+      a = a + 10
+    end
+  end
+end
 
 if ARGV[2] == 'r' then
   for r = 1, nreq do
@@ -57,57 +79,71 @@ if ARGV[2] == 'r' then
       local field = ARGV[arg + 8]
       if cost > 0 then
         if field ~= '' then
-          crefund[algo](KEYS[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 7]), now)
-        elseif call('EXISTS', KEYS[key]) == 1 then
-          local a, b, c = read(KEYS[key], algo, burst, w, p, q)
+          crefund[algo](K[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 7]), now)
+        elseif call('EXISTS', K[key]) == 1 then
+          local a, b, c = read(K[key], algo, burst, w, p, q)
           a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 7]), w))
-          write(KEYS[key], algo, burst, w, p, q, a, b, c)
+          write(K[key], algo, burst, w, p, q, a, b, c)
         end
       end
-      key, arg = key + 1, arg + 9
+      key, arg = key + 1, arg + stride
     end
   end
   return key - 1
 end
 
+-- One op's state; in a cluster batch, false when this node cannot serve
+-- the key (every read comes before any write of its request, so a request
+-- stopped here has written nothing).
+local function load_state(plain, kname, field, algo, burst, w, p, q)
+  if not cross then
+    if plain then return true, read(kname, algo, burst, w, p, q) end
+    return true, cread[algo](kname, field, burst, w, p, q, now)
+  end
+  if plain then return pcall(read, kname, algo, burst, w, p, q) end
+  return pcall(cread[algo], kname, field, burst, w, p, q, now)
+end
+
 local out, pending, n = {}, {}, 0
 for r = 1, nreq do
   local k = tonumber(ARGV[arg])
-  local all, npending = true, 0
+  local all, npending, here, first = true, 0, true, n
   arg = arg + 1
   for i = 1, k do
     local algo, limit, burst = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
     local w, p, q = tonumber(ARGV[arg + 3]), tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5])
     local cost, field = tonumber(ARGV[arg + 6]), ARGV[arg + 8]
     local plain = field == ''
-    local a, b, c
-    if plain then a, b, c = read(KEYS[key], algo, burst, w, p, q)
-    else a, b, c = cread[algo](KEYS[key], field, burst, w, p, q, now) end
-    local ok, changed, remaining, reset, retry
-    ok, changed, remaining, reset, retry, a, b, c =
-      apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
-    if not ok and ARGV[arg + 7] ~= '1' then all = false end
-    if ok and changed then
-      if k ~= 1 then -- held back until every rule of the request passed
-        npending = npending + 1
-        pending[npending] = {key, algo, burst, w, p, q, a, b, c, not plain and field}
-      elseif plain then -- one rule: nothing to hold back, write now
-        write(KEYS[key], algo, burst, w, p, q, a, b, c)
-      else
-        cwrite[algo](KEYS[key], field, burst, w, p, q, a, b, c, now)
+    local ok, changed, remaining, reset, retry, a, b, c = false, false, 0, 0, 0
+    if here then here, a, b, c = load_state(plain, K[key], field, algo, burst, w, p, q) end
+    if here then
+      ok, changed, remaining, reset, retry, a, b, c =
+        apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
+      if not ok and ARGV[arg + 7] ~= '1' then all = false end
+      if ok and changed then
+        if k ~= 1 then -- held back until every rule of the request passed
+          npending = npending + 1
+          pending[npending] = {key, algo, burst, w, p, q, a, b, c, not plain and field}
+        elseif plain then -- one rule: nothing to hold back, write now
+          write(K[key], algo, burst, w, p, q, a, b, c)
+        else
+          cwrite[algo](K[key], field, burst, w, p, q, a, b, c, now)
+        end
       end
     end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok and 1 or 0, remaining, reset, retry
     n = n + 4
-    key, arg = key + 1, arg + 9
+    key, arg = key + 1, arg + stride
   end
-  if all then
+  if not here then -- not this node's: undone, say so
+    for t = first + 1, n, 4 do out[t] = -1 end
+  elseif all then
     for t = 1, npending do
       local x = pending[t]
       if x[10] then
-        cwrite[x[2]](KEYS[x[1]], x[10], x[3], x[4], x[5], x[6], x[7], x[8], x[9], now)
+        cwrite[x[2]](K[x[1]], x[10], x[3], x[4], x[5], x[6], x[7], x[8], x[9], now)
       else
-        write(KEYS[x[1]], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9])
+        write(K[x[1]], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9])
       end
     end
   end

@@ -34,8 +34,10 @@
 #define MAX_CONNS 16
 #define CMD_STACK 32768
 #define BATCH_MAX 64          /* requests per script call               */
-#define CALLS_MAX 16          /* calls per batch, per-call mode: each may
-                                 need 2 replies (ASKING) of RCONN_MAX  */
+#define OWN_MAX 15            /* per-call mode: requests with a call of
+                                 their own per batch; each may need 2
+                                 replies (ASKING), +1 for the batch call,
+                                 within RCONN_MAX_REPLIES              */
 
 enum { QUEUED, SENT, DONE, LEAD };
 
@@ -46,7 +48,7 @@ typedef struct job {
     algo_decision *out;
     int64_t now;               /* the script's time                    */
     int rc;
-    int asking;
+    int flags;                 /* RN_ASKING, RN_DECLARED               */
     rnode_reply *why;
     int64_t deadline_ns;
     _Atomic uint32_t state;
@@ -71,7 +73,7 @@ struct rnode {
     size_t script_len;
     const rl_clock *clock;
     breaker brk;
-    _Atomic int64_t noscript, batches, batched, moved, asks;
+    _Atomic int64_t noscript, batches, batched, moved, asks, elsewhere;
 };
 
 static int64_t mono_ns(void)
@@ -152,17 +154,19 @@ static void put_num(cmdbuf *b, int64_t v)
 }
 
 /* One script call over jobs[0..nb), each a request of the batch protocol
- * (lua/check.lua).  Mode 'c' decides and charges; mode 'r' gives back what
+ * (lua/check.lua).  Mode 'c' decides and charges; 'C' too, with the keys
+ * undeclared (a cluster batch over many slots); mode 'r' gives back what
  * each job's ops charged (out[i].allowed && out[i].changed). */
 static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
                        char mode, int eval)
 {
-    int nkeys = 0, j;
+    int nkeys = 0, cross = mode == 'C', j;
     size_t i;
 
     for (j = 0; j < nb; j++)
         nkeys += (int)jobs[j]->n;
-    put_head(b, '*', 3 + nkeys + 3 + nb + 9LL * nkeys);
+    put_head(b, '*', 3 + (cross ? 0 : nkeys) + 3 + nb +
+                         (cross ? 10LL : 9LL) * nkeys);
     if (eval) {
         put_arg(b, "EVAL", 4);
         put_arg(b, r->script, r->script_len);
@@ -170,8 +174,8 @@ static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
         put_arg(b, "EVALSHA", 7);
         put_arg(b, rconn_sha(r->lanes[0].conn), 40);
     }
-    put_num(b, nkeys);
-    for (j = 0; j < nb; j++)
+    put_num(b, cross ? 0 : nkeys);
+    for (j = 0; !cross && j < nb; j++)
         for (i = 0; i < jobs[j]->n; i++) {
             char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
             size_t flen;
@@ -179,7 +183,7 @@ static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
                                       field, &flen));
         }
     put_num(b, r->clock && r->clock->fn ? r->clock->fn(r->clock->arg) : 0);
-    put_arg(b, mode == 'c' ? "c" : "r", 1);
+    put_arg(b, &mode, 1);
     put_num(b, nb);
     for (j = 0; j < nb; j++) {
         put_num(b, (int64_t)jobs[j]->n);
@@ -188,7 +192,7 @@ static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
             const algo_params *ap = &op->rule->ap;
             const algo_decision *d = &jobs[j]->out[i];
             char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
-            size_t flen;
+            size_t flen, klen;
             put_num(b, ap->algo);
             put_num(b, ap->limit);
             put_num(b, ap->burst);
@@ -197,9 +201,11 @@ static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
             put_num(b, ap->q);
             put_num(b, mode == 'r' && !(d->allowed && d->changed)
                            ? 0 : op->cost);
-            put_num(b, mode == 'c' ? op->soft : jobs[j]->now);
-            redis_key(op, r->compact, key, field, &flen);
+            put_num(b, mode != 'r' ? op->soft : jobs[j]->now);
+            klen = redis_key(op, r->compact, key, field, &flen);
             put_arg(b, field, flen);
+            if (cross)
+                put_arg(b, key, klen);
         }
     }
 }
@@ -245,8 +251,7 @@ static int parse_reply(const redisReply *rep, job **jobs, int nb)
         if (st < 0)
             return 1;
         for (int j = 0; j < nb; j++)
-            if (jobs[j]->why)
-                *jobs[j]->why = why, jobs[j]->why->status = st;
+            *jobs[j]->why = why, jobs[j]->why->status = st;
         return -1;
     }
     for (int j = 0; j < nb; j++)
@@ -257,6 +262,11 @@ static int parse_reply(const redisReply *rep, job **jobs, int nb)
         if (rep->element[k]->type != REDIS_REPLY_INTEGER)
             return -1;
     for (int j = 0; j < nb; j++) {
+        if (jobs[j]->n && rep->element[e]->integer < 0) { /* not here */
+            e += 4 * jobs[j]->n;
+            jobs[j]->why->status = RN_ELSEWHERE;
+            continue;
+        }
         for (size_t i = 0; i < jobs[j]->n; i++, e += 4) {
             algo_decision *d = &jobs[j]->out[i];
             redisReply **el = &rep->element[e];
@@ -269,8 +279,7 @@ static int parse_reply(const redisReply *rep, job **jobs, int nb)
         }
         jobs[j]->now = rep->element[rep->elements - 1]->integer;
         jobs[j]->rc = RL_OK;
-        if (jobs[j]->why)
-            jobs[j]->why->status = RN_OK;
+        jobs[j]->why->status = RN_OK;
     }
     return 0;
 }
@@ -302,25 +311,36 @@ static void run_joined(rnode *r, rconn *c, job **jobs, int nb,
     }
 }
 
-/* A batch as one call per request, in one write; the calls that met
- * NOSCRIPT go again as EVAL. */
+/* A cluster batch: one "C" call for the requests that may share one (any
+ * slots of this node), and a call of its own, keys declared, for each
+ * request flagged RN_ASKING or RN_DECLARED; all in one write.  The calls
+ * that met NOSCRIPT go again as EVAL. */
 static void run_calls(rnode *r, rconn *c, job **jobs, int nb,
                       int64_t deadline_ns)
 {
     char stack[CMD_STACK], err[200];
-    job *todo[CALLS_MAX];
+    job *todo[BATCH_MAX], *shared[BATCH_MAX], *next[BATCH_MAX];
     int nt = nb;
 
     memcpy(todo, jobs, (size_t)nb * sizeof *jobs);
     for (int eval = 0; eval < 2 && nt; eval++) {
         cmdbuf b = {stack, 0, sizeof stack, 0, 0};
         redisReply *rep[RCONN_MAX_REPLIES];
-        int nrep = 0, again = 0, sent;
+        int nrep = 0, ns = 0, again = 0, sent, k = 0;
 
         if (mono_ns() >= deadline_ns)
             break;
+        for (int j = 0; j < nt; j++)
+            if (!todo[j]->flags)
+                shared[ns++] = todo[j];
+        if (ns) {
+            put_script(r, &b, shared, ns, 'C', eval);
+            nrep++;
+        }
         for (int j = 0; j < nt; j++) {
-            if (todo[j]->asking) {
+            if (!todo[j]->flags)
+                continue;
+            if (todo[j]->flags & RN_ASKING) {
                 put_asking(&b);
                 nrep++;
             }
@@ -334,20 +354,29 @@ static void run_calls(rnode *r, rconn *c, job **jobs, int nb,
             free(b.p);
         if (!sent)
             break;
-        for (int j = 0, k = 0; j < nt; j++) {
-            if (todo[j]->asking)
+        if (ns && parse_reply(rep[k++], shared, ns) == 1)
+            for (int j = 0; j < ns; j++)
+                next[again++] = shared[j];
+        for (int j = 0; j < ns; j++)
+            if (shared[j]->why->status == RN_ELSEWHERE)
+                atomic_fetch_add(&r->elsewhere, 1);
+        for (int j = 0; j < nt; j++) {
+            if (!todo[j]->flags)
+                continue;
+            if (todo[j]->flags & RN_ASKING)
                 k++; /* +OK */
             if (parse_reply(rep[k++], &todo[j], 1) == 1)
-                todo[again++] = todo[j];
+                next[again++] = todo[j];
             else if (todo[j]->why->status == RN_MOVED)
                 atomic_fetch_add(&r->moved, 1);
             else if (todo[j]->why->status == RN_ASK)
                 atomic_fetch_add(&r->asks, 1);
         }
-        for (int k = 0; k < nrep; k++)
-            freeReplyObject(rep[k]);
+        for (int i = 0; i < nrep; i++)
+            freeReplyObject(rep[i]);
         if (again)
             atomic_fetch_add(&r->noscript, 1);
+        memcpy(todo, next, (size_t)again * sizeof *next);
         nt = again;
     }
 }
@@ -390,12 +419,15 @@ static void take(rnode *r, lane *l, job **batch, int *nb, job **late,
                  int *nl, int64_t *deadline)
 {
     int64_t now = mono_ns();
-    int max = r->per_call ? CALLS_MAX : BATCH_MAX;
+    int own = 0;
 
     *nb = *nl = 0;
     *deadline = INT64_MAX;
-    while (l->head && *nb < max && *nl < BATCH_MAX) {
+    while (l->head && *nb < BATCH_MAX && *nl < BATCH_MAX) {
         job *j = l->head;
+        if (j->flags && own == OWN_MAX)
+            break; /* the next batch takes it */
+        own += j->flags != 0;
         l->head = j->next;
         if (!l->head)
             l->tail = NULL;
@@ -512,13 +544,13 @@ static void submit(rnode *r, lane *l, job *me)
 }
 
 int rnode_check(rnode *r, const store_op *ops, size_t n, algo_decision *out,
-                int64_t *now_ms, int64_t deadline_ns, int asking,
+                int64_t *now_ms, int64_t deadline_ns, int flags,
                 rnode_reply *why)
 {
     int64_t start = mono_ns();
     rnode_reply dummy;
-    job me = {ops, n, out, 0, RL_ESTORE, asking, why ? why : &dummy,
-              deadline_ns, QUEUED, NULL};
+    job me = {ops, n, out, 0, RL_ESTORE, r->per_call ? flags : 0,
+              why ? why : &dummy, deadline_ns, QUEUED, NULL};
     lane *l;
     int allowed;
 
@@ -640,5 +672,6 @@ void rnode_stats_add(rnode *r, rnode_stats *st)
     st->batches += atomic_load(&r->batches);
     st->checks += atomic_load(&r->batched);
     st->moved += atomic_load(&r->moved);
+    st->elsewhere += atomic_load(&r->elsewhere);
     st->asks += atomic_load(&r->asks);
 }

@@ -21,9 +21,10 @@ typedef struct rnode_opts {
     int breaker_failures;
     int64_t breaker_cooldown_ms;
     int degraded;                /* a failed first connect is no error   */
-    /* Redis Cluster: every request is one script call of its own (its
-     * keys share one slot), so the server can route it; a batch is then
-     * several calls in one write.  Otherwise a batch is one call. */
+    /* Redis Cluster: a batch is one call in "C" mode (keys undeclared,
+     * any slots of this node; lua/check.lua), plus a call of its own for
+     * each request flagged RN_ASKING or RN_DECLARED, in one write.
+     * Otherwise a batch is one call with every key declared. */
     int per_call;
     int compact;                 /* the compact layout (redis_key.h)     */
     const rl_clock *clock;       /* tests: the time passed to the script */
@@ -37,8 +38,15 @@ enum {
     RN_MOVED,      /* the slot lives elsewhere now (addr)               */
     RN_ASK,        /* the slot is migrating: ask addr, this once        */
     RN_TRYAGAIN,   /* the slot's keys are split by a migration          */
-    RN_DOWN        /* CLUSTERDOWN                                       */
+    RN_DOWN,       /* CLUSTERDOWN                                       */
+    RN_ELSEWHERE   /* a cluster batch found the keys not served here:
+                      send again with RN_DECLARED to learn where       */
 };
+
+/* rnode_check() flags. */
+#define RN_ASKING 1    /* precede the call with ASKING (an ASK redirect) */
+#define RN_DECLARED 2  /* a call of its own with its keys declared, for
+                          the server to route (per-call nodes only)     */
 
 typedef struct rnode_reply {
     int status;                  /* RN_*                                 */
@@ -50,13 +58,13 @@ void rnode_close(rnode *n);
 
 /*
  * Decide ops[0..nops) all-or-nothing in one script call, waiting no later
- * than deadline_ns (CLOCK_MONOTONIC).  `asking`: precede it with ASKING
- * (an ASK redirect).  Returns RL_OK with out[] and *now_ms filled, or
- * RL_ESTORE with the reason in why->status.
+ * than deadline_ns (CLOCK_MONOTONIC); flags RN_ASKING, RN_DECLARED.
+ * Returns RL_OK with out[] and *now_ms filled, or RL_ESTORE with the
+ * reason in why->status.
  */
 int rnode_check(rnode *n, const store_op *ops, size_t nops,
                 algo_decision *out, int64_t *now_ms, int64_t deadline_ns,
-                int asking, rnode_reply *why);
+                int flags, rnode_reply *why);
 
 /* Give back what ops[i] charged (out[i].allowed && out[i].changed) at
  * now_ms, without waiting for the answer.  1 if sent, 0 if not. */
@@ -73,7 +81,7 @@ breaker *rnode_breaker(rnode *n);
 
 typedef struct rnode_stats {
     int64_t calls, writes, timeouts, reconnects, down_fails;
-    int64_t batches, checks, noscript, moved, asks;
+    int64_t batches, checks, noscript, moved, asks, elsewhere;
     int64_t refunds, refreshes, tryagain; /* cluster store only */
 } rnode_stats;
 void rnode_stats_add(rnode *n, rnode_stats *st);

@@ -351,7 +351,7 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
 {
     unsigned idx = atomic_load_explicit(&c->owner[slot],
                                         memory_order_relaxed);
-    int asking = 0;
+    int flags = 0;
 
     for (int t = 0; t < TRIES && mono_ns() < deadline_ns; t++) {
         rnode *nd = node_at(c, idx);
@@ -359,7 +359,7 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
         int to;
         if (!nd)
             break;
-        if (rnode_check(nd, ops, n, out, now_ms, deadline_ns, asking,
+        if (rnode_check(nd, ops, n, out, now_ms, deadline_ns, flags,
                         &why) == RL_OK) {
             *where = nd;
             return RL_OK;
@@ -370,11 +370,15 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
             atomic_store(&c->want, 1);
             if ((to = find_node(c, why.addr)) < 0 || !node_at(c, (unsigned)to))
                 return RL_ESTORE; /* a new master: the refresh opens it */
-            asking = why.status == RN_ASK;
-            if (!asking) /* ask for the full map too, but move on now */
+            flags = why.status == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
+            if (!flags) /* ask for the full map too, but move on now */
                 atomic_store_explicit(&c->owner[slot], (uint16_t)to,
                                       memory_order_relaxed);
             idx = (unsigned)to;
+            continue;
+        case RN_ELSEWHERE: /* a batch call: ask again, keys declared */
+            atomic_store(&c->want, 1);
+            flags |= RN_DECLARED;
             continue;
         case RN_TRYAGAIN:
             atomic_fetch_add(&c->tryagain, 1);
