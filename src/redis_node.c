@@ -9,11 +9,15 @@
  * the earliest deadline in it, so no check waits longer than its timeout; a
  * request still queued at its deadline leaves the queue by itself.
  *
- * On a single server a batch is ONE script call deciding every request in
- * it (each all-or-nothing): Redis runs one script, and reads its clock once,
- * for many checks.  In a cluster each request is a call of its own, since
- * the server must route it by its keys' slot; the calls of a batch still go
- * out in one write.  A server that lost the script (restart, failover,
+ * A batch is ONE script call deciding every request in it (each
+ * all-or-nothing): Redis runs one script, and reads its clock once, for
+ * many checks.  On a single server the call declares its keys.  A cluster
+ * master gets them as arguments instead ("C" mode: Redis would route by
+ * declared keys and refuse keys of several slots; the script is flagged
+ * allow-cross-slot-keys), and answers RN_ELSEWHERE for a request whose
+ * keys it does not serve now; the store sends that one again with
+ * RN_DECLARED, a call of its own with its keys declared (behind ASKING
+ * after an ASK), in the same write as the next batch.  A server that lost the script (restart, failover,
  * SCRIPT FLUSH) answers NOSCRIPT: those calls are sent again as EVAL, which
  * also caches the script, within the same deadline.
  */

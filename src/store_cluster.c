@@ -24,8 +24,10 @@
  * atomic pointer.
  *
  * A request's ops are grouped by slot (the hash tag makes all of one
- * client's rules one group); each group is one script call, all-or-nothing
- * on its node.  If any group denies, the groups that charged are refunded,
+ * client's rules one group); each group is decided all-or-nothing on its
+ * master, in that master's batch call (redis_node.c: one call for many
+ * slots; a group the master no longer serves comes back RN_ELSEWHERE and
+ * goes again alone, keys declared, to meet its redirect).  If any group denies, the groups that charged are refunded,
  * so no rule is charged for a request it did not pass; if any group fails,
  * the groups that charged are refunded and the whole request is left to
  * the failure modes.
