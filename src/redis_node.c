@@ -419,7 +419,7 @@ static void unlink_job(lane *l, job *me)
 
 /* Under l->mu: take the queued jobs of the next batch into batch[] and the
  * ones whose time ran out into late[]; *deadline gets the batch's. */
-static void take(rnode *r, lane *l, job **batch, int *nb, job **late,
+static void take(lane *l, job **batch, int *nb, job **late,
                  int *nl, int64_t *deadline)
 {
     int64_t now = mono_ns();
@@ -460,7 +460,7 @@ static void lead(rnode *r, lane *l, job *me)
         int64_t deadline;
         int nb, nl;
 
-        take(r, l, batch, &nb, late, &nl, &deadline);
+        take(l, batch, &nb, late, &nl, &deadline);
         pthread_mutex_unlock(&l->mu);
         for (int i = 0; i < nl; i++)
             wake(late[i]); /* at worst a spurious wake: see below */
