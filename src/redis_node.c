@@ -22,6 +22,7 @@
  * also caches the script, within the same deadline.
  */
 #include "redis_node.h"
+#include "cluster_reply.h"
 #include "ratelimit.h"
 #include "redis_key.h"
 
@@ -223,17 +224,17 @@ static void put_asking(cmdbuf *b)
 static int classify(const redisReply *rep, rnode_reply *why)
 {
     const char *s = rep->str;
+    int slot;
 
     if (strncmp(s, "NOSCRIPT", 8) == 0)
         return -1;
     why->addr[0] = 0;
-    if (strncmp(s, "MOVED ", 6) == 0 || strncmp(s, "ASK ", 4) == 0) {
-        const char *sp = strchr(s, ' '); /* "MOVED|ASK <slot> <addr>" */
-        if (sp)
-            sp = strchr(sp + 1, ' ');
-        if (sp)
-            snprintf(why->addr, sizeof why->addr, "%s", sp + 1);
-        return s[0] == 'M' ? RN_MOVED : RN_ASK;
+    switch (cluster_redirect_parse(s, rep->len, &slot, why->addr,
+                                   sizeof why->addr)) {
+    case 'M':
+        return RN_MOVED;
+    case 'A':
+        return RN_ASK;
     }
     if (strncmp(s, "TRYAGAIN", 8) == 0)
         return RN_TRYAGAIN;

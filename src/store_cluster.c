@@ -37,6 +37,7 @@
 #include "ratelimit.h"
 #include "redis_key.h"
 #include "store_redis.h"
+#include "cluster_reply.h"
 #include "crc16.h"
 
 #include <pthread.h>
@@ -46,7 +47,7 @@
 #include <string.h>
 #include <time.h>
 
-#define NSLOTS 16384
+#define NSLOTS CLUSTER_NSLOTS
 #define MAX_NODES 128
 #define MAX_SEEDS 16
 #define NO_NODE 0xffff
@@ -184,51 +185,21 @@ static int cluster_ok(redisContext *ctx)
     return ok;
 }
 
-/* An endpoint of CLUSTER SLOTS: {host, port, id, ...}. */
-static int endpoint(const redisReply *e, const char *dflt, char *host,
-                    size_t hlen, int *port)
+/* One range of the map: its master (opened if new), its replicas (known),
+ * its slots.  Refresh thread only. */
+static int apply_range(const cluster_range *rg, void *arg)
 {
-    if (e->type != REDIS_REPLY_ARRAY || e->elements < 2 ||
-        e->element[0]->type != REDIS_REPLY_STRING ||
-        e->element[1]->type != REDIS_REPLY_INTEGER)
+    cluster_store *c = arg;
+    int m = ensure_node(c, rg->master.host, rg->master.port, 1);
+
+    if (m < 0)
         return -1;
-    /* "" or "?": the node does not know its address; use the one asked */
-    snprintf(host, hlen, "%s",
-             e->element[0]->len && e->element[0]->str[0] != '?'
-                 ? e->element[0]->str : dflt);
-    *port = (int)e->element[1]->integer;
+    for (int k = 0; k < rg->nreplicas; k++)
+        ensure_node(c, rg->replica[k].host, rg->replica[k].port, 0);
+    for (int s = rg->lo; s <= rg->hi; s++)
+        atomic_store_explicit(&c->owner[s], (uint16_t)m,
+                              memory_order_relaxed);
     return 0;
-}
-
-/* Apply a CLUSTER SLOTS reply; the number of slots it covers, or -1. */
-static int apply_slots(cluster_store *c, const redisReply *r, const char *dflt)
-{
-    int covered = 0;
-
-    if (r->type != REDIS_REPLY_ARRAY)
-        return -1;
-    for (size_t i = 0; i < r->elements; i++) {
-        const redisReply *rg = r->element[i];
-        char host[256];
-        int port, m;
-        if (rg->type != REDIS_REPLY_ARRAY || rg->elements < 3 ||
-            rg->element[0]->type != REDIS_REPLY_INTEGER ||
-            rg->element[1]->type != REDIS_REPLY_INTEGER)
-            return -1;
-        long long lo = rg->element[0]->integer, hi = rg->element[1]->integer;
-        if (lo < 0 || hi >= NSLOTS || lo > hi ||
-            endpoint(rg->element[2], dflt, host, sizeof host, &port) ||
-            (m = ensure_node(c, host, port, 1)) < 0)
-            return -1;
-        for (size_t k = 3; k < rg->elements; k++) /* replicas: known */
-            if (!endpoint(rg->element[k], dflt, host, sizeof host, &port))
-                ensure_node(c, host, port, 0);
-        for (long long s = lo; s <= hi; s++)
-            atomic_store_explicit(&c->owner[s], (uint16_t)m,
-                                  memory_order_relaxed);
-        covered += (int)(hi - lo + 1);
-    }
-    return covered;
 }
 
 /* Ask one node for the map.  0 applied (*down: the cluster says it is not
@@ -250,7 +221,7 @@ static int refresh_from(cluster_store *c, const char *host, int port,
         snprintf(err, errlen, "%s:%d is not a Redis Cluster node (%s); "
                  "use redis:// for a single server", host, port, r->str);
         rc = strstr(r->str, "cluster support disabled") ? -2 : -1;
-    } else if ((covered = apply_slots(c, r, host)) < 0) {
+    } else if ((covered = cluster_slots_parse(r, host, apply_range, c)) < 0) {
         snprintf(err, errlen, "%s:%d: CLUSTER SLOTS: unexpected reply",
                  host, port);
     } else {

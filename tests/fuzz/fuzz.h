@@ -15,6 +15,7 @@ int fuzz_rules(const uint8_t *data, size_t size);   /* rule JSON          */
 int fuzz_config(const uint8_t *data, size_t size);  /* option name=value  */
 int fuzz_pattern(const uint8_t *data, size_t size); /* endpoint patterns  */
 int fuzz_uri(const uint8_t *data, size_t size);     /* store URIs         */
+int fuzz_cluster(const uint8_t *data, size_t size); /* CLUSTER SLOTS, MOVED */
 
 #define FUZZ_CHECK(cond)                                                     \
     do {                                                                     \

@@ -17,7 +17,8 @@ static const struct {
     const char *name;
     int (*fn)(const uint8_t *, size_t);
 } targets[] = {{"rules", fuzz_rules}, {"config", fuzz_config},
-               {"pattern", fuzz_pattern}, {"uri", fuzz_uri}};
+               {"pattern", fuzz_pattern}, {"uri", fuzz_uri},
+               {"cluster", fuzz_cluster}};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
