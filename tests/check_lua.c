@@ -57,11 +57,16 @@ typedef struct part {
     int64_t cost, last;
 } part;
 
+/* Checks go in the cluster batch mode "C" (keys undeclared, each key's
+ * name after its 9 values), which must decide exactly as "c". */
+static int cross_mode;
+
 /* One script call of one request of n parts, in mode 'c' or 'r'. */
 static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
 {
-    enum { MAXP = 4, MAXARG = 3 + MAXP + 4 + 9 * MAXP };
-    char num[MAXARG][24], mstr[2] = {mode, 0};
+    enum { MAXP = 4, MAXARG = 3 + MAXP + 4 + 10 * MAXP };
+    int cross = cross_mode && mode == 'c';
+    char num[MAXARG][24], mstr[2] = {cross ? 'C' : mode, 0};
     const char *argv[MAXARG];
     size_t lens[MAXARG];
     int c = 0;
@@ -72,8 +77,8 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
                 argv[c] = num[c], c++)
     argv[c++] = "EVAL";
     argv[c++] = rl_lua_check_test;
-    NUM(n);
-    for (int i = 0; i < n; i++)
+    NUM(cross ? 0 : n);
+    for (int i = 0; !cross && i < n; i++)
         argv[c++] = pt[i].key;
     NUM(now);
     argv[c++] = mstr;
@@ -90,6 +95,8 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
         NUM(pt[i].cost);
         NUM(pt[i].last);
         argv[c++] = pt[i].field;
+        if (cross)
+            argv[c++] = pt[i].key;
     }
 #undef NUM
     for (int i = 0; i < c; i++)
@@ -292,6 +299,19 @@ static void differential(int algo, int rules, int steps, int compact)
         }
     }
 }
+
+/* The cluster batch mode, both layouts, every algorithm: the same
+ * decisions as the C maths (and so as mode "c"). */
+START_TEST(cross_slot_mode_same_decisions)
+{
+    cross_mode = 1;
+    for (int algo = 0; algo < 4; algo++) {
+        differential(algo, 10, 100, 0);
+        differential(algo, 10, 100, 1);
+    }
+    cross_mode = 0;
+}
+END_TEST
 
 START_TEST(sliding_window_same_decisions)
 {
@@ -548,6 +568,7 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, sliding_window_same_decisions);
+    tcase_add_test(tc, cross_slot_mode_same_decisions);
     tcase_add_test(tc, token_bucket_same_decisions);
     tcase_add_test(tc, fixed_window_same_decisions);
     tcase_add_test(tc, gcra_same_decisions);
