@@ -117,4 +117,17 @@ static inline uint64_t pick(uint64_t *rng, unsigned long long n) /* uniform < n 
     return ((splitmix64(rng) >> 32) * n) >> 32;
 }
 
+/* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
+
+#define HB (128 + 41 * 64)
+
+typedef struct hist {
+    uint64_t n;
+    uint32_t b[HB];
+} hist;
+
+void hist_add(hist *h, uint64_t v);
+void hist_merge(hist *into, const hist *h);
+double hist_pct(const hist *h, double p); /* p in (0, 1]; NAN if empty */
+
 #endif

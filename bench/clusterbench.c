@@ -352,57 +352,6 @@ static int failovers(void)
     return n;
 }
 
-/* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
-
-#define HB (128 + 41 * 64)
-
-typedef struct hist {
-    uint64_t n;
-    uint32_t b[HB];
-} hist;
-
-static void hist_add(hist *h, uint64_t v)
-{
-    int i;
-
-    if (v < 128) {
-        i = (int)v;
-    } else {
-        int e = 63 - __builtin_clzll(v);
-        i = 128 + (e - 7) * 64 + (int)((v >> (e - 6)) - 64);
-        if (i >= HB)
-            i = HB - 1;
-    }
-    h->b[i]++;
-    h->n++;
-}
-
-static void hist_merge(hist *into, const hist *h)
-{
-    for (int i = 0; i < HB; i++)
-        into->b[i] += h->b[i];
-    into->n += h->n;
-}
-
-static double hist_pct(const hist *h, double p)
-{
-    uint64_t rank = (uint64_t)ceil((double)h->n * p), seen = 0;
-
-    if (rank < 1)
-        rank = 1;
-    for (int i = 0; i < HB; i++) {
-        seen += h->b[i];
-        if (seen >= rank) {
-            if (i < 128)
-                return (double)i;
-            int e = (i - 128) / 64 + 7;
-            double lo = (double)((uint64_t)((i - 128) % 64 + 64) << (e - 6));
-            return lo + (double)(1ULL << (e - 6)) / 2.0;
-        }
-    }
-    return NAN;
-}
-
 /* ---- output ----------------------------------------------------------- */
 
 static const text_layout layout = {34, 12, 2, 12, 28, 3};

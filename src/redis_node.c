@@ -324,10 +324,10 @@ static void run_calls(rnode *r, rconn *c, job **jobs, int nb,
                       int64_t deadline_ns)
 {
     char stack[CMD_STACK], err[200];
-    job *todo[BATCH_MAX], *shared[BATCH_MAX], *next[BATCH_MAX];
+    job *round[BATCH_MAX], *shared[BATCH_MAX], *next[BATCH_MAX];
     int nt = nb;
 
-    memcpy(todo, jobs, (size_t)nb * sizeof *jobs);
+    memcpy(round, jobs, (size_t)nb * sizeof *jobs);
     for (int eval = 0; eval < 2 && nt; eval++) {
         cmdbuf b = {stack, 0, sizeof stack, 0, 0};
         redisReply *rep[RCONN_MAX_REPLIES];
@@ -336,20 +336,20 @@ static void run_calls(rnode *r, rconn *c, job **jobs, int nb,
         if (mono_ns() >= deadline_ns)
             break;
         for (int j = 0; j < nt; j++)
-            if (!todo[j]->flags)
-                shared[ns++] = todo[j];
+            if (!round[j]->flags)
+                shared[ns++] = round[j];
         if (ns) {
             put_script(r, &b, shared, ns, 'C', eval);
             nrep++;
         }
         for (int j = 0; j < nt; j++) {
-            if (!todo[j]->flags)
+            if (!round[j]->flags)
                 continue;
-            if (todo[j]->flags & RN_ASKING) {
+            if (round[j]->flags & RN_ASKING) {
                 put_asking(&b);
                 nrep++;
             }
-            put_script(r, &b, &todo[j], 1, 'c', eval);
+            put_script(r, &b, &round[j], 1, 'c', eval);
             nrep++;
         }
         sent = !b.oom && rconn_call_until(c, b.p, b.len, nrep, rep,
@@ -366,22 +366,22 @@ static void run_calls(rnode *r, rconn *c, job **jobs, int nb,
             if (shared[j]->why->status == RN_ELSEWHERE)
                 atomic_fetch_add(&r->elsewhere, 1);
         for (int j = 0; j < nt; j++) {
-            if (!todo[j]->flags)
+            if (!round[j]->flags)
                 continue;
-            if (todo[j]->flags & RN_ASKING)
+            if (round[j]->flags & RN_ASKING)
                 k++; /* +OK */
-            if (parse_reply(rep[k++], &todo[j], 1) == 1)
-                next[again++] = todo[j];
-            else if (todo[j]->why->status == RN_MOVED)
+            if (parse_reply(rep[k++], &round[j], 1) == 1)
+                next[again++] = round[j];
+            else if (round[j]->why->status == RN_MOVED)
                 atomic_fetch_add(&r->moved, 1);
-            else if (todo[j]->why->status == RN_ASK)
+            else if (round[j]->why->status == RN_ASK)
                 atomic_fetch_add(&r->asks, 1);
         }
         for (int i = 0; i < nrep; i++)
             freeReplyObject(rep[i]);
         if (again)
             atomic_fetch_add(&r->noscript, 1);
-        memcpy(todo, next, (size_t)again * sizeof *next);
+        memcpy(round, next, (size_t)again * sizeof *next);
         nt = again;
     }
 }
