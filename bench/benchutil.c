@@ -12,6 +12,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "benchutil.h"
 
@@ -196,4 +198,29 @@ double hist_pct(const hist *h, double p)
         }
     }
     return NAN;
+}
+
+/* ---- CPU time ----------------------------------------------------------- */
+
+void machine_cpu(double *busy, double *steal)
+{
+    unsigned long long v[8] = {0};
+    long hz = sysconf(_SC_CLK_TCK);
+    FILE *f = fopen("/proc/stat", "r");
+
+    if (f != NULL) {
+        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
+            memset(v, 0, sizeof v);
+        fclose(f);
+    }
+    /* user nice system idle iowait irq softirq steal */
+    *busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
+    *steal = (double)v[7] / (double)hz;
+}
+
+double rusage_seconds(const struct rusage *ru)
+{
+    return (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 +
+           (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
 }

@@ -16,6 +16,7 @@
 #define RL_BENCH_BENCHUTIL_H
 
 #include <stdint.h>
+#include <sys/resource.h>
 #include <time.h>
 
 #include "ratelimit.h"
@@ -116,6 +117,15 @@ static inline uint64_t pick(uint64_t *rng, unsigned long long n) /* uniform < n 
 {
     return ((splitmix64(rng) >> 32) * n) >> 32;
 }
+
+/* ---- CPU time ----------------------------------------------------------- */
+
+/* The machine's busy and stolen CPU seconds so far (/proc/stat: user, nice,
+ * system, irq, softirq; steal); both 0 where it cannot be read. */
+void machine_cpu(double *busy, double *steal);
+
+/* user + system seconds of a getrusage() result. */
+double rusage_seconds(const struct rusage *ru);
 
 /* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
 

@@ -148,6 +148,7 @@
 #include "limiter.h"     /* limiter_store()                       */
 #include "store_redis.h" /* rl_lua_check, store_redis_stats_get() */
 #include "benchutil.h"
+#include "redisutil.h"
 #include "redis_harness.h"
 
 #define THREADS 64
@@ -363,47 +364,6 @@ static void emit(const options *o, const figure *f)
 
 /* ---- a server's control connection (hiredis, blocking) ---------------- */
 
-static redisReply *cmd(redisContext *c, char *err, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    if (r == NULL) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, c->errstr);
-        return NULL;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r->str);
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
-}
-
-static int cmd_ok(redisContext *c, char *err, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = redisvCommand(c, fmt, ap);
-    va_end(ap);
-    if (r == NULL) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, c->errstr);
-        return -1;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r->str);
-        freeReplyObject(r);
-        return -1;
-    }
-    freeReplyObject(r);
-    return 0;
-}
-
 /* A control connection with long timeouts (a FLUSHALL of millions of keys
  * takes seconds). */
 static redisContext *control(const rh_server *s, char *err)
@@ -418,60 +378,6 @@ static redisContext *control(const rh_server *s, char *err)
     return c;
 }
 
-/* The value of "key:value" in INFO <section>; "" if absent. */
-static int info_str(redisContext *c, const char *section, const char *key,
-                    char *out, size_t outlen, char *err)
-{
-    redisReply *r = cmd(c, err, "INFO %s", section);
-    size_t klen = strlen(key);
-    const char *p;
-
-    if (r == NULL)
-        return -1;
-    out[0] = '\0';
-    if (r->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
-        return snprintf(err, ERRLEN, "INFO %s: not a string", section), -1;
-    }
-    for (p = r->str; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
-            size_t n = strcspn(p + klen + 1, "\r\n");
-            if (n >= outlen)
-                n = outlen - 1;
-            memcpy(out, p + klen + 1, n);
-            out[n] = '\0';
-            break;
-        }
-    }
-    freeReplyObject(r);
-    return 0;
-}
-
-static int info_num(redisContext *c, const char *section, const char *key,
-                    double *v, char *err)
-{
-    char buf[256];
-
-    if (info_str(c, section, key, buf, sizeof buf, err) != 0)
-        return -1;
-    if (buf[0] == '\0')
-        return snprintf(err, ERRLEN, "INFO %s has no %s", section, key), -1;
-    *v = strtod(buf, NULL);
-    return 0;
-}
-
-/* "name=value" inside a comma-separated INFO value. */
-static double kv_num(const char *line, const char *name)
-{
-    size_t n = strlen(name);
-
-    for (const char *p = line; p && *p;
-         p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-        if (strncmp(p, name, n) == 0 && p[n] == '=')
-            return strtod(p + n + 1, NULL);
-    return 0;
-}
-
 /* INFO commandstats, every command: calls and usec (total). */
 #define MAX_CMDS 48
 
@@ -483,7 +389,7 @@ typedef struct cmdstats {
 
 static int cmdstats_add(redisContext *c, cmdstats *cs, char *err)
 {
-    redisReply *r = cmd(c, err, "INFO commandstats");
+    redisReply *r = bcmd(c, err, "INFO commandstats");
 
     if (r == NULL)
         return -1;
@@ -552,7 +458,7 @@ static int flush_wait(redisContext *c, char *err)
 {
     double pending = 1;
 
-    if (cmd_ok(c, err, "FLUSHALL SYNC") != 0)
+    if (bcmd_ok(c, err, "FLUSHALL SYNC") != 0)
         return -1;
     for (int i = 0; i < 1000 && pending > 0; i++) {
         if (info_num(c, "memory", "lazyfree_pending_objects", &pending, err))
@@ -578,24 +484,6 @@ static int clients_wait(redisContext *c, double n, char *err)
     }
     if (k > n)
         return snprintf(err, ERRLEN, "%g clients still connected", k), -1;
-    return 0;
-}
-
-/* used_memory once it has not moved for 3 samples 0.15 s apart. */
-static int used_memory_settled(redisContext *c, double *v, char *err)
-{
-    double last = -1, cur = 0;
-    int same = 0;
-
-    for (int i = 0; i < 100 && same < 3; i++) {
-        if (info_num(c, "memory", "used_memory", &cur, err))
-            return -1;
-        same = cur == last ? same + 1 : 0;
-        last = cur;
-        if (same < 3)
-            sleep_s(0.15);
-    }
-    *v = cur;
     return 0;
 }
 
@@ -645,24 +533,12 @@ typedef struct pidset {
 
 static void cpu_take(cpu_snap *s, const pidset *ps)
 {
-    unsigned long long v[8] = {0};
     struct rusage ru;
-    long hz = sysconf(_SC_CLK_TCK);
-    FILE *f = fopen("/proc/stat", "r");
 
     memset(s, 0, sizeof *s);
-    if (f != NULL) {
-        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
-            memset(v, 0, sizeof v);
-        fclose(f);
-    }
-    /* user nice system idle iowait irq softirq steal */
-    s->busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
-    s->steal = (double)v[7] / (double)hz;
+    machine_cpu(&s->busy, &s->steal);
     getrusage(RUSAGE_SELF, &ru);
-    s->self = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-              (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+    s->self = rusage_seconds(&ru);
     for (int i = 0; i < ps->nmaster; i++)
         s->redis += proc_cpu(ps->master[i]);
     for (int i = 0; i < ps->nreplica; i++)
@@ -842,7 +718,7 @@ static int sample_encodings(redisContext *c, enc_sample *es, char *err)
 
     memset(es, 0, sizeof *es);
     do {
-        redisReply *r = cmd(c, err, "SCAN %s COUNT 200", cursor);
+        redisReply *r = bcmd(c, err, "SCAN %s COUNT 200", cursor);
         if (r == NULL)
             return -1;
         if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
@@ -860,13 +736,13 @@ static int sample_encodings(redisContext *c, enc_sample *es, char *err)
 
             if (k->type != REDIS_REPLY_STRING)
                 continue;
-            if ((t = cmd(c, err, "TYPE %b", k->str, k->len)) == NULL) {
+            if ((t = bcmd(c, err, "TYPE %b", k->str, k->len)) == NULL) {
                 freeReplyObject(r);
                 return -1;
             }
             hash = t->type == REDIS_REPLY_STATUS && strcmp(t->str, "hash") == 0;
             freeReplyObject(t);
-            if ((e = cmd(c, err, "OBJECT ENCODING %b", k->str, k->len)) ==
+            if ((e = bcmd(c, err, "OBJECT ENCODING %b", k->str, k->len)) ==
                 NULL) {
                 freeReplyObject(r);
                 return -1;
@@ -883,7 +759,7 @@ static int sample_encodings(redisContext *c, enc_sample *es, char *err)
             }
             freeReplyObject(e);
             if (hash) {
-                redisReply *h = cmd(c, err, "HLEN %b", k->str, k->len);
+                redisReply *h = bcmd(c, err, "HLEN %b", k->str, k->len);
                 if (h == NULL) {
                     freeReplyObject(r);
                     return -1;
@@ -922,7 +798,7 @@ static int group_bytes(const options *o, redisContext *c, const char *uri,
             one_rule(rules, sizeof rules, "b", a, MEM_LIMIT, MEM_WINDOW_S,
                      bucket ? MEM_BURST : 0);
             if (flush_wait(c, err) ||
-                cmd_ok(c, err, "DEBUG SET-ACTIVE-EXPIRE 0") ||
+                bcmd_ok(c, err, "DEBUG SET-ACTIVE-EXPIRE 0") ||
                 clients_wait(c, 1, err) ||
                 used_memory_settled(c, &before, err))
                 return -1;
@@ -942,7 +818,7 @@ static int group_bytes(const options *o, redisContext *c, const char *uri,
             if (clients_wait(c, 1, err) ||
                 used_memory_settled(c, &after, err))
                 return -1;
-            if ((r = cmd(c, err, "DBSIZE")) == NULL)
+            if ((r = bcmd(c, err, "DBSIZE")) == NULL)
                 return -1;
             dbsize = (double)r->integer;
             freeReplyObject(r);
@@ -958,7 +834,7 @@ static int group_bytes(const options *o, redisContext *c, const char *uri,
             j.rule_id = "b";
             j.total = nu;
             if (run_job(&j, THREADS, &warm, err) ||
-                cmd_ok(c, err, "CONFIG RESETSTAT")) {
+                bcmd_ok(c, err, "CONFIG RESETSTAT")) {
                 rl_limiter_free(lim);
                 return -1;
             }
@@ -1083,7 +959,7 @@ static int group_bytes(const options *o, redisContext *c, const char *uri,
                 emit(o, &f);
             }
             if (flush_wait(c, err) ||
-                cmd_ok(c, err, "DEBUG SET-ACTIVE-EXPIRE 1") ||
+                bcmd_ok(c, err, "DEBUG SET-ACTIVE-EXPIRE 1") ||
                 interrupted(err))
                 return -1;
         }
@@ -1251,7 +1127,7 @@ typedef struct tp_figs {
 static int reset_all(redisContext **cs, int n, char *err)
 {
     for (int i = 0; i < n; i++)
-        if (cmd_ok(cs[i], err, "CONFIG RESETSTAT"))
+        if (bcmd_ok(cs[i], err, "CONFIG RESETSTAT"))
             return -1;
     return 0;
 }
@@ -1636,7 +1512,7 @@ int main(int argc, char **argv)
             goto out;
         /* The script loaded first, so no figure counts its cache entry. */
         {
-            redisReply *r = cmd(ctl, err, "SCRIPT LOAD %b", rl_lua_check,
+            redisReply *r = bcmd(ctl, err, "SCRIPT LOAD %b", rl_lua_check,
                                 rl_lua_check_len);
             if (r == NULL)
                 goto out;

@@ -109,6 +109,7 @@
 #include "limiter.h"     /* limiter_store()                         */
 #include "store_redis.h" /* rl_lua_check, store_redis_stats_get()   */
 #include "benchutil.h"
+#include "redisutil.h"
 
 extern char **environ;
 
@@ -435,17 +436,8 @@ static redisReply *ctl_cmd(char *err, const char *fmt, ...)
     redisReply *r;
 
     va_start(ap, fmt);
-    r = redisvCommand(ctl, fmt, ap);
+    r = bvcmd(ctl, err, fmt, ap);
     va_end(ap);
-    if (r == NULL) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, ctl->errstr);
-        return NULL;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r->str);
-        freeReplyObject(r);
-        return NULL;
-    }
     return r;
 }
 
@@ -455,74 +447,11 @@ static int ctl_ok(char *err, const char *fmt, ...)
     redisReply *r;
 
     va_start(ap, fmt);
-    r = redisvCommand(ctl, fmt, ap);
+    r = bvcmd(ctl, err, fmt, ap);
     va_end(ap);
-    if (r == NULL) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, ctl->errstr);
-        return -1;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r->str);
-        freeReplyObject(r);
-        return -1;
-    }
-    freeReplyObject(r);
-    return 0;
-}
-
-/* The value of "key:value" in INFO <section>; "" if absent. */
-static int info_str(const char *section, const char *key, char *out,
-                    size_t outlen, char *err)
-{
-    redisReply *r = ctl_cmd(err, "INFO %s", section);
-    size_t klen = strlen(key);
-    const char *p;
-
     if (r == NULL)
         return -1;
-    out[0] = '\0';
-    if (r->type != REDIS_REPLY_STRING) {
-        freeReplyObject(r);
-        snprintf(err, ERRLEN, "INFO %s: not a string", section);
-        return -1;
-    }
-    for (p = r->str; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
-        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
-            size_t n = strcspn(p + klen + 1, "\r\n");
-            if (n >= outlen)
-                n = outlen - 1;
-            memcpy(out, p + klen + 1, n);
-            out[n] = '\0';
-            break;
-        }
-    }
     freeReplyObject(r);
-    return 0;
-}
-
-static int info_num(const char *section, const char *key, double *v,
-                    char *err)
-{
-    char buf[256];
-
-    if (info_str(section, key, buf, sizeof buf, err) != 0)
-        return -1;
-    if (buf[0] == '\0') {
-        snprintf(err, ERRLEN, "INFO %s has no %s", section, key);
-        return -1;
-    }
-    *v = strtod(buf, NULL);
-    return 0;
-}
-
-/* "name=value" inside a comma-separated INFO value. */
-static double kv_num(const char *line, const char *name)
-{
-    size_t n = strlen(name);
-
-    for (const char *p = line; p && *p; p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
-        if (strncmp(p, name, n) == 0 && p[n] == '=')
-            return strtod(p + n + 1, NULL);
     return 0;
 }
 
@@ -535,7 +464,7 @@ static int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
     char key[64], buf[256];
 
     snprintf(key, sizeof key, "cmdstat_%s", cmd);
-    if (info_str("commandstats", key, buf, sizeof buf, err) != 0)
+    if (info_str(ctl, "commandstats", key, buf, sizeof buf, err) != 0)
         return -1;
     cs->calls = kv_num(buf, "calls");
     cs->usec_per_call = kv_num(buf, "usec_per_call");
@@ -552,7 +481,7 @@ static int flush_wait(char *err)
     if (ctl_ok(err, "FLUSHALL SYNC") != 0)
         return -1;
     for (int i = 0; i < 1000 && pending > 0; i++) {
-        if (info_num("memory", "lazyfree_pending_objects", &pending, err))
+        if (info_num(ctl, "memory", "lazyfree_pending_objects", &pending, err))
             return -1;
         if (pending > 0)
             sleep_s(0.01);
@@ -568,7 +497,7 @@ static int clients_wait(double n, char *err)
     double c = n + 1;
 
     for (int i = 0; i < 500 && c > n; i++) {
-        if (info_num("clients", "connected_clients", &c, err))
+        if (info_num(ctl, "clients", "connected_clients", &c, err))
             return -1;
         if (c > n)
             sleep_s(0.01);
@@ -681,30 +610,16 @@ static double involuntary_switches(long pid)
 
 static int cpu_take(cpu_snap *s, char *err)
 {
-    unsigned long long v[8] = {0};
     struct rusage ru, rc;
     double su, ss;
-    long hz = sysconf(_SC_CLK_TCK);
-    FILE *f = fopen("/proc/stat", "r");
 
     memset(s, 0, sizeof *s);
-    if (f != NULL) {
-        if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
-                   &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) != 8)
-            memset(v, 0, sizeof v);
-        fclose(f);
-    }
-    /* user nice system idle iowait irq softirq steal */
-    s->busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6]) / (double)hz;
-    s->steal = (double)v[7] / (double)hz;
+    machine_cpu(&s->busy, &s->steal);
     getrusage(RUSAGE_SELF, &ru);
     getrusage(RUSAGE_CHILDREN, &rc);
-    s->self = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 +
-              (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6 +
-              (double)rc.ru_utime.tv_sec + rc.ru_utime.tv_usec / 1e6 +
-              (double)rc.ru_stime.tv_sec + rc.ru_stime.tv_usec / 1e6;
-    if (info_num("cpu", "used_cpu_sys", &ss, err) ||
-        info_num("cpu", "used_cpu_user", &su, err))
+    s->self = rusage_seconds(&ru) + rusage_seconds(&rc);
+    if (info_num(ctl, "cpu", "used_cpu_sys", &ss, err) ||
+        info_num(ctl, "cpu", "used_cpu_user", &su, err))
         return -1;
     s->redis = ss + su;
     s->preempt = involuntary_switches(redis_pid);
@@ -848,8 +763,9 @@ typedef struct rb_result {
 
 /* redis-benchmark -n n -r keyspace with the library's script: KEYS[1] is
  * `key` (with __rand_int__), ARGV the time "0", "c", one request of one
- * key ("1" "1"), then the 8 values store_redis.c sends for one op:
- * algorithm, limit, burst, window ms, p, q, cost, soft.  --csv; the last
+ * key ("1" "1"), then the 9 values redis_node.c sends for one op:
+ * algorithm, limit, burst, window ms, p, q, cost, soft, and the field ""
+ * (the plain layout).  --csv; the last
  * line has the figures.  The library may batch many requests into one
  * call of this script; the reference sends one request per call. */
 static int run_redis_benchmark(const options *o, const char *sha,
@@ -885,7 +801,7 @@ static int run_redis_benchmark(const options *o, const char *sha,
                            r,     "--csv", "EVALSHA", sha,   "1",   key,
                            "0",   "c",   "1",         "1",
                            a8[0], a8[1], a8[2],       a8[3],
-                           a8[4], a8[5], a8[6],       a8[7]};
+                           a8[4], a8[5], a8[6],       a8[7], ""};
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
             argv[ac++] = (char *)v[i];
             len += (size_t)snprintf(out->cmd + len,
@@ -1409,25 +1325,6 @@ static int group_usec(const options *o, const char *sha, char *err)
 
 /* ---- bytes_per_key (group 4) ------------------------------------------------- */
 
-/* used_memory once it has not moved for 3 samples 0.15 s apart, so an
- * incremental dict rehash (serverCron) is finished. */
-static int used_memory_settled(double *v, char *err)
-{
-    double last = -1, cur = 0;
-    int same = 0;
-
-    for (int i = 0; i < 100 && same < 3; i++) {
-        if (info_num("memory", "used_memory", &cur, err))
-            return -1;
-        same = cur == last ? same + 1 : 0;
-        last = cur;
-        if (same < 3)
-            sleep_s(0.15);
-    }
-    *v = cur;
-    return 0;
-}
-
 static int group_bytes(const options *o, char *err)
 {
     unsigned long long n = o->mem_keys;
@@ -1446,7 +1343,7 @@ static int group_bytes(const options *o, char *err)
         one_rule(rule, sizeof rule, "b", a, SLOW_LIMIT, SLOW_WINDOW_S, 0);
         snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
         if (flush_wait(err) || clients_wait(1, err) ||
-            used_memory_settled(&before, err))
+            used_memory_settled(ctl, &before, err))
             return -1;
         if (make_limiter(o, rules, &lim, err) != RL_OK)
             return -1;
@@ -1462,13 +1359,13 @@ static int group_bytes(const options *o, char *err)
         t0 = now_ns() - t0;
         /* Measure with the same clients connected as before: ours only. */
         rl_limiter_free(lim);
-        if (clients_wait(1, err) || used_memory_settled(&after, err))
+        if (clients_wait(1, err) || used_memory_settled(ctl, &after, err))
             return -1;
         if ((r = ctl_cmd(err, "DBSIZE")) == NULL)
             return -1;
         dbsize = (double)r->integer;
         freeReplyObject(r);
-        if (info_str("keyspace", "db0", ks, sizeof ks, err))
+        if (info_str(ctl, "keyspace", "db0", ks, sizeof ks, err))
             return -1;
         expires = kv_num(ks, "expires");
         if (key_lengths(&name_bytes, example, sizeof example, err))
@@ -2677,11 +2574,11 @@ int main(int argc, char **argv)
         goto out;
     }
     redisSetTimeout(ctl, (struct timeval){60, 0});
-    if (info_str("server", "redis_version", ver, sizeof ver, err))
+    if (info_str(ctl, "server", "redis_version", ver, sizeof ver, err))
         goto out;
     {
         double pid = 0;
-        if (info_num("server", "process_id", &pid, err))
+        if (info_num(ctl, "server", "process_id", &pid, err))
             goto out;
         redis_pid = (long)pid;
     }

@@ -1,0 +1,120 @@
+/*
+ * redisutil.c -- see redisutil.h.
+ */
+#include "redisutil.h"
+#include "benchutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+redisReply *bvcmd(redisContext *c, char *err, const char *fmt, va_list ap)
+{
+    redisReply *r = redisvCommand(c, fmt, ap);
+
+    if (r == NULL) {
+        snprintf(err, ERRLEN, "redis (%s): %s", fmt, c->errstr);
+        return NULL;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r->str);
+        freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+redisReply *bcmd(redisContext *c, char *err, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = bvcmd(c, err, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int bcmd_ok(redisContext *c, char *err, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = bvcmd(c, err, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+int info_str(redisContext *c, const char *section, const char *key,
+             char *out, size_t outlen, char *err)
+{
+    redisReply *r = bcmd(c, err, "INFO %s", section);
+    size_t klen = strlen(key);
+    const char *p;
+
+    if (r == NULL)
+        return -1;
+    out[0] = '\0';
+    if (r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        return snprintf(err, ERRLEN, "INFO %s: not a string", section), -1;
+    }
+    for (p = r->str; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, key, klen) == 0 && p[klen] == ':') {
+            size_t n = strcspn(p + klen + 1, "\r\n");
+            if (n >= outlen)
+                n = outlen - 1;
+            memcpy(out, p + klen + 1, n);
+            out[n] = '\0';
+            break;
+        }
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+int info_num(redisContext *c, const char *section, const char *key,
+             double *v, char *err)
+{
+    char buf[256];
+
+    if (info_str(c, section, key, buf, sizeof buf, err) != 0)
+        return -1;
+    if (buf[0] == '\0')
+        return snprintf(err, ERRLEN, "INFO %s has no %s", section, key), -1;
+    *v = strtod(buf, NULL);
+    return 0;
+}
+
+double kv_num(const char *line, const char *name)
+{
+    size_t n = strlen(name);
+
+    for (const char *p = line; p && *p;
+         p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL)
+        if (strncmp(p, name, n) == 0 && p[n] == '=')
+            return strtod(p + n + 1, NULL);
+    return 0;
+}
+
+int used_memory_settled(redisContext *c, double *v, char *err)
+{
+    double last = -1, cur = 0;
+    int same = 0;
+
+    for (int i = 0; i < 100 && same < 3; i++) {
+        if (info_num(c, "memory", "used_memory", &cur, err))
+            return -1;
+        same = cur == last ? same + 1 : 0;
+        last = cur;
+        if (same < 3)
+            nanosleep(&(struct timespec){0, 150000000}, NULL);
+    }
+    *v = cur;
+    return 0;
+}

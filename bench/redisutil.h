@@ -1,0 +1,37 @@
+/*
+ * redisutil.h -- what the Redis benchmarks (redisbench, clusterbench) ask a
+ * server on a control connection: commands that fail with a message, INFO
+ * fields, and used_memory once it has settled.  err is ERRLEN bytes.
+ */
+#ifndef RL_BENCH_REDISUTIL_H
+#define RL_BENCH_REDISUTIL_H
+
+#include <hiredis/hiredis.h>
+#include <stdarg.h>
+#include <stddef.h>
+
+/* A command's reply, or NULL (an error reply or no reply) with why in err;
+ * the caller frees the reply. */
+redisReply *bvcmd(redisContext *c, char *err, const char *fmt, va_list ap);
+redisReply *bcmd(redisContext *c, char *err, const char *fmt, ...);
+
+/* The same, the reply dropped: 0, or -1 with why in err. */
+int bcmd_ok(redisContext *c, char *err, const char *fmt, ...);
+
+/* The value of "key:value" in INFO <section> ("" if absent): 0 or -1. */
+int info_str(redisContext *c, const char *section, const char *key,
+             char *out, size_t outlen, char *err);
+
+/* The same as a number; a missing key is an error. */
+int info_num(redisContext *c, const char *section, const char *key,
+             double *v, char *err);
+
+/* "name=value" inside a comma-separated INFO value; 0 if absent. */
+double kv_num(const char *line, const char *name);
+
+/* INFO memory used_memory once three readings 0.15 s apart agree (at most
+ * 100 readings), so an incremental dict rehash (serverCron) is finished:
+ * 0 or -1. */
+int used_memory_settled(redisContext *c, double *v, char *err);
+
+#endif
