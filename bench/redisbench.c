@@ -17,7 +17,10 @@
  * database, for as many requests as the library did.  The store's own
  * batching (checks per socket write) comes from its counters.
  * (2) throughput_1: the same with one thread, one check at a time, against
- * redis-benchmark -c 1 -P 1.  (3) usec_per_call: the server's
+ * redis-benchmark -c 1 -P 1.  throughput_64_many: 64 in flight as 2
+ * threads each deciding 32 requests per rl_check_many() call (rule by
+ * user, the same keys), against the same -c 64 -P 16 reference; each
+ * request's latency is its call's.  (3) usec_per_call: the server's
  * cmdstat_evalsha usec_per_call (INFO commandstats, after CONFIG RESETSTAT)
  * over a fixed number of checks of existing keys by 64 threads, per
  * algorithm, beside hot_usec_per_call, the same script and arguments from
@@ -163,8 +166,8 @@ typedef struct options {
     int json, quick, force;
 } options;
 
-static const char *const groups[] = {"throughput_64", "throughput_1",
-                                     "usec_per_call", "bytes_per_key",
+static const char *const groups[] = {"throughput_64", "throughput_64_many",
+                                     "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
                                      "outage"};
 
@@ -202,7 +205,8 @@ static void usage(FILE *f)
             "30)\n"
             "  --peer-usec X         the peer script's usec_per_call, as "
             "reference\n"
-            "  --only NAME           one group: throughput_64, throughput_1,\n"
+            "  --only NAME           one group: throughput_64,\n"
+            "                        throughput_64_many, throughput_1,\n"
             "                        usec_per_call, bytes_per_key, accuracy\n"
             "                        (with window_edge), window_edge, "
             "outage\n"
@@ -704,9 +708,13 @@ static void one_rule(char *buf, size_t len, const char *id, int algo,
 
 /* ---- throughput (groups 1 and 2) ------------------------------------------ */
 
+#define MANY_THREADS 2  /* throughput_64_many: 2 threads x 32 per call */
+#define MANY_PER_CALL 32
+
 typedef struct tp_run {
     rl_limiter *lim;
     unsigned long long nkeys;
+    int per_call;      /* > 1: rl_check_many() of per_call requests */
     _Atomic int phase; /* 0 warm-up, 1 measured, 2 stop */
 } tp_run;
 
@@ -718,6 +726,50 @@ typedef struct tp_worker {
     int rc;
     char err[ERRLEN];
 } tp_worker;
+
+/* throughput_64_many: per_call requests at a time in one rl_check_many()
+ * (the rule counts by user: the keys are the same "user:<12 digits>");
+ * each request's latency is its call's. */
+static void *tp_many_main(void *arg)
+{
+    tp_worker *w = arg;
+    tp_run *r = w->run;
+    char user[MANY_PER_CALL][16];
+    rl_request req[MANY_PER_CALL];
+    rl_result res[MANY_PER_CALL];
+    int codes[MANY_PER_CALL], n = r->per_call, ph;
+
+    while ((ph = atomic_load(&r->phase)) < 2) {
+        uint64_t t0, t1;
+        int rc;
+
+        for (int i = 0; i < n; i++) {
+            snprintf(user[i], sizeof user[i], "%012llu",
+                     (unsigned long long)pick(&w->rng, r->nkeys));
+            req[i] = (rl_request){.user = user[i], .cost = 1};
+        }
+        t0 = now_ns();
+        rc = rl_check_many(r->lim, req, res, codes, (size_t)n);
+        t1 = now_ns();
+        if (rc != RL_OK) {
+            set_err(w->err, "rl_check_many", rc, errtext(r->lim));
+            w->rc = rc;
+            atomic_store(&r->phase, 2);
+            break;
+        }
+        for (int i = 0; i < n; i++)
+            if (res[i].flags & RL_FLAG_FALLBACK)
+                w->fallback++;
+        if (ph == 1 && atomic_load(&r->phase) == 1)
+            for (int i = 0; i < n; i++) {
+                w->calls++;
+                hist_add(&w->h, t1 - t0);
+                if (!res[i].allowed)
+                    w->denied++;
+            }
+    }
+    return NULL;
+}
 
 static void *tp_main(void *arg)
 {
@@ -870,13 +922,15 @@ static int run_redis_benchmark(const options *o, const char *sha,
 }
 
 static int group_throughput(const options *o, const char *sha, int threads,
-                            char *err)
+                            int per_call, char *err)
 {
-    const char *name = threads > 1 ? "throughput_64" : "throughput_1";
+    const char *name = per_call > 1 ? "throughput_64_many"
+                       : threads > 1 ? "throughput_64" : "throughput_1";
     tp_run run;
     tp_worker *w = NULL;
     pthread_t tid[TP_THREADS];
-    int started = 0, rc = -1, clients = threads, pipeline = threads > 1 ? 16 : 1;
+    int started = 0, rc = -1, clients = threads * per_call;
+    int pipeline = clients > 1 ? 16 : 1;
     char rules[512], rule[400], refname[48], tmpl[128];
     /* sliding window (0), limit, burst 0, window ms, p, q, cost 1, soft 0;
      * p and q as algo_params_init() computes them. */
@@ -903,6 +957,7 @@ static int group_throughput(const options *o, const char *sha, int threads,
     if (make_limiter(o, rules, &run.lim, err) != RL_OK)
         return -1;
     run.nkeys = o->keys;
+    run.per_call = per_call;
     if ((w = calloc((size_t)threads, sizeof *w)) == NULL) {
         snprintf(err, ERRLEN, "out of memory");
         goto out;
@@ -910,7 +965,9 @@ static int group_throughput(const options *o, const char *sha, int threads,
     for (int t = 0; t < threads; t++) {
         w[t].run = &run;
         w[t].rng = 0xBE4C0000ULL + (uint64_t)t * 7919;
-        if (pthread_create(&tid[t], NULL, tp_main, &w[t]) != 0) {
+        if (pthread_create(&tid[t], NULL, per_call > 1 ? tp_many_main
+                                                       : tp_main,
+                           &w[t]) != 0) {
             snprintf(err, ERRLEN, "pthread_create failed");
             atomic_store(&run.phase, 2);
             goto join;
@@ -991,10 +1048,11 @@ join:
         f.ref[0] = rb.rps;
         f.ref_name[0] = refname;
         xnum(&f, "threads", threads);
+        xnum(&f, "per_call", per_call);
         xnum(&f, "keys", (double)o->keys);
         xnum(&f, "seconds", secs);
         xnum(&f, "checks", (double)calls);
-        xnum(&f, "target_min_ratio", threads > 1 ? TARGET_TP64 : TARGET_TP1);
+        xnum(&f, "target_min_ratio", clients > 1 ? TARGET_TP64 : TARGET_TP1);
         xnum(&f, "fallback", (double)fallback);
         xnum(&f, "denied", (double)denied);
         xnum(&f, "server_usec_per_call", cs.usec_per_call);
@@ -1030,7 +1088,7 @@ join:
         f.name = n50;
         f.value = hist_pct(&all, 0.50) / 1000.0;
         f.unit = "us";
-        if (threads == 1) { /* one in flight both sides: comparable */
+        if (clients == 1) { /* one in flight both sides: comparable */
             f.nrefs = 1;
             f.ref[0] = rb.p50_ms * 1000.0;
             f.ref_name[0] = refname;
@@ -1043,7 +1101,7 @@ join:
         f.name = n99;
         f.value = hist_pct(&all, 0.99) / 1000.0;
         f.unit = "us";
-        if (threads == 1) {
+        if (clients == 1) {
             f.nrefs = 1;
             f.ref[0] = rb.p99_ms * 1000.0;
             f.ref_name[0] = refname;
@@ -2646,9 +2704,13 @@ int main(int argc, char **argv)
     }
     fflush(stdout);
 
-    if (want(&o, "throughput_64") && group_throughput(&o, sha, TP_THREADS, err))
+    if (want(&o, "throughput_64") &&
+        group_throughput(&o, sha, TP_THREADS, 1, err))
         goto out;
-    if (want(&o, "throughput_1") && group_throughput(&o, sha, 1, err))
+    if (want(&o, "throughput_64_many") &&
+        group_throughput(&o, sha, MANY_THREADS, MANY_PER_CALL, err))
+        goto out;
+    if (want(&o, "throughput_1") && group_throughput(&o, sha, 1, 1, err))
         goto out;
     if (want(&o, "usec_per_call") && group_usec(&o, sha, err))
         goto out;

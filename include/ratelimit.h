@@ -18,8 +18,9 @@
  *     the caller's memory after the call returns.
  *   - Threads: an rl_config belongs to one thread at a time.  One
  *     rl_limiter serves any number of threads at once: rl_allow(),
- *     rl_check() and the rl_rules_*() calls may run concurrently;
- *     rl_limiter_free() must not race with any other call on that handle.
+ *     rl_check(), rl_check_many() and the rl_rules_*() calls may run
+ *     concurrently; rl_limiter_free() must not race with any other call
+ *     on that handle.
  *
  * Copyright (c) 2026 the libratelimit developers.  MIT licence.
  */
@@ -127,6 +128,19 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
                        int64_t cost, rl_result *result);
 RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
                        rl_result *result);
+/*
+ * Decide n requests in one call, each exactly as rl_check() would (each
+ * all-or-nothing on its own; one request's denial touches no other).  On
+ * a Redis server they go out together, up to 64 per script call, so a
+ * thread that has many requests at hand (an event loop's turn) pays one
+ * round trip and no thread hand-offs for all of them.  codes[i] receives
+ * request i's return code and results[i] its answer (valid when codes[i]
+ * is RL_OK).  Returns RL_OK when every request was decided, else the first
+ * non-RL_OK code; rl_errmsg() describes the last failure.  reqs, results
+ * and codes are the caller's (n elements each); any n, 0 included.
+ */
+RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
+                            rl_result *results, int *codes, size_t n);
 
 /* ---- rules ------------------------------------------------------------ */
 RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path);

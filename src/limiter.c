@@ -6,6 +6,8 @@
  * one charge per rule (store_op), hand them all to the store in one call,
  * and fold the decisions into one rl_result.  No allocation, no lock of our
  * own; the store's per-segment locks are the only ones on the path.
+ * rl_check_many() does the same for many requests, handing the store up to
+ * 64 of them in one call (a chunk), so Redis decides them in one round trip.
  *
  * This file also owns rule loading: parse a whole new set off to the side,
  * then swap it in; a set that fails to parse changes nothing.
@@ -347,12 +349,12 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
     return RL_OK;
 }
 
-static int run(rl_limiter *lim, store_op *ops, size_t n, rl_result *res)
+/* The store's answer for one request into its result: the decisions
+ * folded, or, when the store failed, each rule's failure mode. */
+static int settle(rl_limiter *lim, const store_op *ops, size_t n,
+                  const algo_decision *d, int64_t now, int rc,
+                  rl_result *res)
 {
-    algo_decision d[RL_OPS_MAX];
-    int64_t now;
-    int rc = lim->store->vt->check(lim->store, ops, n, d, &now);
-
     if (rc != RL_OK)
         stats_add(&lim->counts, ST_STORE_ERRORS);
     if (rc != RL_OK && lim->fallback)
@@ -368,6 +370,16 @@ static int run(rl_limiter *lim, store_op *ops, size_t n, rl_result *res)
             stats_add(&lim->counts, ST_SOFT);
     }
     return rc;
+}
+
+static int run(rl_limiter *lim, const store_op *ops, size_t n,
+               rl_result *res)
+{
+    algo_decision d[RL_OPS_MAX];
+    int64_t now = 0;
+    int rc = lim->store->vt->check(lim->store, ops, n, d, &now);
+
+    return settle(lim, ops, n, d, now, rc, res);
 }
 
 RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out)
@@ -435,9 +447,14 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
     return rc;
 }
 
-/* The client key for a rule's dimension, "user:123", built in buf. */
+#define NEED_ROOM 2 /* collect(): the keys do not fit; nothing was kept */
+
+/* The client key for a rule's dimension, "user:123", built at buf (room
+ * bytes).  Returns RL_OK, 1 when the request does not carry the dimension,
+ * NEED_ROOM, or an error. */
 static int dimension_key(const rl_limiter *lim, const rl_rule *rule,
-                         const rl_request *req, char *buf, size_t *len)
+                         const rl_request *req, char *buf, size_t room,
+                         size_t *len)
 {
     const char *name = rule_dimension_name(rule->dimension);
     const char *value = rule_dimension_value(rule->dimension, req);
@@ -449,6 +466,8 @@ static int dimension_key(const rl_limiter *lim, const rl_rule *rule,
     if (nlen + 1 + vlen > RL_KEY_MAX)
         return rl_fail(lim, RL_EINVAL, "%s: longer than %zu bytes", name,
                        RL_KEY_MAX - nlen - 1);
+    if (nlen + 2 + vlen > room)
+        return NEED_ROOM;
     memcpy(buf, name, nlen);
     buf[nlen] = ':';
     memcpy(buf + nlen + 1, value, vlen);
@@ -457,11 +476,16 @@ static int dimension_key(const rl_limiter *lim, const rl_rule *rule,
     return RL_OK;
 }
 
+/* A request's charges, one per matching rule, into ops[0..*n) (room for
+ * max_ops), their keys packed into keys[*used..room).  Returns RL_OK,
+ * NEED_ROOM (ops or keys do not fit: *n and *used unchanged) or an
+ * error. */
 static int collect(const rl_limiter *lim, const rl_ruleset *rs,
-                   const rl_request *req, store_op *ops,
-                   char (*keys)[RL_KEY_MAX + 1], size_t *n)
+                   const rl_request *req, store_op *ops, size_t max_ops,
+                   char *keys, size_t room, size_t *used, size_t *n)
 {
-    *n = 0;
+    size_t k = 0, at = *used;
+
     for (size_t i = 0; i < rs->n; i++) {
         const rl_rule *rule = &rs->rules[i];
         size_t len = 0;
@@ -469,30 +493,43 @@ static int collect(const rl_limiter *lim, const rl_ruleset *rs,
 
         if (!rule_matches(rule, req->endpoint, req->tier))
             continue;
-        if ((rc = dimension_key(lim, rule, req, keys[*n], &len)) != RL_OK) {
-            if (rc > 0)
-                continue;
+        rc = dimension_key(lim, rule, req, keys + at, room - at, &len);
+        if (rc == 1)
+            continue;
+        if (rc != RL_OK && rc != NEED_ROOM)
             return rc;
-        }
-        if (*n == RL_OPS_MAX)
+        if (k == RL_OPS_MAX)
             return rl_fail(lim, RL_ERULE,
                            "the request matches more than %d rules",
                            RL_OPS_MAX);
-        ops[*n] = (store_op){rule, keys[*n], len, req->cost,
-                             rule->mode == RL_MODE_LOG};
-        (*n)++;
+        if (rc == NEED_ROOM || k == max_ops)
+            return NEED_ROOM;
+        ops[k++] = (store_op){rule, keys + at, len, req->cost,
+                              rule->mode == RL_MODE_LOG};
+        at += len + 1;
     }
+    *n = k;
+    *used = at;
     return RL_OK;
+}
+
+/* A request no rule matches passes. */
+static void no_rule(rl_limiter *lim, rl_result *res)
+{
+    res->allowed = 1;
+    res->flags = RL_FLAG_NO_RULE;
+    stats_add(&lim->counts, ST_CHECKS);
+    stats_add(&lim->counts, ST_ALLOWED);
 }
 
 RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
                        rl_result *res)
 {
     store_op ops[RL_OPS_MAX];
-    char keys[RL_OPS_MAX][RL_KEY_MAX + 1];
+    char keys[RL_OPS_MAX * (RL_KEY_MAX + 1)];
     const rl_ruleset *rs;
     rcu_token t;
-    size_t n;
+    size_t n = 0, used = 0;
     int rc;
 
     if (res)
@@ -502,15 +539,110 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
     if ((rc = check_cost(lim, req->cost)) != RL_OK)
         return rc;
     rs = rcu_read_lock(&lim->rules, &t);
-    rc = collect(lim, rs, req, ops, keys, &n);
-    if (rc == RL_OK && n == 0) {
-        res->allowed = 1;
-        res->flags = RL_FLAG_NO_RULE;
-        stats_add(&lim->counts, ST_CHECKS);
-        stats_add(&lim->counts, ST_ALLOWED);
-    } else if (rc == RL_OK) {
+    rc = collect(lim, rs, req, ops, RL_OPS_MAX, keys, sizeof keys, &used,
+                 &n);
+    if (rc == RL_OK && n == 0)
+        no_rule(lim, res);
+    else if (rc == RL_OK)
         rc = run(lim, ops, n, res);
-    }
     rcu_read_unlock(&lim->rules, t);
     return rc;
+}
+
+/* ---- many requests at once -------------------------------------------- */
+
+#define MANY_OPS 64                          /* charges in one chunk   */
+#define MANY_KEYS (RL_OPS_MAX * (RL_KEY_MAX + 1)) /* their keys' bytes */
+
+/* A chunk of rl_check_many(): the requests whose charges go to the store
+ * in one check_many call.  An empty chunk always has room for one request
+ * (RL_OPS_MAX charges with keys of RL_KEY_MAX bytes). */
+typedef struct chunk {
+    store_req req[STORE_MANY_MAX];
+    size_t from[STORE_MANY_MAX];             /* the caller's index     */
+    store_op ops[MANY_OPS];
+    algo_decision d[MANY_OPS];
+    char keys[MANY_KEYS];
+    size_t nreq, nops, used;
+} chunk;
+
+_Static_assert(MANY_OPS >= RL_OPS_MAX, "a chunk holds any one request");
+
+/* Decide the chunk's requests: one store call when the store gains from
+ * it, else one check each. */
+static void chunk_run(rl_limiter *lim, chunk *c, rl_result *results,
+                      int *codes)
+{
+    rl_store *st = lim->store;
+
+    if (c->nreq && st->vt->check_many &&
+        st->vt->check_many(st, c->req, c->nreq) != RL_OK)
+        for (size_t i = 0; i < c->nreq; i++)
+            c->req[i].rc = RL_ESTORE;
+    else if (c->nreq && !st->vt->check_many)
+        for (size_t i = 0; i < c->nreq; i++)
+            c->req[i].rc = st->vt->check(st, c->req[i].ops, c->req[i].n,
+                                         c->req[i].out, &c->req[i].now_ms);
+    for (size_t i = 0; i < c->nreq; i++) {
+        store_req *q = &c->req[i];
+        size_t k = c->from[i];
+        codes[k] = settle(lim, q->ops, q->n, q->out, q->now_ms, q->rc,
+                          &results[k]);
+    }
+    c->nreq = c->nops = c->used = 0;
+}
+
+/* Request k into the chunk (its result now if it needs no store). */
+static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
+                     const rl_request *req, size_t k, rl_result *results,
+                     int *codes)
+{
+    size_t n = 0;
+    int rc;
+
+    if (c->nreq == STORE_MANY_MAX)
+        chunk_run(lim, c, results, codes);
+    rc = collect(lim, rs, req, c->ops + c->nops, MANY_OPS - c->nops,
+                 c->keys, sizeof c->keys, &c->used, &n);
+    if (rc == NEED_ROOM) {
+        chunk_run(lim, c, results, codes);
+        rc = collect(lim, rs, req, c->ops, MANY_OPS, c->keys,
+                     sizeof c->keys, &c->used, &n);
+    }
+    if (rc != RL_OK)
+        return rc;
+    if (n == 0) {
+        no_rule(lim, &results[k]);
+        return RL_OK;
+    }
+    c->req[c->nreq] = (store_req){c->ops + c->nops, n, c->d + c->nops, 0,
+                                  RL_ESTORE};
+    c->from[c->nreq++] = k;
+    c->nops += n;
+    return RL_OK;
+}
+
+RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
+                            rl_result *results, int *codes, size_t n)
+{
+    chunk c;
+    const rl_ruleset *rs;
+    rcu_token t;
+    int first = RL_OK;
+
+    if (!lim || (n && (!reqs || !results || !codes)))
+        return rl_fail(lim, RL_EINVAL, "rl_check_many: NULL argument");
+    if (n)
+        memset(results, 0, n * sizeof *results);
+    c.nreq = c.nops = c.used = 0;
+    rs = rcu_read_lock(&lim->rules, &t);
+    for (size_t k = 0; k < n; k++) {
+        if ((codes[k] = check_cost(lim, reqs[k].cost)) == RL_OK)
+            codes[k] = chunk_add(lim, rs, &c, &reqs[k], k, results, codes);
+    }
+    chunk_run(lim, &c, results, codes);
+    rcu_read_unlock(&lim->rules, t);
+    for (size_t k = 0; k < n && first == RL_OK; k++)
+        first = codes[k];
+    return first;
 }

@@ -58,6 +58,8 @@ typedef struct job {
     int64_t deadline_ns;
     _Atomic uint32_t state;
     struct job *next;
+    struct job *last;          /* one of a group (rnode_check_many): its
+                                  last job, the one its caller waits on */
 } job;
 
 /* A connection and the requests queued for its next batch. */
@@ -486,6 +488,8 @@ static void lead(rnode *r, lane *l, job *me)
     }
     if (l->head) {
         job *next = l->head;
+        if (next->last) /* a group's caller waits on its last job */
+            next = next->last;
         atomic_store(&next->state, LEAD);
         pthread_mutex_unlock(&l->mu);
         wake(next);
@@ -548,6 +552,102 @@ static void submit(rnode *r, lane *l, job *me)
     pthread_mutex_unlock(&l->mu);
 }
 
+/* Queue a group, jobs[0..n) in order, on lane l and wait until every one
+ * is decided.  The queue keeps its order and a batch is taken from its
+ * head, so the last job is decided last: the caller waits on that one
+ * alone, and a lead passed to any job of the group is passed to it. */
+static void submit_group(rnode *r, lane *l, job *jobs, size_t n)
+{
+    job *last = &jobs[n - 1];
+
+    pthread_mutex_lock(&l->mu);
+    for (size_t i = 0; i < n; i++) {
+        if (l->tail)
+            l->tail->next = &jobs[i];
+        else
+            l->head = &jobs[i];
+        l->tail = &jobs[i];
+    }
+    if (!l->busy) {
+        l->busy = 1;
+        lead(r, l, last);
+        return;
+    }
+    for (;;) {
+        uint32_t st = atomic_load(&last->state);
+        if (st == DONE)
+            break;
+        if (st == LEAD) {
+            atomic_store(&last->state, QUEUED);
+            lead(r, l, last);
+            return;
+        }
+        if (st == QUEUED && mono_ns() >= last->deadline_ns) {
+            /* never sent: leave quietly; the ones out are decided by
+             * their batch's deadline, no later than ours */
+            for (size_t i = 0; i < n; i++)
+                if (atomic_load(&jobs[i].state) == QUEUED) {
+                    unlink_job(l, &jobs[i]);
+                    jobs[i].rc = RL_ESTORE;
+                    atomic_store(&jobs[i].state, DONE);
+                }
+            pthread_mutex_unlock(&l->mu);
+            for (size_t i = 0; i < n; i++)
+                while (atomic_load(&jobs[i].state) == SENT)
+                    wait_state(&jobs[i], SENT);
+            return;
+        }
+        pthread_mutex_unlock(&l->mu);
+        wait_state(last, st);
+        while (atomic_load(&last->state) == SENT)
+            wait_state(last, SENT);
+        if (atomic_load(&last->state) == DONE)
+            return;
+        pthread_mutex_lock(&l->mu);
+    }
+    pthread_mutex_unlock(&l->mu);
+}
+
+int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns)
+{
+    int64_t start = mono_ns();
+    job jobs[STORE_MANY_MAX];
+    rnode_reply why[STORE_MANY_MAX];
+    lane *l;
+    int allowed, ok = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].rc = RL_ESTORE;
+        reqs[i].now_ms = 0;
+    }
+    if (n == 0 || n > STORE_MANY_MAX || r->per_call)
+        return RL_EINVAL; /* a cluster node routes each request itself */
+    if (!(allowed = breaker_allow(&r->brk, start / 1000000)))
+        return RL_OK; /* open: no network call; each request failed */
+    l = pick(r);
+    if (!rconn_is_up(l->conn)) {
+        if (allowed == 2)
+            breaker_unprobe(&r->brk);
+        else
+            breaker_done(&r->brk, 0, start / 1000000);
+        return RL_OK;
+    }
+    for (size_t i = 0; i < n; i++) {
+        jobs[i] = (job){reqs[i].ops, reqs[i].n, reqs[i].out, 0, RL_ESTORE,
+                        0, &why[i], deadline_ns, QUEUED, NULL,
+                        &jobs[n - 1]};
+        why[i].status = RN_ERROR;
+    }
+    submit_group(r, l, jobs, n);
+    for (size_t i = 0; i < n; i++) {
+        reqs[i].rc = jobs[i].rc;
+        reqs[i].now_ms = jobs[i].now;
+        ok |= jobs[i].rc == RL_OK;
+    }
+    breaker_done(&r->brk, ok, mono_ns() / 1000000);
+    return RL_OK;
+}
+
 int rnode_check(rnode *r, const store_op *ops, size_t n, algo_decision *out,
                 int64_t *now_ms, int64_t deadline_ns, int flags,
                 rnode_reply *why)
@@ -555,7 +655,7 @@ int rnode_check(rnode *r, const store_op *ops, size_t n, algo_decision *out,
     int64_t start = mono_ns();
     rnode_reply dummy;
     job me = {ops, n, out, 0, RL_ESTORE, r->per_call ? flags : 0,
-              why ? why : &dummy, deadline_ns, QUEUED, NULL};
+              why ? why : &dummy, deadline_ns, QUEUED, NULL, NULL};
     lane *l;
     int allowed;
 
@@ -587,7 +687,7 @@ int rnode_refund(rnode *r, const store_op *ops, size_t n,
     char stack[CMD_STACK];
     cmdbuf b = {stack, 0, sizeof stack, 0, 0};
     job j = {ops, n, (algo_decision *)out, now_ms, 0, 0, NULL, 0, DONE,
-             NULL};
+             NULL, NULL};
     job *jp = &j;
     lane *l = pick(r);
     int sent;

@@ -30,6 +30,17 @@ typedef struct store_op {
 
 typedef struct rl_store rl_store;
 
+#define STORE_MANY_MAX 64 /* requests in one check_many call */
+
+/* One request of a check_many call: its ops in, its answers out. */
+typedef struct store_req {
+    const store_op *ops;
+    size_t n;                 /* 1..RL_OPS_MAX                      */
+    algo_decision *out;       /* n decisions                        */
+    int64_t now_ms;           /* the store's clock                  */
+    int rc;                   /* RL_OK or RL_ESTORE, as check()     */
+} store_req;
+
 typedef struct store_vtable {
     const char *name;
     /* Decide ops[0..n), n <= RL_OPS_MAX, all-or-nothing: unless every
@@ -41,6 +52,12 @@ typedef struct store_vtable {
     void (*free)(rl_store *s);
     /* The breaker's state (RL_BREAKER_*) and counts; NULL: no breaker. */
     int (*breaker)(rl_store *s, int64_t *opens, int64_t *closes);
+    /* Decide reqs[0..n), n <= STORE_MANY_MAX, each as check() would (each
+     * request all-or-nothing, independent of the others), filling every
+     * reqs[i].rc; for a store that gains from deciding many at once (one
+     * Redis script call for all).  Returns RL_OK once every rc is set.
+     * NULL: the request path calls check() for each. */
+    int (*check_many)(rl_store *s, store_req *reqs, size_t n);
 } store_vtable;
 
 struct rl_store {

@@ -487,8 +487,11 @@ static int cluster_breaker(rl_store *s, int64_t *opens, int64_t *closes)
     return worst;
 }
 
+/* No check_many: each request is routed and grouped by slot on its own
+ * (rl_check_many() decides them one after another here). */
 static const store_vtable cluster_vtable = {"redis-cluster", cluster_check,
-                                            cluster_free, cluster_breaker};
+                                            cluster_free, cluster_breaker,
+                                            NULL};
 
 /* The fleet's key lives where its slot does. */
 static rconn *fleet_conn(void *arg)

@@ -322,7 +322,8 @@ static void mem_free(rl_store *s)
     free(m);
 }
 
-static const store_vtable mem_vtable = {"memory", mem_check, mem_free, NULL};
+static const store_vtable mem_vtable = {"memory", mem_check, mem_free, NULL,
+                                        NULL};
 
 int store_memory_new(const store_options *opt, rl_store **out, char *err,
                      size_t errlen)

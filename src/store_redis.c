@@ -47,6 +47,14 @@ static int redis_check(rl_store *s, const store_op *ops, size_t n,
                        mono_ns() + r->timeout_ms * 1000000, 0, NULL);
 }
 
+static int redis_check_many(rl_store *s, store_req *reqs, size_t n)
+{
+    redis_store *r = (redis_store *)s;
+
+    return rnode_check_many(r->node, reqs, n,
+                            mono_ns() + r->timeout_ms * 1000000);
+}
+
 /* ---- lifecycle ------------------------------------------------------------ */
 
 static void redis_free(rl_store *s)
@@ -70,7 +78,7 @@ static int redis_breaker(rl_store *s, int64_t *opens, int64_t *closes)
 }
 
 static const store_vtable redis_vtable = {"redis", redis_check, redis_free,
-                                          redis_breaker};
+                                          redis_breaker, redis_check_many};
 
 void store_redis_node_opts(rnode_opts *o, const store_options *opt,
                            const rl_clock *clock)

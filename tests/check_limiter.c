@@ -34,6 +34,100 @@ static rl_request req_user(const char *user)
     return (rl_request){.user = user, .cost = 1};
 }
 
+/* ---- rl_check_many ------------------------------------------------------ */
+
+/* "base" counts every request by user; "/wide" meets 30 more rules (w0..),
+ * and tier "over" 3 more on top: 34, more than one request may match. */
+static char *wide_rules(void)
+{
+    static char buf[16384];
+    size_t at = 0;
+
+    at += (size_t)snprintf(buf + at, sizeof buf - at,
+                           "[" RULE("base", "user", 40, ""));
+    for (int i = 0; i < 30; i++)
+        at += (size_t)snprintf(buf + at, sizeof buf - at,
+                               ",{\"rule_id\":\"w%d\",\"dimension\":\"%s\","
+                               "\"limit\":%d,\"window_seconds\":60,"
+                               "\"match\":{\"endpoint\":\"/wide\"}}",
+                               i, i % 2 ? "ip" : "user", 3 + i);
+    for (int i = 0; i < 3; i++)
+        at += (size_t)snprintf(buf + at, sizeof buf - at,
+                               ",{\"rule_id\":\"o%d\",\"dimension\":\"user\","
+                               "\"limit\":9,\"window_seconds\":60,"
+                               "\"match\":{\"endpoint\":\"/wide\","
+                               "\"tier\":\"over\"}}", i);
+    snprintf(buf + at, sizeof buf - at, "]");
+    return buf;
+}
+
+/* 300 requests in one rl_check_many() call decide exactly as 300
+ * rl_check() calls on a twin limiter: chunked by the 64-request bound and
+ * by room for their charges (30 rules of 250-byte keys each), with one
+ * request of 34 rules failing alone and no rule matching some. */
+START_TEST(check_many_decides_as_check_does)
+{
+    rl_limiter *a = limiter_with(wide_rules()), *b = limiter_with(wide_rules());
+    static rl_request req[300];
+    static rl_result ra[300], rb[300];
+    static int codes[300];
+    static char user[8][251], ip[3][16];
+
+    for (int u = 0; u < 8; u++) {
+        memset(user[u], 'a' + u, 250);
+        user[u][u < 4 ? 250 : 5] = '\0'; /* half of them 250 bytes long */
+    }
+    for (int i = 0; i < 3; i++)
+        snprintf(ip[i], sizeof ip[i], "10.0.0.%d", i);
+    for (int i = 0; i < 300; i++)
+        req[i] = (rl_request){.endpoint = i % 3 ? "/wide" : "/narrow",
+                              .tier = i == 151 ? "over" : "free",
+                              .user = i % 11 ? user[i % 8] : NULL,
+                              .ip = ip[i % 3], .cost = i % 5 ? 1 : 2};
+    ck_assert_int_eq(rl_check_many(a, req, ra, codes, 300), RL_ERULE);
+    for (int i = 0; i < 300; i++) {
+        int rc = rl_check(b, &req[i], &rb[i]);
+        ck_assert_int_eq(codes[i], rc);
+        if (rc != RL_OK)
+            continue;
+        ck_assert_int_eq(ra[i].allowed, rb[i].allowed);
+        ck_assert_int_eq(ra[i].flags, rb[i].flags);
+        ck_assert_int_eq(ra[i].remaining, rb[i].remaining);
+        ck_assert_int_eq(ra[i].limit, rb[i].limit);
+        ck_assert_int_eq(ra[i].retry_after, rb[i].retry_after);
+        ck_assert_str_eq(ra[i].rule_id, rb[i].rule_id);
+    }
+    ck_assert_int_eq(codes[151], RL_ERULE);
+    ck_assert_int_eq(codes[0], RL_OK);
+    ck_assert_int_eq(ra[0].flags, RL_FLAG_NO_RULE); /* /narrow, no user */
+    rl_limiter_free(a);
+    rl_limiter_free(b);
+}
+END_TEST
+
+START_TEST(check_many_rejects_null_arguments)
+{
+    rl_limiter *lim = limiter_with(ONE_RULE);
+    rl_request req = req_user("u");
+    rl_result res;
+    int code = 42;
+
+    ck_assert_int_eq(rl_check_many(NULL, &req, &res, &code, 1), RL_EINVAL);
+    msg_has(NULL, "rl_check_many: NULL");
+    ck_assert_int_eq(rl_check_many(lim, NULL, &res, &code, 1), RL_EINVAL);
+    ck_assert_int_eq(rl_check_many(lim, &req, NULL, &code, 1), RL_EINVAL);
+    ck_assert_int_eq(rl_check_many(lim, &req, &res, NULL, 1), RL_EINVAL);
+    msg_has(lim, "rl_check_many: NULL");
+    ck_assert_int_eq(code, 42); /* nothing was decided */
+    ck_assert_int_eq(rl_check_many(lim, NULL, NULL, NULL, 0), RL_OK);
+    ck_assert_int_eq(rl_check_many(lim, &req, &res, &code, 1), RL_OK);
+    ck_assert_int_eq(code, RL_OK);
+    ck_assert(res.allowed);
+    ck_assert_int_eq(res.remaining, 4);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 /* ---- NULL arguments ------------------------------------------------------ */
 
 START_TEST(allow_rejects_null_arguments)
@@ -1031,6 +1125,8 @@ int main(void)
     tcase_add_test(tc, rules_version_counts_loads);
     tcase_add_test(tc, unknown_rule_message_has_current_version);
     tcase_add_test(tc, readers_race_rule_swaps);
+    tcase_add_test(tc, check_many_decides_as_check_does);
+    tcase_add_test(tc, check_many_rejects_null_arguments);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

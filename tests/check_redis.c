@@ -731,6 +731,175 @@ START_TEST(fleet_options_are_checked)
 }
 END_TEST
 
+/* ---- rl_check_many ----------------------------------------------------- */
+
+typedef struct many_arg {
+    rl_limiter *lim;
+    int many;                       /* rl_check_many, else rl_check */
+    _Atomic int ok[10];             /* admitted per user            */
+    _Atomic int degraded, errors;
+} many_arg;
+
+static void *many_main(void *p)
+{
+    many_arg *m = p;
+    rl_request req[50];
+    rl_result res[50];
+    int codes[50];
+    char user[10][16];
+
+    for (int u = 0; u < 10; u++)
+        snprintf(user[u], sizeof user[u], "m%d", u);
+    for (int i = 0; i < 50; i++)
+        req[i] = (rl_request){.endpoint = "/both", .user = user[i % 10],
+                              .cost = 1}; /* no ip: per-user, 10 each */
+    for (int round = 0; round < 4; round++) {
+        if (m->many) {
+            if (rl_check_many(m->lim, req, res, codes, 50) != RL_OK)
+                atomic_fetch_add(&m->errors, 1);
+        } else {
+            for (int i = 0; i < 50; i++)
+                codes[i] = rl_check(m->lim, &req[i], &res[i]);
+        }
+        for (int i = 0; i < 50; i++) {
+            if (codes[i] != RL_OK)
+                atomic_fetch_add(&m->errors, 1);
+            else if (res[i].flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN))
+                atomic_fetch_add(&m->degraded, 1);
+            else
+                atomic_fetch_add(&m->ok[i % 10], res[i].allowed);
+        }
+    }
+    return NULL;
+}
+
+/* Four threads decide 50 requests per rl_check_many() call while two
+ * others call rl_check() on the same clients: every client gets exactly
+ * its 10 over the 1200 requests, and the many calls went out batched. */
+START_TEST(check_many_holds_exact_limits)
+{
+    rl_limiter *lim = open_limiter(uri, "timeout_ms", "2000");
+    many_arg a = {.lim = lim, .many = 1}, b = {.lim = lim, .many = 0};
+    pthread_t th[6];
+    store_redis_stats st;
+
+    for (int i = 0; i < 6; i++)
+        pthread_create(&th[i], NULL, many_main, i < 4 ? &a : &b);
+    for (int i = 0; i < 6; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_int_eq(atomic_load(&a.errors) + atomic_load(&b.errors), 0);
+    ck_assert_int_eq(atomic_load(&a.degraded) + atomic_load(&b.degraded), 0);
+    for (int u = 0; u < 10; u++)
+        ck_assert_int_eq(atomic_load(&a.ok[u]) + atomic_load(&b.ok[u]), 10);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_eq(st.checks, 6 * 4 * 50);
+    /* 800 of them came 50 at a time: far fewer script calls than checks */
+    ck_assert_int_le(st.batches, 400 + 800 / 25);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* Each request of a batch is all-or-nothing on its own: the requests the
+ * per-ip rule denies charge nothing on per-user, while the ones of other
+ * ips in the same call pass and are charged; a bad request in the middle
+ * gets its own error code and stops nothing. */
+START_TEST(check_many_each_request_all_or_nothing)
+{
+    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+    rl_request req[8];
+    rl_result res[8];
+    int codes[8], passed = 0;
+    redisReply *r;
+
+    for (int i = 0; i < 8; i++)
+        req[i] = (rl_request){.endpoint = "/both", .user = "solo",
+                              .ip = i < 6 ? "10.1.1.1" : "10.2.2.2",
+                              .cost = 1};
+    req[3].cost = -1;
+    ck_assert_int_eq(rl_check_many(lim, req, res, codes, 8), RL_EINVAL);
+    for (int i = 0; i < 8; i++) {
+        if (i == 3) {
+            ck_assert_int_eq(codes[i], RL_EINVAL);
+            continue;
+        }
+        ck_assert_int_eq(codes[i], RL_OK);
+        ck_assert_int_eq(res[i].flags & RL_FLAG_FALLBACK, 0);
+        passed += res[i].allowed;
+        if (!res[i].allowed)
+            ck_assert_str_eq(res[i].rule_id, "per-ip");
+    }
+    ck_assert_int_eq(passed, 4); /* 2 of the first ip, 2 of the second */
+    ck_assert(res[6].allowed && res[7].allowed);
+    r = cmd("GET %s", "rl:{user:solo}:per-user:s60");
+    ck_assert_str_eq(r->str, "4"); /* the 4 that passed, not 7 */
+    freeReplyObject(r);
+    ck_assert_int_eq(rl_check_many(lim, NULL, NULL, NULL, 0), RL_OK);
+    ck_assert_int_eq(rl_check_many(lim, req, NULL, codes, 1), RL_EINVAL);
+    ck_assert_int_eq(rl_check_many(NULL, req, res, codes, 1), RL_EINVAL);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+typedef struct lone {
+    rl_limiter *lim;
+    long ms;
+} lone;
+
+static void *lone_main(void *p)
+{
+    lone *l = p;
+    rl_result res;
+    struct timespec a;
+
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    rl_allow(l->lim, "user:lead", "fb", 1, &res);
+    l->ms = elapsed_ms(&a);
+    return NULL;
+}
+
+/* A hung server: a call of 40 requests queued behind another thread's
+ * check (which leads the lane and waits out its timeout) leaves the queue
+ * at its own deadline; every request falls back, none waits longer than
+ * the timeout; and once Redis answers again, so do the batches. */
+START_TEST(check_many_waits_no_longer_than_its_timeout)
+{
+    rl_limiter *lim = open_limiter(uri, "timeout_ms", "100");
+    lone other = {lim, 0};
+    rl_request req[40];
+    rl_result res[40];
+    int codes[40];
+    pthread_t th;
+    struct timespec a;
+    long ms;
+
+    for (int i = 0; i < 40; i++)
+        req[i] = (rl_request){.endpoint = "/both", .user = "hung",
+                              .cost = 1};
+    ck_assert_int_eq(rl_check_many(lim, req, res, codes, 1), RL_OK);
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    pthread_create(&th, NULL, lone_main, &other);
+    struct timespec ts = {0, 20 * 1000 * 1000};
+    nanosleep(&ts, NULL); /* the lone check leads, its call is out */
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    ck_assert_int_eq(rl_check_many(lim, req, res, codes, 40), RL_OK);
+    ms = elapsed_ms(&a);
+    pthread_join(th, NULL);
+    for (int i = 0; i < 40; i++) {
+        ck_assert_int_eq(codes[i], RL_OK);
+        ck_assert(res[i].flags & RL_FLAG_FALLBACK);
+    }
+    ck_assert_int_le(ms, 100 + 250);
+    ck_assert_int_le(other.ms, 100 + 250);
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    await_redis(lim, "user:hung");
+    ck_assert_int_eq(rl_check_many(lim, req, res, codes, 40), RL_OK);
+    for (int i = 0; i < 40; i++)
+        ck_assert_int_eq(res[i].flags & RL_FLAG_FALLBACK, 0);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+
 int main(void)
 {
     Suite *s = suite_create("redis");
@@ -764,6 +933,9 @@ int main(void)
     tcase_add_test(tc, fleet_counts_itself);
     tcase_add_test(tc, fleet_options_are_checked);
     tcase_add_test(tc, one_ms_timeout_still_reaches_redis);
+    tcase_add_test(tc, check_many_holds_exact_limits);
+    tcase_add_test(tc, check_many_each_request_all_or_nothing);
+    tcase_add_test(tc, check_many_waits_no_longer_than_its_timeout);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
