@@ -131,9 +131,10 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
 /*
  * Decide n requests in one call, each exactly as rl_check() would (each
  * all-or-nothing on its own; one request's denial touches no other).  On
- * a Redis server they go out together, up to 64 per script call, so a
- * thread that has many requests at hand (an event loop's turn) pays one
- * round trip and no thread hand-offs for all of them.  codes[i] receives
+ * a Redis server (or each master of a cluster) they go out together, up
+ * to 64 per script call, so a thread that has many requests at hand (an
+ * event loop's turn) pays one round trip and no thread hand-offs for all
+ * of them.  codes[i] receives
  * request i's return code and results[i] its answer (valid when codes[i]
  * is RL_OK).  Returns RL_OK when every request was decided, else the first
  * non-RL_OK code; rl_errmsg() describes the last failure.  reqs, results

@@ -608,22 +608,29 @@ static void submit_group(rnode *r, lane *l, job *jobs, size_t n)
     pthread_mutex_unlock(&l->mu);
 }
 
-int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns)
+int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns,
+                     rnode_reply *why)
 {
     int64_t start = mono_ns();
     job jobs[STORE_MANY_MAX];
-    rnode_reply why[STORE_MANY_MAX];
+    rnode_reply dummy[STORE_MANY_MAX];
     lane *l;
     int allowed, ok = 0;
 
+    if (n == 0 || n > STORE_MANY_MAX)
+        return RL_EINVAL;
+    if (!why)
+        why = dummy;
     for (size_t i = 0; i < n; i++) {
         reqs[i].rc = RL_ESTORE;
         reqs[i].now_ms = 0;
+        why[i].status = RN_ERROR;
     }
-    if (n == 0 || n > STORE_MANY_MAX || r->per_call)
-        return RL_EINVAL; /* a cluster node routes each request itself */
-    if (!(allowed = breaker_allow(&r->brk, start / 1000000)))
+    if (!(allowed = breaker_allow(&r->brk, start / 1000000))) {
+        for (size_t i = 0; i < n; i++)
+            why[i].status = RN_BREAKER;
         return RL_OK; /* open: no network call; each request failed */
+    }
     l = pick(r);
     if (!rconn_is_up(l->conn)) {
         if (allowed == 2)
@@ -632,17 +639,16 @@ int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns)
             breaker_done(&r->brk, 0, start / 1000000);
         return RL_OK;
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         jobs[i] = (job){reqs[i].ops, reqs[i].n, reqs[i].out, 0, RL_ESTORE,
                         0, &why[i], deadline_ns, QUEUED, NULL,
                         &jobs[n - 1]};
-        why[i].status = RN_ERROR;
-    }
     submit_group(r, l, jobs, n);
     for (size_t i = 0; i < n; i++) {
         reqs[i].rc = jobs[i].rc;
         reqs[i].now_ms = jobs[i].now;
-        ok |= jobs[i].rc == RL_OK;
+        /* an answer, even "not here", says the server is alive */
+        ok |= jobs[i].rc == RL_OK || why[i].status >= RN_MOVED;
     }
     breaker_done(&r->brk, ok, mono_ns() / 1000000);
     return RL_OK;

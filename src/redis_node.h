@@ -69,12 +69,13 @@ int rnode_check(rnode *n, const store_op *ops, size_t nops,
 /* Give back what ops[i] charged (out[i].allowed && out[i].changed) at
  * now_ms, without waiting for the answer.  1 if sent, 0 if not. */
 /* Decide reqs[0..n) (n <= STORE_MANY_MAX), all queued at once on one
- * lane so they go out in as few script calls as their number allows; a
- * single server only (not per_call).  Every reqs[i].rc is set (RL_ESTORE:
- * breaker open, down, timeout, error); returns RL_OK, or RL_EINVAL for a
- * bad n or a cluster node. */
+ * lane so they go out in as few script calls as their number allows (on
+ * a cluster node, as unflagged requests: one "C" call per batch).  Every
+ * reqs[i].rc is set (RL_ESTORE: breaker open, down, timeout, error, or
+ * RN_ELSEWHERE), and why[i] when why is not NULL; returns RL_OK, or
+ * RL_EINVAL for a bad n. */
 int rnode_check_many(rnode *n, store_req *reqs, size_t nreqs,
-                     int64_t deadline_ns);
+                     int64_t deadline_ns, rnode_reply *why);
 
 int rnode_refund(rnode *n, const store_op *ops, size_t nops,
                  const algo_decision *out, int64_t now_ms);

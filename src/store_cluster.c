@@ -41,6 +41,7 @@
 #include "crc16.h"
 
 #include <pthread.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -391,11 +392,11 @@ static void group(const cluster_store *c, const store_op *ops, size_t n,
     }
 }
 
-static int cluster_check(rl_store *s, const store_op *ops, size_t n,
-                         algo_decision *out, int64_t *now_ms)
+/* One request: its ops by slot, each slot's group routed; refunds when a
+ * group denies or fails. */
+static int check_until(cluster_store *c, const store_op *ops, size_t n,
+                       algo_decision *out, int64_t *now_ms, int64_t deadline)
 {
-    cluster_store *c = (cluster_store *)s;
-    int64_t deadline = mono_ns() + c->timeout_ms * 1000000;
     int64_t now[RL_OPS_MAX];
     store_op sub[RL_OPS_MAX];
     algo_decision d[RL_OPS_MAX][RL_OPS_MAX];
@@ -434,6 +435,77 @@ static int cluster_check(rl_store *s, const store_op *ops, size_t n,
     }
     *now_ms = now[0];
     return failed ? RL_ESTORE : RL_OK;
+}
+
+static int cluster_check(rl_store *s, const store_op *ops, size_t n,
+                         algo_decision *out, int64_t *now_ms)
+{
+    cluster_store *c = (cluster_store *)s;
+
+    return check_until(c, ops, n, out, now_ms,
+                       mono_ns() + c->timeout_ms * 1000000);
+}
+
+/* The slot of a request whose ops all share one, or -1. */
+static int one_slot(const cluster_store *c, const store_req *q)
+{
+    unsigned s = redis_key_slot(&q->ops[0], c->nopts.compact);
+
+    for (size_t i = 1; i < q->n; i++)
+        if (redis_key_slot(&q->ops[i], c->nopts.compact) != s)
+            return -1;
+    return (int)s;
+}
+
+/* Many requests: those of one slot are queued on the master the slot map
+ * names, all of one master together (one batch call each, masters one
+ * after another); what comes back not served there (a stale map), and the
+ * requests over several slots, are routed one by one as check() would,
+ * within the same deadline.  A request that failed (timeout, down, breaker
+ * open) is not tried again. */
+static int cluster_check_many(rl_store *s, store_req *reqs, size_t n)
+{
+    cluster_store *c = (cluster_store *)s;
+    int64_t deadline = mono_ns() + c->timeout_ms * 1000000;
+    int slot[STORE_MANY_MAX], retry[STORE_MANY_MAX];
+    unsigned owner[STORE_MANY_MAX];
+
+    for (size_t i = 0; i < n; i++) {
+        slot[i] = one_slot(c, &reqs[i]);
+        owner[i] = slot[i] < 0 ? UINT_MAX
+                   : atomic_load_explicit(&c->owner[slot[i]],
+                                          memory_order_relaxed);
+        retry[i] = slot[i] < 0 || !node_at(c, owner[i]);
+    }
+    for (size_t i = 0; i < n; i++) {
+        store_req sub[STORE_MANY_MAX];
+        rnode_reply why[STORE_MANY_MAX];
+        size_t at[STORE_MANY_MAX], m = 0;
+
+        if (retry[i] || owner[i] == UINT_MAX - 1)
+            continue;
+        for (size_t j = i; j < n; j++) /* every request of this master */
+            if (!retry[j] && owner[j] == owner[i]) {
+                sub[m] = reqs[j];
+                at[m++] = j;
+            }
+        rnode_check_many(node_at(c, owner[i]), sub, m, deadline, why);
+        for (size_t k = 0; k < m; k++) {
+            reqs[at[k]].rc = sub[k].rc;
+            reqs[at[k]].now_ms = sub[k].now_ms;
+            owner[at[k]] = UINT_MAX - 1; /* decided here, or below */
+            if (sub[k].rc == RL_OK)
+                continue;
+            atomic_store(&c->want, 1);
+            retry[at[k]] = why[k].status >= RN_MOVED &&
+                           why[k].status != RN_DOWN;
+        }
+    }
+    for (size_t i = 0; i < n; i++)
+        if (retry[i])
+            reqs[i].rc = check_until(c, reqs[i].ops, reqs[i].n, reqs[i].out,
+                                     &reqs[i].now_ms, deadline);
+    return RL_OK;
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -487,11 +559,9 @@ static int cluster_breaker(rl_store *s, int64_t *opens, int64_t *closes)
     return worst;
 }
 
-/* No check_many: each request is routed and grouped by slot on its own
- * (rl_check_many() decides them one after another here). */
 static const store_vtable cluster_vtable = {"redis-cluster", cluster_check,
                                             cluster_free, cluster_breaker,
-                                            NULL};
+                                            cluster_check_many};
 
 /* The fleet's key lives where its slot does. */
 static rconn *fleet_conn(void *arg)

@@ -52,7 +52,7 @@ static int redis_check_many(rl_store *s, store_req *reqs, size_t n)
     redis_store *r = (redis_store *)s;
 
     return rnode_check_many(r->node, reqs, n,
-                            mono_ns() + r->timeout_ms * 1000000);
+                            mono_ns() + r->timeout_ms * 1000000, NULL);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */

@@ -160,6 +160,53 @@ static void sleep_ms(int ms)
     nanosleep(&ts, NULL);
 }
 
+/* rl_check_many(): 7 requests of each of 300 more clients in one call
+ * (their turns interleaved, so each client's requests span the call's
+ * chunks), plus 6 requests of a user and an ip whose keys live on two
+ * masters: each client gets exactly its 5, the ip its 2, and the requests
+ * went out batched per master. */
+static void many_routes(rl_limiter *lim)
+{
+    enum { U = 300, K = 7, N = U * K + 6 };
+    static rl_request req[N];
+    static rl_result res[N];
+    static int codes[N];
+    static char user[U][16];
+    char both[32];
+    int from = 0, ok[U] = {0}, passed = 0, ip_node;
+    store_redis_stats s0, s1;
+
+    for (int u = 0; u < U; u++)
+        snprintf(user[u], sizeof user[u], "%d", 100000 + u);
+    for (int k = 0; k < K; k++)
+        for (int u = 0; u < U; u++)
+            req[k * U + u] = (rl_request){.endpoint = "/one",
+                                          .user = user[u], .cost = 1};
+    ip_node = rh_cluster_master_of(&cl, (int)slot_of("ip:10.7.7.7"));
+    user_where(both, sizeof both, &from, -1, first_master(ip_node));
+    for (int i = U * K; i < N; i++)
+        req[i] = (rl_request){.endpoint = "/both", .user = both + 5,
+                              .ip = "10.7.7.7", .cost = 1};
+    store_redis_stats_get(limiter_store(lim), &s0);
+    ck_assert_int_eq(rl_check_many(lim, req, res, codes, N), RL_OK);
+    store_redis_stats_get(limiter_store(lim), &s1);
+    for (int i = 0; i < N; i++) {
+        ck_assert_int_eq(codes[i], RL_OK);
+        ck_assert_int_eq(res[i].flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN),
+                         0);
+        if (i < U * K)
+            ok[i % U] += res[i].allowed;
+        else
+            passed += res[i].allowed;
+    }
+    for (int u = 0; u < U; u++)
+        ck_assert_msg(ok[u] == 5, "%s admitted %d of 5", user[u], ok[u]);
+    ck_assert_int_eq(passed, 2);
+    /* 2100 single-slot requests in chunks of 64: a call per chunk and
+     * master (~100), not one per request */
+    ck_assert_int_le(s1.batches - s0.batches, U * K / 8);
+}
+
 /* Every master gets keys, and each of 300 clients gets exactly its 5. */
 static void routes(const char *layout)
 {
@@ -183,6 +230,7 @@ static void routes(const char *layout)
             ck_assert_int_gt(dbsize(i), 0);
     store_redis_stats_get(limiter_store(lim), &st);
     ck_assert_int_eq(st.moved + st.asks, 0);
+    many_routes(lim);
     rl_limiter_free(lim);
     rh_cluster_stop(&cl);
 }
@@ -255,12 +303,37 @@ typedef struct hammer {
     _Atomic long checks, degraded, errors;
 } hammer;
 
+/* One check of each user in one rl_check_many() call. */
+static void hammer_many(hammer *h)
+{
+    rl_request req[8];
+    rl_result res[8];
+    int codes[8];
+
+    for (int u = 0; u < h->nusers; u++)
+        req[u] = (rl_request){.endpoint = "/big", .user = h->user[u] + 5,
+                              .cost = 1};
+    rl_check_many(h->lim, req, res, codes, (size_t)h->nusers);
+    for (int u = 0; u < h->nusers; u++) {
+        if (codes[u] != RL_OK)
+            atomic_fetch_add(&h->errors, 1);
+        else if (res[u].flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN))
+            atomic_fetch_add(&h->degraded, 1);
+        atomic_fetch_add(&h->checks, 1);
+    }
+}
+
+/* rl_check() and rl_check_many() in turn. */
 static void *hammer_main(void *arg)
 {
     hammer *h = arg;
     rl_result res;
 
     for (long i = 0; !atomic_load(&h->stop); i++) {
+        if (i % 16 == 0) {
+            hammer_many(h);
+            continue;
+        }
         if (check_one(h->lim, "/big", h->user[i % h->nusers], &res) != RL_OK)
             atomic_fetch_add(&h->errors, 1);
         else if (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN))
