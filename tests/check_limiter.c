@@ -71,7 +71,7 @@ START_TEST(check_many_decides_as_check_does)
     static rl_request req[300];
     static rl_result ra[300], rb[300];
     static int codes[300];
-    static char user[8][251], ip[3][16];
+    static char user[8][251], ip[3][24];
 
     for (int u = 0; u < 8; u++) {
         memset(user[u], 'a' + u, 250);
