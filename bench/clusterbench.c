@@ -65,19 +65,22 @@
  * checks/s, with p50/p99 microseconds per call as their own figures; first
  * against the single server, then against the cluster.  The cluster's
  * figures have the single server's as reference (ratio cluster / single).
+ * throughput_single_64_many and throughput_cluster_64_many: the same 64 in
+ * flight as 2 threads each deciding 32 requests per rl_check_many() call
+ * (rule by user, the same keys); references: the single server's 64
+ * threads, and the single server's *_many figure for the cluster's.
  * CPU in cores over the measured span: "client_cpu" (this process),
  * "redis_cpu" (the masters, or the single server; /proc/<pid>/stat),
  * "replica_cpu", "other_cpu" (the rest of the machine), "steal_cpu"; and
  * the servers' EVALSHA time per check ("server_usec_per_check", summed
  * over the masters), and "evalsha_calls_per_check": the single-server
  * store puts the checks that queue up into one script call (~0.05 calls
- * per check), the cluster store makes one call per request (1.0), since
- * the keys of a batch live on different slots; the script's fixed cost per
- * call is then paid by every check, which server_usec_per_check shows.
- * On this machine the three masters and their
+ * per check); so does the cluster store per master (one "C" call for a
+ * batch whatever its slots), with smaller batches (64 threads over 3
+ * masters).  On this machine the three masters and their
  * replicas share the same cores as the client, so the ratio says what a
- * cluster costs on one small machine (more processes, one script call per
- * request instead of one per batch, replication), not what a real cluster
+ * cluster costs on one small machine (more processes, smaller batches,
+ * replication), not what a real cluster
  * of separate machines would give: there, each master would have cores of
  * its own and throughput would scale with them.
  *
@@ -152,6 +155,7 @@
 #include "redis_harness.h"
 
 #define THREADS 64
+#define MANY_PER_CALL 32  /* the *_many figures: 2 threads x 32 per call */
 #define BIG_LIMIT 1000000000LL /* per window: nothing is ever denied */
 #define BIG_WINDOW_S 60
 #define MEM_LIMIT 100
@@ -980,6 +984,7 @@ typedef struct tp_run {
     _Atomic int phase;        /* 0 warm-up, 1 measured, 2 stop          */
     const hot_pool *hot;      /* reshard: pools of the moved slots      */
     _Atomic int cur;          /* the pool half the draws go to; -1 none */
+    int per_call;             /* > 1: rl_check_many() of this many      */
 } tp_run;
 
 typedef struct tp_worker {
@@ -989,6 +994,52 @@ typedef struct tp_worker {
     hist h;
     char err[ERRLEN];
 } tp_worker;
+
+/* The *_many figures: MANY_PER_CALL requests per rl_check_many() call,
+ * THREADS / MANY_PER_CALL threads (64 in flight); keys as tp_main's (the
+ * rule counts by user); each request's latency is its call's. */
+static void *tp_many_main(void *arg)
+{
+    tp_worker *w = arg;
+    tp_run *r = w->run;
+    char user[MANY_PER_CALL][24];
+    rl_request req[MANY_PER_CALL];
+    rl_result res[MANY_PER_CALL];
+    int codes[MANY_PER_CALL], ph;
+
+    while ((ph = atomic_load(&r->phase)) < 2 && !atomic_load(&g_stop)) {
+        uint64_t t0, t1;
+
+        for (int i = 0; i < MANY_PER_CALL; i++) {
+            uint64_t x = splitmix64(&w->rng);
+            snprintf(user[i], sizeof user[i], "%llu",
+                     (unsigned long long)(((x >> 32) * r->nkeys) >> 32));
+            req[i] = (rl_request){.user = user[i], .cost = 1};
+        }
+        t0 = now_ns();
+        rl_check_many(r->lim, req, res, codes, MANY_PER_CALL);
+        t1 = now_ns();
+        if (ph != 1 || atomic_load(&r->phase) != 1)
+            continue;
+        for (int i = 0; i < MANY_PER_CALL; i++) {
+            w->calls++;
+            if (codes[i] != RL_OK) {
+                if (w->errors++ == 0)
+                    set_err(w->err, "rl_check_many", codes[i],
+                            errtext(r->lim));
+                continue;
+            }
+            hist_add(&w->h, t1 - t0);
+            if (res[i].flags & RL_FLAG_FALLBACK)
+                w->fallback++;
+            if (res[i].flags & DEGRADED)
+                w->degraded++;
+            if (!res[i].allowed)
+                w->denied++;
+        }
+    }
+    return NULL;
+}
 
 static void *tp_main(void *arg)
 {
@@ -1048,14 +1099,16 @@ typedef struct tp {
 } tp;
 
 static int tp_start(tp *t, const char *uri, const hot_pool *hot,
-                    unsigned long long nkeys, char *err)
+                    unsigned long long nkeys, int per_call, char *err)
 {
     char rules[512];
+    int threads = per_call > 1 ? THREADS / per_call : THREADS;
 
     memset(t, 0, sizeof *t);
     atomic_store(&t->run.cur, -1);
     t->run.hot = hot;
     t->run.nkeys = nkeys;
+    t->run.per_call = per_call;
     one_rule(rules, sizeof rules, "bench", 0, BIG_LIMIT, BIG_WINDOW_S, 0);
     if (make_limiter(uri, "plain", rules, &t->run.lim, err))
         return -1;
@@ -1064,10 +1117,12 @@ static int tp_start(tp *t, const char *uri, const hot_pool *hot,
         t->run.lim = NULL;
         return snprintf(err, ERRLEN, "out of memory"), -1;
     }
-    for (int i = 0; i < THREADS; i++) {
+    for (int i = 0; i < threads; i++) {
         t->w[i].run = &t->run;
         t->w[i].rng = 0xBE4C0000ULL + (uint64_t)i * 7919;
-        if (pthread_create(&t->tid[i], NULL, tp_main, &t->w[i]) != 0) {
+        if (pthread_create(&t->tid[i], NULL,
+                           per_call > 1 ? tp_many_main : tp_main,
+                           &t->w[i]) != 0) {
             snprintf(err, ERRLEN, "pthread_create failed");
             return -1; /* tp_stop() joins what started */
         }
@@ -1133,8 +1188,9 @@ static int reset_all(redisContext **cs, int n, char *err)
 }
 
 static int throughput(const options *o, const char *name, const char *uri,
-                      const pidset *ps, redisContext **servers, int nservers,
-                      const tp_figs *ref, tp_figs *out, char *err)
+                      int per_call, const pidset *ps, redisContext **servers,
+                      int nservers, const tp_figs *ref, const char *ref_name,
+                      tp_figs *out, char *err)
 {
     tp t;
     cmdstats cs = {0};
@@ -1142,7 +1198,7 @@ static int throughput(const options *o, const char *name, const char *uri,
     cpu_use cu;
     int rc = -1;
 
-    if (tp_start(&t, uri, NULL, o->keys, err))
+    if (tp_start(&t, uri, NULL, o->keys, per_call, err))
         goto out;
     sleep_s(WARM_S);
     if (interrupted(err) || reset_all(servers, nservers, err))
@@ -1161,8 +1217,8 @@ out:
     if (rc != 0)
         return -1;
     if (t.errors > 0)
-        return snprintf(err, ERRLEN, "%s: %llu rl_allow errors, the first: "
-                        "%.400s", name, t.errors, t.first_err), -1;
+        return snprintf(err, ERRLEN, "%s: %llu errors, the first: %.400s",
+                        name, t.errors, t.first_err), -1;
     secs = (double)(t.t1 - t.t0) / 1e9;
     rate = (double)t.calls / secs;
     cu = cpu_diff(&t.c0, &t.c1);
@@ -1181,9 +1237,10 @@ out:
         if (ref) {
             f.nrefs = 1;
             f.ref[0] = ref->rate;
-            f.ref_name[0] = "throughput_single_64";
+            f.ref_name[0] = ref_name;
         }
-        xnum(&f, "threads", THREADS);
+        xnum(&f, "threads", per_call > 1 ? THREADS / per_call : THREADS);
+        xnum(&f, "per_call", per_call);
         xnum(&f, "keys", (double)o->keys);
         xnum(&f, "seconds", secs);
         xnum(&f, "checks", (double)t.calls);
@@ -1225,7 +1282,7 @@ out:
         if (ref) {
             f.nrefs = 1;
             f.ref[0] = ref->p50;
-            f.ref_name[0] = "throughput_single_64_p50";
+            f.ref_name[0] = "ref_p50";
         }
         xnum(&f, "samples", (double)t.all.n);
         emit(o, &f);
@@ -1236,7 +1293,7 @@ out:
         if (ref) {
             f.nrefs = 1;
             f.ref[0] = ref->p99;
-            f.ref_name[0] = "throughput_single_64_p99";
+            f.ref_name[0] = "ref_p99";
         }
         xnum(&f, "p999_us", hist_pct(&t.all, 0.999) / 1000.0);
         emit(o, &f);
@@ -1301,7 +1358,7 @@ static int group_reshard(const options *o, const char *uri, const pidset *ps,
         if (hot[i].n < hot_min)
             hot_min = hot[i].n;
 
-    if (tp_start(&t, uri, hot, o->keys, err))
+    if (tp_start(&t, uri, hot, o->keys, 1, err))
         goto out;
     sleep_s(WARM_S);
     if (interrupted(err))
@@ -1466,6 +1523,7 @@ int main(int argc, char **argv)
     int nm = 0;
     uint64_t t_start = now_ns();
     tp_figs single_tp = {0}, cluster_tp = {0};
+    tp_figs single_many_tp = {0}, cluster_many_tp = {0};
     int have_cluster_tp = 0;
     struct sigaction sa;
 
@@ -1529,8 +1587,12 @@ int main(int argc, char **argv)
         ps.master[ps.nmaster++] = single.pid;
         if (want(&o, "throughput") &&
             (flush_wait(ctl, err) ||
-             throughput(&o, "throughput_single_64", uri, &ps, &ctl, 1, NULL,
-                        &single_tp, err)))
+             throughput(&o, "throughput_single_64", uri, 1, &ps, &ctl, 1,
+                        NULL, NULL, &single_tp, err) ||
+             flush_wait(ctl, err) ||
+             throughput(&o, "throughput_single_64_many", uri, MANY_PER_CALL,
+                        &ps, &ctl, 1, &single_tp, "throughput_single_64",
+                        &single_many_tp, err)))
             goto out;
         redisFree(ctl);
         ctl = NULL;
@@ -1573,8 +1635,13 @@ int main(int argc, char **argv)
             goto out;
         print_params(&o, ver, cpu_model);
         if (want(&o, "throughput")) {
-            if (throughput(&o, "throughput_cluster_64", uri, &ps, mctl, nm,
-                           &single_tp, &cluster_tp, err))
+            if (throughput(&o, "throughput_cluster_64", uri, 1, &ps, mctl,
+                           nm, &single_tp, "throughput_single_64",
+                           &cluster_tp, err) ||
+                throughput(&o, "throughput_cluster_64_many", uri,
+                           MANY_PER_CALL, &ps, mctl, nm, &single_many_tp,
+                           "throughput_single_64_many", &cluster_many_tp,
+                           err))
                 goto out;
             have_cluster_tp = 1;
         }
