@@ -513,50 +513,13 @@ static lane *pick(rnode *r)
     return &r->lanes[start % (unsigned)r->nlanes];
 }
 
-/* Queue `me` on lane l and wait until it is decided. */
-static void submit(rnode *r, lane *l, job *me)
-{
-    pthread_mutex_lock(&l->mu);
-    if (l->tail)
-        l->tail->next = me;
-    else
-        l->head = me;
-    l->tail = me;
-    if (!l->busy) {
-        l->busy = 1;
-        lead(r, l, me);
-        return;
-    }
-    for (;;) {
-        uint32_t st = atomic_load(&me->state);
-        if (st == DONE)
-            break;
-        if (st == LEAD) {
-            atomic_store(&me->state, QUEUED);
-            lead(r, l, me);
-            return;
-        }
-        if (st == QUEUED && mono_ns() >= me->deadline_ns) {
-            unlink_job(l, me); /* never sent: leave quietly */
-            me->rc = RL_ESTORE;
-            break;
-        }
-        pthread_mutex_unlock(&l->mu);
-        wait_state(me, st);
-        while (atomic_load(&me->state) == SENT)
-            wait_state(me, SENT); /* the leader's deadline <= ours */
-        if (atomic_load(&me->state) == DONE)
-            return; /* answers published by the store of DONE */
-        pthread_mutex_lock(&l->mu);
-    }
-    pthread_mutex_unlock(&l->mu);
-}
-
-/* Queue a group, jobs[0..n) in order, on lane l and wait until every one
- * is decided.  The queue keeps its order and a batch is taken from its
- * head, so the last job is decided last: the caller waits on that one
- * alone, and a lead passed to any job of the group is passed to it. */
-static void submit_group(rnode *r, lane *l, job *jobs, size_t n)
+/* Queue jobs[0..n) in order on lane l (one request, or the group of an
+ * rnode_check_many) and wait until every one is decided.  The queue keeps
+ * its order and a batch is taken from its head, so the last job is decided
+ * last: the caller waits on that one alone, and a lead passed to any job
+ * of a group is passed to it (job.last).  A caller still queued at its
+ * deadline takes its jobs off the queue and leaves. */
+static void submit(rnode *r, lane *l, job *jobs, size_t n)
 {
     job *last = &jobs[n - 1];
 
@@ -643,7 +606,7 @@ int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns,
         jobs[i] = (job){reqs[i].ops, reqs[i].n, reqs[i].out, 0, RL_ESTORE,
                         0, &why[i], deadline_ns, QUEUED, NULL,
                         &jobs[n - 1]};
-    submit_group(r, l, jobs, n);
+    submit(r, l, jobs, n);
     for (size_t i = 0; i < n; i++) {
         reqs[i].rc = jobs[i].rc;
         reqs[i].now_ms = jobs[i].now;
@@ -679,7 +642,7 @@ int rnode_check(rnode *r, const store_op *ops, size_t n, algo_decision *out,
             breaker_done(&r->brk, 0, start / 1000000);
         return RL_ESTORE;
     }
-    submit(r, l, &me);
+    submit(r, l, &me, 1);
     /* The server answered (a redirect is an answer): it is alive. */
     breaker_done(&r->brk, me.rc == RL_OK || me.why->status >= RN_MOVED,
                  mono_ns() / 1000000);
