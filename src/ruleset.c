@@ -1,9 +1,12 @@
 /*
  * ruleset.c -- parse a whole rule set, check it as a whole (duplicate ids),
  * and index it by rule id.  Parsing is all-or-nothing: one bad rule rejects
- * the set, and the caller keeps the set it had.
+ * the set, and the caller keeps the set it had.  Each rule in mode "log"
+ * gets its dry-run counters here (src/dryrun.c), so a set never counts
+ * less than it should, whoever swaps it in.
  */
 #include "ruleset.h"
+#include "dryrun.h"
 #include "hash.h"
 
 #include <stdio.h>
@@ -19,6 +22,7 @@ void ruleset_free(rl_ruleset *rs)
 {
     if (!rs)
         return;
+    dryrun_detach(rs);
     for (size_t i = 0; i < rs->n; i++)
         rule_clear(&rs->rules[i]);
     free(rs->rules);
@@ -148,6 +152,8 @@ int ruleset_parse(const char *json, size_t len, int64_t next_version,
     rc = top_level(doc, &rules, &rs->version, err, errlen);
     if (rc == RL_OK)
         rc = parse_rules(rules, rs, err, errlen);
+    if (rc == RL_OK && (rc = dryrun_attach(rs)) != RL_OK)
+        snprintf(err, errlen, "out of memory for dry-run counters");
     json_decref(doc);
     if (rc != RL_OK) {
         ruleset_free(rs);

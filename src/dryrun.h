@@ -1,0 +1,92 @@
+/*
+ * dryrun.h -- what a rule in mode "log" would have done: per rule, the
+ * checks it decided, those it would have rejected, and a HyperLogLog sketch
+ * (hll.h) of the distinct client keys it would have rejected.
+ *
+ * The counters live in a block beside the rule (rl_rule.dry), allocated
+ * when a set is parsed for each rule in mode "log" and NULL for the rest,
+ * so an enforce-mode rule pays one test of its soft flag and nothing more.
+ * Memory is one block (about 3 KiB) per rule that counts, never per key.
+ * The request path counts with no lock and no allocation: the two counters
+ * are sharded per thread (a cache line per shard, as stats.h), and a
+ * register is raised with a compare-and-swap on its byte, only when the
+ * key's rank is larger; keys are hashed only when the rule would deny.
+ *
+ * Across a rule-set swap a block is handed to the new set's rule with the
+ * same id while what it counts is unchanged (dimension, match, algorithm,
+ * limit, burst, window): see dryrun_inherit().  The block is then shared by
+ * both sets, and is reference-counted (see dryrun.c).
+ */
+#ifndef RL_DRYRUN_H
+#define RL_DRYRUN_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hll.h"
+#include "rcu.h"
+#include "ruleset.h"
+
+struct dryrun {
+    struct {
+        _Atomic uint64_t checks;     /* charges decided in mode "log"  */
+        _Atomic uint64_t would_deny; /* ... that it would have denied  */
+    } __attribute__((aligned(64))) shard[RCU_SHARDS];
+    _Atomic uint8_t reg[HLL_M];      /* the sketch's registers          */
+    _Atomic uint32_t refs;           /* rule sets holding the block     */
+    int64_t since_ms;                /* epoch ms the block was made     */
+};
+
+/* A snapshot of a block, read without stopping the counting: would_deny
+ * never exceeds checks, but threads counting meanwhile may be in one
+ * field and not yet in another. */
+typedef struct dryrun_counts {
+    uint64_t checks, would_deny;
+    int64_t since_ms;
+    hll sketch;
+} dryrun_counts;
+
+/* Register the key of a charge the rule would have denied (the slow half
+ * of dryrun_note()). */
+void dryrun_seen(struct dryrun *d, const char *key, size_t len);
+
+/* Count one charge a rule in mode "log" decided.  d may be NULL (a set
+ * swapped in without dryrun_attach(): nothing is counted). */
+static inline void dryrun_note(struct dryrun *d, int denied, const char *key,
+                               size_t len)
+{
+    unsigned s;
+
+    if (!d)
+        return;
+    s = thread_shard();
+    atomic_fetch_add_explicit(&d->shard[s].checks, 1, memory_order_relaxed);
+    if (denied) {
+        /* release: a reader that sees this denial sees its check too */
+        atomic_fetch_add_explicit(&d->shard[s].would_deny, 1,
+                                  memory_order_release);
+        dryrun_seen(d, key, len);
+    }
+}
+
+/* Give every rule of a freshly parsed set in mode "log" a new block.
+ * RL_OK or RL_ENOMEM (then the blocks made are released again). */
+int dryrun_attach(rl_ruleset *rs);
+
+/* Release the set's references (ruleset_free() calls it). */
+void dryrun_detach(rl_ruleset *rs);
+
+/* Carry counters from the set in force to the one about to replace it:
+ * each rule of `next` whose predecessor in `old` (same rule_id) has a
+ * block and counts the same thing takes that block (its own fresh one, if
+ * any, is released), whatever either rule's mode: a rule flipped to
+ * "enforce" keeps its counts, frozen, and goes on from them when flipped
+ * back.  Any other change starts afresh.  Call it before the swap, on the
+ * writer side (the set is not yet published). */
+void dryrun_inherit(rl_ruleset *next, const rl_ruleset *old);
+
+/* Read a block (d non-NULL). */
+void dryrun_read(const struct dryrun *d, dryrun_counts *out);
+
+#endif
