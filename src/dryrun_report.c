@@ -41,7 +41,7 @@ static int number(const char **p, const char *end, char sep, uint64_t max,
         return -1;
     for (; s < end && *s >= '0' && *s <= '9'; s++) {
         unsigned d = (unsigned)(*s - '0');
-        if (v > (max - d) / 10)
+        if (d > max || v > (max - d) / 10)
             return -1;
         v = v * 10 + d;
     }

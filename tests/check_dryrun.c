@@ -211,7 +211,7 @@ START_TEST(value_format_and_parse)
     hex_at = 9;
     /* Each of these must be refused. */
     const char *heads[] = {"07 120 30 ", "7 120 130 ", "-7 120 30 ",
-                           "7  120 30 ", "7 120 30  ", "7 +120 30 ",
+                           "7  120 30 ", "7 120 30  ", "7 +120 30 ", "7 0 5 ", "7 3 10 ",
                            "9223372036854775808 1 1 ",
                            "7 18446744073709551616 1 ", "7 120 ", ""};
     for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
