@@ -47,7 +47,7 @@ static struct dryrun *block_new(int64_t now_ms)
     if (!d)
         return NULL;
     for (int s = 0; s < RCU_SHARDS; s++) {
-        atomic_init(&d->shard[s].checks, 0);
+        atomic_init(&d->shard[s].passed, 0);
         atomic_init(&d->shard[s].would_deny, 0);
     }
     for (unsigned i = 0; i < HLL_M; i++)
@@ -140,15 +140,16 @@ void dryrun_inherit(rl_ruleset *next, const rl_ruleset *old)
 
 void dryrun_read(const struct dryrun *d, dryrun_counts *out)
 {
-    out->checks = out->would_deny = 0;
+    uint64_t passed = 0;
+
+    out->would_deny = 0;
     for (int s = 0; s < RCU_SHARDS; s++) {
-        /* would_deny first (acquire): the checks read after it include
-         * every check of the denials it counted. */
         out->would_deny += atomic_load_explicit(&d->shard[s].would_deny,
-                                                memory_order_acquire);
-        out->checks += atomic_load_explicit(&d->shard[s].checks,
-                                            memory_order_relaxed);
+                                                memory_order_relaxed);
+        passed += atomic_load_explicit(&d->shard[s].passed,
+                                       memory_order_relaxed);
     }
+    out->checks = passed + out->would_deny;
     for (unsigned i = 0; i < HLL_M; i++)
         out->sketch.reg[i] = atomic_load_explicit(&d->reg[i],
                                                   memory_order_relaxed);

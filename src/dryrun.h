@@ -7,10 +7,11 @@
  * when a set is parsed for each rule in mode "log" and NULL for the rest,
  * so an enforce-mode rule pays one test of its soft flag and nothing more.
  * Memory is one block (about 3 KiB) per rule that counts, never per key.
- * The request path counts with no lock and no allocation: the two counters
- * are sharded per thread (a cache line per shard, as stats.h), and a
- * register is raised with a compare-and-swap on its byte, only when the
- * key's rank is larger; keys are hashed only when the rule would deny.
+ * The request path counts with no lock and no allocation: one atomic add
+ * per charge, on a counter sharded per thread (a cache line per shard, as
+ * stats.h: passed or would_deny; checks are their sum), and a register
+ * raised with a compare-and-swap on its byte, only when the key's rank is
+ * larger; keys are hashed only when the rule would deny.
  *
  * Across a rule-set swap a block is handed to the new set's rule with the
  * same id while what it counts is unchanged (dimension, match, algorithm,
@@ -30,17 +31,16 @@
 
 struct dryrun {
     struct {
-        _Atomic uint64_t checks;     /* charges decided in mode "log"  */
-        _Atomic uint64_t would_deny; /* ... that it would have denied  */
-    } __attribute__((aligned(64))) shard[RCU_SHARDS];
+        _Atomic uint64_t passed;     /* charges it would have let pass */
+        _Atomic uint64_t would_deny; /* ... and would have denied      */
+    } __attribute__((aligned(64))) shard[RCU_SHARDS]; /* checks: both  */
     _Atomic uint8_t reg[HLL_M];      /* the sketch's registers          */
     _Atomic uint32_t refs;           /* rule sets holding the block     */
     int64_t since_ms;                /* epoch ms the block was made     */
 };
 
-/* A snapshot of a block, read without stopping the counting: would_deny
- * never exceeds checks, but threads counting meanwhile may be in one
- * field and not yet in another. */
+/* A snapshot of a block, read without stopping the counting (threads
+ * counting meanwhile may be in one shard's read and not in another's). */
 typedef struct dryrun_counts {
     uint64_t checks, would_deny;
     int64_t since_ms;
@@ -56,18 +56,14 @@ void dryrun_seen(struct dryrun *d, const char *key, size_t len);
 static inline void dryrun_note(struct dryrun *d, int denied, const char *key,
                                size_t len)
 {
-    unsigned s;
-
     if (!d)
         return;
-    s = thread_shard();
-    atomic_fetch_add_explicit(&d->shard[s].checks, 1, memory_order_relaxed);
-    if (denied) {
-        /* release: a reader that sees this denial sees its check too */
-        atomic_fetch_add_explicit(&d->shard[s].would_deny, 1,
-                                  memory_order_release);
+    /* One atomic add per charge: checks are the sum of the two. */
+    atomic_fetch_add_explicit(denied ? &d->shard[thread_shard()].would_deny
+                                     : &d->shard[thread_shard()].passed,
+                              1, memory_order_relaxed);
+    if (denied)
         dryrun_seen(d, key, len);
-    }
 }
 
 /* Give every rule of a freshly parsed set in mode "log" a new block.
