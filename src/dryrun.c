@@ -4,10 +4,9 @@
  * swaps, and rl_rule_dryrun_get().
  *
  * Ownership under RCU.  A block is reference-counted by the rule sets that
- * point to it: dryrun_attach() gives each log-mode rule of a new set a
- * block with one reference, dryrun_inherit() hands the old set's block to
- * the new set's rule with one more, and dryrun_detach() (from
- * ruleset_free()) drops each set's.  Request threads hold no reference of
+ * point to it: dryrun_inherit() hands the old set's block to the new set's
+ * rule with one more reference, or makes a fresh one with one, and
+ * dryrun_detach() (from ruleset_free()) drops each set's.  Request threads hold no reference of
  * their own: they reach a block through a set they read under the RCU read
  * lock, and a set is freed only after rcu_swap() has waited out its last
  * reader, so a block lives at least as long as any thread can count into
@@ -85,22 +84,6 @@ void dryrun_seen(struct dryrun *d, const char *key, size_t len)
         ;
 }
 
-int dryrun_attach(rl_ruleset *rs)
-{
-    int64_t now = wall_ms();
-
-    for (size_t i = 0; i < rs->n; i++) {
-        rl_rule *r = &rs->rules[i];
-        if (r->mode != RL_MODE_LOG || r->dry)
-            continue;
-        if (!(r->dry = block_new(now))) {
-            dryrun_detach(rs);
-            return RL_ENOMEM;
-        }
-    }
-    return RL_OK;
-}
-
 void dryrun_detach(rl_ruleset *rs)
 {
     for (size_t i = 0; i < rs->n; i++) {
@@ -125,17 +108,24 @@ static int same_counting(const rl_rule *a, const rl_rule *b)
            a->window_s == b->window_s;
 }
 
-void dryrun_inherit(rl_ruleset *next, const rl_ruleset *old)
+int dryrun_inherit(rl_ruleset *next, const rl_ruleset *old)
 {
+    int64_t now = wall_ms();
+
     for (size_t i = 0; i < next->n; i++) {
         rl_rule *r = &next->rules[i];
         const rl_rule *o = ruleset_find(old, r->id);
 
-        if (!o || !o->dry || o->dry == r->dry || !same_counting(r, o))
+        if (r->dry) /* given already */
             continue;
-        block_release(r->dry);
-        r->dry = block_ref(o->dry);
+        if (o && o->dry && same_counting(r, o))
+            r->dry = block_ref(o->dry);
+        else if (r->mode == RL_MODE_LOG && !(r->dry = block_new(now))) {
+            dryrun_detach(next);
+            return RL_ENOMEM;
+        }
     }
+    return RL_OK;
 }
 
 void dryrun_read(const struct dryrun *d, dryrun_counts *out)

@@ -3,9 +3,10 @@
  * checks it decided, those it would have rejected, and a HyperLogLog sketch
  * (hll.h) of the distinct client keys it would have rejected.
  *
- * The counters live in a block beside the rule (rl_rule.dry), allocated
- * when a set is parsed for each rule in mode "log" and NULL for the rest,
- * so an enforce-mode rule pays one test of its soft flag and nothing more.
+ * The counters live in a block beside the rule (rl_rule.dry), given at
+ * the swap to each rule in mode "log" (and kept by a rule flipped to
+ * "enforce") and NULL for the rest, so an enforce-mode rule pays one test
+ * of its soft flag and nothing more.
  * Memory is one block (about 3 KiB) per rule that counts, never per key.
  * The request path counts with no lock and no allocation: one atomic add
  * per charge, on a counter sharded per thread (a cache line per shard, as
@@ -52,7 +53,7 @@ typedef struct dryrun_counts {
 void dryrun_seen(struct dryrun *d, const char *key, size_t len);
 
 /* Count one charge a rule in mode "log" decided.  d may be NULL (a set
- * swapped in without dryrun_attach(): nothing is counted). */
+ * swapped in without dryrun_inherit(): nothing is counted). */
 static inline void dryrun_note(struct dryrun *d, int denied, const char *key,
                                size_t len)
 {
@@ -66,21 +67,18 @@ static inline void dryrun_note(struct dryrun *d, int denied, const char *key,
         dryrun_seen(d, key, len);
 }
 
-/* Give every rule of a freshly parsed set in mode "log" a new block.
- * RL_OK or RL_ENOMEM (then the blocks made are released again). */
-int dryrun_attach(rl_ruleset *rs);
+/* Give the rules of a new set their blocks, before it is swapped in for
+ * `old` (on the writer side: `next` is not yet published).  A rule whose
+ * predecessor in `old` (same rule_id) has a block and counts the same
+ * thing shares that block, whatever either rule's mode: a rule flipped to
+ * "enforce" keeps its counts, frozen, and goes on from them when flipped
+ * back.  Any other rule in mode "log" gets a fresh block (so an unchanged
+ * set swapped in again allocates nothing); the rest none.  RL_OK, or
+ * RL_ENOMEM with no block given (the caller frees `next`). */
+int dryrun_inherit(rl_ruleset *next, const rl_ruleset *old);
 
 /* Release the set's references (ruleset_free() calls it). */
 void dryrun_detach(rl_ruleset *rs);
-
-/* Carry counters from the set in force to the one about to replace it:
- * each rule of `next` whose predecessor in `old` (same rule_id) has a
- * block and counts the same thing takes that block (its own fresh one, if
- * any, is released), whatever either rule's mode: a rule flipped to
- * "enforce" keeps its counts, frozen, and goes on from them when flipped
- * back.  Any other change starts afresh.  Call it before the swap, on the
- * writer side (the set is not yet published). */
-void dryrun_inherit(rl_ruleset *next, const rl_ruleset *old);
 
 /* Read a block (d non-NULL). */
 void dryrun_read(const struct dryrun *d, dryrun_counts *out);

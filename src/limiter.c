@@ -56,10 +56,12 @@ static int load_json(rl_limiter *lim, const char *json, size_t len,
     pthread_mutex_lock(&lim->load_lock);
     old = rcu_peek(&lim->rules);
     rc = ruleset_parse(json, len, old->version + 1, &next, err, sizeof err);
-    if (rc == RL_OK) {
-        dryrun_inherit(next, old);
-        old = rcu_swap(&lim->rules, next);
+    if (rc == RL_OK && (rc = dryrun_inherit(next, old)) != RL_OK) {
+        snprintf(err, sizeof err, "out of memory for dry-run counters");
+        ruleset_free(next);
     }
+    if (rc == RL_OK)
+        old = rcu_swap(&lim->rules, next);
     pthread_mutex_unlock(&lim->load_lock);
     if (rc != RL_OK)
         return rl_fail(lim, rc, "%s: %s", what, err);

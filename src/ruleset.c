@@ -1,9 +1,8 @@
 /*
  * ruleset.c -- parse a whole rule set, check it as a whole (duplicate ids),
  * and index it by rule id.  Parsing is all-or-nothing: one bad rule rejects
- * the set, and the caller keeps the set it had.  Each rule in mode "log"
- * gets its dry-run counters here (src/dryrun.c), so a set never counts
- * less than it should, whoever swaps it in.
+ * the set, and the caller keeps the set it had.  Freeing a set lets go of
+ * its rules' dry-run counters (src/dryrun.c).
  */
 #include "ruleset.h"
 #include "dryrun.h"
@@ -152,8 +151,6 @@ int ruleset_parse(const char *json, size_t len, int64_t next_version,
     rc = top_level(doc, &rules, &rs->version, err, errlen);
     if (rc == RL_OK)
         rc = parse_rules(rules, rs, err, errlen);
-    if (rc == RL_OK && (rc = dryrun_attach(rs)) != RL_OK)
-        snprintf(err, errlen, "out of memory for dry-run counters");
     json_decref(doc);
     if (rc != RL_OK) {
         ruleset_free(rs);

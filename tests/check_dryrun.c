@@ -59,6 +59,12 @@ static rl_dryrun dry(rl_limiter *lim, const char *id)
     return d;
 }
 
+/* The block behind a rule of the set in force (the test is the writer). */
+static const struct dryrun *block_of(rl_limiter *lim, const char *id)
+{
+    return ruleset_find(rcu_peek(&lim->rules), id)->dry;
+}
+
 /* `clients` users x n checks of /api each, interleaved; counts the denied
  * and the soft-flagged results. */
 static void drive(rl_limiter *lim, int clients, int n, int first_client,
@@ -343,6 +349,7 @@ START_TEST(every_entry_point_counts)
     ck_assert(near(d.distinct, 3));
     d = dry(lim, "real");
     ck_assert(d.checks == 0 && d.mode == RL_RULE_MODE_ENFORCE);
+    ck_assert_ptr_null(block_of(lim, "real")); /* enforced: pays nothing */
     rl_limiter_free(lim);
 }
 END_TEST
@@ -386,6 +393,7 @@ END_TEST
 
 /* ---- carried across swaps ---------------------------------------------- */
 
+
 static void load(rl_limiter *lim, int version, const char *mode, int limit,
                  const char *extra)
 {
@@ -400,6 +408,7 @@ static void load(rl_limiter *lim, int version, const char *mode, int limit,
 START_TEST(counts_carry_while_the_rule_counts_the_same)
 {
     char rules[512];
+    const struct dryrun *block;
     rl_limiter *lim;
     rl_dryrun d, before;
     int denied, soft;
@@ -409,8 +418,11 @@ START_TEST(counts_carry_while_the_rule_counts_the_same)
     drive(lim, 2, 5, 0, &denied, &soft); /* 10 checks, 6 would deny */
     before = dry(lim, "r");
     ck_assert_uint_eq(before.would_deny, 6);
+    block = block_of(lim, "r");
+    ck_assert_ptr_nonnull(block);
 
     load(lim, 2, "log", 2, ",\"failure_mode\":\"open\""); /* unchanged */
+    ck_assert_ptr_eq(block_of(lim, "r"), block); /* shared, not copied */
     d = dry(lim, "r");
     ck_assert_uint_eq(d.checks, 10);
     ck_assert_int_eq(d.since_ms, before.since_ms);
@@ -433,7 +445,9 @@ START_TEST(counts_carry_while_the_rule_counts_the_same)
     ck_assert(near(d.distinct, 2));
     ck_assert_int_eq(d.since_ms, before.since_ms);
 
+    ck_assert_ptr_eq(block_of(lim, "r"), block);
     load(lim, 5, "log", 3, ""); /* the limit changed: afresh */
+    ck_assert_ptr_ne(block_of(lim, "r"), block);
     d = dry(lim, "r");
     ck_assert(d.checks == 0 && d.would_deny == 0 && d.distinct == 0);
     ck_assert_int_ge(d.since_ms, before.since_ms);
