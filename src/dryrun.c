@@ -6,15 +6,16 @@
  * Ownership under RCU.  A block is reference-counted by the rule sets that
  * point to it: dryrun_inherit() hands the old set's block to the new set's
  * rule with one more reference, or makes a fresh one with one, and
- * dryrun_detach() (from ruleset_free()) drops each set's.  Request threads hold no reference of
- * their own: they reach a block through a set they read under the RCU read
- * lock, and a set is freed only after rcu_swap() has waited out its last
- * reader, so a block lives at least as long as any thread can count into
- * it -- threads still reading the old set and threads already reading the
- * new one count into the same block meanwhile, which is what makes the
- * carry-over exact.  The count drops (acq_rel) and the block is freed by
- * whichever set lets go last; two loads may overlap here (one frees the
- * old set while the next inherits from its successor), hence atomics.
+ * dryrun_detach() (from ruleset_free()) drops each set's.  Request threads
+ * hold no reference of their own: they reach a block through a set they
+ * read under the RCU read lock, and a set is freed only after rcu_swap()
+ * has waited out its last reader, so a block lives at least as long as any
+ * thread can count into it.  Threads still reading the old set and threads
+ * already reading the new one count into the same block meanwhile, which
+ * is what makes the carry-over exact.  The reference count drops with
+ * acq_rel and the set that lets go last frees the block; two loads may
+ * overlap here (one frees the old set after its swap while the next
+ * inherits from its successor), hence atomics.
  */
 #include "dryrun.h"
 #include "error.h"
