@@ -148,6 +148,44 @@ RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path);
 RL_EXPORT int rl_rules_load_string(rl_limiter *lim, const char *json);
 RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim);
 
+/* ---- dry runs --------------------------------------------------------- */
+/* rl_dryrun.mode: the rule's mode in the set in force. */
+#define RL_RULE_MODE_ENFORCE 0 /* "enforce": its denials reject          */
+#define RL_RULE_MODE_LOG 1     /* "log": counted and flagged, never rejects */
+
+/*
+ * What a rule in mode "log" would have rejected.  The caller owns it and
+ * sets size = sizeof(rl_dryrun) before the call; the library fills only
+ * what fits in size bytes (later versions may add fields at the end).
+ */
+typedef struct rl_dryrun {
+    size_t size;         /* in: sizeof(rl_dryrun)                           */
+    int mode;            /* RL_RULE_MODE_*: the rule's mode now             */
+    int64_t version;     /* the rule's version in the set in force          */
+    uint64_t checks;     /* charges it decided while in mode "log"          */
+    uint64_t would_deny; /*   ... of which it would have rejected           */
+    uint64_t distinct;   /* distinct client keys among those, estimated
+                            (HyperLogLog: 3.25 % standard error), never
+                            above would_deny                                */
+    int64_t since_ms;    /* epoch ms when this definition began counting;
+                            0: it has never been in mode "log"             */
+} rl_dryrun;
+
+/*
+ * Fill *out with the dry-run counts of the rule rule_id in the set in
+ * force.  Counting happens while the rule is in mode "log"; the counts
+ * live as long as the rule keeps counting the same thing across rule-set
+ * loads (dimension, match, algorithm, limit, burst and window unchanged):
+ * a flip to "enforce" freezes them, a flip back goes on from them, any
+ * other change starts from zero.  A rule that has never been in mode
+ * "log" gets zeros (since_ms 0) with RL_OK.  The counts are this
+ * limiter's own; see ratelimit(3) for the fleet's, in Redis.  Returns
+ * RL_OK, RL_ENORULE (no such rule), or RL_EINVAL (a NULL argument,
+ * out->size below the first version's).  Any thread, any time.
+ */
+RL_EXPORT int rl_rule_dryrun_get(const rl_limiter *lim, const char *rule_id,
+                                 rl_dryrun *out);
+
 /* ---- statistics ----------------------------------------------------------- */
 /* rl_stats.breaker_state */
 #define RL_BREAKER_NONE (-1)  /* the store has no breaker (memory://)        */

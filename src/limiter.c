@@ -13,6 +13,7 @@
  * then swap it in; a set that fails to parse changes nothing.
  */
 #include "limiter.h"
+#include "dryrun.h"
 #include "options.h"
 #include "error.h"
 
@@ -55,6 +56,10 @@ static int load_json(rl_limiter *lim, const char *json, size_t len,
     pthread_mutex_lock(&lim->load_lock);
     old = rcu_peek(&lim->rules);
     rc = ruleset_parse(json, len, old->version + 1, &next, err, sizeof err);
+    if (rc == RL_OK && (rc = dryrun_inherit(next, old)) != RL_OK) {
+        snprintf(err, sizeof err, "out of memory for dry-run counters");
+        ruleset_free(next);
+    }
     if (rc == RL_OK)
         old = rcu_swap(&lim->rules, next);
     pthread_mutex_unlock(&lim->load_lock);
@@ -258,8 +263,9 @@ static int tighter(const algo_decision *a, const algo_decision *b)
 }
 
 /* Fold n decisions: the tightest enforced one decides; rules in mode "log"
- * decide only when no enforced rule applies, and never deny.  Returns the
- * index of the deciding one. */
+ * decide only when no enforced rule applies, and never deny (what they
+ * would have done is counted, src/dryrun.c).  Returns the index of the
+ * deciding one. */
 static size_t fold(rl_result *res, const store_op *ops,
                    const algo_decision *d, size_t n, int64_t now)
 {
@@ -267,8 +273,12 @@ static size_t fold(rl_result *res, const store_op *ops,
     unsigned flags = 0;
 
     for (size_t i = 0; i < n; i++) {
-        if (ops[i].soft && !d[i].allowed)
-            flags |= RL_FLAG_SOFT;
+        if (ops[i].soft) {
+            dryrun_note(ops[i].rule->dry, !d[i].allowed, ops[i].key,
+                        ops[i].key_len);
+            if (!d[i].allowed)
+                flags |= RL_FLAG_SOFT;
+        }
         if (best == n || ops[best].soft > ops[i].soft ||
             (ops[best].soft == ops[i].soft && tighter(&d[i], &d[best])))
             best = i;

@@ -24,6 +24,8 @@ enum rl_failure { RL_FAIL_FALLBACK, RL_FAIL_OPEN, RL_FAIL_CLOSED };
 
 #define RL_TIER_MAX 63
 
+struct dryrun; /* src/dryrun.h */
+
 typedef struct rl_rule {
     char id[RL_RULE_ID_MAX + 1];
     int dimension;               /* enum rl_dimension                  */
@@ -39,6 +41,9 @@ typedef struct rl_rule {
                                     the store keys state by it, so a
                                     rule that changes algorithm or
                                     window starts from fresh state     */
+    struct dryrun *dry;          /* dry-run counters (mode "log", or
+                                    kept from an earlier log mode);
+                                    NULL: none                         */
 } rl_rule;
 
 /* Fill *r from one JSON rule object.  Strict: unknown fields, wrong types

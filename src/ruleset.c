@@ -1,9 +1,11 @@
 /*
  * ruleset.c -- parse a whole rule set, check it as a whole (duplicate ids),
  * and index it by rule id.  Parsing is all-or-nothing: one bad rule rejects
- * the set, and the caller keeps the set it had.
+ * the set, and the caller keeps the set it had.  Freeing a set lets go of
+ * its rules' dry-run counters (src/dryrun.c).
  */
 #include "ruleset.h"
+#include "dryrun.h"
 #include "hash.h"
 
 #include <stdio.h>
@@ -19,6 +21,7 @@ void ruleset_free(rl_ruleset *rs)
 {
     if (!rs)
         return;
+    dryrun_detach(rs);
     for (size_t i = 0; i < rs->n; i++)
         rule_clear(&rs->rules[i]);
     free(rs->rules);

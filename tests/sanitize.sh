@@ -42,7 +42,7 @@ done
 
 if [ "$mode" = fuzz ]; then
     secs=${2:-30}
-    for t in rules config pattern uri cluster; do
+    for t in rules config pattern uri cluster dryrun; do
         mkdir -p "$out/corpus-$t"
         cp "$src/tests/fuzz/corpus/$t/"* "$out/corpus-$t/"
         $CC $cflags $san -DFUZZ_TARGET_$t $lib_srcs "$src/tests/fuzz/fuzz_$t.c" \
@@ -50,7 +50,7 @@ if [ "$mode" = fuzz ]; then
         echo "fuzz_$t: ${secs}s"
         "$out/fuzz_$t" -max_total_time="$secs" -max_len=4096 "$out/corpus-$t"
     done
-    echo "5 passed, 0 failed"
+    echo "6 passed, 0 failed"
     exit 0
 fi
 

@@ -16,6 +16,7 @@ int fuzz_config(const uint8_t *data, size_t size);  /* option name=value  */
 int fuzz_pattern(const uint8_t *data, size_t size); /* endpoint patterns  */
 int fuzz_uri(const uint8_t *data, size_t size);     /* store URIs         */
 int fuzz_cluster(const uint8_t *data, size_t size); /* CLUSTER SLOTS, MOVED */
+int fuzz_dryrun(const uint8_t *data, size_t size);  /* dry-run report value */
 
 #define FUZZ_CHECK(cond)                                                     \
     do {                                                                     \
