@@ -149,8 +149,23 @@ RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
  * read (rl_rules_load_file: RL_EIO; rl_rules_load_string: RL_EINVAL). */
 #define RL_RULES_TEXT_MAX (16 << 20)
 
+/*
+ * Replace lim's whole rule set with the one in the file `path` / the text
+ * `json`, all or nothing: a set that cannot be read, does not parse or has
+ * one bad rule leaves the set in force, and the call fails (RL_EIO,
+ * RL_EPARSE, RL_ERULE, RL_EINVAL for a text over RL_RULES_TEXT_MAX,
+ * RL_ENOMEM; rl_errmsg() names the file, the rule and the field).  The
+ * set's version is its "version", else the current one + 1 (refused at
+ * INT64_MAX).  The file must be a regular file; it is opened without
+ * blocking.  Any thread; loads are serialised, and each waits for the
+ * checks still using the old set before freeing it.  Strings are read
+ * during the call only.
+ */
 RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path);
 RL_EXPORT int rl_rules_load_string(rl_limiter *lim, const char *json);
+
+/* The version of the rule set in force (0: none loaded yet), or RL_EINVAL
+ * for a NULL lim.  Lock-free; any thread. */
 RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim);
 
 /* rl_rules_status.origin: where the rule set in force came from. */
