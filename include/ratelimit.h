@@ -144,8 +144,28 @@ RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
                             rl_result *results, int *codes, size_t n);
 
 /* ---- rules ------------------------------------------------------------ */
+/* The most bytes of rule-set JSON the library reads: a file, a string, a
+ * snapshot from a rules source.  Larger ones are refused before they are
+ * read (rl_rules_load_file: RL_EIO; rl_rules_load_string: RL_EINVAL). */
+#define RL_RULES_TEXT_MAX (16 << 20)
+
+/*
+ * Replace lim's whole rule set with the one in the file `path` / the text
+ * `json`, all or nothing: a set that cannot be read, does not parse or has
+ * one bad rule leaves the set in force, and the call fails (RL_EIO,
+ * RL_EPARSE, RL_ERULE, RL_EINVAL for a text over RL_RULES_TEXT_MAX,
+ * RL_ENOMEM; rl_errmsg() names the file, the rule and the field).  The
+ * set's version is its "version", else the current one + 1 (refused at
+ * INT64_MAX).  The file must be a regular file; it is opened without
+ * blocking.  Any thread; loads are serialised, and each waits for the
+ * checks still using the old set before freeing it.  Strings are read
+ * during the call only.
+ */
 RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path);
 RL_EXPORT int rl_rules_load_string(rl_limiter *lim, const char *json);
+
+/* The version of the rule set in force (0: none loaded yet), or RL_EINVAL
+ * for a NULL lim.  Lock-free; any thread. */
 RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim);
 
 /* ---- dry runs --------------------------------------------------------- */
@@ -185,6 +205,81 @@ typedef struct rl_dryrun {
  */
 RL_EXPORT int rl_rule_dryrun_get(const rl_limiter *lim, const char *rule_id,
                                  rl_dryrun *out);
+/* rl_rules_status.origin: where the rule set in force came from. */
+#define RL_RULES_FROM_NONE 0      /* the empty set a limiter starts with   */
+#define RL_RULES_FROM_STRING 1    /* rl_rules_load_string(), option rules  */
+#define RL_RULES_FROM_FILE 2      /* rl_rules_load_file(), option
+                                     rules_file without a rules_source     */
+#define RL_RULES_FROM_SOURCE 3    /* the rules_source (Redis or file:)     */
+#define RL_RULES_FROM_LAST_GOOD 4 /* rules_file as the last good copy: the
+                                     source could not be read at start     */
+
+/* rl_rules_status.source: the rules source's health. */
+#define RL_SOURCE_NONE 0 /* no rules_source configured                     */
+#define RL_SOURCE_UP 1   /* its last read (or check) succeeded             */
+#define RL_SOURCE_DOWN 2 /* it cannot be read now: the last set stays      */
+
+#define RL_RULES_REFUSAL_MAX 256 /* bytes of rl_rules_status.last_refusal */
+
+/*
+ * Where a limiter's rules stand.  Filled by rl_rules_status_get().  The
+ * caller sets `size` to sizeof(rl_rules_status) before the call: later
+ * versions of the library only add members at the end and fill only what
+ * the caller's size covers.  Counters only grow.
+ */
+typedef struct rl_rules_status {
+    size_t size;            /* set by the caller: sizeof(rl_rules_status)  */
+    int64_t version;        /* version of the set in force                 */
+    int origin;             /* RL_RULES_FROM_*                             */
+    int source;             /* RL_SOURCE_*                                 */
+    uint64_t loads;         /* sets taken, by every path                   */
+    uint64_t refused_bad;   /* sets refused: JSON that does not parse, an
+                               invalid rule, too large, no usable version  */
+    uint64_t refused_stale; /* sets from the source refused because their
+                               version is not greater than the one in force */
+    uint64_t source_errors; /* reads of the source that failed (connect,
+                               timeout, I/O, file missing)                 */
+    int64_t last_read_ms;   /* epoch ms of the source's last successful
+                               read or check; 0: never                    */
+    int64_t last_load_ms;   /* epoch ms of the last set taken; 0: never    */
+    char last_refusal[RL_RULES_REFUSAL_MAX]; /* why the last refused set was
+                               refused, "" if none; printable text only    */
+} rl_rules_status;
+
+/*
+ * Fill *out with where lim's rules stand.  out->size must be set (see
+ * above): RL_EINVAL if it is smaller than this first version of the
+ * struct.  Any thread, any time before rl_limiter_free(); takes a short
+ * lock the rules source also takes, never one of the request path.
+ */
+RL_EXPORT int rl_rules_status_get(const rl_limiter *lim,
+                                  rl_rules_status *out);
+
+/* ---- log messages ------------------------------------------------------- */
+/* Levels, numbered as syslog's priorities so they map one to one. */
+#define RL_LOG_ERROR 3 /* something is wrong and stays wrong until fixed  */
+#define RL_LOG_WARN 4  /* a refusal, the source away: the library copes    */
+#define RL_LOG_INFO 6  /* a new rule set taken, the source back            */
+
+/*
+ * Where a limiter reports what it does on its own (the rules source's
+ * takes and refusals, starting from the last good file, the source going
+ * away and coming back).  Calls the program makes report through their
+ * return value and rl_errmsg() instead.  `msg` is one line of printable
+ * text with no secrets (no password from a URI) and no trailing newline,
+ * valid during the call only.  Called from the limiter's background
+ * thread and from rl_limiter_new(), possibly at the same time as the
+ * program's other threads run: the function must be thread-safe, quick,
+ * and must not call back into the library on the same limiter.
+ */
+typedef void rl_log_fn(void *arg, int level, const char *msg);
+
+/*
+ * Send the messages of limiters made from cfg to fn(arg, level, msg).
+ * Without this call they go to stderr, one line each, prefixed
+ * "libratelimit: ".  fn NULL silences them.  RL_EINVAL if cfg is NULL.
+ */
+RL_EXPORT int rl_config_set_log(rl_config *cfg, rl_log_fn *fn, void *arg);
 
 /* ---- statistics ----------------------------------------------------------- */
 /* rl_stats.breaker_state */

@@ -27,3 +27,13 @@ int64_t clock_now_ms(const rl_clock *c)
         return c->fn(c->arg);
     return ms_of(CLOCK_MONOTONIC) + c->offset_ms;
 }
+
+int64_t clock_mono_ms(void)
+{
+    return ms_of(CLOCK_MONOTONIC);
+}
+
+int64_t clock_wall_ms(void)
+{
+    return ms_of(CLOCK_REALTIME);
+}

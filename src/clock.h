@@ -20,4 +20,9 @@ typedef struct rl_clock {
 void clock_init(rl_clock *c);
 int64_t clock_now_ms(const rl_clock *c);
 
+/* Plain readings, in ms: CLOCK_MONOTONIC (deadlines, intervals) and
+ * CLOCK_REALTIME (times reported to people). */
+int64_t clock_mono_ms(void);
+int64_t clock_wall_ms(void);
+
 #endif

@@ -17,7 +17,9 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
+#include <unistd.h>
 
 size_t dryrun_value_format(char *buf, const dryrun_field *f)
 {
@@ -116,6 +118,26 @@ static void said(char *buf, size_t len, const char *s)
     for (char *p = buf; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = '?';
+}
+
+void dryrun_limiter_id(char *out, size_t len)
+{
+    unsigned char rnd[8] = {0};
+    char host[64] = "";
+    uint64_t r = 0;
+
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        r = (uint64_t)(uintptr_t)out ^ (uint64_t)time(NULL);
+    for (size_t i = 0; i < sizeof rnd; i++)
+        r = r << 8 | rnd[i];
+    if (gethostname(host, sizeof host) != 0)
+        host[0] = 0;
+    host[sizeof host - 1] = 0;
+    for (char *p = host; *p; p++) /* an id is printable, without blanks */
+        if ((unsigned char)*p < 0x21 || (unsigned char)*p > 0x7e)
+            *p = '_';
+    snprintf(out, len, "%s:%d-%016" PRIx64, host[0] ? host : "host",
+             (int)getpid(), r);
 }
 
 static int limiter_id_check(const char *id)

@@ -81,6 +81,12 @@ uint64_t dryrun_report_distinct(const dryrun_report *r);
  */
 int dryrun_publish(rl_limiter *lim, redisContext *c, const char *limiter_id);
 
+/* A limiter id for dryrun_publish(), unique to this limiter instance:
+ * "<host>:<pid>-<16 random hex digits>" (a restarted process writes a
+ * field of its own and leaves the old one to expire: the merge sums both)
+ * into out[len], len > 32. */
+void dryrun_limiter_id(char *out, size_t len);
+
 /*
  * Read and merge every limiter's field of one rule (HGETALL): for rlctl.
  * RL_OK (r->limiters 0: nobody reported), RL_EINVAL (not a rule id), or

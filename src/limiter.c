@@ -9,21 +9,19 @@
  * rl_check_many() does the same for many requests, handing the store up to
  * 64 of them in one call (a chunk), so Redis decides them in one round trip.
  *
- * This file also owns rule loading: parse a whole new set off to the side,
- * then swap it in; a set that fails to parse changes nothing.
+ * Rule loading lives in rules_load.c, the rules source's thread in
+ * rules_source.c; this file creates and frees the handle they work on.
  */
 #include "limiter.h"
 #include "dryrun.h"
 #include "options.h"
 #include "error.h"
+#include "rules_source.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-
-#define FILE_MAX (64 << 20) /* bytes in a rule file */
 
 RL_EXPORT int rl_version(void)
 {
@@ -42,98 +40,6 @@ RL_EXPORT const char *rl_version_string(void)
 rl_store *limiter_store(rl_limiter *lim)
 {
     return lim->store;
-}
-
-/* ---- rules ---------------------------------------------------------- */
-
-static int load_json(rl_limiter *lim, const char *json, size_t len,
-                     const char *what)
-{
-    rl_ruleset *next, *old;
-    char err[RL_ERRMSG_MAX - 40];
-    int rc;
-
-    pthread_mutex_lock(&lim->load_lock);
-    old = rcu_peek(&lim->rules);
-    rc = ruleset_parse(json, len, old->version + 1, &next, err, sizeof err);
-    if (rc == RL_OK && (rc = dryrun_inherit(next, old)) != RL_OK) {
-        snprintf(err, sizeof err, "out of memory for dry-run counters");
-        ruleset_free(next);
-    }
-    if (rc == RL_OK)
-        old = rcu_swap(&lim->rules, next);
-    pthread_mutex_unlock(&lim->load_lock);
-    if (rc != RL_OK)
-        return rl_fail(lim, rc, "%s: %s", what, err);
-    ruleset_free(old);
-    return RL_OK;
-}
-
-static int read_file(const void *owner, const char *path, char **out,
-                     size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    struct stat sb;
-    char *buf;
-    size_t n;
-
-    if (!f)
-        return rl_fail(owner, RL_EIO, "%.200s: cannot open", path);
-    if (fstat(fileno(f), &sb) != 0 || !S_ISREG(sb.st_mode) ||
-        sb.st_size > FILE_MAX) {
-        fclose(f);
-        return rl_fail(owner, RL_EIO, "%.200s: not a regular file of at "
-                       "most 64 MiB", path);
-    }
-    if (!(buf = malloc((size_t)sb.st_size + 1))) {
-        fclose(f);
-        return rl_fail(owner, RL_ENOMEM, "reading %.200s", path);
-    }
-    n = fread(buf, 1, (size_t)sb.st_size + 1, f);
-    if (ferror(f) || n > (size_t)sb.st_size) {
-        fclose(f);
-        free(buf);
-        return rl_fail(owner, RL_EIO, "%.200s: read error or file changed "
-                       "while read", path);
-    }
-    fclose(f);
-    *out = buf;
-    *len = n;
-    return RL_OK;
-}
-
-RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path)
-{
-    char *buf = NULL;
-    size_t len = 0;
-    int rc;
-
-    if (!lim || !path)
-        return rl_fail(lim, RL_EINVAL, "rl_rules_load_file: NULL argument");
-    if ((rc = read_file(lim, path, &buf, &len)) != RL_OK)
-        return rc;
-    rc = load_json(lim, buf, len, path);
-    free(buf);
-    return rc;
-}
-
-RL_EXPORT int rl_rules_load_string(rl_limiter *lim, const char *json)
-{
-    if (!lim || !json)
-        return rl_fail(lim, RL_EINVAL, "rl_rules_load_string: NULL argument");
-    return load_json(lim, json, strlen(json), "rules");
-}
-
-RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim)
-{
-    rcu_token t;
-    int64_t v;
-
-    if (!lim)
-        return rl_fail(NULL, RL_EINVAL, "rl_rules_version: lim is NULL");
-    v = ((const rl_ruleset *)rcu_read_lock((rcu *)&lim->rules, &t))->version;
-    rcu_read_unlock((rcu *)&lim->rules, t);
-    return v;
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -166,6 +72,8 @@ static int load_initial_rules(rl_limiter *lim, const rl_config *cfg)
 {
     int rc = RL_OK;
 
+    if (cfg->rules_source)
+        return rules_source_start(lim, cfg);
     if (cfg->rules_file)
         rc = rl_rules_load_file(lim, cfg->rules_file);
     if (rc == RL_OK && cfg->rules)
@@ -204,6 +112,9 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
     }
     rcu_init(&lim->rules, empty);
     pthread_mutex_init(&lim->load_lock, NULL);
+    rules_state_init(&lim->rstate);
+    lim->log_fn = cfg->log_fn;
+    lim->log_arg = cfg->log_arg;
     if ((rc = open_store(lim, cfg)) != RL_OK ||
         (rc = load_initial_rules(lim, cfg)) != RL_OK) {
         rl_limiter_free(lim);
@@ -217,11 +128,13 @@ RL_EXPORT void rl_limiter_free(rl_limiter *lim)
 {
     if (!lim)
         return;
+    rules_source_stop(lim); /* first: its thread swaps rules in */
     store_free(lim->store);
     store_free(lim->fallback);
     ruleset_free(rcu_peek(&lim->rules));
     rcu_destroy(&lim->rules);
     pthread_mutex_destroy(&lim->load_lock);
+    rules_state_destroy(&lim->rstate);
     free(lim);
 }
 

@@ -8,6 +8,7 @@
 
 #include "rcu.h"
 #include "ratelimit.h"
+#include "rules_load.h"
 #include "ruleset.h"
 #include "stats.h"
 #include "store.h"
@@ -21,6 +22,11 @@ struct rl_limiter {
     _Atomic int64_t fleet_size; /* the fallback allows limit / fleet_size;
                                    counted by heartbeats with "auto"     */
     stats counts;              /* behind rl_stats_get()                  */
+    rules_state rstate;        /* behind rl_rules_status_get()           */
+    struct rules_source *source; /* option rules_source's thread, or NULL */
+    rl_log_fn *log_fn;         /* what the library says on its own;
+                                  NULL: silent                           */
+    void *log_arg;
 };
 
 /* Tests reach the store to drive its clock. */

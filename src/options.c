@@ -7,6 +7,8 @@
  */
 #include "options.h"
 #include "error.h"
+#include "log.h"
+#include "redis_uri.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -27,6 +29,9 @@ void config_defaults(struct rl_config *cfg)
     cfg->fleet_size = 1;
     cfg->breaker_failures = 5;
     cfg->breaker_cooldown_ms = 1000;
+    cfg->rules_refresh_s = RULES_REFRESH_DEFAULT_S;
+    cfg->rules_push = 1;
+    cfg->log_fn = log_stderr;
 }
 
 RL_EXPORT rl_config *rl_config_new(void)
@@ -51,6 +56,8 @@ RL_EXPORT void rl_config_free(rl_config *cfg)
     free(cfg->rules_file);
     free(cfg->rules);
     free(cfg->fleet_name);
+    free(cfg->rules_source);
+    free(cfg->rules_key);
     free(cfg);
 }
 
@@ -95,6 +102,71 @@ static int set_string(char **slot, const char *value)
     free(*slot);
     *slot = copy;
     return RL_OK;
+}
+
+static int unknown(const char *name)
+{
+    return rl_fail(NULL, RL_EOPTION,
+                   "unknown option \"%.40s\" (store, rules_file, rules, "
+                   "timeout_ms, memory_max_bytes, connect_timeout_ms, "
+                   "redis_connections, degraded_start, fleet_size, "
+                   "fleet_name, breaker_failures, breaker_cooldown_ms, "
+                   "redis_layout, rules_source, rules_key, rules_refresh_s, "
+                   "rules_push, rules_file_save)",
+                   name);
+}
+
+/* rules_source: "store", one Redis server's URI, or "file:PATH".  A URI
+ * is parsed now so that a typo fails here; "store" is resolved by
+ * rl_limiter_new(), which knows the store. */
+static int set_rules_source(rl_config *cfg, const char *value)
+{
+    redis_uri u;
+    char why[200];
+
+    if (strncmp(value, "file:", 5) == 0) {
+        if (!value[5])
+            return rl_fail(NULL, RL_EOPTION, "rules_source: file: needs a "
+                           "path (file:/etc/myapp/rules.json)");
+        return set_string(&cfg->rules_source, value);
+    }
+    if (strcmp(value, "store") != 0 &&
+        redis_uri_parse(value, &u, why, sizeof why) != 0)
+        return rl_fail(NULL, RL_EOPTION, "rules_source: %s (expected "
+                       "store, redis://, unix:// or file:PATH)", why);
+    return set_string(&cfg->rules_source, value);
+}
+
+/* Redis key and channel name: printable, no spaces, so it reads the same
+ * in a log line and in redis-cli. */
+static int set_rules_key(rl_config *cfg, const char *value)
+{
+    size_t n = strlen(value);
+
+    if (n == 0 || n > RULES_KEY_MAX)
+        return rl_fail(NULL, RL_EOPTION, "rules_key: 1..%d bytes",
+                       RULES_KEY_MAX);
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)value[i] <= 0x20 || (unsigned char)value[i] >= 0x7f)
+            return rl_fail(NULL, RL_EOPTION, "rules_key: printable ASCII "
+                           "without spaces only");
+    return set_string(&cfg->rules_key, value);
+}
+
+static int set_rules_option(rl_config *cfg, const char *name,
+                            const char *value)
+{
+    if (strcmp(name, "rules_source") == 0)
+        return set_rules_source(cfg, value);
+    if (strcmp(name, "rules_key") == 0)
+        return set_rules_key(cfg, value);
+    if (strcmp(name, "rules_refresh_s") == 0)
+        return parse_size(name, value, 1, 86400, 0, &cfg->rules_refresh_s);
+    if (strcmp(name, "rules_push") == 0)
+        return parse_size(name, value, 0, 1, 0, &cfg->rules_push);
+    if (strcmp(name, "rules_file_save") == 0)
+        return parse_size(name, value, 0, 1, 0, &cfg->rules_file_save);
+    return unknown(name);
 }
 
 RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
@@ -148,11 +220,16 @@ RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
         cfg->redis_compact = strcmp(value, "compact") == 0;
         return RL_OK;
     }
-    return rl_fail(NULL, RL_EOPTION,
-                   "unknown option \"%.40s\" (store, rules_file, rules, "
-                   "timeout_ms, memory_max_bytes, connect_timeout_ms, "
-                   "redis_connections, degraded_start, fleet_size, "
-                   "fleet_name, breaker_failures, breaker_cooldown_ms, "
-                   "redis_layout)",
-                   name);
+    if (strncmp(name, "rules_", 6) == 0)
+        return set_rules_option(cfg, name, value);
+    return unknown(name);
+}
+
+RL_EXPORT int rl_config_set_log(rl_config *cfg, rl_log_fn *fn, void *arg)
+{
+    if (!cfg)
+        return rl_fail(NULL, RL_EINVAL, "rl_config_set_log: cfg is NULL");
+    cfg->log_fn = fn;
+    cfg->log_arg = arg;
+    return RL_OK;
 }

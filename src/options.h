@@ -23,7 +23,18 @@ struct rl_config {
     int64_t breaker_failures;   /* failures in a row that open it     */
     int64_t breaker_cooldown_ms;/* open this long before a probe      */
     int64_t redis_compact;      /* redis_layout "compact": 1          */
+    char *rules_source;         /* "store", redis://, unix://, file:  */
+    char *rules_key;            /* snapshot key and channel           */
+    int64_t rules_refresh_s;    /* the timed pull                     */
+    int64_t rules_push;         /* 0: no SUBSCRIBE, pull only         */
+    int64_t rules_file_save;    /* 1: keep rules_file as last good    */
+    rl_log_fn *log_fn;          /* messages; NULL: silent             */
+    void *log_arg;
 };
+
+#define RULES_KEY_DEFAULT "rl:rules"
+#define RULES_KEY_MAX 128           /* bytes in rules_key             */
+#define RULES_REFRESH_DEFAULT_S 30
 
 /* The defaults, for rl_limiter_new(NULL). */
 void config_defaults(struct rl_config *cfg);

@@ -1,0 +1,250 @@
+/*
+ * rules_load.c -- rule loading: rl_rules_load_file(), rl_rules_load_string(),
+ * rl_rules_version(), rl_rules_status_get(), and the one swap every path
+ * uses (the API calls, the options at start, the rules source).
+ *
+ * A new set is parsed whole off to the side; only a set that parsed and
+ * validated, and whose version passes the checks its path asks for, is
+ * swapped in (rcu.h: readers never wait and never see half a set).  The
+ * old set is freed once its last reader has left.  Every take and every
+ * refusal is counted for rl_rules_status_get(); those the library makes
+ * on its own (the rules source) also go to the log hook, while the
+ * program's own calls report through their return value.
+ */
+#include "limiter.h"
+#include "rules_load.h"
+#include "dryrun.h"
+#include "rules_file.h"
+#include "clock.h"
+#include "error.h"
+#include "log.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ERR_MAX (RL_ERRMSG_MAX - 40) /* room for rl_fail's own prefix */
+
+int rules_state_init(rules_state *st)
+{
+    memset(st, 0, sizeof *st);
+    st->origin = RL_RULES_FROM_NONE;
+    st->source = RL_SOURCE_NONE;
+    return pthread_mutex_init(&st->mu, NULL);
+}
+
+void rules_state_destroy(rules_state *st)
+{
+    pthread_mutex_destroy(&st->mu);
+}
+
+void rules_refused(rl_limiter *lim, const swap_how *how, int stale,
+                   const char *why)
+{
+    rules_state *st = &lim->rstate;
+
+    pthread_mutex_lock(&st->mu);
+    if (stale)
+        st->refused_stale++;
+    else
+        st->refused_bad++;
+    snprintf(st->last_refusal, sizeof st->last_refusal, "%s: %s", how->what,
+             why);
+    log_sanitize(st->last_refusal);
+    pthread_mutex_unlock(&st->mu);
+    if (how->log)
+        log_emit(lim->log_fn, lim->log_arg, RL_LOG_WARN,
+                 "rules from %s refused, version %lld stays in force: %s",
+                 how->what, (long long)rl_rules_version(lim), why);
+}
+
+void rules_source_seen(rl_limiter *lim, int up, int64_t now_ms)
+{
+    rules_state *st = &lim->rstate;
+
+    pthread_mutex_lock(&st->mu);
+    st->source = up ? RL_SOURCE_UP : RL_SOURCE_DOWN;
+    if (up)
+        st->last_read_ms = now_ms;
+    else
+        st->source_errors++;
+    pthread_mutex_unlock(&st->mu);
+}
+
+void rules_origin_confirm(rl_limiter *lim, int from, int to)
+{
+    pthread_mutex_lock(&lim->rstate.mu);
+    if (lim->rstate.origin == from)
+        lim->rstate.origin = to;
+    pthread_mutex_unlock(&lim->rstate.mu);
+}
+
+/* The version `next` will run under, or -1 (reason in err). */
+static int64_t number(const rl_ruleset *next, const rl_ruleset *old,
+                      const swap_how *how, int *stale, char *err,
+                      size_t errlen)
+{
+    *stale = 0;
+    if (next->version < 0 && how->need_version)
+        return snprintf(err, errlen, "version: required"), -1;
+    if (next->version < 0 && old->version == INT64_MAX)
+        return snprintf(err, errlen, "no \"version\", and version %lld in "
+                        "force cannot be counted past: give the set a "
+                        "version", (long long)INT64_MAX), -1;
+    if (next->version < 0)
+        return old->version + 1;
+    if (how->newer_only && next->version <= old->version) {
+        *stale = 1;
+        return snprintf(err, errlen, "version %lld is %s the version %lld "
+                        "in force", (long long)next->version,
+                        next->version == old->version ? "the same as"
+                                                      : "older than",
+                        (long long)old->version), -1;
+    }
+    return next->version;
+}
+
+int limiter_swap_rules(rl_limiter *lim, rl_ruleset *next,
+                       const swap_how *how, char *err, size_t errlen)
+{
+    rl_ruleset *old;
+    int64_t version;
+    size_t n = next->n;
+    int stale;
+
+    pthread_mutex_lock(&lim->load_lock);
+    old = rcu_peek(&lim->rules);
+    if ((version = number(next, old, how, &stale, err, errlen)) < 0) {
+        pthread_mutex_unlock(&lim->load_lock);
+        ruleset_free(next);
+        rules_refused(lim, how, stale, err);
+        return RL_ERULE;
+    }
+    next->version = version;
+    /* Rules with the same rule_id carry their predecessors' dry-run
+     * counters into the new set. */
+    if (dryrun_inherit(next, old) != RL_OK) {
+        pthread_mutex_unlock(&lim->load_lock);
+        ruleset_free(next);
+        return snprintf(err, errlen, "out of memory for dry-run counters"),
+               RL_ENOMEM;
+    }
+    old = rcu_swap(&lim->rules, next);
+    pthread_mutex_lock(&lim->rstate.mu);
+    lim->rstate.version = version;
+    lim->rstate.origin = how->origin;
+    lim->rstate.loads++;
+    lim->rstate.last_load_ms = clock_wall_ms();
+    pthread_mutex_unlock(&lim->rstate.mu);
+    pthread_mutex_unlock(&lim->load_lock);
+    ruleset_free(old);
+    if (how->log)
+        log_emit(lim->log_fn, lim->log_arg, RL_LOG_INFO,
+                 "rules version %lld (%zu rules) taken from %s",
+                 (long long)version, n, how->what);
+    return RL_OK;
+}
+
+int rules_take_json(rl_limiter *lim, const char *json, size_t len,
+                    const swap_how *how, char *err, size_t errlen)
+{
+    rl_ruleset *next;
+    int rc;
+
+    /* -1: "no version given"; limiter_swap_rules() numbers it under the
+     * load lock, against the set then in force */
+    rc = ruleset_parse(json, len, -1, &next, err, errlen);
+    if (rc != RL_OK) {
+        rules_refused(lim, how, 0, err);
+        return rc;
+    }
+    return limiter_swap_rules(lim, next, how, err, errlen);
+}
+
+/* ---- the API ----------------------------------------------------------- */
+
+RL_EXPORT int rl_rules_load_file(rl_limiter *lim, const char *path)
+{
+    swap_how how = {.origin = RL_RULES_FROM_FILE, .what = path};
+    char err[ERR_MAX], *buf = NULL;
+    size_t len = 0;
+    int rc, too_big;
+
+    if (!lim || !path)
+        return rl_fail(lim, RL_EINVAL, "rl_rules_load_file: NULL argument");
+    rc = rules_file_read(path, &buf, &len, NULL, &too_big, err, sizeof err);
+    if (rc != RL_OK) {
+        if (too_big)
+            rules_refused(lim, &how, 0, err);
+        return rl_fail_msg(lim, rc, err);
+    }
+    rc = rules_take_json(lim, buf, len, &how, err, sizeof err);
+    free(buf);
+    return rc == RL_OK ? RL_OK : rl_fail(lim, rc, "%.200s: %s", path, err);
+}
+
+RL_EXPORT int rl_rules_load_string(rl_limiter *lim, const char *json)
+{
+    swap_how how = {.origin = RL_RULES_FROM_STRING, .what = "rules"};
+    char err[ERR_MAX];
+    size_t len;
+    int rc;
+
+    if (!lim || !json)
+        return rl_fail(lim, RL_EINVAL, "rl_rules_load_string: NULL argument");
+    if ((len = strnlen(json, (size_t)RL_RULES_TEXT_MAX + 1)) >
+        RL_RULES_TEXT_MAX) {
+        snprintf(err, sizeof err, "more than the %d MiB a rule set may have",
+                 RL_RULES_TEXT_MAX >> 20);
+        rules_refused(lim, &how, 0, err);
+        return rl_fail(lim, RL_EINVAL, "rules: %s", err);
+    }
+    rc = rules_take_json(lim, json, len, &how, err, sizeof err);
+    return rc == RL_OK ? RL_OK : rl_fail(lim, rc, "rules: %s", err);
+}
+
+RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim)
+{
+    rcu_token t;
+    int64_t v;
+
+    if (!lim)
+        return rl_fail(NULL, RL_EINVAL, "rl_rules_version: lim is NULL");
+    v = ((const rl_ruleset *)rcu_read_lock((rcu *)&lim->rules, &t))->version;
+    rcu_read_unlock((rcu *)&lim->rules, t);
+    return v;
+}
+
+/* The first published rl_rules_status ends with last_refusal. */
+#define STATUS_V1_SIZE                                                     \
+    (offsetof(rl_rules_status, last_refusal) + RL_RULES_REFUSAL_MAX)
+
+RL_EXPORT int rl_rules_status_get(const rl_limiter *lim, rl_rules_status *out)
+{
+    rl_rules_status st;
+    rules_state *rs;
+    size_t size;
+
+    if (!lim || !out)
+        return rl_fail(lim, RL_EINVAL, "rl_rules_status_get: NULL argument");
+    if ((size = out->size) < STATUS_V1_SIZE)
+        return rl_fail(lim, RL_EINVAL, "rl_rules_status_get: out->size is "
+                       "%zu, set it to sizeof(rl_rules_status)", size);
+    rs = (rules_state *)&lim->rstate;
+    memset(&st, 0, sizeof st);
+    pthread_mutex_lock(&rs->mu);
+    st.version = rs->version;
+    st.origin = rs->origin;
+    st.source = rs->source;
+    st.loads = rs->loads;
+    st.refused_bad = rs->refused_bad;
+    st.refused_stale = rs->refused_stale;
+    st.source_errors = rs->source_errors;
+    st.last_read_ms = rs->last_read_ms;
+    st.last_load_ms = rs->last_load_ms;
+    memcpy(st.last_refusal, rs->last_refusal, sizeof st.last_refusal);
+    pthread_mutex_unlock(&rs->mu);
+    st.size = size;
+    memcpy(out, &st, size < sizeof st ? size : sizeof st);
+    return RL_OK;
+}
