@@ -22,6 +22,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "dryrun_report.h"
 #include "redis_harness.h"
 #include "testutil.h"
 
@@ -349,6 +350,62 @@ START_TEST(push_reaches_two_limiters_within_a_second)
                         "redis 127.0.0.1:"));
     rl_limiter_free(a);
     rl_limiter_free(b);
+}
+END_TEST
+
+/* The source's tick publishes each limiter's dry-run counts of its rules
+ * in mode log (contracts.md section 4): two limiters, each denied keys of
+ * its own and one shared key, and the merged report in Redis is what they
+ * counted together. */
+START_TEST(source_tick_publishes_dry_run_reports)
+{
+    const char *set = "{\"version\":1,\"rules\":[{\"rule_id\":\"r\","
+                      "\"dimension\":\"user\",\"limit\":1,"
+                      "\"window_seconds\":60,\"mode\":\"log\"}]}";
+    rl_limiter *lim[2];
+    rl_result res;
+    dryrun_report rep;
+    redisContext *c;
+    char key[32], err[200];
+    int64_t start;
+
+    publish(set, 1);
+    for (int i = 0; i < 2; i++) { /* the fleet: one Redis for state too */
+        rl_config *cfg = source_config(uri);
+        ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+        lim[i] = open_with(cfg);
+        /* 2 requests each for 5 users of its own and for "both": the
+         * second of each would be denied */
+        for (int u = 0; u < 6; u++) {
+            if (u < 5)
+                snprintf(key, sizeof key, "user:%c%d", 'a' + i, u);
+            else
+                snprintf(key, sizeof key, "user:both");
+            for (int k = 0; k < 2; k++) {
+                ck_assert_int_eq(rl_allow(lim[i], key, "r", 1, &res), RL_OK);
+                ck_assert_int_eq(res.allowed, 1);
+            }
+        }
+    }
+    /* limiter 1's first "both" is denied too, by the state limiter 0
+     * left in Redis: 6 + 7 would-deny */
+    c = rh_connect(&srv);
+    ck_assert_ptr_nonnull(c);
+    for (start = now_ms(); now_ms() - start < 12000 * SLOW; sleep_ms(50)) {
+        ck_assert_int_eq(dryrun_fetch(c, "r", &rep, err, sizeof err), RL_OK);
+        if (rep.limiters == 2)
+            break;
+    }
+    printf("dry-run reports of 2 limiters in Redis after %lld ms\n",
+           (long long)(now_ms() - start));
+    ck_assert_int_eq(rep.limiters, 2);
+    ck_assert_int_eq(rep.version, 1);
+    ck_assert_int_eq(rep.checks, 24);
+    ck_assert_int_eq(rep.would_deny, 13);
+    ck_assert_int_eq(dryrun_report_distinct(&rep), 11); /* HLL: exact here */
+    redisFree(c);
+    rl_limiter_free(lim[0]);
+    rl_limiter_free(lim[1]);
 }
 END_TEST
 
@@ -958,6 +1015,7 @@ int main(void)
         tcase_add_checked_fixture(redis, setup, teardown);
         tcase_add_test(redis, push_reaches_two_limiters_within_a_second);
         tcase_add_test(redis, pull_alone_follows_within_the_refresh_interval);
+        tcase_add_test(redis, source_tick_publishes_dry_run_reports);
         tcase_add_test(redis, bad_old_and_same_version_snapshots_are_refused);
         tcase_add_test(redis,
                        away_at_start_uses_rules_file_then_follows_the_source);
