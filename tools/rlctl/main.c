@@ -1,7 +1,8 @@
 /*
  * main.c -- rlctl, the operator's command line for libratelimit: the rules
- * service's API (put, get, delete, list, history, mode, watch) and a check
- * of a key against a store, with exit codes a script can test (rlctl.h).
+ * service's API (put, get, delete, list, history, mode, watch), a check of
+ * a key against a store and the fleet's dry-run report, with exit codes a
+ * script can test (rlctl.h).
  * This file reads the global options and hands the rest of the command
  * line to the command; see rlctl(1).
  */
@@ -26,6 +27,8 @@ static const char usage[] =
     "  watch [--interval MS] [--count N]  follow the set's versions\n"
     "  check KEY RULE --store URI [--cost N] [--rules FILE]\n"
     "                                charge KEY under RULE in a store\n"
+    "  dryrun RULE --redis URI       what a rule in mode log would have\n"
+    "                                rejected, fleet-wide\n"
     "environment: RLCTL_SERVER, RLCTL_TOKEN_FILE\n"
     "exit: 0 done, 1 refused, 2 usage, 3 unreachable\n";
 
@@ -39,6 +42,7 @@ static const command commands[] = {
     {"put", rlctl_cmd_put},         {"delete", rlctl_cmd_delete},
     {"history", rlctl_cmd_history}, {"mode", rlctl_cmd_mode},
     {"watch", rlctl_cmd_watch},     {"check", rlctl_cmd_check},
+    {"dryrun", rlctl_cmd_dryrun},
 };
 
 /* A server URL: http:// or https://, without a trailing slash. */
