@@ -17,10 +17,11 @@
  * Order of the checks, all made when the headers are in, before any byte
  * of the body is accepted: path (404, 400 for an id that is not one),
  * method (405), token (401 none, 403 wrong), then for a PUT the media type
- * (415) and a declared length over the cap (413, answered at once).  A body
- * that grows over the cap without a declared length gets 413 as soon as it
- * does.  Other refusals are answered after the (capped) body is read, so
- * the connection stays usable.
+ * (415) and a declared length over the cap (413, answered at once, the
+ * body never read).  A body that grows over the cap without a declared
+ * length (chunked) is dropped as it comes and gets 413 at its end; the
+ * other refusals too are answered once the body is in, so the connection
+ * stays usable.
  */
 #include "ratelimitd.h"
 
@@ -32,6 +33,7 @@
 
 #define CONNECTION_TIMEOUT_S 30
 #define JSON_TYPE "application/json"
+#define DISCARD_FACTOR 16 /* body bytes dropped, in caps, before closing */
 
 struct http {
     struct MHD_Daemon *d;
@@ -185,25 +187,24 @@ static int refuse_early(const http *h, struct MHD_Connection *c,
     return 0;
 }
 
-/* Body bytes: kept up to the cap; a refused request's are dropped, and a
- * body over the cap is answered at once. */
-static enum MHD_Result take_body(const http *h, struct MHD_Connection *c,
-                                 const char *method, const char *url, req *q,
-                                 const char *data, size_t n)
+/* Body bytes: kept up to the cap.  Past the cap, or for a request already
+ * refused, they are counted and dropped (libmicrohttpd takes an answer
+ * only before the body or after all of it), and past DISCARD_FACTOR times
+ * the cap the connection is closed without one. */
+static enum MHD_Result take_body(const http *h, req *q, const char *data,
+                                 size_t n)
 {
     size_t cap;
 
-    if (q->answered)
-        return MHD_YES;
-    if (q->len + n > h->o.max_body) {
-        if (!q->refusal.status)
-            too_large(&q->refusal, h->o.max_body);
-        q->answered = 1;
-        return send_reply(c, method, url, &q->refusal);
-    }
+    if (q->len + n > h->o.max_body && !q->refusal.status)
+        too_large(&q->refusal, h->o.max_body);
     if (q->refusal.status) {
         q->len += n; /* counted, not kept */
-        return MHD_YES;
+        if (q->len / DISCARD_FACTOR <= h->o.max_body)
+            return MHD_YES;
+        log_line("closing a connection that sent over %zu bytes of body",
+                 DISCARD_FACTOR * h->o.max_body);
+        return MHD_NO;
     }
     if (q->len + n + 1 > q->cap) {
         char *b;
@@ -246,7 +247,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
     }
     if ((n = *size) != 0) {
         *size = 0;
-        return take_body(h, c, method, url, q, data, n);
+        return take_body(h, q, data, n);
     }
     if (q->answered)
         return MHD_YES;
