@@ -16,6 +16,8 @@ int fuzz_config(const uint8_t *data, size_t size);  /* option name=value  */
 int fuzz_pattern(const uint8_t *data, size_t size); /* endpoint patterns  */
 int fuzz_uri(const uint8_t *data, size_t size);     /* store URIs         */
 int fuzz_cluster(const uint8_t *data, size_t size); /* CLUSTER SLOTS, MOVED */
+int fuzz_rulebody(const uint8_t *data, size_t size); /* ratelimitd PUT body */
+int fuzz_ruleid(const uint8_t *data, size_t size);  /* ratelimitd path, ETags */
 
 #define FUZZ_CHECK(cond)                                                     \
     do {                                                                     \
