@@ -73,7 +73,7 @@ static int add_line(auth *a, char *line, int lineno, char *err, size_t errlen)
                         "0-9 . _ -", lineno, AUTH_NAME_MAX), -1;
     if (!token_valid(colon + 1))
         return snprintf(err, errlen,
-                        "line %d: the token of %s must be %d..%d printable "
+                        "line %d: the token of %.64s must be %d..%d printable "
                         "bytes without spaces", lineno, line, AUTH_TOKEN_MIN,
                         AUTH_TOKEN_MAX), -1;
     token *t = realloc(a->t, (a->n + 1) * sizeof *t);

@@ -64,6 +64,7 @@ struct publisher {
     redisContext *ctx;
     int64_t sent;           /* version the key holds, -1 = not known    */
     int64_t retry_ms;       /* current backoff                          */
+    int64_t next_try_ms;    /* no connect before this, even when offered */
     int64_t last_ok_ms;
     int64_t warned_newer;   /* a newer foreign version already logged   */
 };
@@ -100,6 +101,7 @@ static void drop(publisher *p, const char *why)
     p->retry_ms = p->retry_ms ? p->retry_ms * 2 : RETRY_MIN_MS;
     if (p->retry_ms > RETRY_MAX_MS)
         p->retry_ms = RETRY_MAX_MS;
+    p->next_try_ms = now_ms() + p->retry_ms;
 }
 
 /* A reply that is not an error; frees it. */
@@ -221,8 +223,13 @@ static void *run(void *arg)
 
     pthread_mutex_lock(&p->mu);
     while (!p->stop) {
-        snapshot *s = p->newest ? snapshot_ref(p->newest) : NULL;
-        int64_t ms;
+        snapshot *s;
+        int64_t ms = p->next_try_ms - now_ms();
+        if (!p->ctx && ms > 0) { /* backing off: offers do not hurry it */
+            wait_ms(p, ms);
+            continue;
+        }
+        s = p->newest ? snapshot_ref(p->newest) : NULL;
         pthread_mutex_unlock(&p->mu);
         ms = round_once(p, s);
         snapshot_unref(s);
