@@ -87,7 +87,7 @@ fi
 for t in "$src"/tests/check_*.c; do
     name=$(basename "$t" .c)
     extra=
-    if [ "$name" = check_ratelimitd ]; then
+    if [ "${name#check_ratelimitd}" != "$name" ]; then
         [ -n "$rld_libs" ] || continue
         extra="$rld_cflags $out/rld_harness.o $rld_libs"
     fi
