@@ -9,7 +9,7 @@
 # Starts a private redis-server (bench/redis-up.sh) and ratelimitd on free
 # loopback ports with a fresh database in $TMPDIR (the file system type is
 # reported: fsync is the cost of a write), loads N rules (default 100),
-# then runs wrk (2 threads, --connections each run, default 8) for
+# then runs wrk (2 threads, --connections in all, default 8) for
 # --seconds each (default 10; --quick: 3):
 #   healthz  GET /healthz                     the reference
 #   read     GET /v1/rules, the whole set     from memory, canonical JSON
@@ -92,11 +92,13 @@ done
 set_bytes=$(curl -sSf "$url/v1/rules" | wc -c)
 
 # ---- the runs --------------------------------------------------------------------
+threads=2
+[ "$conns" -ge 2 ] || threads=1
 run() { # NAME MODE PATH
 	out=$dir/$1.json
 	: >"$out"
 	RULESBENCH_MODE=$2 RULESBENCH_TOKEN=$token RULESBENCH_OUT=$out \
-	RULESBENCH_RULES=$rules wrk -t2 -c"$conns" -d"${secs}s" \
+	RULESBENCH_RULES=$rules wrk -t"$threads" -c"$conns" -d"${secs}s" \
 		-s "$here/rulesbench.lua" "$url$3" >"$dir/$1.wrk" 2>&1 || {
 		cat "$dir/$1.wrk" >&2
 		exit 1
@@ -131,13 +133,13 @@ h_rate=$(rate "$healthz") r_rate=$(rate "$read_") w_rate=$(rate "$write")
 fs=$(stat -f -c %T "$dir" 2>/dev/null || echo '?')
 wrkv=$(wrk -v 2>&1 | head -n1 | cut -d' ' -f1-2)
 if [ "$json" = 1 ]; then
-	echo "{\"bench\":\"rules_params\",\"rules\":$rules,\"set_bytes\":$set_bytes,\"seconds\":$secs,\"threads\":2,\"connections\":$conns,\"cpus\":$(nproc),\"fs\":\"$fs\",\"wrk\":\"$wrkv\",\"service\":$version}"
+	echo "{\"bench\":\"rules_params\",\"rules\":$rules,\"set_bytes\":$set_bytes,\"seconds\":$secs,\"threads\":$threads,\"connections\":$conns,\"cpus\":$(nproc),\"fs\":\"$fs\",\"wrk\":\"$wrkv\",\"service\":$version}"
 	for x in "healthz $h_rate $healthz" "read $r_rate $read_" "write $w_rate $write"; do
 		set -- $x
 		echo "{\"bench\":\"rules_$1\",\"requests_per_s\":$2,\"p50_ms\":$(ms "$3" p50_us),\"p99_ms\":$(ms "$3" p99_us),\"vs_healthz\":$(ratio "$2" "$h_rate"),\"wrk\":$3}"
 	done
 else
-	echo "ratelimitd, $rules rules ($set_bytes bytes of set), wrk 2 threads x $conns connections, ${secs}s each, $fs, $(nproc) CPUs"
+	echo "ratelimitd, $rules rules ($set_bytes bytes of set), wrk $threads threads, $conns connections, ${secs}s each, $fs, $(nproc) CPUs"
 	printf '%-34s %12s %10s %10s %10s\n' run 'requests/s' 'p50 ms' 'p99 ms' 'vs healthz'
 	printf '%-34s %12s %10s %10s %10s\n' 'GET /healthz (reference)' "$h_rate" "$(ms "$healthz" p50_us)" "$(ms "$healthz" p99_us)" 1.000
 	printf '%-34s %12s %10s %10s %10s\n' 'GET /v1/rules (reads)' "$r_rate" "$(ms "$read_" p50_us)" "$(ms "$read_" p99_us)" "$(ratio "$r_rate" "$h_rate")"

@@ -175,6 +175,50 @@ START_TEST(put_get_list_delete)
 }
 END_TEST
 
+/* The set served after many changes (each made from the last) is, byte
+ * for byte, the one the service makes from the database at its next
+ * start, and the library's canonical form of it. */
+START_TEST(the_set_served_is_the_set_stored)
+{
+    rld d = {0};
+    rld_resp r;
+    char id[16], body[128], *before;
+    unsigned x = 12345;
+    int version = 0;
+
+    start(&d, NULL);
+    for (int i = 0; i < 80; i++) {
+        x = x * 1103515245u + 12345u;
+        snprintf(id, sizeof id, "k%u", (x >> 8) % 12);
+        if ((x >> 20) % 4 == 0) {
+            snprintf(body, sizeof body, "/v1/rules/%s", id);
+            if (rld_http(&d, "DELETE", body, BOB, NULL, NULL, 0, &r) == 200)
+                version++;
+            else
+                ck_assert_int_eq(r.status, 404);
+            rld_resp_free(&r);
+            continue;
+        }
+        snprintf(body, sizeof body, "{\"dimension\":\"user\",\"limit\":%u,"
+                 "\"window_seconds\":%u}", 1 + x % 1000, 1 + (x >> 4) % 600);
+        free(put_ok(&d, id, body, ALICE, ++version));
+        rl_ruleset *rs = list(&d); /* canonical, parsed by the library */
+        ck_assert_int_eq(rs->version, version);
+        ruleset_free(rs);
+    }
+    ck_assert_int_eq(get(&d, "/v1/rules", NULL, NULL, &r), 200);
+    before = strdup(r.body);
+    rld_resp_free(&r);
+    ck_assert_int_eq(rld_stop(&d), 0);
+    start(&d, NULL);
+    ck_assert_int_eq(get(&d, "/v1/rules", NULL, NULL, &r), 200);
+    ck_assert_str_eq(r.body, before);
+    rld_resp_free(&r);
+    free(before);
+    finish(&d);
+}
+END_TEST
+
 /* One history entry: version, op, by, and the rule written (NULL: none). */
 static void assert_entry(json_t *e, long long version, const char *op,
                          const char *by, const char *rule)
@@ -644,6 +688,7 @@ int main(void)
     tcase_set_timeout(refuse, 60);
     tcase_add_test(api, put_get_list_delete);
     tcase_add_test(api, history_says_what_when_and_who);
+    tcase_add_test(api, the_set_served_is_the_set_stored);
     tcase_add_test(api, a_get_rule_put_back_unchanged_is_accepted);
     tcase_add_test(api, conditional_writes);
     tcase_add_test(api, conditional_reads);

@@ -11,7 +11,7 @@
  *
  * Rules are read from the snapshot in memory (never from SQLite), so reads
  * never wait for a write's fsync.  Every rule and set in an answer is the
- * library's canonical JSON (rule_json.h).
+ * library's canonical JSON (rule_json.h), as the snapshot holds it.
  */
 #include "ratelimitd.h"
 #include "rule_json.h"
@@ -102,29 +102,37 @@ static void healthz(const http_opts *o, api_reply *r)
     snapshot_unref(s);
 }
 
+/* A slice of the snapshot's text, a newline added. */
+static void reply_text(api_reply *r, const char *text, size_t len)
+{
+    if (!(r->body = malloc(len + 1))) {
+        api_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                  "out of memory", NULL);
+        return;
+    }
+    memcpy(r->body, text, len);
+    r->body[len] = '\n';
+    r->len = len + 1;
+    r->status = MHD_HTTP_OK;
+}
+
 static void list(const http_opts *o, const api_call *c, api_reply *r)
 {
     snapshot *s = service_snapshot(o->svc);
 
-    if (c->if_none_match && etag_matches(c->if_none_match, s->version, 1, 1)) {
+    if (c->if_none_match && etag_matches(c->if_none_match, s->version, 1, 1))
         not_modified(r, s->version);
-    } else if ((r->body = malloc(s->len + 1))) {
-        memcpy(r->body, s->json, s->len);
-        r->body[s->len] = '\n';
-        r->len = s->len + 1;
-        r->status = MHD_HTTP_OK;
+    else
+        reply_text(r, s->json, s->len);
+    if (r->status == MHD_HTTP_OK)
         etag_format(s->version, r->etag);
-    } else {
-        api_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
-                  "out of memory", NULL);
-    }
     snapshot_unref(s);
 }
 
 static void get_rule(const http_opts *o, const api_call *c, api_reply *r)
 {
     snapshot *s = service_snapshot(o->svc);
-    const rl_rule *rule = ruleset_find(s->rs, c->rt->id);
+    const snap_rule *rule = snapshot_find(s, c->rt->id);
     char msg[128];
 
     if (!rule) {
@@ -134,7 +142,7 @@ static void get_rule(const http_opts *o, const api_call *c, api_reply *r)
                etag_matches(c->if_none_match, rule->version, 1, 1)) {
         not_modified(r, rule->version);
     } else {
-        reply_json(r, MHD_HTTP_OK, rule_to_json(rule));
+        reply_text(r, rule->json, rule->len);
         if (r->status == MHD_HTTP_OK)
             etag_format(rule->version, r->etag);
     }

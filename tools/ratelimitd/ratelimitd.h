@@ -60,18 +60,34 @@ int auth_check(const auth *a, const char *header, const char **name);
 /* ---- snapshot.c ------------------------------------------------------------------ */
 
 /* The rule set as of one committed version, immutable, reference counted:
- * what GET answers from and what the publisher sends. */
+ * what GET answers from and what the publisher sends.  Its text is the
+ * canonical set; each rule's text is a slice of it. */
+typedef struct snap_rule {
+    char id[RL_RULE_ID_MAX + 1];
+    int64_t version;
+    const char *json;     /* inside snapshot.json, not NUL-terminated */
+    size_t len;
+} snap_rule;
+
 typedef struct snapshot {
     atomic_int refs;
     int64_t version;
-    rl_ruleset *rs;       /* parsed and indexed by the library           */
-    char *json;           /* canonical text of the whole set             */
+    size_t n;
+    snap_rule *rules;     /* sorted by id                              */
+    char *json;           /* {"version":N,"rules":[...]}, NUL-ended    */
     size_t len;
 } snapshot;
 
-/* A snapshot of `rs` (taken over, freed on failure) with one reference;
- * NULL when out of memory. */
-snapshot *snapshot_new(rl_ruleset *rs);
+/* The first snapshot: a set the library parsed, its rules in id order
+ * (NULL if they are not, or out of memory).  One reference. */
+snapshot *snapshot_of_set(const rl_ruleset *rs);
+/* The next one: `old` with rule `id` replaced by (or added as) the
+ * canonical text `json` at rule_version, or removed when json is NULL, as
+ * set version `version`.  NULL when out of memory. */
+snapshot *snapshot_with(const snapshot *old, int64_t version, const char *id,
+                        int64_t rule_version, const char *json);
+/* A rule by id, or NULL.  Any thread holding a reference. */
+const snap_rule *snapshot_find(const snapshot *s, const char *id);
 snapshot *snapshot_ref(snapshot *s);
 void snapshot_unref(snapshot *s);
 

@@ -3,12 +3,15 @@
  *
  * Under one mutex (changes are serialized; SQLite has one writer anyway):
  * BEGIN IMMEDIATE, check If-Match / If-None-Match against the version
- * stored, take the next set version, write the rule and its history row,
- * read the whole set back and have the library parse it (ruleset_parse(),
- * the same call every limiter makes on what is published), COMMIT, and only
- * then install the new snapshot and hand it to the publisher.  Anything
- * that fails before COMMIT rolls back: the database, the snapshot and Redis
- * stay as they were, and the version is not used.
+ * stored, take the next set version, write the rule (validated by the
+ * library before it got here) and its history row, make the next snapshot
+ * from the current one and the change, COMMIT, and only then install the
+ * snapshot and hand it to the publisher.  Anything that fails before
+ * COMMIT rolls back: the database, the snapshot and Redis stay as they
+ * were, and the version is not used.  Since every change goes through
+ * here, the snapshot is always the committed set; at start it is made
+ * from the stored set, which the library parses whole (ruleset_parse(),
+ * the call every limiter makes on what is published).
  */
 #include "ratelimitd.h"
 #include "request.h"
@@ -25,8 +28,10 @@
 struct service {
     db *db;
     publisher *pub;
-    pthread_mutex_t wmu;  /* one change at a time      */
-    pthread_mutex_t smu;  /* guards cur                */
+    pthread_mutex_t wmu;  /* one change at a time                       */
+    pthread_mutex_t smu;  /* guards cur against readers; only a thread
+                             holding wmu changes it, so it reads cur
+                             without smu                                */
     snapshot *cur;
 };
 
@@ -39,30 +44,29 @@ static void now_rfc3339(char *buf, size_t len)
     strftime(buf, len, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* Parse the set as stored at `version`: a new snapshot, or NULL with the
- * reason in res (SVC_INVALID: the library refuses the set). */
-static snapshot *load_set(service *s, int64_t version, change_res *res,
-                          int *code)
+/* The stored set, parsed by the library: the first snapshot, or NULL
+ * with the reason in msg. */
+static snapshot *load_set(service *s, char *msg, size_t len)
 {
+    int64_t version;
     char *text;
-    size_t len;
+    size_t n;
     rl_ruleset *rs;
     snapshot *snap;
-    int rc;
 
-    *code = SVC_ERROR;
-    if (db_load_rules(s->db, version, &text, &len)) {
-        snprintf(res->msg, sizeof res->msg, "%s", db_error(s->db));
+    if (db_set_version(s->db, &version) ||
+        db_load_rules(s->db, version, &text, &n)) {
+        snprintf(msg, len, "%s", db_error(s->db));
         return NULL;
     }
-    rc = ruleset_parse(text, len, version, &rs, res->msg, sizeof res->msg);
+    if (ruleset_parse(text, n, version, &rs, msg, len) != RL_OK) {
+        free(text);
+        return NULL;
+    }
     free(text);
-    if (rc != RL_OK) {
-        *code = rc == RL_ENOMEM ? SVC_ERROR : SVC_INVALID;
-        return NULL;
-    }
-    if (!(snap = snapshot_new(rs)))
-        snprintf(res->msg, sizeof res->msg, "out of memory");
+    if (!(snap = snapshot_of_set(rs)))
+        snprintf(msg, len, "cannot index them (out of memory?)");
+    ruleset_free(rs);
     return snap;
 }
 
@@ -79,14 +83,22 @@ static void install(service *s, snapshot *snap)
         publisher_offer(s->pub, snap);
 }
 
-/* The change is written: validate the whole set, COMMIT, install. */
-static int commit(service *s, int64_t version, change_res *res)
+/* The change is written: the next snapshot, COMMIT, install.  json is
+ * the rule written, NULL for a delete. */
+static int commit(service *s, int64_t version, const char *id,
+                  int64_t rule_version, const char *json, change_res *res)
 {
-    int code;
-    snapshot *snap = load_set(s, version, res, &code);
+    snapshot *snap;
 
-    if (!snap)
-        return code;
+    if (json && !snapshot_find(s->cur, id) && s->cur->n >= RL_RULES_MAX) {
+        snprintf(res->msg, sizeof res->msg, "rules: more than %d",
+                 RL_RULES_MAX);
+        return SVC_INVALID;
+    }
+    if (!(snap = snapshot_with(s->cur, version, id, rule_version, json))) {
+        snprintf(res->msg, sizeof res->msg, "out of memory");
+        return SVC_ERROR;
+    }
     if (db_commit(s->db)) {
         snprintf(res->msg, sizeof res->msg, "%s", db_error(s->db));
         snapshot_unref(snap);
@@ -176,7 +188,7 @@ static int write_rule(service *s, rl_rule *r, const change_req *req,
         snprintf(res->msg, sizeof res->msg, "%s", db_error(s->db));
         return SVC_ERROR;
     }
-    return commit(s, version, res);
+    return commit(s, version, r->id, version, res->json, res);
 }
 
 int service_put(service *s, rl_rule *r, const change_req *req,
@@ -217,7 +229,7 @@ int service_delete(service *s, const char *id, const change_req *req,
             snprintf(res->msg, sizeof res->msg, "%s", db_error(s->db));
             rc = SVC_ERROR;
         } else {
-            rc = commit(s, version, res);
+            rc = commit(s, version, id, 0, NULL, res);
         }
         if (rc != SVC_OK)
             db_rollback(s->db);
@@ -254,9 +266,7 @@ int service_open(service **out, const char *db_path, publisher *pub,
                  char *err, size_t errlen)
 {
     service *s = calloc(1, sizeof *s);
-    change_res res = {0};
-    int64_t version = 0;
-    int code;
+    char msg[DB_ERR_MAX];
 
     *out = NULL;
     if (!s)
@@ -267,10 +277,8 @@ int service_open(service **out, const char *db_path, publisher *pub,
         service_close(s);
         return -1;
     }
-    if (db_set_version(s->db, &version) ||
-        !(s->cur = load_set(s, version, &res, &code))) {
-        snprintf(err, errlen, "%s: the stored rules: %s", db_path,
-                 res.msg[0] ? res.msg : db_error(s->db));
+    if (!(s->cur = load_set(s, msg, sizeof msg))) {
+        snprintf(err, errlen, "%s: the stored rules: %s", db_path, msg);
         service_close(s);
         return -1;
     }
