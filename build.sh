@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libhiredis-dev libjansson-dev check mandoc libreadline8 redis-server \
-redis-tools"
+redis-tools libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev"
 
 deps() {
     missing=""
@@ -30,7 +30,7 @@ deps() {
 
 build() {
     [ -x configure ] || autoreconf -fi
-    [ -f Makefile ] || ./configure --enable-werror
+    [ -f Makefile ] || ./configure --enable-werror --with-ratelimitd
     make -j"$(nproc)"
 }
 

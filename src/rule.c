@@ -4,7 +4,11 @@
  * Every error names the field and the reason ("limit: must be 1..1000000000,
  * got 0"), because the message reaches an operator who typed the rule.
  * Unknown fields are errors too: a misspelt "windowSecond" must not silently
- * become a default.
+ * become a default.  The design note's camelCase spellings (ruleId,
+ * windowSeconds, failureMode, updatedAt) are accepted as aliases of the
+ * snake_case names; a rule that gives both spellings of one field fails,
+ * naming the field.  Errors name a field by its canonical (snake_case)
+ * name, whichever spelling the rule used, so a client keys on one name.
  */
 #include "rule.h"
 #include "hash.h"
@@ -20,6 +24,13 @@ static const char *const dim_names[] = {"user", "api_key", "ip", "custom",
 static const char *const mode_names[] = {"enforce", "log"};
 static const char *const failure_names[] = {"fallback", "open", "closed"};
 
+/* Input-only spellings: {canonical name, alias}. */
+static const char *const aliases[][2] = {
+    {"rule_id", "ruleId"},
+    {"window_seconds", "windowSeconds"},
+    {"failure_mode", "failureMode"},
+    {"updated_at", "updatedAt"}};
+
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
 static int lookup(const char *const *names, size_t n, const char *s)
@@ -33,6 +44,19 @@ static int lookup(const char *const *names, size_t n, const char *s)
 const char *rule_dimension_name(int dim)
 {
     return (dim >= 0 && (size_t)dim < COUNT(dim_names)) ? dim_names[dim] : "?";
+}
+
+const char *rule_mode_name(int mode)
+{
+    return (mode >= 0 && (size_t)mode < COUNT(mode_names)) ? mode_names[mode]
+                                                            : "?";
+}
+
+const char *rule_failure_name(int failure)
+{
+    return (failure >= 0 && (size_t)failure < COUNT(failure_names))
+               ? failure_names[failure]
+               : "?";
 }
 
 const char *rule_dimension_value(int dim, const rl_request *req)
@@ -51,7 +75,10 @@ int rule_id_check(const char *id)
 {
     size_t n = strlen(id);
 
-    if (n == 0 || n > RL_RULE_ID_MAX)
+    /* "." and ".." are URL dot-segments: clients and proxies rewrite them,
+     * so a rule so named could not be addressed as /v1/rules/{id}. */
+    if (n == 0 || n > RL_RULE_ID_MAX || strcmp(id, ".") == 0 ||
+        strcmp(id, "..") == 0)
         return -1;
     for (size_t i = 0; i < n; i++)
         if (!isalnum((unsigned char)id[i]) && !strchr("._:-", id[i]))
@@ -128,11 +155,30 @@ static int rfc3339_check(const char *s)
     return -1;
 }
 
-/* Read an optional string member; -1 on a wrong type. */
-static int get_str(json_t *obj, const char *key, const char **out, char *err,
-                   size_t errlen, const char *path)
+/* The alias of a canonical field name, or NULL. */
+static const char *alias_of(const char *key)
 {
+    for (size_t i = 0; i < COUNT(aliases); i++)
+        if (strcmp(aliases[i][0], key) == 0)
+            return aliases[i][1];
+    return NULL;
+}
+
+/* Member `key` of obj under either spelling (check_fields() has made
+ * sure that at most one is there). */
+static json_t *member(json_t *obj, const char *key)
+{
+    const char *alias = alias_of(key);
     json_t *v = json_object_get(obj, key);
+
+    return !v && alias ? json_object_get(obj, alias) : v;
+}
+
+/* Read an optional string member; -1 on a wrong type. */
+static int get_str(json_t *obj, const char *key, const char **out,
+                   char *err, size_t errlen, const char *path)
+{
+    json_t *v = member(obj, key);
 
     *out = NULL;
     if (!v)
@@ -148,7 +194,7 @@ static int get_str(json_t *obj, const char *key, const char **out, char *err,
 static int get_int(json_t *obj, const char *key, int64_t *out, char *err,
                    size_t errlen)
 {
-    json_t *v = json_object_get(obj, key);
+    json_t *v = member(obj, key);
 
     if (!v)
         return 0;
@@ -158,17 +204,32 @@ static int get_int(json_t *obj, const char *key, int64_t *out, char *err,
     return 1;
 }
 
+/* The canonical name of a field spelt `key` (itself if not an alias). */
+static const char *canonical(const char *key)
+{
+    for (size_t i = 0; i < COUNT(aliases); i++)
+        if (strcmp(aliases[i][1], key) == 0)
+            return aliases[i][0];
+    return key;
+}
+
+/* Every member is a known field, given under one spelling only. */
 static int check_fields(json_t *obj, const char *const *allowed, size_t n,
                         const char *path, char *err, size_t errlen)
 {
-    const char *key;
+    const char *key, *name, *alias;
     json_t *v;
 
     json_object_foreach(obj, key, v) {
         (void)v;
-        if (lookup(allowed, n, key) < 0)
+        name = canonical(key);
+        if (lookup(allowed, n, name) < 0)
             return snprintf(err, errlen, "%s%s: unknown field", path, key),
                    -1;
+        alias = alias_of(name);
+        if (name == key && alias && json_object_get(obj, alias))
+            return snprintf(err, errlen, "%s%s: given twice, as %s and as %s",
+                            path, name, name, alias), -1;
     }
     return 0;
 }
@@ -286,8 +347,8 @@ static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
         return snprintf(err, errlen, "rule_id: required"), -1;
     if (rule_id_check(id))
         return snprintf(err, errlen,
-                        "rule_id: must be 1..%d bytes of A-Z a-z 0-9 . _ : -",
-                        RL_RULE_ID_MAX), -1;
+                        "rule_id: must be 1..%d bytes of A-Z a-z 0-9 . _ : -"
+                        ", not . or ..", RL_RULE_ID_MAX), -1;
     strcpy(r->id, id);
     if (!json_object_get(obj, "dimension"))
         return snprintf(err, errlen, "dimension: required"), -1;

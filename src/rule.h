@@ -47,21 +47,31 @@ typedef struct rl_rule {
 } rl_rule;
 
 /* Fill *r from one JSON rule object.  Strict: unknown fields, wrong types
- * and out-of-range values fail.  Returns 0, or -1 with "field: reason" in
- * err.  On failure *r holds nothing that needs freeing. */
+ * and out-of-range values fail.  The camelCase aliases ruleId,
+ * windowSeconds, failureMode and updatedAt are accepted for their
+ * snake_case fields; both spellings of one field fail.  Returns 0, or -1
+ * with "field: reason" in err (the field by its snake_case name).  On
+ * failure *r holds nothing that needs freeing.  rule_json.h writes the
+ * canonical form back. */
 int rule_from_json(json_t *obj, rl_rule *r, char *err, size_t errlen);
 
 /* Free what rule_from_json() allocated inside *r (not r itself). */
 void rule_clear(rl_rule *r);
 
-/* 0 if `id` is a valid rule id (1..RL_RULE_ID_MAX of [A-Za-z0-9._:-]). */
+/* 0 if `id` is a valid rule id: 1..RL_RULE_ID_MAX of [A-Za-z0-9._:-], and
+ * neither "." nor ".." (URL dot-segments: the id is a path segment of
+ * ratelimitd's API). */
 int rule_id_check(const char *id);
 
 /* 1 if the rule applies to a request with this endpoint and tier. */
 int rule_matches(const rl_rule *r, const char *endpoint, const char *tier);
 
-/* The name of a dimension ("user", ...) and the request's value for it. */
+/* The names JSON gives a dimension ("user", ...), a mode ("enforce",
+ * "log") and a failure mode ("fallback", "open", "closed"); "?" if out of
+ * range.  And the request's value for a dimension. */
 const char *rule_dimension_name(int dim);
+const char *rule_mode_name(int mode);
+const char *rule_failure_name(int failure);
 const char *rule_dimension_value(int dim, const rl_request *req);
 
 #endif

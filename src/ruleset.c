@@ -115,6 +115,8 @@ static int parse_rules(json_t *arr, rl_ruleset *rs, char *err, size_t errlen)
         json_t *obj = json_array_get(arr, i);
         json_t *id = json_is_object(obj) ? json_object_get(obj, "rule_id")
                                          : NULL;
+        if (json_is_object(obj) && !id)
+            id = json_object_get(obj, "ruleId");
         if (rule_from_json(obj, &rs->rules[i], why, sizeof why)) {
             if (json_is_string(id))
                 snprintf(err, errlen, "rules[%zu] (\"%.64s\"): %s", i,

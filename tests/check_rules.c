@@ -337,6 +337,11 @@ START_TEST(rule_id_check_direct)
     ck_assert_int_eq(rule_id_check(""), -1);
     ck_assert_int_eq(rule_id_check("a/b"), -1);
     ck_assert_int_eq(rule_id_check("caf\xc3\xa9"), -1);
+    /* URL dot-segments: not addressable as /v1/rules/{id}. */
+    ck_assert_int_eq(rule_id_check("."), -1);
+    ck_assert_int_eq(rule_id_check(".."), -1);
+    ck_assert_int_eq(rule_id_check("..."), 0);
+    ck_assert_int_eq(rule_id_check(".a"), 0);
 }
 END_TEST
 

@@ -1,7 +1,7 @@
 #!/bin/sh
-# manlint.sh -- every man page passes `mandoc -Tlint -Wwarning` without a
-# word, and every function the public header exports (RL_EXPORT) has its
-# own page man/man3/<name>.3.
+# manlint.sh -- every man page (man/man*/, the library's and the tools')
+# passes `mandoc -Tlint -Wwarning` without a word, and every function the
+# public header exports (RL_EXPORT) has its own page man/man3/<name>.3.
 #
 # Run by `make check` from the build directory with top_srcdir and MANDOC
 # in the environment (TESTS_ENVIRONMENT).  Exit 0: pass, 1: fail, 77: skip
@@ -19,15 +19,16 @@ fi
 
 # ---- 1. lint every page ----------------------------------------------------
 pages=0
-for page in "$mandir"/*.3; do
+for page in "$top_srcdir"/man/man[1-8]/*.[1-8]; do
     [ -f "$page" ] || continue
     pages=$((pages + 1))
+    name=man/$(basename "$(dirname "$page")")/$(basename "$page")
     out=$("$MANDOC" -Tlint -Wwarning "$page" 2>&1)
     rc=$?
     if [ -z "$out" ] && [ "$rc" -eq 0 ]; then
-        pass "lint man/man3/$(basename "$page")"
+        pass "lint $name"
     else
-        fail "lint man/man3/$(basename "$page") (mandoc exit $rc)"
+        fail "lint $name (mandoc exit $rc)"
         printf '%s\n' "$out" | sed 's/^/    /'
     fi
 done

@@ -4,7 +4,9 @@
 #   sanitize.sh tsan        ThreadSanitizer (the concurrent paths)
 #   sanitize.sh fuzz [SEC]  libFuzzer (clang) on each target for SEC seconds
 # Every src/*.c is compiled with the mode's flags and linked into each
-# tests/check_*.c; any sanitizer report fails the run.
+# tests/check_*.c; any sanitizer report fails the run.  ratelimitd is built
+# the same way and tests/check_ratelimitd runs it (RATELIMITD), when
+# libmicrohttpd, sqlite3 and libcurl are there (else that suite is skipped).
 set -eu
 mode=${1:?usage: sanitize.sh asan|tsan|fuzz [seconds]}
 src=${top_srcdir:-.}
@@ -13,8 +15,18 @@ CC=${CC:-cc}
 mkdir -p "$out"
 
 cflags="-std=c11 -D_GNU_SOURCE -DRL_BUILDING_LIBRARY -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror"
-cflags="$cflags -I$src/include -I$src/src -I$src/tests $(pkg-config --cflags jansson hiredis check)"
+cflags="$cflags -I$src/include -I$src/src -I$src/tests -I$src/tools/ratelimitd $(pkg-config --cflags jansson hiredis check)"
 libs="$(pkg-config --libs jansson hiredis check) -lpthread -lm"
+# ratelimitd: the pure request parsing is in the fuzz targets too.
+rld_pure="$src/tools/ratelimitd/route.c $src/tools/ratelimitd/body.c $src/tools/ratelimitd/etag.c"
+rld_mods="libmicrohttpd sqlite3 libcurl"
+if pkg-config --exists $rld_mods; then
+    rld_cflags=$(pkg-config --cflags $rld_mods)
+    rld_libs=$(pkg-config --libs $rld_mods)
+else
+    rld_cflags= rld_libs=
+    echo "sanitize.sh: no $rld_mods: ratelimitd and its suite are skipped"
+fi
 case $mode in
 asan) san="-fsanitize=address,undefined -fno-sanitize-recover=all"
       export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
@@ -42,15 +54,17 @@ done
 
 if [ "$mode" = fuzz ]; then
     secs=${2:-30}
-    for t in rules config pattern uri cluster dryrun; do
+    n=0
+    for t in rules config pattern uri cluster dryrun rulebody ruleid; do
         mkdir -p "$out/corpus-$t"
         cp "$src/tests/fuzz/corpus/$t/"* "$out/corpus-$t/"
-        $CC $cflags $san -DFUZZ_TARGET_$t $lib_srcs "$src/tests/fuzz/fuzz_$t.c" \
-            $libs -o "$out/fuzz_$t"
+        $CC $cflags $san -DFUZZ_TARGET_$t $lib_srcs $rld_pure \
+            "$src/tests/fuzz/fuzz_$t.c" $libs -o "$out/fuzz_$t"
         echo "fuzz_$t: ${secs}s"
         "$out/fuzz_$t" -max_total_time="$secs" -max_len=4096 "$out/corpus-$t"
+        n=$((n + 1))
     done
-    echo "6 passed, 0 failed"
+    echo "$n passed, 0 failed"
     exit 0
 fi
 
@@ -63,13 +77,25 @@ done
 pass=0 fail=0
 $CC $cflags $san -c "$src/tests/redis_harness.c" -o "$out/redis_harness.o"
 $CC $cflags $san -c "$out/lua_test_script.c" -o "$out/lua_test_script.o"
+if [ -n "$rld_libs" ]; then
+    $CC $cflags $rld_cflags $san "$src"/tools/ratelimitd/*.c $objs $rld_libs \
+        $libs -o "$out/ratelimitd"
+    $CC $cflags $rld_cflags $san -c "$src/tests/rld_harness.c" -o "$out/rld_harness.o"
+    RATELIMITD=$(cd "$out" && pwd)/ratelimitd
+    export RATELIMITD
+fi
 for t in "$src"/tests/check_*.c; do
     name=$(basename "$t" .c)
-    $CC $cflags $san "$t" $objs "$out/redis_harness.o" "$out/lua_test_script.o" $libs -o "$out/$name"
+    extra=
+    if [ "${name#check_ratelimitd}" != "$name" ]; then
+        [ -n "$rld_libs" ] || continue
+        extra="$rld_cflags $out/rld_harness.o $rld_libs"
+    fi
+    $CC $cflags $san "$t" $objs "$out/redis_harness.o" "$out/lua_test_script.o" $extra $libs -o "$out/$name"
     # No fork: the sanitizer sees every test in one process.
     if CK_FORK=no "$out/$name"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 done
-$CC $cflags $san "$src"/tests/fuzz/*.c $objs $libs -o "$out/fuzz_run"
+$CC $cflags $san "$src"/tests/fuzz/*.c $rld_pure $objs $libs -o "$out/fuzz_run"
 if "$out/fuzz_run" "$src/tests/fuzz/corpus" 300; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 echo "$mode: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -17,6 +17,8 @@ int fuzz_pattern(const uint8_t *data, size_t size); /* endpoint patterns  */
 int fuzz_uri(const uint8_t *data, size_t size);     /* store URIs         */
 int fuzz_cluster(const uint8_t *data, size_t size); /* CLUSTER SLOTS, MOVED */
 int fuzz_dryrun(const uint8_t *data, size_t size);  /* dry-run report value */
+int fuzz_rulebody(const uint8_t *data, size_t size); /* ratelimitd PUT body */
+int fuzz_ruleid(const uint8_t *data, size_t size);  /* ratelimitd path, ETags */
 
 #define FUZZ_CHECK(cond)                                                     \
     do {                                                                     \

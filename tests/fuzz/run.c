@@ -18,7 +18,8 @@ static const struct {
     int (*fn)(const uint8_t *, size_t);
 } targets[] = {{"rules", fuzz_rules}, {"config", fuzz_config},
                {"pattern", fuzz_pattern}, {"uri", fuzz_uri},
-               {"cluster", fuzz_cluster}, {"dryrun", fuzz_dryrun}};
+               {"cluster", fuzz_cluster}, {"dryrun", fuzz_dryrun},
+               {"rulebody", fuzz_rulebody}, {"ruleid", fuzz_ruleid}};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 

@@ -1,0 +1,70 @@
+/*
+ * rule_json.c -- the canonical writer of rules and rule sets (see
+ * rule_json.h).  The reader is rule.c; the two are kept each other's
+ * inverse by tests/check_rules.c (round trips) and the rule-body fuzz
+ * target.
+ */
+#include "rule_json.h"
+
+static int add(json_t *obj, const char *key, json_t *v)
+{
+    return json_object_set_new(obj, key, v); /* steals v, even on failure */
+}
+
+static json_t *match_to_json(const rl_rule *r)
+{
+    json_t *m = json_object();
+
+    if (m && ((r->endpoint && add(m, "endpoint", json_string(r->endpoint))) ||
+              (r->tier && add(m, "tier", json_string(r->tier))))) {
+        json_decref(m);
+        return NULL;
+    }
+    return m;
+}
+
+json_t *rule_to_json(const rl_rule *r)
+{
+    int bucket = r->ap.algo == RL_ALGO_TOKEN_BUCKET ||
+                 r->ap.algo == RL_ALGO_GCRA;
+    json_t *o = json_object();
+    int bad = !o;
+
+    bad = bad || add(o, "rule_id", json_string(r->id)) ||
+          add(o, "dimension", json_string(rule_dimension_name(r->dimension)));
+    if (!bad && (r->endpoint || r->tier))
+        bad = add(o, "match", match_to_json(r));
+    bad = bad || add(o, "limit", json_integer(r->ap.limit)) ||
+          add(o, "window_seconds", json_integer(r->window_s));
+    if (!bad && bucket)
+        bad = add(o, "burst", json_integer(r->ap.burst));
+    bad = bad || add(o, "algorithm", json_string(algo_name(r->ap.algo))) ||
+          add(o, "mode", json_string(rule_mode_name(r->mode))) ||
+          add(o, "failure_mode",
+              json_string(rule_failure_name(r->failure))) ||
+          add(o, "version", json_integer(r->version));
+    if (!bad && r->updated_at[0])
+        bad = add(o, "updated_at", json_string(r->updated_at));
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *ruleset_to_json(const rl_ruleset *rs)
+{
+    json_t *o = json_object(), *rules = json_array();
+    int bad = !o || !rules;
+
+    for (size_t i = 0; !bad && i < rs->n; i++)
+        bad = json_array_append_new(rules, rule_to_json(&rs->rules[i]));
+    bad = bad || add(o, "version", json_integer(rs->version));
+    if (bad)
+        json_decref(rules);
+    if (bad || add(o, "rules", rules)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
