@@ -1,0 +1,523 @@
+/*
+ * check_control.c -- the control path end to end, with every part real: a
+ * redis-server, ratelimitd on it, two limiter processes whose rules come
+ * from it (rules_source), and rlctl, the operator's command line, making
+ * the changes.  What an operator does reaches the fleet: a PUT is
+ * enforced by both limiters within 1 s by the push, within the refresh
+ * interval by the pull alone; a DELETE stops enforcement; a stale
+ * --if-match changes nothing; a rule dry-run in mode log is reported
+ * fleet-wide (rlctl dryrun) and then enforced (rlctl mode); rlctl's exit
+ * codes are what rlctl(1) promises.
+ *
+ * The limiters are child processes (a limiter per process, as in a
+ * fleet), driven over pipes by a line protocol: "allow KEY RULE COST"
+ * answers "<rc> <allowed> <remaining> <flags>", "version" the rule set's
+ * version, "quit" ends it.  Every wait is for a condition, with a deadline.
+ */
+#include <check.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ratelimit.h"
+#include "redis_harness.h"
+#include "rld_harness.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLOW 4 /* sanitizer builds: check memory and races, not time */
+#else
+#define SLOW 1
+#endif
+#define WAIT_MS 15000
+
+typedef struct worker {
+    pid_t pid;
+    FILE *to, *from;
+} worker;
+
+static rh_server redis;
+static rld service;
+static char uri[256], token_file[320];
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    nanosleep(&ts, NULL);
+}
+
+/* rlctl with these arguments against the service; its exit status, its
+ * standard output into out (may be NULL). */
+static int rlctl(char *out, size_t len, const char *args)
+{
+    const char *bin = getenv("RLCTL");
+    char cmd[2048], buf[4096];
+    size_t n = 0, got;
+    FILE *p;
+    int st;
+
+    snprintf(cmd, sizeof cmd, "RLCTL_TOKEN_FILE=%s '%s' --server %s %s "
+             "2>&1", token_file, bin ? bin : "tools/rlctl/rlctl",
+             service.url, args);
+    ck_assert_ptr_nonnull(p = popen(cmd, "r"));
+    while ((got = fread(buf, 1, sizeof buf, p)) > 0) {
+        if (out && n + got < len) {
+            memcpy(out + n, buf, got);
+            n += got;
+        }
+    }
+    if (out)
+        out[n] = 0;
+    st = pclose(p);
+    ck_assert_msg(WIFEXITED(st), "rlctl %s: did not exit", args);
+    return WEXITSTATUS(st);
+}
+
+static void rlctl_ok(const char *args)
+{
+    char out[4096];
+    int rc = rlctl(out, sizeof out, args);
+
+    ck_assert_msg(rc == 0, "rlctl %s: exit %d:\n%s", args, rc, out);
+}
+
+/* ---- the limiter processes ------------------------------------------------ */
+
+/* The child: a limiter on Redis with its rules from it, answering lines
+ * until its input ends. */
+static void worker_main(int in, int out, const char *const *opts)
+{
+    FILE *from = fdopen(in, "r"), *to = fdopen(out, "w");
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim;
+    char line[512], key[300], rule[80];
+    long long cost;
+    rl_result res;
+
+    rl_config_set(cfg, "store", uri);
+    rl_config_set(cfg, "rules_source", uri);
+    rl_config_set(cfg, "timeout_ms", "1000");
+    for (int i = 0; opts && opts[i]; i += 2)
+        rl_config_set(cfg, opts[i], opts[i + 1]);
+    if (rl_limiter_new(&lim, cfg) != RL_OK) {
+        fprintf(to, "error %s\n", rl_errmsg(NULL));
+        fflush(to);
+        _exit(1);
+    }
+    rl_config_free(cfg);
+    fprintf(to, "ready\n");
+    fflush(to);
+    while (fgets(line, sizeof line, from) && strcmp(line, "quit\n") != 0) {
+        if (sscanf(line, "allow %299s %79s %lld", key, rule, &cost) == 3) {
+            int rc = rl_allow(lim, key, rule, cost, &res);
+            fprintf(to, "%d %d %lld %u\n", rc, res.allowed,
+                    (long long)res.remaining, res.flags);
+        } else {
+            fprintf(to, "%lld\n", (long long)rl_rules_version(lim));
+        }
+        fflush(to);
+    }
+    rl_limiter_free(lim);
+    _exit(0);
+}
+
+/* opts: NULL-terminated name, value pairs of more options. */
+static void worker_start(worker *w, const char *const *opts)
+{
+    int down[2], up[2];
+    char line[512];
+
+    ck_assert_int_eq(pipe(down), 0);
+    ck_assert_int_eq(pipe(up), 0);
+    fflush(NULL);
+    ck_assert_int_ge(w->pid = fork(), 0);
+    if (w->pid == 0) {
+        close(down[1]);
+        close(up[0]);
+        worker_main(down[0], up[1], opts);
+    }
+    close(down[0]);
+    close(up[1]);
+    w->to = fdopen(down[1], "w");
+    w->from = fdopen(up[0], "r");
+    ck_assert_ptr_nonnull(fgets(line, sizeof line, w->from));
+    ck_assert_msg(strcmp(line, "ready\n") == 0, "limiter: %s", line);
+}
+
+static void worker_stop(worker *w)
+{
+    int st;
+
+    /* "quit", not EOF: a sibling forked later holds our pipe's write end */
+    fputs("quit\n", w->to);
+    fclose(w->to);
+    fclose(w->from);
+    ck_assert_int_eq(waitpid(w->pid, &st, 0), w->pid);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "limiter exit");
+}
+
+static void ask(worker *w, const char *q, char *a, size_t len)
+{
+    fprintf(w->to, "%s\n", q);
+    fflush(w->to);
+    ck_assert_ptr_nonnull(fgets(a, (int)len, w->from));
+}
+
+static long long version_of(worker *w)
+{
+    char a[64];
+
+    ask(w, "version", a, sizeof a);
+    return atoll(a);
+}
+
+/* rl_allow in the limiter: 1 allowed, 0 denied; rc and flags out. */
+static int allow(worker *w, const char *key, const char *rule, int *rc,
+                 unsigned *flags)
+{
+    char q[400], a[128];
+    int allowed = -1;
+    long long remaining;
+
+    snprintf(q, sizeof q, "allow %s %s 1", key, rule);
+    ask(w, q, a, sizeof a);
+    ck_assert_int_eq(sscanf(a, "%d %d %lld %u", rc, &allowed, &remaining,
+                            flags), 4);
+    return allowed;
+}
+
+static int allowed(worker *w, const char *key, const char *rule)
+{
+    unsigned flags;
+    int rc, ok = allow(w, key, rule, &rc, &flags);
+
+    ck_assert_int_eq(rc, RL_OK);
+    return ok;
+}
+
+/* Wait until the limiter runs version v or later: the ms it took, or -1. */
+static int64_t wait_version(worker *w, long long v, int64_t start)
+{
+    while (now_ms() - start < WAIT_MS) {
+        if (version_of(w) >= v)
+            return now_ms() - start;
+        sleep_ms(1);
+    }
+    return -1;
+}
+
+/* The set version the service holds now. */
+static long long service_version(void)
+{
+    char out[4096];
+    long long v = -1;
+
+    ck_assert_int_eq(rlctl(out, sizeof out, "list"), 0);
+    ck_assert_int_eq(sscanf(out, "rule set version %lld", &v), 1);
+    return v;
+}
+
+/* ---- fixture ----------------------------------------------------------------- */
+
+static void setup(void)
+{
+    const char *args[] = {"--redis", uri, NULL};
+    FILE *f;
+
+    ck_assert_int_eq(rh_start(&redis, NULL), 0);
+    ck_assert_ptr_nonnull(rh_uri(&redis, uri, sizeof uri));
+    memset(&service, 0, sizeof service);
+    ck_assert_msg(rld_available(), "ratelimitd not built");
+    ck_assert_int_eq(rld_start(&service, args), 0);
+    snprintf(token_file, sizeof token_file, "%s/rlctl-token", service.dir);
+    ck_assert_ptr_nonnull(f = fopen(token_file, "w"));
+    fprintf(f, "%s\n", RLD_ALICE_TOKEN);
+    fclose(f);
+    /* the service's first snapshot (version 0, empty) is in Redis */
+    rlctl_ok("put r --dimension user --limit 3 --window 60");
+}
+
+static void teardown(void)
+{
+    rld_cleanup(&service);
+    rh_stop(&redis);
+}
+
+/* ---- tests -------------------------------------------------------------------- */
+
+START_TEST(put_is_enforced_by_both_within_a_second)
+{
+    const char *opts[] = {"rules_refresh_s", "3600", NULL}; /* push only */
+    worker a, b;
+    int64_t start, ta, tb;
+    long long v;
+
+    worker_start(&a, opts);
+    worker_start(&b, opts);
+    v = service_version();
+    ck_assert_int_eq(version_of(&a), v);
+    ck_assert_int_eq(version_of(&b), v);
+    /* one limit for the fleet: 3 in all */
+    ck_assert_int_eq(allowed(&a, "user:1", "r"), 1);
+    ck_assert_int_eq(allowed(&b, "user:1", "r"), 1);
+    ck_assert_int_eq(allowed(&a, "user:1", "r"), 1);
+    ck_assert_int_eq(allowed(&b, "user:1", "r"), 0);
+    ck_assert_int_eq(allowed(&a, "user:1", "r"), 0);
+    /* both subscribed before the change (the pull is an hour away) */
+    for (start = now_ms(); now_ms() - start < WAIT_MS; sleep_ms(5)) {
+        redisContext *c = rh_connect(&redis);
+        redisReply *r = redisCommand(c, "PUBSUB NUMSUB rl:rules");
+        long long subs = r && r->elements == 2 ? r->element[1]->integer : 0;
+        freeReplyObject(r);
+        redisFree(c);
+        if (subs == 2)
+            break;
+    }
+    rlctl_ok("put r --dimension user --limit 5 --window 60");
+    start = now_ms();
+    ta = wait_version(&a, v + 1, start);
+    tb = wait_version(&b, v + 1, start);
+    printf("push: after rlctl put returned, limiter a ran the new set in "
+           "%lld ms, b in %lld ms\n", (long long)ta, (long long)tb);
+    ck_assert_msg(ta >= 0 && ta < 1000 * SLOW, "a: %lld ms", (long long)ta);
+    ck_assert_msg(tb >= 0 && tb < 1000 * SLOW, "b: %lld ms", (long long)tb);
+    /* a raised limit applies at once to the window's count: 2 more */
+    ck_assert_int_eq(allowed(&b, "user:1", "r"), 1);
+    ck_assert_int_eq(allowed(&a, "user:1", "r"), 1);
+    ck_assert_int_eq(allowed(&b, "user:1", "r"), 0);
+    worker_stop(&a);
+    worker_stop(&b);
+}
+END_TEST
+
+START_TEST(pull_alone_follows_within_the_refresh_interval)
+{
+    const char *opts[] = {"rules_push", "0", "rules_refresh_s", "1", NULL};
+    worker a, b;
+    int64_t start, ta, tb;
+    long long v;
+
+    worker_start(&a, opts);
+    worker_start(&b, opts);
+    v = service_version();
+    rlctl_ok("put r --dimension user --limit 1 --window 60");
+    start = now_ms();
+    ta = wait_version(&a, v + 1, start);
+    tb = wait_version(&b, v + 1, start);
+    printf("pull (1 s, no push): a in %lld ms, b in %lld ms\n",
+           (long long)ta, (long long)tb);
+    /* a pull every second: within one interval and one read */
+    ck_assert_msg(ta >= 0 && ta < 1500 * SLOW, "a: %lld ms", (long long)ta);
+    ck_assert_msg(tb >= 0 && tb < 1500 * SLOW, "b: %lld ms", (long long)tb);
+    ck_assert_int_eq(allowed(&a, "user:2", "r"), 1);
+    ck_assert_int_eq(allowed(&b, "user:2", "r"), 0);
+    worker_stop(&a);
+    worker_stop(&b);
+}
+END_TEST
+
+START_TEST(delete_stops_enforcement)
+{
+    worker a, b;
+    unsigned flags;
+    int rc;
+    long long v;
+
+    worker_start(&a, NULL);
+    worker_start(&b, NULL);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(allowed(i % 2 ? &a : &b, "user:3", "r"), 1);
+    ck_assert_int_eq(allowed(&a, "user:3", "r"), 0);
+    v = service_version();
+    rlctl_ok("delete r");
+    ck_assert_int_ge(wait_version(&a, v + 1, now_ms()), 0);
+    ck_assert_int_ge(wait_version(&b, v + 1, now_ms()), 0);
+    /* the rule is gone from both: nothing limits user:3 by it */
+    allow(&a, "user:3", "r", &rc, &flags);
+    ck_assert_int_eq(rc, RL_ENORULE);
+    allow(&b, "user:3", "r", &rc, &flags);
+    ck_assert_int_eq(rc, RL_ENORULE);
+    worker_stop(&a);
+    worker_stop(&b);
+}
+END_TEST
+
+START_TEST(stale_if_match_changes_nothing)
+{
+    char out[4096], args[128];
+    long long v = service_version();
+    worker a;
+
+    worker_start(&a, NULL);
+    rlctl_ok("put r --dimension user --limit 4 --window 60"); /* v + 1 */
+    ck_assert_int_ge(wait_version(&a, v + 1, now_ms()), 0);
+    /* an operator who read version v writes: refused, nothing changes */
+    snprintf(args, sizeof args, "put r --dimension user --limit 50 "
+             "--window 60 --if-match %lld", v);
+    ck_assert_int_eq(rlctl(out, sizeof out, args), 1);
+    ck_assert_msg(strstr(out, "412"), "%s", out);
+    ck_assert_int_eq(service_version(), v + 1);
+    ck_assert_int_eq(rlctl(out, sizeof out, "get r"), 0);
+    ck_assert_msg(strstr(out, "\"limit\": 4"), "%s", out);
+    sleep_ms(200);
+    ck_assert_int_eq(version_of(&a), v + 1);
+    /* with the version it has now, the same write goes through */
+    snprintf(args, sizeof args, "put r --dimension user --limit 50 "
+             "--window 60 --if-match %lld", v + 1);
+    rlctl_ok(args);
+    ck_assert_int_ge(wait_version(&a, v + 2, now_ms()), 0);
+    worker_stop(&a);
+}
+END_TEST
+
+/* A rule in mode log: every request passes, flagged; the fleet's report
+ * says what it would have rejected; rlctl mode ... enforce then makes
+ * both limiters reject. */
+START_TEST(dry_run_then_enforce)
+{
+    char out[4096], args[512];
+    unsigned flags;
+    worker a, b;
+    long long v;
+    int rc;
+
+    rlctl_ok("put login --dimension ip --endpoint /login --limit 2 "
+             "--window 60 --mode log --failure-mode closed");
+    worker_start(&a, NULL);
+    worker_start(&b, NULL);
+    /* 3 clients, 4 tries each, across both: 2 of each would be denied */
+    for (int i = 0; i < 12; i++) {
+        char key[32];
+        snprintf(key, sizeof key, "ip:10.0.0.%d", i % 3);
+        ck_assert_int_eq(allow(i % 2 ? &a : &b, key, "login", &rc, &flags),
+                         1);
+        ck_assert_int_eq(rc, RL_OK);
+        ck_assert_int_eq(!!(flags & RL_FLAG_SOFT), i >= 6);
+    }
+    /* the reports reach Redis on the limiters' next 5 s tick */
+    snprintf(args, sizeof args, "dryrun login --redis %s", uri);
+    for (int64_t t = now_ms(); now_ms() - t < 12000 * SLOW; sleep_ms(200)) {
+        ck_assert_int_eq(rlctl(out, sizeof out, args), 0);
+        if (strstr(out, "from 2 limiters"))
+            break;
+    }
+    printf("%s", out);
+    ck_assert_msg(strstr(out, "12 checks, 6 would have been denied, about 3 "
+                              "distinct clients; from 2 limiters"), "%s", out);
+    v = service_version();
+    rlctl_ok("mode login enforce");
+    ck_assert_int_ge(wait_version(&a, v + 1, now_ms()), 0);
+    ck_assert_int_ge(wait_version(&b, v + 1, now_ms()), 0);
+    ck_assert_int_eq(allowed(&a, "ip:10.0.0.0", "login"), 0);
+    ck_assert_int_eq(allowed(&b, "ip:10.0.0.9", "login"), 1);
+    ck_assert_int_eq(rlctl(out, sizeof out, "get login"), 0);
+    ck_assert_msg(strstr(out, "\"mode\": \"enforce\"") &&
+                  strstr(out, "\"failure_mode\": \"closed\""), "%s", out);
+    worker_stop(&a);
+    worker_stop(&b);
+}
+END_TEST
+
+START_TEST(rlctl_exit_codes_and_output)
+{
+    char out[8192], args[1024];
+    long long v = service_version();
+
+    ck_assert_int_eq(rlctl(out, sizeof out, "get r"), 0);
+    ck_assert_msg(strstr(out, "\"rule_id\": \"r\""), "%s", out);
+    ck_assert_int_eq(rlctl(out, sizeof out, "list"), 0);
+    ck_assert_msg(strstr(out, "1 rule\n") && strstr(out, "sliding_window"),
+                  "%s", out);
+    ck_assert_int_eq(rlctl(out, sizeof out, "history r"), 0);
+    ck_assert_msg(strstr(out, "\"by\": \"alice\""), "%s", out);
+    /* refused: no such rule, a rule the library refuses */
+    ck_assert_int_eq(rlctl(out, sizeof out, "get nope"), 1);
+    ck_assert_int_eq(rlctl(out, sizeof out, "put r --dimension user "
+                                            "--limit 0 --window 60"), 1);
+    ck_assert_msg(strstr(out, "limit"), "%s", out);
+    /* usage: a bad id, a missing argument, an unknown command */
+    ck_assert_int_eq(rlctl(out, sizeof out, "get ../x"), 2);
+    ck_assert_int_eq(rlctl(out, sizeof out, "put"), 2);
+    ck_assert_int_eq(rlctl(out, sizeof out, "frobnicate"), 2);
+    ck_assert_int_eq(service_version(), v); /* none of that changed it */
+    /* check: the rule set from the service, the key charged in Redis */
+    snprintf(args, sizeof args, "check user:9 r --store %s", uri);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(rlctl(out, sizeof out, args), 0);
+    ck_assert_int_eq(rlctl(out, sizeof out, args), 1);
+    ck_assert_msg(strstr(out, "denied") && strstr(out, "Retry-After"),
+                  "%s", out);
+    /* watch: the version now, then one made meanwhile */
+    snprintf(args, sizeof args, "RLCTL_TOKEN_FILE=%s '%s' --server %s watch "
+             "--interval 50 --count 2 > %s/watch.out 2>&1 &", token_file,
+             getenv("RLCTL") ? getenv("RLCTL") : "tools/rlctl/rlctl",
+             service.url, service.dir);
+    ck_assert_int_eq(system(args), 0);
+    sleep_ms(300);
+    rlctl_ok("put w --dimension ip --limit 9 --window 1");
+    snprintf(args, sizeof args, "%s/watch.out", service.dir);
+    for (int64_t t = now_ms(); now_ms() - t < WAIT_MS; sleep_ms(20)) {
+        FILE *f = fopen(args, "r");
+        size_t n = f ? fread(out, 1, sizeof out - 1, f) : 0;
+        if (f)
+            fclose(f);
+        out[n] = 0;
+        if (strstr(out, "+w"))
+            break;
+    }
+    ck_assert_msg(strstr(out, "2 rules +w"), "%s", out);
+    /* unreachable: the service stopped */
+    ck_assert_int_eq(rld_stop(&service), 0);
+    ck_assert_int_eq(rlctl(out, sizeof out, "list"), 3);
+    ck_assert_msg(strstr(out, "did not answer"), "%s", out);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("control");
+    TCase *tc = tcase_create("fleet");
+
+    tcase_set_timeout(tc, 120);
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, put_is_enforced_by_both_within_a_second);
+    tcase_add_test(tc, pull_alone_follows_within_the_refresh_interval);
+    tcase_add_test(tc, delete_stops_enforcement);
+    tcase_add_test(tc, stale_if_match_changes_nothing);
+    tcase_add_test(tc, dry_run_then_enforce);
+    tcase_add_test(tc, rlctl_exit_codes_and_output);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr;
+    int failed;
+
+    if (!rh_available() || !rld_available()) {
+        fprintf(stderr, "SKIP: needs redis-server and ratelimitd\n");
+        return 77;
+    }
+    sr = srunner_create(suite());
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
