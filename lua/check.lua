@@ -12,15 +12,23 @@
 -- ARGV[2]  "c": check and charge;  "r": refund charges made by a "c";
 --          "C": as "c", for a Redis Cluster batch whose requests may lie in
 --          many slots of this node: KEYS is empty and each key's name is a
---          10th value after its 9 (Redis only routes by declared keys, and
+--          5th value after its 4 (Redis only routes by declared keys, and
 --          refuses declared keys of different slots).  A request whose keys
 --          this node does not serve now (a stale slot map, a migration) is
 --          left undone: its ops answer allowed = -1, and the caller sends it
 --          again on its own, with its keys declared, to learn where to go.
--- ARGV[3]  the number of requests; then for each request the number of
---          its keys, followed by 9 values per key:
---   algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window, 3 gcra),
---   limit, burst, window ms, p, q (one unit per p/q ms), cost,
+-- ARGV[3]  the number of rules the batch's keys use, each sent once; for
+--          each rule 8 values:
+--            algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window,
+--            3 gcra), limit, burst, window ms, p, q (one unit per p/q ms),
+--            shape (the key name's last part: "s60", "t60:100:20"), and
+--            the number of shapes it replaced that may still hold state
+--            ("r": always 0), each followed by 8 values (newest first):
+--            algorithm, limit, burst, window ms, p, q, shape, and the time
+--            it was replaced at (ms)
+-- then     the number of requests; then for each request the number of
+--          its keys, followed by 4 values per key:
+--   the rule's number (1 for the first rule above), cost,
 --   "c": soft ("1": mode log, a denial vetoes nothing)
 --   "r": the time the charge was made at (ms)
 --   field: "" for the plain layout, else the client's field in the compact
@@ -29,6 +37,17 @@
 -- the time used; for "r": the number of keys refunded.
 -- State expires by itself when it is fresh again; nothing needs a cleanup
 -- job.
+--
+-- A rule whose shape changed (its algorithm, its window, or a bucket's
+-- limit or burst) names its state anew, so no state is read in another
+-- shape's units.  A client with no state under the current shape is
+-- looked up under the shapes the rule replaced, newest first, by the same
+-- name with the shape replaced (same hash tag: same slot); a state found
+-- there is converted (convert.lua) as at the time of the change and
+-- decided on, and when the request's charges are kept the new state is
+-- written and the old one deleted (a denial writes and deletes nothing:
+-- the next request converts it again, alike).  Only the keys of changed rules pay
+-- for this, and only on a miss.
 
 local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
 local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
@@ -37,12 +56,16 @@ local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_r
 local cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
 local cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
 local crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
+local cdrop = {[0] = window_cdrop, bucket_cdrop, window_cdrop, bucket_cdrop}
+local cmove = {[0] = sliding_window_cmove, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
 
--- State of KEYS[i] as (a, b, c); all zero when the key does not exist.
+-- State of a plain key as (a, b, c, found); all zero when it does not
+-- exist.
 local function read(key, algo, burst, w, p, q)
   local value = call('GET', key)
-  if not value then return 0, 0, 0 end
-  return load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
+  if not value then return 0, 0, 0, false end
+  local a, b, c = load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
+  return a, b, c, true
 end
 
 local function write(key, algo, burst, w, p, q, a, b, c)
@@ -51,21 +74,53 @@ local function write(key, algo, burst, w, p, q, a, b, c)
 end
 
 local now = rl_now()
-local nreq = tonumber(ARGV[3])
-local key, arg = 1, 4
-local K, stride, cross = KEYS, 9, ARGV[2] == 'C'
+local cross = ARGV[2] == 'C'
 
-if cross then -- the key names follow each key's 9 values
-  K, stride = {}, 10
-  local a, j = 4, 0
+-- The rule table, parsed once per call: for the rule the keys number s
+-- (a string), i = rules[s]; nums[i + 1 .. i + 6] are its six numbers,
+-- nums[i + 7] the count of the shapes it replaced, nums[i + 8] the index
+-- in ARGV of its first value (its shape and old shapes follow there).
+local rules, nums = {}, {}
+local arg = 4
+for n = 1, tonumber(ARGV[3]) do
+  local i = 8 * (n - 1)
+  rules[str(n)] = i
+  nums[i + 1], nums[i + 2], nums[i + 3] = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
+  nums[i + 4], nums[i + 5], nums[i + 6] = tonumber(ARGV[arg + 3]), tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5])
+  nums[i + 7], nums[i + 8] = tonumber(ARGV[arg + 7]), arg
+  arg = arg + 8 + 8 * nums[i + 7]
+end
+
+local nreq = tonumber(ARGV[arg])
+arg = arg + 1
+local key = 1
+local K, stride = KEYS, 4
+
+if cross then -- the key names follow each key's 4 values
+  K, stride = {}, 5
+  local a, j = arg, 0
   for r = 1, nreq do
     local k = tonumber(ARGV[a])
     a = a + 1
     for i = 1, k do
       j = j + 1
-      K[j] = ARGV[a + 9]
-      a = a + 10
+      K[j] = ARGV[a + 4]
+      a = a + 5
     end
+  end
+end
+
+-- The current rule's numbers: parsed once per rule, looked up again only
+-- when the next key's rule string differs (Lua 5.1 interns strings, so
+-- the test is a pointer comparison).
+local cur, ri, algo, limit, burst, w, p, q, nold
+
+local function rule_of(s)
+  if s ~= cur then
+    cur = s
+    ri = rules[s]
+    algo, limit, burst, w, p, q = nums[ri + 1], nums[ri + 2], nums[ri + 3], nums[ri + 4], nums[ri + 5], nums[ri + 6]
+    nold = nums[ri + 7]
   end
 end
 
@@ -74,15 +129,14 @@ if ARGV[2] == 'r' then
     local k = tonumber(ARGV[arg])
     arg = arg + 1
     for i = 1, k do
-      local algo, burst, w = tonumber(ARGV[arg]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3])
-      local p, q, cost = tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5]), tonumber(ARGV[arg + 6])
-      local field = ARGV[arg + 8]
+      rule_of(ARGV[arg])
+      local cost, field = tonumber(ARGV[arg + 1]), ARGV[arg + 3]
       if cost > 0 then
         if field ~= '' then
-          crefund[algo](K[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 7]), now)
+          crefund[algo](K[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 2]), now)
         elseif call('EXISTS', K[key]) == 1 then
           local a, b, c = read(K[key], algo, burst, w, p, q)
-          a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 7]), w))
+          a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 2]), w))
           write(K[key], algo, burst, w, p, q, a, b, c)
         end
       end
@@ -92,51 +146,77 @@ if ARGV[2] == 'r' then
   return key - 1
 end
 
+-- The state of a key (or compact base and field) under one shape:
+-- (a, b, c, found).
+local function read_shape(kname, field, fa, fb, fw, fp, fq)
+  if field == '' then return read(kname, fa, fb, fw, fp, fq) end
+  return cread[fa](kname, field, fb, fw, fp, fq, now)
+end
+
+-- The state of one op under the current rule: its own; else the newest
+-- state under a shape the rule replaced, converted, and what names that
+-- old state (to be deleted when the new one is written); else fresh.
+local function load_op(kname, field)
+  local a, b, c, found = read_shape(kname, field, algo, burst, w, p, q)
+  if found or nold == 0 then return a, b, c end
+  local x = nums[ri + 8]
+  local stem = string.sub(kname, 1, #kname - #ARGV[x + 6])
+  x = x + 8
+  for j = 1, nold do
+    local fa, fl, fb = tonumber(ARGV[x]), tonumber(ARGV[x + 1]), tonumber(ARGV[x + 2])
+    local fw, fp, fq = tonumber(ARGV[x + 3]), tonumber(ARGV[x + 4]), tonumber(ARGV[x + 5])
+    local old = stem .. ARGV[x + 6]
+    a, b, c, found = read_shape(old, field, fa, fb, fw, fp, fq)
+    if found then
+      a, b, c = convert(fa, fl, fb, fw, fp, fq, a, b, c, algo, limit, burst, w, p, q, tonumber(ARGV[x + 7]), now)
+      return a, b, c, {old, fa, fb, fw, fp, fq}
+    end
+    x = x + 8
+  end
+  return 0, 0, 0
+end
+
 -- One op's state; in a cluster batch, false when this node cannot serve
 -- the key (every read comes before any write of its request, so a request
 -- stopped here has written nothing).
-local function load_state(plain, kname, field, algo, burst, w, p, q)
-  if not cross then
-    if plain then return true, read(kname, algo, burst, w, p, q) end
-    return true, cread[algo](kname, field, burst, w, p, q, now)
+local function load_state(kname, field)
+  if not cross then return true, load_op(kname, field) end
+  return pcall(load_op, kname, field)
+end
+
+-- Write a charged state (and delete the state it was converted from).
+local function store(kname, field, sa, sb, sw, sp, sq, a, b, c, old)
+  if field == '' then
+    write(kname, sa, sb, sw, sp, sq, a, b, c)
+    if old then call('DEL', old[1]) end
+  elseif not old then
+    cwrite[sa](kname, field, sb, sw, sp, sq, a, b, c, now)
+  else
+    cmove[sa](kname, field, sb, sw, sp, sq, a, b, c, now)
+    cdrop[old[2]](old[1], field, old[3], old[4], old[5], old[6], now)
   end
-  if plain then return pcall(read, kname, algo, burst, w, p, q) end
-  return pcall(cread[algo], kname, field, burst, w, p, q, now)
 end
 
 local out, pending, n = {}, {}, 0
--- A batch's keys mostly share their rule, so its six numbers are parsed
--- again only when their strings change: Lua 5.1 interns every string, so
--- the comparisons are pointer tests, and tonumber (strtod) was a fifth of
--- a check's time in Redis.
-local ra, rl, rb, rw, rp, rq, algo, limit, burst, w, p, q
 for r = 1, nreq do
   local k = tonumber(ARGV[arg])
   local all, npending, here, first = true, 0, true, n
   arg = arg + 1
   for i = 1, k do
-    local sa, sl, sb, sw, sp, sq = ARGV[arg], ARGV[arg + 1], ARGV[arg + 2], ARGV[arg + 3], ARGV[arg + 4], ARGV[arg + 5]
-    if sa ~= ra or sl ~= rl or sb ~= rb or sw ~= rw or sp ~= rp or sq ~= rq then
-      ra, rl, rb, rw, rp, rq = sa, sl, sb, sw, sp, sq
-      algo, limit, burst = tonumber(sa), tonumber(sl), tonumber(sb)
-      w, p, q = tonumber(sw), tonumber(sp), tonumber(sq)
-    end
-    local cost, field = tonumber(ARGV[arg + 6]), ARGV[arg + 8]
-    local plain = field == ''
-    local ok, changed, remaining, reset, retry, a, b, c = false, false, 0, 0, 0
-    if here then here, a, b, c = load_state(plain, K[key], field, algo, burst, w, p, q) end
+    rule_of(ARGV[arg])
+    local cost, field = tonumber(ARGV[arg + 1]), ARGV[arg + 3]
+    local ok, changed, remaining, reset, retry, a, b, c, old = false, false, 0, 0, 0
+    if here then here, a, b, c, old = load_state(K[key], field) end
     if here then
       ok, changed, remaining, reset, retry, a, b, c =
         apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
-      if not ok and ARGV[arg + 7] ~= '1' then all = false end
+      if not ok and ARGV[arg + 2] ~= '1' then all = false end
       if ok and changed then
         if k ~= 1 then -- held back until every rule of the request passed
           npending = npending + 1
-          pending[npending] = {key, algo, burst, w, p, q, a, b, c, not plain and field}
-        elseif plain then -- one rule: nothing to hold back, write now
-          write(K[key], algo, burst, w, p, q, a, b, c)
-        else
-          cwrite[algo](K[key], field, burst, w, p, q, a, b, c, now)
+          pending[npending] = {K[key], field, algo, burst, w, p, q, a, b, c, old}
+        else -- one rule: nothing to hold back, write now
+          store(K[key], field, algo, burst, w, p, q, a, b, c, old)
         end
       end
     end
@@ -149,11 +229,7 @@ for r = 1, nreq do
   elseif all then
     for t = 1, npending do
       local x = pending[t]
-      if x[10] then
-        cwrite[x[2]](K[x[1]], x[10], x[3], x[4], x[5], x[6], x[7], x[8], x[9], now)
-      else
-        write(K[x[1]], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9])
-      end
+      store(x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11])
     end
   end
 end

@@ -55,6 +55,10 @@ static int load_json(rl_limiter *lim, const char *json, size_t len,
     pthread_mutex_lock(&lim->load_lock);
     old = rcu_peek(&lim->rules);
     rc = ruleset_parse(json, len, old->version + 1, &next, err, sizeof err);
+    if (rc == RL_OK && (rc = ruleset_inherit(next, old)) != RL_OK) {
+        snprintf(err, sizeof err, "out of memory");
+        ruleset_free(next);
+    }
     if (rc == RL_OK)
         old = rcu_swap(&lim->rules, next);
     pthread_mutex_unlock(&lim->load_lock);
@@ -291,6 +295,10 @@ static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
         burst = ap->burst / n > 0 ? ap->burst / n : 1;
     algo_params_init(&local->ap, ap->algo, ap->limit / n > 0 ? ap->limit / n : 1,
                      burst, rule->window_s, err, sizeof err);
+    /* Its own shape (the local numbers' units); no lazy migration here. */
+    rule_shape_init(&local->shape, rule->id, &local->ap);
+    local->prev = NULL;
+    local->nprev = 0;
 }
 
 /* The store failed: each rule follows its failure mode.  open: allow;

@@ -25,10 +25,10 @@
 #define REDIS_KEY_MAX (RL_KEY_MAX + RL_RULE_ID_MAX + 40)
 #define REDIS_FIELD_MAX 12
 
-/* 1 if the op's state fits the compact layout: its stored numbers stay
- * below 2^52, where Lua's doubles are exact.  Rules that do not fit keep
- * the plain layout. */
-int redis_key_compact_ok(const store_op *op);
+/* 1 if a state under these numbers fits the compact layout: its stored
+ * numbers stay below 2^52, where Lua's doubles are exact.  Rules that do
+ * not fit keep the plain layout. */
+int redis_key_compact_ok(const algo_params *ap);
 
 /* The op's key name into key[REDIS_KEY_MAX]; with compact set (and the op
  * fitting it) its field into field[REDIS_FIELD_MAX], else field is "".

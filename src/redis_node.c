@@ -160,20 +160,126 @@ static void put_num(cmdbuf *b, int64_t v)
     put_arg(b, p, (size_t)(end - p));
 }
 
+/* ---- the rule table -------------------------------------------------------- */
+
+/* A script call sends each rule its keys use once, numbered 1, 2, ... in
+ * the order the ops first name it; a key sends only its rule's number.  A
+ * small direct-mapped cache maps a rule to its number: a rule missing
+ * from it (first seen, or pushed out by another rule of the same slot)
+ * takes the next number and enters the table again, which is harmless.
+ * The same walk over the same ops makes the same choices, so the table
+ * and the keys' numbers come from walks over the ops, with no list of
+ * rules kept (a call may carry up to BATCH_MAX x RL_OPS_MAX keys). */
+#define RULE_CACHE 64
+
+typedef struct rule_nums {
+    const rl_rule *rule[RULE_CACHE];
+    int64_t num[RULE_CACHE];
+    int64_t n;
+} rule_nums;
+
+static int64_t rule_num(rule_nums *t, const rl_rule *r, int *is_new)
+{
+    unsigned h = (unsigned)(((uint64_t)(uintptr_t)r *
+                             0x9e3779b97f4a7c15ULL) >> 58);
+
+    *is_new = t->rule[h] != r;
+    if (*is_new) {
+        t->rule[h] = r;
+        t->num[h] = ++t->n;
+    }
+    return t->num[h];
+}
+
+/* Is r's replaced shape s sent with it, at `now`?  While its states may
+ * still be alive, and (compact layout) when it is kept in the same layout
+ * as the current shape: a bucket too big for the compact layout keeps
+ * the plain one, whose names differ in more than the shape. */
+static int old_shape_sent(const rnode *n, const rl_rule *r,
+                          const rule_shape *s, int64_t now)
+{
+    return s->until_ms > now &&
+           (!n->compact ||
+            redis_key_compact_ok(&s->ap) == redis_key_compact_ok(&r->ap));
+}
+
+static int64_t old_shapes(const rnode *n, const rl_rule *r, int64_t now)
+{
+    int64_t k = 0;
+
+    for (int i = 0; i < r->nprev; i++)
+        k += old_shape_sent(n, r, &r->prev[i], now);
+    return k;
+}
+
+static void put_numbers(cmdbuf *b, const algo_params *ap, const char *shape,
+                        size_t len)
+{
+    put_num(b, ap->algo);
+    put_num(b, ap->limit);
+    put_num(b, ap->burst);
+    put_num(b, ap->window_ms);
+    put_num(b, ap->p);
+    put_num(b, ap->q);
+    put_arg(b, shape, len);
+}
+
+/* One rule of the table: its numbers, its shape, and (old set) the shapes
+ * it replaced that may still hold state, each with its numbers and the
+ * time it was replaced. */
+static void put_rule(const rnode *n, cmdbuf *b, const rl_rule *r, int old,
+                     int64_t now)
+{
+    put_numbers(b, &r->ap, r->shape.name, r->shape.len);
+    put_num(b, old ? old_shapes(n, r, now) : 0);
+    for (int i = 0; old && i < r->nprev; i++) {
+        const rule_shape *s = &r->prev[i];
+        if (!old_shape_sent(n, r, s, now))
+            continue;
+        put_numbers(b, &s->ap, s->name, s->len);
+        put_num(b, s->since_ms);
+    }
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the script call --------------------------------------------------------- */
+
 /* One script call over jobs[0..nb), each a request of the batch protocol
- * (lua/check.lua).  Mode 'c' decides and charges; 'C' too, with the keys
- * undeclared (a cluster batch over many slots); mode 'r' gives back what
- * each job's ops charged (out[i].allowed && out[i].changed). */
+ * (lua/check.lua): the table of the rules their ops use, then per op the
+ * rule's number, cost, soft (or the charge's time), field.  Mode 'c'
+ * decides and charges; 'C' too, with the keys undeclared (a cluster batch
+ * over many slots: each key's name follows its values); mode 'r' gives
+ * back what each job's ops charged (out[i].allowed && out[i].changed). */
 static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
                        char mode, int eval)
 {
-    int nkeys = 0, cross = mode == 'C', j;
+    int64_t nkeys = 0, nargs = 0, test_now = 0, now;
+    int cross = mode == 'C', old = mode != 'r', is_new, j;
+    rule_nums t;
     size_t i;
 
-    for (j = 0; j < nb; j++)
-        nkeys += (int)jobs[j]->n;
-    put_head(b, '*', 3 + (cross ? 0 : nkeys) + 3 + nb +
-                         (cross ? 10LL : 9LL) * nkeys);
+    if (r->clock && r->clock->fn)
+        test_now = r->clock->fn(r->clock->arg);
+    now = test_now ? test_now : wall_ms();
+    memset(&t, 0, sizeof t);
+    for (j = 0; j < nb; j++) {
+        nkeys += (int64_t)jobs[j]->n;
+        for (i = 0; i < jobs[j]->n; i++) {
+            const rl_rule *rule = jobs[j]->ops[i].rule;
+            rule_num(&t, rule, &is_new);
+            if (is_new)
+                nargs += 8 + (old ? 8 * old_shapes(r, rule, now) : 0);
+        }
+    }
+    put_head(b, '*', 3 + (cross ? 0 : nkeys) + 3 + nargs + 1 + nb +
+                         (cross ? 5 : 4) * nkeys);
     if (eval) {
         put_arg(b, "EVAL", 4);
         put_arg(b, r->script, r->script_len);
@@ -189,27 +295,32 @@ static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
             put_arg(b, key, redis_key(&jobs[j]->ops[i], r->compact, key,
                                       field, &flen));
         }
-    put_num(b, r->clock && r->clock->fn ? r->clock->fn(r->clock->arg) : 0);
+    put_num(b, test_now);
     put_arg(b, &mode, 1);
+    put_num(b, t.n);
+    memset(&t, 0, sizeof t);
+    for (j = 0; j < nb; j++)
+        for (i = 0; i < jobs[j]->n; i++) {
+            const rl_rule *rule = jobs[j]->ops[i].rule;
+            rule_num(&t, rule, &is_new);
+            if (is_new)
+                put_rule(r, b, rule, old, now);
+        }
     put_num(b, nb);
+    memset(&t, 0, sizeof t);
     for (j = 0; j < nb; j++) {
         put_num(b, (int64_t)jobs[j]->n);
         for (i = 0; i < jobs[j]->n; i++) {
             const store_op *op = &jobs[j]->ops[i];
-            const algo_params *ap = &op->rule->ap;
             const algo_decision *d = &jobs[j]->out[i];
             char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
-            size_t flen, klen;
-            put_num(b, ap->algo);
-            put_num(b, ap->limit);
-            put_num(b, ap->burst);
-            put_num(b, ap->window_ms);
-            put_num(b, ap->p);
-            put_num(b, ap->q);
+            size_t flen = 0, klen = 0;
+            put_num(b, rule_num(&t, op->rule, &is_new));
             put_num(b, mode == 'r' && !(d->allowed && d->changed)
                            ? 0 : op->cost);
             put_num(b, mode != 'r' ? op->soft : jobs[j]->now);
-            klen = redis_key(op, r->compact, key, field, &flen);
+            if (r->compact || cross)
+                klen = redis_key(op, r->compact, key, field, &flen);
             put_arg(b, field, flen);
             if (cross)
                 put_arg(b, key, klen);
