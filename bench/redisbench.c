@@ -815,13 +815,13 @@ typedef struct rb_result {
 
 /* redis-benchmark -n n -r keyspace with the library's script: KEYS[1] is
  * `key` (with __rand_int__), ARGV the time "0", "c", and what
- * redis_node.c sends for one op (lua/check.lua): a table of one rule
- * ("1", then algorithm, limit, burst, window ms, p, q, its shape, the last
- * part of `key`, and "0" replaced shapes), one request of one key ("1"
- * "1"), and the key's rule number "1", cost, soft and the field "" (the
- * plain layout).  --csv; the last line has the figures.  The library may
- * batch many requests into one call of this script; the reference sends
- * one request per call. */
+ * redis_node.c sends for one op (lua/check.lua): "11", where the
+ * requests begin after a table of one rule (ARGV[4..10]: algorithm,
+ * limit, burst, window ms, p, q, and "0" replaced shapes), then one
+ * request of one key ("1" "1"): the index of its rule "4", cost, soft and
+ * the field "" (the plain layout).  --csv; the last line has the figures.
+ * The library may batch many requests into one call of this script; the
+ * reference sends one request per call. */
 static int run_redis_benchmark(const options *o, const char *sha,
                                int clients, int pipeline,
                                unsigned long long n,
@@ -847,24 +847,16 @@ static int run_redis_benchmark(const options *o, const char *sha,
     snprintf(P, sizeof P, "%d", pipeline);
     snprintf(nb, sizeof nb, "%llu", n);
     snprintf(r, sizeof r, "%llu", keyspace);
-    const char *shape = strrchr(key, '}');
-
-    /* rl:{...}:<rule id>:<shape>: the shape follows the rule id (the
-     * benchmark's ids have no ':') */
-    shape = shape && shape[1] == ':' ? strchr(shape + 2, ':') : NULL;
-    if (!shape)
-        return snprintf(err, ERRLEN, "key \"%.100s\": no shape", key), -1;
-    shape++;
     for (int i = 0; i < 8; i++)
         snprintf(a8[i], sizeof a8[i], "%lld", v8[i]);
     {
         const char *v[] = {prog,  "-h",  "127.0.0.1", "-p",  port,  "-c",
                            c,     "-P",  P,           "-n",  nb,    "-r",
                            r,     "--csv", "EVALSHA", sha,   "1",   key,
-                           "0",   "c",   "1",
+                           "0",   "c",   "11",
                            a8[0], a8[1], a8[2],       a8[3],
-                           a8[4], a8[5], shape,       "0",
-                           "1",   "1",   "1",         a8[6], a8[7], ""};
+                           a8[4], a8[5], "0",
+                           "1",   "1",   "4",         a8[6], a8[7], ""};
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
             argv[ac++] = (char *)v[i];
             len += (size_t)snprintf(out->cmd + len,

@@ -17,18 +17,22 @@
 --          this node does not serve now (a stale slot map, a migration) is
 --          left undone: its ops answer allowed = -1, and the caller sends it
 --          again on its own, with its keys declared, to learn where to go.
--- ARGV[3]  the number of rules the batch's keys use, each sent once; for
---          each rule 8 values:
+-- ARGV[3]  the index in ARGV of the requests' part, after the table of the
+--          rules the batch's keys use (each sent once), which begins at
+--          ARGV[4]; negated when a rule of the table carries replaced
+--          shapes (only then does the script make the functions that
+--          convert; convert.lua).  Per rule:
 --            algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window,
 --            3 gcra), limit, burst, window ms, p, q (one unit per p/q ms),
---            shape (the key name's last part: "s60", "t60:100:20"), and
 --            the number of shapes it replaced that may still hold state
---            ("r": always 0), each followed by 8 values (newest first):
---            algorithm, limit, burst, window ms, p, q, shape, and the time
---            it was replaced at (ms)
+--            ("r": always 0), and when that is not 0: its shape (the key
+--            name's last part: "s60", "t60:100:20"), then for each of
+--            those shapes (newest first) algorithm, limit, burst, window
+--            ms, p, q, shape, and the time it was replaced at (ms)
 -- then     the number of requests; then for each request the number of
 --          its keys, followed by 4 values per key:
---   the rule's number (1 for the first rule above), cost,
+--   the index in ARGV of its rule's first value,
+--   cost,
 --   "c": soft ("1": mode log, a denial vetoes nothing)
 --   "r": the time the charge was made at (ms)
 --   field: "" for the plain layout, else the client's field in the compact
@@ -46,8 +50,8 @@
 -- there is converted (convert.lua) as at the time of the change and
 -- decided on, and when the request's charges are kept the new state is
 -- written and the old one deleted (a denial writes and deletes nothing:
--- the next request converts it again, alike).  Only the keys of changed rules pay
--- for this, and only on a miss.
+-- the next request converts it again, alike).  Only the keys of changed
+-- rules pay for this, and only on a miss.
 
 local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
 local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
@@ -56,8 +60,6 @@ local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_r
 local cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
 local cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
 local crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
-local cdrop = {[0] = window_cdrop, bucket_cdrop, window_cdrop, bucket_cdrop}
-local cmove = {[0] = sliding_window_cmove, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
 
 -- State of a plain key as (a, b, c, found); all zero when it does not
 -- exist.
@@ -75,26 +77,12 @@ end
 
 local now = rl_now()
 local cross = ARGV[2] == 'C'
-
--- The rule table, parsed once per call: for the rule the keys number s
--- (a string), i = rules[s]; nums[i + 1 .. i + 6] are its six numbers,
--- nums[i + 7] the count of the shapes it replaced, nums[i + 8] the index
--- in ARGV of its first value (its shape and old shapes follow there).
-local rules, nums = {}, {}
-local arg = 4
-for n = 1, tonumber(ARGV[3]) do
-  local i = 8 * (n - 1)
-  rules[str(n)] = i
-  nums[i + 1], nums[i + 2], nums[i + 3] = tonumber(ARGV[arg]), tonumber(ARGV[arg + 1]), tonumber(ARGV[arg + 2])
-  nums[i + 4], nums[i + 5], nums[i + 6] = tonumber(ARGV[arg + 3]), tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5])
-  nums[i + 7], nums[i + 8] = tonumber(ARGV[arg + 7]), arg
-  arg = arg + 8 + 8 * nums[i + 7]
-end
-
+local arg = tonumber(ARGV[3])
+if arg < 0 then arg = -arg end -- negative: the table has replaced shapes
 local nreq = tonumber(ARGV[arg])
-arg = arg + 1
 local key = 1
 local K, stride = KEYS, 4
+arg = arg + 1
 
 if cross then -- the key names follow each key's 4 values
   K, stride = {}, 5
@@ -110,26 +98,26 @@ if cross then -- the key names follow each key's 4 values
   end
 end
 
--- The current rule's numbers: parsed once per rule, looked up again only
--- when the next key's rule string differs (Lua 5.1 interns strings, so
--- the test is a pointer comparison).
-local cur, ri, algo, limit, burst, w, p, q, nold
-
-local function rule_of(s)
-  if s ~= cur then
-    cur = s
-    ri = rules[s]
-    algo, limit, burst, w, p, q = nums[ri + 1], nums[ri + 2], nums[ri + 3], nums[ri + 4], nums[ri + 5], nums[ri + 6]
-    nold = nums[ri + 7]
-  end
-end
+-- Each key names its rule by the index in ARGV of the rule's first value;
+-- the numbers are parsed again only when the next key's rule differs (Lua
+-- 5.1 interns strings, so the test is a pointer comparison): a batch's
+-- keys mostly share their rule, and tonumber (strtod) is a good part of a
+-- check's time in Redis.  (The functions below take what they need as
+-- arguments: the script builds its functions on every call, and each
+-- local a function captures costs there.)
+local cur, ri, algo, limit, burst, w, p, q, moved
 
 if ARGV[2] == 'r' then
   for r = 1, nreq do
     local k = tonumber(ARGV[arg])
     arg = arg + 1
     for i = 1, k do
-      rule_of(ARGV[arg])
+      if ARGV[arg] ~= cur then
+        cur = ARGV[arg]
+        ri = tonumber(cur)
+        algo, burst = tonumber(ARGV[ri]), tonumber(ARGV[ri + 2])
+        w, p, q = tonumber(ARGV[ri + 3]), tonumber(ARGV[ri + 4]), tonumber(ARGV[ri + 5])
+      end
       local cost, field = tonumber(ARGV[arg + 1]), ARGV[arg + 3]
       if cost > 0 then
         if field ~= '' then
@@ -146,27 +134,21 @@ if ARGV[2] == 'r' then
   return key - 1
 end
 
--- The state of a key (or compact base and field) under one shape:
--- (a, b, c, found).
-local function read_shape(kname, field, fa, fb, fw, fp, fq)
-  if field == '' then return read(kname, fa, fb, fw, fp, fq) end
-  return cread[fa](kname, field, fb, fw, fp, fq, now)
-end
-
--- The state of one op under the current rule: its own; else the newest
--- state under a shape the rule replaced, converted, and what names that
--- old state (to be deleted when the new one is written); else fresh.
-local function load_op(kname, field)
-  local a, b, c, found = read_shape(kname, field, algo, burst, w, p, q)
-  if found or nold == 0 then return a, b, c end
-  local x = nums[ri + 8]
-  local stem = string.sub(kname, 1, #kname - #ARGV[x + 6])
-  x = x + 8
-  for j = 1, nold do
+-- A client with no state under its rule's current shape (the rule at
+-- ARGV[ri], which replaced shapes): the newest state under one of those,
+-- converted, and what names that old state (to be deleted when the new
+-- one is written); else fresh.
+local migrate
+if converts then migrate = function(kname, field, algo, limit, burst, w, p, q, ri)
+  local x = ri + 8
+  local stem = string.sub(kname, 1, #kname - #ARGV[ri + 7])
+  for j = 1, tonumber(ARGV[ri + 6]) do
     local fa, fl, fb = tonumber(ARGV[x]), tonumber(ARGV[x + 1]), tonumber(ARGV[x + 2])
     local fw, fp, fq = tonumber(ARGV[x + 3]), tonumber(ARGV[x + 4]), tonumber(ARGV[x + 5])
     local old = stem .. ARGV[x + 6]
-    a, b, c, found = read_shape(old, field, fa, fb, fw, fp, fq)
+    local a, b, c, found
+    if field == '' then a, b, c, found = read(old, fa, fb, fw, fp, fq)
+    else a, b, c, found = cread[fa](old, field, fb, fw, fp, fq, now) end
     if found then
       a, b, c = convert(fa, fl, fb, fw, fp, fq, a, b, c, algo, limit, burst, w, p, q, tonumber(ARGV[x + 7]), now)
       return a, b, c, {old, fa, fb, fw, fp, fq}
@@ -174,14 +156,18 @@ local function load_op(kname, field)
     x = x + 8
   end
   return 0, 0, 0
-end
+end end
 
--- One op's state; in a cluster batch, false when this node cannot serve
--- the key (every read comes before any write of its request, so a request
--- stopped here has written nothing).
-local function load_state(kname, field)
-  if not cross then return true, load_op(kname, field) end
-  return pcall(load_op, kname, field)
+-- The state of one op under its rule: its own, or migrate()'s.  In a
+-- cluster batch it runs under pcall: a key this node cannot serve raises
+-- (every read comes before any write of its request, so a request
+-- stopped there has written nothing).
+local function load_op(kname, field, algo, limit, burst, w, p, q, moved, ri)
+  local a, b, c, found
+  if field == '' then a, b, c, found = read(kname, algo, burst, w, p, q)
+  else a, b, c, found = cread[algo](kname, field, burst, w, p, q, now) end
+  if found or not moved then return a, b, c end
+  return migrate(kname, field, algo, limit, burst, w, p, q, ri)
 end
 
 -- Write a charged state (and delete the state it was converted from).
@@ -192,21 +178,33 @@ local function store(kname, field, sa, sb, sw, sp, sq, a, b, c, old)
   elseif not old then
     cwrite[sa](kname, field, sb, sw, sp, sq, a, b, c, now)
   else
-    cmove[sa](kname, field, sb, sw, sp, sq, a, b, c, now)
-    cdrop[old[2]](old[1], field, old[3], old[4], old[5], old[6], now)
+    compact_move(kname, field, sa, sb, sw, sp, sq, a, b, c, old[1], old[2], old[3], old[4], old[5], old[6], now)
   end
 end
 
-local out, pending, n = {}, {}, 0
+-- Costs and key counts repeat too (mostly "1"): parsed when they change.
+local out, pending, n, ks, k, cs, cost = {}, {}, 0
 for r = 1, nreq do
-  local k = tonumber(ARGV[arg])
+  if ARGV[arg] ~= ks then ks = ARGV[arg]; k = tonumber(ks) end
   local all, npending, here, first = true, 0, true, n
   arg = arg + 1
   for i = 1, k do
-    rule_of(ARGV[arg])
-    local cost, field = tonumber(ARGV[arg + 1]), ARGV[arg + 3]
+    if ARGV[arg] ~= cur then
+      cur = ARGV[arg]
+      ri = tonumber(cur)
+      algo, limit, burst = tonumber(ARGV[ri]), tonumber(ARGV[ri + 1]), tonumber(ARGV[ri + 2])
+      w, p, q = tonumber(ARGV[ri + 3]), tonumber(ARGV[ri + 4]), tonumber(ARGV[ri + 5])
+      moved = ARGV[ri + 6] ~= '0'
+    end
+    if ARGV[arg + 1] ~= cs then cs = ARGV[arg + 1]; cost = tonumber(cs) end
+    local field = ARGV[arg + 3]
     local ok, changed, remaining, reset, retry, a, b, c, old = false, false, 0, 0, 0
-    if here then here, a, b, c, old = load_state(K[key], field) end
+    if not here then
+    elseif cross then
+      here, a, b, c, old = pcall(load_op, K[key], field, algo, limit, burst, w, p, q, moved, ri)
+    else
+      a, b, c, old = load_op(K[key], field, algo, limit, burst, w, p, q, moved, ri)
+    end
     if here then
       ok, changed, remaining, reset, retry, a, b, c =
         apply[algo](limit, burst, w, p, q, a, b, c, now, cost)

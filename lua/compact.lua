@@ -69,7 +69,8 @@
 -- client whose state is under a shape the rule replaced is carried over
 -- by check.lua: read here with the old shape's numbers from the old base
 -- name (same hash tag, same field), converted (convert.lua), written to
--- the new base and dropped from the old hashes (*_cdrop) when charged.
+-- the new base and dropped from the old hashes (compact_move) when
+-- charged.
 --
 -- A stored value is less than 2*L*q <= 2*burst*p + 6*q (a state's F or U
 -- is less than 2L ms past the start of the epoch it is written in, with a
@@ -115,21 +116,6 @@ local function sliding_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
   hput(hname(base, a), field, b, (a + 2) * w)
 end
 
--- A state carried over from a shape the rule replaced (check.lua): its
--- previous window's count, if any, lives in no hash of this shape yet.
-local function sliding_window_cmove(base, field, burst, w, p, q, a, b, c, now)
-  if c > 0 then hput(hname(base, a - 1), field, c, (a + 1) * w) end
-  sliding_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
-end
-
--- Both windows: the client's state leaves the hashes a read looks at (a
--- rule changed and the state moved to the new shape's hashes).
-local function window_cdrop(base, field, burst, w, p, q, now)
-  local idx = idiv(now, w)
-  call('HDEL', hname(base, idx), field)
-  call('HDEL', hname(base, idx - 1), field)
-end
-
 -- Both windows: take the cost back from the window it was charged in.
 local function window_crefund(base, field, burst, w, p, q, cost, at, now)
   local hash = hname(base, idiv(at, w))
@@ -171,14 +157,6 @@ local function vwrite(base, field, now, l, v)
   hput(hname(base, e), field, v, (e + 2) * l)
 end
 
--- The client's state leaves the hashes vread looks at (see window_cdrop).
-local function bucket_cdrop(base, field, burst, w, p, q, now)
-  local l = life(burst, p, q)
-  local e = idiv(now, l)
-  call('HDEL', hname(base, e), field)
-  call('HDEL', hname(base, e - 1), field)
-end
-
 -- Take cost*p off the virtual time, in the hash it was read from; below
 -- that epoch's start (0) the state is fresh, and is kept as 0.
 local function bucket_crefund(base, field, burst, w, p, q, cost, at, now)
@@ -217,3 +195,31 @@ local function gcra_cwrite(base, field, burst, w, p, q, a, b, c, now)
   local l = life(burst, p, q)
   vwrite(base, field, now, l, (a - idiv(now, l) * l) * q + b)
 end
+
+-- Moves ---------------------------------------------------------------------
+
+-- A state carried over from a shape the rule replaced (check.lua): write
+-- it under the new shape, base, and take the client's field out of the
+-- hashes a read of the old shape, obase, looks at (its current and
+-- previous epoch).  A sliding window's previous count, if any, lives in
+-- no hash of the new shape yet: it goes into the previous window's.
+-- (Made only for a call that may convert: see convert.lua.)
+local compact_move
+if converts then compact_move = function(base, field, algo, burst, w, p, q, a, b, c,
+                                         obase, oalgo, oburst, ow, op, oq, now)
+  if algo == 0 then
+    if c > 0 then hput(hname(base, a - 1), field, c, (a + 1) * w) end
+    sliding_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
+  elseif algo == 1 then
+    token_bucket_cwrite(base, field, burst, w, p, q, a, b, c, now)
+  elseif algo == 2 then
+    fixed_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
+  else
+    gcra_cwrite(base, field, burst, w, p, q, a, b, c, now)
+  end
+  local e = ow -- the old shape's epoch: its window, or a bucket's life
+  if oalgo == 1 or oalgo == 3 then e = life(oburst, op, oq) end
+  e = idiv(now, e)
+  call('HDEL', hname(obase, e), field)
+  call('HDEL', hname(obase, e - 1), field)
+end end

@@ -22,72 +22,76 @@
 -- state under a rule's current shape but has one under a shape the rule
 -- replaced.
 
-local function is_bucket(algo)
-  return algo == 1 or algo == 3
-end
-
--- Whole tokens available (buckets) or units used (windows) at `at`, and
--- the time that level holds at (`at`, or the state's own time if later).
-local function level_at(algo, limit, burst, w, p, q, a, b, c, at)
-  if algo == 1 then -- token bucket: a = level in 1/p token, b = refilled at
-    local cap, level = burst * p, a
-    if level > cap then level = cap end
-    -- its earliest form, as compact.lua keeps it (see src/algo.c)
-    local whole = idiv(level, q)
-    local t = b - whole
-    level = level - whole * q
-    if at > t then
-      if at - t >= ceil_div(cap - level, q) then level = cap
-      else level = level + (at - t) * q end
-      t = at
-    end
-    return idiv(level, p), t
-  elseif algo == 3 then -- GCRA: a = TAT ms, b = its fraction in 1/q ms
-    local cap, t, frac = burst * p, at, b
-    local span = idiv(cap, q) + 1
-    if frac >= q then frac = q - 1 end
-    if a - at > span then t = a - span end
-    local debt = 0
-    if a > t or (a == t and frac > 0) then debt = (a - t) * q + frac end
-    if debt >= cap then return 0, t end
-    return idiv(cap - debt, p), t
-  elseif algo == 2 then -- fixed window: a = window, b = count
-    local idx, t = idiv(at, w), at
-    if a > idx then idx = a; t = idx * w end
-    if a == idx then return b, t end
-    return 0, t
-  end
-  -- sliding window: a = window, b = its count, c = the previous one's
-  local idx = idiv(at, w)
-  local e = at - idx * w
-  if a > idx then idx = a; e = 0 end
-  local prev, curr = 0, 0
-  if a == idx then curr = b; prev = c
-  elseif a == idx - 1 then prev = b end
-  return ceil_div(prev * (w - e) + curr * w, w), idx * w + e
-end
+-- A script builds its functions on every call, and most calls convert
+-- nothing: `converts` says whether this one may (check.lua's ARGV[3] is
+-- negative when a rule of its table carries replaced shapes), and the
+-- functions that convert and move states are made only then.
+local converts = string.byte(ARGV[3]) == 45 -- '-'
 
 -- The state (a, b, c) kept under (falgo, flimit, fburst, fw, fp, fq) as a
 -- state under (algo, limit, burst, w, p, q): the level as at the change,
 -- min(since, now); a state fresh again at now gives a fresh one (0, 0, 0).
-local function convert(falgo, flimit, fburst, fw, fp, fq, a, b, c,
-                       algo, limit, burst, w, p, q, since, now)
+local convert
+if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
+                                    algo, limit, burst, w, p, q, since, now)
+  local fbucket, bucket = falgo == 1 or falgo == 3, algo == 1 or algo == 3
   if falgo == algo and fw == w and
-     (not is_bucket(algo) or (flimit == limit and fburst == burst)) then
+     (not bucket or (flimit == limit and fburst == burst)) then
     return a, b, c
   end
-  local fresh, at = 0, since
-  if is_bucket(falgo) then fresh = fburst end
-  if now < at then at = now end
-  if level_at(falgo, flimit, fburst, fw, fp, fq, a, b, c, now) == fresh then
-    return 0, 0, 0
+
+  -- Whole tokens available (buckets) or units used (windows) under the
+  -- old numbers at `at`, and the time that level holds at (`at`, or the
+  -- state's own time if later).
+  local function level_at(at)
+    if falgo == 1 then -- token bucket: a = level in 1/p token, b = its time
+      local cap, level = fburst * fp, a
+      if level > cap then level = cap end
+      -- its earliest form, as compact.lua keeps it (see src/algo.c)
+      local whole = idiv(level, fq)
+      local t = b - whole
+      level = level - whole * fq
+      if at > t then
+        if at - t >= ceil_div(cap - level, fq) then level = cap
+        else level = level + (at - t) * fq end
+        t = at
+      end
+      return idiv(level, fp), t
+    elseif falgo == 3 then -- GCRA: a = TAT ms, b = its fraction in 1/q ms
+      local cap, t, frac = fburst * fp, at, b
+      local span = idiv(cap, fq) + 1
+      if frac >= fq then frac = fq - 1 end
+      if a - at > span then t = a - span end
+      local debt = 0
+      if a > t or (a == t and frac > 0) then debt = (a - t) * fq + frac end
+      if debt >= cap then return 0, t end
+      return idiv(cap - debt, fp), t
+    elseif falgo == 2 then -- fixed window: a = window, b = count
+      local idx, t = idiv(at, fw), at
+      if a > idx then idx = a; t = idx * fw end
+      if a == idx then return b, t end
+      return 0, t
+    end
+    -- sliding window: a = window, b = its count, c = the previous one's
+    local idx = idiv(at, fw)
+    local e = at - idx * fw
+    if a > idx then idx = a; e = 0 end
+    local prev, curr = 0, 0
+    if a == idx then curr = b; prev = c
+    elseif a == idx - 1 then prev = b end
+    return ceil_div(prev * (fw - e) + curr * fw, fw), idx * fw + e
   end
-  local level, t = level_at(falgo, flimit, fburst, fw, fp, fq, a, b, c, at)
+
+  local fresh, at = 0, since
+  if fbucket then fresh = fburst end
+  if now < at then at = now end
+  if level_at(now) == fresh then return 0, 0, 0 end
+  local level, t = level_at(at)
   local used = level
-  if is_bucket(falgo) then used = fburst - level end
-  if is_bucket(algo) then
+  if fbucket then used = fburst - level end
+  if bucket then
     local avail = level
-    if not is_bucket(falgo) then avail = burst - used end
+    if not fbucket then avail = burst - used end
     if avail < 0 then avail = 0 elseif avail > burst then avail = burst end
     if algo == 1 then return avail * p, t, 0 end
     local debt = (burst - avail) * p
@@ -96,4 +100,4 @@ local function convert(falgo, flimit, fburst, fw, fp, fq, a, b, c,
   end
   if used > limit then used = limit end
   return idiv(t, w), used, 0
-end
+end end

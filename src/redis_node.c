@@ -162,23 +162,28 @@ static void put_num(cmdbuf *b, int64_t v)
 
 /* ---- the rule table -------------------------------------------------------- */
 
-/* A script call sends each rule its keys use once, numbered 1, 2, ... in
- * the order the ops first name it; a key sends only its rule's number.  A
- * small direct-mapped cache maps a rule to its number: a rule missing
+/* A script call sends each rule its keys use once, in a table at the head
+ * of its arguments; a key sends the index in ARGV of its rule's first
+ * value, which the script reads the numbers from (lua/check.lua).  A
+ * small direct-mapped cache maps a rule to that index: a rule missing
  * from it (first seen, or pushed out by another rule of the same slot)
- * takes the next number and enters the table again, which is harmless.
- * The same walk over the same ops makes the same choices, so the table
- * and the keys' numbers come from walks over the ops, with no list of
- * rules kept (a call may carry up to BATCH_MAX x RL_OPS_MAX keys). */
+ * enters the table again, which is harmless.  The same walk over the same
+ * ops makes the same choices, so the table and the keys' indices come
+ * from walks over the ops, with no list of rules kept (a call may carry
+ * up to BATCH_MAX x RL_OPS_MAX keys). */
 #define RULE_CACHE 64
+#define RULES_AT 4                /* ARGV index of the table's first value */
 
-typedef struct rule_nums {
+typedef struct rule_table {
     const rl_rule *rule[RULE_CACHE];
-    int64_t num[RULE_CACHE];
-    int64_t n;
-} rule_nums;
+    int64_t at[RULE_CACHE];       /* its ARGV index                         */
+    int64_t next;                 /* the next rule's                        */
+} rule_table;
 
-static int64_t rule_num(rule_nums *t, const rl_rule *r, int *is_new)
+/* The ARGV index of op's rule; *is_new when it enters the table here,
+ * taking `len` values. */
+static int64_t rule_at(rule_table *t, const rl_rule *r, int64_t len,
+                       int *is_new)
 {
     unsigned h = (unsigned)(((uint64_t)(uintptr_t)r *
                              0x9e3779b97f4a7c15ULL) >> 58);
@@ -186,9 +191,16 @@ static int64_t rule_num(rule_nums *t, const rl_rule *r, int *is_new)
     *is_new = t->rule[h] != r;
     if (*is_new) {
         t->rule[h] = r;
-        t->num[h] = ++t->n;
+        t->at[h] = t->next;
+        t->next += len;
     }
-    return t->num[h];
+    return t->at[h];
+}
+
+static void table_init(rule_table *t)
+{
+    memset(t->rule, 0, sizeof t->rule);
+    t->next = RULES_AT;
 }
 
 /* Is r's replaced shape s sent with it, at `now`?  While its states may
@@ -212,8 +224,13 @@ static int64_t old_shapes(const rnode *n, const rl_rule *r, int64_t now)
     return k;
 }
 
-static void put_numbers(cmdbuf *b, const algo_params *ap, const char *shape,
-                        size_t len)
+/* How many values rule r takes in the table. */
+static int64_t rule_len(int64_t nold)
+{
+    return 7 + (nold ? 1 + 8 * nold : 0);
+}
+
+static void put_numbers(cmdbuf *b, const algo_params *ap)
 {
     put_num(b, ap->algo);
     put_num(b, ap->limit);
@@ -221,22 +238,25 @@ static void put_numbers(cmdbuf *b, const algo_params *ap, const char *shape,
     put_num(b, ap->window_ms);
     put_num(b, ap->p);
     put_num(b, ap->q);
-    put_arg(b, shape, len);
 }
 
-/* One rule of the table: its numbers, its shape, and (old set) the shapes
- * it replaced that may still hold state, each with its numbers and the
- * time it was replaced. */
-static void put_rule(const rnode *n, cmdbuf *b, const rl_rule *r, int old,
-                     int64_t now)
+/* One rule of the table: its numbers, and the shapes it replaced that may
+ * still hold state (nold of them; none for a refund), each with its
+ * numbers, its name and the time it was replaced. */
+static void put_rule(const rnode *n, cmdbuf *b, const rl_rule *r,
+                     int64_t nold, int64_t now)
 {
-    put_numbers(b, &r->ap, r->shape.name, r->shape.len);
-    put_num(b, old ? old_shapes(n, r, now) : 0);
-    for (int i = 0; old && i < r->nprev; i++) {
+    put_numbers(b, &r->ap);
+    put_num(b, nold);
+    if (!nold)
+        return;
+    put_arg(b, r->shape.name, r->shape.len);
+    for (int i = 0; i < r->nprev; i++) {
         const rule_shape *s = &r->prev[i];
         if (!old_shape_sent(n, r, s, now))
             continue;
-        put_numbers(b, &s->ap, s->name, s->len);
+        put_numbers(b, &s->ap);
+        put_arg(b, s->name, s->len);
         put_num(b, s->since_ms);
     }
 }
@@ -252,33 +272,33 @@ static int64_t wall_ms(void)
 /* ---- the script call --------------------------------------------------------- */
 
 /* One script call over jobs[0..nb), each a request of the batch protocol
- * (lua/check.lua): the table of the rules their ops use, then per op the
- * rule's number, cost, soft (or the charge's time), field.  Mode 'c'
+ * (lua/check.lua): the table of the rules their ops use, then per op its
+ * rule's index, cost, soft (or the charge's time), field.  Mode 'c'
  * decides and charges; 'C' too, with the keys undeclared (a cluster batch
  * over many slots: each key's name follows its values); mode 'r' gives
  * back what each job's ops charged (out[i].allowed && out[i].changed). */
 static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
                        char mode, int eval)
 {
-    int64_t nkeys = 0, nargs = 0, test_now = 0, now;
+    int64_t nkeys = 0, test_now = 0, now, nold, moves = 0;
     int cross = mode == 'C', old = mode != 'r', is_new, j;
-    rule_nums t;
+    rule_table t;
     size_t i;
 
     if (r->clock && r->clock->fn)
         test_now = r->clock->fn(r->clock->arg);
     now = test_now ? test_now : wall_ms();
-    memset(&t, 0, sizeof t);
+    table_init(&t);
     for (j = 0; j < nb; j++) {
         nkeys += (int64_t)jobs[j]->n;
         for (i = 0; i < jobs[j]->n; i++) {
             const rl_rule *rule = jobs[j]->ops[i].rule;
-            rule_num(&t, rule, &is_new);
-            if (is_new)
-                nargs += 8 + (old ? 8 * old_shapes(r, rule, now) : 0);
+            nold = old ? old_shapes(r, rule, now) : 0;
+            moves |= nold;
+            rule_at(&t, rule, rule_len(nold), &is_new);
         }
     }
-    put_head(b, '*', 3 + (cross ? 0 : nkeys) + 3 + nargs + 1 + nb +
+    put_head(b, '*', 3 + (cross ? 0 : nkeys) + t.next + nb +
                          (cross ? 5 : 4) * nkeys);
     if (eval) {
         put_arg(b, "EVAL", 4);
@@ -297,17 +317,18 @@ static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
         }
     put_num(b, test_now);
     put_arg(b, &mode, 1);
-    put_num(b, t.n);
-    memset(&t, 0, sizeof t);
+    put_num(b, moves ? -t.next : t.next); /* the requests' part */
+    table_init(&t);
     for (j = 0; j < nb; j++)
         for (i = 0; i < jobs[j]->n; i++) {
             const rl_rule *rule = jobs[j]->ops[i].rule;
-            rule_num(&t, rule, &is_new);
+            nold = old ? old_shapes(r, rule, now) : 0;
+            rule_at(&t, rule, rule_len(nold), &is_new);
             if (is_new)
-                put_rule(r, b, rule, old, now);
+                put_rule(r, b, rule, nold, now);
         }
     put_num(b, nb);
-    memset(&t, 0, sizeof t);
+    table_init(&t);
     for (j = 0; j < nb; j++) {
         put_num(b, (int64_t)jobs[j]->n);
         for (i = 0; i < jobs[j]->n; i++) {
@@ -315,7 +336,8 @@ static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
             const algo_decision *d = &jobs[j]->out[i];
             char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
             size_t flen = 0, klen = 0;
-            put_num(b, rule_num(&t, op->rule, &is_new));
+            nold = old ? old_shapes(r, op->rule, now) : 0;
+            put_num(b, rule_at(&t, op->rule, rule_len(nold), &is_new));
             put_num(b, mode == 'r' && !(d->allowed && d->changed)
                            ? 0 : op->cost);
             put_num(b, mode != 'r' ? op->soft : jobs[j]->now);

@@ -65,7 +65,7 @@ typedef struct part {
     const char *key, *field;
     const algo_params *ap;
     int64_t cost, last;
-    const char *shape;      /* NULL: "-" (no old shapes)               */
+    const char *shape;      /* its key's last part, with old shapes    */
     const oldshape *old;
     int nold;
 } part;
@@ -91,6 +91,9 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
                 argv[c] = num[c], c++)
 #define PARAMS(ap) (NUM((ap)->algo), NUM((ap)->limit), NUM((ap)->burst), \
                     NUM((ap)->window_ms), NUM((ap)->p), NUM((ap)->q))
+    int64_t at[MAXP];
+    int reqs_at, moves = 0;
+
     argv[c++] = "EVAL";
     argv[c++] = rl_lua_check_test;
     NUM(cross ? 0 : n);
@@ -98,22 +101,29 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
         argv[c++] = pt[i].key;
     NUM(now);
     argv[c++] = mstr;
-    NUM(n);          /* rules: one per part */
-    for (int i = 0; i < n; i++) {
+    reqs_at = c++;   /* ARGV[3]: filled in below */
+    for (int i = 0; i < n; i++) { /* the rule table: one rule per part */
         int nold = mode == 'r' ? 0 : pt[i].nold;
+        at[i] = c - (cross ? 2 : 2 + n); /* its index in ARGV */
         PARAMS(pt[i].ap);
-        argv[c++] = pt[i].shape ? pt[i].shape : "-";
         NUM(nold);
+        if (nold)
+            argv[c++] = pt[i].shape;
         for (int k = 0; k < nold; k++) {
             PARAMS(pt[i].old[k].ap);
             argv[c++] = pt[i].old[k].shape;
             NUM(pt[i].old[k].since);
         }
     }
+    for (int i = 0; i < n; i++)
+        moves |= mode != 'r' && pt[i].nold > 0;
+    snprintf(num[reqs_at], sizeof num[reqs_at], "%d",
+             (moves ? -1 : 1) * (c - (cross ? 2 : 2 + n)));
+    argv[reqs_at] = num[reqs_at];
     NUM(1);          /* one request */
     NUM(n);          /* of n keys   */
     for (int i = 0; i < n; i++) {
-        NUM(i + 1);
+        NUM(at[i]);
         NUM(pt[i].cost);
         NUM(pt[i].last);
         argv[c++] = pt[i].field;
