@@ -3,9 +3,10 @@
  *
  * Every algorithm keeps its state in an algo_state (two 64-bit words and one
  * 32-bit word; all zero means "never seen") and decides one charge with
- * algo_apply(); algo_convert() carries a state across a rule change.  Nothing here allocates, locks or reads a clock: the caller
- * passes the time, so the memory store and the tests drive the same code,
- * and lua/ repeats the same steps inside Redis.
+ * algo_apply(); algo_convert() carries a state across a rule change. Nothing
+ * here allocates, locks or reads a clock: the caller passes the time, so the
+ * memory store and the tests drive the same code, and lua/ repeats the same
+ * steps inside Redis.
  *
  * Time is in milliseconds since the Unix epoch.  Rates are exact fractions:
  * a rule of `limit` per `window_ms` emits one token every T = p/q ms with

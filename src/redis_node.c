@@ -11,15 +11,19 @@
  *
  * A batch is ONE script call deciding every request in it (each
  * all-or-nothing): Redis runs one script, and reads its clock once, for
- * many checks.  On a single server the call declares its keys.  A cluster
+ * many checks.  The call carries each rule its keys use once, in a table
+ * (the rule's numbers, and the shapes it replaced while they may still
+ * hold state), and per key only its rule's place in that table, cost,
+ * soft and field.  On a single server the call declares its keys.  A cluster
  * master gets them as arguments instead ("C" mode: Redis would route by
  * declared keys and refuse keys of several slots; the script is flagged
  * allow-cross-slot-keys), and answers RN_ELSEWHERE for a request whose
  * keys it does not serve now; the store sends that one again with
  * RN_DECLARED, a call of its own with its keys declared (behind ASKING
- * after an ASK), in the same write as the next batch.  A server that lost the script (restart, failover,
- * SCRIPT FLUSH) answers NOSCRIPT: those calls are sent again as EVAL, which
- * also caches the script, within the same deadline.
+ * after an ASK), in the same write as the next batch.  A server that
+ * lost the script (restart, failover, SCRIPT FLUSH) answers NOSCRIPT: those
+ * calls are sent again as EVAL, which also caches the script, within the
+ * same deadline.
  */
 #include "redis_node.h"
 #include "cluster_reply.h"
@@ -160,7 +164,7 @@ static void put_num(cmdbuf *b, int64_t v)
     put_arg(b, p, (size_t)(end - p));
 }
 
-/* ---- the rule table -------------------------------------------------------- */
+/* ---- the rule table ---------------------------------------------------- */
 
 /* A script call sends each rule its keys use once, in a table at the head
  * of its arguments; a key sends the index in ARGV of its rule's first
@@ -269,7 +273,7 @@ static int64_t wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* ---- the script call --------------------------------------------------------- */
+/* ---- the script call --------------------------------------------------- */
 
 /* One script call over jobs[0..nb), each a request of the batch protocol
  * (lua/check.lua): the table of the rules their ops use, then per op its

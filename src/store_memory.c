@@ -5,15 +5,18 @@
  *
  * Each tracked (rule, key) is one 32-byte entry: a 64-bit fingerprint of the
  * rule's state seed (its id and shape, rule.h) and the key (the key bytes
- * are not kept), the algorithm's state, and an expiry in seconds.  Two different (rule, key) pairs share a
- * counter only if their 64-bit fingerprints are equal: with n tracked pairs
- * that happens with probability about n^2 / 2^65 (3e-6 at 10M pairs), and
- * then both clients are limited together, never more loosely.
+ * are not kept), the algorithm's state, and an expiry in seconds.  Two
+ * different (rule, key) pairs share a counter only if their 64-bit
+ * fingerprints are equal: with n tracked pairs that happens with
+ * probability about n^2 / 2^65 (3e-6 at 10M pairs), and then both clients
+ * are limited together, never more loosely.
  *
  * The top 8 bits of the key's hash pick the segment, so all of a client's
  * entries (every rule, every shape) share one segment and one lock; the low
  * 32 bits of the fingerprint pick the home slot (multiply-shift, so
  * capacities need not be powers of two); collisions probe linearly.
+ * Segments grow by 1.25x at 85 % load, so the table stays between 68 % and
+ * 85 % full: 32 B / 0.68 = 47 B per entry at worst.
  *
  * A rule whose shape changed (ruleset_inherit) remembers its previous
  * shapes for as long as states of them can live.  A client with no entry
@@ -21,8 +24,7 @@
  * state found there is converted (algo_convert) and decided on, and when
  * the charge is kept the new entry is written and the old one removed, in
  * the same segment, under the same lock.  Only the ops of changed rules,
- * and only on a miss, pay for it.  Segments grow by 1.25x at 85 % load, so the table stays between
- * 68 % and 85 % full: 32 B / 0.68 = 47 B per entry at worst.
+ * and only on a miss, pay for it.
  *
  * Expired entries are reclaimed without a cleanup job: a probe that passes
  * an expired entry reuses its slot for a new key, and a segment that runs

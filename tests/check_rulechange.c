@@ -149,7 +149,7 @@ static void clear_of_window_ends(const env *e)
         nap_ms(100);
 }
 
-/* ---- the matrix ------------------------------------------------------------ */
+/* ---- the matrix -------------------------------------------------------- */
 
 /* One change of one rule: the client is charged `pre` units under the
  * old numbers, then the rule is reloaded with the new ones.  By the
@@ -171,7 +171,8 @@ typedef struct change {
     "\"algorithm\":\"" algo "\",\"limit\":" #limit                             \
     ",\"window_seconds\":" #window ",\"burst\":" #burst
 #define WINDOW(algo, limit, window)                                            \
-    "\"algorithm\":\"" algo "\",\"limit\":" #limit ",\"window_seconds\":" #window
+    "\"algorithm\":\"" algo "\",\"limit\":" #limit                             \
+    ",\"window_seconds\":" #window
 
 #define CASE(w, b, a, av, cp, per, old, k)                                     \
     {.what = w, .before = b, .after = a, .pre = 6, .avail = av, .cap = cp,    \
@@ -866,21 +867,26 @@ START_TEST(convert_table)
     /* bucket: 7 charged at T0, 500 ms later 3.5 tokens: 3 whole ones */
     for (int i = 0; i < 7; i++)
         algo_apply(&tb, &st, T0, 1, &d);
-    ck_assert_int_eq(algo_convert(&tb, &st, &tb2, T0 + 500, T0 + 500, &out), 1);
+    ck_assert_int_eq(algo_convert(&tb, &st, &tb2, T0 + 500,
+                                  T0 + 500, &out), 1);
     algo_apply(&tb2, &out, T0 + 500, 0, &d);
     ck_assert_int_eq(d.remaining, 3);     /* not 20: no free refill   */
-    ck_assert_int_eq(algo_convert(&tb, &st, &g, T0 + 500, T0 + 500, &out), 1);
+    ck_assert_int_eq(algo_convert(&tb, &st, &g, T0 + 500,
+                                  T0 + 500, &out), 1);
     algo_apply(&g, &out, T0 + 500, 0, &d);
     ck_assert_int_eq(d.remaining, 3);     /* capped at 5: 3 fits      */
-    ck_assert_int_eq(algo_convert(&tb, &st, &sw, T0 + 500, T0 + 500, &out), 1);
+    ck_assert_int_eq(algo_convert(&tb, &st, &sw, T0 + 500,
+                                  T0 + 500, &out), 1);
     algo_apply(&sw, &out, T0 + 500, 0, &d);
     ck_assert_int_eq(d.remaining, 3);     /* used 10 - 3 = 7          */
     /* later calls convert alike: the level as at the change */
-    ck_assert_int_eq(algo_convert(&tb, &st, &tb2, T0 + 500, T0 + 900, &out), 1);
+    ck_assert_int_eq(algo_convert(&tb, &st, &tb2, T0 + 500,
+                                  T0 + 900, &out), 1);
     algo_apply(&tb2, &out, T0 + 900, 0, &d);
     ck_assert_int_eq(d.remaining, 3);
     /* full again by now: fresh under the new rule */
-    ck_assert_int_eq(algo_convert(&tb, &st, &tb2, T0 + 500, T0 + 7000, &out), 0);
+    ck_assert_int_eq(algo_convert(&tb, &st, &tb2, T0 + 500,
+                                  T0 + 7000, &out), 0);
     ck_assert(out.a == 0 && out.b == 0 && out.c == 0);
     /* sliding window: 6 in the previous window, 2 now, 2.5 s in: the
      * estimate 6 * 0.75 + 2 = 6.5, rounded up: 7 used */
@@ -889,17 +895,21 @@ START_TEST(convert_table)
         algo_apply(&sw, &st, T0 + 5000, 1, &d);
     for (int i = 0; i < 2; i++)
         algo_apply(&sw, &st, T0 + 12500, 1, &d);
-    ck_assert_int_eq(algo_convert(&sw, &st, &g, T0 + 12500, T0 + 12500, &out), 1);
+    ck_assert_int_eq(algo_convert(&sw, &st, &g, T0 + 12500,
+                                  T0 + 12500, &out), 1);
     algo_apply(&g, &out, T0 + 12500, 0, &d);
     ck_assert_int_eq(d.remaining, 0);     /* 5 - 7, at least 0        */
-    ck_assert_int_eq(algo_convert(&sw, &st, &fw, T0 + 12500, T0 + 12500, &out), 1);
+    ck_assert_int_eq(algo_convert(&sw, &st, &fw, T0 + 12500,
+                                  T0 + 12500, &out), 1);
     algo_apply(&fw, &out, T0 + 12500, 0, &d);
     ck_assert_int_eq(d.remaining, 3);
-    ck_assert_int_eq(algo_convert(&sw, &st, &sw2, T0 + 12500, T0 + 12500, &out), 1);
+    ck_assert_int_eq(algo_convert(&sw, &st, &sw2, T0 + 12500,
+                                  T0 + 12500, &out), 1);
     ck_assert_int_eq(out.b, 7);           /* curr = used, prev = 0    */
     ck_assert_int_eq(out.c, 0);
     /* the same units: copied as they are */
-    ck_assert_int_eq(algo_convert(&sw, &st, &sw, T0 + 12500, T0 + 12500, &out), 1);
+    ck_assert_int_eq(algo_convert(&sw, &st, &sw, T0 + 12500,
+                                  T0 + 12500, &out), 1);
     ck_assert(out.a == st.a && out.b == st.b && out.c == st.c);
 }
 END_TEST
