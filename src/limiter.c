@@ -55,12 +55,10 @@ static int load_json(rl_limiter *lim, const char *json, size_t len,
     pthread_mutex_lock(&lim->load_lock);
     old = rcu_peek(&lim->rules);
     rc = ruleset_parse(json, len, old->version + 1, &next, err, sizeof err);
-    if (rc == RL_OK && (rc = ruleset_inherit(next, old)) != RL_OK) {
-        snprintf(err, sizeof err, "out of memory");
-        ruleset_free(next);
-    }
-    if (rc == RL_OK)
+    if (rc == RL_OK) {
+        ruleset_inherit(next, old);
         old = rcu_swap(&lim->rules, next);
+    }
     pthread_mutex_unlock(&lim->load_lock);
     if (rc != RL_OK)
         return rl_fail(lim, rc, "%s: %s", what, err);

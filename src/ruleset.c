@@ -215,30 +215,20 @@ static int shapes_of(const rl_rule *r, const rl_rule *o, int64_t now,
     return n;
 }
 
-int ruleset_inherit(rl_ruleset *next, const rl_ruleset *old)
+void ruleset_inherit(rl_ruleset *next, const rl_ruleset *old)
 {
     int64_t now = inherit_now();
     rule_shape list[RULE_PREV_MAX];
-    size_t i;
 
-    for (i = 0; i < next->n; i++) {
+    for (size_t i = 0; i < next->n; i++) {
         rl_rule *r = &next->rules[i];
         const rl_rule *o = ruleset_find(old, r->id);
         int n = o ? shapes_of(r, o, now, list) : 0;
 
-        if (n == 0)
+        /* Out of memory: this rule remembers nothing, as a new rule. */
+        if (n == 0 || !(r->prev = malloc((size_t)n * sizeof *r->prev)))
             continue;
-        if (!(r->prev = malloc((size_t)n * sizeof *r->prev)))
-            break;
         memcpy(r->prev, list, (size_t)n * sizeof *r->prev);
         r->nprev = n;
     }
-    if (i == next->n)
-        return RL_OK;
-    while (i-- > 0) { /* out of memory: undo */
-        free(next->rules[i].prev);
-        next->rules[i].prev = NULL;
-        next->rules[i].nprev = 0;
-    }
-    return RL_ENOMEM;
 }

@@ -44,10 +44,11 @@ void ruleset_free(rl_ruleset *rs);
  * to the new shape, at most RULE_PREV_MAX in all.  The stores look a
  * client's state up in those shapes when it has none in the current one
  * (lazy migration, algo_convert()).  Call it under the load lock, right
- * before the swap; `old` is only read.  RL_OK, or RL_ENOMEM (then `next`
- * is as it was).
+ * before the swap; `old` is only read.  It cannot fail: a rule whose list
+ * cannot be allocated remembers nothing, and its clients start afresh, as
+ * a new rule's would.
  */
-int ruleset_inherit(rl_ruleset *next, const rl_ruleset *old);
+void ruleset_inherit(rl_ruleset *next, const rl_ruleset *old);
 
 /* Tests: the clock ruleset_inherit() stamps changes with (epoch ms);
  * NULL: the real time (CLOCK_REALTIME).  Process-wide. */
