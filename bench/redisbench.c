@@ -814,12 +814,14 @@ typedef struct rb_result {
 } rb_result;
 
 /* redis-benchmark -n n -r keyspace with the library's script: KEYS[1] is
- * `key` (with __rand_int__), ARGV the time "0", "c", one request of one
- * key ("1" "1"), then the 9 values redis_node.c sends for one op:
- * algorithm, limit, burst, window ms, p, q, cost, soft, and the field ""
- * (the plain layout).  --csv; the last
- * line has the figures.  The library may batch many requests into one
- * call of this script; the reference sends one request per call. */
+ * `key` (with __rand_int__), ARGV the time "0", "c", and what
+ * redis_node.c sends for one op (lua/check.lua): "11", where the
+ * requests begin after a table of one rule (ARGV[4..10]: algorithm,
+ * limit, burst, window ms, p, q, and "0" replaced shapes), then one
+ * request of one key ("1" "1"): the index of its rule "4", cost, soft and
+ * the field "" (the plain layout).  --csv; the last line has the figures.
+ * The library may batch many requests into one call of this script; the
+ * reference sends one request per call. */
 static int run_redis_benchmark(const options *o, const char *sha,
                                int clients, int pipeline,
                                unsigned long long n,
@@ -829,7 +831,7 @@ static int run_redis_benchmark(const options *o, const char *sha,
 {
     const char *prog = getenv("REDIS_BENCHMARK");
     char port[16], c[16], P[16], nb[32], r[32], a8[8][24], buf[8192];
-    char *argv[32];
+    char *argv[40];
     int ac = 0, fds[2], status = 0;
     size_t got = 0, len = 0;
     posix_spawn_file_actions_t fa;
@@ -851,9 +853,10 @@ static int run_redis_benchmark(const options *o, const char *sha,
         const char *v[] = {prog,  "-h",  "127.0.0.1", "-p",  port,  "-c",
                            c,     "-P",  P,           "-n",  nb,    "-r",
                            r,     "--csv", "EVALSHA", sha,   "1",   key,
-                           "0",   "c",   "1",         "1",
+                           "0",   "c",   "11",
                            a8[0], a8[1], a8[2],       a8[3],
-                           a8[4], a8[5], a8[6],       a8[7], ""};
+                           a8[4], a8[5], "0",
+                           "1",   "1",   "4",         a8[6], a8[7], ""};
         for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
             argv[ac++] = (char *)v[i];
             len += (size_t)snprintf(out->cmd + len,

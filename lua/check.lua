@@ -12,15 +12,27 @@
 -- ARGV[2]  "c": check and charge;  "r": refund charges made by a "c";
 --          "C": as "c", for a Redis Cluster batch whose requests may lie in
 --          many slots of this node: KEYS is empty and each key's name is a
---          10th value after its 9 (Redis only routes by declared keys, and
+--          5th value after its 4 (Redis only routes by declared keys, and
 --          refuses declared keys of different slots).  A request whose keys
 --          this node does not serve now (a stale slot map, a migration) is
 --          left undone: its ops answer allowed = -1, and the caller sends it
 --          again on its own, with its keys declared, to learn where to go.
--- ARGV[3]  the number of requests; then for each request the number of
---          its keys, followed by 9 values per key:
---   algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window, 3 gcra),
---   limit, burst, window ms, p, q (one unit per p/q ms), cost,
+-- ARGV[3]  the index in ARGV of the requests' part, after the table of the
+--          rules the batch's keys use (each sent once), which begins at
+--          ARGV[4]; negated when a rule of the table carries replaced
+--          shapes (only then does the script make the functions that
+--          convert; convert.lua).  Per rule:
+--            algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window,
+--            3 gcra), limit, burst, window ms, p, q (one unit per p/q ms),
+--            the number of shapes it replaced that may still hold state
+--            ("r": always 0), and when that is not 0: its shape (the key
+--            name's last part: "s60", "t60:100:20"), then for each of
+--            those shapes (newest first) algorithm, limit, burst, window
+--            ms, p, q, shape, and the time it was replaced at (ms)
+-- then     the number of requests; then for each request the number of
+--          its keys, followed by 4 values per key:
+--   the index in ARGV of its rule's first value,
+--   cost,
 --   "c": soft ("1": mode log, a denial vetoes nothing)
 --   "r": the time the charge was made at (ms)
 --   field: "" for the plain layout, else the client's field in the compact
@@ -29,6 +41,17 @@
 -- the time used; for "r": the number of keys refunded.
 -- State expires by itself when it is fresh again; nothing needs a cleanup
 -- job.
+--
+-- A rule whose shape changed (its algorithm, its window, or a bucket's
+-- limit or burst) names its state anew, so no state is read in another
+-- shape's units.  A client with no state under the current shape is
+-- looked up under the shapes the rule replaced, newest first, by the same
+-- name with the shape replaced (same hash tag: same slot); a state found
+-- there is converted (convert.lua) as at the time of the change and
+-- decided on, and when the request's charges are kept the new state is
+-- written and the old one deleted (a denial writes and deletes nothing:
+-- the next request converts it again, alike).  Only the keys of changed
+-- rules pay for this, and only on a miss.
 
 local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
 local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
@@ -38,11 +61,13 @@ local cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_crea
 local cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
 local crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
 
--- State of KEYS[i] as (a, b, c); all zero when the key does not exist.
+-- State of a plain key as (a, b, c, found); all zero when it does not
+-- exist.
 local function read(key, algo, burst, w, p, q)
   local value = call('GET', key)
-  if not value then return 0, 0, 0 end
-  return load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
+  if not value then return 0, 0, 0, false end
+  local a, b, c = load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
+  return a, b, c, true
 end
 
 local function write(key, algo, burst, w, p, q, a, b, c)
@@ -51,38 +76,55 @@ local function write(key, algo, burst, w, p, q, a, b, c)
 end
 
 local now = rl_now()
-local nreq = tonumber(ARGV[3])
-local key, arg = 1, 4
-local K, stride, cross = KEYS, 9, ARGV[2] == 'C'
+local cross = ARGV[2] == 'C'
+local arg = tonumber(ARGV[3])
+if arg < 0 then arg = -arg end -- negative: the table has replaced shapes
+local nreq = tonumber(ARGV[arg])
+local key = 1
+local K, stride = KEYS, 4
+arg = arg + 1
 
-if cross then -- the key names follow each key's 9 values
-  K, stride = {}, 10
-  local a, j = 4, 0
+if cross then -- the key names follow each key's 4 values
+  K, stride = {}, 5
+  local a, j = arg, 0
   for r = 1, nreq do
     local k = tonumber(ARGV[a])
     a = a + 1
     for i = 1, k do
       j = j + 1
-      K[j] = ARGV[a + 9]
-      a = a + 10
+      K[j] = ARGV[a + 4]
+      a = a + 5
     end
   end
 end
+
+-- Each key names its rule by the index in ARGV of the rule's first value;
+-- the numbers are parsed again only when the next key's rule differs (Lua
+-- 5.1 interns strings, so the test is a pointer comparison): a batch's
+-- keys mostly share their rule, and tonumber (strtod) is a good part of a
+-- check's time in Redis.  (The functions below take what they need as
+-- arguments: the script builds its functions on every call, and each
+-- local a function captures costs there.)
+local cur, ri, algo, limit, burst, w, p, q, moved
 
 if ARGV[2] == 'r' then
   for r = 1, nreq do
     local k = tonumber(ARGV[arg])
     arg = arg + 1
     for i = 1, k do
-      local algo, burst, w = tonumber(ARGV[arg]), tonumber(ARGV[arg + 2]), tonumber(ARGV[arg + 3])
-      local p, q, cost = tonumber(ARGV[arg + 4]), tonumber(ARGV[arg + 5]), tonumber(ARGV[arg + 6])
-      local field = ARGV[arg + 8]
+      if ARGV[arg] ~= cur then
+        cur = ARGV[arg]
+        ri = tonumber(cur)
+        algo, burst = tonumber(ARGV[ri]), tonumber(ARGV[ri + 2])
+        w, p, q = tonumber(ARGV[ri + 3]), tonumber(ARGV[ri + 4]), tonumber(ARGV[ri + 5])
+      end
+      local cost, field = tonumber(ARGV[arg + 1]), ARGV[arg + 3]
       if cost > 0 then
         if field ~= '' then
-          crefund[algo](K[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 7]), now)
+          crefund[algo](K[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 2]), now)
         elseif call('EXISTS', K[key]) == 1 then
           local a, b, c = read(K[key], algo, burst, w, p, q)
-          a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 7]), w))
+          a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 2]), w))
           write(K[key], algo, burst, w, p, q, a, b, c)
         end
       end
@@ -92,51 +134,87 @@ if ARGV[2] == 'r' then
   return key - 1
 end
 
--- One op's state; in a cluster batch, false when this node cannot serve
--- the key (every read comes before any write of its request, so a request
--- stopped here has written nothing).
-local function load_state(plain, kname, field, algo, burst, w, p, q)
-  if not cross then
-    if plain then return true, read(kname, algo, burst, w, p, q) end
-    return true, cread[algo](kname, field, burst, w, p, q, now)
+-- A client with no state under its rule's current shape (the rule at
+-- ARGV[ri], which replaced shapes): the newest state under one of those,
+-- converted, and what names that old state (to be deleted when the new
+-- one is written); else fresh.
+local migrate
+if converts then migrate = function(kname, field, algo, limit, burst, w, p, q, ri)
+  local x = ri + 8
+  local stem = string.sub(kname, 1, #kname - #ARGV[ri + 7])
+  for j = 1, tonumber(ARGV[ri + 6]) do
+    local fa, fl, fb = tonumber(ARGV[x]), tonumber(ARGV[x + 1]), tonumber(ARGV[x + 2])
+    local fw, fp, fq = tonumber(ARGV[x + 3]), tonumber(ARGV[x + 4]), tonumber(ARGV[x + 5])
+    local old = stem .. ARGV[x + 6]
+    local a, b, c, found
+    if field == '' then a, b, c, found = read(old, fa, fb, fw, fp, fq)
+    else a, b, c, found = cread[fa](old, field, fb, fw, fp, fq, now) end
+    if found then
+      a, b, c = convert(fa, fl, fb, fw, fp, fq, a, b, c, algo, limit, burst, w, p, q, tonumber(ARGV[x + 7]), now)
+      return a, b, c, {old, fa, fb, fw, fp, fq}
+    end
+    x = x + 8
   end
-  if plain then return pcall(read, kname, algo, burst, w, p, q) end
-  return pcall(cread[algo], kname, field, burst, w, p, q, now)
+  return 0, 0, 0
+end end
+
+-- The state of one op under its rule: its own, or migrate()'s.  In a
+-- cluster batch it runs under pcall: a key this node cannot serve raises
+-- (every read comes before any write of its request, so a request
+-- stopped there has written nothing).
+local function load_op(kname, field, algo, limit, burst, w, p, q, moved, ri)
+  local a, b, c, found
+  if field == '' then a, b, c, found = read(kname, algo, burst, w, p, q)
+  else a, b, c, found = cread[algo](kname, field, burst, w, p, q, now) end
+  if found or not moved then return a, b, c end
+  return migrate(kname, field, algo, limit, burst, w, p, q, ri)
 end
 
-local out, pending, n = {}, {}, 0
--- A batch's keys mostly share their rule, so its six numbers are parsed
--- again only when their strings change: Lua 5.1 interns every string, so
--- the comparisons are pointer tests, and tonumber (strtod) was a fifth of
--- a check's time in Redis.
-local ra, rl, rb, rw, rp, rq, algo, limit, burst, w, p, q
+-- Write a charged state (and delete the state it was converted from).
+local function store(kname, field, sa, sb, sw, sp, sq, a, b, c, old)
+  if field == '' then
+    write(kname, sa, sb, sw, sp, sq, a, b, c)
+    if old then call('DEL', old[1]) end
+  elseif not old then
+    cwrite[sa](kname, field, sb, sw, sp, sq, a, b, c, now)
+  else
+    compact_move(kname, field, sa, sb, sw, sp, sq, a, b, c, old[1], old[2], old[3], old[4], old[5], old[6], now)
+  end
+end
+
+-- Costs and key counts repeat too (mostly "1"): parsed when they change.
+local out, pending, n, ks, k, cs, cost = {}, {}, 0
 for r = 1, nreq do
-  local k = tonumber(ARGV[arg])
+  if ARGV[arg] ~= ks then ks = ARGV[arg]; k = tonumber(ks) end
   local all, npending, here, first = true, 0, true, n
   arg = arg + 1
   for i = 1, k do
-    local sa, sl, sb, sw, sp, sq = ARGV[arg], ARGV[arg + 1], ARGV[arg + 2], ARGV[arg + 3], ARGV[arg + 4], ARGV[arg + 5]
-    if sa ~= ra or sl ~= rl or sb ~= rb or sw ~= rw or sp ~= rp or sq ~= rq then
-      ra, rl, rb, rw, rp, rq = sa, sl, sb, sw, sp, sq
-      algo, limit, burst = tonumber(sa), tonumber(sl), tonumber(sb)
-      w, p, q = tonumber(sw), tonumber(sp), tonumber(sq)
+    if ARGV[arg] ~= cur then
+      cur = ARGV[arg]
+      ri = tonumber(cur)
+      algo, limit, burst = tonumber(ARGV[ri]), tonumber(ARGV[ri + 1]), tonumber(ARGV[ri + 2])
+      w, p, q = tonumber(ARGV[ri + 3]), tonumber(ARGV[ri + 4]), tonumber(ARGV[ri + 5])
+      moved = ARGV[ri + 6] ~= '0'
     end
-    local cost, field = tonumber(ARGV[arg + 6]), ARGV[arg + 8]
-    local plain = field == ''
-    local ok, changed, remaining, reset, retry, a, b, c = false, false, 0, 0, 0
-    if here then here, a, b, c = load_state(plain, K[key], field, algo, burst, w, p, q) end
+    if ARGV[arg + 1] ~= cs then cs = ARGV[arg + 1]; cost = tonumber(cs) end
+    local field = ARGV[arg + 3]
+    local ok, changed, remaining, reset, retry, a, b, c, old = false, false, 0, 0, 0
+    if not here then
+    elseif cross then
+      here, a, b, c, old = pcall(load_op, K[key], field, algo, limit, burst, w, p, q, moved, ri)
+    else
+      a, b, c, old = load_op(K[key], field, algo, limit, burst, w, p, q, moved, ri)
+    end
     if here then
       ok, changed, remaining, reset, retry, a, b, c =
         apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
-      if not ok and ARGV[arg + 7] ~= '1' then all = false end
+      if not ok and ARGV[arg + 2] ~= '1' then all = false end
       if ok and changed then
         if k ~= 1 then -- held back until every rule of the request passed
           npending = npending + 1
-          pending[npending] = {key, algo, burst, w, p, q, a, b, c, not plain and field}
-        elseif plain then -- one rule: nothing to hold back, write now
-          write(K[key], algo, burst, w, p, q, a, b, c)
-        else
-          cwrite[algo](K[key], field, burst, w, p, q, a, b, c, now)
+          pending[npending] = {K[key], field, algo, burst, w, p, q, a, b, c, old}
+        else -- one rule: nothing to hold back, write now
+          store(K[key], field, algo, burst, w, p, q, a, b, c, old)
         end
       end
     end
@@ -149,11 +227,7 @@ for r = 1, nreq do
   elseif all then
     for t = 1, npending do
       local x = pending[t]
-      if x[10] then
-        cwrite[x[2]](K[x[1]], x[10], x[3], x[4], x[5], x[6], x[7], x[8], x[9], now)
-      else
-        write(K[x[1]], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9])
-      end
+      store(x[1], x[2], x[3], x[4], x[5], x[6], x[7], x[8], x[9], x[10], x[11])
     end
   end
 end

@@ -5,9 +5,11 @@
 --
 -- Identity and collisions.  A client is named by a short hash of its key:
 -- 16 bits pick the bucket in the key name,
--- rlc:{<bucket>}:<rule>:<shape>[:<limit>:<burst>] (limit and burst for the
--- buckets, whose stored times are in units of the rate; so the cluster slot), 31 bits are the field inside the hash: 47 bits
--- in all.  Among N tracked clients of one rule about N^2 / 2^48 pairs share
+-- rlc:{<bucket>}:<rule>:<shape> (the shape names limit and burst for the
+-- buckets, whose stored times are in units of the rate; the bucket is in
+-- the hash tag, so it picks the cluster slot), 31 bits are the field
+-- inside the hash: 47 bits in all.  Among N tracked clients of one rule
+-- about N^2 / 2^48 pairs share
 -- state: 0.004 pairs for a million clients, 0.36 for ten million.  Two
 -- clients that share state are limited as one client: every charge of
 -- either counts against the one state, so the two together, and so each of
@@ -60,11 +62,15 @@
 --
 -- Rule changes.  A bucket's value is in 1/q ms from the start of an epoch
 -- of L ms, both derived from limit, burst and window, so its base name
--- (src/redis_key.c) names the limit and the burst beside the algorithm and
--- the window: a reload that changes either starts those clients afresh,
--- instead of reading old values in new units (which could make a bucket
--- look full, or empty for up to 2L).  (Window
--- counts have no units: a changed limit applies to them at once.)
+-- (src/redis_key.c: the rule's shape) names the limit and the burst beside
+-- the algorithm and the window: old values are never read in new units
+-- (which could make a bucket look full, or empty for up to 2L).  Window
+-- counts have no units: a changed limit applies to them at once.  A
+-- client whose state is under a shape the rule replaced is carried over
+-- by check.lua: read here with the old shape's numbers from the old base
+-- name (same hash tag, same field), converted (convert.lua), written to
+-- the new base and dropped from the old hashes (compact_move) when
+-- charged.
 --
 -- A stored value is less than 2*L*q <= 2*burst*p + 6*q (a state's F or U
 -- is less than 2L ms past the start of the epoch it is written in, with a
@@ -88,8 +94,8 @@ end
 local function fixed_window_cread(base, field, burst, w, p, q, now)
   local idx = idiv(now, w)
   local v = call('HGET', hname(base, idx), field)
-  if v then return idx, tonumber(v), 0 end
-  return 0, 0, 0
+  if v then return idx, tonumber(v), 0, true end
+  return 0, 0, 0, false
 end
 
 local function fixed_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
@@ -100,9 +106,9 @@ local function sliding_window_cread(base, field, burst, w, p, q, now)
   local idx = idiv(now, w)
   local cur = call('HGET', hname(base, idx), field)
   local prev = call('HGET', hname(base, idx - 1), field)
-  if cur then return idx, tonumber(cur), prev and tonumber(prev) or 0 end
-  if prev then return idx - 1, tonumber(prev), 0 end
-  return 0, 0, 0
+  if cur then return idx, tonumber(cur), prev and tonumber(prev) or 0, true end
+  if prev then return idx - 1, tonumber(prev), 0, true end
+  return 0, 0, 0, false
 end
 
 -- c, the previous window's count, already lives in its own hash.
@@ -165,12 +171,12 @@ end
 local function token_bucket_cread(base, field, burst, w, p, q, now)
   local cap = burst * p
   local v, start = vread(base, field, now, life(burst, p, q))
-  if not v then return 0, 0, 0 end
+  if not v then return 0, 0, 0, false end
   -- t = ceil((v - cap) / q), where v - cap may be negative: shifted by k
   -- whole ms so ceil_div sees a number >= 0.
   local k = ceil_div(cap, q)
   local t = ceil_div(v + k * q - cap, q) - k
-  return t * q + cap - v, start + t, 0
+  return t * q + cap - v, start + t, 0, true
 end
 
 local function token_bucket_cwrite(base, field, burst, w, p, q, a, b, c, now)
@@ -180,12 +186,40 @@ end
 
 local function gcra_cread(base, field, burst, w, p, q, now)
   local v, start = vread(base, field, now, life(burst, p, q))
-  if not v then return 0, 0, 0 end
+  if not v then return 0, 0, 0, false end
   local ms = idiv(v, q)
-  return start + ms, v - ms * q, 0
+  return start + ms, v - ms * q, 0, true
 end
 
 local function gcra_cwrite(base, field, burst, w, p, q, a, b, c, now)
   local l = life(burst, p, q)
   vwrite(base, field, now, l, (a - idiv(now, l) * l) * q + b)
 end
+
+-- Moves ---------------------------------------------------------------------
+
+-- A state carried over from a shape the rule replaced (check.lua): write
+-- it under the new shape, base, and take the client's field out of the
+-- hashes a read of the old shape, obase, looks at (its current and
+-- previous epoch).  A sliding window's previous count, if any, lives in
+-- no hash of the new shape yet: it goes into the previous window's.
+-- (Made only for a call that may convert: see convert.lua.)
+local compact_move
+if converts then compact_move = function(base, field, algo, burst, w, p, q, a, b, c,
+                                         obase, oalgo, oburst, ow, op, oq, now)
+  if algo == 0 then
+    if c > 0 then hput(hname(base, a - 1), field, c, (a + 1) * w) end
+    sliding_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
+  elseif algo == 1 then
+    token_bucket_cwrite(base, field, burst, w, p, q, a, b, c, now)
+  elseif algo == 2 then
+    fixed_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
+  else
+    gcra_cwrite(base, field, burst, w, p, q, a, b, c, now)
+  end
+  local e = ow -- the old shape's epoch: its window, or a bucket's life
+  if oalgo == 1 or oalgo == 3 then e = life(oburst, op, oq) end
+  e = idiv(now, e)
+  call('HDEL', hname(obase, e), field)
+  call('HDEL', hname(obase, e - 1), field)
+end end

@@ -1,5 +1,6 @@
 /*
- * algo.c -- token bucket, GCRA, fixed window and sliding window counter.
+ * algo.c -- token bucket, GCRA, fixed window and sliding window counter,
+ * and the carrying of a client's level across a rule change.
  *
  * All four share one shape: bring the state up to `now` (refill, or roll the
  * window), test whether `cost` fits, charge it if it does, and report what
@@ -258,4 +259,119 @@ void algo_apply(const algo_params *ap, algo_state *st, int64_t now_ms,
     case RL_ALGO_FIXED_WINDOW: fixed_window(ap, st, now_ms, cost, d); break;
     default: sliding_window(ap, st, now_ms, cost, d); break;
     }
+}
+
+int algo_same_units(const algo_params *a, const algo_params *b)
+{
+    return a->algo == b->algo && a->window_ms == b->window_ms &&
+           (!is_bucket(a->algo) ||
+            (a->limit == b->limit && a->burst == b->burst));
+}
+
+int64_t algo_state_life_ms(const algo_params *ap)
+{
+    switch (ap->algo) {
+    case RL_ALGO_TOKEN_BUCKET:
+    case RL_ALGO_GCRA: return ceil_div(ap->burst * ap->p, ap->q) + 1;
+    case RL_ALGO_FIXED_WINDOW: return ap->window_ms;
+    default: return 2 * ap->window_ms;
+    }
+}
+
+/* A client's level under `ap` at `at`, as algo_apply() would see it: the
+ * whole tokens available (buckets) or the units used (windows); *t gets
+ * the time that level holds at: `at`, or the state's own time when it was
+ * written later (each algorithm treats an earlier time as the latest it
+ * has seen, as in algo_apply; a token bucket's own time is its earliest
+ * form's, below). */
+static int64_t level_at(const algo_params *ap, const algo_state *st,
+                        int64_t at, int64_t *t)
+{
+    int64_t cap = ap->burst * ap->p, w = ap->window_ms;
+
+    switch (ap->algo) {
+    case RL_ALGO_TOKEN_BUCKET: {
+        /* In its earliest form: whole ms of refill taken off the level and
+         * off its time (level mod q at b - level / q), the same state at
+         * any time from b on.  The compact layout keeps only that form
+         * (lua/compact.lua), so a state last written after `at` is taken
+         * alike in every store: as refilling steadily up to its level. */
+        int64_t level = st->a > cap ? cap : st->a;
+        *t = st->b - level / ap->q;
+        level %= ap->q;
+        if (at > *t) {
+            level = at - *t >= ceil_div(cap - level, ap->q)
+                        ? cap : level + (at - *t) * ap->q;
+            *t = at;
+        }
+        return level / ap->p;
+    }
+    case RL_ALGO_GCRA: {
+        int64_t tat = st->a, span = cap / ap->q + 1, debt;
+        int64_t frac = st->b < ap->q ? st->b : ap->q - 1;
+        *t = tat - at > span ? tat - span : at;
+        debt = (tat > *t || (tat == *t && frac > 0))
+                   ? (tat - *t) * ap->q + frac : 0;
+        return debt >= cap ? 0 : (cap - debt) / ap->p;
+    }
+    case RL_ALGO_FIXED_WINDOW: {
+        int64_t idx = at / w;
+        *t = at;
+        if (st->a > idx) {
+            idx = st->a;
+            *t = idx * w;
+        }
+        return st->a == idx ? st->b : 0;
+    }
+    default: {
+        int64_t idx = at / w, e = at - idx * w, prev = 0, curr = 0;
+        if (st->a > idx) {
+            idx = st->a;
+            e = 0;
+        }
+        if (st->a == idx) {
+            curr = st->b;
+            prev = st->c;
+        } else if (st->a == idx - 1) {
+            prev = st->b;
+        }
+        *t = idx * w + e;
+        return ceil_div(prev * (w - e) + curr * w, w);
+    }
+    }
+}
+
+/* The decision table is in algo.h, above the declaration. */
+int algo_convert(const algo_params *from, const algo_state *st,
+                 const algo_params *to, int64_t since_ms, int64_t now_ms,
+                 algo_state *out)
+{
+    int64_t at = since_ms < now_ms ? since_ms : now_ms, t, level, used;
+    int64_t fresh = is_bucket(from->algo) ? from->burst : 0;
+
+    if (algo_same_units(from, to)) {
+        *out = *st;
+        return 1;
+    }
+    memset(out, 0, sizeof *out);
+    if (level_at(from, st, now_ms, &t) == fresh)
+        return 0;
+    level = level_at(from, st, at, &t);
+    used = is_bucket(from->algo) ? from->burst - level : level;
+    if (is_bucket(to->algo)) {
+        int64_t avail = is_bucket(from->algo) ? level : to->burst - used;
+        avail = avail < 0 ? 0 : avail > to->burst ? to->burst : avail;
+        if (to->algo == RL_ALGO_TOKEN_BUCKET) {
+            out->a = avail * to->p;
+            out->b = t;
+        } else {
+            int64_t debt = (to->burst - avail) * to->p;
+            out->a = t + debt / to->q;
+            out->b = debt % to->q;
+        }
+        return 1;
+    }
+    out->a = t / to->window_ms;
+    out->b = used > to->limit ? to->limit : used;
+    return 1;
 }

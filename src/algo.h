@@ -3,9 +3,10 @@
  *
  * Every algorithm keeps its state in an algo_state (two 64-bit words and one
  * 32-bit word; all zero means "never seen") and decides one charge with
- * algo_apply().  Nothing here allocates, locks or reads a clock: the caller
- * passes the time, so the memory store and the tests drive the same code,
- * and lua/ repeats the same steps inside Redis.
+ * algo_apply(); algo_convert() carries a state across a rule change. Nothing
+ * here allocates, locks or reads a clock: the caller passes the time, so the
+ * memory store and the tests drive the same code, and lua/ repeats the same
+ * steps inside Redis.
  *
  * Time is in milliseconds since the Unix epoch.  Rates are exact fractions:
  * a rule of `limit` per `window_ms` emits one token every T = p/q ms with
@@ -66,5 +67,45 @@ int algo_params_init(algo_params *ap, int algo, int64_t limit, int64_t burst,
  * when the charge is admitted with cost > 0 (d->changed). */
 void algo_apply(const algo_params *ap, algo_state *st, int64_t now_ms,
                 int64_t cost, algo_decision *d);
+
+/* 1 if a state kept under `a` means the same under `b`: the same algorithm
+ * and window, and for the buckets the same limit and burst (their levels
+ * and times are in units of the rate and the size).  A window's counts do
+ * not depend on the limit. */
+int algo_same_units(const algo_params *a, const algo_params *b);
+
+/* The longest a state stays unlike a fresh one after its last charge, in
+ * ms: a bucket refilling from empty, one window (fixed), two (sliding). */
+int64_t algo_state_life_ms(const algo_params *ap);
+
+/*
+ * A rule changed: carry a client's level from a state kept under `from`
+ * into one under `to`.  The level is taken as at the change, at =
+ * min(since_ms, now_ms) (a state last written later is taken at its own
+ * time), so a client that keeps being denied is converted the same way
+ * each time, and the new numbers apply from the change on:
+ *
+ *   from \ to      bucket                      window
+ *   bucket         whole tokens available,     used = from's burst - whole
+ *                  at most to's burst          tokens available
+ *   window         available = to's burst      used = the window's estimate
+ *                  - used, at least 0          (sliding: prev*(W-e)/W + curr,
+ *                                              rounded up; fixed: the count)
+ *
+ * A bucket's fraction of a token is dropped (no free refill); a window
+ * gets `used`, at most to's limit, as the count of its window holding that
+ * time (sliding: curr = used, prev = 0); a bucket's level is placed at that
+ * time and refills at to's rate from there.  When the units are the same
+ * (algo_same_units) the state is copied as it is: a window whose limit
+ * changed keeps its counts.  A state that is fresh again at now_ms under
+ * `from` (a full bucket, windows passed) gives a fresh one: that client is
+ * like a new client, which is also what every store finds once such a
+ * state has expired.  Returns 1 when a level was carried over, 0 when
+ * *out is fresh.  Exact integers throughout (below 2^52, like algo_apply);
+ * lua/convert.lua repeats the same steps.
+ */
+int algo_convert(const algo_params *from, const algo_state *st,
+                 const algo_params *to, int64_t since_ms, int64_t now_ms,
+                 algo_state *out);
 
 #endif

@@ -214,6 +214,10 @@ static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
         burst = ap->burst / n > 0 ? ap->burst / n : 1;
     algo_params_init(&local->ap, ap->algo, ap->limit / n > 0 ? ap->limit / n : 1,
                      burst, rule->window_s, err, sizeof err);
+    /* Its own shape (the local numbers' units); no lazy migration here. */
+    rule_shape_init(&local->shape, rule->id, &local->ap);
+    local->prev = NULL;
+    local->nprev = 0;
 }
 
 /* The store failed: each rule follows its failure mode.  open: allow;

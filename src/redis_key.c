@@ -13,9 +13,8 @@
 
 #define COMPACT_SEED 0x726c632d6b657931ULL /* "rlc-key1" */
 
-int redis_key_compact_ok(const store_op *op)
+int redis_key_compact_ok(const algo_params *ap)
 {
-    const algo_params *ap = &op->rule->ap;
     int64_t cap, life;
 
     if (ap->algo == RL_ALGO_FIXED_WINDOW || ap->algo == RL_ALGO_SLIDING_WINDOW)
@@ -27,18 +26,19 @@ int redis_key_compact_ok(const store_op *op)
     return life <= RL_EXACT_MAX / 2 / ap->q;
 }
 
+/* "}:<rule id>:<shape>" at key + n; returns the new length. */
 static size_t put_tail(const store_op *op, char *key, size_t n)
 {
-    static const char letter[] = "stfg"; /* enum rl_algo order */
-    size_t idlen = strlen(op->rule->id);
+    const rl_rule *r = op->rule;
+    size_t idlen = strlen(r->id);
 
     memcpy(key + n, "}:", 2);
     n += 2;
-    memcpy(key + n, op->rule->id, idlen);
+    memcpy(key + n, r->id, idlen);
     n += idlen;
-    n += (size_t)sprintf(key + n, ":%c%lld", letter[op->rule->ap.algo & 3],
-                         (long long)op->rule->window_s);
-    return n;
+    key[n++] = ':';
+    memcpy(key + n, r->shape.name, r->shape.len);
+    return n + r->shape.len;
 }
 
 size_t redis_key(const store_op *op, int compact, char *key, char *field,
@@ -46,19 +46,11 @@ size_t redis_key(const store_op *op, int compact, char *key, char *field,
 {
     size_t n;
 
-    if (compact && redis_key_compact_ok(op)) {
+    if (compact && redis_key_compact_ok(&op->rule->ap)) {
         uint64_t h = hash_bytes(op->key, op->key_len, COMPACT_SEED);
         n = (size_t)sprintf(key, "rlc:{%u", (unsigned)(h & 0xffff));
-        const algo_params *ap = &op->rule->ap;
         *field_len = (size_t)sprintf(field, "%u", (unsigned)(h >> 33));
-        n = put_tail(op, key, n);
-        /* Bucket states are times in units of the rate (1/q ms): a rule
-         * whose limit or burst changes must not read them, so both name
-         * the hash.  Window counts have no unit. */
-        if (ap->algo == RL_ALGO_TOKEN_BUCKET || ap->algo == RL_ALGO_GCRA)
-            n += (size_t)sprintf(key + n, ":%lld:%lld", (long long)ap->limit,
-                                 (long long)ap->burst);
-        return n;
+        return put_tail(op, key, n);
     }
     field[0] = 0;
     *field_len = 0;

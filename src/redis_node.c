@@ -11,15 +11,19 @@
  *
  * A batch is ONE script call deciding every request in it (each
  * all-or-nothing): Redis runs one script, and reads its clock once, for
- * many checks.  On a single server the call declares its keys.  A cluster
+ * many checks.  The call carries each rule its keys use once, in a table
+ * (the rule's numbers, and the shapes it replaced while they may still
+ * hold state), and per key only its rule's place in that table, cost,
+ * soft and field.  On a single server the call declares its keys.  A cluster
  * master gets them as arguments instead ("C" mode: Redis would route by
  * declared keys and refuse keys of several slots; the script is flagged
  * allow-cross-slot-keys), and answers RN_ELSEWHERE for a request whose
  * keys it does not serve now; the store sends that one again with
  * RN_DECLARED, a call of its own with its keys declared (behind ASKING
- * after an ASK), in the same write as the next batch.  A server that lost the script (restart, failover,
- * SCRIPT FLUSH) answers NOSCRIPT: those calls are sent again as EVAL, which
- * also caches the script, within the same deadline.
+ * after an ASK), in the same write as the next batch.  A server that
+ * lost the script (restart, failover, SCRIPT FLUSH) answers NOSCRIPT: those
+ * calls are sent again as EVAL, which also caches the script, within the
+ * same deadline.
  */
 #include "redis_node.h"
 #include "cluster_reply.h"
@@ -160,20 +164,146 @@ static void put_num(cmdbuf *b, int64_t v)
     put_arg(b, p, (size_t)(end - p));
 }
 
+/* ---- the rule table ---------------------------------------------------- */
+
+/* A script call sends each rule its keys use once, in a table at the head
+ * of its arguments; a key sends the index in ARGV of its rule's first
+ * value, which the script reads the numbers from (lua/check.lua).  A
+ * small direct-mapped cache maps a rule to that index: a rule missing
+ * from it (first seen, or pushed out by another rule of the same slot)
+ * enters the table again, which is harmless.  The same walk over the same
+ * ops makes the same choices, so the table and the keys' indices come
+ * from walks over the ops, with no list of rules kept (a call may carry
+ * up to BATCH_MAX x RL_OPS_MAX keys). */
+#define RULE_CACHE 64
+#define RULES_AT 4                /* ARGV index of the table's first value */
+
+typedef struct rule_table {
+    const rl_rule *rule[RULE_CACHE];
+    int64_t at[RULE_CACHE];       /* its ARGV index                         */
+    int64_t next;                 /* the next rule's                        */
+} rule_table;
+
+/* The ARGV index of op's rule; *is_new when it enters the table here,
+ * taking `len` values. */
+static int64_t rule_at(rule_table *t, const rl_rule *r, int64_t len,
+                       int *is_new)
+{
+    unsigned h = (unsigned)(((uint64_t)(uintptr_t)r *
+                             0x9e3779b97f4a7c15ULL) >> 58);
+
+    *is_new = t->rule[h] != r;
+    if (*is_new) {
+        t->rule[h] = r;
+        t->at[h] = t->next;
+        t->next += len;
+    }
+    return t->at[h];
+}
+
+static void table_init(rule_table *t)
+{
+    memset(t->rule, 0, sizeof t->rule);
+    t->next = RULES_AT;
+}
+
+/* Is r's replaced shape s sent with it, at `now`?  While its states may
+ * still be alive, and (compact layout) when it is kept in the same layout
+ * as the current shape: a bucket too big for the compact layout keeps
+ * the plain one, whose names differ in more than the shape. */
+static int old_shape_sent(const rnode *n, const rl_rule *r,
+                          const rule_shape *s, int64_t now)
+{
+    return s->until_ms > now &&
+           (!n->compact ||
+            redis_key_compact_ok(&s->ap) == redis_key_compact_ok(&r->ap));
+}
+
+static int64_t old_shapes(const rnode *n, const rl_rule *r, int64_t now)
+{
+    int64_t k = 0;
+
+    for (int i = 0; i < r->nprev; i++)
+        k += old_shape_sent(n, r, &r->prev[i], now);
+    return k;
+}
+
+/* How many values rule r takes in the table. */
+static int64_t rule_len(int64_t nold)
+{
+    return 7 + (nold ? 1 + 8 * nold : 0);
+}
+
+static void put_numbers(cmdbuf *b, const algo_params *ap)
+{
+    put_num(b, ap->algo);
+    put_num(b, ap->limit);
+    put_num(b, ap->burst);
+    put_num(b, ap->window_ms);
+    put_num(b, ap->p);
+    put_num(b, ap->q);
+}
+
+/* One rule of the table: its numbers, and the shapes it replaced that may
+ * still hold state (nold of them; none for a refund), each with its
+ * numbers, its name and the time it was replaced. */
+static void put_rule(const rnode *n, cmdbuf *b, const rl_rule *r,
+                     int64_t nold, int64_t now)
+{
+    put_numbers(b, &r->ap);
+    put_num(b, nold);
+    if (!nold)
+        return;
+    put_arg(b, r->shape.name, r->shape.len);
+    for (int i = 0; i < r->nprev; i++) {
+        const rule_shape *s = &r->prev[i];
+        if (!old_shape_sent(n, r, s, now))
+            continue;
+        put_numbers(b, &s->ap);
+        put_arg(b, s->name, s->len);
+        put_num(b, s->since_ms);
+    }
+}
+
+static int64_t wall_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ---- the script call --------------------------------------------------- */
+
 /* One script call over jobs[0..nb), each a request of the batch protocol
- * (lua/check.lua).  Mode 'c' decides and charges; 'C' too, with the keys
- * undeclared (a cluster batch over many slots); mode 'r' gives back what
- * each job's ops charged (out[i].allowed && out[i].changed). */
+ * (lua/check.lua): the table of the rules their ops use, then per op its
+ * rule's index, cost, soft (or the charge's time), field.  Mode 'c'
+ * decides and charges; 'C' too, with the keys undeclared (a cluster batch
+ * over many slots: each key's name follows its values); mode 'r' gives
+ * back what each job's ops charged (out[i].allowed && out[i].changed). */
 static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
                        char mode, int eval)
 {
-    int nkeys = 0, cross = mode == 'C', j;
+    int64_t nkeys = 0, test_now = 0, now, nold, moves = 0;
+    int cross = mode == 'C', old = mode != 'r', is_new, j;
+    rule_table t;
     size_t i;
 
-    for (j = 0; j < nb; j++)
-        nkeys += (int)jobs[j]->n;
-    put_head(b, '*', 3 + (cross ? 0 : nkeys) + 3 + nb +
-                         (cross ? 10LL : 9LL) * nkeys);
+    if (r->clock && r->clock->fn)
+        test_now = r->clock->fn(r->clock->arg);
+    now = test_now ? test_now : wall_ms();
+    table_init(&t);
+    for (j = 0; j < nb; j++) {
+        nkeys += (int64_t)jobs[j]->n;
+        for (i = 0; i < jobs[j]->n; i++) {
+            const rl_rule *rule = jobs[j]->ops[i].rule;
+            nold = old ? old_shapes(r, rule, now) : 0;
+            moves |= nold;
+            rule_at(&t, rule, rule_len(nold), &is_new);
+        }
+    }
+    put_head(b, '*', 3 + (cross ? 0 : nkeys) + t.next + nb +
+                         (cross ? 5 : 4) * nkeys);
     if (eval) {
         put_arg(b, "EVAL", 4);
         put_arg(b, r->script, r->script_len);
@@ -189,27 +319,34 @@ static void put_script(const rnode *r, cmdbuf *b, job **jobs, int nb,
             put_arg(b, key, redis_key(&jobs[j]->ops[i], r->compact, key,
                                       field, &flen));
         }
-    put_num(b, r->clock && r->clock->fn ? r->clock->fn(r->clock->arg) : 0);
+    put_num(b, test_now);
     put_arg(b, &mode, 1);
+    put_num(b, moves ? -t.next : t.next); /* the requests' part */
+    table_init(&t);
+    for (j = 0; j < nb; j++)
+        for (i = 0; i < jobs[j]->n; i++) {
+            const rl_rule *rule = jobs[j]->ops[i].rule;
+            nold = old ? old_shapes(r, rule, now) : 0;
+            rule_at(&t, rule, rule_len(nold), &is_new);
+            if (is_new)
+                put_rule(r, b, rule, nold, now);
+        }
     put_num(b, nb);
+    table_init(&t);
     for (j = 0; j < nb; j++) {
         put_num(b, (int64_t)jobs[j]->n);
         for (i = 0; i < jobs[j]->n; i++) {
             const store_op *op = &jobs[j]->ops[i];
-            const algo_params *ap = &op->rule->ap;
             const algo_decision *d = &jobs[j]->out[i];
             char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
-            size_t flen, klen;
-            put_num(b, ap->algo);
-            put_num(b, ap->limit);
-            put_num(b, ap->burst);
-            put_num(b, ap->window_ms);
-            put_num(b, ap->p);
-            put_num(b, ap->q);
+            size_t flen = 0, klen = 0;
+            nold = old ? old_shapes(r, op->rule, now) : 0;
+            put_num(b, rule_at(&t, op->rule, rule_len(nold), &is_new));
             put_num(b, mode == 'r' && !(d->allowed && d->changed)
                            ? 0 : op->cost);
             put_num(b, mode != 'r' ? op->soft : jobs[j]->now);
-            klen = redis_key(op, r->compact, key, field, &flen);
+            if (r->compact || cross)
+                klen = redis_key(op, r->compact, key, field, &flen);
             put_arg(b, field, flen);
             if (cross)
                 put_arg(b, key, klen);

@@ -101,7 +101,26 @@ void rule_clear(rl_rule *r)
 {
     free(r->endpoint);
     free(r->tier);
+    free(r->prev);
     r->endpoint = r->tier = NULL;
+    r->prev = NULL;
+    r->nprev = 0;
+}
+
+void rule_shape_init(rule_shape *s, const char *id, const algo_params *ap)
+{
+    static const char letter[] = "stfg"; /* enum rl_algo order */
+    int n = snprintf(s->name, sizeof s->name, "%c%lld", letter[ap->algo & 3],
+                     (long long)(ap->window_ms / 1000));
+
+    if (ap->algo == RL_ALGO_TOKEN_BUCKET || ap->algo == RL_ALGO_GCRA)
+        n += snprintf(s->name + n, sizeof s->name - (size_t)n, ":%lld:%lld",
+                      (long long)ap->limit, (long long)ap->burst);
+    s->len = (size_t)n;
+    s->ap = *ap;
+    s->since_ms = s->until_ms = 0;
+    s->state_seed = hash_bytes(s->name, s->len,
+                               hash_bytes(id, strlen(id), 0x5eed));
 }
 
 static int num2(const char *s)
@@ -367,15 +386,11 @@ static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
 
 int rule_from_json(json_t *obj, rl_rule *r, char *err, size_t errlen)
 {
-    uint64_t algo_window;
-
     memset(r, 0, sizeof *r);
     if (parse_rule(obj, r, err, errlen)) {
         rule_clear(r);
         return -1;
     }
-    algo_window = ((uint64_t)r->ap.algo << 48) ^ (uint64_t)r->ap.window_ms;
-    r->state_seed = hash_mix(hash_bytes(r->id, strlen(r->id), 0x5eed),
-                             algo_window);
+    rule_shape_init(&r->shape, r->id, &r->ap);
     return 0;
 }

@@ -25,6 +25,32 @@ enum rl_failure { RL_FAIL_FALLBACK, RL_FAIL_OPEN, RL_FAIL_CLOSED };
 #define RL_TIER_MAX 63
 
 struct dryrun; /* src/dryrun.h */
+/*
+ * A rule's shape: the numbers that give its stored state its units, named.
+ * A window's counts mean the same under any limit, so its shape is the
+ * algorithm's letter and the window in seconds ("s60"); a bucket's level
+ * and times are in units of its rate and size, so its shape adds the limit
+ * and the burst ("t60:100:20").  Stores name a client's state by the rule
+ * id and the shape: a state is never read in another shape's units.
+ */
+#define RULE_SHAPE_MAX 32      /* "g2678400:1000000000:1000000000" + NUL */
+#define RULE_PREV_MAX 4        /* replaced shapes a rule remembers       */
+/* How long after a change old-shape states are still looked for, beyond
+ * their own life: limiters of a fleet take up a new rule set within
+ * seconds of each other (a pull every rules_refresh_s at the latest),
+ * and meanwhile the others still write the old shape. */
+#define RULE_SHAPE_GRACE_MS 60000
+
+typedef struct rule_shape {
+    algo_params ap;              /* the numbers                        */
+    uint64_t state_seed;         /* the memory store's: id and name    */
+    int64_t since_ms;            /* replaced at (epoch ms); previous
+                                    shapes only                        */
+    int64_t until_ms;            /* no state of this shape is unlike a
+                                    fresh one after this (epoch ms)    */
+    char name[RULE_SHAPE_MAX];   /* "s60", "t60:100:20"                */
+    size_t len;
+} rule_shape;
 
 typedef struct rl_rule {
     char id[RL_RULE_ID_MAX + 1];
@@ -37,10 +63,11 @@ typedef struct rl_rule {
     int failure;                 /* enum rl_failure                    */
     int64_t version;
     char updated_at[40];         /* RFC 3339, "" if not given          */
-    uint64_t state_seed;         /* hash of id, algorithm and window:
-                                    the store keys state by it, so a
-                                    rule that changes algorithm or
-                                    window starts from fresh state     */
+    rule_shape shape;            /* the current one; the memory store
+                                    keys state by shape.state_seed     */
+    rule_shape *prev;            /* the shapes it replaced, newest
+                                    first (ruleset_inherit), or NULL   */
+    int nprev;
     struct dryrun *dry;          /* dry-run counters (mode "log", or
                                     kept from an earlier log mode);
                                     NULL: none                         */
@@ -55,8 +82,13 @@ typedef struct rl_rule {
  * canonical form back. */
 int rule_from_json(json_t *obj, rl_rule *r, char *err, size_t errlen);
 
-/* Free what rule_from_json() allocated inside *r (not r itself). */
+/* Free what rule_from_json() and ruleset_inherit() allocated inside *r
+ * (not r itself). */
 void rule_clear(rl_rule *r);
+
+/* The shape of rule `id` with the numbers `ap`: its name and state seed
+ * (since_ms and until_ms are left 0). */
+void rule_shape_init(rule_shape *s, const char *id, const algo_params *ap);
 
 /* 0 if `id` is a valid rule id: 1..RL_RULE_ID_MAX of [A-Za-z0-9._:-], and
  * neither "." nor ".." (URL dot-segments: the id is a path segment of

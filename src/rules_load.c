@@ -121,8 +121,10 @@ int limiter_swap_rules(rl_limiter *lim, rl_ruleset *next,
         return RL_ERULE;
     }
     next->version = version;
-    /* Rules with the same rule_id carry their predecessors' dry-run
-     * counters into the new set. */
+    /* Rules with the same rule_id carry over what their predecessors
+     * had: the shapes they replaced (so each client's state is converted,
+     * not lost) and their dry-run counters. */
+    ruleset_inherit(next, old);
     if (dryrun_inherit(next, old) != RL_OK) {
         pthread_mutex_unlock(&lim->load_lock);
         ruleset_free(next);

@@ -1,16 +1,20 @@
 /*
  * ruleset.c -- parse a whole rule set, check it as a whole (duplicate ids),
  * and index it by rule id.  Parsing is all-or-nothing: one bad rule rejects
- * the set, and the caller keeps the set it had.  Freeing a set lets go of
+ * the set, and the caller keeps the set it had.  When a new set replaces
+ * the old one, ruleset_inherit() hands each rule what its predecessor of
+ * the same id carried (the shapes it replaced).  Freeing a set lets go of
  * its rules' dry-run counters (src/dryrun.c).
  */
 #include "ruleset.h"
 #include "dryrun.h"
 #include "hash.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 rl_ruleset *ruleset_empty(void)
 {
@@ -160,4 +164,76 @@ int ruleset_parse(const char *json, size_t len, int64_t next_version,
     }
     *out = rs;
     return RL_OK;
+}
+
+/* ---- carrying over across a swap ---------------------------------------- */
+
+static _Atomic(rl_clock_fn) inherit_clock;
+static void *_Atomic inherit_arg;
+
+void ruleset_set_clock(rl_clock_fn fn, void *arg)
+{
+    atomic_store(&inherit_arg, arg);
+    atomic_store(&inherit_clock, fn);
+}
+
+static int64_t inherit_now(void)
+{
+    rl_clock_fn fn = atomic_load(&inherit_clock);
+    struct timespec ts;
+
+    if (fn)
+        return fn(atomic_load(&inherit_arg));
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Is shape `s` already among list[0..n)? */
+static int listed(const rule_shape *list, int n, const rule_shape *s)
+{
+    for (int i = 0; i < n; i++)
+        if (list[i].state_seed == s->state_seed)
+            return 1;
+    return 0;
+}
+
+/* The previous shapes of r, whose predecessor is o, into list (newest
+ * first); returns how many. */
+static int shapes_of(const rl_rule *r, const rl_rule *o, int64_t now,
+                     rule_shape *list)
+{
+    int n = 0;
+
+    if (o->shape.state_seed != r->shape.state_seed) {
+        list[n] = o->shape;
+        list[n].since_ms = now;
+        list[n].until_ms = now + RULE_SHAPE_GRACE_MS +
+                           algo_state_life_ms(&o->shape.ap);
+        n++;
+    }
+    for (int i = 0; i < o->nprev && n < RULE_PREV_MAX; i++) {
+        const rule_shape *p = &o->prev[i];
+        if (p->until_ms > now && p->state_seed != r->shape.state_seed &&
+            !listed(list, n, p))
+            list[n++] = *p;
+    }
+    return n;
+}
+
+void ruleset_inherit(rl_ruleset *next, const rl_ruleset *old)
+{
+    int64_t now = inherit_now();
+    rule_shape list[RULE_PREV_MAX];
+
+    for (size_t i = 0; i < next->n; i++) {
+        rl_rule *r = &next->rules[i];
+        const rl_rule *o = ruleset_find(old, r->id);
+        int n = o ? shapes_of(r, o, now, list) : 0;
+
+        /* Out of memory: this rule remembers nothing, as a new rule. */
+        if (n == 0 || !(r->prev = malloc((size_t)n * sizeof *r->prev)))
+            continue;
+        memcpy(r->prev, list, (size_t)n * sizeof *r->prev);
+        r->nprev = n;
+    }
 }

@@ -9,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clock.h"
 #include "rule.h"
 
 #define RL_RULES_MAX 100000 /* rules in one set */
@@ -32,5 +33,25 @@ rl_ruleset *ruleset_empty(void);
 
 const rl_rule *ruleset_find(const rl_ruleset *rs, const char *id);
 void ruleset_free(rl_ruleset *rs);
+
+/*
+ * `next` is about to replace `old`: each rule of `next` takes over what
+ * its predecessor of the same rule_id carried.  Today that is the shapes
+ * it replaced (rule.h): when the predecessor's shape differs, it becomes
+ * the newest previous shape, stamped now (since_ms) with until_ms = now +
+ * RULE_SHAPE_GRACE_MS + its states' life; the predecessor's own previous
+ * shapes follow, less those whose until_ms has passed and the one equal
+ * to the new shape, at most RULE_PREV_MAX in all.  The stores look a
+ * client's state up in those shapes when it has none in the current one
+ * (lazy migration, algo_convert()).  Call it under the load lock, right
+ * before the swap; `old` is only read.  It cannot fail: a rule whose list
+ * cannot be allocated remembers nothing, and its clients start afresh, as
+ * a new rule's would.
+ */
+void ruleset_inherit(rl_ruleset *next, const rl_ruleset *old);
+
+/* Tests: the clock ruleset_inherit() stamps changes with (epoch ms);
+ * NULL: the real time (CLOCK_REALTIME).  Process-wide. */
+void ruleset_set_clock(rl_clock_fn fn, void *arg);
 
 #endif

@@ -4,16 +4,27 @@
  * different keys never wait for each other and no lock is global.
  *
  * Each tracked (rule, key) is one 32-byte entry: a 64-bit fingerprint of the
- * rule's state seed and the key (the key bytes are not kept), the algorithm's
- * state, and an expiry in seconds.  Two different (rule, key) pairs share a
- * counter only if their 64-bit fingerprints are equal: with n tracked pairs
- * that happens with probability about n^2 / 2^65 (3e-6 at 10M pairs), and
- * then both clients are limited together, never more loosely.
+ * rule's state seed (its id and shape, rule.h) and the key (the key bytes
+ * are not kept), the algorithm's state, and an expiry in seconds.  Two
+ * different (rule, key) pairs share a counter only if their 64-bit
+ * fingerprints are equal: with n tracked pairs that happens with
+ * probability about n^2 / 2^65 (3e-6 at 10M pairs), and then both clients
+ * are limited together, never more loosely.
  *
- * The top 8 fingerprint bits pick the segment, the low 32 the home slot
- * (multiply-shift, so capacities need not be powers of two); collisions probe
- * linearly.  Segments grow by 1.25x at 85 % load, so the table stays between
- * 68 % and 85 % full: 32 B / 0.68 = 47 B per entry at worst.
+ * The top 8 bits of the key's hash pick the segment, so all of a client's
+ * entries (every rule, every shape) share one segment and one lock; the low
+ * 32 bits of the fingerprint pick the home slot (multiply-shift, so
+ * capacities need not be powers of two); collisions probe linearly.
+ * Segments grow by 1.25x at 85 % load, so the table stays between 68 % and
+ * 85 % full: 32 B / 0.68 = 47 B per entry at worst.
+ *
+ * A rule whose shape changed (ruleset_inherit) remembers its previous
+ * shapes for as long as states of them can live.  A client with no entry
+ * under the current shape is then looked up under those, newest first; a
+ * state found there is converted (algo_convert) and decided on, and when
+ * the charge is kept the new entry is written and the old one removed, in
+ * the same segment, under the same lock.  Only the ops of changed rules,
+ * and only on a miss, pay for it.
  *
  * Expired entries are reclaimed without a cleanup job: a probe that passes
  * an expired entry reuses its slot for a new key, and a segment that runs
@@ -234,10 +245,9 @@ static void store_entry(mem_store *m, segment *g, uint64_t fp,
     e->expires = expires;
 }
 
-static uint64_t fingerprint(const store_op *op)
+static uint64_t fingerprint(uint64_t state_seed, uint64_t key_hash)
 {
-    uint64_t fp = hash_mix(op->rule->state_seed,
-                           hash_bytes(op->key, op->key_len, 0));
+    uint64_t fp = hash_mix(state_seed, key_hash);
     return fp ? fp : 1;
 }
 
@@ -247,15 +257,14 @@ static int cmp_u32(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* Lock the segments of fps[0..n) in ascending order (no deadlock); returns
+/* Lock the segments seg[0..n) in ascending order (no deadlock); returns
  * how many distinct segments are in segs[]. */
-static size_t lock_all(mem_store *m, const uint64_t *fps, size_t n,
+static size_t lock_all(mem_store *m, const uint32_t *seg, size_t n,
                        uint32_t *segs)
 {
     size_t k = 0;
 
-    for (size_t i = 0; i < n; i++)
-        segs[i] = (uint32_t)(fps[i] >> (64 - SEG_BITS));
+    memcpy(segs, seg, n * sizeof *segs);
     if (n > 1)
         qsort(segs, n, sizeof *segs, cmp_u32);
     for (size_t i = 0; i < n; i++)
@@ -266,12 +275,53 @@ static size_t lock_all(mem_store *m, const uint64_t *fps, size_t n,
     return k;
 }
 
+/* The state of op's client under its rule: its entry (fp); else, while
+ * the rule's previous shapes may still hold one, the newest found there,
+ * converted to the current shape as at the change (*from gets that
+ * entry's fingerprint, to be dropped when the new state is written); else
+ * fresh.  A client's entries of every shape share its segment. */
+static void load_state(segment *g, const store_op *op, uint64_t fp,
+                       uint64_t key_hash, int64_t now, uint32_t now_s,
+                       algo_state *st, uint64_t *from)
+{
+    const rl_rule *r = op->rule;
+    entry *e = find(g, fp, now_s);
+
+    *from = 0;
+    *st = e ? (algo_state){e->a, e->b, e->c} : (algo_state){0, 0, 0};
+    for (int k = 0; !e && k < r->nprev; k++) {
+        const rule_shape *p = &r->prev[k];
+        uint64_t pfp;
+        if (p->until_ms <= now)
+            continue;
+        pfp = fingerprint(p->state_seed, key_hash);
+        if ((e = find(g, pfp, now_s))) {
+            algo_state old = {e->a, e->b, e->c};
+            algo_convert(&p->ap, &old, &r->ap, p->since_ms, now, st);
+            *from = pfp;
+        }
+    }
+}
+
+/* Remove fp's entry, if any (live or expired). */
+static void drop(segment *g, uint64_t fp)
+{
+    for (uint32_t i = home_of(fp, g->cap);; i = (i + 1 == g->cap) ? 0 : i + 1) {
+        if (g->slots[i].fp == 0)
+            return;
+        if (g->slots[i].fp == fp) {
+            delete_at(g, i);
+            return;
+        }
+    }
+}
+
 static int mem_check(rl_store *s, const store_op *ops, size_t n,
                      algo_decision *out, int64_t *now_ms)
 {
     mem_store *m = (mem_store *)s;
-    uint64_t fps[RL_OPS_MAX];
-    uint32_t segs[RL_OPS_MAX];
+    uint64_t fps[RL_OPS_MAX], kh[RL_OPS_MAX], from[RL_OPS_MAX];
+    uint32_t seg[RL_OPS_MAX], segs[RL_OPS_MAX];
     algo_state st[RL_OPS_MAX];
     int64_t now, rel_s;
     uint32_t now_s;
@@ -280,9 +330,12 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
 
     if (n == 0 || n > RL_OPS_MAX)
         return RL_EINVAL;
-    for (i = 0; i < n; i++)
-        fps[i] = fingerprint(&ops[i]);
-    nseg = lock_all(m, fps, n, segs);
+    for (i = 0; i < n; i++) {
+        kh[i] = hash_bytes(ops[i].key, ops[i].key_len, 0);
+        fps[i] = fingerprint(ops[i].rule->shape.state_seed, kh[i]);
+        seg[i] = (uint32_t)(kh[i] >> (64 - SEG_BITS));
+    }
+    nseg = lock_all(m, seg, n, segs);
     /* Read the clock under the locks, so the charges to one entry are
      * decided in the order of their times. */
     now = clock_now_ms(&m->clock);
@@ -291,19 +344,20 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
 
     /* Decide every charge on a copy of the state... */
     for (i = 0; i < n; i++) {
-        segment *g = &m->seg[fps[i] >> (64 - SEG_BITS)];
-        entry *e = find(g, fps[i], now_s);
-        st[i] = e ? (algo_state){e->a, e->b, e->c} : (algo_state){0, 0, 0};
+        load_state(&m->seg[seg[i]], &ops[i], fps[i], kh[i], now, now_s,
+                   &st[i], &from[i]);
         algo_apply(&ops[i].rule->ap, &st[i], now, ops[i].cost, &out[i]);
         all &= out[i].allowed || ops[i].soft;
     }
-    /* ...and keep the charges only if all of them pass. */
+    /* ...and keep the charges only if all of them pass (a migrated state
+     * leaves its old shape's entry then, and only then). */
     for (i = 0; all && i < n; i++) {
         if (!out[i].allowed || !out[i].changed)
             continue;
-        segment *g = &m->seg[fps[i] >> (64 - SEG_BITS)];
-        store_entry(m, g, fps[i], &st[i], expiry_of(m, out[i].expires_ms),
-                    now_s);
+        if (from[i])
+            drop(&m->seg[seg[i]], from[i]);
+        store_entry(m, &m->seg[seg[i]], fps[i], &st[i],
+                    expiry_of(m, out[i].expires_ms), now_s);
     }
     for (i = nseg; i-- > 0;)
         pthread_mutex_unlock(&m->seg[segs[i]].lock);

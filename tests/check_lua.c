@@ -48,23 +48,37 @@ static uint64_t rnd(uint64_t n)
     return rng % n;
 }
 
+/* A shape the rule of a part replaced: its numbers, its shape (the last
+ * part of the key name; the old state's name is the part's key with its
+ * shape replaced by this one) and when it was replaced. */
+typedef struct oldshape {
+    const algo_params *ap;
+    const char *shape;
+    int64_t since;
+} oldshape;
+
 /* One part of a script call: a rule's state key (or compact base name),
  * its field ("" = the plain layout), params, cost, and the 8th value (soft
- * for a check, the charge's time for a refund). */
+ * for a check, the charge's time for a refund); with `old`, the shapes
+ * its rule replaced (the key then ends in `shape`). */
 typedef struct part {
     const char *key, *field;
     const algo_params *ap;
     int64_t cost, last;
+    const char *shape;      /* its key's last part, with old shapes    */
+    const oldshape *old;
+    int nold;
 } part;
 
 /* Checks go in the cluster batch mode "C" (keys undeclared, each key's
- * name after its 9 values), which must decide exactly as "c". */
+ * name after its 4 values), which must decide exactly as "c". */
 static int cross_mode;
 
-/* One script call of one request of n parts, in mode 'c' or 'r'. */
+/* One script call of one request of n parts, in mode 'c' or 'r': a rule
+ * table of one rule per part (lua/check.lua), then the part's keys. */
 static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
 {
-    enum { MAXP = 4, MAXARG = 3 + MAXP + 4 + 10 * MAXP };
+    enum { MAXP = 4, MAXARG = 256 };
     int cross = cross_mode && mode == 'c';
     char num[MAXARG][24], mstr[2] = {cross ? 'C' : mode, 0};
     const char *argv[MAXARG];
@@ -75,6 +89,11 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
     ck_assert_int_le(n, MAXP);
 #define NUM(v) (snprintf(num[c], sizeof num[c], "%lld", (long long)(v)), \
                 argv[c] = num[c], c++)
+#define PARAMS(ap) (NUM((ap)->algo), NUM((ap)->limit), NUM((ap)->burst), \
+                    NUM((ap)->window_ms), NUM((ap)->p), NUM((ap)->q))
+    int64_t at[MAXP];
+    int reqs_at, moves = 0;
+
     argv[c++] = "EVAL";
     argv[c++] = rl_lua_check_test;
     NUM(cross ? 0 : n);
@@ -82,23 +101,38 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
         argv[c++] = pt[i].key;
     NUM(now);
     argv[c++] = mstr;
+    reqs_at = c++;   /* ARGV[3]: filled in below */
+    for (int i = 0; i < n; i++) { /* the rule table: one rule per part */
+        int nold = mode == 'r' ? 0 : pt[i].nold;
+        at[i] = c - (cross ? 2 : 2 + n); /* its index in ARGV */
+        PARAMS(pt[i].ap);
+        NUM(nold);
+        if (nold)
+            argv[c++] = pt[i].shape;
+        for (int k = 0; k < nold; k++) {
+            PARAMS(pt[i].old[k].ap);
+            argv[c++] = pt[i].old[k].shape;
+            NUM(pt[i].old[k].since);
+        }
+    }
+    for (int i = 0; i < n; i++)
+        moves |= mode != 'r' && pt[i].nold > 0;
+    snprintf(num[reqs_at], sizeof num[reqs_at], "%d",
+             (moves ? -1 : 1) * (c - (cross ? 2 : 2 + n)));
+    argv[reqs_at] = num[reqs_at];
     NUM(1);          /* one request */
     NUM(n);          /* of n keys   */
     for (int i = 0; i < n; i++) {
-        const algo_params *ap = pt[i].ap;
-        NUM(ap->algo);
-        NUM(ap->limit);
-        NUM(ap->burst);
-        NUM(ap->window_ms);
-        NUM(ap->p);
-        NUM(ap->q);
+        NUM(at[i]);
         NUM(pt[i].cost);
         NUM(pt[i].last);
         argv[c++] = pt[i].field;
         if (cross)
             argv[c++] = pt[i].key;
     }
+#undef PARAMS
 #undef NUM
+    ck_assert_int_le(c, MAXARG);
     for (int i = 0; i < c; i++)
         lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
     r = redisCommandArgv(ctx, c, argv, lens);
@@ -112,7 +146,7 @@ static void lua_apply(const algo_params *ap, const char *key,
                       const char *field, int64_t now, int64_t cost,
                       algo_decision *d)
 {
-    part pt = {key, field, ap, cost, 0};
+    part pt = {.key = key, .field = field, .ap = ap, .cost = cost};
     redisReply *r = lua_eval('c', now, &pt, 1);
 
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 5,
@@ -130,7 +164,8 @@ static void lua_refund(const algo_params *ap, const char *key,
                        const char *field, int64_t now, int64_t cost,
                        int64_t at)
 {
-    part pt = {key, field, ap, cost, at};
+    part pt = {.key = key, .field = field, .ap = ap, .cost = cost,
+               .last = at};
     redisReply *r = lua_eval('r', now, &pt, 1);
 
     ck_assert_int_eq(r->type, REDIS_REPLY_INTEGER);
@@ -495,8 +530,10 @@ START_TEST(compact_all_or_nothing)
     t = t / 3600000 * 3600000 + 1000;
     for (int plain = 0; plain < 2; plain++) {
         const char *fwkey = plain ? "rl:{aon}:fw" : "rlc:{aon}:fw:h1";
-        part pt[2] = {{"rlc:{aon}:tb:m1", "99", &tb, 1, 0},
-                      {fwkey, plain ? "" : "99", &fw, 1, 0}};
+        part pt[2] = {{.key = "rlc:{aon}:tb:m1", .field = "99", .ap = &tb,
+                       .cost = 1},
+                      {.key = fwkey, .field = plain ? "" : "99", .ap = &fw,
+                       .cost = 1}};
 
         for (int i = 0; i < 4; i++) {
             r = lua_eval('c', t, pt, 2);
@@ -518,6 +555,192 @@ START_TEST(compact_all_or_nothing)
         /* the next layout starts afresh */
         cmd_int("DEL rlc:{aon}:tb:m1:%lld",
                 (long long)(t / epoch_ms(&tb)));
+    }
+}
+END_TEST
+
+/* ---- rule changes: the conversion (src/algo.c, lua/convert.lua) ---- */
+
+/* The next time, never earlier: the compact layout decides as the plain
+ * one only for a clock that does not go back (see lua/compact.lua). */
+static int64_t forward(const algo_params *ap, int64_t t)
+{
+    int64_t next = next_time(ap, t, t);
+    return next > t ? next : t;
+}
+
+/* One charge under the new rule `to`, whose key ends in its shape and
+ * whose old shape `os` may hold the client's state: Lua's decision. */
+static void lua_apply_changed(const algo_params *to, const char *shape,
+                              const oldshape *os, const char *key,
+                              const char *field, int64_t now, int64_t cost,
+                              algo_decision *d)
+{
+    part pt = {.key = key, .field = field, .ap = to, .cost = cost,
+               .shape = shape, .old = os, .nold = 1};
+    redisReply *r = lua_eval('c', now, &pt, 1);
+
+    ck_assert_int_eq(r->elements, 5);
+    d->allowed = r->element[0]->integer == 1;
+    d->remaining = r->element[1]->integer;
+    d->reset_ms = r->element[2]->integer;
+    d->retry_ms = r->element[3]->integer;
+    freeReplyObject(r);
+}
+
+/* Random pairs of rules (any algorithms, limits, bursts, windows): a
+ * client's state is built under the old rule by random charges on both
+ * sides, then the rule changes.  Under the new one, C converts (while no
+ * new state has been written: a denial writes nothing, so the next step
+ * converts again) and decides; Lua reads the old shape's state, converts
+ * it and decides.  They decide alike at every step, and (plain) the old
+ * key is gone exactly once C has written the new state. */
+static void conversion(int compact, int pairs, int steps)
+{
+    int64_t base = real_ms() / 1000 * 1000 + 3600 * 1000;
+
+    for (int r = 0; r < pairs; r++) {
+        algo_params from = random_params((int)rnd(4));
+        algo_params to = random_params((int)rnd(4));
+        algo_state so = {0}, sn = {0};
+        algo_decision c, l;
+        rule_shape sf, sto;
+        oldshape os;
+        char stem[64], kf[128], kt[128], field[16] = "";
+        int64_t t = base + (int64_t)rnd(100000);
+        int have_new = 0, old_there, n1 = (int)rnd((uint64_t)steps);
+
+        rule_shape_init(&sf, "conv", &from);
+        rule_shape_init(&sto, "conv", &to);
+        if (compact) {
+            snprintf(stem, sizeof stem, "rlc:{%u}:conv-%d:",
+                     (unsigned)rnd(65536), r);
+            snprintf(field, sizeof field, "%u", (unsigned)rnd(1u << 31));
+        } else {
+            snprintf(stem, sizeof stem, "rl:{conv}:conv-%d:", r);
+        }
+        snprintf(kf, sizeof kf, "%s%s", stem, sf.name);
+        snprintf(kt, sizeof kt, "%s%s", stem, sto.name);
+        for (int s = 0; s < n1; s++, t = forward(&from, t)) {
+            int64_t cost = next_cost(&from);
+            algo_apply(&from, &so, t, cost, &c);
+            lua_apply(&from, kf, field, t, cost, &l);
+            same_decision(&c, &l, "before the change", &from, s, t - base,
+                          cost);
+        }
+        old_there = (int)cmd_int("EXISTS %s", kf);
+        /* the change: some time around the next request */
+        os = (oldshape){&from, sf.name,
+                        t - (int64_t)rnd(3000) + (int64_t)rnd(1000)};
+        for (int s = 0; s < steps; s++, t = forward(&to, t)) {
+            int64_t cost = next_cost(&to);
+            if (!have_new) {
+                algo_state tmp;
+                algo_convert(&from, &so, &to, os.since, t, &tmp);
+                algo_apply(&to, &tmp, t, cost, &c);
+                if (c.changed) {
+                    sn = tmp;
+                    have_new = 1;
+                }
+            } else {
+                algo_apply(&to, &sn, t, cost, &c);
+            }
+            lua_apply_changed(&to, sto.name, &os, kt, field, t, cost, &l);
+            ck_assert_msg(c.allowed == l.allowed &&
+                          c.remaining == l.remaining &&
+                          c.reset_ms == l.reset_ms &&
+                          c.retry_ms == l.retry_ms,
+                          "%s -> %s (%s), step %d at t=%lld cost %lld "
+                          "(change at %lld): C {%d %lld %lld %lld} vs Lua "
+                          "{%d %lld %lld %lld}", sf.name, sto.name,
+                          compact ? "compact" : "plain", s,
+                          (long long)(t - base), (long long)cost,
+                          (long long)(os.since - base), c.allowed,
+                          (long long)c.remaining, (long long)c.reset_ms,
+                          (long long)c.retry_ms, l.allowed,
+                          (long long)l.remaining, (long long)l.reset_ms,
+                          (long long)l.retry_ms);
+            if (!compact && strcmp(kf, kt) != 0)
+                ck_assert_int_eq(cmd_int("EXISTS %s", kf),
+                                 old_there && !have_new);
+        }
+    }
+}
+
+START_TEST(conversion_same_in_c_and_lua_plain)
+{
+    conversion(0, 150, 30);
+}
+END_TEST
+
+START_TEST(conversion_same_in_c_and_lua_compact)
+{
+    conversion(1, 150, 30);
+}
+END_TEST
+
+START_TEST(conversion_same_in_cluster_batch_mode)
+{
+    cross_mode = 1;
+    conversion(0, 40, 20);
+    conversion(1, 40, 20);
+    cross_mode = 0;
+}
+END_TEST
+
+/* A converted state is written, and its old state deleted, only when the
+ * whole request passes: another rule's denial leaves both as they were. */
+START_TEST(conversion_all_or_nothing)
+{
+    algo_params from, to, fw;
+    algo_decision d;
+    rule_shape sf, sto;
+    char err[100], kf[64], kt[64];
+    int64_t t = (real_ms() + 3600 * 1000) / 3600000 * 3600000 + 1000;
+
+    ck_assert_int_eq(algo_params_init(&from, RL_ALGO_TOKEN_BUCKET, 1, 10, 1,
+                                      err, sizeof err), 0);
+    ck_assert_int_eq(algo_params_init(&to, RL_ALGO_TOKEN_BUCKET, 10, 10, 1,
+                                      err, sizeof err), 0);
+    ck_assert_int_eq(algo_params_init(&fw, RL_ALGO_FIXED_WINDOW, 1, 0, 3600,
+                                      err, sizeof err), 0);
+    rule_shape_init(&sf, "aon", &from);
+    rule_shape_init(&sto, "aon", &to);
+    for (int compact = 0; compact < 2; compact++) {
+        const char *f = compact ? "77" : "";
+        const char *stem = compact ? "rlc:{9}:aon:" : "rl:{aon}:aon:";
+        const char *fwkey = compact ? "rlc:{9}:fw:f3600" : "rl:{aon}:fw:f3600";
+        oldshape os = {&from, sf.name, t};
+        part pt[2] = {{.field = f, .ap = &to, .cost = 1, .shape = sto.name,
+                       .old = &os, .nold = 1},
+                      {.key = fwkey, .field = f, .ap = &fw, .cost = 1}};
+        redisReply *r;
+
+        snprintf(kf, sizeof kf, "%s%s", stem, sf.name);
+        snprintf(kt, sizeof kt, "%s%s", stem, sto.name);
+        pt[0].key = kt;
+        for (int i = 0; i < 8; i++) /* 2 tokens left of 10, at 1/s */
+            lua_apply(&from, kf, f, t - 1000, 1, &d);
+        lua_apply(&fw, fwkey, f, t, 1, &d); /* the window is spent */
+        r = lua_eval('c', t, pt, 2);
+        ck_assert_int_eq(r->element[0]->integer, 1); /* converted: passes */
+        ck_assert_int_eq(r->element[1]->integer, 2);  /* 3 at t, less 1    */
+        ck_assert_int_eq(r->element[4]->integer, 0); /* the window denies */
+        freeReplyObject(r);
+        /* nothing written, nothing deleted: the old state still says 2
+         * left at t - 1000, 3 now */
+        lua_apply(&from, kf, f, t, 0, &d);
+        ck_assert_int_eq(d.remaining, 3);
+        lua_apply_changed(&to, sto.name, &os, kt, f, t, 0, &d);
+        ck_assert_int_eq(d.remaining, 3);
+        /* alone, it passes: the new state is written, the old one goes */
+        lua_apply_changed(&to, sto.name, &os, kt, f, t, 1, &d);
+        ck_assert(d.allowed);
+        ck_assert_int_eq(d.remaining, 2);
+        lua_apply(&from, kf, f, t, 0, &d);
+        ck_assert_int_eq(d.remaining, 10); /* fresh: gone */
+        lua_apply_changed(&to, sto.name, &os, kt, f, t + 100, 0, &d);
+        ck_assert_int_eq(d.remaining, 3); /* 10/s from the new state */
     }
 }
 END_TEST
@@ -581,6 +804,10 @@ int main(void)
     tcase_add_test(tc, compact_many_clients_one_hash);
     tcase_add_test(tc, compact_all_or_nothing);
     tcase_add_test(tc, lua_design_note_numbers);
+    tcase_add_test(tc, conversion_same_in_c_and_lua_plain);
+    tcase_add_test(tc, conversion_same_in_c_and_lua_compact);
+    tcase_add_test(tc, conversion_same_in_cluster_batch_mode);
+    tcase_add_test(tc, conversion_all_or_nothing);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -127,8 +127,10 @@ START_TEST(expired_entries_are_reused)
     }
     store_memory_stats_get(s, &st2);
     /* The new keys took the dead keys' slots: no more slots in use, and
-     * at most one growth step for segments that were nearly full. */
-    ck_assert_int_le(st2.slots, 50000);
+     * at most one growth step for segments that were nearly full.  (A
+     * segment that happens to get few new keys never needs to rebuild:
+     * its dead slots linger, a few hundred at most, until it does.) */
+    ck_assert_int_le(st2.slots, 50000 + 50000 / 100);
     ck_assert_int_le(st2.capacity, st1.capacity * 5 / 4);
     ck_assert_int_eq(st2.evictions, 0);
     store_free(s);

@@ -76,7 +76,7 @@ static void assert_same_rule(const rl_rule *a, const rl_rule *b)
     ck_assert_int_eq(a->failure, b->failure);
     ck_assert_int_eq(a->version, b->version);
     ck_assert_str_eq(a->updated_at, b->updated_at);
-    ck_assert_uint_eq(a->state_seed, b->state_seed);
+    ck_assert_uint_eq(a->shape.state_seed, b->shape.state_seed);
 }
 
 /* Parse `text`, write it, parse the writing: the same rule, and writing

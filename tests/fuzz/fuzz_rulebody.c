@@ -33,7 +33,7 @@ static void check_same(const rl_rule *a, const rl_rule *b)
     FUZZ_CHECK(a->window_s == b->window_s && a->mode == b->mode);
     FUZZ_CHECK(a->failure == b->failure && a->version == b->version);
     FUZZ_CHECK(strcmp(a->updated_at, b->updated_at) == 0);
-    FUZZ_CHECK(a->state_seed == b->state_seed);
+    FUZZ_CHECK(a->shape.state_seed == b->shape.state_seed);
 }
 
 static char *canonical(const rl_rule *r)

@@ -1,0 +1,103 @@
+-- convert.lua -- a client's level carried across a rule change: the same
+-- steps, in the same exact integers, as algo_convert() in src/algo.c,
+-- whose comment (and src/algo.h's) has the decision table:
+--
+--   from \ to   bucket                          window
+--   bucket      whole tokens available, at      used = from's burst - whole
+--               most to's burst                 tokens available
+--   window      available = to's burst - used,  used = the window's estimate
+--               at least 0                      (sliding: prev*(W-e)/W +
+--                                               curr, rounded up; fixed:
+--                                               the count)
+--
+-- The level is taken as at the change (the time the rule was replaced, or
+-- now if earlier), so a client denied again and again is converted alike
+-- each time and the new numbers apply from the change on.  A window gets
+-- `used`, at most to's limit, as the count of the window holding that
+-- time (sliding: curr = used, prev = 0); a bucket's level is placed at
+-- that time and refills at to's rate from there.  A state fresh again at
+-- now (a full bucket, windows passed) gives a fresh one, as an expired
+-- state would.  The same units (same algorithm and window; for the
+-- buckets also limit and burst) keep the state as it is.  check.lua calls it when a client has no
+-- state under a rule's current shape but has one under a shape the rule
+-- replaced.
+
+-- A script builds its functions on every call, and most calls convert
+-- nothing: `converts` says whether this one may (check.lua's ARGV[3] is
+-- negative when a rule of its table carries replaced shapes), and the
+-- functions that convert and move states are made only then.
+local converts = string.byte(ARGV[3]) == 45 -- '-'
+
+-- The state (a, b, c) kept under (falgo, flimit, fburst, fw, fp, fq) as a
+-- state under (algo, limit, burst, w, p, q): the level as at the change,
+-- min(since, now); a state fresh again at now gives a fresh one (0, 0, 0).
+local convert
+if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
+                                    algo, limit, burst, w, p, q, since, now)
+  local fbucket, bucket = falgo == 1 or falgo == 3, algo == 1 or algo == 3
+  if falgo == algo and fw == w and
+     (not bucket or (flimit == limit and fburst == burst)) then
+    return a, b, c
+  end
+
+  -- Whole tokens available (buckets) or units used (windows) under the
+  -- old numbers at `at`, and the time that level holds at (`at`, or the
+  -- state's own time if later).
+  local function level_at(at)
+    if falgo == 1 then -- token bucket: a = level in 1/p token, b = its time
+      local cap, level = fburst * fp, a
+      if level > cap then level = cap end
+      -- its earliest form, as compact.lua keeps it (see src/algo.c)
+      local whole = idiv(level, fq)
+      local t = b - whole
+      level = level - whole * fq
+      if at > t then
+        if at - t >= ceil_div(cap - level, fq) then level = cap
+        else level = level + (at - t) * fq end
+        t = at
+      end
+      return idiv(level, fp), t
+    elseif falgo == 3 then -- GCRA: a = TAT ms, b = its fraction in 1/q ms
+      local cap, t, frac = fburst * fp, at, b
+      local span = idiv(cap, fq) + 1
+      if frac >= fq then frac = fq - 1 end
+      if a - at > span then t = a - span end
+      local debt = 0
+      if a > t or (a == t and frac > 0) then debt = (a - t) * fq + frac end
+      if debt >= cap then return 0, t end
+      return idiv(cap - debt, fp), t
+    elseif falgo == 2 then -- fixed window: a = window, b = count
+      local idx, t = idiv(at, fw), at
+      if a > idx then idx = a; t = idx * fw end
+      if a == idx then return b, t end
+      return 0, t
+    end
+    -- sliding window: a = window, b = its count, c = the previous one's
+    local idx = idiv(at, fw)
+    local e = at - idx * fw
+    if a > idx then idx = a; e = 0 end
+    local prev, curr = 0, 0
+    if a == idx then curr = b; prev = c
+    elseif a == idx - 1 then prev = b end
+    return ceil_div(prev * (fw - e) + curr * fw, fw), idx * fw + e
+  end
+
+  local fresh, at = 0, since
+  if fbucket then fresh = fburst end
+  if now < at then at = now end
+  if level_at(now) == fresh then return 0, 0, 0 end
+  local level, t = level_at(at)
+  local used = level
+  if fbucket then used = fburst - level end
+  if bucket then
+    local avail = level
+    if not fbucket then avail = burst - used end
+    if avail < 0 then avail = 0 elseif avail > burst then avail = burst end
+    if algo == 1 then return avail * p, t, 0 end
+    local debt = (burst - avail) * p
+    local ms = idiv(debt, q)
+    return t + ms, debt - ms * q, 0
+  end
+  if used > limit then used = limit end
+  return idiv(t, w), used, 0
+end end
