@@ -4,9 +4,11 @@
 #   sanitize.sh tsan        ThreadSanitizer (the concurrent paths)
 #   sanitize.sh fuzz [SEC]  libFuzzer (clang) on each target for SEC seconds
 # Every src/*.c is compiled with the mode's flags and linked into each
-# tests/check_*.c; any sanitizer report fails the run.  ratelimitd is built
-# the same way and tests/check_ratelimitd runs it (RATELIMITD), when
-# libmicrohttpd, sqlite3 and libcurl are there (else that suite is skipped).
+# tests/check_*.c; any sanitizer report fails the run.  ratelimitd and rlctl
+# are built the same way, and the suites that run them (check_ratelimitd*,
+# check_control) find them through RATELIMITD and RLCTL, when
+# libmicrohttpd, sqlite3 and libcurl are there (else those suites are
+# skipped).
 set -eu
 mode=${1:?usage: sanitize.sh asan|tsan|fuzz [seconds]}
 src=${top_srcdir:-.}
@@ -82,12 +84,15 @@ if [ -n "$rld_libs" ]; then
         $libs -o "$out/ratelimitd"
     $CC $cflags $rld_cflags $san -c "$src/tests/rld_harness.c" -o "$out/rld_harness.o"
     RATELIMITD=$(cd "$out" && pwd)/ratelimitd
-    export RATELIMITD
+    $CC $cflags $rld_cflags $san -I"$src/tools/rlctl" "$src"/tools/rlctl/*.c \
+        $objs $rld_libs $libs -o "$out/rlctl"
+    RLCTL=$(cd "$out" && pwd)/rlctl
+    export RATELIMITD RLCTL
 fi
 for t in "$src"/tests/check_*.c; do
     name=$(basename "$t" .c)
     extra=
-    if [ "${name#check_ratelimitd}" != "$name" ]; then
+    if [ "${name#check_ratelimitd}" != "$name" ] || [ "$name" = check_control ]; then
         [ -n "$rld_libs" ] || continue
         extra="$rld_cflags $out/rld_harness.o $rld_libs"
     fi
