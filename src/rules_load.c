@@ -79,9 +79,12 @@ void rules_origin_confirm(rl_limiter *lim, int from, int to)
     pthread_mutex_unlock(&lim->rstate.mu);
 }
 
-/* The version `next` will run under, or -1 (reason in err). */
+/* The version `next` will run under, or -1 (reason in err).  `first`:
+ * no set was taken yet, so the empty set in force (version 0) gives way
+ * to any numbered set, version 0 included (a new rules service holds an
+ * empty set numbered 0). */
 static int64_t number(const rl_ruleset *next, const rl_ruleset *old,
-                      const swap_how *how, int *stale, char *err,
+                      const swap_how *how, int first, int *stale, char *err,
                       size_t errlen)
 {
     *stale = 0;
@@ -93,7 +96,8 @@ static int64_t number(const rl_ruleset *next, const rl_ruleset *old,
                         "version", (long long)INT64_MAX), -1;
     if (next->version < 0)
         return old->version + 1;
-    if (how->newer_only && next->version <= old->version) {
+    if (how->newer_only && next->version <= old->version &&
+        !(first && next->version == old->version)) {
         *stale = 1;
         return snprintf(err, errlen, "version %lld is %s the version %lld "
                         "in force", (long long)next->version,
@@ -110,11 +114,14 @@ int limiter_swap_rules(rl_limiter *lim, rl_ruleset *next,
     rl_ruleset *old;
     int64_t version;
     size_t n = next->n;
-    int stale;
+    int stale, first;
 
     pthread_mutex_lock(&lim->load_lock);
     old = rcu_peek(&lim->rules);
-    if ((version = number(next, old, how, &stale, err, errlen)) < 0) {
+    pthread_mutex_lock(&lim->rstate.mu);
+    first = lim->rstate.loads == 0;
+    pthread_mutex_unlock(&lim->rstate.mu);
+    if ((version = number(next, old, how, first, &stale, err, errlen)) < 0) {
         pthread_mutex_unlock(&lim->load_lock);
         ruleset_free(next);
         rules_refused(lim, how, stale, err);

@@ -444,6 +444,30 @@ END_TEST
 
 /* ---- refusals ------------------------------------------------------------ */
 
+/* A new rules service holds an empty set numbered 0: a limiter started
+ * then takes it (nothing was in force), then follows version 1; a second
+ * version 0 is refused like any same version. */
+START_TEST(empty_set_of_a_new_service_is_taken)
+{
+    rl_limiter *lim;
+    rl_rules_status st;
+
+    publish("{\"version\":0,\"rules\":[]}", 0);
+    lim = open_with(source_config(uri));
+    st = status(lim);
+    ck_assert_int_eq(st.version, 0);
+    ck_assert_int_eq(st.origin, RL_RULES_FROM_SOURCE);
+    ck_assert_int_eq(st.loads, 1);
+    publish("{\"version\":0,\"rules\":[{\"rule_id\":\"r\",\"dimension\":"
+            "\"user\",\"limit\":1,\"window_seconds\":60}]}", 0);
+    wait_refusals(lim, 0, 1);
+    publish_set(1, 4);
+    ck_assert_int_ge(wait_enforced(lim, 4, now_ms(), 5000 * SLOW), 0);
+    ck_assert_int_eq(rl_rules_version(lim), 1);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 START_TEST(bad_old_and_same_version_snapshots_are_refused)
 {
     rl_limiter *lim;
@@ -1016,6 +1040,7 @@ int main(void)
         tcase_add_test(redis, push_reaches_two_limiters_within_a_second);
         tcase_add_test(redis, pull_alone_follows_within_the_refresh_interval);
         tcase_add_test(redis, source_tick_publishes_dry_run_reports);
+        tcase_add_test(redis, empty_set_of_a_new_service_is_taken);
         tcase_add_test(redis, bad_old_and_same_version_snapshots_are_refused);
         tcase_add_test(redis,
                        away_at_start_uses_rules_file_then_follows_the_source);
