@@ -37,6 +37,14 @@
  * at random moments (a uniform 0..1 s pause before each): reference, the
  * wait a uniform phase gives, 0.5 s at p50 and 0.99 s at p99
  * ("uniform_refresh").
+ *
+ * (c) change_put_push_* and change_put_pull_*: the whole control path.  A
+ * real ratelimitd (bench/rldchange.c over tests/rld_harness.c) publishes
+ * to the same redis-server; the --rules rules are PUT once, then each
+ * change is a PUT of r0 with a new limit, timed from its 200 to the
+ * limiter enforcing it (0 when the push beat the 200 back), by push and
+ * by the 1 s pull alone.  Reference: the PUT's own time, sent to 200
+ * ("put_request"), in the same run.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -54,6 +62,7 @@
 #include "benchutil.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
+#include "rldchange.h"
 #include "ruleset.h"
 
 #define RULE_LIMIT 1000000000LL
@@ -74,7 +83,8 @@ static const text_layout layout = {26, 12, 2, 10, 22, 3};
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: swapbench [--json] [--quick] [--only swap|push|pull]\n"
+            "usage: swapbench [--json] [--quick]\n"
+            "                 [--only swap|push|pull|put_push|put_pull]\n"
             "                 [--rules N] [--seconds S] [--rounds N]\n"
             "                 [--interval-ms MS] [--changes N]\n"
             "\n"
@@ -85,6 +95,8 @@ static void usage(FILE *f)
             "(b) ms from a change SET + PUBLISHed in Redis to a limiter\n"
             "enforcing it, p50/p99 over --changes (100), by push and by the\n"
             "1 s pull alone.  Starts its own redis-server.\n"
+            "(c) the same from a PUT's 200 from ratelimitd (RATELIMITD or\n"
+            "tools/ratelimitd/ratelimitd), beside the PUT's own time.\n"
             "  --quick  1 s blocks, 20 changes\n");
 }
 
@@ -306,21 +318,30 @@ static int bench_swap(const options *o, char *err)
 /* ---- (b) from a change to enforcement --------------------------------------- */
 
 typedef struct change_ctx {
-    redisContext *c;           /* where changes are written             */
+    redisContext *c;           /* changes SET + PUBLISHed here, or     */
+    rld *service;              /* PUT to this ratelimitd               */
     unsigned long long rules;  /* rules in each set                     */
 } change_ctx;
 
-/* Make change number `version`: rule r0 gets `limit`.  ratelimitd's part
- * of the contract, done by hand: SET the whole set, PUBLISH its version.
- * Replace this function with a PUT to ratelimitd to time the whole path. */
+/* Make change number `version`: rule r0 gets `limit`.  By hand, as
+ * ratelimitd's part of the contract (SET the whole set, PUBLISH its
+ * version; *from_ns is the moment before), or through ratelimitd (a PUT;
+ * *from_ns is when its 200 came back).  *took_ns: how long it took. */
 static int make_change(change_ctx *cc, long long version, long long limit,
-                       char *err)
+                       uint64_t *from_ns, uint64_t *took_ns, char *err)
 {
-    char *text = rule_set(cc->rules, version, limit);
+    uint64_t t0 = now_ns();
+    char *text;
     redisReply *r;
     int ok;
 
-    if (!text)
+    if (cc->service) {
+        ok = rldchange_put(cc->service, limit, &t0, from_ns, err) == 0;
+        *took_ns = *from_ns - t0;
+        return ok ? 0 : -1;
+    }
+    *from_ns = t0;
+    if (!(text = rule_set(cc->rules, version, limit)))
         return snprintf(err, ERRLEN, "change: out of memory"), -1;
     r = redisCommand(cc->c, "SET rl:rules %s", text);
     free(text);
@@ -329,6 +350,7 @@ static int make_change(change_ctx *cc, long long version, long long limit,
     r = ok ? redisCommand(cc->c, "PUBLISH rl:rules %lld", version) : NULL;
     ok = r && r->type == REDIS_REPLY_INTEGER;
     freeReplyObject(r);
+    *took_ns = now_ns() - t0;
     if (!ok)
         snprintf(err, ERRLEN, "change %lld: %s", version,
                  cc->c->err ? cc->c->errstr : "error reply");
@@ -392,7 +414,8 @@ typedef struct run {
 } run;
 
 /* Changes first..first+n-1 (limit = version), each timed from just
- * before make_change() to the limiter enforcing it. */
+ * before make_change() (a PUT: from its 200) to the limiter enforcing it
+ * (0 when it did before the 200). */
 static int time_changes(const options *o, change_ctx *cc, rl_limiter *lim,
                         subscriber *sub, int pull, long long first, run *out,
                         char *err)
@@ -401,11 +424,10 @@ static int time_changes(const options *o, change_ctx *cc, rl_limiter *lim,
 
     for (unsigned long long i = 0; i < o->changes; i++) {
         long long v = first + (long long)i;
-        uint64_t t0, deadline;
+        uint64_t t0, took, deadline;
         if (pull) /* a uniform phase against the 1 s pull */
             sleep_ns(pick(&rng, 1000000) * 1000);
-        t0 = now_ns();
-        if (make_change(cc, v, v, err) != 0)
+        if (make_change(cc, v, v, &t0, &took, err) != 0)
             return -1;
         deadline = t0 + CHANGE_DEADLINE_S * 1000000000ULL;
         while (enforced(lim) != v) {
@@ -417,6 +439,8 @@ static int time_changes(const options *o, change_ctx *cc, rl_limiter *lim,
         hist_add(&out->lat, now_ns() - t0);
         if (sub && sub->at[v] > t0)
             hist_add(&out->ref, sub->at[v] - t0);
+        if (cc->service)
+            hist_add(&out->ref, took);
         out->done++;
     }
     return 0;
@@ -452,12 +476,13 @@ static int bench_change(const options *o, const rh_server *srv, char *err)
     rl_limiter *push = NULL, *pull = NULL;
     run *rp = calloc(2, sizeof *rp);
     pthread_t th;
+    uint64_t t;
     int rc = -1;
 
     rh_uri(srv, uri, sizeof uri);
     sub.at = calloc(sub.max, sizeof *sub.at);
     if (!rp || !sub.at || !(cc.c = rh_connect(srv)) ||
-        !(sub.c = rh_connect(srv)) || make_change(&cc, 1, 1, err) != 0)
+        !(sub.c = rh_connect(srv)) || make_change(&cc, 1, 1, &t, &t, err) != 0)
         goto out;
     /* no receive timeout: the subscriber waits for as long as the run */
     redisSetTimeout(sub.c, (struct timeval){0, 0});
@@ -475,7 +500,7 @@ static int bench_change(const options *o, const rh_server *srv, char *err)
         emit_pair(o, "pull", &rp[1], "uniform_refresh", 500, 990);
     rl_limiter_free(pull);
     atomic_store(&sub.stop, 1);
-    make_change(&cc, (long long)sub.max, 1, err); /* wakes the subscriber */
+    make_change(&cc, (long long)sub.max, 1, &t, &t, err); /* wakes sub */
     pthread_join(th, NULL);
     rc = err[0] ? -1 : 0;
 out:
@@ -486,6 +511,41 @@ out:
     if (sub.c)
         redisFree(sub.c);
     free(sub.at);
+    free(rp);
+    return rc;
+}
+
+/* (c) the whole control path: a PUT to ratelimitd, which stores it and
+ * publishes the set, to a limiter enforcing it; by push, and by the 1 s
+ * pull alone.  Reference: the PUT's own time (sent to 200). */
+static int bench_put(const options *o, const rh_server *srv, char *err)
+{
+    char uri[512];
+    rld service;
+    change_ctx cc = {.service = &service};
+    rl_limiter *lim = NULL;
+    run *rp = calloc(2, sizeof *rp);
+    int rc = -1;
+
+    rh_uri(srv, uri, sizeof uri);
+    if (!rp || rldchange_start(&service, uri, o->rules, 1, err) != 0)
+        goto out;
+    for (int pull = 0; pull < 2 && !err[0]; pull++) {
+        if (!want(o, pull ? "put_pull" : "put_push"))
+            continue;
+        if ((lim = source_limiter(uri, !pull, err)) &&
+            time_changes(o, &cc, lim, NULL, pull,
+                         2 + (long long)(pull * o->changes), &rp[pull],
+                         err) == 0)
+            emit_pair(o, pull ? "put_pull" : "put_push", &rp[pull],
+                      "put_request", hist_pct(&rp[pull].ref, 0.50) / 1e6,
+                      hist_pct(&rp[pull].ref, 0.99) / 1e6);
+        rl_limiter_free(lim);
+        lim = NULL;
+    }
+    rc = err[0] ? -1 : 0;
+out:
+    rldchange_stop(&service);
     free(rp);
     return rc;
 }
@@ -517,12 +577,16 @@ int main(int argc, char **argv)
     }
     if (want(&o, "swap"))
         rc = bench_swap(&o, err);
-    if (rc == 0 && (want(&o, "push") || want(&o, "pull"))) {
+    if (rc == 0 && (want(&o, "push") || want(&o, "pull") ||
+                    want(&o, "put_push") || want(&o, "put_pull"))) {
         if (rh_start(&srv, NULL) != 0) {
             snprintf(err, sizeof err, "cannot start redis-server");
             rc = -1;
         } else {
-            rc = bench_change(&o, &srv, err);
+            if (want(&o, "push") || want(&o, "pull"))
+                rc = bench_change(&o, &srv, err);
+            if (rc == 0 && (want(&o, "put_push") || want(&o, "put_pull")))
+                rc = bench_put(&o, &srv, err);
             rh_stop(&srv);
         }
     }
