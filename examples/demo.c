@@ -7,6 +7,7 @@
  *   demo [rules.json] [store-uri]      (defaults: examples/rules.json,
  *                                        memory://)
  *   demo --fleet N rules.json store-uri
+ *   demo --live N SECONDS store-uri     (demo_live.c)
  *
  * With the memory:// store the limits hold across every thread of this
  * process; with a shared store (redis://) they hold across every process
@@ -15,6 +16,8 @@
  * the fleet, not per gateway.  examples/demo.sh starts the Redis.
  */
 #include <ratelimit.h>
+
+#include "demo.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -25,6 +28,7 @@
 #include <unistd.h>
 
 #define THREADS 4
+
 
 typedef struct scenario {
     const char *title;
@@ -186,6 +190,8 @@ static int fleet(int n, const char *rules, const char *store)
 
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "--live") == 0)
+        return live(atoi(argv[2]), atoi(argv[3]), argv[4]);
     if (argc == 5 && strcmp(argv[1], "--fleet") == 0)
         return fleet(atoi(argv[2]) < 1 || atoi(argv[2]) > 64 ? 3
                                                              : atoi(argv[2]),

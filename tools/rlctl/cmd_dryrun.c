@@ -34,11 +34,13 @@ static void print_report(const char *id, const dryrun_report *r)
                "not read their rules from this Redis)\n", id);
         return;
     }
+    uint64_t distinct = dryrun_report_distinct(r);
+
     printf("%s (rule version %lld): %llu checks, %llu would have been "
-           "denied, about %llu distinct clients; from %zu limiter%s\n", id,
+           "denied, about %llu distinct client%s; from %zu limiter%s\n", id,
            (long long)r->version, (unsigned long long)r->checks,
-           (unsigned long long)r->would_deny,
-           (unsigned long long)dryrun_report_distinct(r), r->limiters,
+           (unsigned long long)r->would_deny, (unsigned long long)distinct,
+           distinct == 1 ? "" : "s", r->limiters,
            r->limiters == 1 ? "" : "s");
     if (r->stale || r->invalid)
         printf("  (left out: %zu report%s of an older version, %zu "

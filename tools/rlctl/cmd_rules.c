@@ -122,14 +122,16 @@ static void rule_line(json_t *rule)
     const char *ep = json_string_value(json_object_get(m, "endpoint"));
     const char *tier = json_string_value(json_object_get(m, "tier"));
     json_t *burst = json_object_get(rule, "burst");
+    char rate[48];
 
-    printf("%-24s %-8s %-16s %-8s %6lld/%-6llds",
+    snprintf(rate, sizeof rate, "%lld/%llds",
+             (long long)json_integer_value(json_object_get(rule, "limit")),
+             (long long)json_integer_value(
+                 json_object_get(rule, "window_seconds")));
+    printf("%-24s %-8s %-16s %-8s %-14s",
            json_string_value(json_object_get(rule, "rule_id")),
            json_string_value(json_object_get(rule, "dimension")),
-           ep ? ep : "*", tier ? tier : "*",
-           (long long)json_integer_value(json_object_get(rule, "limit")),
-           (long long)json_integer_value(
-               json_object_get(rule, "window_seconds")));
+           ep ? ep : "*", tier ? tier : "*", rate);
     printf(" %-14s %-7s %-8s v%lld",
            json_string_value(json_object_get(rule, "algorithm")),
            json_string_value(json_object_get(rule, "mode")),
