@@ -24,6 +24,7 @@
 #include "store_cluster.h"
 #include "store_redis.h"
 #include "testutil.h"
+#include "timeutil.h"
 
 #define RULES                                                                  \
     "[{\"rule_id\":\"r\",\"dimension\":\"user\",\"limit\":5,"                 \
@@ -151,13 +152,6 @@ static long long dbsize(int node)
     if (ctx)
         redisFree(ctx);
     return n;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
 }
 
 /* rl_check_many(): 7 requests of each of 300 more clients in one call

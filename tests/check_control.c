@@ -28,6 +28,7 @@
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "rld_harness.h"
+#include "timeutil.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLOW 4 /* sanitizer builds: check memory and races, not time */
@@ -46,21 +47,6 @@ static rld service;
 static char uri[256], token_file[320];
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
 
 /* rlctl with these arguments against the service; its exit status, its
  * standard output into out (may be NULL). */

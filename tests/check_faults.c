@@ -20,6 +20,7 @@
 
 #include "redis_harness.h"
 #include "testutil.h"
+#include "timeutil.h"
 
 #define THREADS 8
 #define TIMEOUT_MS 20
@@ -43,20 +44,6 @@ static const char *rules =
     "\"window_seconds\":60},"
     " {\"rule_id\":\"share\",\"dimension\":\"user\",\"limit\":400,"
     "\"window_seconds\":3600}]";
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
 
 typedef struct load {
     rl_limiter *lim;

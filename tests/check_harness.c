@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "redis_harness.h"
+#include "timeutil.h"
 
 static rh_server shared;
 
@@ -39,14 +40,6 @@ static void shared_up(void)
 static void shared_down(void)
 {
     rh_stop(&shared);
-}
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 static redisContext *must_connect(const rh_server *s)

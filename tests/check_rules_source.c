@@ -25,6 +25,7 @@
 #include "dryrun_report.h"
 #include "redis_harness.h"
 #include "testutil.h"
+#include "timeutil.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLOW 4 /* sanitizer builds: check memory and races, not time */
@@ -36,21 +37,6 @@ static rh_server srv;
 static char uri[512];
 
 /* ---- helpers ------------------------------------------------------------- */
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
 
 /* What the log hook heard. */
 typedef struct logcap {

@@ -27,6 +27,7 @@
 #endif
 
 #include "redis_harness.h"
+#include "timeutil.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,22 +88,6 @@ static rh_entry registry[RH_MAX_SERVERS];
 static int atexit_registered, swept;
 
 /* ---- small utilities ---------------------------------------------------- */
-
-static long long now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
-}
 
 static struct timeval tv_ms(long ms)
 {

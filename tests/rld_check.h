@@ -20,6 +20,7 @@
 #include "rule.h"
 #include "rule_json.h"
 #include "ruleset.h"
+#include "timeutil.h"
 
 #define ALICE RLD_ALICE_TOKEN
 #define BOB RLD_BOB_TOKEN
@@ -32,21 +33,6 @@ static const char rule_body[] =
     "\"burst\":20,\"mode\":\"log\",\"failureMode\":\"open\"}";
 
 /* ---- helpers ------------------------------------------------------------------ */
-
-static inline int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static inline void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
-}
 
 static inline void start(rld *d, const char *const *args)
 {

@@ -12,6 +12,7 @@
 #endif
 
 #include "rld_harness.h"
+#include "timeutil.h"
 
 #include <arpa/inet.h>
 #include <curl/curl.h>
@@ -47,21 +48,6 @@ static const char *binary(void)
     snprintf(path, sizeof path, "%s/tools/ratelimitd/ratelimitd",
              top && *top ? top : ".");
     return path;
-}
-
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
-static void sleep_ms(int ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    nanosleep(&ts, NULL);
 }
 
 int rld_available(void)
