@@ -4,9 +4,11 @@
  * libratelimit decides in-process whether a request may pass: rl_allow()
  * charges one key against one rule, rl_check() charges every rule that
  * matches a request and returns the most restrictive answer.  State lives in
- * a store named by a URI: "memory://" (in-process, the default) or one
- * Redis server ("redis://...", "unix://..."), where the limits hold across
- * every process of a fleet; Redis Cluster comes later, behind the same calls.
+ * a store named by a URI: "memory://" (in-process, the default), one Redis
+ * server ("redis://...", "unix://...") or a Redis Cluster
+ * ("redis-cluster://..."), where the limits hold across every process of a
+ * fleet.  Rules can follow a set an operator changes at run time
+ * (the rules_source option; ratelimitd and rlctl are its tools).
  *
  * Conventions (the same for every function):
  *   - Functions that can fail return an int: RL_OK (0) or a negative RL_E*

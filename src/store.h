@@ -3,8 +3,8 @@
  *
  * The request path hands a store all the charges of one request at once
  * (one per matching rule) and gets one decision per charge back.  The store
- * owns the clock (the memory store's monotonic clock today, Redis TIME
- * tomorrow) and must apply the charges all-or-nothing: if any is denied,
+ * owns the clock (the memory store's monotonic clock, Redis TIME in a
+ * script) and must apply the charges all-or-nothing: if any is denied,
  * none is kept.  That is the whole contract, so a Redis node or a Redis
  * Cluster plugs in behind it without the request path changing.
  */
