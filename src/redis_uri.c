@@ -256,8 +256,7 @@ void redis_uri_redact(const char *uri, char *out, size_t len)
     if (len == 0)
         return;
     if (credentials(uri, &b, &e))
-        snprintf(out, len, "%.*s***%.100s", (int)(b < 20 ? b : 20), uri,
-                 uri + e);
+        snprintf(out, len, "%.*s***%.100s", (int)b, uri, uri + e);
     else
         snprintf(out, len, "%.120s", uri);
     for (char *c = out; *c; c++)

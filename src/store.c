@@ -14,6 +14,8 @@
 int store_open(const char *uri, const store_options *opt, rl_store **out,
                char *err, size_t errlen)
 {
+    char shown[128]; /* a mistyped scheme may still carry a password */
+
     *out = NULL;
     if (strcmp(uri, "memory://") == 0 || strcmp(uri, "memory") == 0)
         return store_memory_new(opt, out, err, errlen);
@@ -22,8 +24,6 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
         return store_redis_new(uri, opt, out, err, errlen);
     if (strncmp(uri, "redis-cluster://", 16) == 0)
         return store_cluster_new(uri, opt, out, err, errlen);
-    char shown[128]; /* a typo'd scheme may still carry a password */
-
     redis_uri_redact(uri, shown, sizeof shown);
     return snprintf(err, errlen,
                     "store \"%s\": unknown scheme (expected memory://, "
