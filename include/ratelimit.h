@@ -13,7 +13,9 @@
  * Conventions (the same for every function):
  *   - Functions that can fail return an int: RL_OK (0) or a negative RL_E*
  *     code.  rl_strerror() names a code; rl_errmsg() gives the detailed
- *     message of the calling thread's last failed call on a handle.
+ *     message of the calling thread's last failed call on a handle: one
+ *     line, safe to log (control bytes shown as '?', no password: a URI
+ *     is shown with its credentials as "***").
  *   - A denial is a result (rl_result.allowed == 0), never an error.
  *   - Handles are opaque.  Whoever creates a handle frees it; *_free(NULL)
  *     is a no-op.  Strings passed in are copied; nothing keeps a pointer to

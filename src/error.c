@@ -6,9 +6,17 @@
  * rl_errmsg(lim) returns it if it belongs to lim.  Thread-local storage
  * needs no lock and avoids the race a message kept in the shared handle
  * would have.
+ *
+ * This is the one place messages are recorded, so it is where they are
+ * made safe to log: many quote what a caller or a file supplied (a rule
+ * id, a JSON string, an option's value), and servers write rl_errmsg()
+ * to their logs.  Every control byte (below 0x20, and 0x7f) becomes '?',
+ * as in the messages of the log hook (log.c), so no message can forge a
+ * log line or drive a terminal.
  */
 #include "ratelimit.h"
 #include "error.h"
+#include "log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -52,6 +60,7 @@ int rl_fail_msg(const void *owner, int code, const char *msg)
     if (snprintf(last_error.msg, sizeof last_error.msg, "%s: %s",
                  rl_strerror(code), msg) < 0)
         last_error.msg[0] = '\0';
+    log_sanitize(last_error.msg);
     return code;
 }
 

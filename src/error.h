@@ -13,7 +13,11 @@
 
 /* Record "fmt ..." as the calling thread's last error on `owner` (NULL for
  * calls without a handle) and return `code`, so callers can write
- * `return rl_fail(lim, RL_EINVAL, "key is empty");`. */
+ * `return rl_fail(lim, RL_EINVAL, "key is empty");`.  The message is cut
+ * to RL_ERRMSG_MAX - 1 bytes and its control bytes (below 0x20, 0x7f)
+ * become '?': it may quote anything a caller supplied.  A message must
+ * never quote a password (name a server by host:port or by
+ * redis_uri_redact()). */
 int rl_fail(const void *owner, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 

@@ -878,6 +878,7 @@ void rnode_stats_add(rnode *r, rnode_stats *st)
         st->timeouts += cs.timeouts;
         st->reconnects += cs.reconnects;
         st->down_fails += cs.down_fails;
+        st->stuck += cs.stuck;
     }
     st->noscript += atomic_load(&r->noscript);
     st->batches += atomic_load(&r->batches);

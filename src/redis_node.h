@@ -89,7 +89,7 @@ rconn *rnode_conn(rnode *n);
 breaker *rnode_breaker(rnode *n);
 
 typedef struct rnode_stats {
-    int64_t calls, writes, timeouts, reconnects, down_fails;
+    int64_t calls, writes, timeouts, reconnects, down_fails, stuck;
     int64_t batches, checks, noscript, moved, asks, elsewhere;
     int64_t refunds, refreshes, tryagain; /* cluster store only */
 } rnode_stats;

@@ -59,14 +59,58 @@ static int number(const char *s, size_t n, long lo, long hi, int *out)
     return 0;
 }
 
-/* "[user]:password@" before `rest`, if there is one. */
-static int userinfo(const char **rest, redis_uri *u, char *err, size_t errlen)
+/* Where a URI's scheme ends: just past "://" if what precedes it looks
+ * like a scheme (letters, digits, '+', '-', '.'), else 0. */
+static size_t authority_start(const char *uri)
 {
-    const char *s = *rest, *at = strchr(s, '@'), *colon;
-    size_t end = strcspn(s, "/?");
+    size_t n = strspn(uri, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                           "0123456789+-.");
 
-    if (!at || (size_t)(at - s) > end)
-        return 0; /* no credentials */
+    return n > 0 && strncmp(uri + n, "://", 3) == 0 ? n + 3 : 0;
+}
+
+/*
+ * The credentials of uri, by the grammar of redis_uri.h: 1 with them at
+ * uri[*begin .. *end) and uri[*end] == '@', or 0 if there are none.  One
+ * function for the parser and for redact(), so the two always agree.
+ */
+static int credentials(const char *uri, size_t *begin, size_t *end)
+{
+    size_t b = authority_start(uri);
+    const char *rest = uri + b, *at = strrchr(rest, '@');
+
+    if (!at)
+        return 0;
+    if (strncmp(uri, "unix://", 7) == 0 && *rest == '/') {
+        /* the path first: no credentials, unless someone wrote them
+         * after a slash ("unix:///:pw@/path"), which parse refuses */
+        const char *p = rest, *last = NULL;
+        while ((p = strstr(p, "@/")) != NULL)
+            last = p++;
+        if (!last)
+            return 0;
+        at = last;
+    }
+    *begin = b;
+    *end = (size_t)(at - uri);
+    return 1;
+}
+
+/* "[user]:password@" at the start of `*rest` (uri + the scheme), if the URI
+ * has credentials; *rest moves past them.  No message quotes them. */
+static int userinfo(const char *uri, const char **rest, redis_uri *u,
+                    char *err, size_t errlen)
+{
+    size_t b, e;
+    const char *s, *at, *colon;
+
+    if (!credentials(uri, &b, &e))
+        return 0;
+    s = uri + b;
+    at = uri + e;
+    if (u->is_unix && *s == '/')
+        return FAIL("credentials must come before the socket path "
+                    "(unix://:password@/path); a path may not hold \"@/\"");
     colon = memchr(s, ':', (size_t)(at - s));
     if (!colon)
         return FAIL("credentials must be user:password@ or :password@");
@@ -118,7 +162,8 @@ static int parse_unix(const char *s, redis_uri *u, char *err, size_t errlen)
     size_t n = strcspn(s, "?");
 
     if (*s != '/')
-        return FAIL("unix socket path must be absolute");
+        return FAIL("unix socket path must be absolute (with credentials, "
+                    "it may not hold '@')");
     if (n >= sizeof u->path)
         return FAIL("unix socket path: longer than %zu bytes",
                     sizeof u->path - 1);
@@ -152,7 +197,7 @@ int redis_uri_parse(const char *uri, redis_uri *u, char *err, size_t errlen)
     for (const char *c = uri; *c; c++)
         if ((unsigned char)*c < 0x21 || *c == 0x7f)
             return FAIL("space or control byte in the URI");
-    if (userinfo(&rest, u, err, errlen))
+    if (userinfo(uri, &rest, u, err, errlen))
         return -1;
     return u->is_unix ? parse_unix(rest, u, err, errlen)
                       : parse_tcp(rest, u, err, errlen);
@@ -161,17 +206,17 @@ int redis_uri_parse(const char *uri, redis_uri *u, char *err, size_t errlen)
 int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
                             int *n, char *err, size_t errlen)
 {
-    const char *p = uri + 16, *at, *end, *slash;
+    const char *p, *end, *slash;
     char one[700];
-    size_t cred = 0;
+    size_t cred = 0, b = 16, e;
 
     *n = 0;
     if (strncmp(uri, "redis-cluster://", 16) != 0)
         return FAIL("expected redis-cluster://");
-    at = strrchr(p, '@');
-    if (at) {
-        cred = (size_t)(at - p) + 1; /* "user:password@" */
-        p = at + 1;
+    p = uri + 16;
+    if (credentials(uri, &b, &e)) {
+        cred = e + 1 - b; /* "user:password@", checked with each seed */
+        p = uri + e + 1;
     }
     slash = strchr(p, '/');
     end = slash ? slash : p + strlen(p);
@@ -191,7 +236,7 @@ int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
         if (8 + cred + len >= sizeof one)
             return FAIL("seed too long");
         memcpy(one, "redis://", 8);
-        memcpy(one + 8, uri + 16, cred);
+        memcpy(one + 8, uri + b, cred);
         memcpy(one + 8 + cred, p, len);
         one[8 + cred + len] = 0;
         if (redis_uri_parse(one, &seeds[*n], why, sizeof why) != 0)
@@ -206,16 +251,15 @@ int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
 
 void redis_uri_redact(const char *uri, char *out, size_t len)
 {
-    /* the last '@': a password may hold one (redis_uri_parse_cluster
-     * splits there too); at worst more than the password is hidden */
-    const char *scheme = strstr(uri, "://"), *at = strrchr(uri, '@');
+    size_t b, e;
 
-    if (!scheme || !at || at < scheme) {
-        snprintf(out, len, "%.100s", uri);
+    if (len == 0)
         return;
-    }
-    const char *colon = memchr(scheme + 3, ':', (size_t)(at - scheme - 3));
-    if (!colon)
-        colon = at;
-    snprintf(out, len, "%.*s:***%.80s", (int)(colon - uri), uri, at);
+    if (credentials(uri, &b, &e))
+        snprintf(out, len, "%.*s***%.100s", (int)b, uri, uri + e);
+    else
+        snprintf(out, len, "%.120s", uri);
+    for (char *c = out; *c; c++)
+        if ((unsigned char)*c < 0x21 || *c == 0x7f)
+            *c = '?';
 }

@@ -5,8 +5,19 @@
  *   unix://[[user]:password@]/path/to/socket[?db=N]
  *   redis-cluster://[[user]:password@]host[:port],host[:port]...
  *
- * User and password may be percent-encoded (%40 for '@').  Port defaults
- * to 6379, db to 0.
+ * and show them without their secrets.  Port defaults to 6379, db to 0.
+ *
+ * The credentials ("user:password", or ":password") end at the LAST '@'
+ * of the URI: nothing after them (host, port, db, seeds) may hold one.  So
+ * a password may hold '@', '/', '?' and ':' as they are, or
+ * percent-encoded (%40 %2F %3F %3A); a '%' is always an escape (%25 for
+ * '%').  The user name ends at the first ':' (%3A inside it).  For
+ * unix://, a URI whose path comes first ("unix:///run/r@1.sock") has no
+ * credentials, so such a path may hold '@', but not together with
+ * credentials; a path that holds "@/" is refused (it reads as credentials
+ * written after the path).  A URI without '@' has no credentials.
+ * redis_uri_parse() and redis_uri_redact() find the credentials with the
+ * same function, so what the one takes as a password the other hides.
  */
 #ifndef RL_REDIS_URI_H
 #define RL_REDIS_URI_H
@@ -36,7 +47,13 @@ int redis_uri_parse(const char *uri, redis_uri *out, char *err,
 int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
                             int *n, char *err, size_t errlen);
 
-/* The URI with any password shown as ***, for messages. */
+/*
+ * The URI for a message: its credentials, user name included, replaced by
+ * "***" (the scheme, "***@", then the host and the rest), whatever its
+ * scheme or shape (an unknown scheme, or none: everything up to the last
+ * '@' is hidden), cut to about 120 bytes, with every byte below 0x21 and
+ * 0x7f shown as '?'.
+ */
 void redis_uri_redact(const char *uri, char *out, size_t len);
 
 #endif

@@ -494,10 +494,12 @@ static int resolve(rules_source *s, const struct rl_config *cfg)
     }
     if (strcmp(src, "store") == 0) {
         uri = cfg->store ? cfg->store : "memory://";
-        if (strncmp(uri, "redis://", 8) && strncmp(uri, "unix://", 7))
+        if (strncmp(uri, "redis://", 8) && strncmp(uri, "unix://", 7)) {
+            char shown[128];
+            redis_uri_redact(uri, shown, sizeof shown);
             return rl_fail(NULL, RL_EOPTION, "rules_source: \"store\" needs "
-                           "a redis:// or unix:// store, not %.*s",
-                           (int)strcspn(uri, ":"), uri);
+                           "a redis:// or unix:// store, not \"%s\"", shown);
+        }
     }
     if (redis_uri_parse(uri, &s->uri, why, sizeof why) != 0)
         return rl_fail(NULL, RL_EOPTION, "rules_source: %s", why);

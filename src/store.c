@@ -6,6 +6,7 @@
 #include "store_cluster.h"
 #include "store_memory.h"
 #include "store_redis.h"
+#include "redis_uri.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +14,8 @@
 int store_open(const char *uri, const store_options *opt, rl_store **out,
                char *err, size_t errlen)
 {
+    char shown[128]; /* a mistyped scheme may still carry a password */
+
     *out = NULL;
     if (strcmp(uri, "memory://") == 0 || strcmp(uri, "memory") == 0)
         return store_memory_new(opt, out, err, errlen);
@@ -21,7 +24,9 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
         return store_redis_new(uri, opt, out, err, errlen);
     if (strncmp(uri, "redis-cluster://", 16) == 0)
         return store_cluster_new(uri, opt, out, err, errlen);
+    redis_uri_redact(uri, shown, sizeof shown);
     return snprintf(err, errlen,
-                    "store \"%.100s\": unknown scheme (expected memory://, "
-                    "redis://, unix:// or redis-cluster://)", uri), RL_ESTORE;
+                    "store \"%s\": unknown scheme (expected memory://, "
+                    "redis://, unix:// or redis-cluster://)", shown),
+           RL_ESTORE;
 }

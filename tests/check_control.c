@@ -7,7 +7,10 @@
  * interval by the pull alone; a DELETE stops enforcement; a stale
  * --if-match changes nothing; a rule dry-run in mode log is reported
  * fleet-wide (rlctl dryrun) and then enforced (rlctl mode); rlctl's exit
- * codes are what rlctl(1) promises.
+ * codes are what rlctl(1) promises.  The same again with each part as
+ * the least-privileged Redis ACL user README.md gives it (ratelimitd, the
+ * limiters, rlctl dryrun's reader; tests/acl_rules.h), whose passwords
+ * hold '@' and '/' as they are; ratelimitd's log shows none of them.
  *
  * The limiters are child processes (a limiter per process, as in a
  * fleet), driven over pipes by a line protocol: "allow KEY RULE COST"
@@ -25,6 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "acl_rules.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "rld_harness.h"
@@ -44,7 +48,14 @@ typedef struct worker {
 
 static rh_server redis;
 static rld service;
-static char uri[256], token_file[320];
+static char token_file[320];
+static char uri[256];        /* the limiters' store and rules source */
+static char rld_uri[256];    /* ratelimitd's --redis                 */
+static char report_uri[256]; /* rlctl dryrun's --redis              */
+
+#define RLD_PASSWORD "rld@pw/1"
+#define LIMITER_PASSWORD "lim@pw/2"
+#define REPORT_PASSWORD "rep@pw/3"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -221,13 +232,13 @@ static long long service_version(void)
 
 /* ---- fixture ----------------------------------------------------------------- */
 
-static void setup(void)
+/* Redis, then ratelimitd on it (as rld_uri), rlctl's token, and a first
+ * rule put. */
+static void start_all(void)
 {
-    const char *args[] = {"--redis", uri, NULL};
+    const char *args[] = {"--redis", rld_uri, NULL};
     FILE *f;
 
-    ck_assert_int_eq(rh_start(&redis, NULL), 0);
-    ck_assert_ptr_nonnull(rh_uri(&redis, uri, sizeof uri));
     memset(&service, 0, sizeof service);
     ck_assert_msg(rld_available(), "ratelimitd not built");
     ck_assert_int_eq(rld_start(&service, args), 0);
@@ -237,6 +248,31 @@ static void setup(void)
     fclose(f);
     /* the service's first snapshot (version 0, empty) is in Redis */
     rlctl_ok("put r --dimension user --limit 3 --window 60");
+}
+
+static void setup(void)
+{
+    ck_assert_int_eq(rh_start(&redis, NULL), 0);
+    ck_assert_ptr_nonnull(rh_uri(&redis, uri, sizeof uri));
+    strcpy(rld_uri, uri);
+    strcpy(report_uri, uri);
+    start_all();
+}
+
+/* Each part as its own ACL user, created from README.md's lines. */
+static void acl_setup(void)
+{
+    ck_assert_int_eq(rh_start(&redis, NULL), 0);
+    acl_create(&redis, "ratelimit", LIMITER_PASSWORD);
+    acl_create(&redis, "ratelimitd", RLD_PASSWORD);
+    acl_create(&redis, "rl-report", REPORT_PASSWORD);
+    snprintf(uri, sizeof uri, "redis://ratelimit:" LIMITER_PASSWORD
+             "@127.0.0.1:%d/0", redis.port);
+    snprintf(rld_uri, sizeof rld_uri, "redis://ratelimitd:" RLD_PASSWORD
+             "@127.0.0.1:%d/0", redis.port);
+    snprintf(report_uri, sizeof report_uri, "redis://rl-report:"
+             REPORT_PASSWORD "@127.0.0.1:%d/0", redis.port);
+    start_all();
 }
 
 static void teardown(void)
@@ -397,7 +433,7 @@ START_TEST(dry_run_then_enforce)
         ck_assert_int_eq(!!(flags & RL_FLAG_SOFT), i >= 6);
     }
     /* the reports reach Redis on the limiters' next 5 s tick */
-    snprintf(args, sizeof args, "dryrun login --redis %s", uri);
+    snprintf(args, sizeof args, "dryrun login --redis '%s'", report_uri);
     for (int64_t t = now_ms(); now_ms() - t < 12000 * SLOW; sleep_ms(200)) {
         ck_assert_int_eq(rlctl(out, sizeof out, args), 0);
         if (strstr(out, "from 2 limiters"))
@@ -443,7 +479,7 @@ START_TEST(rlctl_exit_codes_and_output)
     ck_assert_int_eq(rlctl(out, sizeof out, "frobnicate"), 2);
     ck_assert_int_eq(service_version(), v); /* none of that changed it */
     /* check: the rule set from the service, the key charged in Redis */
-    snprintf(args, sizeof args, "check user:9 r --store %s", uri);
+    snprintf(args, sizeof args, "check user:9 r --store '%s'", uri);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(rlctl(out, sizeof out, args), 0);
     ck_assert_int_eq(rlctl(out, sizeof out, args), 1);
@@ -475,10 +511,67 @@ START_TEST(rlctl_exit_codes_and_output)
 }
 END_TEST
 
+/* The Redis client line of ratelimitd's connection (CLIENT LIST, as the
+ * admin) into buf; "" if none. */
+static void rld_client(char *buf, size_t len)
+{
+    redisContext *c = rh_connect(&redis);
+    redisReply *r = redisCommand(c, "CLIENT LIST");
+    const char *line = r && r->str ? strstr(r->str, "user=ratelimitd ") : NULL;
+    const char *start = line;
+
+    while (start && start > r->str && start[-1] != '\n')
+        start--;
+    snprintf(buf, len, "%.*s", start ? (int)strcspn(start, "\n") : 0,
+             start ? start : "");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* As its ACL user, ratelimitd publishes (the rule put at setup reached
+ * the limiters' key) and keeps its heartbeat (PING) going, and its log
+ * names Redis without the password. */
+START_TEST(ratelimitd_as_its_user_logs_no_password)
+{
+    char tail[4096], line[1024];
+    long long v = service_version();
+    int64_t start = now_ms();
+    redisContext *c;
+    redisReply *r;
+
+    /* the heartbeat, a second after the last publish */
+    for (rld_client(line, sizeof line); !strstr(line, " cmd=ping");
+         rld_client(line, sizeof line)) {
+        ck_assert_msg(now_ms() - start < WAIT_MS, "no PING: %s", line);
+        sleep_ms(20);
+    }
+    /* a change after it: published in a later round than the PING's */
+    rlctl_ok("put r --dimension user --limit 4 --window 60");
+    ck_assert_ptr_nonnull(c = rh_connect(&redis));
+    for (;; sleep_ms(20)) {
+        long long held = -1;
+        r = redisCommand(c, "GET rl:rules");
+        if (r && r->type == REDIS_REPLY_STRING)
+            sscanf(r->str, "{\"version\":%lld", &held);
+        freeReplyObject(r);
+        if (held == v + 1)
+            break;
+        ck_assert_msg(now_ms() - start < WAIT_MS, "version %lld not "
+                      "published", v + 1);
+    }
+    redisFree(c);
+    rld_log_tail(&service, tail, sizeof tail);
+    ck_assert_msg(strstr(tail, "redis redis://***@127.0.0.1"), "%s", tail);
+    ck_assert_msg(!strstr(tail, "down"), "%s", tail);
+    ck_assert_msg(!strstr(tail, "rld@") && !strstr(tail, "pw/1"), "%s",
+                  tail);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("control");
-    TCase *tc = tcase_create("fleet");
+    TCase *tc = tcase_create("fleet"), *acl = tcase_create("acl");
 
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -489,6 +582,14 @@ static Suite *suite(void)
     tcase_add_test(tc, dry_run_then_enforce);
     tcase_add_test(tc, rlctl_exit_codes_and_output);
     suite_add_tcase(s, tc);
+    tcase_set_timeout(acl, 120);
+    tcase_add_checked_fixture(acl, acl_setup, teardown);
+    tcase_add_test(acl, ratelimitd_as_its_user_logs_no_password);
+    tcase_add_test(acl, put_is_enforced_by_both_within_a_second);
+    tcase_add_test(acl, pull_alone_follows_within_the_refresh_interval);
+    tcase_add_test(acl, dry_run_then_enforce);
+    tcase_add_test(acl, rlctl_exit_codes_and_output);
+    suite_add_tcase(s, acl);
     return s;
 }
 

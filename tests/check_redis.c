@@ -605,6 +605,38 @@ START_TEST(passwords_stay_out_of_messages)
 }
 END_TEST
 
+/* A server that stops answering (SIGSTOP: the socket stays open, nothing
+ * comes back): a connection whose oldest call has waited over max(1 s,
+ * connect_timeout_ms) with no reply is stuck and replaced, never before. */
+START_TEST(a_silent_connection_is_replaced_after_a_second)
+{
+    rl_limiter *lim = open_limiter(uri, "redis_connections", "1");
+    store_redis_stats st = {0};
+    struct timespec t0, t;
+    rl_result res;
+
+    ck_assert_int_eq(admitted(lim, "user:silent", "sw", 1), 1);
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    ck_assert_int_eq(rl_allow(lim, "user:silent", "sw", 1, &res), RL_OK);
+    ck_assert(res.flags & RL_FLAG_FALLBACK); /* timed out */
+    for (;;) {
+        store_redis_stats_get(limiter_store(lim), &st);
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if (st.stuck)
+            break;
+        ck_assert_msg(t.tv_sec - t0.tv_sec < 10, "never replaced");
+        nanosleep(&(struct timespec){0, 5 * 1000 * 1000}, NULL);
+    }
+    ck_assert_int_eq(st.stuck, 1);
+    ck_assert_int_ge((t.tv_sec - t0.tv_sec) * 1000 +
+                         (t.tv_nsec - t0.tv_nsec) / 1000000, 1000);
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    await_redis(lim, "user:back");
+    rl_limiter_free(lim);
+}
+END_TEST
+
 static long elapsed_ms(const struct timespec *a)
 {
     struct timespec b;
@@ -943,6 +975,7 @@ int main(void)
     tcase_add_test(tc, failure_modes_stay_all_or_nothing);
     tcase_add_test(tc, passwords_stay_out_of_messages);
     tcase_add_test(tc, breaker_opens_skips_the_network_and_closes);
+    tcase_add_test(tc, a_silent_connection_is_replaced_after_a_second);
     tcase_add_test(tc, fleet_counts_itself);
     tcase_add_test(tc, fleet_options_are_checked);
     tcase_add_test(tc, one_ms_timeout_still_reaches_redis);

@@ -56,7 +56,7 @@ int rlctl_cmd_dryrun(const rlctl_opts *o, int argc, char **argv)
     redisContext *c;
     dryrun_report rep;
     redis_uri u;
-    char err[256];
+    char err[256], name[300];
     int c_, rc;
 
     while ((c_ = getopt_long(argc, argv, "r:", opts, NULL)) != -1) {
@@ -76,9 +76,11 @@ int rlctl_cmd_dryrun(const rlctl_opts *o, int argc, char **argv)
                RLCTL_USAGE;
     c = rr_connect(&u, -1, mono_ms() + o->timeout_ms, o->timeout_ms, &rc,
                    err, sizeof err);
-    if (!c)
-        return fprintf(stderr, "rlctl dryrun: %s\n", err),
+    if (!c) { /* the server by address, never by its URI (a password) */
+        rr_name(&u, name, sizeof name);
+        return fprintf(stderr, "rlctl dryrun: redis %s: %s\n", name, err),
                RLCTL_UNREACHABLE;
+    }
     rc = dryrun_fetch(c, id, &rep, err, sizeof err);
     redisFree(c);
     if (rc != 0)

@@ -6,6 +6,7 @@
  * rlctl_status_exit() turns a refusal into plain words and an exit code.
  */
 #include "rlctl.h"
+#include "redis_uri.h"
 
 #include <curl/curl.h>
 #include <jansson.h>
@@ -68,7 +69,7 @@ int rlctl_http(const rlctl_opts *o, const char *method, const char *path,
                const char *body, const char *if_match,
                const char *if_none_match, rlctl_reply *r)
 {
-    char url[2048], auth[RLCTL_TOKEN_MAX + 16];
+    char url[2048], auth[RLCTL_TOKEN_MAX + 16], shown[128];
     struct curl_slist *h = NULL;
     CURL *c = curl_easy_init();
     CURLcode rc;
@@ -104,11 +105,13 @@ int rlctl_http(const rlctl_opts *o, const char *method, const char *path,
                          (curl_off_t)strlen(body));
     }
     rc = curl_easy_perform(c);
-    if (rc == CURLE_OK)
+    if (rc == CURLE_OK) {
         curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &r->status);
-    else
-        snprintf(r->error, sizeof r->error, "%s: %s", o->server,
+    } else { /* the URL may carry user:password@: never shown */
+        redis_uri_redact(o->server, shown, sizeof shown);
+        snprintf(r->error, sizeof r->error, "%s: %s", shown,
                  curl_easy_strerror(rc));
+    }
     curl_slist_free_all(h);
     curl_easy_cleanup(c);
     if (!r->body && (r->body = malloc(1)))

@@ -7,6 +7,7 @@
  * line to the command; see rlctl(1).
  */
 #include "rlctl.h"
+#include "redis_uri.h"
 
 #include <curl/curl.h>
 #include <getopt.h>
@@ -49,10 +50,12 @@ static const command commands[] = {
 static int set_server(rlctl_opts *o, char *url)
 {
     size_t n = strlen(url);
+    char shown[128];
 
     if (strncmp(url, "http://", 7) != 0 && strncmp(url, "https://", 8) != 0) {
+        redis_uri_redact(url, shown, sizeof shown); /* user:password@ */
         fprintf(stderr, "rlctl: --server: an http:// or https:// URL, not "
-                "\"%.80s\"\n", url);
+                "\"%s\"\n", shown);
         return -1;
     }
     while (n > 8 && url[n - 1] == '/')
