@@ -107,6 +107,21 @@ void rule_clear(rl_rule *r)
     r->nprev = 0;
 }
 
+int rule_copy(rl_rule *dst, const rl_rule *src)
+{
+    *dst = *src;
+    dst->endpoint = dst->tier = NULL;
+    dst->prev = NULL;
+    dst->nprev = 0;
+    dst->dry = NULL;
+    if ((src->endpoint && !(dst->endpoint = strdup(src->endpoint))) ||
+        (src->tier && !(dst->tier = strdup(src->tier)))) {
+        rule_clear(dst);
+        return -1;
+    }
+    return 0;
+}
+
 void rule_shape_init(rule_shape *s, const char *id, const algo_params *ap)
 {
     static const char letter[] = "stfg"; /* enum rl_algo order */

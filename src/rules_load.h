@@ -52,10 +52,11 @@ int limiter_swap_rules(rl_limiter *lim, rl_ruleset *next,
                        const swap_how *how, char *err, size_t errlen);
 
 /*
- * Parse json[0..len) as a whole rule set and hand it to
- * limiter_swap_rules(); a set that does not parse or validate is
- * refused (counted, logged as `how` says).  Returns RL_OK, RL_EPARSE,
- * RL_ERULE or RL_ENOMEM with the reason in err.
+ * Parse json[0..len) as a whole rule set and swap it in as
+ * limiter_swap_rules() does; a set that does not parse or validate is
+ * refused (counted, logged as `how` says).  Parsed under the load lock,
+ * reusing the unchanged rules of the set in force (ruleset_delta.h).
+ * Returns RL_OK, RL_EPARSE, RL_ERULE or RL_ENOMEM with the reason in err.
  */
 int rules_take_json(rl_limiter *lim, const char *json, size_t len,
                     const swap_how *how, char *err, size_t errlen);

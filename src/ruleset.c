@@ -30,6 +30,8 @@ void ruleset_free(rl_ruleset *rs)
         rule_clear(&rs->rules[i]);
     free(rs->rules);
     free(rs->index);
+    free(rs->text);
+    free(rs->slices);
     free(rs);
 }
 
@@ -51,8 +53,7 @@ const rl_rule *ruleset_find(const rl_ruleset *rs, const char *id)
     }
 }
 
-/* Build the id index; fails on a duplicate id. */
-static int build_index(rl_ruleset *rs, char *err, size_t errlen)
+int ruleset_index(rl_ruleset *rs, char *err, size_t errlen)
 {
     size_t size = 4;
 
@@ -131,7 +132,7 @@ static int parse_rules(json_t *arr, rl_ruleset *rs, char *err, size_t errlen)
         }
         rs->n = i + 1;
     }
-    return build_index(rs, err, errlen);
+    return ruleset_index(rs, err, errlen);
 }
 
 int ruleset_parse(const char *json, size_t len, int64_t next_version,
