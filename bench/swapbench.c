@@ -181,7 +181,7 @@ static int rule_text(char *buf, size_t cap, int minimal, unsigned long long i,
                     "%lld,\"algorithm\":\"token_bucket\",\"mode\":\"enforce\","
                     "\"failure_mode\":\"fallback\",\"version\":3,"
                     "\"updated_at\":\"2026-11-29T10:00:00Z\"}",
-                    i, limit, limit / 1000);
+                    i, limit, limit / 1000 + 1);
 }
 
 /* The set: rules r0..r{n-1}, per user; r0's limit is `limit0`.  A new
@@ -386,10 +386,15 @@ typedef struct parse_run {
 
 /* Parse for `seconds` as `kind` says: jansson's DOM alone (the
  * reference), the whole set, or the changed set against the set of the
- * unchanged one (what taking a one-rule change costs). */
+ * unchanged one (what taking a one-rule change costs).  Each result is
+ * freed after the next is made, as a limiter frees the set it replaces
+ * (parse, free, parse... would time the allocator giving memory back to
+ * the system and faulting it in again). */
 static void parse_block(parse_run *p, int kind, double seconds)
 {
     uint64_t t0 = now_ns(), until = t0 + (uint64_t)(seconds * 1e9), n = 0;
+    rl_ruleset *held = NULL;
+    json_t *held_doc = NULL;
     char err[ERRLEN];
 
     do {
@@ -405,13 +410,17 @@ static void parse_block(parse_run *p, int kind, double seconds)
         else
             ok = parse_next(p->text[1], p->len[1], p->prev, &rs, err) ==
                  RL_OK;
-        json_decref(doc);
-        ruleset_free(rs);
+        json_decref(held_doc);
+        ruleset_free(held);
+        held_doc = doc;
+        held = rs;
         p->failures += !ok;
         n++;
     } while (now_ns() < until);
     p->ns[kind] += now_ns() - t0;
     p->calls[kind] += n;
+    json_decref(held_doc);
+    ruleset_free(held);
 }
 
 /* What taking the change does: the rules it copies, those it parses. */
