@@ -1,7 +1,8 @@
 /*
  * rules_load.c -- rule loading: rl_rules_load_file(), rl_rules_load_string(),
- * rl_rules_version(), rl_rules_status_get(), and the one swap every path
- * uses (the API calls, the options at start, the rules source).
+ * rl_rules_version(), rl_rules_status_get(), and the one way every path
+ * takes a set (rules_take_json(): the API calls, the options at start,
+ * the rules source).
  *
  * A new set's text is parsed under the load lock against the set in
  * force, whose unchanged rules are copied rather than parsed again
@@ -176,18 +177,6 @@ static int swap_done(rl_limiter *lim, int rc, const swap_out *out,
                  "rules version %lld (%zu rules) taken from %s",
                  (long long)out->version, out->n, how->what);
     return RL_OK;
-}
-
-int limiter_swap_rules(rl_limiter *lim, rl_ruleset *next,
-                       const swap_how *how, char *err, size_t errlen)
-{
-    swap_out out = {0};
-    int rc;
-
-    pthread_mutex_lock(&lim->load_lock);
-    rc = swap_locked(lim, next, how, &out, err, errlen);
-    pthread_mutex_unlock(&lim->load_lock);
-    return swap_done(lim, rc, &out, how, err);
 }
 
 /*
