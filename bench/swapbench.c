@@ -2,23 +2,35 @@
  * swapbench.c -- what do live rules cost the request path, and how soon
  * does a change reach a limiter?
  *
+ * Sets are rules r0..r{n-1} in ratelimitd's canonical form with every
+ * field given (a match, a burst, updated_at: about 260 bytes a rule), or
+ * with --minimal the required fields only (77 bytes).
+ *
  * (a) swap_checks_per_s: one thread calls rl_allow() on the memory store
  * as fast as it can, rule ids drawn uniformly from a --rules set (1000 by
  * default, limit 10^9 per 60 s: nothing is denied) and keys from 10000
  * users, while another thread replaces the whole set every --interval-ms
- * (10 by default) through rl_rules_load_string() (the same text each
- * time, without a version: parse, number, swap, wait for the old set's
- * readers, free).  References, in the same run: the same checks with no
- * other thread ("no_swaps", the one the target of >= 0.95 is for), and
- * with the other thread parsing and freeing the same text on the same
- * schedule but never swapping ("parse_only"): value / parse_only is what
- * the swap itself costs the request path, parse_only / no_swaps what the
+ * (10 by default) through rl_rules_load_string(), without a version,
+ * rule r0's limit alternating between two values, as a real change does
+ * (--same-text: the same text every time): parse against the set in
+ * force, number, swap, wait for the old set's readers, free.  References,
+ * in the same run: the same checks with no other thread ("no_swaps", the
+ * one the target of >= 0.95 is for), and with the other thread parsing
+ * the same texts on the same schedule, each against the set it parsed
+ * last, but never swapping ("parse_only"): value / parse_only is what the
+ * swap itself costs the request path, parse_only / no_swaps what the
  * parsing thread's CPU takes from it (on 2 cores shared with other work,
  * most of the difference).  The three alternate in --rounds blocks of
  * --seconds each, in a rotating order, so drift on a shared machine hits
  * them alike; each figure is the sum over its blocks.  "swaps" and
  * "swap_ms_mean" say what the swapping thread did, "busy_cores_*" how
  * busy the whole machine was during each kind of block.
+ *
+ * (d) parse_full_ms: ruleset_parse() of the set, beside jansson's
+ * json_loadb() of the same text alone ("jansson_load"); and
+ * parse_one_changed_ms: the set with r0 changed parsed against the set
+ * (ruleset_parse_delta(), what rules_take_json() does), beside the whole
+ * parse.  Kinds alternate in --rounds blocks of --seconds / 2.
  *
  * (b) change_push_p50_ms / _p99_ms and change_pull_p50_ms / _p99_ms: from
  * a change written to Redis to a limiter enforcing it, over --changes
