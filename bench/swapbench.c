@@ -2,23 +2,35 @@
  * swapbench.c -- what do live rules cost the request path, and how soon
  * does a change reach a limiter?
  *
+ * Sets are rules r0..r{n-1} in ratelimitd's canonical form with every
+ * field given (a match, a burst, updated_at: about 260 bytes a rule), or
+ * with --minimal the required fields only (77 bytes).
+ *
  * (a) swap_checks_per_s: one thread calls rl_allow() on the memory store
  * as fast as it can, rule ids drawn uniformly from a --rules set (1000 by
  * default, limit 10^9 per 60 s: nothing is denied) and keys from 10000
  * users, while another thread replaces the whole set every --interval-ms
- * (10 by default) through rl_rules_load_string() (the same text each
- * time, without a version: parse, number, swap, wait for the old set's
- * readers, free).  References, in the same run: the same checks with no
- * other thread ("no_swaps", the one the target of >= 0.95 is for), and
- * with the other thread parsing and freeing the same text on the same
- * schedule but never swapping ("parse_only"): value / parse_only is what
- * the swap itself costs the request path, parse_only / no_swaps what the
+ * (10 by default) through rl_rules_load_string(), without a version,
+ * rule r0's limit alternating between two values, as a real change does
+ * (--same-text: the same text every time): parse against the set in
+ * force, number, swap, wait for the old set's readers, free.  References,
+ * in the same run: the same checks with no other thread ("no_swaps", the
+ * one the target of >= 0.95 is for), and with the other thread parsing
+ * the same texts on the same schedule, each against the set it parsed
+ * last, but never swapping ("parse_only"): value / parse_only is what the
+ * swap itself costs the request path, parse_only / no_swaps what the
  * parsing thread's CPU takes from it (on 2 cores shared with other work,
  * most of the difference).  The three alternate in --rounds blocks of
  * --seconds each, in a rotating order, so drift on a shared machine hits
  * them alike; each figure is the sum over its blocks.  "swaps" and
  * "swap_ms_mean" say what the swapping thread did, "busy_cores_*" how
  * busy the whole machine was during each kind of block.
+ *
+ * (d) parse_full_ms: ruleset_parse() of the set, beside jansson's
+ * json_loadb() of the same text alone ("jansson_load"); and
+ * parse_one_changed_ms: the set with r0 changed parsed against the set
+ * (ruleset_parse_delta(), what rules_take_json() does), beside the whole
+ * parse.  Kinds alternate in --rounds blocks of --seconds / 2.
  *
  * (b) change_push_p50_ms / _p99_ms and change_pull_p50_ms / _p99_ms: from
  * a change written to Redis to a limiter enforcing it, over --changes
@@ -64,6 +76,7 @@
 #include "redis_harness.h"
 #include "rldchange.h"
 #include "ruleset.h"
+#include "ruleset_delta.h"
 
 #define RULE_LIMIT 1000000000LL
 #define USERS 10000
@@ -75,7 +88,10 @@ typedef struct options {
     unsigned long long rules, changes, rounds;
     double seconds, interval_ms;
     int json, quick;
-    const char *only; /* "swap", "push", "pull" or NULL: all */
+    int minimal;      /* the 77-byte rule form instead of the canonical */
+    int same_text;    /* (a): the same text every time, not r0 changed  */
+    const char *only; /* "swap", "parse", "push", "pull", "put_push",
+                         "put_pull" or NULL: all                        */
 } options;
 
 static const text_layout layout = {26, 12, 2, 10, 22, 3};
@@ -83,15 +99,19 @@ static const text_layout layout = {26, 12, 2, 10, 22, 3};
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: swapbench [--json] [--quick]\n"
-            "                 [--only swap|push|pull|put_push|put_pull]\n"
+            "usage: swapbench [--json] [--quick] [--minimal] [--same-text]\n"
+            "                 [--only swap|parse|push|pull|put_push|put_pull]\n"
             "                 [--rules N] [--seconds S] [--rounds N]\n"
             "                 [--interval-ms MS] [--changes N]\n"
             "\n"
             "(a) rl_allow() checks/s on the memory store while the rule set\n"
             "(--rules, default 1000) is swapped every --interval-ms (10),\n"
-            "beside no swaps and beside the same parsing without the swap:\n"
-            "--rounds (5) blocks of --seconds (2) each.\n"
+            "rule r0 changed each time (--same-text: never), beside no swaps\n"
+            "and beside the same parsing without the swap: --rounds (5)\n"
+            "blocks of --seconds (2) each.\n"
+            "(d) ms to parse the set whole, and with one rule changed.\n"
+            "Sets are in ratelimitd's canonical form, every field given\n"
+            "(about 230 bytes a rule; --minimal: 77 bytes, required fields).\n"
             "(b) ms from a change SET + PUBLISHed in Redis to a limiter\n"
             "enforcing it, p50/p99 over --changes (100), by push and by the\n"
             "1 s pull alone.  Starts its own redis-server.\n"
@@ -108,6 +128,10 @@ static int parse_args(int argc, char **argv, options *o)
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) {
             o->json = 1;
+        } else if (!strcmp(a, "--minimal")) {
+            o->minimal = 1;
+        } else if (!strcmp(a, "--same-text")) {
+            o->same_text = 1;
         } else if (!strcmp(a, "--quick")) {
             o->quick = 1;
             o->seconds = 1;
@@ -153,12 +177,31 @@ static void sleep_ns(uint64_t ns)
     nanosleep(&ts, NULL);
 }
 
+/* One rule, as ratelimitd publishes it (rule_json.c's canonical form,
+ * every field given: a match, a burst, updated_at), or in the minimal
+ * form (the required fields only). */
+static int rule_text(char *buf, size_t cap, int minimal, unsigned long long i,
+                     long long limit)
+{
+    if (minimal)
+        return snprintf(buf, cap, "{\"rule_id\":\"r%llu\",\"dimension\":"
+                        "\"user\",\"limit\":%lld,\"window_seconds\":60}",
+                        i, limit);
+    return snprintf(buf, cap, "{\"rule_id\":\"r%llu\",\"dimension\":\"user\","
+                    "\"match\":{\"endpoint\":\"/api/v1/items/*\",\"tier\":"
+                    "\"pro\"},\"limit\":%lld,\"window_seconds\":60,\"burst\":"
+                    "%lld,\"algorithm\":\"token_bucket\",\"mode\":\"enforce\","
+                    "\"failure_mode\":\"fallback\",\"version\":3,"
+                    "\"updated_at\":\"2026-11-29T10:00:00Z\"}",
+                    i, limit, limit / 1000 + 1);
+}
+
 /* The set: rules r0..r{n-1}, per user; r0's limit is `limit0`.  A new
  * buffer (free() it); version < 0: none. */
-static char *rule_set(unsigned long long n, long long version,
+static char *rule_set(unsigned long long n, int minimal, long long version,
                       long long limit0)
 {
-    size_t cap = 64 + n * 128, at = 0;
+    size_t cap = 64 + n * 320, at = 0;
     char *buf = malloc(cap);
 
     if (!buf)
@@ -168,11 +211,12 @@ static char *rule_set(unsigned long long n, long long version,
                                version);
     else
         at += (size_t)snprintf(buf, cap, "{\"rules\":[");
-    for (unsigned long long i = 0; i < n; i++)
-        at += (size_t)snprintf(buf + at, cap - at,
-                               "%s{\"rule_id\":\"r%llu\",\"dimension\":"
-                               "\"user\",\"limit\":%lld,\"window_seconds\":60}",
-                               i ? "," : "", i, i ? RULE_LIMIT : limit0);
+    for (unsigned long long i = 0; i < n; i++) {
+        if (i)
+            buf[at++] = ',';
+        at += (size_t)rule_text(buf + at, cap - at, minimal, i,
+                                i ? RULE_LIMIT : limit0);
+    }
     snprintf(buf + at, cap - at, "]}");
     return buf;
 }
@@ -183,30 +227,46 @@ enum { NO_SWAPS, SWAPS, PARSE_ONLY, MODES };
 
 typedef struct swapper {
     rl_limiter *lim;
-    const char *text;
-    size_t len;
+    const char *text[2];       /* r0's limit differs (--same-text: not) */
+    size_t len[2];
+    unsigned turn[MODES];      /* loads made in each mode: the next text
+                                  is text[(turn + 1) & 1]               */
+    rl_ruleset *held;          /* PARSE_ONLY: the set last parsed, which
+                                  the next parse takes as in force      */
     int mode;                  /* SWAPS or PARSE_ONLY                   */
     uint64_t interval_ns;
     _Atomic int stop;
     uint64_t swaps, swap_ns, failures;
 } swapper;
 
-/* Every interval: load the set (SWAPS), or parse and free it without
- * swapping (PARSE_ONLY: the same CPU on the other thread, no swap). */
+/* What the library does with a new set's text given the set in force
+ * (prev): parse it, reusing prev's unchanged rules (rules_take_json()). */
+static int parse_next(const char *text, size_t len, const rl_ruleset *prev,
+                      rl_ruleset **out, char *err)
+{
+    return ruleset_parse_delta(text, len, -1, prev, out, NULL, err, ERRLEN);
+}
+
+/* Every interval: load the next set (SWAPS), or parse it against the set
+ * last parsed and keep it in place of that one, never swapping
+ * (PARSE_ONLY: the same CPU on the other thread, no swap). */
 static void *swapper_main(void *arg)
 {
     swapper *s = arg;
     uint64_t next = now_ns();
-    char err[256];
+    char err[ERRLEN];
 
     while (!atomic_load(&s->stop)) {
         uint64_t t0 = now_ns();
+        unsigned k = ++s->turn[s->mode] & 1;
         rl_ruleset *rs = NULL;
         int rc = s->mode == SWAPS
-                     ? rl_rules_load_string(s->lim, s->text)
-                     : ruleset_parse(s->text, s->len, -1, &rs, err,
-                                     sizeof err);
-        ruleset_free(rs);
+                     ? rl_rules_load_string(s->lim, s->text[k])
+                     : parse_next(s->text[k], s->len[k], s->held, &rs, err);
+        if (rs) {
+            ruleset_free(s->held);
+            s->held = rs;
+        }
         if (rc == RL_OK && s->mode == SWAPS)
             s->swaps++;
         else if (rc != RL_OK)
@@ -269,25 +329,31 @@ static uint64_t block(rl_limiter *lim, const options *o, swapper *sw,
 
 static int bench_swap(const options *o, char *err)
 {
-    char *text = rule_set(o->rules, -1, RULE_LIMIT);
+    char *text = rule_set(o->rules, o->minimal, -1, RULE_LIMIT);
+    char *text2 = rule_set(o->rules, o->minimal, -1,
+                           o->same_text ? RULE_LIMIT : RULE_LIMIT - 1);
     rl_limiter *lim = NULL;
     uint64_t n[MODES] = {0}, denied = 0, swap_ns = 0;
     double busy[MODES] = {0}, secs = o->seconds * (double)o->rounds;
     swapper sw = {.interval_ns = (uint64_t)(o->interval_ms * 1e6)};
     figure f = {.name = "swap_checks_per_s", .unit = "checks/s", .nrefs = 2,
                 .ref_name = {"no_swaps", "parse_only"}};
-    int rc;
+    int rc = RL_ENOMEM;
 
-    if (!text || (rc = rl_limiter_new(&lim, NULL)) != RL_OK ||
-        (rc = rl_rules_load_string(lim, text)) != RL_OK) {
-        set_err(err, "swap: limiter", text ? rc : RL_ENOMEM, errtext(lim));
+    if (!text || !text2 || (rc = rl_limiter_new(&lim, NULL)) != RL_OK ||
+        (rc = rl_rules_load_string(lim, text)) != RL_OK ||
+        (rc = parse_next(text, strlen(text), NULL, &sw.held, err)) != RL_OK) {
+        set_err(err, "swap: limiter", rc, errtext(lim));
         rl_limiter_free(lim);
         free(text);
+        free(text2);
         return -1;
     }
     sw.lim = lim;
-    sw.text = text;
-    sw.len = strlen(text);
+    sw.text[0] = text;
+    sw.text[1] = text2;
+    sw.len[0] = strlen(text);
+    sw.len[1] = strlen(text2);
     for (unsigned long long r = 0; r < o->rounds; r++)
         for (int m = 0; m < MODES; m++) { /* rotate the order by round */
             int mode = (int)((m + r) % MODES);
@@ -301,6 +367,8 @@ static int bench_swap(const options *o, char *err)
     f.ref[1] = (double)n[PARSE_ONLY] / secs;
     xnum(&f, "target", TARGET_RATIO);
     xnum(&f, "rules", (double)o->rules);
+    xnum(&f, "text_bytes", (double)sw.len[0]);
+    xstr(&f, "change", o->same_text ? "none" : "r0");
     xnum(&f, "interval_ms", o->interval_ms);
     xnum(&f, "swaps", (double)sw.swaps);
     xnum(&f, "swap_ms_mean", sw.swaps ? swap_ns / 1e6 / sw.swaps : 0);
@@ -311,13 +379,131 @@ static int bench_swap(const options *o, char *err)
     xnum(&f, "busy_cores_parse_only", busy[PARSE_ONLY] / (double)o->rounds);
     emit_figure(&f, o->json, &layout);
     rl_limiter_free(lim);
+    ruleset_free(sw.held);
     free(text);
+    free(text2);
     return 0;
+}
+
+/* ---- (d) parsing a set ------------------------------------------------ */
+
+enum { P_JANSSON, P_FULL, P_ONE, P_KINDS };
+
+typedef struct parse_run {
+    const char *text[2];       /* the set, and the set with r0 changed  */
+    size_t len[2];
+    const rl_ruleset *prev;    /* the set parsed from text[0]           */
+    uint64_t ns[P_KINDS], calls[P_KINDS], failures;
+} parse_run;
+
+/* Parse for `seconds` as `kind` says: jansson's DOM alone (the
+ * reference), the whole set, or the changed set against the set of the
+ * unchanged one (what taking a one-rule change costs).  Each result is
+ * freed after the next is made, as a limiter frees the set it replaces
+ * (parse, free, parse... would time the allocator giving memory back to
+ * the system and faulting it in again). */
+static void parse_block(parse_run *p, int kind, double seconds)
+{
+    uint64_t t0 = now_ns(), until = t0 + (uint64_t)(seconds * 1e9), n = 0;
+    rl_ruleset *held = NULL;
+    json_t *held_doc = NULL;
+    char err[ERRLEN];
+
+    do {
+        rl_ruleset *rs = NULL;
+        json_t *doc = NULL;
+        int ok;
+        if (kind == P_JANSSON)
+            ok = (doc = json_loadb(p->text[0], p->len[0],
+                                   JSON_REJECT_DUPLICATES, NULL)) != NULL;
+        else if (kind == P_FULL)
+            ok = ruleset_parse(p->text[0], p->len[0], -1, &rs, err,
+                               sizeof err) == RL_OK;
+        else
+            ok = parse_next(p->text[1], p->len[1], p->prev, &rs, err) ==
+                 RL_OK;
+        json_decref(held_doc);
+        ruleset_free(held);
+        held_doc = doc;
+        held = rs;
+        p->failures += !ok;
+        n++;
+    } while (now_ns() < until);
+    p->ns[kind] += now_ns() - t0;
+    p->calls[kind] += n;
+    json_decref(held_doc);
+    ruleset_free(held);
+}
+
+/* What taking the change does: the rules it copies, those it parses. */
+static void note_reuse(figure *f, const parse_run *p)
+{
+    rl_ruleset *rs = NULL;
+    delta_info di;
+    char err[ERRLEN];
+
+    ruleset_parse_delta(p->text[1], p->len[1], -1, p->prev, &rs, &di, err,
+                        sizeof err);
+    xnum(f, "reused", (double)di.reused);
+    xnum(f, "parsed", (double)(di.whole && rs ? rs->n : di.parsed));
+    ruleset_free(rs);
+}
+
+static double mean_ms(const parse_run *p, int kind)
+{
+    return p->calls[kind] ? p->ns[kind] / 1e6 / (double)p->calls[kind] : 0;
+}
+
+static int bench_parse(const options *o, char *err)
+{
+    char *text = rule_set(o->rules, o->minimal, 7, RULE_LIMIT);
+    char *text2 = rule_set(o->rules, o->minimal, 8, RULE_LIMIT - 1);
+    rl_ruleset *prev = NULL;
+    parse_run p = {.text = {text, text2}};
+    figure full = {.name = "parse_full_ms", .unit = "ms", .nrefs = 1,
+                   .ref_name = {"jansson_load"}};
+    figure one = {.name = "parse_one_changed_ms", .unit = "ms", .nrefs = 1,
+                  .ref_name = {"parse_full"}};
+    int rc = RL_ENOMEM;
+
+    if (!text || !text2 ||
+        (rc = parse_next(text, strlen(text), NULL, &prev, err)) != RL_OK) {
+        if (!err[0])
+            set_err(err, "parse", rc, "");
+        free(text);
+        free(text2);
+        return -1;
+    }
+    p.len[0] = strlen(text);
+    p.len[1] = strlen(text2);
+    p.prev = prev;
+    note_reuse(&one, &p);
+    for (unsigned long long r = 0; r < o->rounds; r++)
+        for (int k = 0; k < P_KINDS; k++)
+            parse_block(&p, (int)((k + r) % P_KINDS), o->seconds / 2);
+    full.value = mean_ms(&p, P_FULL);
+    full.ref[0] = mean_ms(&p, P_JANSSON);
+    one.value = mean_ms(&p, P_ONE);
+    one.ref[0] = full.value;
+    xnum(&full, "rules", (double)o->rules);
+    xnum(&full, "text_bytes", (double)p.len[0]);
+    xnum(&full, "calls", (double)p.calls[P_FULL]);
+    xnum(&one, "calls", (double)p.calls[P_ONE]);
+    xnum(&one, "failures", (double)p.failures);
+    emit_figure(&full, o->json, &layout);
+    emit_figure(&one, o->json, &layout);
+    ruleset_free(prev);
+    free(text);
+    free(text2);
+    return p.failures ? (snprintf(err, ERRLEN, "parse: %llu failures",
+                                  (unsigned long long)p.failures), -1)
+                      : 0;
 }
 
 /* ---- (b) from a change to enforcement --------------------------------------- */
 
 typedef struct change_ctx {
+    int minimal;               /* the rule form (options)               */
     redisContext *c;           /* changes SET + PUBLISHed here, or     */
     rld *service;              /* PUT to this ratelimitd               */
     unsigned long long rules;  /* rules in each set                     */
@@ -341,7 +527,7 @@ static int make_change(change_ctx *cc, long long version, long long limit,
         return ok ? 0 : -1;
     }
     *from_ns = t0;
-    if (!(text = rule_set(cc->rules, version, limit)))
+    if (!(text = rule_set(cc->rules, cc->minimal, version, limit)))
         return snprintf(err, ERRLEN, "change: out of memory"), -1;
     r = redisCommand(cc->c, "SET rl:rules %s", text);
     free(text);
@@ -471,7 +657,7 @@ static void emit_pair(const options *o, const char *what, const run *r,
 static int bench_change(const options *o, const rh_server *srv, char *err)
 {
     char uri[512];
-    change_ctx cc = {.rules = o->rules};
+    change_ctx cc = {.rules = o->rules, .minimal = o->minimal};
     subscriber sub = {.max = 2 * o->changes + 3};
     rl_limiter *push = NULL, *pull = NULL;
     run *rp = calloc(2, sizeof *rp);
@@ -575,7 +761,9 @@ int main(int argc, char **argv)
                loadavg1(), o.rules);
         print_columns(&layout);
     }
-    if (want(&o, "swap"))
+    if (want(&o, "parse"))
+        rc = bench_parse(&o, err);
+    if (rc == 0 && want(&o, "swap"))
         rc = bench_swap(&o, err);
     if (rc == 0 && (want(&o, "push") || want(&o, "pull") ||
                     want(&o, "put_push") || want(&o, "put_pull"))) {

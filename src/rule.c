@@ -24,12 +24,36 @@ static const char *const dim_names[] = {"user", "api_key", "ip", "custom",
 static const char *const mode_names[] = {"enforce", "log"};
 static const char *const failure_names[] = {"fallback", "open", "closed"};
 
-/* Input-only spellings: {canonical name, alias}. */
-static const char *const aliases[][2] = {
-    {"rule_id", "ruleId"},
-    {"window_seconds", "windowSeconds"},
-    {"failure_mode", "failureMode"},
-    {"updated_at", "updatedAt"}};
+/* The fields of a rule, in the canonical order (rule_json.c's), and of
+ * its match; each with its input-only alias, if any.  A member name is
+ * found by its length first, starting after the field found last, so a
+ * rule written in the canonical order costs one comparison per member. */
+enum { F_RULE_ID, F_DIMENSION, F_MATCH, F_LIMIT, F_WINDOW, F_BURST,
+       F_ALGORITHM, F_MODE, F_FAILURE, F_VERSION, F_UPDATED, RULE_FIELDS };
+enum { M_ENDPOINT, M_TIER, MATCH_FIELDS };
+
+typedef struct field_name {
+    const char *name, *alias;
+    size_t len, alias_len;
+} field_name;
+
+#define NAME(s) s, NULL, sizeof s - 1, 0
+#define NAMES(s, a) s, a, sizeof s - 1, sizeof a - 1
+
+static const field_name rule_fields[RULE_FIELDS] = {
+    [F_RULE_ID] = {NAMES("rule_id", "ruleId")},
+    [F_DIMENSION] = {NAME("dimension")},
+    [F_MATCH] = {NAME("match")},
+    [F_LIMIT] = {NAME("limit")},
+    [F_WINDOW] = {NAMES("window_seconds", "windowSeconds")},
+    [F_BURST] = {NAME("burst")},
+    [F_ALGORITHM] = {NAME("algorithm")},
+    [F_MODE] = {NAME("mode")},
+    [F_FAILURE] = {NAMES("failure_mode", "failureMode")},
+    [F_VERSION] = {NAME("version")},
+    [F_UPDATED] = {NAMES("updated_at", "updatedAt")}};
+static const field_name match_fields[MATCH_FIELDS] = {
+    [M_ENDPOINT] = {NAME("endpoint")}, [M_TIER] = {NAME("tier")}};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -97,14 +121,42 @@ int rule_matches(const rl_rule *r, const char *endpoint, const char *tier)
     return 1;
 }
 
+/* r's endpoint and tier (either may be NULL) in one allocation, which
+ * the first of them owns (rule_clear()). */
+static int set_match(rl_rule *r, const char *endpoint, const char *tier)
+{
+    size_t le = endpoint ? strlen(endpoint) + 1 : 0;
+    size_t lt = tier ? strlen(tier) + 1 : 0;
+    char *block;
+
+    if (!le && !lt)
+        return 0;
+    if (!(block = malloc(le + lt)))
+        return -1;
+    if (endpoint)
+        r->endpoint = memcpy(block, endpoint, le);
+    if (tier)
+        r->tier = memcpy(block + le, tier, lt);
+    return 0;
+}
+
 void rule_clear(rl_rule *r)
 {
-    free(r->endpoint);
-    free(r->tier);
+    free(r->endpoint ? r->endpoint : r->tier); /* one block: set_match() */
     free(r->prev);
     r->endpoint = r->tier = NULL;
     r->prev = NULL;
     r->nprev = 0;
+}
+
+int rule_copy(rl_rule *dst, const rl_rule *src)
+{
+    *dst = *src;
+    dst->endpoint = dst->tier = NULL;
+    dst->prev = NULL;
+    dst->nprev = 0;
+    dst->dry = NULL;
+    return set_match(dst, src->endpoint, src->tier);
 }
 
 void rule_shape_init(rule_shape *s, const char *id, const algo_params *ap)
@@ -174,31 +226,72 @@ static int rfc3339_check(const char *s)
     return -1;
 }
 
-/* The alias of a canonical field name, or NULL. */
-static const char *alias_of(const char *key)
+/* The field of `fields` (n) a member name of len bytes spells, from
+ * *hint on; *alias: under its alias.  -1 if none. */
+static int field_of(const field_name *fields, int n, const char *key,
+                    size_t len, int *hint, int *alias)
 {
-    for (size_t i = 0; i < COUNT(aliases); i++)
-        if (strcmp(aliases[i][0], key) == 0)
-            return aliases[i][1];
-    return NULL;
+    for (int k = 0; k < n; k++) {
+        int f = (*hint + k) % n;
+        const field_name *d = &fields[f];
+        if ((*alias = d->alias && d->alias_len == len &&
+                      memcmp(d->alias, key, len) == 0) ||
+            (d->len == len && memcmp(d->name, key, len) == 0)) {
+            *hint = (f + 1) % n;
+            return f;
+        }
+    }
+    return -1;
 }
 
-/* Member `key` of obj under either spelling (check_fields() has made
- * sure that at most one is there). */
-static json_t *member(json_t *obj, const char *key)
+/*
+ * The members of obj by field (v[f]: under either spelling; NULL if
+ * absent).  Every member must be a known field given under one spelling
+ * only; the first member in order that is not fails: an unknown one by
+ * its name as spelt, a field given twice at its canonical spelling.
+ */
+static int members(json_t *obj, const field_name *fields, int n,
+                   json_t **v, const char *path, char *err, size_t errlen)
 {
-    const char *alias = alias_of(key);
-    json_t *v = json_object_get(obj, key);
+    json_t *alias_v[RULE_FIELDS] = {NULL}, *m;
+    int pos[RULE_FIELDS], at = 0, hint = 0, unknown_at = -1, twice = -1;
+    const char *key, *unknown = NULL;
 
-    return !v && alias ? json_object_get(obj, alias) : v;
+    for (int f = 0; f < n; f++)
+        v[f] = NULL;
+    json_object_foreach(obj, key, m) {
+        int alias, f = field_of(fields, n, key, strlen(key), &hint, &alias);
+        if (f < 0 && !unknown) {
+            unknown = key;
+            unknown_at = at;
+        } else if (f >= 0 && alias) {
+            alias_v[f] = m;
+        } else if (f >= 0) {
+            v[f] = m;
+            pos[f] = at;
+        }
+        at++;
+    }
+    for (int f = 0; f < n; f++) {
+        if (v[f] && alias_v[f] && (twice < 0 || pos[f] < pos[twice]))
+            twice = f;
+        if (!v[f])
+            v[f] = alias_v[f];
+    }
+    if (unknown && (twice < 0 || unknown_at < pos[twice]))
+        return snprintf(err, errlen, "%s%s: unknown field", path, unknown),
+               -1;
+    if (twice >= 0)
+        return snprintf(err, errlen, "%s%s: given twice, as %s and as %s",
+                        path, fields[twice].name, fields[twice].name,
+                        fields[twice].alias), -1;
+    return 0;
 }
 
-/* Read an optional string member; -1 on a wrong type. */
-static int get_str(json_t *obj, const char *key, const char **out,
+/* Read an optional string member v (NULL: absent); -1 on a wrong type. */
+static int get_str(json_t *v, const char *key, const char **out,
                    char *err, size_t errlen, const char *path)
 {
-    json_t *v = member(obj, key);
-
     *out = NULL;
     if (!v)
         return 0;
@@ -210,11 +303,10 @@ static int get_str(json_t *obj, const char *key, const char **out,
     return 0;
 }
 
-static int get_int(json_t *obj, const char *key, int64_t *out, char *err,
+/* An optional integer member: 1 read, 0 absent, -1 a wrong type. */
+static int get_int(json_t *v, const char *key, int64_t *out, char *err,
                    size_t errlen)
 {
-    json_t *v = member(obj, key);
-
     if (!v)
         return 0;
     if (!json_is_integer(v))
@@ -223,67 +315,37 @@ static int get_int(json_t *obj, const char *key, int64_t *out, char *err,
     return 1;
 }
 
-/* The canonical name of a field spelt `key` (itself if not an alias). */
-static const char *canonical(const char *key)
-{
-    for (size_t i = 0; i < COUNT(aliases); i++)
-        if (strcmp(aliases[i][1], key) == 0)
-            return aliases[i][0];
-    return key;
-}
-
-/* Every member is a known field, given under one spelling only. */
-static int check_fields(json_t *obj, const char *const *allowed, size_t n,
-                        const char *path, char *err, size_t errlen)
-{
-    const char *key, *name, *alias;
-    json_t *v;
-
-    json_object_foreach(obj, key, v) {
-        (void)v;
-        name = canonical(key);
-        if (lookup(allowed, n, name) < 0)
-            return snprintf(err, errlen, "%s%s: unknown field", path, key),
-                   -1;
-        alias = alias_of(name);
-        if (name == key && alias && json_object_get(obj, alias))
-            return snprintf(err, errlen, "%s%s: given twice, as %s and as %s",
-                            path, name, name, alias), -1;
-    }
-    return 0;
-}
-
 static int parse_match(json_t *m, rl_rule *r, char *err, size_t errlen)
 {
-    static const char *const fields[] = {"endpoint", "tier"};
     const char *endpoint, *tier;
+    json_t *v[MATCH_FIELDS];
 
     if (!m)
         return 0;
     if (!json_is_object(m))
         return snprintf(err, errlen, "match: must be an object"), -1;
-    if (check_fields(m, fields, COUNT(fields), "match.", err, errlen) ||
-        get_str(m, "endpoint", &endpoint, err, errlen, "match.") ||
-        get_str(m, "tier", &tier, err, errlen, "match."))
+    if (members(m, match_fields, MATCH_FIELDS, v, "match.", err, errlen) ||
+        get_str(v[M_ENDPOINT], "endpoint", &endpoint, err, errlen,
+                "match.") ||
+        get_str(v[M_TIER], "tier", &tier, err, errlen, "match."))
         return -1;
     if (endpoint && pattern_check(endpoint, err, errlen))
         return -1;
     if (tier && (!*tier || strlen(tier) > RL_TIER_MAX))
         return snprintf(err, errlen, "match.tier: must be 1..%d bytes",
                         RL_TIER_MAX), -1;
-    if ((endpoint && !(r->endpoint = strdup(endpoint))) ||
-        (tier && !(r->tier = strdup(tier))))
+    if (set_match(r, endpoint, tier))
         return snprintf(err, errlen, "out of memory"), -1;
     return 0;
 }
 
 /* Strings naming one of a fixed set; `def` when absent. */
-static int parse_enum(json_t *obj, const char *key, const char *const *names,
+static int parse_enum(json_t *v, const char *key, const char *const *names,
                       size_t n, int def, int *out, char *err, size_t errlen)
 {
     const char *s;
 
-    if (get_str(obj, key, &s, err, errlen, ""))
+    if (get_str(v, key, &s, err, errlen, ""))
         return -1;
     if (!s) {
         *out = def;
@@ -301,44 +363,45 @@ static int parse_enum(json_t *obj, const char *key, const char *const *names,
     return 0;
 }
 
-static int parse_numbers(json_t *obj, rl_rule *r, char *err, size_t errlen)
+static int parse_numbers(json_t **v, rl_rule *r, char *err, size_t errlen)
 {
     static const char *const algos[] = {"sliding_window", "token_bucket",
                                         "fixed_window", "gcra"};
     int64_t limit = 0, window = 0, burst = 0;
     int algo, got;
 
-    if ((got = get_int(obj, "limit", &limit, err, errlen)) < 0)
+    if ((got = get_int(v[F_LIMIT], "limit", &limit, err, errlen)) < 0)
         return -1;
     if (!got)
         return snprintf(err, errlen, "limit: required"), -1;
-    if ((got = get_int(obj, "window_seconds", &window, err, errlen)) < 0)
+    if ((got = get_int(v[F_WINDOW], "window_seconds", &window, err,
+                       errlen)) < 0)
         return -1;
     if (!got)
         return snprintf(err, errlen, "window_seconds: required"), -1;
-    if ((got = get_int(obj, "burst", &burst, err, errlen)) < 0)
+    if ((got = get_int(v[F_BURST], "burst", &burst, err, errlen)) < 0)
         return -1;
     if (got && burst <= 0)
         return snprintf(err, errlen, "burst: must be 1..%lld, got %lld",
                         (long long)RL_LIMIT_MAX, (long long)burst), -1;
-    if (parse_enum(obj, "algorithm", algos, COUNT(algos),
+    if (parse_enum(v[F_ALGORITHM], "algorithm", algos, COUNT(algos),
                    RL_ALGO_SLIDING_WINDOW, &algo, err, errlen))
         return -1;
     r->window_s = window;
     return algo_params_init(&r->ap, algo, limit, burst, window, err, errlen);
 }
 
-static int parse_meta(json_t *obj, rl_rule *r, char *err, size_t errlen)
+static int parse_meta(json_t **v, rl_rule *r, char *err, size_t errlen)
 {
     const char *updated;
     int got;
 
     r->version = 1;
-    if ((got = get_int(obj, "version", &r->version, err, errlen)) < 0)
+    if ((got = get_int(v[F_VERSION], "version", &r->version, err, errlen)) < 0)
         return -1;
     if (got && r->version < 0)
         return snprintf(err, errlen, "version: must be >= 0"), -1;
-    if (get_str(obj, "updated_at", &updated, err, errlen, ""))
+    if (get_str(v[F_UPDATED], "updated_at", &updated, err, errlen, ""))
         return -1;
     if (updated) {
         if (strlen(updated) >= sizeof r->updated_at || rfc3339_check(updated))
@@ -352,15 +415,13 @@ static int parse_meta(json_t *obj, rl_rule *r, char *err, size_t errlen)
 
 static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
 {
-    static const char *const fields[] = {
-        "rule_id", "dimension", "match", "limit", "window_seconds", "burst",
-        "algorithm", "mode", "failure_mode", "version", "updated_at"};
+    json_t *v[RULE_FIELDS];
     const char *id;
 
     if (!json_is_object(obj))
         return snprintf(err, errlen, "rule: must be an object"), -1;
-    if (check_fields(obj, fields, COUNT(fields), "", err, errlen) ||
-        get_str(obj, "rule_id", &id, err, errlen, ""))
+    if (members(obj, rule_fields, RULE_FIELDS, v, "", err, errlen) ||
+        get_str(v[F_RULE_ID], "rule_id", &id, err, errlen, ""))
         return -1;
     if (!id)
         return snprintf(err, errlen, "rule_id: required"), -1;
@@ -369,17 +430,18 @@ static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
                         "rule_id: must be 1..%d bytes of A-Z a-z 0-9 . _ : -"
                         ", not . or ..", RL_RULE_ID_MAX), -1;
     strcpy(r->id, id);
-    if (!json_object_get(obj, "dimension"))
+    if (!v[F_DIMENSION])
         return snprintf(err, errlen, "dimension: required"), -1;
-    if (parse_enum(obj, "dimension", dim_names, COUNT(dim_names), 0,
-                   &r->dimension, err, errlen) ||
-        parse_enum(obj, "mode", mode_names, COUNT(mode_names),
+    if (parse_enum(v[F_DIMENSION], "dimension", dim_names, COUNT(dim_names),
+                   0, &r->dimension, err, errlen) ||
+        parse_enum(v[F_MODE], "mode", mode_names, COUNT(mode_names),
                    RL_MODE_ENFORCE, &r->mode, err, errlen) ||
-        parse_enum(obj, "failure_mode", failure_names, COUNT(failure_names),
-                   RL_FAIL_FALLBACK, &r->failure, err, errlen) ||
-        parse_numbers(obj, r, err, errlen) ||
-        parse_match(json_object_get(obj, "match"), r, err, errlen) ||
-        parse_meta(obj, r, err, errlen))
+        parse_enum(v[F_FAILURE], "failure_mode", failure_names,
+                   COUNT(failure_names), RL_FAIL_FALLBACK, &r->failure, err,
+                   errlen) ||
+        parse_numbers(v, r, err, errlen) ||
+        parse_match(v[F_MATCH], r, err, errlen) ||
+        parse_meta(v, r, err, errlen))
         return -1;
     return 0;
 }

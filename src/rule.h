@@ -82,6 +82,12 @@ typedef struct rl_rule {
  * canonical form back. */
 int rule_from_json(json_t *obj, rl_rule *r, char *err, size_t errlen);
 
+/* *dst = a copy of the rule rule_from_json() made in *src, with strings
+ * of its own: what the same JSON would give again.  Not what the swap
+ * adds (the shapes it replaced, its dry-run block): dst has none.
+ * Returns 0, or -1 out of memory with *dst holding nothing to free. */
+int rule_copy(rl_rule *dst, const rl_rule *src);
+
 /* Free what rule_from_json() and ruleset_inherit() allocated inside *r
  * (not r itself). */
 void rule_clear(rl_rule *r);

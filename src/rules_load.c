@@ -1,11 +1,15 @@
 /*
  * rules_load.c -- rule loading: rl_rules_load_file(), rl_rules_load_string(),
- * rl_rules_version(), rl_rules_status_get(), and the one swap every path
- * uses (the API calls, the options at start, the rules source).
+ * rl_rules_version(), rl_rules_status_get(), and the one way every path
+ * takes a set (rules_take_json(): the API calls, the options at start,
+ * the rules source).
  *
- * A new set is parsed whole off to the side; only a set that parsed and
- * validated, and whose version passes the checks its path asks for, is
- * swapped in (rcu.h: readers never wait and never see half a set).  The
+ * A new set's text is parsed under the load lock against the set in
+ * force, whose unchanged rules are copied rather than parsed again
+ * (ruleset_delta.h), never under a lock the request path takes; only a
+ * set that parsed and validated whole, and whose version passes the
+ * checks its path asks for, is swapped in (rcu.h: readers never wait and
+ * never see half a set).  The
  * old set is freed once its last reader has left.  Every take and every
  * refusal is counted for rl_rules_status_get(); those the library makes
  * on its own (the rules source) also go to the log hook, while the
@@ -15,6 +19,7 @@
 #include "rules_load.h"
 #include "dryrun.h"
 #include "rules_file.h"
+#include "ruleset_delta.h"
 #include "clock.h"
 #include "error.h"
 #include "log.h"
@@ -108,66 +113,103 @@ static int64_t number(const rl_ruleset *next, const rl_ruleset *old,
     return next->version;
 }
 
-int limiter_swap_rules(rl_limiter *lim, rl_ruleset *next,
-                       const swap_how *how, char *err, size_t errlen)
-{
-    rl_ruleset *old;
-    int64_t version;
-    size_t n = next->n;
-    int stale, first;
+/* What swap_locked() did, for swap_done(). */
+typedef struct swap_out {
+    rl_ruleset *old;  /* the set replaced, to free                  */
+    int64_t version;  /* the version taken                          */
+    size_t n;         /* its rules                                  */
+    int stale;        /* refused as not newer                       */
+} swap_out;
 
-    pthread_mutex_lock(&lim->load_lock);
-    old = rcu_peek(&lim->rules);
+/* The swap proper, under the load lock: number `next`, let it inherit
+ * from the set in force and swap it in.  RL_OK with out->old the set
+ * replaced (free it once the lock is released: rcu_swap() has waited
+ * for its readers), or a refusal with `next` freed. */
+static int swap_locked(rl_limiter *lim, rl_ruleset *next, const swap_how *how,
+                       swap_out *out, char *err, size_t errlen)
+{
+    rl_ruleset *cur = rcu_peek(&lim->rules);
+    int64_t version;
+    int first;
+
     pthread_mutex_lock(&lim->rstate.mu);
     first = lim->rstate.loads == 0;
     pthread_mutex_unlock(&lim->rstate.mu);
-    if ((version = number(next, old, how, first, &stale, err, errlen)) < 0) {
-        pthread_mutex_unlock(&lim->load_lock);
+    out->n = next->n;
+    if ((version = number(next, cur, how, first, &out->stale, err,
+                          errlen)) < 0) {
         ruleset_free(next);
-        rules_refused(lim, how, stale, err);
         return RL_ERULE;
     }
     next->version = version;
     /* Rules with the same rule_id carry over what their predecessors
      * had: the shapes they replaced (so each client's state is converted,
      * not lost) and their dry-run counters. */
-    ruleset_inherit(next, old);
-    if (dryrun_inherit(next, old) != RL_OK) {
-        pthread_mutex_unlock(&lim->load_lock);
+    ruleset_inherit(next, cur);
+    if (dryrun_inherit(next, cur) != RL_OK) {
         ruleset_free(next);
         return snprintf(err, errlen, "out of memory for dry-run counters"),
                RL_ENOMEM;
     }
-    old = rcu_swap(&lim->rules, next);
+    out->version = version;
+    out->old = rcu_swap(&lim->rules, next);
     pthread_mutex_lock(&lim->rstate.mu);
     lim->rstate.version = version;
     lim->rstate.origin = how->origin;
     lim->rstate.loads++;
     lim->rstate.last_load_ms = clock_wall_ms();
     pthread_mutex_unlock(&lim->rstate.mu);
-    pthread_mutex_unlock(&lim->load_lock);
-    ruleset_free(old);
-    if (how->log)
-        log_emit(lim->log_fn, lim->log_arg, RL_LOG_INFO,
-                 "rules version %lld (%zu rules) taken from %s",
-                 (long long)version, n, how->what);
     return RL_OK;
 }
 
+/* After the load lock is released: free the set replaced, count and log
+ * the outcome of swap_locked(). */
+static int swap_done(rl_limiter *lim, int rc, const swap_out *out,
+                     const swap_how *how, const char *err)
+{
+    if (rc == RL_ERULE)
+        rules_refused(lim, how, out->stale, err);
+    if (rc != RL_OK)
+        return rc;
+    ruleset_free(out->old);
+    if (how->log)
+        log_emit(lim->log_fn, lim->log_arg, RL_LOG_INFO,
+                 "rules version %lld (%zu rules) taken from %s",
+                 (long long)out->version, out->n, how->what);
+    return RL_OK;
+}
+
+/*
+ * The text is parsed under the load lock, against the set in force
+ * (ruleset_delta.h: its unchanged rules are copied, not parsed again).
+ * The lock keeps that set alive and in force for the whole parse, so
+ * what is reused from is exactly what is replaced; it only serialises
+ * loads, which the swap serialised anyway, and the request path never
+ * takes it.  An RCU read section (rcu_read_lock()) would keep the set
+ * alive too, but held for the milliseconds of a parse it would make a
+ * concurrent load's rcu_swap() wait on it with the load lock held, and
+ * the set it pinned could be replaced meanwhile, so reused from in vain.
+ */
 int rules_take_json(rl_limiter *lim, const char *json, size_t len,
                     const swap_how *how, char *err, size_t errlen)
 {
-    rl_ruleset *next;
-    int rc;
+    rl_ruleset *next = NULL;
+    swap_out out = {0};
+    int rc, parsed;
 
-    /* -1: "no version given"; limiter_swap_rules() numbers it under the
-     * load lock, against the set then in force */
-    rc = ruleset_parse(json, len, -1, &next, err, errlen);
-    if (rc != RL_OK) {
+    pthread_mutex_lock(&lim->load_lock);
+    /* -1: "no version given"; swap_locked() numbers it against the set
+     * then in force */
+    rc = ruleset_parse_delta(json, len, -1, rcu_peek(&lim->rules), &next,
+                             NULL, err, errlen);
+    if ((parsed = rc == RL_OK))
+        rc = swap_locked(lim, next, how, &out, err, errlen);
+    pthread_mutex_unlock(&lim->load_lock);
+    if (!parsed) {
         rules_refused(lim, how, 0, err);
         return rc;
     }
-    return limiter_swap_rules(lim, next, how, err, errlen);
+    return swap_done(lim, rc, &out, how, err);
 }
 
 /* ---- the API ----------------------------------------------------------- */

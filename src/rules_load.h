@@ -1,6 +1,6 @@
 /*
  * rules_load.h -- how a new rule set replaces the one in force.  Every
- * path goes through limiter_swap_rules(): rl_rules_load_file(),
+ * path goes through rules_take_json(): rl_rules_load_file(),
  * rl_rules_load_string(), the options rules_file and rules, and the
  * rules source's background thread.  Also the bookkeeping behind
  * rl_rules_status_get().
@@ -40,22 +40,16 @@ typedef struct swap_how {
 } swap_how;
 
 /*
- * Make `next` (parsed off to the side, owned by the call from now on) the
- * limiter's rule set: number it (a set without "version" gets the current
- * version + 1, refused if that would pass INT64_MAX), check its version
- * as `how` asks, carry what rules inherit from their predecessors, swap
- * it in atomically, wait for the old set's readers to leave and free it;
- * count and log.  On refusal the set in force stays.  Serialised with
- * every other load.  Returns RL_OK, or RL_ERULE with the reason in err.
- */
-int limiter_swap_rules(rl_limiter *lim, rl_ruleset *next,
-                       const swap_how *how, char *err, size_t errlen);
-
-/*
- * Parse json[0..len) as a whole rule set and hand it to
- * limiter_swap_rules(); a set that does not parse or validate is
- * refused (counted, logged as `how` says).  Returns RL_OK, RL_EPARSE,
- * RL_ERULE or RL_ENOMEM with the reason in err.
+ * Make the rule set json[0..len) the limiter's: parse it (under the load
+ * lock, against the set in force, whose unchanged rules are copied rather
+ * than parsed again: ruleset_delta.h), number it (a set without "version"
+ * gets the current version + 1, refused if that would pass INT64_MAX),
+ * check its version as `how` asks, carry what rules inherit from their
+ * predecessors, swap it in atomically, wait for the old set's readers to
+ * leave and free it; count and log.  A set that does not parse, validate
+ * or pass the version check is refused (counted, logged as `how` says)
+ * and the set in force stays.  Serialised with every other load.
+ * Returns RL_OK, RL_EPARSE, RL_ERULE or RL_ENOMEM with the reason in err.
  */
 int rules_take_json(rl_limiter *lim, const char *json, size_t len,
                     const swap_how *how, char *err, size_t errlen);

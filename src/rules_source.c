@@ -20,7 +20,7 @@
  * (a 64-bit hash), so the timed pull of an unchanged snapshot costs a
  * read and nothing else; a text refused once is not counted or logged
  * again until the source holds something else.  A new set goes through
- * limiter_swap_rules() with the source's rules: its version must be
+ * rules_take_json() with the source's rules: its version must be
  * greater than the one in force.  A snapshot from Redis must carry a
  * version; a file without one is numbered current + 1 when its text
  * changed.  With rules_file_save, every text taken is also written to

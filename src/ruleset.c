@@ -30,6 +30,8 @@ void ruleset_free(rl_ruleset *rs)
         rule_clear(&rs->rules[i]);
     free(rs->rules);
     free(rs->index);
+    free(rs->text);
+    free(rs->slices);
     free(rs);
 }
 
@@ -51,8 +53,7 @@ const rl_rule *ruleset_find(const rl_ruleset *rs, const char *id)
     }
 }
 
-/* Build the id index; fails on a duplicate id. */
-static int build_index(rl_ruleset *rs, char *err, size_t errlen)
+int ruleset_index(rl_ruleset *rs, char *err, size_t errlen)
 {
     size_t size = 4;
 
@@ -116,12 +117,12 @@ static int parse_rules(json_t *arr, rl_ruleset *rs, char *err, size_t errlen)
     if (n && !(rs->rules = calloc(n, sizeof *rs->rules)))
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
     for (size_t i = 0; i < n; i++) {
-        json_t *obj = json_array_get(arr, i);
-        json_t *id = json_is_object(obj) ? json_object_get(obj, "rule_id")
-                                         : NULL;
-        if (json_is_object(obj) && !id)
-            id = json_object_get(obj, "ruleId");
+        json_t *obj = json_array_get(arr, i), *id;
         if (rule_from_json(obj, &rs->rules[i], why, sizeof why)) {
+            /* the message names the rule by its id, if it has one */
+            id = json_is_object(obj) ? json_object_get(obj, "rule_id") : NULL;
+            if (json_is_object(obj) && !id)
+                id = json_object_get(obj, "ruleId");
             if (json_is_string(id))
                 snprintf(err, errlen, "rules[%zu] (\"%.64s\"): %s", i,
                          json_string_value(id), why);
@@ -131,7 +132,7 @@ static int parse_rules(json_t *arr, rl_ruleset *rs, char *err, size_t errlen)
         }
         rs->n = i + 1;
     }
-    return build_index(rs, err, errlen);
+    return ruleset_index(rs, err, errlen);
 }
 
 int ruleset_parse(const char *json, size_t len, int64_t next_version,

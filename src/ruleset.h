@@ -14,12 +14,22 @@
 
 #define RL_RULES_MAX 100000 /* rules in one set */
 
+/* Where a rule's JSON sits in the text its set was parsed from. */
+typedef struct rule_slice {
+    size_t off, len;
+} rule_slice;
+
 typedef struct rl_ruleset {
     int64_t version;
     size_t n;
     rl_rule *rules;      /* in file order                          */
     uint32_t *index;     /* by id hash: rule index + 1, 0 = empty  */
     size_t mask;         /* index size - 1 (a power of two)        */
+    char *text;          /* a copy of the text it was parsed from,
+                            for the next parse to reuse rules from
+                            (ruleset_delta.h); NULL: not kept      */
+    size_t text_len;
+    rule_slice *slices;  /* rules[i]'s JSON: text + slices[i].off  */
 } rl_ruleset;
 
 /* Parse {"version": N, "rules": [...]} or a bare array of rules.  Without a
@@ -27,6 +37,10 @@ typedef struct rl_ruleset {
  * RL_ERULE / RL_ENOMEM with the reason (and the failing rule) in err. */
 int ruleset_parse(const char *json, size_t len, int64_t next_version,
                   rl_ruleset **out, char *err, size_t errlen);
+
+/* Index rs->rules[0..n) by id; RL_ERULE on a duplicate id ("rules[i]:
+ * rule_id \"x\" appears twice"), RL_ENOMEM.  The parsers' last step. */
+int ruleset_index(rl_ruleset *rs, char *err, size_t errlen);
 
 /* An empty set (version 0), for a limiter that has no rules yet. */
 rl_ruleset *ruleset_empty(void);

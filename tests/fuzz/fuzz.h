@@ -19,6 +19,7 @@ int fuzz_cluster(const uint8_t *data, size_t size); /* CLUSTER SLOTS, MOVED */
 int fuzz_dryrun(const uint8_t *data, size_t size);  /* dry-run report value */
 int fuzz_rulebody(const uint8_t *data, size_t size); /* ratelimitd PUT body */
 int fuzz_ruleid(const uint8_t *data, size_t size);  /* ratelimitd path, ETags */
+int fuzz_ruleset_delta(const uint8_t *data, size_t size); /* = full parse */
 
 #define FUZZ_CHECK(cond)                                                     \
     do {                                                                     \

@@ -19,7 +19,8 @@ static const struct {
 } targets[] = {{"rules", fuzz_rules}, {"config", fuzz_config},
                {"pattern", fuzz_pattern}, {"uri", fuzz_uri},
                {"cluster", fuzz_cluster}, {"dryrun", fuzz_dryrun},
-               {"rulebody", fuzz_rulebody}, {"ruleid", fuzz_ruleid}};
+               {"rulebody", fuzz_rulebody}, {"ruleid", fuzz_ruleid},
+               {"ruleset_delta", fuzz_ruleset_delta}};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
