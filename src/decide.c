@@ -32,12 +32,14 @@ static void fill_result(rl_result *res, const rl_rule *rule,
     res->allowed = d->allowed || !enforce;
     res->limit = rule->ap.limit;
     res->remaining = d->remaining < 0 ? 0 : d->remaining;
-    res->reset_at = ceil_s(d->reset_ms);
-    res->retry_after = res->allowed ? 0 : ceil_s(d->retry_ms);
-    if (!res->allowed && res->retry_after < 1)
-        res->retry_after = 1;
-    if (!d->allowed && ceil_s(now + d->retry_ms) > res->reset_at)
-        res->reset_at = ceil_s(now + d->retry_ms);
+    res->reset_at_ms = d->reset_ms < 0 ? 0 : d->reset_ms;
+    res->retry_after_ms = res->allowed ? 0 : d->retry_ms;
+    if (!res->allowed && res->retry_after_ms < 1)
+        res->retry_after_ms = 1;
+    if (!d->allowed && now + d->retry_ms > res->reset_at_ms)
+        res->reset_at_ms = now + d->retry_ms;
+    res->reset_at = ceil_s(res->reset_at_ms);
+    res->retry_after = ceil_s(res->retry_after_ms);
     res->window = rule->window_s;
     memcpy(res->rule_id, rule->id, sizeof res->rule_id);
 }

@@ -13,6 +13,7 @@
 #include "limiter.h"
 #include "options.h"
 #include "error.h"
+#include "sized.h"
 #include "rules_source.h"
 
 #include <stdio.h>
@@ -136,25 +137,30 @@ RL_EXPORT void rl_limiter_free(rl_limiter *lim)
 
 RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out)
 {
+    rl_stats st = {0};
     int64_t opens = 0, closes = 0;
+    size_t span;
 
     if (!lim || !out)
         return rl_fail(lim, RL_EINVAL, "rl_stats_get: NULL argument");
-    memset(out, 0, sizeof *out);
-    out->checks = stats_sum(&lim->counts, ST_CHECKS);
-    out->allowed = stats_sum(&lim->counts, ST_ALLOWED);
-    out->denied = stats_sum(&lim->counts, ST_DENIED);
-    out->soft = stats_sum(&lim->counts, ST_SOFT);
-    out->fail_open = stats_sum(&lim->counts, ST_FAIL_OPEN);
-    out->fallback = stats_sum(&lim->counts, ST_FALLBACK);
-    out->fail_closed = stats_sum(&lim->counts, ST_FAIL_CLOSED);
-    out->store_errors = stats_sum(&lim->counts, ST_STORE_ERRORS);
-    out->breaker_state = RL_BREAKER_NONE;
+    if (!(span = sized_span(lim, "rl_stats_get: out->size", &sized_stats,
+                            out->size)))
+        return RL_EINVAL;
+    st.checks = stats_sum(&lim->counts, ST_CHECKS);
+    st.allowed = stats_sum(&lim->counts, ST_ALLOWED);
+    st.denied = stats_sum(&lim->counts, ST_DENIED);
+    st.soft = stats_sum(&lim->counts, ST_SOFT);
+    st.fail_open = stats_sum(&lim->counts, ST_FAIL_OPEN);
+    st.fallback = stats_sum(&lim->counts, ST_FALLBACK);
+    st.fail_closed = stats_sum(&lim->counts, ST_FAIL_CLOSED);
+    st.store_errors = stats_sum(&lim->counts, ST_STORE_ERRORS);
+    st.breaker_state = RL_BREAKER_NONE;
     if (lim->store->vt->breaker)
-        out->breaker_state = lim->store->vt->breaker(lim->store, &opens,
-                                                     &closes);
-    out->fleet_size = (uint64_t)atomic_load(&((rl_limiter *)lim)->fleet_size);
-    out->breaker_opens = (uint64_t)opens;
-    out->breaker_closes = (uint64_t)closes;
+        st.breaker_state = lim->store->vt->breaker(lim->store, &opens,
+                                                   &closes);
+    st.fleet_size = (uint64_t)atomic_load(&((rl_limiter *)lim)->fleet_size);
+    st.breaker_opens = (uint64_t)opens;
+    st.breaker_closes = (uint64_t)closes;
+    sized_fill(out, &st, span);
     return RL_OK;
 }
