@@ -169,7 +169,7 @@ START_TEST(dims_bounds)
 {
     rl_limiter *lim = limiter_with("[" RULE("t", "tenant", 100) "]");
     rl_dim d[RL_DIMS_MAX + 1];
-    char names[RL_DIMS_MAX + 1][8], longest[RL_DIM_NAME_MAX + 2];
+    char names[RL_DIMS_MAX + 1][16], longest[RL_DIM_NAME_MAX + 2];
     rl_request req;
     rl_result res = RL_RESULT_INIT;
 
