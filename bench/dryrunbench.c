@@ -131,8 +131,8 @@ static rl_limiter *make_limiter(const char *mode, long long limit,
 
 static int check(worker *w, int which, const char *user)
 {
-    rl_request req = {.endpoint = "/api", .user = user, .cost = 1};
-    rl_result res;
+    rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
+    rl_result res = RL_RESULT_INIT;
     int rc = rl_check(w->lim[which], &req, &res);
 
     if (rc != RL_OK) {

@@ -44,7 +44,7 @@ static rl_limiter *lim;
 static void *fire(void *arg)
 {
     scenario *s = arg;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < s->per_thread; i++) {
         if (rl_check(lim, &s->req, &res) != RL_OK) {
@@ -70,7 +70,7 @@ static void run(scenario *s)
 {
     pthread_t th[THREADS];
     char headers[512], body[128];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < THREADS; i++)
         pthread_create(&th[i], NULL, fire, s);
@@ -126,7 +126,7 @@ static int open_limiter(const char *rules, const char *store)
  * serving alice's searches; writes how many it admitted to `out`. */
 static void gateway(int out, const char *rules, const char *store)
 {
-    scenario s = {.req = {.endpoint = "/search", .tier = "free",
+    scenario s = {.req = {.size = sizeof(rl_request), .endpoint = "/search", .tier = "free",
                           .user = "alice", .cost = 1},
                   .per_thread = 25};
     pthread_t th[THREADS];
@@ -202,16 +202,16 @@ int main(int argc, char **argv)
     static scenario sc[] = {
         {.title = "GET /search as free-tier user alice (sliding window, "
                   "100/min; a log-only rule watches her IP at 50/min)",
-         .req = {.endpoint = "/search", .tier = "free", .user = "alice",
+         .req = {.size = sizeof(rl_request), .endpoint = "/search", .tier = "free", .user = "alice",
                  .ip = "203.0.113.5", .cost = 1},
          .per_thread = 50},
         {.title = "POST /api/orders with one API key (token bucket, 100/min, "
                   "burst 20)",
-         .req = {.endpoint = "/api/orders", .api_key = "k-123", .cost = 1},
+         .req = {.size = sizeof(rl_request), .endpoint = "/api/orders", .api_key = "k-123", .cost = 1},
          .per_thread = 10},
         {.title = "POST /login from one IP (fixed window, 5/min, fails "
                   "closed)",
-         .req = {.endpoint = "/login", .ip = "198.51.100.7", .cost = 1},
+         .req = {.size = sizeof(rl_request), .endpoint = "/login", .ip = "198.51.100.7", .cost = 1},
          .per_thread = 3},
     };
 

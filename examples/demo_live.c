@@ -56,11 +56,11 @@ static rl_limiter *open_live(const char *store)
  * a tick down the pipe at the end of each second. */
 static void gateway(int out, int seconds, const char *store)
 {
-    rl_request req = {.endpoint = "/search", .tier = "free",
+    rl_request req = {.size = sizeof(rl_request), .endpoint = "/search", .tier = "free",
                       .user = "alice", .ip = "203.0.113.5", .cost = 1};
     rl_limiter *lim = open_live(store);
     struct timespec at;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     if (!lim)
         _exit(1);

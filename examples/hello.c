@@ -10,7 +10,7 @@
 int main(void)
 {
     rl_limiter *lim;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     char headers[512];
 
     if (rl_limiter_new(&lim, NULL) != RL_OK) { /* NULL: memory:// store */

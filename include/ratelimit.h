@@ -20,6 +20,20 @@
  *   - Handles are opaque.  Whoever creates a handle frees it; *_free(NULL)
  *     is a no-op.  Strings passed in are copied; nothing keeps a pointer to
  *     the caller's memory after the call returns.
+ *   - Structs the caller allocates (rl_result, rl_request, rl_stats,
+ *     rl_dryrun, rl_rules_status) can grow without breaking compiled
+ *     callers: each starts with `size_t size`, which the caller sets to
+ *     sizeof the struct it was compiled with (RL_RESULT_INIT,
+ *     RL_REQUEST_INIT, RL_STATS_INIT, RL_DRYRUN_INIT and
+ *     RL_RULES_STATUS_INIT do it), and members are only ever
+ *     added at the end, each marked with the version that added it.  The
+ *     library reads (an input) or fills (an output) only the bytes `size`
+ *     covers and never writes `size`: a member past an older caller's
+ *     size reads as 0 and is not filled; a newer caller's bigger struct
+ *     is accepted, its tail ignored on input and left alone on output.
+ *     A size below the struct's first 1.0 layout (RL_*_SIZE_MIN) is
+ *     RL_EINVAL, with a message naming the struct.  Arrays of them
+ *     (rl_check_many()) are strided by their elements' size.
  *   - Threads: an rl_config belongs to one thread at a time.  One
  *     rl_limiter serves any number of threads at once: rl_allow(),
  *     rl_check(), rl_check_many() and the rl_rules_*() calls may run
@@ -45,8 +59,8 @@ extern "C" {
 #endif
 
 /* Version of this header; rl_version() gives the library's at run time. */
-#define RL_VERSION_MAJOR 0
-#define RL_VERSION_MINOR 1
+#define RL_VERSION_MAJOR 1
+#define RL_VERSION_MINOR 0
 #define RL_VERSION_PATCH 0
 #define RL_VERSION_NUMBER                                                      \
     (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
@@ -55,6 +69,8 @@ extern "C" {
 #define RL_KEY_MAX 256           /* bytes in a key, excluding the NUL      */
 #define RL_RULE_ID_MAX 63        /* bytes in a rule id: [A-Za-z0-9._:-]    */
 #define RL_COST_MAX 1000000000LL /* largest cost one call may charge       */
+#define RL_DIM_NAME_MAX 64       /* bytes in a dimension's name            */
+#define RL_DIMS_MAX 16           /* rl_request.ndims: named dimensions     */
 
 /* Error codes: always negative, RL_OK is 0. */
 enum {
@@ -79,10 +95,13 @@ enum {
 #define RL_FLAG_FAIL_CLOSED 0x20 /* denied because the store failed (closed) */
 
 /*
- * The answer to one check.  Filled by rl_allow() and rl_check(); owned by
- * the caller (usually on the stack).  Every field is set on success.
+ * The answer to one check.  Filled by rl_allow(), rl_check() and
+ * rl_check_many(); owned by the caller (usually on the stack), who sets
+ * size first: `rl_result res = RL_RESULT_INIT;`.  Every member size
+ * covers is set on success; on failure they are zero.
  */
 typedef struct rl_result {
+    size_t size;          /* in: sizeof(rl_result) (RL_RESULT_INIT)        */
     int allowed;          /* 1: let the request through; 0: answer 429      */
     unsigned flags;       /* RL_FLAG_*                                       */
     int64_t limit;        /* the deciding rule's limit per window           */
@@ -91,29 +110,63 @@ typedef struct rl_result {
     int64_t retry_after;  /* seconds to wait, >= 1 when denied, else 0      */
     int64_t window;       /* the deciding rule's window, seconds            */
     char rule_id[RL_RULE_ID_MAX + 1]; /* the deciding rule, "" if none      */
+    /* ---- since 1.0.0, past RL_RESULT_SIZE_MIN ---- */
+    int64_t retry_after_ms; /* milliseconds to wait, unrounded (retry_after
+                               is this rounded up to whole seconds, >= 1);
+                               0 when allowed                              */
+    int64_t reset_at_ms;  /* epoch ms: window end / bucket full (reset_at
+                             is this rounded up); 0 when no rule decided  */
 } rl_result;
+
+/* The first 1.0 layout of rl_result ends with rule_id. */
+#define RL_RESULT_SIZE_MIN offsetof(rl_result, retry_after_ms)
+#define RL_RESULT_INIT { .size = sizeof(rl_result) }
+
+/*
+ * One named dimension of a request: a rule with "dimension": name counts
+ * the request under the key "<name>:<value>".  A name is 1..RL_DIM_NAME_MAX
+ * bytes of a-z 0-9 _ . : -, starting with a letter ("tenant", "org",
+ * "header:x-api-version"); "global" is reserved (rules counting everyone).
+ * A NULL or "" value means the request does not carry it.
+ */
+typedef struct rl_dim {
+    const char *name;
+    const char *value;
+} rl_dim;
 
 /*
  * A request for rl_check(): the endpoint, the client's tier, and the values
- * of the dimensions rules may count by.  NULL or "" means "not known"; a
- * rule whose dimension the request does not carry does not apply to it.
+ * of the dimensions rules may count by: user, api_key and ip as shortcuts,
+ * any other (e.g. "custom", "tenant") in dims[0..ndims).  NULL or "" means
+ * "not known"; a rule whose dimension the request does not carry does not
+ * apply to it.  A name given twice (a dims entry named as a non-NULL
+ * shortcut, or two entries of one name) is RL_EINVAL, as are more than
+ * RL_DIMS_MAX entries and a name outside the grammar (rl_dim).  Set size
+ * first: `rl_request req = RL_REQUEST_INIT;`, or in one initializer
+ * `{.size = sizeof(rl_request), .user = "u", .cost = 1}`.
  */
 typedef struct rl_request {
+    size_t size;          /* in: sizeof(rl_request) (RL_REQUEST_INIT) */
     const char *endpoint; /* e.g. "/search"                  */
     const char *tier;     /* e.g. "free", "pro"              */
     const char *user;     /* dimension "user"                */
     const char *api_key;  /* dimension "api_key"             */
     const char *ip;       /* dimension "ip"                  */
-    const char *custom;   /* dimension "custom"              */
+    const rl_dim *dims;   /* any other dimensions, by name   */
+    size_t ndims;         /* entries in dims, 0..RL_DIMS_MAX */
     int64_t cost;         /* units to charge, 0..RL_COST_MAX */
 } rl_request;
+
+/* The first 1.0 layout of rl_request is the whole of it. */
+#define RL_REQUEST_SIZE_MIN (offsetof(rl_request, cost) + sizeof(int64_t))
+#define RL_REQUEST_INIT { .size = sizeof(rl_request) }
 
 typedef struct rl_config rl_config;
 typedef struct rl_limiter rl_limiter;
 
 /* ---- library ---------------------------------------------------------- */
 RL_EXPORT int rl_version(void);                  /* RL_VERSION_NUMBER     */
-RL_EXPORT const char *rl_version_string(void);   /* "0.1.0"               */
+RL_EXPORT const char *rl_version_string(void);   /* "1.0.0"               */
 RL_EXPORT const char *rl_strerror(int code);     /* static string         */
 RL_EXPORT const char *rl_errmsg(const rl_limiter *lim);
 
@@ -128,8 +181,29 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg);
 RL_EXPORT void rl_limiter_free(rl_limiter *lim);
 
 /* ---- the request path ------------------------------------------------- */
+/*
+ * Charge `cost` (0..RL_COST_MAX; 0 only looks) to `key` (1..RL_KEY_MAX
+ * bytes, e.g. "user:42") under the rule rule_id, and say whether the
+ * request may pass in *result (result->size set by the caller).  Returns
+ * RL_OK (a denial included), RL_ENORULE, RL_EINVAL (a NULL argument, a
+ * bad key or cost, result->size below RL_RESULT_SIZE_MIN) or, when the
+ * store failed and the rule's failure mode cannot decide, RL_ESTORE.  Any
+ * thread; blocks at most the store's timeout; allocates nothing.
+ */
 RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
                        int64_t cost, rl_result *result);
+/*
+ * Charge every rule that matches *req (endpoint, tier) and whose dimension
+ * req carries, all or nothing, and answer with the most restrictive
+ * decision in *result; a request no rule applies to passes
+ * (RL_FLAG_NO_RULE).  req->size and result->size are set by the caller.
+ * Returns RL_OK, RL_EINVAL (a NULL argument, a size below its struct's
+ * RL_*_SIZE_MIN, a bad cost, a dimension name outside the grammar or
+ * given twice, more than RL_DIMS_MAX dims, a key over RL_KEY_MAX),
+ * RL_ERULE (more than 32 rules match) or RL_ESTORE.  Any thread; blocks at
+ * most the store's timeout; allocates nothing; req's strings are read
+ * during the call only.
+ */
 RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
                        rl_result *result);
 /*
@@ -142,7 +216,14 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
  * request i's return code and results[i] its answer (valid when codes[i]
  * is RL_OK).  Returns RL_OK when every request was decided, else the first
  * non-RL_OK code; rl_errmsg() describes the last failure.  reqs, results
- * and codes are the caller's (n elements each); any n, 0 included.
+ * and codes are the caller's (n elements each); any n, 0 included.  The
+ * arrays are strided by their elements' size: element i of reqs is at
+ * (char *)reqs + i * reqs[0].size, of results likewise, so every element
+ * must carry its array's first size (a caller sets each one, e.g.
+ * `results[i] = (rl_result)RL_RESULT_INIT`); an element whose size
+ * differs gets codes[i] = RL_EINVAL and is neither read nor written.  A
+ * first size below RL_*_SIZE_MIN or not a multiple of the struct's
+ * alignment fails the whole call with RL_EINVAL before anything is read.
  */
 RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
                             rl_result *results, int *codes, size_t n);
@@ -179,8 +260,8 @@ RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim);
 
 /*
  * What a rule in mode "log" would have rejected.  The caller owns it and
- * sets size = sizeof(rl_dryrun) before the call; the library fills only
- * what fits in size bytes (later versions may add fields at the end).
+ * sets size = sizeof(rl_dryrun) before the call (RL_DRYRUN_INIT); sized
+ * as every growable struct (see the conventions at the top).
  */
 typedef struct rl_dryrun {
     size_t size;         /* in: sizeof(rl_dryrun)                           */
@@ -195,6 +276,10 @@ typedef struct rl_dryrun {
                             0: it has never been in mode "log"             */
 } rl_dryrun;
 
+/* The first layout of rl_dryrun ends with since_ms. */
+#define RL_DRYRUN_SIZE_MIN (offsetof(rl_dryrun, since_ms) + sizeof(int64_t))
+#define RL_DRYRUN_INIT { .size = sizeof(rl_dryrun) }
+
 /*
  * Fill *out with the dry-run counts of the rule rule_id in the set in
  * force.  Counting happens while the rule is in mode "log"; the counts
@@ -205,7 +290,7 @@ typedef struct rl_dryrun {
  * "log" gets zeros (since_ms 0) with RL_OK.  The counts are this
  * limiter's own; see ratelimit(3) for the fleet's, in Redis.  Returns
  * RL_OK, RL_ENORULE (no such rule), or RL_EINVAL (a NULL argument,
- * out->size below the first version's).  Any thread, any time.
+ * out->size below RL_DRYRUN_SIZE_MIN).  Any thread, any time.
  */
 RL_EXPORT int rl_rule_dryrun_get(const rl_limiter *lim, const char *rule_id,
                                  rl_dryrun *out);
@@ -227,9 +312,9 @@ RL_EXPORT int rl_rule_dryrun_get(const rl_limiter *lim, const char *rule_id,
 
 /*
  * Where a limiter's rules stand.  Filled by rl_rules_status_get().  The
- * caller sets `size` to sizeof(rl_rules_status) before the call: later
- * versions of the library only add members at the end and fill only what
- * the caller's size covers.  Counters only grow.
+ * caller sets `size` to sizeof(rl_rules_status) before the call
+ * (RL_RULES_STATUS_INIT); sized as every growable struct (see the
+ * conventions at the top).  Counters only grow.
  */
 typedef struct rl_rules_status {
     size_t size;            /* set by the caller: sizeof(rl_rules_status)  */
@@ -250,11 +335,16 @@ typedef struct rl_rules_status {
                                refused, "" if none; printable text only    */
 } rl_rules_status;
 
+/* The first layout of rl_rules_status ends with last_refusal. */
+#define RL_RULES_STATUS_SIZE_MIN                                            \
+    (offsetof(rl_rules_status, last_refusal) + RL_RULES_REFUSAL_MAX)
+#define RL_RULES_STATUS_INIT { .size = sizeof(rl_rules_status) }
+
 /*
  * Fill *out with where lim's rules stand.  out->size must be set (see
- * above): RL_EINVAL if it is smaller than this first version of the
- * struct.  Any thread, any time before rl_limiter_free(); takes a short
- * lock the rules source also takes, never one of the request path.
+ * above): RL_EINVAL if it is below RL_RULES_STATUS_SIZE_MIN.  Any
+ * thread, any time before rl_limiter_free(); takes a short lock the
+ * rules source also takes, never one of the request path.
  */
 RL_EXPORT int rl_rules_status_get(const rl_limiter *lim,
                                   rl_rules_status *out);
@@ -293,8 +383,10 @@ RL_EXPORT int rl_config_set_log(rl_config *cfg, rl_log_fn *fn, void *arg);
 #define RL_BREAKER_HALF_OPEN 2 /* one probe call decides whether to close     */
 
 /* How a limiter's checks were decided since it was created.  Filled by
- * rl_stats_get(); counters only grow. */
+ * rl_stats_get(); the caller sets size first (RL_STATS_INIT).  Counters
+ * only grow. */
 typedef struct rl_stats {
+    size_t size;             /* in: sizeof(rl_stats) (RL_STATS_INIT)        */
     uint64_t checks;         /* rl_allow()/rl_check() calls that returned RL_OK */
     uint64_t allowed;        /*   ... with allowed == 1                       */
     uint64_t denied;         /*   ... with allowed == 0                       */
@@ -312,6 +404,13 @@ typedef struct rl_stats {
     int breaker_state;       /* RL_BREAKER_*                                  */
 } rl_stats;
 
+/* The first 1.0 layout of rl_stats ends with breaker_state. */
+#define RL_STATS_SIZE_MIN (offsetof(rl_stats, breaker_state) + sizeof(int))
+#define RL_STATS_INIT { .size = sizeof(rl_stats) }
+
+/* Fill *out (out->size set by the caller) with lim's counts.  Returns
+ * RL_OK, or RL_EINVAL (a NULL argument, out->size below
+ * RL_STATS_SIZE_MIN).  Any thread, any time; lock-free. */
 RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out);
 
 /* ---- response headers and body ---------------------------------------- */

@@ -20,6 +20,7 @@
 #include "dryrun.h"
 #include "error.h"
 #include "limiter.h"
+#include "sized.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +30,6 @@ _Static_assert(RL_RULE_MODE_ENFORCE == RL_MODE_ENFORCE &&
                    RL_RULE_MODE_LOG == RL_MODE_LOG,
                "the public mode numbers are the rule model's");
 
-/* The size of the first published rl_dryrun: smaller is RL_EINVAL. */
-#define DRYRUN_SIZE_V1 (offsetof(rl_dryrun, since_ms) + sizeof(int64_t))
 
 static int64_t wall_ms(void)
 {
@@ -103,8 +102,8 @@ static int same_str(const char *a, const char *b)
  * the decision. */
 static int same_counting(const rl_rule *a, const rl_rule *b)
 {
-    return a->dimension == b->dimension && same_str(a->endpoint, b->endpoint) &&
-           same_str(a->tier, b->tier) && a->ap.algo == b->ap.algo &&
+    return strcmp(a->dimension, b->dimension) == 0 &&
+           same_str(a->endpoint, b->endpoint) && same_str(a->tier, b->tier) && a->ap.algo == b->ap.algo &&
            a->ap.limit == b->ap.limit && a->ap.burst == b->ap.burst &&
            a->window_s == b->window_s;
 }
@@ -165,13 +164,13 @@ RL_EXPORT int rl_rule_dryrun_get(const rl_limiter *lim, const char *rule_id,
     const rl_ruleset *rs;
     const rl_rule *rule;
     rcu_token t;
-    size_t size;
+    size_t span;
 
     if (!lim || !rule_id || !out)
         return rl_fail(lim, RL_EINVAL, "rl_rule_dryrun_get: NULL argument");
-    if ((size = out->size) < DRYRUN_SIZE_V1)
-        return rl_fail(lim, RL_EINVAL, "rl_rule_dryrun_get: out->size is "
-                       "%zu, must be sizeof(rl_dryrun)", size);
+    if (!(span = sized_span(lim, "rl_rule_dryrun_get: out->size",
+                            &sized_dryrun, out->size)))
+        return RL_EINVAL;
     if (rule_id_check(rule_id)) /* not echoed: it may hold any byte */
         return rl_fail(lim, RL_ENORULE, "rl_rule_dryrun_get: not a rule id "
                        "(1..%d bytes of A-Z a-z 0-9 . _ : -)", RL_RULE_ID_MAX);
@@ -193,7 +192,6 @@ RL_EXPORT int rl_rule_dryrun_get(const rl_limiter *lim, const char *rule_id,
         full.since_ms = c.since_ms;
     }
     rcu_read_unlock((rcu *)&lim->rules, t);
-    full.size = size;
-    memcpy(out, &full, size < sizeof full ? size : sizeof full);
+    sized_fill(out, &full, span);
     return RL_OK;
 }

@@ -150,7 +150,8 @@ RL_EXPORT int rl_headers(const rl_result *result, unsigned options,
 {
     int n, i = 0;
 
-    if (result == NULL || out == NULL || (options & ~(unsigned)RL_HEADERS_IETF))
+    if (result == NULL || out == NULL || result->size < RL_RESULT_SIZE_MIN ||
+        (options & ~(unsigned)RL_HEADERS_IETF))
         return RL_EINVAL;
     n = count_headers(result, options);
     if (max < (size_t)n)
@@ -208,7 +209,7 @@ RL_EXPORT int rl_headers_format(const rl_result *result, unsigned options,
     sbuf sb;
     int n, i;
 
-    if (result == NULL || buf == NULL)
+    if (result == NULL || buf == NULL || result->size < RL_RESULT_SIZE_MIN)
         return RL_EINVAL;
     n = rl_headers(result, options, h, MAX_HEADERS);
     if (n < 0)
@@ -233,7 +234,7 @@ RL_EXPORT int rl_body_format(const rl_result *result, char *buf, size_t len)
 {
     sbuf sb;
 
-    if (result == NULL || buf == NULL)
+    if (result == NULL || buf == NULL || result->size < RL_RESULT_SIZE_MIN)
         return RL_EINVAL;
     sb_init(&sb, buf, len);
     if (result->allowed == 0) {

@@ -19,8 +19,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const dim_names[] = {"user", "api_key", "ip", "custom",
-                                        "global"};
 static const char *const mode_names[] = {"enforce", "log"};
 static const char *const failure_names[] = {"fallback", "open", "closed"};
 
@@ -65,11 +63,6 @@ static int lookup(const char *const *names, size_t n, const char *s)
     return -1;
 }
 
-const char *rule_dimension_name(int dim)
-{
-    return (dim >= 0 && (size_t)dim < COUNT(dim_names)) ? dim_names[dim] : "?";
-}
-
 const char *rule_mode_name(int mode)
 {
     return (mode >= 0 && (size_t)mode < COUNT(mode_names)) ? mode_names[mode]
@@ -83,15 +76,35 @@ const char *rule_failure_name(int failure)
                : "?";
 }
 
-const char *rule_dimension_value(int dim, const rl_request *req)
+/* a-z 0-9 _ . : - */
+static int dim_byte(unsigned char c)
 {
-    switch (dim) {
-    case RL_DIM_USER: return req->user;
-    case RL_DIM_API_KEY: return req->api_key;
-    case RL_DIM_IP: return req->ip;
-    case RL_DIM_CUSTOM: return req->custom;
-    case RL_DIM_GLOBAL: return "*";
-    default: return NULL;
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == ':' || c == '-';
+}
+
+size_t rule_dim_name_len(const char *s)
+{
+    size_t n = 0;
+
+    if (!s || !(*s >= 'a' && *s <= 'z'))
+        return 0;
+    while (n <= RL_DIM_NAME_MAX && s[n] && dim_byte((unsigned char)s[n]))
+        n++;
+    return n <= RL_DIM_NAME_MAX && !s[n] ? n : 0;
+}
+
+int rule_dim_builtin(const char *name, size_t len)
+{
+    switch (len) {
+    case 2: return memcmp(name, "ip", 2) ? RULE_DIM_NAMED : RULE_DIM_IP;
+    case 4: return memcmp(name, "user", 4) ? RULE_DIM_NAMED : RULE_DIM_USER;
+    case 6:
+        return memcmp(name, "global", 6) ? RULE_DIM_NAMED : RULE_DIM_GLOBAL;
+    case 7:
+        return memcmp(name, "api_key", 7) ? RULE_DIM_NAMED
+                                          : RULE_DIM_API_KEY;
+    default: return RULE_DIM_NAMED;
     }
 }
 
@@ -363,6 +376,24 @@ static int parse_enum(json_t *v, const char *key, const char *const *names,
     return 0;
 }
 
+/* The dimension's name; its id when fixed (ruleset_index() gives the
+ * others theirs). */
+static int parse_dimension(json_t *v, rl_rule *r, char *err, size_t errlen)
+{
+    const char *name;
+
+    if (get_str(v, "dimension", &name, err, errlen, ""))
+        return -1;
+    if (!(r->dim_len = rule_dim_name_len(name)))
+        return snprintf(err, errlen, "dimension: \"%.40s\" is not a name: "
+                        "1..%d bytes of a-z 0-9 _ . : -, starting with a "
+                        "letter (e.g. user, api_key, ip, global, tenant, "
+                        "header:x-api-version)", name, RL_DIM_NAME_MAX), -1;
+    memcpy(r->dimension, name, r->dim_len + 1);
+    r->dim_id = rule_dim_builtin(name, r->dim_len);
+    return 0;
+}
+
 static int parse_numbers(json_t **v, rl_rule *r, char *err, size_t errlen)
 {
     static const char *const algos[] = {"sliding_window", "token_bucket",
@@ -432,8 +463,7 @@ static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
     strcpy(r->id, id);
     if (!v[F_DIMENSION])
         return snprintf(err, errlen, "dimension: required"), -1;
-    if (parse_enum(v[F_DIMENSION], "dimension", dim_names, COUNT(dim_names),
-                   0, &r->dimension, err, errlen) ||
+    if (parse_dimension(v[F_DIMENSION], r, err, errlen) ||
         parse_enum(v[F_MODE], "mode", mode_names, COUNT(mode_names),
                    RL_MODE_ENFORCE, &r->mode, err, errlen) ||
         parse_enum(v[F_FAILURE], "failure_mode", failure_names,

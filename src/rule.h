@@ -3,7 +3,8 @@
  * and as the request path reads it.
  *
  * A rule says: count requests per value of one dimension (user, api_key, ip,
- * custom, or global: one counter for everyone), for requests whose endpoint
+ * any other name a request may carry, e.g. "tenant", or global: one
+ * counter for everyone), for requests whose endpoint
  * matches a pattern and whose tier matches, allowing `limit` per
  * `window_seconds` by one algorithm; in mode "enforce" it rejects, in mode
  * "log" it only reports; if the store fails it follows its failure mode.
@@ -17,8 +18,17 @@
 #include "algo.h"
 #include "ratelimit.h"
 
-enum rl_dimension { RL_DIM_USER, RL_DIM_API_KEY, RL_DIM_IP, RL_DIM_CUSTOM,
-                    RL_DIM_GLOBAL };
+/*
+ * A dimension's id in its rule set: user, api_key and ip (the request's
+ * shortcuts) have fixed ids; every other name a set's rules count by is
+ * given one at load (ruleset_index(), RULE_DIM_NAMED up, fewer than
+ * RULESET_DIMS_MAX in all), so the request path matches a rule's
+ * dimension to the request by id, never by name.  "global" has none: it
+ * needs no value.
+ */
+enum { RULE_DIM_USER, RULE_DIM_API_KEY, RULE_DIM_IP, RULE_DIM_NAMED };
+#define RULE_DIM_GLOBAL (-1)
+#define RULESET_DIMS_MAX 64 /* ids in a set: a request's dims fit a mask */
 enum rl_mode { RL_MODE_ENFORCE, RL_MODE_LOG };
 enum rl_failure { RL_FAIL_FALLBACK, RL_FAIL_OPEN, RL_FAIL_CLOSED };
 
@@ -54,7 +64,9 @@ typedef struct rule_shape {
 
 typedef struct rl_rule {
     char id[RL_RULE_ID_MAX + 1];
-    int dimension;               /* enum rl_dimension                  */
+    char dimension[RL_DIM_NAME_MAX + 1]; /* its name, e.g. "user"    */
+    size_t dim_len;
+    int dim_id;                  /* RULE_DIM_*, or set by ruleset_index */
     char *endpoint;              /* pattern; NULL matches any endpoint */
     char *tier;                  /* NULL matches any tier              */
     algo_params ap;
@@ -104,12 +116,19 @@ int rule_id_check(const char *id);
 /* 1 if the rule applies to a request with this endpoint and tier. */
 int rule_matches(const rl_rule *r, const char *endpoint, const char *tier);
 
-/* The names JSON gives a dimension ("user", ...), a mode ("enforce",
- * "log") and a failure mode ("fallback", "open", "closed"); "?" if out of
- * range.  And the request's value for a dimension. */
-const char *rule_dimension_name(int dim);
+/* The names JSON gives a mode ("enforce", "log") and a failure mode
+ * ("fallback", "open", "closed"); "?" if out of range. */
 const char *rule_mode_name(int mode);
 const char *rule_failure_name(int failure);
-const char *rule_dimension_value(int dim, const rl_request *req);
+
+/* The length of the dimension name s (NULL-safe): 1..RL_DIM_NAME_MAX
+ * bytes of a-z 0-9 _ . : -, the first a letter; 0 if s is not one.
+ * Reads at most RL_DIM_NAME_MAX + 1 bytes. */
+size_t rule_dim_name_len(const char *s);
+
+/* The fixed id of a dimension name of len bytes: RULE_DIM_USER,
+ * RULE_DIM_API_KEY, RULE_DIM_IP, RULE_DIM_GLOBAL; RULE_DIM_NAMED for any
+ * other name. */
+int rule_dim_builtin(const char *name, size_t len);
 
 #endif

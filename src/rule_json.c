@@ -31,7 +31,7 @@ json_t *rule_to_json(const rl_rule *r)
     int bad = !o;
 
     bad = bad || add(o, "rule_id", json_string(r->id)) ||
-          add(o, "dimension", json_string(rule_dimension_name(r->dimension)));
+          add(o, "dimension", json_string(r->dimension));
     if (!bad && (r->endpoint || r->tier))
         bad = add(o, "match", match_to_json(r));
     bad = bad || add(o, "limit", json_integer(r->ap.limit)) ||

@@ -23,6 +23,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "sized.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,21 +267,17 @@ RL_EXPORT int64_t rl_rules_version(const rl_limiter *lim)
     return v;
 }
 
-/* The first published rl_rules_status ends with last_refusal. */
-#define STATUS_V1_SIZE                                                     \
-    (offsetof(rl_rules_status, last_refusal) + RL_RULES_REFUSAL_MAX)
-
 RL_EXPORT int rl_rules_status_get(const rl_limiter *lim, rl_rules_status *out)
 {
     rl_rules_status st;
     rules_state *rs;
-    size_t size;
+    size_t span;
 
     if (!lim || !out)
         return rl_fail(lim, RL_EINVAL, "rl_rules_status_get: NULL argument");
-    if ((size = out->size) < STATUS_V1_SIZE)
-        return rl_fail(lim, RL_EINVAL, "rl_rules_status_get: out->size is "
-                       "%zu, set it to sizeof(rl_rules_status)", size);
+    if (!(span = sized_span(lim, "rl_rules_status_get: out->size",
+                            &sized_rules_status, out->size)))
+        return RL_EINVAL;
     rs = (rules_state *)&lim->rstate;
     memset(&st, 0, sizeof st);
     pthread_mutex_lock(&rs->mu);
@@ -295,7 +292,6 @@ RL_EXPORT int rl_rules_status_get(const rl_limiter *lim, rl_rules_status *out)
     st.last_load_ms = rs->last_load_ms;
     memcpy(st.last_refusal, rs->last_refusal, sizeof st.last_refusal);
     pthread_mutex_unlock(&rs->mu);
-    st.size = size;
-    memcpy(out, &st, size < sizeof st ? size : sizeof st);
+    sized_fill(out, &st, span);
     return RL_OK;
 }

@@ -53,6 +53,59 @@ const rl_rule *ruleset_find(const rl_ruleset *rs, const char *id)
     }
 }
 
+uint64_t ruleset_dim_hash(const char *name, size_t len)
+{
+    return hash_bytes(name, len, 0xd1);
+}
+
+int ruleset_dim_id(const rl_ruleset *rs, const char *name, size_t len,
+                   uint64_t h)
+{
+    const ruleset_dims *d = &rs->dims;
+
+    for (size_t i = h & (RULESET_DIM_SLOTS - 1);;
+         i = (i + 1) & (RULESET_DIM_SLOTS - 1)) {
+        int k = d->slot[i] - 1;
+        if (k < 0)
+            return -1;
+        if (d->hash[k] == h && d->len[k] == len &&
+            memcmp(d->name[k], name, len) == 0)
+            return RULE_DIM_NAMED + k;
+    }
+}
+
+/* Give rule r's named dimension its id, adding the name to the set's. */
+static int intern_dim(rl_ruleset *rs, size_t r, char *err, size_t errlen)
+{
+    rl_rule *rule = &rs->rules[r];
+    ruleset_dims *d = &rs->dims;
+    uint64_t h;
+    size_t i;
+    int id;
+
+    if (rule_dim_builtin(rule->dimension, rule->dim_len) != RULE_DIM_NAMED)
+        return RL_OK; /* fixed by rule_from_json() */
+    h = ruleset_dim_hash(rule->dimension, rule->dim_len);
+    if ((id = ruleset_dim_id(rs, rule->dimension, rule->dim_len, h)) >= 0) {
+        rule->dim_id = id;
+        return RL_OK;
+    }
+    if (RULE_DIM_NAMED + d->n == RULESET_DIMS_MAX)
+        return snprintf(err, errlen, "rules[%zu] (\"%s\"): dimension: a set "
+                        "counts by at most %d named dimensions besides user, "
+                        "api_key and ip", r, rule->id,
+                        RULESET_DIMS_MAX - RULE_DIM_NAMED), RL_ERULE;
+    for (i = h & (RULESET_DIM_SLOTS - 1); d->slot[i];
+         i = (i + 1) & (RULESET_DIM_SLOTS - 1))
+        ;
+    d->slot[i] = (uint8_t)(d->n + 1);
+    d->name[d->n] = rule->dimension;
+    d->len[d->n] = rule->dim_len;
+    d->hash[d->n] = h;
+    rule->dim_id = RULE_DIM_NAMED + (int)d->n++;
+    return RL_OK;
+}
+
 int ruleset_index(rl_ruleset *rs, char *err, size_t errlen)
 {
     size_t size = 4;
@@ -72,6 +125,8 @@ int ruleset_index(rl_ruleset *rs, char *err, size_t errlen)
                                 id), RL_ERULE;
         }
         rs->index[i] = (uint32_t)(r + 1);
+        if (intern_dim(rs, r, err, errlen) != RL_OK)
+            return RL_ERULE;
     }
     return RL_OK;
 }

@@ -19,6 +19,17 @@ typedef struct rule_slice {
     size_t off, len;
 } rule_slice;
 
+/* The names a set's rules count by beyond user, api_key and ip, each
+ * given an id (RULE_DIM_NAMED + index) at load, and found by hash. */
+#define RULESET_DIM_SLOTS (2 * RULESET_DIMS_MAX) /* a power of two */
+typedef struct ruleset_dims {
+    size_t n;
+    const char *name[RULESET_DIMS_MAX]; /* a rule's dimension (owned by it) */
+    size_t len[RULESET_DIMS_MAX];
+    uint64_t hash[RULESET_DIMS_MAX];
+    uint8_t slot[RULESET_DIM_SLOTS];    /* by hash: index + 1, 0 = empty  */
+} ruleset_dims;
+
 typedef struct rl_ruleset {
     int64_t version;
     size_t n;
@@ -30,6 +41,7 @@ typedef struct rl_ruleset {
                             (ruleset_delta.h); NULL: not kept      */
     size_t text_len;
     rule_slice *slices;  /* rules[i]'s JSON: text + slices[i].off  */
+    ruleset_dims dims;   /* the named dimensions its rules use     */
 } rl_ruleset;
 
 /* Parse {"version": N, "rules": [...]} or a bare array of rules.  Without a
@@ -38,9 +50,20 @@ typedef struct rl_ruleset {
 int ruleset_parse(const char *json, size_t len, int64_t next_version,
                   rl_ruleset **out, char *err, size_t errlen);
 
-/* Index rs->rules[0..n) by id; RL_ERULE on a duplicate id ("rules[i]:
- * rule_id \"x\" appears twice"), RL_ENOMEM.  The parsers' last step. */
+/* Index rs->rules[0..n) by id, and give each named dimension its id
+ * (rule.h); RL_ERULE on a duplicate id ("rules[i]: rule_id \"x\" appears
+ * twice") or on more named dimensions than RULESET_DIMS_MAX allows,
+ * RL_ENOMEM.  The parsers' last step. */
 int ruleset_index(rl_ruleset *rs, char *err, size_t errlen);
+
+/* The hash ruleset_dim_id() finds a dimension name of len bytes by. */
+uint64_t ruleset_dim_hash(const char *name, size_t len);
+
+/* The id in rs of the named dimension (not user, api_key, ip, global) of
+ * len bytes and hash h (ruleset_dim_hash()), or -1: no rule counts by it.
+ * One probe sequence and one compare; no allocation. */
+int ruleset_dim_id(const rl_ruleset *rs, const char *name, size_t len,
+                   uint64_t h);
 
 /* An empty set (version 0), for a limiter that has no rules yet. */
 rl_ruleset *ruleset_empty(void);

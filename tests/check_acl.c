@@ -116,7 +116,7 @@ static rl_limiter *open_as_user(const char *store, const char *const *opts)
 /* rl_allow, decided by Redis: 1 allowed, 0 denied. */
 static int allow(rl_limiter *lim, const char *key, const char *rule)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_msg(rl_allow(lim, key, rule, 1, &res) == RL_OK, "%s",
                   rl_errmsg(lim));
@@ -274,8 +274,8 @@ static void layouts_case(const char *store, const char *layout)
 {
     const char *opts[] = {"rules", rules, "redis_layout", layout, NULL};
     rl_limiter *lim = open_as_user(store, opts);
-    rl_request req = {.endpoint = "/all", .user = "check", .cost = 1};
-    rl_result res;
+    rl_request req = {.size = sizeof(rl_request), .endpoint = "/all", .user = "check", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
     int ok = 0;
 
     for (int a = 0; a < 4; a++)
@@ -334,10 +334,11 @@ START_TEST(check_many_as_the_user)
     int codes[64], ok[16] = {0};
     char users[16][16];
 
+    results_init(res, 64);
     for (int u = 0; u < 16; u++)
         snprintf(users[u], sizeof users[u], "many%d", u);
     for (int i = 0; i < 64; i++)
-        req[i] = (rl_request){.endpoint = "/all", .user = users[i % 16],
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = "/all", .user = users[i % 16],
                               .cost = 1};
     ck_assert_int_eq(rl_check_many(lim, req, res, codes, 64), RL_OK);
     for (int i = 0; i < 64; i++) {
@@ -355,7 +356,7 @@ END_TEST
 /* Wait until checks are decided by Redis again (cost 0 looks). */
 static void await_redis(rl_limiter *lim)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int64_t start = now_ms();
 
     for (;;) {
@@ -376,7 +377,7 @@ START_TEST(lost_scripts_connections_and_the_fallback)
                           "breaker_cooldown_ms", "100", NULL};
     rl_limiter *lim = open_as_user(uri, opts);
     store_redis_stats st = {0};
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int fell_back = 0;
 
     ck_assert_int_eq(allow(lim, "user:lost", "sw"), 1);
@@ -405,7 +406,7 @@ START_TEST(fleet_auto_counts_its_members)
 {
     const char *opts[] = {"rules", rules, "fleet_size", "auto", NULL};
     rl_limiter *a = open_as_user(uri, opts), *b = open_as_user(uri, opts);
-    rl_stats st;
+    rl_stats st = RL_STATS_INIT;
     int64_t start = now_ms();
 
     do { /* each beats once a second */
@@ -542,10 +543,11 @@ START_TEST(cluster_as_the_user)
     rl_result res[30];
     int codes[30], slot, src, to = -1;
     store_redis_stats st = {0};
-    rl_request two = {.endpoint = "/two", .user = "refund",
+    rl_request two = {.size = sizeof(rl_request), .endpoint = "/two", .user = "refund",
                       .ip = "10.9.9.9", .cost = 1};
-    rl_result one;
+    rl_result one = RL_RESULT_INIT;
 
+    results_init(res, 30);
     ck_assert_int_eq(rh_cluster_start(&cl, 3, 0, 2000), 0);
     for (int i = 0; i < cl.n; i++)
         acl_create(&cl.node[i], USER, PASSWORD);
@@ -558,7 +560,7 @@ START_TEST(cluster_as_the_user)
         ck_assert_int_eq(admitted(lim, key, algos[u % 4], 4), 3);
     }
     for (int i = 0; i < 30; i++)
-        req[i] = (rl_request){.endpoint = "/all", .user = "many", .cost = 1};
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = "/all", .user = "many", .cost = 1};
     ck_assert_int_eq(rl_check_many(lim, req, res, codes, 30), RL_OK);
     for (int i = 0; i < 30; i++) {
         ck_assert_int_eq(codes[i], RL_OK);

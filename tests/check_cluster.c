@@ -119,7 +119,7 @@ static int first_master(int not)
 static int check_one(rl_limiter *lim, const char *endpoint, const char *user,
                      rl_result *res)
 {
-    rl_request req = {.endpoint = endpoint, .user = user + 5, .cost = 1};
+    rl_request req = {.size = sizeof(rl_request), .endpoint = endpoint, .user = user + 5, .cost = 1};
 
     return rl_check(lim, &req, res);
 }
@@ -127,7 +127,7 @@ static int check_one(rl_limiter *lim, const char *endpoint, const char *user,
 /* Admissions of n checks of `user` on /one; degraded ones counted apart. */
 static int admitted(rl_limiter *lim, const char *user, int n, int *degraded)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int ok = 0;
 
     for (int i = 0; i < n; i++) {
@@ -170,16 +170,17 @@ static void many_routes(rl_limiter *lim)
     int from = 0, ok[U] = {0}, passed = 0, ip_node;
     store_redis_stats s0, s1;
 
+    results_init(res, N);
     for (int u = 0; u < U; u++)
         snprintf(user[u], sizeof user[u], "%d", 100000 + u);
     for (int k = 0; k < K; k++)
         for (int u = 0; u < U; u++)
-            req[k * U + u] = (rl_request){.endpoint = "/one",
+            req[k * U + u] = (rl_request){.size = sizeof(rl_request), .endpoint = "/one",
                                           .user = user[u], .cost = 1};
     ip_node = rh_cluster_master_of(&cl, (int)slot_of("ip:10.7.7.7"));
     user_where(both, sizeof both, &from, -1, first_master(ip_node));
     for (int i = U * K; i < N; i++)
-        req[i] = (rl_request){.endpoint = "/both", .user = both + 5,
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = "/both", .user = both + 5,
                               .ip = "10.7.7.7", .cost = 1};
     store_redis_stats_get(limiter_store(lim), &s0);
     ck_assert_int_eq(rl_check_many(lim, req, res, codes, N), RL_OK);
@@ -246,11 +247,11 @@ END_TEST
 START_TEST(no_rule_charged_across_masters)
 {
     rl_limiter *lim;
-    rl_request req = {.endpoint = "/both", .ip = "10.0.0.1", .cost = 1};
+    rl_request req = {.size = sizeof(rl_request), .endpoint = "/both", .ip = "10.0.0.1", .cost = 1};
     char user[32], key[64];
     int from = 0, passed = 0, a, ip_node;
     store_redis_stats st;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     up(2000);
     ip_node = rh_cluster_master_of(&cl, (int)slot_of("ip:10.0.0.1"));
@@ -304,8 +305,9 @@ static void hammer_many(hammer *h)
     rl_result res[8];
     int codes[8];
 
+    results_init(res, 8);
     for (int u = 0; u < h->nusers; u++)
-        req[u] = (rl_request){.endpoint = "/big", .user = h->user[u] + 5,
+        req[u] = (rl_request){.size = sizeof(rl_request), .endpoint = "/big", .user = h->user[u] + 5,
                               .cost = 1};
     rl_check_many(h->lim, req, res, codes, (size_t)h->nusers);
     for (int u = 0; u < h->nusers; u++) {
@@ -321,7 +323,7 @@ static void hammer_many(hammer *h)
 static void *hammer_main(void *arg)
 {
     hammer *h = arg;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (long i = 0; !atomic_load(&h->stop); i++) {
         if (i % 16 == 0) {
@@ -422,7 +424,7 @@ START_TEST(tryagain_while_a_clients_keys_are_split)
     unsigned slot = slot_of(user);
     rl_limiter *lim;
     store_redis_stats st;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     up(2000);
     src = rh_cluster_master_of(&cl, (int)slot);
@@ -465,7 +467,7 @@ typedef struct watch {
 static void *watch_main(void *arg)
 {
     watch *w = arg;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     while (!atomic_load(&w->stop)) {
         int64_t t0 = mono_us();
@@ -509,7 +511,7 @@ START_TEST(failover_degrades_only_the_dead_masters_keys)
     int from = 0, victim, other, promoted;
     int64_t killed_ms, over_ms;
     rl_limiter *lim;
-    rl_stats rs;
+    rl_stats rs = RL_STATS_INIT;
 
     up(1000);
     config_all("cluster-require-full-coverage", "no");
@@ -579,7 +581,7 @@ START_TEST(node_restarted_empty)
     ck_assert_int_eq(rh_cluster_wait_ok(&cl, 20000), 0);
     ck_assert_int_eq(rh_cluster_is_master(&cl, victim), 1);
     for (int i = 0; i < 400 && !ok; i++) { /* until the lanes reconnect */
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         ck_assert_int_eq(check_one(lim, "/one", user, &res), RL_OK);
         ok = !(res.flags & RL_FLAG_FALLBACK) && res.allowed;
         if (!ok)
@@ -663,7 +665,7 @@ START_TEST(cluster_down_at_start)
     rl_config *cfg = rl_config_new();
     rl_limiter *lim = NULL;
     int m1, m2, live = -1, down = 0;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     up(1000);
     m1 = first_master(-1);

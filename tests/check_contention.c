@@ -26,7 +26,7 @@ typedef struct run {
 static void *worker(void *arg)
 {
     run *r = arg;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int p = 0; p < r->phases; p++) {
         pthread_barrier_wait(&r->start_b);
@@ -140,7 +140,7 @@ END_TEST
 static void *free_run(void *arg)
 {
     run *r = arg;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < 20000; i++) {
         if (rl_allow(r->lim, "user:free", "tbr", 1, &res) != RL_OK)

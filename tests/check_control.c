@@ -105,7 +105,7 @@ static void worker_main(int in, int out, const char *const *opts)
     rl_limiter *lim;
     char line[512], key[300], rule[80];
     long long cost;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     rl_config_set(cfg, "store", uri);
     rl_config_set(cfg, "rules_source", uri);

@@ -71,12 +71,12 @@ static void drive(rl_limiter *lim, int clients, int n, int first_client,
                   int *denied, int *soft)
 {
     char user[32];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     *denied = *soft = 0;
     for (int i = 0; i < n; i++) {
         for (int c = 0; c < clients; c++) {
-            rl_request req = {.endpoint = "/api", .user = user, .cost = 1};
+            rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
             snprintf(user, sizeof user, "client-%d", first_client + c);
             ck_assert_msg(rl_check(lim, &req, &res) == RL_OK, "%s",
                           rl_errmsg(lim));
@@ -333,11 +333,12 @@ START_TEST(every_entry_point_counts)
     int codes[6];
     rl_dryrun d;
 
+    results_init(res, 6);
     for (int i = 0; i < 4; i++)
         ck_assert_int_eq(rl_allow(lim, "user:direct", "shadow", 1, res),
                          RL_OK);
     for (int i = 0; i < 6; i++)
-        reqs[i] = (rl_request){.user = i < 3 ? "x" : "y", .ip = "10.0.0.1",
+        reqs[i] = (rl_request){.size = sizeof(rl_request), .user = i < 3 ? "x" : "y", .ip = "10.0.0.1",
                                .cost = 1};
     ck_assert_int_eq(rl_check_many(lim, reqs, res, codes, 6), RL_OK);
     for (int i = 0; i < 6; i++)
@@ -364,7 +365,7 @@ START_TEST(get_checks_its_arguments)
         unsigned char tail[16];
     } big;
     rl_dryrun d = {.size = sizeof d};
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_rule_dryrun_get(lim, "nope", &d), RL_ENORULE);
     ck_assert_ptr_nonnull(strstr(rl_errmsg(lim), "nope"));
@@ -472,7 +473,7 @@ START_TEST(counts_carry_while_the_rule_counts_the_same)
           "\"window_seconds\":60,\"algorithm\":\"gcra\",\"burst\":9")};
 #undef R
     for (size_t i = 0; i < sizeof changes / sizeof changes[0]; i++) {
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         snprintf(rules, sizeof rules, "[%s]", changes[i]);
         ck_assert_int_eq(rl_rules_load_string(lim, rules), RL_OK);
         ck_assert_msg(dry(lim, "r").checks == 0, "change %zu kept counts", i);
@@ -507,10 +508,10 @@ static void *counter(void *p)
 {
     counter_arg *a = p;
     char user[16];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < PER_THREAD; i++) {
-        rl_request req = {.endpoint = "/api", .user = user, .cost = 1};
+        rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
         snprintf(user, sizeof user, "u%d", (i * 7 + a->id) % KEYS);
         if (rl_check(a->lim, &req, &res) != RL_OK || !res.allowed)
             a->bad++;
@@ -600,7 +601,7 @@ START_TEST(redis_and_its_fallback_count)
     rh_server srv;
     char uri[512], user[16];
     rl_limiter *lim;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     rl_dryrun d;
     int twin_denied = 0, fb = 0;
 
@@ -609,7 +610,7 @@ START_TEST(redis_and_its_fallback_count)
     lim = redis_limiter(uri, twins);
     for (int i = 0; i < 12; i++) {
         for (int c = 0; c < 3; c++) {
-            rl_request log_req = {.endpoint = "/api", .user = user, .cost = 1};
+            rl_request log_req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
             rl_request twin_req = log_req;
             twin_req.endpoint = "/twin";
             snprintf(user, sizeof user, "c%d", c);
@@ -632,7 +633,7 @@ START_TEST(redis_and_its_fallback_count)
     ck_assert_int_eq(rh_kill(&srv), 0);
     for (int i = 0; i < 12; i++) {
         for (int c = 10; c < 13; c++) {
-            rl_request req = {.endpoint = "/api", .user = user, .cost = 1};
+            rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
             snprintf(user, sizeof user, "c%d", c);
             ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
             ck_assert(res.allowed && (res.flags & RL_FLAG_FALLBACK));
@@ -661,10 +662,10 @@ END_TEST
 static void deny_users(rl_limiter *lim, int first, int n)
 {
     char user[24];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int u = first; u < first + n; u++) {
-        rl_request req = {.endpoint = "/api", .user = user, .cost = 1};
+        rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
         snprintf(user, sizeof user, "user-%d", u);
         for (int k = 0; k < 2; k++)
             ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
@@ -778,7 +779,7 @@ START_TEST(publish_to_a_dead_server_raises_no_sigpipe)
     rh_server srv;
     redisContext *c;
     rl_limiter *lim;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     at += (size_t)sprintf(rules + at, "[");
     for (int i = 0; i < RULES; i++)

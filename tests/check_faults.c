@@ -54,7 +54,7 @@ typedef struct load {
 static void *hammer(void *arg)
 {
     load *l = arg;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     char key[32];
     unsigned n = 0;
 
@@ -96,8 +96,8 @@ static rl_limiter *open_limiter(const char *store)
 static int64_t await_recovery(rl_limiter *lim)
 {
     int64_t start = now_ms();
-    rl_result res;
-    rl_stats st;
+    rl_result res = RL_RESULT_INIT;
+    rl_stats st = RL_STATS_INIT;
 
     for (;;) {
         ck_assert_int_eq(rl_allow(lim, "user:probe", "fb", 0, &res), RL_OK);
@@ -119,7 +119,7 @@ static void under_fault(const char *store, fault_fn start, fault_fn stop,
 {
     load l = {open_limiter(store), 0, 0, 0, 0};
     pthread_t th[THREADS];
-    rl_stats before, during;
+    rl_stats before = RL_STATS_INIT, during = RL_STATS_INIT;
     int64_t recovered;
 
     for (int i = 0; i < THREADS; i++)
@@ -316,7 +316,7 @@ END_TEST
 START_TEST(fallback_keeps_its_share)
 {
     rl_limiter *lim = open_limiter(uri);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int ok = 0;
 
     ck_assert_int_eq(rh_kill(&srv), 0);

@@ -23,6 +23,7 @@ static rl_result make_result(int allowed, int64_t limit, int64_t remaining,
     rl_result r;
 
     memset(&r, 0, sizeof(r));
+    r.size = sizeof(r);
     r.allowed = allowed;
     r.limit = limit;
     r.remaining = remaining;
@@ -234,7 +235,7 @@ END_TEST
 
 START_TEST(test_ietf_allowed_exact)
 {
-    rl_result r;
+    rl_result r = RL_RESULT_INIT;
     rl_header h[8];
     int n;
 
@@ -253,7 +254,7 @@ END_TEST
 
 START_TEST(test_ietf_denied_order)
 {
-    rl_result r;
+    rl_result r = RL_RESULT_INIT;
     rl_header h[8];
     int n;
 
@@ -397,6 +398,7 @@ START_TEST(test_rule_id_not_terminated)
     int n;
 
     memset(&s, 0, sizeof(s));
+    s.r.size = sizeof(s.r);
     s.r.allowed = 0;
     s.r.limit = INT64_MAX;
     s.r.remaining = INT64_MAX;
@@ -545,10 +547,11 @@ END_TEST
 START_TEST(test_worst_case_sizes)
 {
     /* The man pages promise 396 bytes for the headers, 58 for the body. */
-    rl_result r;
+    rl_result r = RL_RESULT_INIT;
     char buf[RL_HEADERS_FORMAT_MAX], body[RL_BODY_FORMAT_MAX];
 
     memset(&r, 0, sizeof(r));
+    r.size = sizeof(r);
     r.limit = r.remaining = r.reset_at = r.retry_after = r.window = INT64_MAX;
     memset(r.rule_id, 'a', sizeof(r.rule_id));
     ck_assert_int_eq(rl_headers_format(&r, RL_HEADERS_IETF, buf, sizeof(buf)),
@@ -779,7 +782,7 @@ static const char *property_once(const rl_result *r, unsigned options)
 START_TEST(test_property_random_results)
 {
     uint64_t seed = 0x9e3779b97f4a7c15ULL;
-    rl_result r;
+    rl_result r = RL_RESULT_INIT;
     int denied = 0, ietf = 0;
 
     for (int iter = 0; iter < 100000; iter++) {
@@ -787,6 +790,7 @@ START_TEST(test_property_random_results)
         const char *err;
 
         random_fill(&r, sizeof(r), &seed);
+        r.size = sizeof(r);
         /* Bias the interesting cases now and then. */
         if (iter % 4 == 0)
             r.allowed = 0;

@@ -31,7 +31,7 @@ static void msg_has(const rl_limiter *lim, const char *needle)
 
 static rl_request req_user(const char *user)
 {
-    return (rl_request){.user = user, .cost = 1};
+    return (rl_request){.size = sizeof(rl_request), .user = user, .cost = 1};
 }
 
 /* ---- rl_check_many ------------------------------------------------------ */
@@ -73,6 +73,8 @@ START_TEST(check_many_decides_as_check_does)
     static int codes[300];
     static char user[8][251], ip[3][24];
 
+    results_init(ra, 300);
+    results_init(rb, 300);
     for (int u = 0; u < 8; u++) {
         memset(user[u], 'a' + u, 250);
         user[u][u < 4 ? 250 : 5] = '\0'; /* half of them 250 bytes long */
@@ -80,7 +82,7 @@ START_TEST(check_many_decides_as_check_does)
     for (int i = 0; i < 3; i++)
         snprintf(ip[i], sizeof ip[i], "10.0.0.%d", i);
     for (int i = 0; i < 300; i++)
-        req[i] = (rl_request){.endpoint = i % 3 ? "/wide" : "/narrow",
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = i % 3 ? "/wide" : "/narrow",
                               .tier = i == 151 ? "over" : "free",
                               .user = i % 11 ? user[i % 8] : NULL,
                               .ip = ip[i % 3], .cost = i % 5 ? 1 : 2};
@@ -109,7 +111,7 @@ START_TEST(check_many_rejects_null_arguments)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
     rl_request req = req_user("u");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int code = 42;
 
     ck_assert_int_eq(rl_check_many(NULL, &req, &res, &code, 1), RL_EINVAL);
@@ -133,7 +135,7 @@ END_TEST
 START_TEST(allow_rejects_null_arguments)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_allow(NULL, "k", "r", 1, &res), RL_EINVAL);
     msg_has(NULL, "rl_allow: NULL");
@@ -151,7 +153,7 @@ START_TEST(check_rejects_null_arguments)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
     rl_request req = req_user("u");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_check(NULL, &req, &res), RL_EINVAL);
     msg_has(NULL, "rl_check: NULL");
@@ -214,7 +216,7 @@ END_TEST
 START_TEST(empty_key_rejected)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_allow(lim, "", "r", 1, &res), RL_EINVAL);
     msg_has(lim, "key: must be 1..256 bytes, is empty");
@@ -226,7 +228,7 @@ START_TEST(key_length_bound)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
     char key[RL_KEY_MAX + 2];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     memset(key, 'k', RL_KEY_MAX);
     key[RL_KEY_MAX] = '\0';
@@ -246,7 +248,7 @@ START_TEST(request_dimension_too_long_rejected)
     rl_limiter *lim = limiter_with(ONE_RULE);
     char user[RL_KEY_MAX + 1];
     rl_request req = req_user(user);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     memset(user, 'u', RL_KEY_MAX);
     user[RL_KEY_MAX] = '\0';
@@ -259,7 +261,7 @@ END_TEST
 START_TEST(unknown_rule_id_is_enorule)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_allow(lim, "k", "no-such-rule", 1, &res), RL_ENORULE);
     msg_has(lim, "no rule \"no-such-rule\" in rule set version 1");
@@ -272,7 +274,7 @@ START_TEST(cost_bounds)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
     rl_request req = req_user("u");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_allow(lim, "k", "r", -1, &res), RL_EINVAL);
     msg_has(lim, "cost: must be 0..1000000000, got -1");
@@ -296,7 +298,7 @@ END_TEST
 START_TEST(failed_load_keeps_previous_set)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(rl_allow(lim, "k", "r", 1, &res), RL_OK);
@@ -320,7 +322,7 @@ END_TEST
 START_TEST(reload_of_same_rule_keeps_counters)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_allow(lim, "k", "r", 2, &res), RL_OK);
     ck_assert_int_eq(rl_rules_load_string(lim, ONE_RULE), RL_OK);
@@ -360,7 +362,7 @@ START_TEST(load_file_valid)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
     char path[64];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int rc;
 
     temp_file(path, "{\"version\": 12, \"rules\": ["
@@ -427,7 +429,7 @@ START_TEST(new_with_rules_file_and_rules)
     rl_config *cfg = rl_config_new();
     rl_limiter *lim = NULL;
     char path[64];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     temp_file(path, ONE_RULE);
     ck_assert_int_eq(rl_config_set(cfg, "rules_file", path), RL_OK);
@@ -530,7 +532,7 @@ START_TEST(store_cluster_degraded_start)
 {
     rl_config *cfg = rl_config_new();
     rl_limiter *lim;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_config_set(cfg, "store",
                                    "redis-cluster://127.0.0.1:1"), RL_OK);
@@ -566,7 +568,7 @@ START_TEST(result_fields_when_allowed)
 {
     rl_limiter *lim = limiter_with("[" RULE("fw", "user", 5,
                                    ",\"algorithm\":\"fixed_window\"") "]");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     clock_add(10000);
     ck_assert_int_eq(rl_allow(lim, "k", "fw", 1, &res), RL_OK);
@@ -586,7 +588,7 @@ START_TEST(result_fields_when_denied)
 {
     rl_limiter *lim = limiter_with("[" RULE("fw", "user", 5,
                                    ",\"algorithm\":\"fixed_window\"") "]");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     clock_add(10000);
     ck_assert_int_eq(rl_allow(lim, "k", "fw", 5, &res), RL_OK);
@@ -615,7 +617,7 @@ START_TEST(retry_after_at_least_one_second)
 {
     rl_limiter *lim = limiter_with("[" RULE("fw", "user", 1,
                                    ",\"algorithm\":\"fixed_window\"") "]");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     clock_add(59999);
     ck_assert_int_eq(rl_allow(lim, "k", "fw", 1, &res), RL_OK);
@@ -632,9 +634,9 @@ START_TEST(check_picks_most_restrictive_rule)
 {
     rl_limiter *lim = limiter_with("[" RULE("per-user", "user", 5, "") ","
                                    RULE("per-ip", "ip", 3, "") "]");
-    rl_request a = {.user = "alice", .ip = "10.0.0.1", .cost = 1};
-    rl_request b = {.user = "alice", .ip = "10.0.0.2", .cost = 1};
-    rl_result res;
+    rl_request a = {.size = sizeof(rl_request), .user = "alice", .ip = "10.0.0.1", .cost = 1};
+    rl_request b = {.size = sizeof(rl_request), .user = "alice", .ip = "10.0.0.2", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(rl_check(lim, &a, &res), RL_OK);
@@ -667,8 +669,8 @@ START_TEST(check_two_denials_report_the_longer_wait)
         "\"window_seconds\":60,\"algorithm\":\"fixed_window\"},"
         "{\"rule_id\":\"hour\",\"dimension\":\"ip\",\"limit\":1,"
         "\"window_seconds\":3600,\"algorithm\":\"fixed_window\"}]");
-    rl_request req = {.user = "u", .ip = "10.0.0.1", .cost = 1};
-    rl_result res;
+    rl_request req = {.size = sizeof(rl_request), .user = "u", .ip = "10.0.0.1", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
     ck_assert_int_eq(res.allowed, 1);
@@ -685,8 +687,8 @@ START_TEST(check_without_matching_rule_allows)
 {
     rl_limiter *lim = limiter_with("[" RULE("pro", "user", 1,
                                    ",\"match\":{\"tier\":\"pro\"}") "]");
-    rl_request req = {.user = "u", .tier = "free", .cost = 1};
-    rl_result res;
+    rl_request req = {.size = sizeof(rl_request), .user = "u", .tier = "free", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
@@ -702,8 +704,8 @@ END_TEST
 START_TEST(rule_on_absent_dimension_does_not_apply)
 {
     rl_limiter *lim = limiter_with("[" RULE("by-key", "api_key", 1, "") "]");
-    rl_request req = {.user = "u", .api_key = NULL, .cost = 1};
-    rl_result res;
+    rl_request req = {.size = sizeof(rl_request), .user = "u", .api_key = NULL, .cost = 1};
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
     ck_assert_uint_eq(res.flags, RL_FLAG_NO_RULE);
@@ -722,8 +724,8 @@ END_TEST
 START_TEST(global_dimension_counts_everyone)
 {
     rl_limiter *lim = limiter_with("[" RULE("all", "global", 2, "") "]");
-    rl_request a = {.cost = 1}, b = {.user = "b", .ip = "1.1.1.1", .cost = 1};
-    rl_result res;
+    rl_request a = {.size = sizeof(rl_request), .cost = 1}, b = {.size = sizeof(rl_request), .user = "b", .ip = "1.1.1.1", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_check(lim, &a, &res), RL_OK);
     ck_assert_int_eq(rl_check(lim, &b, &res), RL_OK);
@@ -740,8 +742,8 @@ START_TEST(check_matches_tier)
     rl_limiter *lim = limiter_with(
         "[" RULE("free", "user", 1, ",\"match\":{\"tier\":\"free\"}") ","
         RULE("pro", "user", 3, ",\"match\":{\"tier\":\"pro\"}") "]");
-    rl_request req = {.user = "u", .tier = "free", .cost = 1};
-    rl_result res;
+    rl_request req = {.size = sizeof(rl_request), .user = "u", .tier = "free", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
     ck_assert_str_eq(res.rule_id, "free");
@@ -766,8 +768,8 @@ START_TEST(check_matches_endpoint)
         "[" RULE("search", "user", 1, ",\"match\":{\"endpoint\":\"/search\"}")
         "," RULE("api", "user", 2, ",\"match\":{\"endpoint\":\"/api/**\"}")
         "]");
-    rl_request req = {.user = "u", .endpoint = "/search", .cost = 1};
-    rl_result res;
+    rl_request req = {.size = sizeof(rl_request), .user = "u", .endpoint = "/search", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
     ck_assert_str_eq(res.rule_id, "search");
@@ -793,7 +795,7 @@ START_TEST(log_mode_never_denies_and_flags_soft)
     rl_limiter *lim = limiter_with("[" RULE("shadow", "user", 2,
                                    ",\"mode\":\"log\"") "]");
     rl_request req = req_user("u");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < 2; i++) { /* counted: remaining goes down */
         ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
@@ -822,7 +824,7 @@ START_TEST(log_rule_counts_beside_an_enforced_rule)
                                    ",\"mode\":\"log\"") ","
                                    RULE("real", "user", 5, "") "]");
     rl_request req = req_user("u");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
     ck_assert_int_eq(res.allowed, 1);
@@ -841,9 +843,9 @@ START_TEST(denied_request_charges_no_rule)
 {
     rl_limiter *lim = limiter_with("[" RULE("per-user", "user", 10, "") ","
                                    RULE("per-ip", "ip", 2, "") "]");
-    rl_request both = {.user = "alice", .ip = "10.0.0.1", .cost = 1};
-    rl_request peek = {.user = "alice", .cost = 0};
-    rl_result res;
+    rl_request both = {.size = sizeof(rl_request), .user = "alice", .ip = "10.0.0.1", .cost = 1};
+    rl_request peek = {.size = sizeof(rl_request), .user = "alice", .cost = 0};
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < 2; i++) {
         ck_assert_int_eq(rl_check(lim, &both, &res), RL_OK);
@@ -867,7 +869,7 @@ END_TEST
 START_TEST(errmsg_is_per_handle)
 {
     rl_limiter *a = limiter_with(ONE_RULE), *b = limiter_with(ONE_RULE);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_allow(a, "k", "missing-on-a", 1, &res), RL_ENORULE);
     msg_has(a, "missing-on-a");
@@ -886,7 +888,7 @@ struct fail_arg {
 static void *fail_in_thread(void *p)
 {
     struct fail_arg *fa = p;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     rl_allow(fa->lim, "k", "missing-in-thread", 1, &res);
     snprintf(fa->seen, sizeof fa->seen, "%s", rl_errmsg(fa->lim));
@@ -897,7 +899,7 @@ START_TEST(errmsg_is_per_thread)
 {
     struct fail_arg fa = {limiter_with(ONE_RULE), ""};
     pthread_t t;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_allow(fa.lim, "k", "missing-in-main", 1, &res),
                      RL_ENORULE);
@@ -913,7 +915,7 @@ END_TEST
 START_TEST(errmsg_starts_with_strerror)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     rl_allow(lim, "k", "zz", 1, &res);
     ck_assert_ptr_eq(strstr(rl_errmsg(lim), rl_strerror(RL_ENORULE)),
@@ -983,7 +985,7 @@ END_TEST
 START_TEST(unknown_rule_message_has_current_version)
 {
     rl_limiter *lim = limiter_with("{\"version\":77,\"rules\":" ONE_RULE "}");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_allow(lim, "k", "gone", 1, &res), RL_ENORULE);
     msg_has(lim, "version 77");
@@ -1003,7 +1005,7 @@ static void *race_reader(void *p)
 {
     rl_limiter *lim = p;
     rl_request req = req_user("racer");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     while (!atomic_load(&race_stop)) {
         int rc = rl_check(lim, &req, &res);
@@ -1051,9 +1053,9 @@ START_TEST(stats_count_decisions)
         "\"window_seconds\":60},"
         " {\"rule_id\":\"soft\",\"dimension\":\"ip\",\"limit\":1,"
         "\"window_seconds\":60,\"mode\":\"log\"}]");
-    rl_request req = {.user = "u", .ip = "1.1.1.1", .cost = 1};
-    rl_result res;
-    rl_stats st;
+    rl_request req = {.size = sizeof(rl_request), .user = "u", .ip = "1.1.1.1", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
+    rl_stats st = RL_STATS_INIT;
 
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);

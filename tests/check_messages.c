@@ -103,7 +103,7 @@ static void decides_by_redis(const char *store, const char *source)
     static int client;
     rl_config *cfg = rl_config_new();
     rl_limiter *lim = NULL;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     char key[32];
     int ok = 0, rc;
 
@@ -328,7 +328,7 @@ START_TEST(rule_json_and_ids_bring_no_control_bytes)
         "[{\"rule_id\":\"ok\"\r\n,\x1b}]",
     };
     rl_limiter *lim = NULL;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_limiter_new(&lim, NULL), RL_OK);
     for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i++) {

@@ -317,6 +317,26 @@ static void expect(const rld *d, const char *method, const char *path,
 
 #define LIMIT7 "{\"dimension\":\"ip\",\"limit\":7,\"window_seconds\":1}"
 
+/* A rule counts by any dimension name of the library's grammar: the
+ * service takes what the library's parser takes, and writes it back. */
+START_TEST(named_dimensions_accepted)
+{
+    rld d = {0};
+    char *text;
+
+    start(&d, NULL);
+    text = put_ok(&d, "tenants", "{\"dimension\":\"tenant\",\"limit\":5,"
+                  "\"window_seconds\":60}", ALICE, 1);
+    ck_assert_ptr_nonnull(strstr(text, "\"dimension\":\"tenant\""));
+    free(text);
+    text = put_ok(&d, "versions", "{\"dimension\":\"header:x-api-version\","
+                  "\"limit\":5,\"window_seconds\":60}", ALICE, 2);
+    ck_assert_ptr_nonnull(strstr(text, "\"header:x-api-version\""));
+    free(text);
+    ck_assert_int_eq(rld_stop(&d), 0);
+}
+END_TEST
+
 START_TEST(conditional_writes)
 {
     rld d = {0};
@@ -413,7 +433,7 @@ static const refusal bad_bodies[] = {
     {"PUT", ID, ALICE, {0}, "{\"dimension\":\"ip\",\"limit\":5,"
      "\"window_seconds\":60,\"match\":{\"tier\":7}}", 400, "invalid_rule",
      "match.tier"},
-    {"PUT", ID, ALICE, {0}, "{\"dimension\":\"planet\",\"limit\":5,"
+    {"PUT", ID, ALICE, {0}, "{\"dimension\":\"Planet\",\"limit\":5,"
      "\"window_seconds\":60}", 400, "invalid_rule", "dimension"},
     {"PUT", ID, ALICE, {0}, "{\"dimension\":\"ip\",\"limit\":5,"
      "\"window_seconds\":60,\"burst\":3}", 400, "invalid_rule", "burst"},
@@ -690,6 +710,7 @@ int main(void)
     tcase_add_test(api, history_says_what_when_and_who);
     tcase_add_test(api, the_set_served_is_the_set_stored);
     tcase_add_test(api, a_get_rule_put_back_unchanged_is_accepted);
+    tcase_add_test(api, named_dimensions_accepted);
     tcase_add_test(api, conditional_writes);
     tcase_add_test(api, conditional_reads);
     tcase_add_test(api, reads_need_a_token_with_read_auth);

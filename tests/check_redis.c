@@ -77,7 +77,7 @@ static rl_limiter *open_limiter(const char *store, const char *extra_name,
 
 static int admitted(rl_limiter *lim, const char *key, const char *rule, int n)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int ok = 0;
 
     for (int i = 0; i < n; i++) {
@@ -144,7 +144,7 @@ START_TEST(results_match_the_memory_store)
 {
     rl_limiter *red = open_limiter(uri, NULL, NULL);
     rl_limiter *mem = open_limiter("memory://", NULL, NULL);
-    rl_result a, b;
+    rl_result a = RL_RESULT_INIT, b = RL_RESULT_INIT;
 
     for (int i = 0; i < 25; i++) {
         ck_assert_int_eq(rl_allow(red, "user:7", "tb", 1, &a), RL_OK);
@@ -217,7 +217,7 @@ END_TEST
  * so every pooled connection is back. */
 static void await_redis(rl_limiter *lim, const char *key)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int row = 0;
 
     for (int i = 0; i < 300; i++) {
@@ -266,9 +266,9 @@ END_TEST
 START_TEST(no_rule_charged_for_a_denied_request)
 {
     rl_limiter *lim = open_limiter(uri, NULL, NULL);
-    rl_request req = {.endpoint = "/both", .user = "u1", .ip = "10.0.0.1",
+    rl_request req = {.size = sizeof(rl_request), .endpoint = "/both", .user = "u1", .ip = "10.0.0.1",
                       .cost = 1};
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     redisReply *r;
     int passed = 0;
 
@@ -302,9 +302,9 @@ START_TEST(compact_layout_end_to_end)
 {
     rl_limiter *a = open_limiter(uri, "redis_layout", "compact");
     rl_limiter *b = open_limiter(uri, "redis_layout", "compact");
-    rl_request req = {.endpoint = "/both", .user = "cu", .ip = "10.9.9.9",
+    rl_request req = {.size = sizeof(rl_request), .endpoint = "/both", .user = "cu", .ip = "10.9.9.9",
                       .cost = 1};
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     char key[32];
     int passed = 0;
     redisReply *r;
@@ -377,7 +377,7 @@ END_TEST
 START_TEST(failure_modes_when_redis_dies)
 {
     rl_limiter *lim = open_limiter(uri, "fleet_size", "4");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int fb = 0;
 
     ck_assert_int_eq(admitted(lim, "user:1", "open", 1), 1);
@@ -404,7 +404,7 @@ END_TEST
 START_TEST(a_hung_server_costs_one_timeout)
 {
     rl_limiter *lim = open_limiter(uri, "timeout_ms", "20");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     struct timespec a, b;
 
     admitted(lim, "user:1", "sw", 1);
@@ -429,7 +429,7 @@ START_TEST(bad_stores_are_clear_errors)
 {
     rl_config *cfg = rl_config_new();
     rl_limiter *lim = NULL;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     const char *bad[] = {"redis://127.0.0.1:1/0", "redis://127.0.0.1:99999",
                          "redis://:@h", "redis://h/x", "rediss://h",
                          "unix://relative.sock"};
@@ -458,7 +458,7 @@ START_TEST(bad_keys_write_nothing)
 {
     rl_limiter *lim = open_limiter(uri, NULL, NULL);
     char big[RL_KEY_MAX + 2];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     redisReply *r;
 
     memset(big, 'k', sizeof big - 1);
@@ -482,7 +482,7 @@ typedef struct hammer_arg {
 static void *hammer(void *p)
 {
     hammer_arg *h = p;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < 20; i++)
         if (rl_allow(h->lim, "user:hot", "tb", 1, &res) == RL_OK &&
@@ -525,7 +525,7 @@ END_TEST
 START_TEST(reloaded_rules_carry_each_clients_level)
 {
     rl_limiter *lim = open_limiter(uri, NULL, NULL);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int n;
 
     ck_assert_int_eq(admitted(lim, "user:3", "sw", 12), 10);
@@ -564,10 +564,10 @@ START_TEST(failure_modes_stay_all_or_nothing)
         "\"window_seconds\":60,\"failure_mode\":\"closed\","
         "\"match\":{\"endpoint\":\"/login\"}}]";
     rl_limiter *lim = open_limiter(uri, NULL, NULL);
-    rl_request login = {.endpoint = "/login", .user = "u", .ip = "1.2.3.4",
+    rl_request login = {.size = sizeof(rl_request), .endpoint = "/login", .user = "u", .ip = "1.2.3.4",
                         .cost = 1};
-    rl_request other = {.endpoint = "/x", .user = "u", .cost = 0};
-    rl_result res;
+    rl_request other = {.size = sizeof(rl_request), .endpoint = "/x", .user = "u", .cost = 0};
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(rl_rules_load_string(lim, both), RL_OK);
     ck_assert_int_eq(rh_kill(&srv), 0);
@@ -613,7 +613,7 @@ START_TEST(a_silent_connection_is_replaced_after_a_second)
     rl_limiter *lim = open_limiter(uri, "redis_connections", "1");
     store_redis_stats st = {0};
     struct timespec t0, t;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_int_eq(admitted(lim, "user:silent", "sw", 1), 1);
     ck_assert_int_eq(rh_pause(&srv), 0);
@@ -652,8 +652,8 @@ START_TEST(breaker_opens_skips_the_network_and_closes)
 {
     rl_config *cfg = rl_config_new();
     rl_limiter *lim = NULL;
-    rl_result res;
-    rl_stats st;
+    rl_result res = RL_RESULT_INIT;
+    rl_stats st = RL_STATS_INIT;
     struct timespec t;
 
     ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
@@ -711,8 +711,8 @@ START_TEST(fleet_counts_itself)
     rl_limiter *b = open_limiter(uri, "fleet_size", "auto");
     rl_limiter *other = NULL;
     rl_config *cfg = rl_config_new();
-    rl_result res;
-    rl_stats st;
+    rl_result res = RL_RESULT_INIT;
+    rl_stats st = RL_STATS_INIT;
     struct timespec t;
     int ok = 0;
 
@@ -751,7 +751,7 @@ END_TEST
 START_TEST(one_ms_timeout_still_reaches_redis)
 {
     rl_limiter *lim = open_limiter(uri, "timeout_ms", "1");
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int by_redis = 0;
 
     for (int i = 0; i < 50; i++) {
@@ -793,10 +793,11 @@ static void *many_main(void *p)
     int codes[50];
     char user[10][16];
 
+    results_init(res, 50);
     for (int u = 0; u < 10; u++)
         snprintf(user[u], sizeof user[u], "m%d", u);
     for (int i = 0; i < 50; i++)
-        req[i] = (rl_request){.endpoint = "/both", .user = user[i % 10],
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = "/both", .user = user[i % 10],
                               .cost = 1}; /* no ip: per-user, 10 each */
     for (int round = 0; round < 4; round++) {
         if (m->many) {
@@ -856,8 +857,9 @@ START_TEST(check_many_each_request_all_or_nothing)
     int codes[8], passed = 0;
     redisReply *r;
 
+    results_init(res, 8);
     for (int i = 0; i < 8; i++)
-        req[i] = (rl_request){.endpoint = "/both", .user = "solo",
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = "/both", .user = "solo",
                               .ip = i < 6 ? "10.1.1.1" : "10.2.2.2",
                               .cost = 1};
     req[3].cost = -1;
@@ -893,7 +895,7 @@ typedef struct lone {
 static void *lone_main(void *p)
 {
     lone *l = p;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     struct timespec a;
 
     clock_gettime(CLOCK_MONOTONIC, &a);
@@ -917,8 +919,9 @@ START_TEST(check_many_waits_no_longer_than_its_timeout)
     struct timespec a;
     long ms;
 
+    results_init(res, 40);
     for (int i = 0; i < 40; i++)
-        req[i] = (rl_request){.endpoint = "/both", .user = "hung",
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = "/both", .user = "hung",
                               .cost = 1};
     ck_assert_int_eq(rl_check_many(lim, req, res, codes, 1), RL_OK);
     ck_assert_int_eq(rh_pause(&srv), 0);

@@ -62,7 +62,7 @@ static int str_eq(const char *a, const char *b)
 static void assert_same_rule(const rl_rule *a, const rl_rule *b)
 {
     ck_assert_str_eq(a->id, b->id);
-    ck_assert_int_eq(a->dimension, b->dimension);
+    ck_assert_str_eq(a->dimension, b->dimension);
     ck_assert(str_eq(a->endpoint, b->endpoint));
     ck_assert(str_eq(a->tier, b->tier));
     ck_assert_int_eq(a->ap.algo, b->ap.algo);

@@ -119,7 +119,7 @@ static void load(env *e, const char *json)
 static rl_result charge(env *e, const char *user, const char *id,
                         int64_t cost)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     ck_assert_msg(rl_allow(e->lim, user, id, cost, &res) == RL_OK, "%s",
                   rl_errmsg(e->lim));
@@ -283,10 +283,11 @@ static void probe_all(env *e, seen *sn)
     char ep[NCASES][16], user[NCASES][16];
     int64_t t1 = env_now(e), t2;
 
+    results_init(res, NCASES);
     for (size_t i = 0; i < NCASES; i++) {
         snprintf(ep[i], sizeof ep[i], "/c%zu", i);
         snprintf(user[i], sizeof user[i], "u%zu", i);
-        reqs[i] = (rl_request){.endpoint = ep[i], .user = user[i], .cost = 0};
+        reqs[i] = (rl_request){.size = sizeof(rl_request), .endpoint = ep[i], .user = user[i], .cost = 0};
     }
     ck_assert_int_eq(rl_check_many(e->lim, reqs, res, codes, NCASES), RL_OK);
     t2 = env_now(e);
@@ -310,7 +311,7 @@ static void drain(env *e, size_t i, seen *s)
     const change *c = &cases[i];
     char user[16], id[16];
     int64_t t1 = env_now(e), n = 0, lo, hi;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     snprintf(user, sizeof user, "user:u%zu", i);
     snprintf(id, sizeof id, "c%zu", i);
@@ -521,7 +522,7 @@ static void issue_case(int store, const char *algo)
 {
     char before[256], after[256];
     env e;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int64_t since, first = -1, t;
     int passed = 0;
 
@@ -611,8 +612,8 @@ static void all_or_nothing(int store)
         "\"window_seconds\":10,\"burst\":10,\"algorithm\":\"gcra\"},"
         " {\"rule_id\":\"w\",\"dimension\":\"user\",\"limit\":1,"
         "\"window_seconds\":3600,\"algorithm\":\"fixed_window\"}]";
-    rl_request req = {.user = "7", .cost = 1};
-    rl_result res;
+    rl_request req = {.size = sizeof(rl_request), .user = "7", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
     env e;
 
     env_open(&e, store);

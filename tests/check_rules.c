@@ -226,12 +226,101 @@ START_TEST(unknown_algorithm_lists_allowed)
 }
 END_TEST
 
-START_TEST(unknown_dimension_lists_allowed)
+/* A dimension is any name of the grammar (rl_dim in ratelimit.h). */
+START_TEST(dimension_not_a_name)
 {
-    fails("[{\"rule_id\":\"r1\",\"dimension\":\"email\",\"limit\":10,"
-          "\"window_seconds\":60}]", RL_ERULE,
-          "dimension: unknown value \"email\" (one of user api_key ip "
-          "custom global)");
+    static const char *const bad[] = {"Email", "", "9lives", "a b", "tenant!",
+                                      "\\u00e9t\\u00e9", "-x", "x\\ty"};
+    char doc[256];
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(doc, sizeof doc, "[{\"rule_id\":\"r1\",\"dimension\":"
+                 "\"%s\",\"limit\":10,\"window_seconds\":60}]", bad[i]);
+        fails(doc, RL_ERULE, "dimension: \"");
+        ck_assert_msg(strstr(err, "is not a name: 1..64 bytes of a-z 0-9 _ . "
+                             ": -, starting with a letter"), "%s", err);
+    }
+}
+END_TEST
+
+START_TEST(dimension_any_name_of_the_grammar)
+{
+    static const char *const good[] = {"tenant", "org", "header:x-api-version",
+                                       "custom", "a", "route.v2", "x_y-z"};
+    char doc[256], name[RL_DIM_NAME_MAX + 2];
+
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        snprintf(doc, sizeof doc, "[{\"rule_id\":\"r1\",\"dimension\":"
+                 "\"%s\",\"limit\":10,\"window_seconds\":60}]", good[i]);
+        rl_ruleset *rs = ok(doc);
+        ck_assert_str_eq(rs->rules[0].dimension, good[i]);
+        ck_assert_uint_eq(rs->rules[0].dim_len, strlen(good[i]));
+        ruleset_free(rs);
+    }
+    memset(name, 'n', sizeof name);
+    name[RL_DIM_NAME_MAX] = '\0'; /* the longest name */
+    snprintf(doc, sizeof doc, "[{\"rule_id\":\"r1\",\"dimension\":\"%s\","
+             "\"limit\":10,\"window_seconds\":60}]", name);
+    ruleset_free(ok(doc));
+    name[RL_DIM_NAME_MAX] = 'n';
+    name[RL_DIM_NAME_MAX + 1] = '\0'; /* one byte more */
+    snprintf(doc, sizeof doc, "[{\"rule_id\":\"r1\",\"dimension\":\"%s\","
+             "\"limit\":10,\"window_seconds\":60}]", name);
+    fails(doc, RL_ERULE, "is not a name");
+}
+END_TEST
+
+/* Named dimensions get small ids at load, one per distinct name; user,
+ * api_key and ip have fixed ones, global none. */
+START_TEST(dimension_ids_interned_per_set)
+{
+    rl_ruleset *rs = ok(
+        "[{\"rule_id\":\"a\",\"dimension\":\"user\",\"limit\":1,"
+        "\"window_seconds\":1},{\"rule_id\":\"b\",\"dimension\":"
+        "\"tenant\",\"limit\":1,\"window_seconds\":1},{\"rule_id\":\"c\","
+        "\"dimension\":\"org\",\"limit\":1,\"window_seconds\":1},"
+        "{\"rule_id\":\"d\",\"dimension\":\"tenant\",\"limit\":2,"
+        "\"window_seconds\":1},{\"rule_id\":\"e\",\"dimension\":"
+        "\"global\",\"limit\":1,\"window_seconds\":1},{\"rule_id\":\"f\","
+        "\"dimension\":\"ip\",\"limit\":1,\"window_seconds\":1}]");
+
+    ck_assert_int_eq(rs->rules[0].dim_id, RULE_DIM_USER);
+    ck_assert_int_eq(rs->rules[1].dim_id, RULE_DIM_NAMED);
+    ck_assert_int_eq(rs->rules[2].dim_id, RULE_DIM_NAMED + 1);
+    ck_assert_int_eq(rs->rules[3].dim_id, RULE_DIM_NAMED);
+    ck_assert_int_eq(rs->rules[4].dim_id, RULE_DIM_GLOBAL);
+    ck_assert_int_eq(rs->rules[5].dim_id, RULE_DIM_IP);
+    ck_assert_uint_eq(rs->dims.n, 2);
+    ck_assert_int_eq(ruleset_dim_id(rs, "org", 3, ruleset_dim_hash("org", 3)),
+                     RULE_DIM_NAMED + 1);
+    ck_assert_int_eq(ruleset_dim_id(rs, "route", 5,
+                                    ruleset_dim_hash("route", 5)), -1);
+    ruleset_free(rs);
+}
+END_TEST
+
+/* A set may count by RULESET_DIMS_MAX - 3 named dimensions, no more. */
+static const char *many_dims(int n)
+{
+    static char buf[16384];
+    int len = snprintf(buf, sizeof buf, "[");
+
+    for (int i = 0; i < n; i++)
+        len += snprintf(buf + len, sizeof buf - (size_t)len,
+                        "%s{\"rule_id\":\"r%d\",\"dimension\":\"d%d\","
+                        "\"limit\":1,\"window_seconds\":1}", i ? "," : "",
+                        i, i);
+    snprintf(buf + len, sizeof buf - (size_t)len, "]");
+    return buf;
+}
+
+START_TEST(dimension_names_bounded_per_set)
+{
+    int most = RULESET_DIMS_MAX - RULE_DIM_NAMED;
+
+    ruleset_free(ok(many_dims(most)));
+    fails(many_dims(most + 1), RL_ERULE, "dimension: a set counts by at "
+          "most 61 named dimensions besides user, api_key and ip");
 }
 END_TEST
 
@@ -455,7 +544,8 @@ START_TEST(defaults_for_a_minimal_rule)
     ck_assert_int_eq(r->failure, RL_FAIL_FALLBACK);
     ck_assert_int_eq(r->version, 1);
     ck_assert_int_eq(r->ap.burst, 0);
-    ck_assert_int_eq(r->dimension, RL_DIM_USER);
+    ck_assert_str_eq(r->dimension, "user");
+    ck_assert_int_eq(r->dim_id, RULE_DIM_USER);
     ck_assert_ptr_null(r->endpoint);
     ck_assert_ptr_null(r->tier);
     ck_assert_str_eq(r->updated_at, "");
@@ -686,17 +776,22 @@ START_TEST(bad_endpoint_pattern_rejected)
 }
 END_TEST
 
-START_TEST(dimension_names_and_values)
+START_TEST(dimension_name_grammar_and_builtins)
 {
-    rl_request req = {.user = "u", .api_key = "k", .ip = "1.2.3.4",
-                      .custom = "c"};
-
-    ck_assert_str_eq(rule_dimension_name(RL_DIM_API_KEY), "api_key");
-    ck_assert_str_eq(rule_dimension_value(RL_DIM_USER, &req), "u");
-    ck_assert_str_eq(rule_dimension_value(RL_DIM_API_KEY, &req), "k");
-    ck_assert_str_eq(rule_dimension_value(RL_DIM_IP, &req), "1.2.3.4");
-    ck_assert_str_eq(rule_dimension_value(RL_DIM_CUSTOM, &req), "c");
-    ck_assert_str_eq(rule_dimension_value(RL_DIM_GLOBAL, &req), "*");
+    ck_assert_uint_eq(rule_dim_name_len("tenant"), 6);
+    ck_assert_uint_eq(rule_dim_name_len("header:x-api-version"), 20);
+    ck_assert_uint_eq(rule_dim_name_len(NULL), 0);
+    ck_assert_uint_eq(rule_dim_name_len(""), 0);
+    ck_assert_uint_eq(rule_dim_name_len("Tenant"), 0);
+    ck_assert_uint_eq(rule_dim_name_len("_x"), 0);
+    ck_assert_uint_eq(rule_dim_name_len("x\x7f"), 0);
+    ck_assert_int_eq(rule_dim_builtin("user", 4), RULE_DIM_USER);
+    ck_assert_int_eq(rule_dim_builtin("api_key", 7), RULE_DIM_API_KEY);
+    ck_assert_int_eq(rule_dim_builtin("ip", 2), RULE_DIM_IP);
+    ck_assert_int_eq(rule_dim_builtin("global", 6), RULE_DIM_GLOBAL);
+    ck_assert_int_eq(rule_dim_builtin("custom", 6), RULE_DIM_NAMED);
+    ck_assert_int_eq(rule_dim_builtin("users", 5), RULE_DIM_NAMED);
+    ck_assert_int_eq(rule_dim_builtin("iq", 2), RULE_DIM_NAMED);
 }
 END_TEST
 
@@ -866,7 +961,10 @@ int main(void)
     tcase_add_test(tc, burst_on_sliding_window);
     tcase_add_test(tc, burst_on_fixed_window);
     tcase_add_test(tc, unknown_algorithm_lists_allowed);
-    tcase_add_test(tc, unknown_dimension_lists_allowed);
+    tcase_add_test(tc, dimension_not_a_name);
+    tcase_add_test(tc, dimension_any_name_of_the_grammar);
+    tcase_add_test(tc, dimension_ids_interned_per_set);
+    tcase_add_test(tc, dimension_names_bounded_per_set);
     tcase_add_test(tc, unknown_mode_lists_allowed);
     tcase_add_test(tc, unknown_failure_mode_lists_allowed);
     tcase_add_test(tc, unknown_rule_field);
@@ -906,7 +1004,7 @@ int main(void)
     tcase_add_test(tc, rule_without_match_matches_all);
     tcase_add_test(tc, bad_tier_rejected);
     tcase_add_test(tc, bad_endpoint_pattern_rejected);
-    tcase_add_test(tc, dimension_names_and_values);
+    tcase_add_test(tc, dimension_name_grammar_and_builtins);
     tcase_add_test(tc, pattern_exact);
     tcase_add_test(tc, pattern_star_is_one_segment);
     tcase_add_test(tc, pattern_double_star_is_a_prefix);

@@ -137,7 +137,7 @@ static void publish_set(long long version, int limit)
 /* The limit lim enforces for rule "r" now (a look: cost 0), -1 if none. */
 static int64_t enforced(rl_limiter *lim)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     return rl_allow(lim, "someone", "r", 0, &res) == RL_OK ? res.limit : -1;
 }
@@ -287,7 +287,7 @@ START_TEST(push_reaches_two_limiters_within_a_second)
     rl_limiter *a, *b;
     rl_config *cfg;
     rl_rules_status st;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int64_t start, ta, tb;
 
     publish_set(1, 10);
@@ -349,7 +349,7 @@ START_TEST(source_tick_publishes_dry_run_reports)
                       "\"dimension\":\"user\",\"limit\":1,"
                       "\"window_seconds\":60,\"mode\":\"log\"}]}";
     rl_limiter *lim[2];
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     dryrun_report rep;
     redisContext *c;
     char key[32], err[200];

@@ -556,7 +556,7 @@ START_TEST(limiter_takes_a_change_through_the_incremental_parse)
 {
     rl_limiter *lim = limiter_with(BASE);
     const rl_ruleset *rs;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     rs = rcu_peek(&lim->rules);
     ck_assert_ptr_nonnull(rs->text); /* kept: the next load reuses */

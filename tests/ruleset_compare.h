@@ -36,7 +36,7 @@ static inline const char *rule_diff(const rl_rule *a, const rl_rule *b)
 {
     if (strcmp(a->id, b->id))
         return "rule_id";
-    if (a->dimension != b->dimension)
+    if (strcmp(a->dimension, b->dimension) != 0 || a->dim_id != b->dim_id)
         return "dimension";
     if (!cmp_str(a->endpoint, b->endpoint))
         return "match.endpoint";

@@ -13,6 +13,13 @@
 #include "ratelimit.h"
 #include "store_memory.h"
 
+/* Every element of an rl_result array set up for rl_check_many(). */
+static inline void results_init(rl_result *res, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        res[i] = (rl_result)RL_RESULT_INIT;
+}
+
 /* 2026-11-29T00:00:00Z in ms: a realistic epoch for window arithmetic. */
 #define T0 1796083200000LL
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "request.h"
+#include "../../tools/ratelimitd/request.h" /* not src/request.h */
 
 static void check_route(const char *path)
 {

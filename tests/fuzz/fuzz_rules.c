@@ -35,13 +35,19 @@ int fuzz_rules(const uint8_t *data, size_t size)
     /* The same bytes through a limiter: a charge against every rule. */
     char *json = malloc(size + 1);
     rl_limiter *lim = NULL;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     FUZZ_CHECK(json != NULL);
     memcpy(json, data, size);
     json[size] = '\0';
     if (strlen(json) == size && rl_limiter_new(&lim, NULL) == RL_OK) {
         if (rl_rules_load_string(lim, json) == RL_OK) {
-            rl_request req = {"/search", "free", "u", "k", "1.2.3.4", "c", 1};
+            static const rl_dim dims[] = {{"custom", "c"},
+                                          {"tenant", "t"}};
+            rl_request req = {.size = sizeof(rl_request),
+                              .endpoint = "/search", .tier = "free",
+                              .user = "u", .api_key = "k",
+                              .ip = "1.2.3.4", .dims = dims, .ndims = 2,
+                              .cost = 1};
             FUZZ_CHECK(rl_check(lim, &req, &res) == RL_OK ||
                        rl_errmsg(lim)[0] != '\0');
         }

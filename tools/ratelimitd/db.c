@@ -338,8 +338,7 @@ int db_put_rule(db *d, const rl_rule *r, const char *json)
     if ((r->endpoint || r->tier) && !match)
         return snprintf(d->err, sizeof d->err, "out of memory"), -1;
     sqlite3_bind_text(s, 1, r->id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, rule_dimension_name(r->dimension), -1,
-                      SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, r->dimension, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 3, match, -1, SQLITE_STATIC); /* NULL: SQL NULL */
     sqlite3_bind_int64(s, 4, r->ap.limit);
     sqlite3_bind_int64(s, 5, r->window_s);

@@ -85,7 +85,7 @@ int rlctl_cmd_check(const rlctl_opts *o, int argc, char **argv)
     const char *store = NULL, *rules = NULL;
     long long cost = 1;
     rl_limiter *lim = NULL;
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     char *end;
     int c, rc;
 

@@ -1,0 +1,189 @@
+/*
+ * decide.c -- the decision policy.
+ *
+ * A request's charges come back from the store as one algo_decision per
+ * rule; here they become one answer.  The tightest enforced rule decides
+ * (fold); rules in mode "log" decide only when no enforced rule applies
+ * and never deny, and what they would have done is counted (dryrun.c).
+ * When the store failed, each rule follows its failure mode instead
+ * (degrade): open allows, closed denies for a second, fallback asks the
+ * local memory store at limit / fleet_size.  The request path (request.c)
+ * and any other caller of the store hand their answers here, so every way
+ * a check is made decides alike.  Nothing here allocates or locks.
+ */
+#include "decide.h"
+#include "dryrun.h"
+#include "error.h"
+
+#include <string.h>
+#include <time.h>
+
+static int64_t ceil_s(int64_t ms)
+{
+    return ms <= 0 ? 0 : (ms + 999) / 1000;
+}
+
+/* One decision into the caller's result.  A denial's reset time is never
+ * before its retry time: a client that waits for X-RateLimit-Reset must not
+ * be denied again (a sliding window's estimate can outlast its window). */
+static void fill_result(rl_result *res, const rl_rule *rule,
+                        const algo_decision *d, int enforce, int64_t now)
+{
+    res->allowed = d->allowed || !enforce;
+    res->limit = rule->ap.limit;
+    res->remaining = d->remaining < 0 ? 0 : d->remaining;
+    res->reset_at_ms = d->reset_ms < 0 ? 0 : d->reset_ms;
+    res->retry_after_ms = res->allowed ? 0 : d->retry_ms;
+    if (!res->allowed && res->retry_after_ms < 1)
+        res->retry_after_ms = 1;
+    if (!d->allowed && now + d->retry_ms > res->reset_at_ms)
+        res->reset_at_ms = now + d->retry_ms;
+    res->reset_at = ceil_s(res->reset_at_ms);
+    res->retry_after = ceil_s(res->retry_after_ms);
+    res->window = rule->window_s;
+    memcpy(res->rule_id, rule->id, sizeof res->rule_id);
+}
+
+/* Is decision a more restrictive than b?  A denial beats an admission; two
+ * denials: the longer wait; two admissions: the fewer remaining. */
+static int tighter(const algo_decision *a, const algo_decision *b)
+{
+    if (a->allowed != b->allowed)
+        return !a->allowed;
+    if (!a->allowed)
+        return a->retry_ms > b->retry_ms;
+    return a->remaining < b->remaining;
+}
+
+/* Fold n decisions: the tightest enforced one decides; rules in mode "log"
+ * decide only when no enforced rule applies, and never deny (what they
+ * would have done is counted, src/dryrun.c).  Returns the index of the
+ * deciding one. */
+static size_t fold(rl_result *res, const store_op *ops,
+                   const algo_decision *d, size_t n, int64_t now)
+{
+    size_t best = n;
+    unsigned flags = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        if (ops[i].soft) {
+            dryrun_note(ops[i].rule->dry, !d[i].allowed, ops[i].key,
+                        ops[i].key_len);
+            if (!d[i].allowed)
+                flags |= RL_FLAG_SOFT;
+        }
+        if (best == n || ops[best].soft > ops[i].soft ||
+            (ops[best].soft == ops[i].soft && tighter(&d[i], &d[best])))
+            best = i;
+    }
+    fill_result(res, ops[best].rule, &d[best], !ops[best].soft, now);
+    res->flags = flags;
+    return best;
+}
+
+/* A rule's share of its limit when this limiter decides alone. */
+static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
+                          rl_rule *local)
+{
+    const algo_params *ap = &rule->ap;
+    int64_t n = atomic_load(&((rl_limiter *)lim)->fleet_size), burst = 0;
+    char err[8];
+
+    *local = *rule;
+    if (ap->burst && ap->burst != ap->limit)
+        burst = ap->burst / n > 0 ? ap->burst / n : 1;
+    algo_params_init(&local->ap, ap->algo, ap->limit / n > 0 ? ap->limit / n : 1,
+                     burst, rule->window_s, err, sizeof err);
+    /* Its own shape (the local numbers' units); no lazy migration here. */
+    rule_shape_init(&local->shape, rule->id, &local->ap);
+    local->prev = NULL;
+    local->nprev = 0;
+}
+
+/* The store failed: each rule follows its failure mode.  open: allow;
+ * closed: deny for a second; fallback: the local memory store at
+ * limit / fleet_size.  Still all-or-nothing: if a closed rule denies, the
+ * fallback rules are only looked at (cost 0), not charged.  The result's
+ * flags say how the deciding rule was decided. */
+static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
+                   rl_result *res)
+{
+    rl_rule local[RL_OPS_MAX];
+    store_op fops[RL_OPS_MAX];
+    algo_decision d[RL_OPS_MAX], fd[RL_OPS_MAX];
+    unsigned how[RL_OPS_MAX];
+    size_t map[RL_OPS_MAX], nf = 0, best;
+    int64_t now = (int64_t)time(NULL) * 1000, fnow;
+    int closed = 0;
+
+    for (size_t i = 0; i < n; i++)
+        closed |= ops[i].rule->failure == RL_FAIL_CLOSED && !ops[i].soft;
+    for (size_t i = 0; i < n; i++) {
+        const rl_rule *rule = ops[i].rule;
+        how[i] = 0;
+        switch (rule->failure) {
+        case RL_FAIL_OPEN:
+            d[i] = (algo_decision){1, 0, rule->ap.limit,
+                                   now + rule->ap.window_ms, 0, 0};
+            how[i] = RL_FLAG_FAIL_OPEN;
+            break;
+        case RL_FAIL_CLOSED:
+            d[i] = (algo_decision){0, 0, 0, now + 1000, 1000, 0};
+            how[i] = RL_FLAG_FAIL_CLOSED;
+            break;
+        default:
+            fallback_rule(lim, rule, &local[nf]);
+            fops[nf] = ops[i];
+            fops[nf].rule = &local[nf];
+            if (closed)
+                fops[nf].cost = 0;
+            how[i] = RL_FLAG_FALLBACK;
+            map[nf++] = i;
+        }
+    }
+    if (nf && lim->fallback->vt->check(lim->fallback, fops, nf, fd, &fnow))
+        return rl_fail(lim, RL_ESTORE, "the fallback store failed");
+    for (size_t k = 0; k < nf; k++)
+        d[map[k]] = fd[k];
+    best = fold(res, ops, d, n, now);
+    res->flags |= how[best];
+    if (how[best] == RL_FLAG_FAIL_OPEN)
+        stats_add(&lim->counts, ST_FAIL_OPEN);
+    else if (how[best] == RL_FLAG_FALLBACK)
+        stats_add(&lim->counts, ST_FALLBACK);
+    else if (how[best] == RL_FLAG_FAIL_CLOSED)
+        stats_add(&lim->counts, ST_FAIL_CLOSED);
+    return RL_OK;
+}
+
+/* The store's answer for one request into its result: the decisions
+ * folded, or, when the store failed, each rule's failure mode. */
+int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
+                  const algo_decision *d, int64_t now, int rc,
+                  rl_result *res)
+{
+    if (rc != RL_OK)
+        stats_add(&lim->counts, ST_STORE_ERRORS);
+    if (rc != RL_OK && lim->fallback)
+        rc = degrade(lim, ops, n, res);
+    else if (rc != RL_OK)
+        return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
+    else
+        fold(res, ops, d, n, now);
+    if (rc == RL_OK) {
+        stats_add(&lim->counts, ST_CHECKS);
+        stats_add(&lim->counts, res->allowed ? ST_ALLOWED : ST_DENIED);
+        if (res->flags & RL_FLAG_SOFT)
+            stats_add(&lim->counts, ST_SOFT);
+    }
+    return rc;
+}
+
+/* A request no rule matches passes. */
+void decide_no_rule(rl_limiter *lim, rl_result *res)
+{
+    res->allowed = 1;
+    res->flags = RL_FLAG_NO_RULE;
+    stats_add(&lim->counts, ST_CHECKS);
+    stats_add(&lim->counts, ST_ALLOWED);
+}

@@ -1,0 +1,27 @@
+/*
+ * decide.h -- the decision policy: how the store's answers to one
+ * request's charges become the one rl_result the caller sees.
+ */
+#ifndef RL_DECIDE_H
+#define RL_DECIDE_H
+
+#include "limiter.h"
+
+/*
+ * The store's answer for one request (ops[0..n), its decisions d, the
+ * store's clock now_ms, the store's return code rc) into *res, a full
+ * rl_result of this library's size: the decisions folded (the tightest
+ * enforced rule decides), or, when the store failed (rc != RL_OK), each
+ * rule's failure mode (open, closed, the local fallback).  Counts the
+ * check in the limiter's statistics.  Returns RL_OK, or an RL_E* code
+ * with rl_fail() done (no fallback store, or the fallback failed).
+ */
+int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
+                  const algo_decision *d, int64_t now_ms, int rc,
+                  rl_result *res);
+
+/* A request no rule matches passes: *res (full size) says so
+ * (RL_FLAG_NO_RULE), and the statistics count it. */
+void decide_no_rule(rl_limiter *lim, rl_result *res);
+
+#endif

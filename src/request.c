@@ -1,0 +1,435 @@
+/*
+ * request.c -- the request path: rl_allow(), rl_check(), rl_check_many().
+ *
+ * Each call does the same steps: check the arguments (the caller's struct
+ * sizes through sized.h), take the current rule set (lock-free, see
+ * rcu.h), turn the request into one charge per matching rule
+ * (request_collect()), hand them all to the store in one call, and let
+ * decide.c fold the answers into one rl_result, which is copied into the
+ * caller's as far as its size goes.  No allocation, no lock of our own;
+ * the store's per-segment locks are the only ones on the path.
+ * rl_check_many() does the same for many requests, handing the store up
+ * to 64 of them in one call (a chunk), so Redis decides them in one round
+ * trip.
+ *
+ * Named dimensions cost one look-up per request dimension, not one string
+ * compare per rule: the rule set gave each name its rules count by a
+ * small id at load (ruleset_index()), a request's names are resolved to
+ * those ids once (resolve_dims(): at most 3 shortcuts + RL_DIMS_MAX
+ * entries of at most RL_DIM_NAME_MAX bytes, one hash and one compare
+ * each), and each rule then tests one bit of a mask.
+ */
+#include "request.h"
+#include "decide.h"
+#include "error.h"
+#include "sized.h"
+
+#include <string.h>
+
+static int run(rl_limiter *lim, const store_op *ops, size_t n,
+               rl_result *res)
+{
+    algo_decision d[RL_OPS_MAX];
+    int64_t now = 0;
+    int rc = lim->store->vt->check(lim->store, ops, n, d, &now);
+
+    return decide_settle(lim, ops, n, d, now, rc, res);
+}
+
+static int check_cost(const rl_limiter *lim, int64_t cost)
+{
+    if (cost < 0 || cost > RL_COST_MAX)
+        return rl_fail(lim, RL_EINVAL, "cost: must be 0..%lld, got %lld",
+                       (long long)RL_COST_MAX, (long long)cost);
+    return RL_OK;
+}
+
+/* The caller's result: its span checked, its bytes after size zeroed.
+ * 0 with rl_fail() done when its size is too small. */
+static size_t result_span(const rl_limiter *lim, const char *what,
+                          rl_result *res)
+{
+    size_t span = sized_span(lim, what, &sized_result, res->size);
+
+    if (span)
+        sized_zero(res, span);
+    return span;
+}
+
+RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
+                       int64_t cost, rl_result *result)
+{
+    rl_result res = {0};
+    const rl_ruleset *rs;
+    const rl_rule *rule;
+    store_op op;
+    rcu_token t;
+    size_t len, span;
+    int rc;
+
+    if (!lim || !key || !rule_id || !result)
+        return rl_fail(lim, RL_EINVAL, "rl_allow: NULL argument");
+    if (!(span = result_span(lim, "rl_allow: result->size", result)))
+        return RL_EINVAL;
+    len = strnlen(key, RL_KEY_MAX + 1);
+    if (len == 0 || len > RL_KEY_MAX)
+        return rl_fail(lim, RL_EINVAL, "key: must be 1..%d bytes%s",
+                       RL_KEY_MAX, len ? ", is longer" : ", is empty");
+    if ((rc = check_cost(lim, cost)) != RL_OK)
+        return rc;
+    rs = rcu_read_lock(&lim->rules, &t);
+    if (!(rule = ruleset_find(rs, rule_id))) {
+        rc = rl_fail(lim, RL_ENORULE, "no rule \"%.64s\" in rule set version "
+                     "%lld", rule_id, (long long)rs->version);
+    } else {
+        op = (store_op){rule, key, len, cost, rule->mode == RL_MODE_LOG};
+        rc = run(lim, &op, 1, &res);
+    }
+    rcu_read_unlock(&lim->rules, t);
+    if (rc == RL_OK)
+        sized_fill(result, &res, span);
+    return rc;
+}
+
+/* ---- a request's dimensions -------------------------------------------- */
+
+/* The request's dimensions by id in the rule set (rule.h): val[id] is the
+ * value of dimension id when bit id of present is set. */
+typedef struct req_dims {
+    uint64_t present;
+    const char *val[RULESET_DIMS_MAX];
+} req_dims;
+
+/* Names the rule set does not know, remembered to find one given twice. */
+typedef struct unknown_names {
+    size_t n;
+    uint64_t hash[RL_DIMS_MAX];
+    const char *name[RL_DIMS_MAX];
+    size_t len[RL_DIMS_MAX];
+} unknown_names;
+
+/* Dimension id named with value v; *given collects the ids named. */
+static int take_dim(const rl_limiter *lim, req_dims *rd, uint64_t *given,
+                    int id, const char *name, const char *v)
+{
+    uint64_t bit = (uint64_t)1 << id;
+
+    if (*given & bit)
+        return rl_fail(lim, RL_EINVAL, "dims: \"%s\" given twice", name);
+    *given |= bit;
+    if (v && *v) {
+        rd->present |= bit;
+        rd->val[id] = v;
+    }
+    return RL_OK;
+}
+
+/* A name no rule counts by: only checked against the other such names. */
+static int take_unknown(const rl_limiter *lim, unknown_names *u,
+                        const char *name, size_t len, uint64_t h)
+{
+    for (size_t j = 0; j < u->n; j++)
+        if (u->hash[j] == h && u->len[j] == len &&
+            memcmp(u->name[j], name, len) == 0)
+            return rl_fail(lim, RL_EINVAL, "dims: \"%s\" given twice", name);
+    u->hash[u->n] = h;
+    u->name[u->n] = name;
+    u->len[u->n++] = len;
+    return RL_OK;
+}
+
+/* Entry i of req->dims into rd. */
+static int take_entry(const rl_limiter *lim, const rl_ruleset *rs,
+                      const rl_dim *dim, size_t i, req_dims *rd,
+                      uint64_t *given, unknown_names *u)
+{
+    size_t len = rule_dim_name_len(dim->name);
+    int id;
+    uint64_t h;
+
+    if (len == 0)
+        return rl_fail(lim, RL_EINVAL, "dims[%zu].name: must be 1..%d bytes "
+                       "of a-z 0-9 _ . : -, starting with a letter", i,
+                       RL_DIM_NAME_MAX);
+    id = rule_dim_builtin(dim->name, len);
+    if (id == RULE_DIM_GLOBAL)
+        return rl_fail(lim, RL_EINVAL, "dims[%zu].name: \"global\" is "
+                       "reserved (rules counting every request)", i);
+    if (id != RULE_DIM_NAMED)
+        return take_dim(lim, rd, given, id, dim->name, dim->value);
+    h = ruleset_dim_hash(dim->name, len);
+    if ((id = ruleset_dim_id(rs, dim->name, len, h)) >= 0)
+        return take_dim(lim, rd, given, id, dim->name, dim->value);
+    return take_unknown(lim, u, dim->name, len, h);
+}
+
+/* The request's shortcuts and dims, resolved to the rule set's ids. */
+static int resolve_dims(const rl_limiter *lim, const rl_ruleset *rs,
+                        const rl_request *req, req_dims *rd)
+{
+    unknown_names u;
+    uint64_t given = 0;
+    int rc = RL_OK;
+
+    rd->present = 0;
+    u.n = 0;
+    if (req->user)
+        take_dim(lim, rd, &given, RULE_DIM_USER, "user", req->user);
+    if (req->api_key)
+        take_dim(lim, rd, &given, RULE_DIM_API_KEY, "api_key", req->api_key);
+    if (req->ip)
+        take_dim(lim, rd, &given, RULE_DIM_IP, "ip", req->ip);
+    if (req->ndims == 0)
+        return RL_OK;
+    if (req->ndims > RL_DIMS_MAX)
+        return rl_fail(lim, RL_EINVAL, "ndims: %zu, more than %d",
+                       req->ndims, RL_DIMS_MAX);
+    if (!req->dims)
+        return rl_fail(lim, RL_EINVAL, "dims: NULL with ndims %zu",
+                       req->ndims);
+    for (size_t i = 0; i < req->ndims && rc == RL_OK; i++)
+        rc = take_entry(lim, rs, &req->dims[i], i, rd, &given, &u);
+    return rc;
+}
+
+/* ---- a request's charges ----------------------------------------------- */
+
+/* The client key "<dimension>:<value>" of a rule, built at buf (room
+ * bytes).  Returns RL_OK, REQUEST_NEED_ROOM, or an error. */
+static int dimension_key(const rl_limiter *lim, const rl_rule *rule,
+                         const char *value, char *buf, size_t room,
+                         size_t *len)
+{
+    size_t nlen = rule->dim_len, vlen = strnlen(value, RL_KEY_MAX + 1);
+
+    if (nlen + 1 + vlen > RL_KEY_MAX)
+        return rl_fail(lim, RL_EINVAL, "%s: longer than %zu bytes",
+                       rule->dimension, RL_KEY_MAX - nlen - 1);
+    if (nlen + 2 + vlen > room)
+        return REQUEST_NEED_ROOM;
+    memcpy(buf, rule->dimension, nlen);
+    buf[nlen] = ':';
+    memcpy(buf + nlen + 1, value, vlen);
+    buf[nlen + 1 + vlen] = '\0';
+    *len = nlen + 1 + vlen;
+    return RL_OK;
+}
+
+int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
+                    const rl_request *req, store_op *ops, size_t max_ops,
+                    char *keys, size_t keys_len, size_t *used, size_t *n)
+{
+    size_t k = 0, at = *used;
+    req_dims rd;
+    int rc = check_cost(lim, req->cost);
+
+    if (rc != RL_OK || (rc = resolve_dims(lim, rs, req, &rd)) != RL_OK)
+        return rc;
+    for (size_t i = 0; i < rs->n; i++) {
+        const rl_rule *rule = &rs->rules[i];
+        int id = rule->dim_id;
+        size_t len = 0;
+
+        if (id != RULE_DIM_GLOBAL && !(rd.present >> id & 1))
+            continue; /* the request does not carry this dimension */
+        if (!rule_matches(rule, req->endpoint, req->tier))
+            continue;
+        rc = dimension_key(lim, rule, id == RULE_DIM_GLOBAL ? "*"
+                                                            : rd.val[id],
+                           keys + at, keys_len - at, &len);
+        if (rc != RL_OK && rc != REQUEST_NEED_ROOM)
+            return rc;
+        if (k == RL_OPS_MAX)
+            return rl_fail(lim, RL_ERULE,
+                           "the request matches more than %d rules",
+                           RL_OPS_MAX);
+        if (rc == REQUEST_NEED_ROOM || k == max_ops)
+            return REQUEST_NEED_ROOM;
+        ops[k++] = (store_op){rule, keys + at, len, req->cost,
+                              rule->mode == RL_MODE_LOG};
+        at += len + 1;
+    }
+    *n = k;
+    *used = at;
+    return RL_OK;
+}
+
+/* ---- one request -------------------------------------------------------- */
+
+RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
+                       rl_result *result)
+{
+    store_op ops[RL_OPS_MAX];
+    char keys[RL_OPS_MAX * (RL_KEY_MAX + 1)];
+    rl_result res = {0};
+    const rl_ruleset *rs;
+    rcu_token t;
+    size_t n = 0, used = 0, span;
+    int rc;
+
+    if (!lim || !req || !result)
+        return rl_fail(lim, RL_EINVAL, "rl_check: NULL argument");
+    if (!(span = result_span(lim, "rl_check: result->size", result)) ||
+        !sized_span(lim, "rl_check: req->size", &sized_request, req->size))
+        return RL_EINVAL;
+    rs = rcu_read_lock(&lim->rules, &t);
+    rc = request_collect(lim, rs, req, ops, RL_OPS_MAX, keys, sizeof keys,
+                         &used, &n);
+    if (rc == RL_OK && n == 0)
+        decide_no_rule(lim, &res);
+    else if (rc == RL_OK)
+        rc = run(lim, ops, n, &res);
+    rcu_read_unlock(&lim->rules, t);
+    if (rc == RL_OK)
+        sized_fill(result, &res, span);
+    return rc;
+}
+
+/* ---- many requests at once -------------------------------------------- */
+
+#define MANY_OPS 64                          /* charges in one chunk   */
+#define MANY_KEYS (RL_OPS_MAX * (RL_KEY_MAX + 1)) /* their keys' bytes */
+
+/* The caller's arrays of rl_check_many(), strided by their first
+ * element's size. */
+typedef struct many_io {
+    const char *reqs;
+    char *results;
+    int *codes;
+    size_t req_stride, res_stride, span;
+} many_io;
+
+static const rl_request *io_req(const many_io *io, size_t k)
+{
+    return (const rl_request *)(const void *)(io->reqs + k * io->req_stride);
+}
+
+static rl_result *io_result(const many_io *io, size_t k)
+{
+    return (rl_result *)(void *)(io->results + k * io->res_stride);
+}
+
+/* A chunk of rl_check_many(): the requests whose charges go to the store
+ * in one check_many call.  An empty chunk always has room for one request
+ * (RL_OPS_MAX charges with keys of RL_KEY_MAX bytes). */
+typedef struct chunk {
+    store_req req[STORE_MANY_MAX];
+    size_t from[STORE_MANY_MAX];             /* the caller's index     */
+    store_op ops[MANY_OPS];
+    algo_decision d[MANY_OPS];
+    char keys[MANY_KEYS];
+    size_t nreq, nops, used;
+} chunk;
+
+_Static_assert(MANY_OPS >= RL_OPS_MAX, "a chunk holds any one request");
+
+/* Decide the chunk's requests: one store call when the store gains from
+ * it, else one check each. */
+static void chunk_run(rl_limiter *lim, chunk *c, const many_io *io)
+{
+    rl_store *st = lim->store;
+
+    if (c->nreq && st->vt->check_many &&
+        st->vt->check_many(st, c->req, c->nreq) != RL_OK)
+        for (size_t i = 0; i < c->nreq; i++)
+            c->req[i].rc = RL_ESTORE;
+    else if (c->nreq && !st->vt->check_many)
+        for (size_t i = 0; i < c->nreq; i++)
+            c->req[i].rc = st->vt->check(st, c->req[i].ops, c->req[i].n,
+                                         c->req[i].out, &c->req[i].now_ms);
+    for (size_t i = 0; i < c->nreq; i++) {
+        store_req *q = &c->req[i];
+        size_t k = c->from[i];
+        rl_result res = {0};
+        io->codes[k] = decide_settle(lim, q->ops, q->n, q->out, q->now_ms,
+                                     q->rc, &res);
+        if (io->codes[k] == RL_OK)
+            sized_fill(io_result(io, k), &res, io->span);
+    }
+    c->nreq = c->nops = c->used = 0;
+}
+
+/* Request k into the chunk (its result now if it needs no store). */
+static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
+                     const many_io *io, size_t k)
+{
+    const rl_request *req = io_req(io, k);
+    size_t n = 0;
+    int rc;
+
+    if (req->size != io->req_stride || io_result(io, k)->size !=
+                                           io->res_stride)
+        return rl_fail(lim, RL_EINVAL, "rl_check_many: reqs[%zu] or "
+                       "results[%zu]: size differs from element 0's", k, k);
+    sized_zero(io_result(io, k), io->span);
+    if (c->nreq == STORE_MANY_MAX)
+        chunk_run(lim, c, io);
+    rc = request_collect(lim, rs, req, c->ops + c->nops,
+                         MANY_OPS - c->nops, c->keys, sizeof c->keys,
+                         &c->used, &n);
+    if (rc == REQUEST_NEED_ROOM) {
+        chunk_run(lim, c, io);
+        rc = request_collect(lim, rs, req, c->ops, MANY_OPS, c->keys,
+                             sizeof c->keys, &c->used, &n);
+    }
+    if (rc != RL_OK)
+        return rc;
+    if (n == 0) {
+        rl_result res = {0};
+        decide_no_rule(lim, &res);
+        sized_fill(io_result(io, k), &res, io->span);
+        return RL_OK;
+    }
+    c->req[c->nreq] = (store_req){c->ops + c->nops, n, c->d + c->nops, 0,
+                                  RL_ESTORE};
+    c->from[c->nreq++] = k;
+    c->nops += n;
+    return RL_OK;
+}
+
+/* The arrays' strides from their first elements. */
+static int many_io_init(const rl_limiter *lim, many_io *io,
+                        const rl_request *reqs, rl_result *results,
+                        int *codes)
+{
+    io->reqs = (const char *)reqs;
+    io->results = (char *)results;
+    io->codes = codes;
+    io->req_stride = reqs->size;
+    io->res_stride = results->size;
+    if (!sized_stride(lim, "rl_check_many: reqs[0].size", &sized_request,
+                      reqs->size) ||
+        !(io->span = sized_stride(lim, "rl_check_many: results[0].size",
+                                  &sized_result, results->size)))
+        return RL_EINVAL;
+    return RL_OK;
+}
+
+RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
+                            rl_result *results, int *codes, size_t n)
+{
+    chunk c;
+    many_io io;
+    const rl_ruleset *rs;
+    rcu_token t;
+    int first = RL_OK;
+
+    if (!lim || (n && (!reqs || !results || !codes)))
+        return rl_fail(lim, RL_EINVAL, "rl_check_many: NULL argument");
+    if (n == 0)
+        return RL_OK;
+    if (many_io_init(lim, &io, reqs, results, codes) != RL_OK) {
+        for (size_t k = 0; k < n; k++)
+            codes[k] = RL_EINVAL;
+        return RL_EINVAL;
+    }
+    c.nreq = c.nops = c.used = 0;
+    rs = rcu_read_lock(&lim->rules, &t);
+    for (size_t k = 0; k < n; k++)
+        codes[k] = chunk_add(lim, rs, &c, &io, k);
+    chunk_run(lim, &c, &io);
+    rcu_read_unlock(&lim->rules, t);
+    for (size_t k = 0; k < n && first == RL_OK; k++)
+        first = codes[k];
+    return first;
+}
