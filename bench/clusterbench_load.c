@@ -22,6 +22,9 @@ static void *tp_many_main(void *arg)
     rl_result res[MANY_PER_CALL];
     int codes[MANY_PER_CALL], ph;
 
+    for (int i = 0; i < MANY_PER_CALL; i++)
+        res[i] = (rl_result)RL_RESULT_INIT;
+
     while ((ph = atomic_load(&r->phase)) < 2 && !atomic_load(&g_stop)) {
         uint64_t t0, t1;
 
@@ -29,7 +32,9 @@ static void *tp_many_main(void *arg)
             uint64_t x = splitmix64(&w->rng);
             snprintf(user[i], sizeof user[i], "%llu",
                      (unsigned long long)(((x >> 32) * r->nkeys) >> 32));
-            req[i] = (rl_request){.user = user[i], .cost = 1};
+            req[i] = (rl_request)RL_REQUEST_INIT;
+            req[i].user = user[i];
+            req[i].cost = 1;
         }
         t0 = now_ns();
         rl_check_many(r->lim, req, res, codes, MANY_PER_CALL);
@@ -64,7 +69,7 @@ static void *tp_main(void *arg)
     int ph;
 
     while ((ph = atomic_load(&r->phase)) < 2 && !atomic_load(&g_stop)) {
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         uint64_t t0, t1, x = splitmix64(&w->rng);
         unsigned long long id;
         int rc, cur = r->hot ? atomic_load(&r->cur) : -1, hot = 0;

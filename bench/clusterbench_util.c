@@ -310,7 +310,7 @@ static void *job_main(void *arg)
 
     while ((t = atomic_fetch_add(&j->next, 1)) < j->total &&
            !atomic_load_explicit(&g_stop, memory_order_relaxed)) {
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         int rc;
 
         snprintf(key, sizeof key, "user:%llu",

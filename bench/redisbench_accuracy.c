@@ -40,7 +40,7 @@ static void *acc_thread_main(void *arg)
     sleep_until_rt(sh->start_ns);
     for (;;) {
         for (int a = 0; a < 4; a++) {
-            rl_result res;
+            rl_result res = RL_RESULT_INIT;
             int64_t t0 = rt_ns();
             int rc;
 

@@ -23,7 +23,7 @@ static const char *const edge_rules[2] = {"esw", "efw"};
 
 static int edge_call(edge *e, int a, int *allowed)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
     int rc = rl_allow(e->lim, e->key, edge_rules[a], 1, &res);
 
     if (rc != RL_OK) {

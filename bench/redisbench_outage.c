@@ -79,8 +79,8 @@ static int out_healthy(rl_limiter *lim, const char *key,
                        const char *const *rule, int nrules, int rounds,
                        char *err)
 {
-    rl_result res;
-    rl_stats st;
+    rl_result res = RL_RESULT_INIT;
+    rl_stats st = RL_STATS_INIT;
 
     for (int i = 0; i < rounds; i++)
         for (int r = 0; r < nrules; r++) {
@@ -119,8 +119,8 @@ static int out_open(const options *o, char *bad, char *err)
     rl_limiter *lim = NULL, *mem = NULL;
     hist *h = calloc(2, sizeof *h); /* [0] breaker open, [1] memory store */
     store_redis_stats s0, s1, s2;
-    rl_stats b0, b1, b2;
-    rl_result res;
+    rl_stats b0 = RL_STATS_INIT, b1 = RL_STATS_INIT, b2 = RL_STATS_INIT;
+    rl_result res = RL_RESULT_INIT;
     double probe_max = 0, probe_min = 0, probe_sum = 0;
     int probes = 0, opened_after = 0, faulted = 0, rc = -1;
     uint64_t ns;
@@ -270,8 +270,9 @@ static int out_modes(const options *o, char *bad, char *err)
     double secs = o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS, outage_s;
     char r[3][300], rules[1024], key[64], warm[64], scratch[ERRLEN];
     rl_limiter *lim = NULL;
-    rl_result res;
-    rl_stats b0, b1, b2, st;
+    rl_result res = RL_RESULT_INIT;
+    rl_stats b0 = RL_STATS_INIT, b1 = RL_STATS_INIT, b2 = RL_STATS_INIT;
+    rl_stats st = RL_STATS_INIT;
     store_redis_stats s0, s1, s2;
     unsigned long long sent[3] = {0}, adm[3] = {0}, decided[3] = {0},
                        late = 0, after = 0, after_degraded = 0, reopens = 0;

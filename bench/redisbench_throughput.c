@@ -41,6 +41,9 @@ static void *tp_many_main(void *arg)
     rl_result res[MANY_PER_CALL];
     int codes[MANY_PER_CALL], n = r->per_call, ph;
 
+    for (int i = 0; i < MANY_PER_CALL; i++)
+        res[i] = (rl_result)RL_RESULT_INIT;
+
     while ((ph = atomic_load(&r->phase)) < 2) {
         uint64_t t0, t1;
         int rc;
@@ -48,7 +51,9 @@ static void *tp_many_main(void *arg)
         for (int i = 0; i < n; i++) {
             snprintf(user[i], sizeof user[i], "%012llu",
                      (unsigned long long)pick(&w->rng, r->nkeys));
-            req[i] = (rl_request){.user = user[i], .cost = 1};
+            req[i] = (rl_request)RL_REQUEST_INIT;
+            req[i].user = user[i];
+            req[i].cost = 1;
         }
         t0 = now_ns();
         rc = rl_check_many(r->lim, req, res, codes, (size_t)n);
@@ -81,7 +86,7 @@ static void *tp_main(void *arg)
     int ph;
 
     while ((ph = atomic_load(&r->phase)) < 2) {
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         uint64_t t0, t1;
         int rc;
 

@@ -321,7 +321,7 @@ static void *job_main(void *arg)
     unsigned long long t;
 
     while ((t = atomic_fetch_add(&j->next, 1)) < j->total) {
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         int rc;
 
         snprintf(key, sizeof key, "user:%llu",

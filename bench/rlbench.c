@@ -319,7 +319,7 @@ int main(int argc, char **argv)
     if (make_limiter(&o, nkeys, &lim, err) != RL_OK)
         goto out;
     for (size_t i = 0; i < nkeys; i++) {
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         int rc = rl_allow(lim, keys + i * KEY_STRIDE, RULE_ID, 1, &res);
         if (rc != RL_OK) {
             set_err(err, "rl_allow while pre-filling", rc, errtext(lim));

@@ -21,7 +21,7 @@
 static int one_call(worker *w, int which, const char *key)
 {
     if (which == LIB) {
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         int rc = rl_allow(w->lim, key, RULE_ID, 1, &res);
         if (rc != RL_OK) {
             /* rl_errmsg() is per thread: capture it here. */

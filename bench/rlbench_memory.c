@@ -23,7 +23,7 @@ void mem_limiter(const options *o, size_t n, mem_result *r)
     r1 = rss_bytes();
     t0 = now_ns();
     for (size_t i = 0; i < n; i++) {
-        rl_result res;
+        rl_result res = RL_RESULT_INIT;
         int rc;
 
         fmt_key(key, (uint32_t)i);

@@ -95,7 +95,7 @@ static rl_limiter *source_limiter(const char *uri, int push, char *err)
 
 static int64_t enforced(rl_limiter *lim)
 {
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     return rl_allow(lim, "user:1", "r0", 0, &res) == RL_OK ? res.limit : -1;
 }

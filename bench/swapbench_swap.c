@@ -72,7 +72,7 @@ static uint64_t check_for(rl_limiter *lim, double seconds,
 {
     static char ids[4096][16], keys[4096][16];
     uint64_t rng = 42, n = 0, until = now_ns() + (uint64_t)(seconds * 1e9);
-    rl_result res;
+    rl_result res = RL_RESULT_INIT;
 
     for (int i = 0; i < 4096; i++) {
         snprintf(ids[i], sizeof ids[i], "r%llu",
