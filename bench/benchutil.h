@@ -23,6 +23,20 @@
 
 #define ERRLEN 512
 
+/* The init macros of the growable public structs (rl_result, rl_request,
+ * rl_stats: `size` first, set to the struct's size).  A library header
+ * without them (before the 1.0 API) gets an all-zero initializer, so the
+ * benches build on both sides. */
+#ifndef RL_RESULT_INIT
+#define RL_RESULT_INIT {0}
+#endif
+#ifndef RL_REQUEST_INIT
+#define RL_REQUEST_INIT {0}
+#endif
+#ifndef RL_STATS_INIT
+#define RL_STATS_INIT {0}
+#endif
+
 /* ---- figures ---------------------------------------------------------- */
 
 typedef struct extra {

@@ -1,9 +1,14 @@
 /*
- * options.c -- rl_config_new/set/free.  Every option is a string, so the same
- * calls serve C code, a config file and a language binding; values are
+ * options.c -- rl_config_new/set/free over one table of the options.  Every
+ * option is a string, so the same calls serve C code, a config file and a
+ * language binding.  opt_table below is the one place an option is
+ * described: its name, kind, bounds, default and a line of doc.  Parsing,
+ * the error text (made from the bounds, so it cannot drift from them), the
+ * defaults and the list in the "unknown option" message all come from it,
+ * and tests/check_options.c holds the docs' lists to it.  Values are
  * checked here, when they are set, so rl_limiter_new() fails only for
- * reasons that need the options together (the store cannot open, the rules
- * do not parse).
+ * reasons that need the options together (the store cannot open, the
+ * rules do not parse).
  */
 #include "options.h"
 #include "error.h"
@@ -11,59 +16,86 @@
 #include "redis_uri.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define DEFAULT_STORE "memory://"
-#define DEFAULT_TIMEOUT_MS 5
-#define DEFAULT_MEMORY_MAX (1LL << 30)
+static int check_store(const opt_def *o, const char *value);
+static int check_fleet_name(const opt_def *o, const char *value);
+static int check_rules_source(const opt_def *o, const char *value);
+static int check_rules_key(const opt_def *o, const char *value);
 
-void config_defaults(struct rl_config *cfg)
+#define OFF(field) offsetof(struct rl_config, field)
+#define STR_(x) #x
+#define STR(x) STR_(x)
+/* One row each: a number (OPT_INT, OPT_BYTES, OPT_BOOL, OPT_INT_AUTO),
+ * a string, or a choice. */
+#define NUM(n, k, f, l, h, d, doc_) \
+    {.name = n, .kind = k, .off = OFF(f), .lo = l, .hi = h, .def = d, .doc = doc_}
+#define TXT(n, f, l, h, v, c, d, doc_) \
+    {.name = n, .kind = OPT_TEXT, .off = OFF(f), .lo = l, .hi = h, .values = v, \
+     .check = c, .def = d, .doc = doc_}
+#define ENUM(n, f, v, d, doc_) \
+    {.name = n, .kind = OPT_ENUM, .off = OFF(f), .values = v, .def = d, .doc = doc_}
+
+static const opt_def opt_table[] = {
+    TXT("store", store, 0, 0, "store URI", check_store, STORE_DEFAULT, "where the state lives"),
+    TXT("rules_file", rules_file, 0, 0, "path", NULL, NULL, "rule file loaded at create"),
+    TXT("rules", rules, 0, 0, "JSON text", NULL, NULL, "rule set (JSON) loaded at create"),
+    NUM("timeout_ms", OPT_INT, timeout_ms, 1, 60000, "5", "longest a check waits for Redis"),
+    NUM("memory_max_bytes", OPT_BYTES, memory_max_bytes, 1 << 20, INT64_MAX / 2, "1073741824",
+        "cap on the memory store"),
+    NUM("connect_timeout_ms", OPT_INT, connect_timeout_ms, 1, 60000, "1000", "a Redis (re)connect"),
+    NUM("redis_connections", OPT_INT, redis_connections, 1, 16, "2", "connections per server"),
+    NUM("degraded_start", OPT_BOOL, degraded_start, 0, 1, "0", "1: start while Redis is away"),
+    NUM("fleet_size", OPT_INT_AUTO, fleet_size, 1, 100000, "1", "limiters sharing the limits"),
+    TXT("fleet_name", fleet_name, 1, 64, NULL, check_fleet_name, FLEET_NAME_DEFAULT,
+        "which fleet \"auto\" counts"),
+    NUM("breaker_failures", OPT_INT, breaker_failures, 1, 1000, "5", "failures that open the breaker"),
+    NUM("breaker_cooldown_ms", OPT_INT, breaker_cooldown_ms, 10, 600000, "1000",
+        "the breaker's time open before a probe"),
+    ENUM("redis_layout", redis_compact, "plain|compact", "plain", "how state is kept in Redis"),
+    TXT("rules_source", rules_source, 0, 0, "store, redis://, unix://, file:path",
+        check_rules_source, NULL, "where live rules come from"),
+    TXT("rules_key", rules_key, 1, RULES_KEY_MAX, NULL, check_rules_key, RULES_KEY_DEFAULT,
+        "the rule set's Redis key and channel"),
+    NUM("rules_refresh_s", OPT_INT, rules_refresh_s, 1, 86400, STR(RULES_REFRESH_DEFAULT_S),
+        "the timed read of the rules source"),
+    NUM("rules_push", OPT_BOOL, rules_push, 0, 1, "1", "0: no SUBSCRIBE, timed reads only"),
+    NUM("rules_file_save", OPT_BOOL, rules_file_save, 0, 1, "0", "1: keep rules_file current"),
+};
+
+#define NOPTS (sizeof opt_table / sizeof opt_table[0])
+
+const opt_def *options_table(size_t *n)
 {
-    memset(cfg, 0, sizeof *cfg);
-    cfg->timeout_ms = DEFAULT_TIMEOUT_MS;
-    cfg->memory_max_bytes = DEFAULT_MEMORY_MAX;
-    cfg->connect_timeout_ms = 1000;
-    cfg->redis_connections = 2;
-    cfg->degraded_start = 0;
-    cfg->fleet_size = 1;
-    cfg->breaker_failures = 5;
-    cfg->breaker_cooldown_ms = 1000;
-    cfg->rules_refresh_s = RULES_REFRESH_DEFAULT_S;
-    cfg->rules_push = 1;
-    cfg->log_fn = log_stderr;
+    *n = NOPTS;
+    return opt_table;
 }
 
-RL_EXPORT rl_config *rl_config_new(void)
+const opt_def *options_find(const char *name)
 {
-    rl_config *cfg = malloc(sizeof *cfg);
-
-    if (cfg) {
-        config_defaults(cfg);
-        if (!(cfg->store = strdup(DEFAULT_STORE))) {
-            free(cfg);
-            return NULL;
-        }
-    }
-    return cfg;
+    for (size_t i = 0; i < NOPTS; i++)
+        if (strcmp(opt_table[i].name, name) == 0)
+            return &opt_table[i];
+    return NULL;
 }
 
-RL_EXPORT void rl_config_free(rl_config *cfg)
+static int64_t *num_slot(struct rl_config *cfg, const opt_def *o)
 {
-    if (!cfg)
-        return;
-    free(cfg->store);
-    free(cfg->rules_file);
-    free(cfg->rules);
-    free(cfg->fleet_name);
-    free(cfg->rules_source);
-    free(cfg->rules_key);
-    free(cfg);
+    return (int64_t *)((char *)cfg + o->off);
 }
 
-/* A decimal integer with an optional K/M/G (x1024) suffix, in [lo, hi]. */
-static int parse_size(const char *name, const char *v, int64_t lo, int64_t hi,
-                      int suffixes, int64_t *out)
+static char **text_slot(struct rl_config *cfg, const opt_def *o)
+{
+    return (char **)((char *)cfg + o->off);
+}
+
+/* ---- parsing ----------------------------------------------------------- */
+
+/* A decimal integer in [o->lo, o->hi], with an optional K/M/G (x1024)
+ * suffix for OPT_BYTES. */
+static int parse_num(const opt_def *o, const char *v, int64_t *out)
 {
     char *end;
     long long n;
@@ -73,8 +105,8 @@ static int parse_size(const char *name, const char *v, int64_t lo, int64_t hi,
     n = strtoll(v, &end, 10);
     if (end == v || errno || n < 0 || (*v < '0' || *v > '9'))
         return rl_fail(NULL, RL_EOPTION, "%s: \"%.40s\" is not a number",
-                       name, v);
-    if (suffixes && *end) {
+                       o->name, v);
+    if (o->kind == OPT_BYTES && *end) {
         switch (*end) {
         case 'K': case 'k': shift = 10; break;
         case 'M': case 'm': shift = 20; break;
@@ -85,144 +117,250 @@ static int parse_size(const char *name, const char *v, int64_t lo, int64_t hi,
     }
     if (*end || shift < 0)
         return rl_fail(NULL, RL_EOPTION, "%s: \"%.40s\" has trailing text",
-                       name, v);
-    if (n > (hi >> shift) || (n << shift) < lo)
-        return rl_fail(NULL, RL_EOPTION, "%s: must be %lld..%lld", name,
-                       (long long)lo, (long long)hi);
+                       o->name, v);
+    if (n > (o->hi >> shift) || (n << shift) < o->lo)
+        return rl_fail(NULL, RL_EOPTION, "%s: must be %lld..%lld, got %.40s",
+                       o->name, (long long)o->lo, (long long)o->hi, v);
     *out = (int64_t)n << shift;
     return RL_OK;
 }
 
-static int set_string(char **slot, const char *value)
+/* The index of v among o->values ("a|b|c"), or -1. */
+static int enum_index(const opt_def *o, const char *v)
 {
-    char *copy = strdup(value);
+    size_t vlen = strlen(v);
+    int i = 0;
 
-    if (!copy)
+    for (const char *p = o->values; *p; i++) {
+        size_t len = strcspn(p, "|");
+        if (len == vlen && strncmp(p, v, len) == 0)
+            return i;
+        p += len + (p[len] == '|');
+    }
+    return -1;
+}
+
+/* `"a" or "b"` (or `"a", "b" or "c"`) from o->values, into buf. */
+static void enum_list(const opt_def *o, int quote, char *buf, size_t len)
+{
+    const char *q = quote ? "\"" : "";
+    size_t used = 0;
+
+    buf[0] = '\0';
+    for (const char *p = o->values; *p && used < len;) {
+        size_t n = strcspn(p, "|");
+        const char *sep = used == 0 ? "" : p[n] ? ", " : " or ";
+        int w = snprintf(buf + used, len - used, "%s%s%.*s%s", sep, q,
+                         (int)n, p, q);
+        used += w > 0 ? (size_t)w : 0;
+        p += n + (p[n] == '|');
+    }
+}
+
+static int set_text(struct rl_config *cfg, const opt_def *o, const char *v)
+{
+    size_t n = strlen(v);
+    char *copy;
+
+    if (o->hi > 0 && (n < (size_t)o->lo || n > (size_t)o->hi))
+        return rl_fail(NULL, RL_EOPTION, "%s: must be %lld..%lld bytes, "
+                       "got %zu", o->name, (long long)o->lo,
+                       (long long)o->hi, n);
+    if (o->check) {
+        int rc = o->check(o, v);
+        if (rc != RL_OK)
+            return rc;
+    }
+    if (!(copy = strdup(v)))
         return rl_fail(NULL, RL_ENOMEM, "copying an option");
-    free(*slot);
-    *slot = copy;
+    free(*text_slot(cfg, o));
+    *text_slot(cfg, o) = copy;
     return RL_OK;
 }
 
-static int unknown(const char *name)
+static int set_option(struct rl_config *cfg, const opt_def *o, const char *v)
 {
-    return rl_fail(NULL, RL_EOPTION,
-                   "unknown option \"%.40s\" (store, rules_file, rules, "
-                   "timeout_ms, memory_max_bytes, connect_timeout_ms, "
-                   "redis_connections, degraded_start, fleet_size, "
-                   "fleet_name, breaker_failures, breaker_cooldown_ms, "
-                   "redis_layout, rules_source, rules_key, rules_refresh_s, "
-                   "rules_push, rules_file_save)",
-                   name);
+    char choices[128];
+    int i;
+
+    switch (o->kind) {
+    case OPT_TEXT:
+        return set_text(cfg, o, v);
+    case OPT_ENUM:
+        if ((i = enum_index(o, v)) < 0) {
+            enum_list(o, 1, choices, sizeof choices);
+            return rl_fail(NULL, RL_EOPTION, "%s: %s, not \"%.40s\"",
+                           o->name, choices, v);
+        }
+        *num_slot(cfg, o) = i;
+        return RL_OK;
+    case OPT_INT_AUTO:
+        if (strcmp(v, "auto") == 0) {
+            *num_slot(cfg, o) = 0;
+            return RL_OK;
+        }
+        /* fall through */
+    default:
+        return parse_num(o, v, num_slot(cfg, o));
+    }
 }
 
-/* rules_source: "store", one Redis server's URI, or "file:PATH".  A URI
- * is parsed now so that a typo fails here; "store" is resolved by
- * rl_limiter_new(), which knows the store. */
-static int set_rules_source(rl_config *cfg, const char *value)
+/* ---- the string options' own checks ----------------------------------- */
+
+static int check_store(const opt_def *o, const char *value)
+{
+    if (!*value)
+        return rl_fail(NULL, RL_EOPTION, "%s: empty URI", o->name);
+    return RL_OK;
+}
+
+static int check_fleet_name(const opt_def *o, const char *value)
+{
+    if (strpbrk(value, "{} \t\r\n"))
+        return rl_fail(NULL, RL_EOPTION, "%s: no braces, spaces or line "
+                       "breaks", o->name);
+    return RL_OK;
+}
+
+/* "store", one Redis server's URI, or "file:PATH".  A URI is parsed now
+ * so that a typo fails here; "store" is resolved by rl_limiter_new(),
+ * which knows the store. */
+static int check_rules_source(const opt_def *o, const char *value)
 {
     redis_uri u;
     char why[200];
 
     if (strncmp(value, "file:", 5) == 0) {
         if (!value[5])
-            return rl_fail(NULL, RL_EOPTION, "rules_source: file: needs a "
-                           "path (file:/etc/myapp/rules.json)");
-        return set_string(&cfg->rules_source, value);
+            return rl_fail(NULL, RL_EOPTION, "%s: file: needs a path "
+                           "(file:/etc/myapp/rules.json)", o->name);
+        return RL_OK;
     }
     if (strcmp(value, "store") != 0 &&
         redis_uri_parse(value, &u, why, sizeof why) != 0)
-        return rl_fail(NULL, RL_EOPTION, "rules_source: %s (expected "
-                       "store, redis://, unix:// or file:PATH)", why);
-    return set_string(&cfg->rules_source, value);
+        return rl_fail(NULL, RL_EOPTION, "%s: %s (expected store, "
+                       "redis://, unix:// or file:PATH)", o->name, why);
+    return RL_OK;
 }
 
-/* Redis key and channel name: printable, no spaces, so it reads the same
- * in a log line and in redis-cli. */
-static int set_rules_key(rl_config *cfg, const char *value)
+/* A Redis key and channel name: printable, no spaces, so it reads the
+ * same in a log line and in redis-cli. */
+static int check_rules_key(const opt_def *o, const char *value)
 {
-    size_t n = strlen(value);
-
-    if (n == 0 || n > RULES_KEY_MAX)
-        return rl_fail(NULL, RL_EOPTION, "rules_key: 1..%d bytes",
-                       RULES_KEY_MAX);
-    for (size_t i = 0; i < n; i++)
-        if ((unsigned char)value[i] <= 0x20 || (unsigned char)value[i] >= 0x7f)
-            return rl_fail(NULL, RL_EOPTION, "rules_key: printable ASCII "
-                           "without spaces only");
-    return set_string(&cfg->rules_key, value);
+    for (const char *p = value; *p; p++)
+        if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f)
+            return rl_fail(NULL, RL_EOPTION, "%s: printable ASCII without "
+                           "spaces only", o->name);
+    return RL_OK;
 }
 
-static int set_rules_option(rl_config *cfg, const char *name,
-                            const char *value)
+/* ---- the docs' wording -------------------------------------------------- */
+
+/* v, or "2^k \- 1" (mdoc) when v is one below a large power of two. */
+static void bound_text(int64_t v, char *buf, size_t len)
 {
-    if (strcmp(name, "rules_source") == 0)
-        return set_rules_source(cfg, value);
-    if (strcmp(name, "rules_key") == 0)
-        return set_rules_key(cfg, value);
-    if (strcmp(name, "rules_refresh_s") == 0)
-        return parse_size(name, value, 1, 86400, 0, &cfg->rules_refresh_s);
-    if (strcmp(name, "rules_push") == 0)
-        return parse_size(name, value, 0, 1, 0, &cfg->rules_push);
-    if (strcmp(name, "rules_file_save") == 0)
-        return parse_size(name, value, 0, 1, 0, &cfg->rules_file_save);
-    return unknown(name);
+    int k = 0;
+
+    if (v > 0 && v >= INT32_MAX && ((uint64_t)v & ((uint64_t)v + 1)) == 0) {
+        for (uint64_t p = (uint64_t)v + 1; p > 1; p >>= 1)
+            k++;
+        snprintf(buf, len, "2^%d \\- 1", k);
+    } else {
+        snprintf(buf, len, "%lld", (long long)v);
+    }
+}
+
+void options_values_text(const opt_def *o, char *buf, size_t len)
+{
+    char lo[32], hi[32];
+
+    bound_text(o->lo, lo, sizeof lo);
+    bound_text(o->hi, hi, sizeof hi);
+    switch (o->kind) {
+    case OPT_TEXT:
+        if (o->hi > 0)
+            snprintf(buf, len, "%s .. %s bytes", lo, hi);
+        else
+            snprintf(buf, len, "%s", o->values);
+        break;
+    case OPT_ENUM:
+        enum_list(o, 0, buf, len);
+        break;
+    case OPT_BOOL:
+        snprintf(buf, len, "%s or %s", lo, hi);
+        break;
+    case OPT_INT_AUTO:
+        snprintf(buf, len, "%s .. %s, or auto", lo, hi);
+        break;
+    default:
+        snprintf(buf, len, "%s .. %s", lo, hi);
+    }
+}
+
+/* ---- the calls ---------------------------------------------------------- */
+
+void config_defaults(struct rl_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < NOPTS; i++)
+        if (opt_table[i].kind != OPT_TEXT && opt_table[i].def)
+            (void)set_option(cfg, &opt_table[i], opt_table[i].def);
+    cfg->log_fn = log_stderr;
+}
+
+RL_EXPORT void rl_config_free(rl_config *cfg)
+{
+    if (!cfg)
+        return;
+    for (size_t i = 0; i < NOPTS; i++)
+        if (opt_table[i].kind == OPT_TEXT)
+            free(*text_slot(cfg, &opt_table[i]));
+    free(cfg);
+}
+
+RL_EXPORT rl_config *rl_config_new(void)
+{
+    rl_config *cfg = malloc(sizeof *cfg);
+
+    if (!cfg)
+        return NULL;
+    config_defaults(cfg);
+    for (size_t i = 0; i < NOPTS; i++) {
+        const opt_def *o = &opt_table[i];
+        if (o->kind == OPT_TEXT && o->def &&
+            !(*text_slot(cfg, o) = strdup(o->def))) {
+            rl_config_free(cfg);
+            return NULL;
+        }
+    }
+    return cfg;
+}
+
+static int unknown(const char *name)
+{
+    char list[RL_ERRMSG_MAX];
+    size_t used = 0;
+
+    list[0] = '\0';
+    for (size_t i = 0; i < NOPTS && used < sizeof list; i++) {
+        int w = snprintf(list + used, sizeof list - used, "%s%s",
+                         i ? ", " : "", opt_table[i].name);
+        used += w > 0 ? (size_t)w : 0;
+    }
+    return rl_fail(NULL, RL_EOPTION, "unknown option \"%.40s\" (%s)", name,
+                   list);
 }
 
 RL_EXPORT int rl_config_set(rl_config *cfg, const char *name,
                             const char *value)
 {
+    const opt_def *o;
+
     if (!cfg || !name || !value)
         return rl_fail(NULL, RL_EINVAL, "rl_config_set: NULL argument");
-    if (strcmp(name, "store") == 0) {
-        if (!*value)
-            return rl_fail(NULL, RL_EOPTION, "store: empty URI");
-        return set_string(&cfg->store, value);
-    }
-    if (strcmp(name, "rules_file") == 0)
-        return set_string(&cfg->rules_file, value);
-    if (strcmp(name, "rules") == 0)
-        return set_string(&cfg->rules, value);
-    if (strcmp(name, "timeout_ms") == 0)
-        return parse_size(name, value, 1, 60000, 0, &cfg->timeout_ms);
-    if (strcmp(name, "memory_max_bytes") == 0)
-        return parse_size(name, value, 1 << 20, INT64_MAX / 2, 1,
-                          &cfg->memory_max_bytes);
-    if (strcmp(name, "connect_timeout_ms") == 0)
-        return parse_size(name, value, 1, 60000, 0, &cfg->connect_timeout_ms);
-    if (strcmp(name, "redis_connections") == 0)
-        return parse_size(name, value, 1, 16, 0, &cfg->redis_connections);
-    if (strcmp(name, "degraded_start") == 0)
-        return parse_size(name, value, 0, 1, 0, &cfg->degraded_start);
-    if (strcmp(name, "fleet_size") == 0) {
-        if (strcmp(value, "auto") == 0) {
-            cfg->fleet_size = 0;
-            return RL_OK;
-        }
-        return parse_size(name, value, 1, 100000, 0, &cfg->fleet_size);
-    }
-    if (strcmp(name, "fleet_name") == 0) {
-        size_t n = strlen(value);
-        if (n == 0 || n > 64 || strpbrk(value, "{} \t\r\n"))
-            return rl_fail(NULL, RL_EOPTION, "fleet_name: 1..64 bytes, no "
-                           "braces or spaces");
-        return set_string(&cfg->fleet_name, value);
-    }
-    if (strcmp(name, "breaker_failures") == 0)
-        return parse_size(name, value, 1, 1000, 0, &cfg->breaker_failures);
-    if (strcmp(name, "breaker_cooldown_ms") == 0)
-        return parse_size(name, value, 10, 600000, 0,
-                          &cfg->breaker_cooldown_ms);
-    if (strcmp(name, "redis_layout") == 0) {
-        if (strcmp(value, "plain") != 0 && strcmp(value, "compact") != 0)
-            return rl_fail(NULL, RL_EOPTION, "redis_layout: \"plain\" or "
-                           "\"compact\", not \"%.40s\"", value);
-        cfg->redis_compact = strcmp(value, "compact") == 0;
-        return RL_OK;
-    }
-    if (strncmp(name, "rules_", 6) == 0)
-        return set_rules_option(cfg, name, value);
-    return unknown(name);
+    if (!(o = options_find(name)))
+        return unknown(name);
+    return set_option(cfg, o, value);
 }
 
 RL_EXPORT int rl_config_set_log(rl_config *cfg, rl_log_fn *fn, void *arg)

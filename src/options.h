@@ -1,9 +1,16 @@
 /*
- * options.h -- rl_config: the string options a limiter is created from.
+ * options.h -- rl_config: the string options a limiter is created from, and
+ * the one table that describes them.  Each option is a row of opt_table
+ * (options.c): its name, its kind, its bounds, its default and a line of
+ * doc.  The row drives rl_config_set() (parsing and the error text, made
+ * from the bounds), the defaults, and the docs check (tests/check_options.c
+ * compares the lists in README.md, ratelimit(3) and rl_config_set(3) with
+ * the table).  A new option is a field below and a row in the table.
  */
 #ifndef RL_OPTIONS_H
 #define RL_OPTIONS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "ratelimit.h"
@@ -32,11 +39,53 @@ struct rl_config {
     void *log_arg;
 };
 
+#define STORE_DEFAULT "memory://"
+#define FLEET_NAME_DEFAULT "default"
 #define RULES_KEY_DEFAULT "rl:rules"
 #define RULES_KEY_MAX 128           /* bytes in rules_key             */
 #define RULES_REFRESH_DEFAULT_S 30
 
-/* The defaults, for rl_limiter_new(NULL). */
+/* What an option's value is, and so how it is parsed and stored. */
+typedef enum opt_kind {
+    OPT_TEXT,     /* a string, copied (char *); lo..hi bytes when hi > 0 */
+    OPT_INT,      /* a decimal integer in lo..hi (int64_t)               */
+    OPT_BYTES,    /* the same, with an optional K, M or G (x1024) suffix */
+    OPT_BOOL,     /* 0 or 1 (int64_t)                                     */
+    OPT_INT_AUTO, /* an OPT_INT, or "auto", stored as 0                   */
+    OPT_ENUM      /* one of `values` ("a|b"), stored as its index         */
+} opt_kind;
+
+/* One option.  `off` is its field in struct rl_config (an int64_t, or a
+ * char * for OPT_TEXT).  `def` is the default as rl_config_set() takes it
+ * (NULL: not set).  `values`: for OPT_ENUM the choices, '|' between them;
+ * for an OPT_TEXT without length bounds, what it takes, as the docs say
+ * it.  `check`, for OPT_TEXT: further checks of a value, RL_OK or the
+ * rl_fail() code. */
+typedef struct opt_def {
+    const char *name;
+    opt_kind kind;
+    size_t off;
+    int64_t lo, hi;
+    const char *def;
+    const char *values;
+    int (*check)(const struct opt_def *o, const char *value);
+    const char *doc;
+} opt_def;
+
+/* The table, in the order the docs list the options; *n rows. */
+const opt_def *options_table(size_t *n);
+
+/* The row named `name`, or NULL. */
+const opt_def *options_find(const char *name);
+
+/* What the option takes, as the docs' tables say it ("1 .. 60000",
+ * "0 or 1", "plain or compact", "1 .. 64 bytes", "path"), into buf
+ * (cut to len - 1 bytes). */
+void options_values_text(const opt_def *o, char *buf, size_t len);
+
+/* The defaults, for rl_limiter_new(NULL): every number's default, and
+ * no string (NULL stands for a string option's default).  Allocates
+ * nothing. */
 void config_defaults(struct rl_config *cfg);
 
 #endif

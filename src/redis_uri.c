@@ -72,7 +72,7 @@ static size_t authority_start(const char *uri)
 /*
  * The credentials of uri, by the grammar of redis_uri.h: 1 with them at
  * uri[*begin .. *end) and uri[*end] == '@', or 0 if there are none.  One
- * function for the parser and for redact(), so the two always agree.
+ * function for the parser and for redis_uri_redact(), so the two always agree.
  */
 static int credentials(const char *uri, size_t *begin, size_t *end)
 {

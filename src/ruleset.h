@@ -73,7 +73,7 @@ void ruleset_free(rl_ruleset *rs);
 
 /*
  * `next` is about to replace `old`: each rule of `next` takes over what
- * its predecessor of the same rule_id carried.  Today that is the shapes
+ * its predecessor of the same rule_id carried: the shapes
  * it replaced (rule.h): when the predecessor's shape differs, it becomes
  * the newest previous shape, stamped now (since_ms) with until_ms = now +
  * RULE_SHAPE_GRACE_MS + its states' life; the predecessor's own previous

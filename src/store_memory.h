@@ -1,5 +1,5 @@
 /*
- * store_memory.h -- the in-process store: the embedded default, and (later)
+ * store_memory.h -- the in-process store: the embedded default, and
  * the local fallback when Redis is away.
  */
 #ifndef RL_STORE_MEMORY_H

@@ -1,0 +1,133 @@
+/*
+ * clusterbench_throughput.c -- group 3 of clusterbench: checks per second
+ * and p50/p99 latency of 64 threads of rl_allow (and of 2 threads x 32 per
+ * rl_check_many) against the single server, then against the cluster,
+ * whose figures have the single server's as reference, with the CPU of
+ * client, masters, replicas and the rest of the machine and the servers'
+ * EVALSHA time per check: what a cluster costs or gives on this machine.
+ */
+#include "clusterbench.h"
+/* ---- group 3: throughput ---------------------------------------------- */
+
+/* CONFIG RESETSTAT on every server in cs[0..n) / their EVALSHA totals. */
+static int reset_all(redisContext **cs, int n, char *err)
+{
+    for (int i = 0; i < n; i++)
+        if (bcmd_ok(cs[i], err, "CONFIG RESETSTAT"))
+            return -1;
+    return 0;
+}
+
+int throughput(const options *o, const char *name, const char *uri,
+                      int per_call, const pidset *ps, redisContext **servers,
+                      int nservers, const tp_figs *ref, const char *ref_name,
+                      tp_figs *out, char *err)
+{
+    tp t;
+    cmdstats cs = {0};
+    double secs, rate;
+    cpu_use cu;
+    int rc = -1;
+
+    if (tp_start(&t, uri, NULL, o->keys, per_call, err))
+        goto out;
+    sleep_s(WARM_S);
+    if (interrupted(err) || reset_all(servers, nservers, err))
+        goto out;
+    tp_measure_begin(&t, ps);
+    sleep_s(o->seconds);
+    tp_measure_end(&t, ps);
+    if (interrupted(err))
+        goto out;
+    for (int i = 0; i < nservers; i++)
+        if (cmdstats_add(servers[i], &cs, err))
+            goto out;
+    rc = 0;
+out:
+    tp_stop(&t);
+    if (rc != 0)
+        return -1;
+    if (t.errors > 0)
+        return snprintf(err, ERRLEN, "%s: %llu errors, the first: %.400s",
+                        name, t.errors, t.first_err), -1;
+    secs = (double)(t.t1 - t.t0) / 1e9;
+    rate = (double)t.calls / secs;
+    cu = cpu_diff(&t.c0, &t.c1);
+    out->rate = rate;
+    out->p50 = hist_pct(&t.all, 0.50) / 1000.0;
+    out->p99 = hist_pct(&t.all, 0.99) / 1000.0;
+    {
+        figure f = {0};
+        double checks = (double)(t.s1.checks - t.s0.checks);
+        double calls = (double)(t.s1.batches - t.s0.batches);
+        char n50[64], n99[64];
+
+        f.name = name;
+        f.value = rate;
+        f.unit = "checks/s";
+        if (ref) {
+            f.nrefs = 1;
+            f.ref[0] = ref->rate;
+            f.ref_name[0] = ref_name;
+        }
+        xnum(&f, "threads", per_call > 1 ? THREADS / per_call : THREADS);
+        xnum(&f, "per_call", per_call);
+        xnum(&f, "keys", (double)o->keys);
+        xnum(&f, "seconds", secs);
+        xnum(&f, "checks", (double)t.calls);
+        xnum(&f, "p50_us", out->p50);
+        xnum(&f, "p99_us", out->p99);
+        xnum(&f, "fallback", (double)t.fallback);
+        xnum(&f, "degraded", (double)t.degraded);
+        xnum(&f, "denied", (double)t.denied);
+        xnum(&f, "servers", nservers);
+        xnum(&f, "server_usec_per_check",
+             (double)t.calls > 0 ? cs_usec(&cs, "evalsha") / (double)t.calls
+                                 : NAN);
+        xnum(&f, "evalsha_calls", cs_calls(&cs, "evalsha"));
+        xnum(&f, "checks_per_batch", calls > 0 ? checks / calls : NAN);
+        xnum(&f, "evalsha_calls_per_check",
+             (double)t.calls > 0 ? cs_calls(&cs, "evalsha") / (double)t.calls
+                                 : NAN);
+        xnum(&f, "client_cpu", cu.client);
+        xnum(&f, "redis_cpu", cu.redis);
+        xnum(&f, "replica_cpu", cu.replica);
+        xnum(&f, "other_cpu", cu.other);
+        xnum(&f, "steal_cpu", cu.steal);
+        xnum(&f, "nproc", (double)sysconf(_SC_NPROCESSORS_ONLN));
+        xnum(&f, "timeouts", (double)(t.s1.timeouts - t.s0.timeouts));
+        xnum(&f, "moved", (double)(t.s1.moved - t.s0.moved));
+        if (cluster_up) {
+            xnum(&f, "failovers", failovers());
+            xnum(&f, "cluster_start_s", cluster_start_s);
+        }
+        xnum(&f, "loadavg_1m", loadavg1());
+        emit(o, &f);
+
+        snprintf(n50, sizeof n50, "%s_p50", name);
+        snprintf(n99, sizeof n99, "%s_p99", name);
+        f = (figure){0};
+        f.name = n50;
+        f.value = out->p50;
+        f.unit = "us";
+        if (ref) {
+            f.nrefs = 1;
+            f.ref[0] = ref->p50;
+            f.ref_name[0] = "ref_p50";
+        }
+        xnum(&f, "samples", (double)t.all.n);
+        emit(o, &f);
+        f = (figure){0};
+        f.name = n99;
+        f.value = out->p99;
+        f.unit = "us";
+        if (ref) {
+            f.nrefs = 1;
+            f.ref[0] = ref->p99;
+            f.ref_name[0] = "ref_p99";
+        }
+        xnum(&f, "p999_us", hist_pct(&t.all, 0.999) / 1000.0);
+        emit(o, &f);
+    }
+    return 0;
+}

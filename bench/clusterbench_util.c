@@ -1,0 +1,370 @@
+/*
+ * clusterbench_util.c -- the parts of clusterbench that every group uses:
+ * signals and the servers it started (stopped on every way out), sleeps,
+ * the figure's output, control connections to a server (INFO commandstats,
+ * FLUSHALL, client counts), CPU accounting of the client, the masters, the
+ * replicas and the rest of the machine, limiters and rules, and a pool of
+ * threads doing a fixed number of checks.
+ */
+#include "clusterbench.h"
+/* ---- stopping: signals and the servers ------------------------------ */
+
+volatile sig_atomic_t g_signal;
+_Atomic int g_stop; /* workers: stop now */
+
+void on_signal(int sig)
+{
+    g_signal = sig;
+    atomic_store(&g_stop, 1);
+}
+
+int interrupted(char *err)
+{
+    if (g_signal == 0)
+        return 0;
+    snprintf(err, ERRLEN, "interrupted by signal %d", (int)g_signal);
+    return 1;
+}
+
+void sleep_s(double s)
+{
+    uint64_t end = now_ns() + (uint64_t)(s * 1e9);
+
+    while (g_signal == 0) {
+        uint64_t t = now_ns();
+        struct timespec ts;
+        if (t >= end)
+            break;
+        t = end - t > 50000000ULL ? 50000000ULL : end - t;
+        ts.tv_sec = 0;
+        ts.tv_nsec = (long)t;
+        nanosleep(&ts, NULL);
+    }
+}
+
+rh_server single;
+int single_up;
+rh_cluster cl;
+int cluster_up;
+double cluster_start_s;  /* rh_cluster_start(), until settled */
+int cluster_master[RH_CLUSTER_MAX]; /* ROLE at start: 1 master */
+
+/* Masters at start that are masters no more (a failover): should be 0. */
+int failovers(void)
+{
+    int n = 0;
+
+    for (int i = 0; i < cl.n; i++)
+        if (cluster_master[i] && rh_cluster_is_master(&cl, i) != 1)
+            n++;
+    return n;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+const text_layout layout = {34, 12, 2, 12, 28, 3};
+
+void emit(const options *o, const figure *f)
+{
+    emit_figure(f, o->json, &layout);
+}
+
+/* ---- a server's control connection (hiredis, blocking) ---------------- */
+
+/* A control connection with long timeouts (a FLUSHALL of millions of keys
+ * takes seconds). */
+redisContext *control(const rh_server *s, char *err)
+{
+    redisContext *c = rh_connect(s);
+
+    if (c == NULL) {
+        snprintf(err, ERRLEN, "cannot connect to 127.0.0.1:%d", s->port);
+        return NULL;
+    }
+    redisSetTimeout(c, (struct timeval){60, 0});
+    return c;
+}
+
+
+int cmdstats_add(redisContext *c, cmdstats *cs, char *err)
+{
+    redisReply *r = bcmd(c, err, "INFO commandstats");
+
+    if (r == NULL)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING) {
+        freeReplyObject(r);
+        return snprintf(err, ERRLEN, "INFO commandstats: not a string"), -1;
+    }
+    for (const char *p = r->str; p && *p;
+         p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        char name[32], line[512];
+        const char *colon;
+        size_t len, ll;
+        int i;
+
+        if (strncmp(p, "cmdstat_", 8) != 0 || !(colon = strchr(p, ':')))
+            continue;
+        len = (size_t)(colon - p - 8);
+        if (len >= sizeof name)
+            continue;
+        memcpy(name, p + 8, len);
+        name[len] = '\0';
+        ll = strcspn(colon + 1, "\r\n");
+        if (ll >= sizeof line)
+            ll = sizeof line - 1;
+        memcpy(line, colon + 1, ll);
+        line[ll] = '\0';
+        for (i = 0; i < cs->n && strcmp(cs->name[i], name) != 0; i++)
+            ;
+        if (i == cs->n) {
+            if (cs->n == MAX_CMDS)
+                continue;
+            snprintf(cs->name[cs->n++], sizeof cs->name[0], "%s", name);
+        }
+        cs->calls[i] += kv_num(line, "calls");
+        cs->usec[i] += kv_num(line, "usec");
+        cs->failed[i] += kv_num(line, "failed_calls");
+    }
+    freeReplyObject(r);
+    return 0;
+}
+
+int cmdstats_find(const cmdstats *cs, const char *name)
+{
+    for (int i = 0; i < cs->n; i++)
+        if (strcmp(cs->name[i], name) == 0)
+            return i;
+    return -1;
+}
+
+double cs_calls(const cmdstats *cs, const char *name)
+{
+    int i = cmdstats_find(cs, name);
+
+    return i < 0 ? 0 : cs->calls[i];
+}
+
+double cs_usec(const cmdstats *cs, const char *name)
+{
+    int i = cmdstats_find(cs, name);
+
+    return i < 0 ? 0 : cs->usec[i];
+}
+
+/* FLUSHALL and wait until lazy freeing (if any) is over. */
+int flush_wait(redisContext *c, char *err)
+{
+    double pending = 1;
+
+    if (bcmd_ok(c, err, "FLUSHALL SYNC") != 0)
+        return -1;
+    for (int i = 0; i < 1000 && pending > 0; i++) {
+        if (info_num(c, "memory", "lazyfree_pending_objects", &pending, err))
+            return -1;
+        if (pending > 0)
+            sleep_s(0.01);
+    }
+    if (pending > 0)
+        return snprintf(err, ERRLEN, "lazyfree still pending after 10 s"), -1;
+    return 0;
+}
+
+/* Wait until only `n` clients (ours) remain connected. */
+int clients_wait(redisContext *c, double n, char *err)
+{
+    double k = n + 1;
+
+    for (int i = 0; i < 500 && k > n; i++) {
+        if (info_num(c, "clients", "connected_clients", &k, err))
+            return -1;
+        if (k > n)
+            sleep_s(0.01);
+    }
+    if (k > n)
+        return snprintf(err, ERRLEN, "%g clients still connected", k), -1;
+    return 0;
+}
+
+/* ---- CPU accounting ------------------------------------------------- */
+
+/* utime + stime of a process, all its threads, in seconds; 0 if gone. */
+static double proc_cpu(pid_t pid)
+{
+    char path[64], buf[1024];
+    unsigned long long ut = 0, st = 0;
+    FILE *f;
+    size_t n;
+    const char *p;
+
+    if (pid <= 0)
+        return 0;
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    /* after "pid (comm) ": state is field 3, utime 14, stime 15 */
+    if ((p = strrchr(buf, ')')) == NULL ||
+        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+               &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+
+void cpu_take(cpu_snap *s, const pidset *ps)
+{
+    struct rusage ru;
+
+    memset(s, 0, sizeof *s);
+    machine_cpu(&s->busy, &s->steal);
+    getrusage(RUSAGE_SELF, &ru);
+    s->self = rusage_seconds(&ru);
+    for (int i = 0; i < ps->nmaster; i++)
+        s->redis += proc_cpu(ps->master[i]);
+    for (int i = 0; i < ps->nreplica; i++)
+        s->replica += proc_cpu(ps->replica[i]);
+    s->wall = now_ns();
+}
+
+cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)
+{
+    double w = (double)(b->wall - a->wall) / 1e9;
+    cpu_use u;
+
+    if (w <= 0)
+        w = 1e-9;
+    u.client = (b->self - a->self) / w;
+    u.redis = (b->redis - a->redis) / w;
+    u.replica = (b->replica - a->replica) / w;
+    u.other = (b->busy - a->busy) / w - u.client - u.redis - u.replica;
+    if (u.other < 0)
+        u.other = 0; /* /proc/stat ticks are coarse */
+    u.steal = (b->steal - a->steal) / w;
+    return u;
+}
+
+/* ---- limiters --------------------------------------------------------- */
+
+int make_limiter(const char *store, const char *redis_layout,
+                        const char *rules, rl_limiter **out, char *err)
+{
+    rl_config *cfg;
+    rl_limiter *lim = NULL;
+    int rc;
+
+    *out = NULL;
+    if ((cfg = rl_config_new()) == NULL) {
+        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
+        return -1;
+    }
+    if ((rc = rl_config_set(cfg, "store", store)) != RL_OK ||
+        (rc = rl_config_set(cfg, "timeout_ms", "1000")) != RL_OK ||
+        (rc = rl_config_set(cfg, "redis_layout", redis_layout)) != RL_OK) {
+        set_err(err, "rl_config_set", rc, errtext(NULL));
+        rl_config_free(cfg);
+        return -1;
+    }
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    if (rc != RL_OK) {
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+        return -1;
+    }
+    if ((rc = rl_rules_load_string(lim, rules)) != RL_OK) {
+        set_err(err, "rl_rules_load_string", rc, errtext(lim));
+        rl_limiter_free(lim);
+        return -1;
+    }
+    *out = lim;
+    return 0;
+}
+
+void one_rule(char *buf, size_t len, const char *id, int algo,
+                     long long limit, long long window_s, long long burst)
+{
+    char b[48] = "";
+
+    if (burst > 0)
+        snprintf(b, sizeof b, ",\"burst\":%lld", burst);
+    snprintf(buf, len,
+             "{\"rules\":[{\"rule_id\":\"%s\",\"dimension\":\"user\","
+             "\"limit\":%lld,\"window_seconds\":%lld,\"algorithm\":\"%s\""
+             "%s}]}",
+             id, limit, window_s, algo_names[algo], b);
+}
+
+
+/* ---- a pool of threads doing a fixed number of checks ----------------- */
+
+
+
+static void *job_main(void *arg)
+{
+    job_worker *w = arg;
+    job *j = w->j;
+    char key[32];
+    unsigned long long t;
+
+    while ((t = atomic_fetch_add(&j->next, 1)) < j->total &&
+           !atomic_load_explicit(&g_stop, memory_order_relaxed)) {
+        rl_result res = RL_RESULT_INIT;
+        int rc;
+
+        snprintf(key, sizeof key, "user:%llu",
+                 j->nkeys ? t % j->nkeys : t);
+        if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
+            set_err(w->err, "rl_allow", rc, errtext(j->lim));
+            w->rc = rc;
+            atomic_store(&j->next, j->total);
+            break;
+        }
+        if (res.flags & RL_FLAG_FALLBACK)
+            w->fallback++;
+        if (res.flags & DEGRADED)
+            w->degraded++;
+        if (!res.allowed)
+            w->denied++;
+    }
+    return NULL;
+}
+
+
+
+int run_job(job *j, int n, job_result *jr, char *err)
+{
+    job_worker w[THREADS];
+    pthread_t tid[THREADS];
+    int started = 0, rc = 0;
+    uint64_t t0 = now_ns();
+
+    memset(w, 0, sizeof w);
+    atomic_store(&j->next, 0);
+    for (int t = 0; t < n && t < THREADS; t++) {
+        w[t].j = j;
+        if (pthread_create(&tid[t], NULL, job_main, &w[t]) != 0) {
+            atomic_store(&j->next, j->total);
+            snprintf(err, ERRLEN, "pthread_create failed");
+            rc = -1;
+            break;
+        }
+        started++;
+    }
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    jr->seconds = (double)(now_ns() - t0) / 1e9;
+    for (int t = 0; t < started; t++) {
+        if (w[t].rc != 0 && rc == 0) {
+            memcpy(err, w[t].err, ERRLEN);
+            rc = -1;
+        }
+        jr->fallback += w[t].fallback;
+        jr->degraded += w[t].degraded;
+        jr->denied += w[t].denied;
+    }
+    if (rc == 0 && interrupted(err))
+        rc = -1;
+    return rc;
+}

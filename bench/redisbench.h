@@ -1,0 +1,258 @@
+/*
+ * redisbench.h -- what the files of bench/redisbench share: the options,
+ * the constants of every group, the control connection to the server under
+ * test, CPU accounting, limiters and rules, and a pool of threads doing a
+ * fixed number of checks (redisbench_util.c), and each group's entry point
+ * (redisbench_<group>.c).  redisbench.c says what the program measures.
+ */
+#ifndef RL_BENCH_REDISBENCH_H
+#define RL_BENCH_REDISBENCH_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <ctype.h>
+#include <errno.h>
+#include <hiredis/hiredis.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ratelimit.h"
+#include "limiter.h"     /* limiter_store()                         */
+#include "store_redis.h" /* rl_lua_check, store_redis_stats_get()   */
+#include "benchutil.h"
+#include "redisutil.h"
+
+extern char **environ;
+
+#define TP_THREADS 64
+#define FILL_THREADS 64
+#define BIG_LIMIT 1000000000LL /* per window: nothing is ever denied */
+#define BIG_WINDOW_S 60
+/* usec_per_call and bytes_per_key: 1000 per day.  A token bucket or GCRA
+ * key lives only until its bucket is full again (one token's refill after
+ * one check: window / limit), so the rule must refill slowly for the keys
+ * to be there when they are checked again or counted. */
+#define SLOW_LIMIT 1000
+#define SLOW_WINDOW_S 86400
+#define PEER_BYTES_PER_KEY 144.0
+#define TARGET_TP64 0.9
+#define TARGET_TP1 0.95
+#define USEC_KEYS 10000ULL
+/* As many threads as throughput_64, the regime the peer figure comes from.
+ * How busy Redis is kept changes usec_per_call itself (a script run one at
+ * a time finds cold caches), hence hot_usec_per_call beside it. */
+#define USEC_THREADS 64
+#define ACC_PROCS 8
+#define ACC_THREADS 4
+#define ACC_LIMIT 1000
+#define ACC_BURST 100
+#define ACC_WINDOW_MS 10000LL
+#define ACC_START_OFFSET_MS 250LL
+#define ACC_TOLERANCE 0.03
+#define EDGE_THREADS 32
+#define EDGE_LIMIT 100
+#define EDGE_WINDOW_MS 10000LL
+#define EDGE_PHASE1_MS 9200LL /* into window W        */
+#define EDGE_PHASE2_MS 100LL  /* into window W + 1    */
+#define EDGE_FIRE2 200
+#define MAX_KEYS 1000000000ULL
+
+static const char *const algo_names[4] = {"sliding_window", "token_bucket",
+                                          "fixed_window", "gcra"};
+
+/* ---- options -------------------------------------------------------- */
+
+typedef struct options {
+    int port;
+    double seconds;             /* per throughput figure                  */
+    unsigned long long keys;    /* key space for the throughput figures   */
+    unsigned long long mem_keys;
+    unsigned long long usec_checks;
+    double acc_seconds;
+    double peer_usec;           /* < 0: not given                          */
+    const char *only;
+    int json, quick, force;
+} options;
+
+typedef struct cmdstat {
+    double calls, usec_per_call, failed, rejected;
+} cmdstat;
+
+typedef struct cpu_snap {
+    uint64_t wall;     /* ns, monotonic                             */
+    double busy;       /* s, all CPUs (/proc/stat, not idle/iowait) */
+    double steal;      /* s, taken by the hypervisor                */
+    double self;       /* s, this process and its reaped children   */
+    double redis;      /* s, redis-server (INFO cpu)                */
+    double preempt;    /* redis-server main thread's involuntary
+                          context switches (/proc/<pid>/status)     */
+    double csw;        /* this process's context switches, all threads */
+} cpu_snap;
+
+typedef struct cpu_use {
+    double client, redis, other, steal; /* cores */
+    double preempt;                     /* per second */
+    double csw;                         /* per second */
+} cpu_use;
+
+#define MANY_THREADS 2  /* throughput_64_many: 2 threads x 32 per call */
+#define MANY_PER_CALL 32
+
+typedef struct job {
+    rl_limiter *lim;
+    const char *rule_id;
+    unsigned long long total;  /* checks                                 */
+    unsigned long long nkeys;  /* random keys < nkeys; 0: key = ticket   */
+    _Atomic unsigned long long next;
+} job;
+
+typedef struct job_worker {
+    job *j;
+    uint64_t rng;
+    unsigned long long fallback, denied;
+    int rc;
+    char err[ERRLEN];
+} job_worker;
+
+#define OUT_TIMEOUT_MS 20        /* timeout_ms of the Redis limiters      */
+#define OUT_FAILURES 5           /* breaker_failures: K                   */
+#define OUT_COOLDOWN_MS 1000     /* breaker_cooldown_ms (the default)     */
+#define OUT_OPEN_COOLDOWN_MS 60000 /* figure 1: no probe while measuring  */
+#define OUT_OPEN_HANG_S 5.0      /* figure 1 under DEBUG SLEEP            */
+#define OUT_CHECKS 200000ULL     /* figure 1, per limiter (quick: 50k)    */
+#define OUT_CHECKS_QUICK 50000ULL
+#define OUT_WARM 10000ULL
+#define OUT_BLOCK 1000           /* checks per limiter in turn            */
+#define OUT_NKEYS 1000
+#define OUT_TARGET_P99_US 10.0
+#define OUT_LIMIT 100            /* figures 3 and 4: per window           */
+#define OUT_WINDOW_S 10
+#define OUT_FLEET 4
+#define OUT_PACE_NS 1000000ULL   /* one check per rule per ms             */
+#define OUT_SECONDS 10.0         /* the outage (quick: 2 s)               */
+#define OUT_SECONDS_QUICK 2.0
+#define OUT_CLOSE_WAIT_MS 15000  /* give up waiting for the breaker       */
+
+#define DEGRADED (RL_FLAG_FAIL_OPEN | RL_FLAG_FALLBACK)
+
+
+typedef struct rb_result {
+    double rps, p50_ms, p99_ms;
+    double wall_s;
+    char cmd[1024];
+} rb_result;
+
+typedef struct acc_slot {
+    unsigned long long admitted[4], checks[4], fallback;
+    int64_t first_ns, last_ns; /* CLOCK_REALTIME */
+    int rc;
+    char err[200];
+} acc_slot;
+
+typedef struct acc_shared {
+    _Atomic int ready;  /* children whose threads wait for `go`       */
+    _Atomic int go;     /* 0 wait, 1 run [start_ns, stop_ns), 2 quit   */
+    int64_t start_ns, stop_ns;
+    char key[64];
+    acc_slot slot[ACC_PROCS * ACC_THREADS];
+} acc_shared;
+
+typedef struct acc {
+    acc_shared *sh;
+    pid_t pid[ACC_PROCS];
+    int nproc;
+} acc;
+
+extern const text_layout layout;
+extern redisContext *ctl;
+extern long redis_pid;
+
+int64_t rt_ns(void);
+
+void sleep_s(double s);
+
+void sleep_until_rt(int64_t t_ns);
+
+int64_t gcd64(int64_t a, int64_t b);
+
+void emit(const options *o, const figure *f);
+
+redisReply *ctl_cmd(char *err, const char *fmt, ...);
+
+int ctl_ok(char *err, const char *fmt, ...);
+
+int cmdstat_get(const char *cmd, cmdstat *cs, char *err);
+
+int flush_wait(char *err);
+
+int clients_wait(double n, char *err);
+
+int key_template(char *out, size_t outlen, char *err);
+
+int key_lengths(double *mean, char *example, size_t exlen, char *err);
+
+int cpu_take(cpu_snap *s, char *err);
+
+cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b);
+
+int make_limiter(const options *o, const char *rules,
+                 rl_limiter **out, char *err);
+
+void one_rule(char *buf, size_t len, const char *id, int algo,
+              long long limit, long long window_s, long long burst);
+
+int run_job(job *j, int n, unsigned long long *fallback,
+            unsigned long long *denied, char *err);
+
+int run_redis_benchmark(const options *o, const char *sha,
+                        int clients, int pipeline,
+                        unsigned long long n,
+                        unsigned long long keyspace, const char *key,
+                        const long long v8[8], rb_result *out,
+                        char *err);
+
+int group_throughput(const options *o, const char *sha, int threads,
+                     int per_call, char *err);
+
+int group_usec(const options *o, const char *sha, char *err);
+
+int group_bytes(const options *o, char *err);
+
+void acc_stop(acc *ac);
+
+int acc_prepare(const options *o, acc *ac, char *err);
+
+int acc_run(const options *o, acc *ac, char *err);
+
+int group_edge(const options *o, char *err);
+
+int fault_setup(const options *o, char *err);
+
+const char *fault_name(void);
+
+int fault_end(char *err);
+
+int fault_begin(const options *o, double secs, char *err);
+
+int group_outage(const options *o, char *err);
+
+#endif

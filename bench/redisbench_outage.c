@@ -1,0 +1,492 @@
+/*
+ * redisbench_outage.c -- group 6 of redisbench: the circuit breaker against a
+ * hung server.  outage_breaker_open_p50/_p99: the latency of checks with the
+ * breaker open, beside a memory-store limiter with the same rule (target p99
+ * <= 10 us), and no network call meanwhile; outage_probe_max_latency: the
+ * slowest of the K checks that time out, beside timeout_ms;
+ * outage_admitted_<open|closed|fallback>: what each failure mode admits
+ * through an outage beside what it promises; outage_time_to_close: from the
+ * server's resumption to a CLOSED breaker, beside breaker_cooldown_ms.
+ */
+#include "redisbench.h"
+static void out_rule(char *buf, size_t len, const char *id, int algo,
+                     long long limit, long long window_s, const char *failure)
+{
+    snprintf(buf, len,
+             "{\"rule_id\":\"%s\",\"dimension\":\"user\",\"limit\":%lld,"
+             "\"window_seconds\":%lld,\"algorithm\":\"%s\","
+             "\"failure_mode\":\"%s\"}",
+             id, limit, window_s, algo_names[algo], failure);
+}
+
+/* A limiter for the outage figures: Redis (timeout OUT_TIMEOUT_MS, breaker
+ * after OUT_FAILURES, the given cooldown, fleet of OUT_FLEET) or, with
+ * redis 0, the memory store with the same options and rules. */
+static int out_limiter(const options *o, int redis, const char *rules,
+                       long long cooldown_ms, rl_limiter **out, char *err)
+{
+    char uri[64], t[24], k[24], c[24], fl[24];
+    const char *name[6] = {"store",      "timeout_ms", "breaker_failures",
+                           "breaker_cooldown_ms", "fleet_size", "rules"};
+    const char *val[6] = {uri, t, k, c, fl, rules};
+    rl_config *cfg = rl_config_new();
+    int rc = RL_OK;
+
+    *out = NULL;
+    if (cfg == NULL) {
+        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
+        return RL_ENOMEM;
+    }
+    if (redis)
+        snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", o->port);
+    else
+        snprintf(uri, sizeof uri, "memory://");
+    snprintf(t, sizeof t, "%d", OUT_TIMEOUT_MS);
+    snprintf(k, sizeof k, "%d", OUT_FAILURES);
+    snprintf(c, sizeof c, "%lld", cooldown_ms);
+    snprintf(fl, sizeof fl, "%d", OUT_FLEET);
+    for (int i = 0; i < 6 && rc == RL_OK; i++)
+        if ((rc = rl_config_set(cfg, name[i], val[i])) != RL_OK) {
+            char what[48];
+            snprintf(what, sizeof what, "rl_config_set(%s)", name[i]);
+            set_err(err, what, rc, errtext(NULL));
+        }
+    if (rc == RL_OK && (rc = rl_limiter_new(out, cfg)) != RL_OK)
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+    rl_config_free(cfg);
+    return rc;
+}
+
+
+/* rl_allow(), timed; -1 (err set) when it fails. */
+static int out_allow(rl_limiter *lim, const char *key, const char *rule,
+                     rl_result *res, uint64_t *ns, char *err)
+{
+    uint64_t t0 = now_ns();
+    int rc = rl_allow(lim, key, rule, 1, res);
+
+    if (ns)
+        *ns = now_ns() - t0;
+    if (rc != RL_OK) {
+        set_err(err, "rl_allow", rc, errtext(lim));
+        return -1;
+    }
+    return 0;
+}
+
+/* Checks while Redis answers: none may be degraded, the breaker closed. */
+static int out_healthy(rl_limiter *lim, const char *key,
+                       const char *const *rule, int nrules, int rounds,
+                       char *err)
+{
+    rl_result res = RL_RESULT_INIT;
+    rl_stats st = RL_STATS_INIT;
+
+    for (int i = 0; i < rounds; i++)
+        for (int r = 0; r < nrules; r++) {
+            if (out_allow(lim, key, rule[r], &res, NULL, err))
+                return -1;
+            if (res.flags & DEGRADED)
+                return snprintf(err, ERRLEN, "outage: a check before the "
+                                "fault was degraded (flags 0x%x): Redis is "
+                                "not answering", res.flags), -1;
+        }
+    rl_stats_get(lim, &st);
+    if (st.breaker_state != RL_BREAKER_CLOSED)
+        return snprintf(err, ERRLEN, "outage: breaker state %d before the "
+                        "fault", st.breaker_state), -1;
+    return 0;
+}
+
+static void sleep_until_mono(uint64_t t_ns)
+{
+    struct timespec ts = {(time_t)(t_ns / 1000000000ULL),
+                          (long)(t_ns % 1000000000ULL)};
+
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* Figures 1 and 2: Redis stopped, the K checks that time out until the
+ * breaker opens, then checks with it open beside a memory-store limiter
+ * with the same rule, in alternating blocks (so load drift hits both). */
+static int out_open(const options *o, char *bad, char *err)
+{
+    static const char *const rid[1] = {"oo"};
+    unsigned long long n = o->quick ? OUT_CHECKS_QUICK : OUT_CHECKS,
+                       not_fb = 0;
+    char rule[400], rules[512], scratch[ERRLEN], (*keys)[24] = NULL;
+    rl_limiter *lim = NULL, *mem = NULL;
+    hist *h = calloc(2, sizeof *h); /* [0] breaker open, [1] memory store */
+    store_redis_stats s0, s1, s2;
+    rl_stats b0 = RL_STATS_INIT, b1 = RL_STATS_INIT, b2 = RL_STATS_INIT;
+    rl_result res = RL_RESULT_INIT;
+    double probe_max = 0, probe_min = 0, probe_sum = 0;
+    int probes = 0, opened_after = 0, faulted = 0, rc = -1;
+    uint64_t ns;
+
+    keys = calloc(OUT_NKEYS, sizeof *keys);
+    if (h == NULL || keys == NULL) {
+        snprintf(err, ERRLEN, "out of memory");
+        goto out;
+    }
+    for (int i = 0; i < OUT_NKEYS; i++)
+        snprintf(keys[i], sizeof keys[i], "user:%d", i);
+    out_rule(rule, sizeof rule, rid[0], 0, BIG_LIMIT, BIG_WINDOW_S,
+             "fallback");
+    snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
+    if (out_limiter(o, 1, rules, OUT_OPEN_COOLDOWN_MS, &lim, err) ||
+        out_limiter(o, 0, rules, OUT_OPEN_COOLDOWN_MS, &mem, err) ||
+        out_healthy(lim, keys[0], rid, 1, 1000, err))
+        goto out;
+    rl_stats_get(lim, &b0);
+    store_redis_stats_get(limiter_store(lim), &s0);
+    if (fault_begin(o, OUT_OPEN_HANG_S, err))
+        goto out;
+    faulted = 1;
+    for (int i = 0; i < 4 * OUT_FAILURES; i++) {
+        double ms;
+        if (out_allow(lim, keys[i], rid[0], &res, &ns, err))
+            goto out;
+        ms = (double)ns / 1e6;
+        probe_max = probes == 0 || ms > probe_max ? ms : probe_max;
+        probe_min = probes == 0 || ms < probe_min ? ms : probe_min;
+        probe_sum += ms;
+        probes++;
+        rl_stats_get(lim, &b1);
+        if (b1.breaker_state == RL_BREAKER_OPEN) {
+            opened_after = i + 1;
+            break;
+        }
+    }
+    if (opened_after == 0) {
+        snprintf(err, ERRLEN, "outage: the breaker is not open after %d "
+                 "failed checks (breaker_failures %d)", probes, OUT_FAILURES);
+        goto out;
+    }
+    store_redis_stats_get(limiter_store(lim), &s1);
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned long long total = pass ? n : OUT_WARM;
+        for (unsigned long long done = 0; done < total; done += OUT_BLOCK)
+            for (int side = 0; side < 2; side++) {
+                rl_limiter *l = side ? mem : lim;
+                for (unsigned long long j = done;
+                     j < done + OUT_BLOCK && j < total; j++) {
+                    if (out_allow(l, keys[j % OUT_NKEYS], rid[0], &res, &ns,
+                                  err))
+                        goto out;
+                    if (pass)
+                        hist_add(&h[side], ns);
+                    if (!side && !(res.flags & RL_FLAG_FALLBACK))
+                        not_fb++;
+                }
+            }
+    }
+    store_redis_stats_get(limiter_store(lim), &s2);
+    rl_stats_get(lim, &b2);
+    faulted = 0;
+    if (fault_end(err))
+        goto out;
+
+    {
+        figure f = {0};
+        f.name = "outage_breaker_open_p50";
+        f.value = hist_pct(&h[0], 0.50) / 1000.0;
+        f.unit = "us";
+        f.nrefs = 1;
+        f.ref[0] = hist_pct(&h[1], 0.50) / 1000.0;
+        f.ref_name[0] = "memory_store_check";
+        xnum(&f, "samples", (double)h[0].n);
+        xnum(&f, "ref_samples", (double)h[1].n);
+        emit(o, &f);
+        f = (figure){0};
+        f.name = "outage_breaker_open_p99";
+        f.value = hist_pct(&h[0], 0.99) / 1000.0;
+        f.unit = "us";
+        f.nrefs = 1;
+        f.ref[0] = hist_pct(&h[1], 0.99) / 1000.0;
+        f.ref_name[0] = "memory_store_check";
+        xnum(&f, "target_max_us", OUT_TARGET_P99_US);
+        xnum(&f, "p999_us", hist_pct(&h[0], 0.999) / 1000.0);
+        xnum(&f, "ref_p999_us", hist_pct(&h[1], 0.999) / 1000.0);
+        xnum(&f, "checks", (double)n);
+        xnum(&f, "warmup_checks", OUT_WARM);
+        /* Socket calls while open (every check after the breaker opened,
+         * warm-up included): must be 0. */
+        xnum(&f, "network_calls", (double)(s2.calls - s1.calls));
+        xnum(&f, "network_calls_max", 0);
+        xnum(&f, "writes", (double)(s2.writes - s1.writes));
+        xnum(&f, "store_errors", (double)(b2.store_errors - b1.store_errors));
+        xnum(&f, "not_fallback", (double)not_fb);
+        xnum(&f, "breaker_state_after", b2.breaker_state);
+        xnum(&f, "breaker_opens", (double)(b2.breaker_opens - b0.breaker_opens));
+        xstr(&f, "failure_mode", "fallback");
+        xnum(&f, "fleet_size", OUT_FLEET);
+        xnum(&f, "cooldown_ms", OUT_OPEN_COOLDOWN_MS);
+        xnum(&f, "keys", OUT_NKEYS);
+        xstr(&f, "fault", fault_name());
+        emit(o, &f);
+        f = (figure){0};
+        f.name = "outage_probe_max_latency";
+        f.value = probe_max;
+        f.unit = "ms";
+        f.nrefs = 1;
+        f.ref[0] = OUT_TIMEOUT_MS;
+        f.ref_name[0] = "timeout_ms";
+        xnum(&f, "checks_to_open", opened_after);
+        xnum(&f, "breaker_failures", OUT_FAILURES);
+        xnum(&f, "min_ms", probe_min);
+        xnum(&f, "mean_ms", probe_sum / probes);
+        xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
+        xnum(&f, "network_calls", (double)(s1.calls - s0.calls));
+        xnum(&f, "down_fails", (double)(s1.down_fails - s0.down_fails));
+        xstr(&f, "fault", fault_name());
+        emit(o, &f);
+    }
+    if (s2.calls != s1.calls && !bad[0])
+        snprintf(bad, ERRLEN, "outage: %lld network calls with the breaker "
+                 "open (must be 0)", (long long)(s2.calls - s1.calls));
+    if (b2.breaker_state != RL_BREAKER_OPEN && !bad[0])
+        snprintf(bad, ERRLEN, "outage: the breaker left OPEN (state %d) "
+                 "during the measurement", b2.breaker_state);
+    rc = 0;
+out:
+    if (faulted)
+        fault_end(scratch);
+    rl_limiter_free(lim);
+    rl_limiter_free(mem);
+    free(keys);
+    free(h);
+    return rc;
+}
+
+/* Figures 3 and 4: one limiter, one rule per failure mode (fixed window,
+ * OUT_LIMIT per OUT_WINDOW_S, fleet OUT_FLEET), one thread checking each
+ * rule every ms; Redis hangs for the outage, then resumes while the checks
+ * go on and rl_stats_get() is polled until the breaker closes. */
+static int out_modes(const options *o, char *bad, char *err)
+{
+    static const char *const mode[3] = {"open", "closed", "fallback"};
+    double secs = o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS, outage_s;
+    char r[3][300], rules[1024], key[64], warm[64], scratch[ERRLEN];
+    rl_limiter *lim = NULL;
+    rl_result res = RL_RESULT_INIT;
+    rl_stats b0 = RL_STATS_INIT, b1 = RL_STATS_INIT, b2 = RL_STATS_INIT;
+    rl_stats st = RL_STATS_INIT;
+    store_redis_stats s0, s1, s2;
+    unsigned long long sent[3] = {0}, adm[3] = {0}, decided[3] = {0},
+                       late = 0, after = 0, after_degraded = 0, reopens = 0;
+    uint64_t max_ns[3] = {0}, ns, t_stop, t_cont, t_close = 0,
+             t_open_last = 0, t_open_resume = 0, t_reopen = 0, t_reconn = 0,
+             next, opens_seen;
+    int64_t rt_first = 0, rt_last = 0, w = OUT_WINDOW_S * 1000000000LL;
+    int faulted = 0, rc = -1;
+
+    for (int m = 0; m < 3; m++)
+        out_rule(r[m], sizeof r[m], mode[m], 2, OUT_LIMIT, OUT_WINDOW_S,
+                 mode[m]);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s,%s]}", r[0], r[1], r[2]);
+    snprintf(warm, sizeof warm, "warm:%ld", (long)getpid());
+    snprintf(key, sizeof key, "outage:%ld:%lld", (long)getpid(),
+             (long long)(rt_ns() / 1000000));
+    if (out_limiter(o, 1, rules, OUT_COOLDOWN_MS, &lim, err) ||
+        out_healthy(lim, warm, mode, 3, 20, err))
+        goto out;
+    rl_stats_get(lim, &b0);
+    store_redis_stats_get(limiter_store(lim), &s0);
+    opens_seen = b0.breaker_opens;
+    if (fault_begin(o, secs, err))
+        goto out;
+    faulted = 1;
+    t_stop = next = now_ns();
+    while (now_ns() < t_stop + (uint64_t)(secs * 1e9)) {
+        for (int m = 0; m < 3; m++) {
+            int64_t rt = rt_ns();
+            if (out_allow(lim, key, mode[m], &res, &ns, err))
+                goto out;
+            sent[m]++;
+            adm[m] += res.allowed != 0;
+            if (ns > max_ns[m])
+                max_ns[m] = ns;
+            decided[m] += m == 0   ? (res.flags & RL_FLAG_FAIL_OPEN) != 0
+                          : m == 1 ? !res.allowed
+                                   : (res.flags & RL_FLAG_FALLBACK) != 0;
+            if (m == 2) {
+                if (rt_first == 0)
+                    rt_first = rt;
+                rt_last = rt;
+            }
+        }
+        rl_stats_get(lim, &st);
+        if (st.breaker_opens != opens_seen) {
+            opens_seen = st.breaker_opens;
+            t_open_last = now_ns();
+        }
+        next += OUT_PACE_NS;
+        if (next < now_ns()) { /* a check outlasted the pace: no catch-up */
+            next = now_ns();
+            late++;
+        } else {
+            sleep_until_mono(next);
+        }
+    }
+    rl_stats_get(lim, &b1);
+    store_redis_stats_get(limiter_store(lim), &s1);
+    faulted = 0;
+    if (fault_end(err))
+        goto out;
+    t_cont = next = now_ns();
+    t_open_resume = t_open_last;
+    outage_s = (double)(t_cont - t_stop) / 1e9;
+    for (;;) {
+        for (int m = 0; m < 3; m++) {
+            if (out_allow(lim, key, mode[m], &res, NULL, err))
+                goto out;
+            after++;
+            after_degraded += (res.flags & DEGRADED) != 0;
+        }
+        rl_stats_get(lim, &st);
+        if (st.breaker_opens != opens_seen) {
+            reopens += st.breaker_opens - opens_seen;
+            opens_seen = st.breaker_opens;
+            t_open_last = now_ns();
+            if (!t_reopen)
+                t_reopen = t_open_last;
+        }
+        if (!t_reconn) { /* when the store's connections came back */
+            store_redis_stats_get(limiter_store(lim), &s2);
+            if (s2.reconnects != s1.reconnects)
+                t_reconn = now_ns();
+        }
+        if (st.breaker_state == RL_BREAKER_CLOSED) {
+            t_close = now_ns();
+            break;
+        }
+        if (now_ns() - t_cont > OUT_CLOSE_WAIT_MS * 1000000ULL)
+            break;
+        next += OUT_PACE_NS;
+        if (next < now_ns())
+            next = now_ns();
+        else
+            sleep_until_mono(next);
+    }
+    rl_stats_get(lim, &b2);
+    store_redis_stats_get(limiter_store(lim), &s2);
+
+    for (int m = 0; m < 3; m++) {
+        figure f = {0};
+        char name[48];
+        long long windows = rt_first ? rt_last / w - rt_first / w + 1 : 0;
+
+        snprintf(name, sizeof name, "outage_admitted_%s", mode[m]);
+        f.name = name;
+        f.value = (double)adm[m];
+        f.unit = "admitted";
+        f.nrefs = 1;
+        switch (m) {
+        case 0:
+            f.ref[0] = (double)sent[m];
+            f.ref_name[0] = "every_request";
+            break;
+        case 1:
+            f.ref[0] = 0;
+            f.ref_name[0] = "none";
+            break;
+        default:
+            f.ref[0] = (double)(OUT_LIMIT / OUT_FLEET) * (double)windows;
+            f.ref_name[0] = "limit_over_fleet_x_windows";
+        }
+        xstr(&f, "failure_mode", mode[m]);
+        xnum(&f, "checks", (double)sent[m]);
+        xnum(&f, "decided_by_mode", (double)decided[m]);
+        /* The same from rl_stats_get(): fail_open, fail_closed, fallback. */
+        xnum(&f, "stats_decided_by_mode",
+             m == 0   ? (double)(b1.fail_open - b0.fail_open)
+             : m == 1 ? (double)(b1.fail_closed - b0.fail_closed)
+                      : (double)(b1.fallback - b0.fallback));
+        xnum(&f, "outage_s", outage_s);
+        xnum(&f, "pace_ms", (double)OUT_PACE_NS / 1e6);
+        xnum(&f, "late_ticks", (double)late);
+        xnum(&f, "max_check_ms", (double)max_ns[m] / 1e6);
+        xstr(&f, "algorithm", algo_names[2]);
+        xnum(&f, "limit", OUT_LIMIT);
+        xnum(&f, "window_s", OUT_WINDOW_S);
+        xnum(&f, "fleet_size", OUT_FLEET);
+        if (m == 2) {
+            xnum(&f, "windows", (double)windows);
+            xnum(&f, "pro_rata", (double)OUT_LIMIT / OUT_FLEET * secs /
+                                     OUT_WINDOW_S);
+        }
+        xnum(&f, "breaker_opens", (double)(b1.breaker_opens - b0.breaker_opens));
+        xnum(&f, "network_calls", (double)(s1.calls - s0.calls));
+        xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
+        xnum(&f, "down_fails", (double)(s1.down_fails - s0.down_fails));
+        xnum(&f, "reconnects", (double)(s1.reconnects - s0.reconnects));
+        xstr(&f, "fault", fault_name());
+        emit(o, &f);
+    }
+    {
+        figure f = {0};
+        f.name = "outage_time_to_close";
+        f.value = t_close ? (double)(t_close - t_cont) / 1e6 : NAN;
+        f.unit = "ms";
+        f.nrefs = 1;
+        f.ref[0] = OUT_COOLDOWN_MS;
+        f.ref_name[0] = "cooldown_ms";
+        xnum(&f, "timeout_ms", OUT_TIMEOUT_MS);
+        xnum(&f, "breaker_failures", OUT_FAILURES);
+        /* A probe goes at most a cooldown after the last opening, and
+         * takes at most a timeout. */
+        xnum(&f, "expected_max_ms", OUT_COOLDOWN_MS + OUT_TIMEOUT_MS +
+                                        (double)OUT_PACE_NS / 1e6);
+        xnum(&f, "open_for_ms_at_resume",
+             t_open_resume ? (double)(t_cont - t_open_resume) / 1e6 : NAN);
+        xnum(&f, "last_open_to_close_ms",
+             t_close && t_open_last ? (double)(t_close - t_open_last) / 1e6
+                                    : NAN);
+        xnum(&f, "reopens_after_resume", (double)reopens);
+        xnum(&f, "first_reopen_after_ms",
+             t_reopen ? (double)(t_reopen - t_cont) / 1e6 : NAN);
+        /* The connections (torn down as stuck during a long outage) are
+         * back: the first reconnect after the resumption. */
+        xnum(&f, "reconnected_after_ms",
+             t_reconn ? (double)(t_reconn - t_cont) / 1e6 : NAN);
+        xnum(&f, "checks_after_resume", (double)after);
+        /* Decided by a failure mode (rl_stats_get(): fail_open +
+         * fail_closed + fallback), and of them flagged in the result
+         * (RL_FLAG_FAIL_OPEN or RL_FLAG_FALLBACK; "closed" has no flag). */
+        xnum(&f, "degraded_after_resume",
+             (double)(b2.fail_open - b1.fail_open + b2.fail_closed -
+                      b1.fail_closed + b2.fallback - b1.fallback));
+        xnum(&f, "flagged_after_resume", (double)after_degraded);
+        xnum(&f, "network_calls_after_resume", (double)(s2.calls - s1.calls));
+        xnum(&f, "down_fails_after_resume",
+             (double)(s2.down_fails - s1.down_fails));
+        xnum(&f, "reconnects_after_resume",
+             (double)(s2.reconnects - s1.reconnects));
+        xnum(&f, "breaker_closes", (double)(b2.breaker_closes - b1.breaker_closes));
+        xstr(&f, "fault", fault_name());
+        emit(o, &f);
+    }
+    if (t_close == 0 && !bad[0])
+        snprintf(bad, ERRLEN, "outage: the breaker did not close within "
+                 "%d ms of the server's resumption", OUT_CLOSE_WAIT_MS);
+    rc = 0;
+out:
+    if (faulted)
+        fault_end(scratch);
+    rl_limiter_free(lim);
+    return rc;
+}
+
+int group_outage(const options *o, char *err)
+{
+    char bad[ERRLEN] = "";
+
+    if (fault_setup(o, err) || flush_wait(err) || out_open(o, bad, err) ||
+        ctl_ok(err, "PING") || out_modes(o, bad, err))
+        return -1;
+    if (bad[0])
+        return memcpy(err, bad, ERRLEN), -1;
+    return 0;
+}

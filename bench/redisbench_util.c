@@ -1,0 +1,375 @@
+/*
+ * redisbench_util.c -- the parts of redisbench that every group uses: clocks
+ * and sleeps, the figure's output, the blocking control connection to the
+ * server under test (commands, INFO commandstats, FLUSHALL and client counts,
+ * the keys the library writes), CPU accounting of the client, the server and
+ * the rest of the machine, limiters and rules, and a pool of threads doing a
+ * fixed number of checks.
+ */
+#include "redisbench.h"
+/* ---- small helpers ---------------------------------------------------- */
+
+int64_t rt_ns(void) /* CLOCK_REALTIME: the clock Redis TIME reads */
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + (int64_t)ts.tv_nsec;
+}
+
+void sleep_s(double s)
+{
+    struct timespec ts;
+
+    if (s <= 0)
+        return;
+    ts.tv_sec = (time_t)s;
+    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+}
+
+void sleep_until_rt(int64_t t_ns)
+{
+    struct timespec ts = {(time_t)(t_ns / 1000000000LL),
+                          (long)(t_ns % 1000000000LL)};
+
+    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* ---- output ----------------------------------------------------------- */
+
+const text_layout layout = {30, 12, 2, 8, 24, 3};
+
+void emit(const options *o, const figure *f)
+{
+    emit_figure(f, o->json, &layout);
+}
+
+/* ---- the control connection (hiredis, blocking) ------------------------ */
+
+redisContext *ctl;
+
+redisReply *ctl_cmd(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = bvcmd(ctl, err, fmt, ap);
+    va_end(ap);
+    return r;
+}
+
+int ctl_ok(char *err, const char *fmt, ...)
+{
+    va_list ap;
+    redisReply *r;
+
+    va_start(ap, fmt);
+    r = bvcmd(ctl, err, fmt, ap);
+    va_end(ap);
+    if (r == NULL)
+        return -1;
+    freeReplyObject(r);
+    return 0;
+}
+
+
+int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
+{
+    char key[64], buf[256];
+
+    snprintf(key, sizeof key, "cmdstat_%s", cmd);
+    if (info_str(ctl, "commandstats", key, buf, sizeof buf, err) != 0)
+        return -1;
+    cs->calls = kv_num(buf, "calls");
+    cs->usec_per_call = kv_num(buf, "usec_per_call");
+    cs->failed = kv_num(buf, "failed_calls");
+    cs->rejected = kv_num(buf, "rejected_calls");
+    return 0;
+}
+
+/* FLUSHALL and wait until lazy freeing (if any) is over. */
+int flush_wait(char *err)
+{
+    double pending = 1;
+
+    if (ctl_ok(err, "FLUSHALL SYNC") != 0)
+        return -1;
+    for (int i = 0; i < 1000 && pending > 0; i++) {
+        if (info_num(ctl, "memory", "lazyfree_pending_objects", &pending, err))
+            return -1;
+        if (pending > 0)
+            sleep_s(0.01);
+    }
+    if (pending > 0)
+        return snprintf(err, ERRLEN, "lazyfree still pending after 10 s"), -1;
+    return 0;
+}
+
+/* Wait until only `n` clients (ours) remain connected. */
+int clients_wait(double n, char *err)
+{
+    double c = n + 1;
+
+    for (int i = 0; i < 500 && c > n; i++) {
+        if (info_num(ctl, "clients", "connected_clients", &c, err))
+            return -1;
+        if (c > n)
+            sleep_s(0.01);
+    }
+    if (c > n)
+        return snprintf(err, ERRLEN, "%g clients still connected", c), -1;
+    return 0;
+}
+
+/* The library's key for a client "user:<digits>", read back from Redis
+ * (RANDOMKEY: the database holds only the library's keys at that point),
+ * as a redis-benchmark template: "rl:{user:__rand_int__}<rest>".  So the
+ * reference runs on keys of the library's own shape, whatever it is. */
+int key_template(char *out, size_t outlen, char *err)
+{
+    redisReply *r = ctl_cmd(err, "RANDOMKEY");
+    const char *d;
+    int rc = -1;
+
+    if (r == NULL)
+        return -1;
+    if (r->type != REDIS_REPLY_STRING) {
+        snprintf(err, ERRLEN, "RANDOMKEY: the library left no key");
+    } else if (strncmp(r->str, "rl:{user:", 9) != 0) {
+        snprintf(err, ERRLEN, "library key \"%.100s\" is not rl:{user:...}",
+                 r->str);
+    } else {
+        for (d = r->str + 9; isdigit((unsigned char)*d); d++)
+            ;
+        if (d == r->str + 9 || *d != '}')
+            snprintf(err, ERRLEN, "library key \"%.100s\": unexpected shape",
+                     r->str);
+        else if ((size_t)snprintf(out, outlen, "rl:{user:__rand_int__}%s",
+                                  d + 1) < outlen)
+            rc = 0;
+        else
+            snprintf(err, ERRLEN, "library key \"%.100s\" too long", r->str);
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* Mean length of every key name in the database (SCAN), and one of them. */
+int key_lengths(double *mean, char *example, size_t exlen, char *err)
+{
+    char cursor[32] = "0";
+    double sum = 0, n = 0;
+
+    example[0] = '\0';
+    do {
+        redisReply *r = ctl_cmd(err, "SCAN %s COUNT 1000", cursor);
+        if (r == NULL)
+            return -1;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(r);
+            return snprintf(err, ERRLEN, "SCAN: unexpected reply"), -1;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const redisReply *k = r->element[1]->element[i];
+            sum += (double)k->len;
+            n++;
+            if (example[0] == '\0')
+                snprintf(example, exlen, "%s", k->str);
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    *mean = n > 0 ? sum / n : 0;
+    return 0;
+}
+
+
+long redis_pid; /* INFO server process_id: Redis runs here */
+
+static double involuntary_switches(long pid)
+{
+    char path[64], line[128];
+    double v = 0;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%ld/status", pid);
+    if ((f = fopen(path, "r")) == NULL)
+        return 0;
+    while (fgets(line, sizeof line, f))
+        if (strncmp(line, "nonvoluntary_ctxt_switches:", 27) == 0)
+            v = strtod(line + 27, NULL);
+    fclose(f);
+    return v;
+}
+
+int cpu_take(cpu_snap *s, char *err)
+{
+    struct rusage ru, rc;
+    double su, ss;
+
+    memset(s, 0, sizeof *s);
+    machine_cpu(&s->busy, &s->steal);
+    getrusage(RUSAGE_SELF, &ru);
+    getrusage(RUSAGE_CHILDREN, &rc);
+    s->self = rusage_seconds(&ru) + rusage_seconds(&rc);
+    if (info_num(ctl, "cpu", "used_cpu_sys", &ss, err) ||
+        info_num(ctl, "cpu", "used_cpu_user", &su, err))
+        return -1;
+    s->redis = ss + su;
+    s->preempt = involuntary_switches(redis_pid);
+    s->csw = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
+    s->wall = now_ns();
+    return 0;
+}
+
+cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)
+{
+    double w = (double)(b->wall - a->wall) / 1e9;
+    cpu_use u;
+
+    if (w <= 0)
+        w = 1e-9;
+    u.client = (b->self - a->self) / w;
+    u.redis = (b->redis - a->redis) / w;
+    u.other = (b->busy - a->busy) / w - u.client - u.redis;
+    if (u.other < 0)
+        u.other = 0; /* /proc/stat ticks are coarse */
+    u.steal = (b->steal - a->steal) / w;
+    u.preempt = (b->preempt - a->preempt) / w;
+    u.csw = (b->csw - a->csw) / w;
+    return u;
+}
+
+/* ---- limiters ---------------------------------------------------------------- */
+
+int make_limiter(const options *o, const char *rules,
+                        rl_limiter **out, char *err)
+{
+    rl_config *cfg;
+    rl_limiter *lim = NULL;
+    char uri[64];
+    int rc;
+
+    *out = NULL;
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", o->port);
+    if ((cfg = rl_config_new()) == NULL) {
+        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
+        return RL_ENOMEM;
+    }
+    if ((rc = rl_config_set(cfg, "store", uri)) != RL_OK) {
+        set_err(err, "rl_config_set(store)", rc, errtext(NULL));
+        rl_config_free(cfg);
+        return rc;
+    }
+    /* A loaded 2-core machine can stall a reply past the 5 ms default;
+     * that would be decided by the fallback, which is counted as an error. */
+    if ((rc = rl_config_set(cfg, "timeout_ms", "1000")) != RL_OK) {
+        set_err(err, "rl_config_set(timeout_ms)", rc, errtext(NULL));
+        rl_config_free(cfg);
+        return rc;
+    }
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    if (rc != RL_OK) {
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+        return rc;
+    }
+    if ((rc = rl_rules_load_string(lim, rules)) != RL_OK) {
+        set_err(err, "rl_rules_load_string", rc, errtext(lim));
+        rl_limiter_free(lim);
+        return rc;
+    }
+    *out = lim;
+    return RL_OK;
+}
+
+void one_rule(char *buf, size_t len, const char *id, int algo,
+                     long long limit, long long window_s, long long burst)
+{
+    char b[48] = "";
+
+    if (burst > 0)
+        snprintf(b, sizeof b, ",\"burst\":%lld", burst);
+    snprintf(buf, len,
+             "{\"rule_id\":\"%s\",\"dimension\":\"user\",\"limit\":%lld,"
+             "\"window_seconds\":%lld,\"algorithm\":\"%s\"%s}",
+             id, limit, window_s, algo_names[algo], b);
+}
+
+
+static void *job_main(void *arg)
+{
+    job_worker *w = arg;
+    job *j = w->j;
+    char key[32];
+    unsigned long long t;
+
+    while ((t = atomic_fetch_add(&j->next, 1)) < j->total) {
+        rl_result res = RL_RESULT_INIT;
+        int rc;
+
+        snprintf(key, sizeof key, "user:%llu",
+                 j->nkeys ? (unsigned long long)pick(&w->rng, j->nkeys) : t);
+        if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
+            set_err(w->err, "rl_allow", rc, errtext(j->lim));
+            w->rc = rc;
+            atomic_store(&j->next, j->total);
+            break;
+        }
+        if (res.flags & RL_FLAG_FALLBACK)
+            w->fallback++;
+        if (!res.allowed)
+            w->denied++;
+    }
+    return NULL;
+}
+
+/* Runs the job on n threads; *fallback, *denied are summed. */
+int run_job(job *j, int n, unsigned long long *fallback,
+                   unsigned long long *denied, char *err)
+{
+    job_worker w[FILL_THREADS];
+    pthread_t tid[FILL_THREADS];
+    int started = 0, rc = 0;
+
+    memset(w, 0, sizeof w);
+    atomic_store(&j->next, 0);
+    for (int t = 0; t < n && t < FILL_THREADS; t++) {
+        w[t].j = j;
+        w[t].rng = 0x10B0000ULL + (uint64_t)t * 104729;
+        if (pthread_create(&tid[t], NULL, job_main, &w[t]) != 0) {
+            atomic_store(&j->next, j->total);
+            snprintf(err, ERRLEN, "pthread_create failed");
+            rc = -1;
+            break;
+        }
+        started++;
+    }
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    for (int t = 0; t < started; t++) {
+        if (w[t].rc != 0 && rc == 0) {
+            memcpy(err, w[t].err, ERRLEN);
+            rc = -1;
+        }
+        *fallback += w[t].fallback;
+        *denied += w[t].denied;
+    }
+    return rc;
+}

@@ -1,0 +1,130 @@
+/*
+ * rlbench.h -- what the files of bench/rlbench share: the options and
+ * constants, keys and percentiles (rlbench_util.c), the reference table
+ * (rlbench_bare.c), the limiter under test, and the latency and memory
+ * figures' entry points.  rlbench.c says what the program measures.
+ */
+#ifndef RL_BENCH_RLBENCH_H
+#define RL_BENCH_RLBENCH_H
+
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ratelimit.h"
+#include "benchutil.h"
+
+#define RULE_ID "bench"
+#define RULE_LIMIT 1000000000LL
+#define RULE_WINDOW 60
+#define KEY_STRIDE 16 /* "user:" + up to 10 digits + NUL */
+#define DESIGN_NOTE_BYTES_PER_KEY 100.0
+#define TARGET_BYTES_PER_KEY_BIG 48.0
+#define MAX_KEYS 100000000ULL
+#define MAX_SAMPLES 50000000ULL
+
+typedef struct options {
+    unsigned long long keys;    /* key set for latency and first memory figure */
+    unsigned long long big;     /* second memory figure; 0 skips it           */
+    unsigned long long samples; /* timed calls per thread per run             */
+    const char *algo;           /* rule algorithm                             */
+    int json;
+    int quick;
+} options;
+
+typedef struct bare_slot {
+    uint64_t h;    /* 64-bit hash of the key; 0 marks an empty slot */
+    uint64_t s[2]; /* 16 bytes of per-key state                     */
+} bare_slot;
+
+typedef struct bare_table {
+    bare_slot *slots;
+    size_t mask;
+    size_t count;
+} bare_table;
+
+#define NBLOCKS 8
+#define LIB 0
+#define REF 1
+
+typedef struct worker {
+    rl_limiter *lim;        /* LIB: the limiter under test           */
+    const bare_table *tab;  /* REF: the reference table              */
+    const char *keys;       /* KEY_STRIDE bytes per key              */
+    const uint32_t *seq;    /* key indexes, nseq of them             */
+    size_t nseq;
+    uint32_t *lat[2];       /* out: ns per timed call, nseq each     */
+    pthread_barrier_t *bar;
+    double untimed_ns[2];   /* out: mean ns per call, untimed pass   */
+    double cpu_share[2];    /* out: thread CPU time / wall, same pass */
+    unsigned long long denied;
+    uint64_t sink;
+    int rc;
+    char err[ERRLEN];
+} worker;
+
+typedef struct lat_figs {
+    double p50, p99, p999, mean, untimed;
+    double cpu_share; /* the lowest of the threads' */
+    unsigned long long denied;
+} lat_figs;
+
+typedef struct mem_result {
+    int rc;
+    double bytes_per_key;   /* (RSS after inserts - RSS before) / N */
+    double empty_bytes;     /* RSS growth of creating the empty store */
+    double insert_ns;       /* mean ns per first-time insert          */
+    unsigned long long denied;
+    char err[ERRLEN];
+} mem_result;
+
+void fmt_key(char *buf, uint32_t i);
+
+uint64_t rss_bytes(void);
+
+int cmp_u32(const void *a, const void *b);
+
+double percentile(const uint32_t *sorted, size_t n, double p);
+
+int make_limiter(const options *o, unsigned long long nkeys,
+                 rl_limiter **out, char *err);
+
+int bare_init(bare_table *t, size_t n);
+
+void bare_free(bare_table *t);
+
+void bare_insert(bare_table *t, const char *key);
+
+const bare_slot *bare_lookup(const bare_table *t, const char *key);
+
+int run_latency(rl_limiter *lim, const bare_table *tab,
+                const char *keys, uint32_t *const *seqs, size_t nseq,
+                int nthreads, uint32_t *const *lat, lat_figs *out,
+                char *err);
+
+double timer_overhead(uint32_t *buf, size_t n);
+
+void mem_limiter(const options *o, size_t n, mem_result *r);
+
+void mem_table(const options *o, size_t n, mem_result *r);
+
+int run_in_child(void (*fn)(const options *, size_t, mem_result *),
+                        const options *o, size_t n, mem_result *r);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * rlbench_bare.c -- rlbench's reference: a bare open-addressing,
+ * linear-probing, power-of-two hash table of 24-byte slots (64-bit hash + 16
+ * bytes of state), read-only and lock-free, hashing the same key strings
+ * (FNV-1a with a 64-bit finalizer).  It is the least any store must do to
+ * find a key's state, so latency and memory are given as multiples of it.
+ */
+#include "rlbench.h"
+/* ---- the reference: a bare open-addressing hash table ----------------- */
+
+
+
+static uint64_t bare_hash(const char *key)
+{
+    uint64_t h = 0xCBF29CE484222325ULL; /* FNV-1a 64 ...            */
+
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 0x100000001B3ULL;
+    h ^= h >> 33; /* ... with murmur3's finalizer so low bits mix */
+    h *= 0xFF51AFD7ED558CCDULL;
+    h ^= h >> 33;
+    h *= 0xC4CEB9FE1A85EC53ULL;
+    h ^= h >> 33;
+    return h != 0 ? h : 1;
+}
+
+/* The smallest power of two holding n keys at a load factor <= 0.75. */
+int bare_init(bare_table *t, size_t n)
+{
+    size_t cap = 16;
+
+    while (cap * 3 < n * 4)
+        cap <<= 1;
+    t->slots = calloc(cap, sizeof *t->slots);
+    t->mask = cap - 1;
+    t->count = 0;
+    return t->slots != NULL ? 0 : -1;
+}
+
+void bare_free(bare_table *t)
+{
+    free(t->slots);
+    t->slots = NULL;
+}
+
+void bare_insert(bare_table *t, const char *key)
+{
+    uint64_t h = bare_hash(key);
+    size_t i = (size_t)h & t->mask;
+
+    while (t->slots[i].h != 0 && t->slots[i].h != h)
+        i = (i + 1) & t->mask;
+    if (t->slots[i].h == 0) {
+        t->slots[i].h = h;
+        t->count++;
+    }
+    t->slots[i].s[0]++;
+    t->slots[i].s[1] = h;
+}
+
+const bare_slot *bare_lookup(const bare_table *t, const char *key)
+{
+    uint64_t h = bare_hash(key);
+    size_t i = (size_t)h & t->mask;
+
+    for (;;) {
+        const bare_slot *s = &t->slots[i];
+        if (s->h == h)
+            return s;
+        if (s->h == 0)
+            return NULL;
+        i = (i + 1) & t->mask;
+    }
+}

@@ -1,0 +1,144 @@
+/*
+ * rlbench_memory.c -- rlbench's memory figures: bytes per tracked key,
+ * the growth of the resident set while N new keys are charged on a fresh
+ * limiter (and while the bare table holds the same N keys), each taken in a
+ * forked child of a still-small parent so that no freed heap is refilled
+ * unseen; the empty store's own footprint apart.
+ */
+#include "rlbench.h"
+/* ---- memory figures (each in a forked child) --------------------------- */
+
+
+
+void mem_limiter(const options *o, size_t n, mem_result *r)
+{
+    rl_limiter *lim = NULL;
+    char key[KEY_STRIDE];
+    uint64_t r0, r1, r2, t0, t1;
+
+    r0 = rss_bytes();
+    r->rc = make_limiter(o, n, &lim, r->err);
+    if (r->rc != RL_OK)
+        return;
+    r1 = rss_bytes();
+    t0 = now_ns();
+    for (size_t i = 0; i < n; i++) {
+        rl_result res = RL_RESULT_INIT;
+        int rc;
+
+        fmt_key(key, (uint32_t)i);
+        rc = rl_allow(lim, key, RULE_ID, 1, &res);
+        if (rc != RL_OK) {
+            char what[64];
+            snprintf(what, sizeof what, "rl_allow(%s) while filling", key);
+            set_err(r->err, what, rc, errtext(lim));
+            r->rc = rc;
+            rl_limiter_free(lim);
+            return;
+        }
+        if (!res.allowed)
+            r->denied++;
+    }
+    t1 = now_ns();
+    r2 = rss_bytes();
+    rl_limiter_free(lim);
+    r->bytes_per_key = ((double)r2 - (double)r1) / (double)n;
+    r->empty_bytes = (double)r1 - (double)r0;
+    r->insert_ns = (double)(t1 - t0) / (double)n;
+}
+
+void mem_table(const options *o, size_t n, mem_result *r)
+{
+    bare_table t;
+    char key[KEY_STRIDE];
+    uint64_t r0, r1, r2, t0, t1;
+
+    (void)o;
+    r0 = rss_bytes();
+    if (bare_init(&t, n) != 0) {
+        snprintf(r->err, ERRLEN, "bare table: out of memory");
+        r->rc = RL_ENOMEM;
+        return;
+    }
+    r1 = rss_bytes();
+    t0 = now_ns();
+    for (size_t i = 0; i < n; i++) {
+        fmt_key(key, (uint32_t)i);
+        bare_insert(&t, key);
+    }
+    t1 = now_ns();
+    r2 = rss_bytes();
+    if (t.count != n) {
+        snprintf(r->err, ERRLEN, "bare table holds %zu keys, not %zu (hash "
+                 "collision)", t.count, n);
+        r->rc = -100;
+    }
+    bare_free(&t);
+    /* calloc'd pages cost nothing until touched, so measure from r0. */
+    r->bytes_per_key = ((double)r2 - (double)r0) / (double)n;
+    r->empty_bytes = (double)r1 - (double)r0;
+    r->insert_ns = (double)(t1 - t0) / (double)n;
+}
+
+int run_in_child(void (*fn)(const options *, size_t, mem_result *),
+                        const options *o, size_t n, mem_result *r)
+{
+    int fds[2], status = 0;
+    pid_t pid;
+    size_t got = 0;
+
+    memset(r, 0, sizeof *r);
+    if (pipe(fds) != 0) {
+        snprintf(r->err, ERRLEN, "pipe: %s", strerror(errno));
+        return r->rc = -1;
+    }
+    fflush(NULL);
+    pid = fork();
+    if (pid < 0) {
+        snprintf(r->err, ERRLEN, "fork: %s", strerror(errno));
+        close(fds[0]);
+        close(fds[1]);
+        return r->rc = -1;
+    }
+    if (pid == 0) {
+        const char *p = (const char *)r;
+        size_t put = 0;
+
+        close(fds[0]);
+#ifdef __GLIBC__
+        malloc_trim(0); /* hand back free heap so it cannot be reused unseen */
+#endif
+        fn(o, n, r);
+        while (put < sizeof *r) {
+            ssize_t k = write(fds[1], p + put, sizeof *r - put);
+            if (k <= 0)
+                _exit(3);
+            put += (size_t)k;
+        }
+        close(fds[1]);
+        _exit(0);
+    }
+    close(fds[1]);
+    while (got < sizeof *r) {
+        ssize_t k = read(fds[0], (char *)r + got, sizeof *r - got);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            break;
+        got += (size_t)k;
+    }
+    close(fds[0]);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (got != sizeof *r || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        memset(r, 0, sizeof *r);
+        if (WIFSIGNALED(status))
+            snprintf(r->err, ERRLEN, "memory child killed by signal %d",
+                     WTERMSIG(status));
+        else
+            snprintf(r->err, ERRLEN, "memory child failed (status %d)",
+                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+        return r->rc = -1;
+    }
+    return r->rc;
+}
