@@ -110,32 +110,28 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
 static void tp_emit_latency(const options *o, const char *name, const tp *t,
                             const tp_figs *ref, const tp_figs *out)
 {
-    char n50[64], n99[64];
-    figure f = {0};
+    char nm[2][64];
+    const double v[2] = {out->p50, out->p99};
+    const double r[2] = {ref ? ref->p50 : 0, ref ? ref->p99 : 0};
 
-    snprintf(n50, sizeof n50, "%s_p50", name);
-    snprintf(n99, sizeof n99, "%s_p99", name);
-    f.name = n50;
-    f.value = out->p50;
-    f.unit = "us";
-    if (ref) {
-        f.nrefs = 1;
-        f.ref[0] = ref->p50;
-        f.ref_name[0] = "ref_p50";
+    snprintf(nm[0], sizeof nm[0], "%s_p50", name);
+    snprintf(nm[1], sizeof nm[1], "%s_p99", name);
+    for (int i = 0; i < 2; i++) {
+        figure f = {0};
+        f.name = nm[i];
+        f.value = v[i];
+        f.unit = "us";
+        if (ref) {
+            f.nrefs = 1;
+            f.ref[0] = r[i];
+            f.ref_name[0] = i == 0 ? "ref_p50" : "ref_p99";
+        }
+        if (i == 0)
+            xnum(&f, "samples", (double)t->all.n);
+        else
+            xnum(&f, "p999_us", hist_pct(&t->all, 0.999) / 1000.0);
+        emit(o, &f);
     }
-    xnum(&f, "samples", (double)t->all.n);
-    emit(o, &f);
-    f = (figure){0};
-    f.name = n99;
-    f.value = out->p99;
-    f.unit = "us";
-    if (ref) {
-        f.nrefs = 1;
-        f.ref[0] = ref->p99;
-        f.ref_name[0] = "ref_p99";
-    }
-    xnum(&f, "p999_us", hist_pct(&t->all, 0.999) / 1000.0);
-    emit(o, &f);
 }
 
 int throughput(const options *o, const char *name, const char *uri,
