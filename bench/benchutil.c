@@ -156,6 +156,31 @@ double loadavg1(void)
     return getloadavg(l, 1) == 1 ? l[0] : -1.0;
 }
 
+void cpu_model_name(char *buf, size_t len)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+
+    while (f && fgets(line, sizeof line, f))
+        if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
+            snprintf(buf, len, "%s", strchr(line, ':') + 2);
+            buf[strcspn(buf, "\n")] = '\0';
+            break;
+        }
+    if (f)
+        fclose(f);
+}
+
+void print_done(const char *prog, int json, uint64_t t_start)
+{
+    if (!json)
+        printf("%s: done in %.1f s, loadavg=%.2f\n", prog,
+               (double)(now_ns() - t_start) / 1e9, loadavg1());
+    else
+        printf("{\"name\":\"done\",\"seconds\":%.1f,\"loadavg_1m\":%.2f}\n",
+               (double)(now_ns() - t_start) / 1e9, loadavg1());
+}
+
 /* ---- latency histogram ------------------------------------------------ */
 
 void hist_add(hist *h, uint64_t v)

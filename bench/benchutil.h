@@ -118,6 +118,14 @@ static inline uint64_t now_ns(void) /* CLOCK_MONOTONIC */
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The CPU's "model name" from /proc/cpuinfo into buf; buf is left as it
+ * is when there is none. */
+void cpu_model_name(char *buf, size_t len);
+
+/* The closing line: "<prog>: done in S s, loadavg=L", or with json the
+ * object named "done"; S counted from t_start (now_ns()). */
+void print_done(const char *prog, int json, uint64_t t_start);
+
 static inline uint64_t splitmix64(uint64_t *state)
 {
     uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);

@@ -302,22 +302,10 @@ static void stop_servers(void)
     }
 }
 
-int main(int argc, char **argv)
+static void install_signals(void)
 {
-    options o;
-    int prc, status = 1;
-    char err[ERRLEN] = "", ver[64] = "", uri[1024], cpu_model[128] = "";
-    redisContext *ctl = NULL, *mctl[RH_CLUSTER_MAX] = {0};
-    int nm = 0;
-    uint64_t t_start = now_ns();
-    tp_figs single_tp = {0}, cluster_tp = {0};
-    tp_figs single_many_tp = {0}, cluster_many_tp = {0};
-    int have_cluster_tp = 0;
     struct sigaction sa;
 
-    prc = parse_args(argc, argv, &o);
-    if (prc != 0)
-        return prc == 1 ? 0 : 2;
     signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error */
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
@@ -325,132 +313,161 @@ int main(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+}
 
+/* The throughput figures, kept as references for the later ones. */
+typedef struct tp_all {
+    tp_figs single, cluster, single_many, cluster_many;
+    int have_cluster;
+} tp_all;
+
+/* The single server: groups 1, 2 and throughput_single_64 (_many); ver
+ * gets its version. */
+static int single_phase(const options *o, const char *cpu_model, char *ver,
+                        size_t verlen, tp_all *tps, char *err)
+{
+    pidset ps = {0};
+    redisContext *ctl = NULL;
+    char uri[1024];
+    int rc = -1;
+
+    if (rh_start(&single, NULL) != 0)
+        return snprintf(err, ERRLEN, "cannot start redis-server (stderr)"),
+               -1;
+    single_up = 1;
+    if ((ctl = control(&single, err)) == NULL ||
+        info_str(ctl, "server", "redis_version", ver, verlen, err))
+        goto out;
+    /* The script loaded first, so no figure counts its cache entry. */
+    {
+        redisReply *r = bcmd(ctl, err, "SCRIPT LOAD %b", rl_lua_check,
+                            rl_lua_check_len);
+        if (r == NULL)
+            goto out;
+        freeReplyObject(r);
+    }
+    print_params(o, ver, cpu_model);
+    fflush(stdout);
+    if (!rh_uri(&single, uri, sizeof uri)) {
+        snprintf(err, ERRLEN, "rh_uri failed");
+        goto out;
+    }
+    if (want(o, "bytes") && group_bytes(o, ctl, uri, err))
+        goto out;
+    ps.master[ps.nmaster++] = single.pid;
+    if (want(o, "throughput") &&
+        (flush_wait(ctl, err) ||
+         throughput(o, "throughput_single_64", uri, 1, &ps, &ctl, 1, NULL,
+                    NULL, &tps->single, err) ||
+         flush_wait(ctl, err) ||
+         throughput(o, "throughput_single_64_many", uri, MANY_PER_CALL, &ps,
+                    &ctl, 1, &tps->single, "throughput_single_64",
+                    &tps->single_many, err)))
+        goto out;
+    rc = 0;
+out:
+    if (ctl)
+        redisFree(ctl);
+    if (rc == 0) {
+        rh_stop(&single);
+        single_up = 0;
+    }
+    return rc;
+}
+
+/* The cluster started: its masters' and replicas' pids in ps, a control
+ * connection to each master in mctl[0..*nm), a seed URI in uri. */
+static int cluster_start(pidset *ps, redisContext **mctl, int *nm,
+                         char *uri, size_t urilen, char *err)
+{
+    uint64_t tcs = now_ns();
+
+    if (rh_cluster_start(&cl, 3, 1, NODE_TIMEOUT_MS) != 0)
+        return snprintf(err, ERRLEN, "cannot start the cluster (stderr)"),
+               -1;
+    cluster_up = 1;
+    cluster_start_s = (double)(now_ns() - tcs) / 1e9;
+    if (interrupted(err))
+        return -1;
+    if (!rh_cluster_uri(&cl, 0, uri, urilen))
+        return snprintf(err, ERRLEN, "rh_cluster_uri failed"), -1;
+    for (int i = 0; i < cl.n; i++) {
+        int m = rh_cluster_is_master(&cl, i);
+        cluster_master[i] = m == 1;
+        if (m == 1) {
+            ps->master[ps->nmaster++] = cl.node[i].pid;
+            if ((mctl[*nm] = control(&cl.node[i], err)) == NULL)
+                return -1;
+            (*nm)++;
+        } else {
+            ps->replica[ps->nreplica++] = cl.node[i].pid;
+        }
+    }
+    return 0;
+}
+
+/* The cluster: throughput_cluster_64 (_many) and resharding. */
+static int cluster_phase(const options *o, const char *cpu_model, char *ver,
+                         size_t verlen, tp_all *tps, char *err)
+{
+    redisContext *mctl[RH_CLUSTER_MAX] = {0};
+    pidset ps = {0};
+    char uri[1024];
+    int nm = 0, rc = -1;
+
+    if (cluster_start(&ps, mctl, &nm, uri, sizeof uri, err))
+        goto out;
+    if (ver[0] == '\0' &&
+        info_str(mctl[0], "server", "redis_version", ver, verlen, err))
+        goto out;
+    print_params(o, ver, cpu_model);
+    if (want(o, "throughput")) {
+        if (throughput(o, "throughput_cluster_64", uri, 1, &ps, mctl, nm,
+                       &tps->single, "throughput_single_64", &tps->cluster,
+                       err) ||
+            throughput(o, "throughput_cluster_64_many", uri, MANY_PER_CALL,
+                       &ps, mctl, nm, &tps->single_many,
+                       "throughput_single_64_many", &tps->cluster_many, err))
+            goto out;
+        tps->have_cluster = 1;
+    }
+    if (want(o, "reshard") &&
+        group_reshard(o, uri, &ps, tps->have_cluster ? &tps->cluster : NULL,
+                      err))
+        goto out;
+    rc = 0;
+out:
+    for (int i = 0; i < nm; i++)
+        redisFree(mctl[i]);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int prc, status = 1;
+    char err[ERRLEN] = "", ver[64] = "", cpu_model[128] = "";
+    uint64_t t_start = now_ns();
+    tp_all tps = {.have_cluster = 0};
+
+    prc = parse_args(argc, argv, &o);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
+    install_signals();
     if (!rh_available() || !rh_cluster_available()) {
         snprintf(err, ERRLEN, "needs redis-server and redis-cli on PATH");
         goto out;
     }
-    {
-        FILE *f = fopen("/proc/cpuinfo", "r");
-        char line[256];
-        while (f && fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-                snprintf(cpu_model, sizeof cpu_model, "%s",
-                         strchr(line, ':') + 2);
-                cpu_model[strcspn(cpu_model, "\n")] = '\0';
-                break;
-            }
-        if (f)
-            fclose(f);
-    }
-
-    /* ---- the single server: groups 1, 2 and throughput_single_64 ---- */
-    if (want(&o, "bytes") || want(&o, "throughput")) {
-        pidset ps = {0};
-
-        if (rh_start(&single, NULL) != 0) {
-            snprintf(err, ERRLEN, "cannot start redis-server (stderr)");
-            goto out;
-        }
-        single_up = 1;
-        if ((ctl = control(&single, err)) == NULL ||
-            info_str(ctl, "server", "redis_version", ver, sizeof ver, err))
-            goto out;
-        /* The script loaded first, so no figure counts its cache entry. */
-        {
-            redisReply *r = bcmd(ctl, err, "SCRIPT LOAD %b", rl_lua_check,
-                                rl_lua_check_len);
-            if (r == NULL)
-                goto out;
-            freeReplyObject(r);
-        }
-        print_params(&o, ver, cpu_model);
-        fflush(stdout);
-        if (!rh_uri(&single, uri, sizeof uri)) {
-            snprintf(err, ERRLEN, "rh_uri failed");
-            goto out;
-        }
-        if (want(&o, "bytes") && group_bytes(&o, ctl, uri, err))
-            goto out;
-        ps.master[ps.nmaster++] = single.pid;
-        if (want(&o, "throughput") &&
-            (flush_wait(ctl, err) ||
-             throughput(&o, "throughput_single_64", uri, 1, &ps, &ctl, 1,
-                        NULL, NULL, &single_tp, err) ||
-             flush_wait(ctl, err) ||
-             throughput(&o, "throughput_single_64_many", uri, MANY_PER_CALL,
-                        &ps, &ctl, 1, &single_tp, "throughput_single_64",
-                        &single_many_tp, err)))
-            goto out;
-        redisFree(ctl);
-        ctl = NULL;
-        rh_stop(&single);
-        single_up = 0;
-    }
-
-    /* ---- the cluster: throughput_cluster_64 and resharding ----------- */
-    if (want(&o, "throughput") || want(&o, "reshard")) {
-        pidset ps = {0};
-
-        uint64_t tcs = now_ns();
-        if (rh_cluster_start(&cl, 3, 1, NODE_TIMEOUT_MS) != 0) {
-            snprintf(err, ERRLEN, "cannot start the cluster (stderr)");
-            goto out;
-        }
-        cluster_up = 1;
-        cluster_start_s = (double)(now_ns() - tcs) / 1e9;
-        if (interrupted(err))
-            goto out;
-        if (!rh_cluster_uri(&cl, 0, uri, sizeof uri)) {
-            snprintf(err, ERRLEN, "rh_cluster_uri failed");
-            goto out;
-        }
-        for (int i = 0; i < cl.n; i++) {
-            int m = rh_cluster_is_master(&cl, i);
-            cluster_master[i] = m == 1;
-            if (m == 1) {
-                ps.master[ps.nmaster++] = cl.node[i].pid;
-                if ((mctl[nm] = control(&cl.node[i], err)) == NULL)
-                    goto out;
-                nm++;
-            } else {
-                ps.replica[ps.nreplica++] = cl.node[i].pid;
-            }
-        }
-        if (ver[0] == '\0' &&
-            info_str(mctl[0], "server", "redis_version", ver, sizeof ver,
-                     err))
-            goto out;
-        print_params(&o, ver, cpu_model);
-        if (want(&o, "throughput")) {
-            if (throughput(&o, "throughput_cluster_64", uri, 1, &ps, mctl,
-                           nm, &single_tp, "throughput_single_64",
-                           &cluster_tp, err) ||
-                throughput(&o, "throughput_cluster_64_many", uri,
-                           MANY_PER_CALL, &ps, mctl, nm, &single_many_tp,
-                           "throughput_single_64_many", &cluster_many_tp,
-                           err))
-                goto out;
-            have_cluster_tp = 1;
-        }
-        if (want(&o, "reshard") &&
-            group_reshard(&o, uri, &ps, have_cluster_tp ? &cluster_tp : NULL,
-                          err))
-            goto out;
-    }
-
-    if (!o.json)
-        printf("clusterbench: done in %.1f s, loadavg=%.2f\n",
-               (double)(now_ns() - t_start) / 1e9, loadavg1());
-    else
-        printf("{\"name\":\"done\",\"seconds\":%.1f,\"loadavg_1m\":%.2f}\n",
-               (double)(now_ns() - t_start) / 1e9, loadavg1());
+    cpu_model_name(cpu_model, sizeof cpu_model);
+    if ((want(&o, "bytes") || want(&o, "throughput")) &&
+        single_phase(&o, cpu_model, ver, sizeof ver, &tps, err))
+        goto out;
+    if ((want(&o, "throughput") || want(&o, "reshard")) &&
+        cluster_phase(&o, cpu_model, ver, sizeof ver, &tps, err))
+        goto out;
+    print_done("clusterbench", o.json, t_start);
     status = 0;
 out:
-    if (ctl)
-        redisFree(ctl);
-    for (int i = 0; i < nm; i++)
-        redisFree(mctl[i]);
     stop_servers();
     if (status != 0) {
         fprintf(stderr, "clusterbench: %s\n", err[0] ? err : "failed");

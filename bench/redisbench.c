@@ -88,6 +88,8 @@
  */
 #include "redisbench.h"
 
+#include <stddef.h>
+
 static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
@@ -162,124 +164,112 @@ static int parse_double(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
-/* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
-static int parse_args(int argc, char **argv, options *o)
+/* ---- the command line: one row an option -------------------------------- */
+
+typedef enum opt_kind { OPT_FLAG, OPT_PORT, OPT_COUNT, OPT_REAL, OPT_GROUP }
+    opt_kind;
+
+typedef struct opt_row {
+    const char *name;
+    opt_kind kind;
+    size_t off;         /* the field in options                        */
+    double lo, hi;      /* OPT_REAL: the bounds                        */
+    double def, quick;  /* when not given (def < 0: left as it is)     */
+} opt_row;
+
+#define OPT_AT(field) offsetof(options, field)
+
+static const opt_row opts[] = {
+    {"--json", OPT_FLAG, OPT_AT(json), 0, 0, -1, -1},
+    {"--quick", OPT_FLAG, OPT_AT(quick), 0, 0, -1, -1},
+    {"--force", OPT_FLAG, OPT_AT(force), 0, 0, -1, -1},
+    {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1},
+    {"--seconds", OPT_REAL, OPT_AT(seconds), 0.1, 3600, 10.0, 2.0},
+    {"--keys", OPT_COUNT, OPT_AT(keys), 0, 0, 1000000, 100000},
+    {"--mem-keys", OPT_COUNT, OPT_AT(mem_keys), 0, 0, 100000, 50000},
+    {"--usec-checks", OPT_COUNT, OPT_AT(usec_checks), 0, 0, 50000, 10000},
+    {"--accuracy-seconds", OPT_REAL, OPT_AT(acc_seconds), 1, 3600, 30.0,
+     5.0},
+    {"--peer-usec", OPT_REAL, OPT_AT(peer_usec), 0.001, 1e6, -1, -1},
+    {"--only", OPT_GROUP, OPT_AT(only), 0, 0, -1, -1},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+/* The row argument a names (flags exactly; the others as "--name" or
+ * "--name=value", *val then pointing past the '='), or -1. */
+static int opt_find(const char *a, const char **val)
 {
-    int have_seconds = 0, have_keys = 0, have_mem = 0, have_usec = 0,
-        have_acc = 0;
+    for (size_t k = 0; k < NOPTS; k++) {
+        size_t n = strlen(opts[k].name);
+        if (opts[k].kind == OPT_FLAG) {
+            if (strcmp(a, opts[k].name) == 0)
+                return (int)k;
+        } else if (strncmp(a, opts[k].name, n) == 0 &&
+                   (a[n] == '\0' || a[n] == '=')) {
+            *val = a[n] == '=' ? a + n + 1 : NULL;
+            return (int)k;
+        }
+    }
+    return -1;
+}
+
+/* Stores val for row r (a: the argument as given); 0, or 2 after saying
+ * what is wrong. */
+static int opt_set(const opt_row *r, const char *a, const char *val,
+                   options *o)
+{
+    char *field = (char *)o + r->off;
     unsigned long long port = 0;
+    int ok = 0;
 
-    memset(o, 0, sizeof *o);
-    o->peer_usec = -1.0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        static const char *const valued[] = {
-            "--port",     "--seconds",          "--keys",      "--mem-keys",
-            "--usec-checks", "--accuracy-seconds", "--peer-usec", "--only"};
-        int which = -1;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        } else if (strcmp(a, "--quick") == 0) {
-            o->quick = 1;
-            continue;
-        } else if (strcmp(a, "--force") == 0) {
-            o->force = 1;
-            continue;
-        }
-        for (int k = 0; k < (int)(sizeof valued / sizeof valued[0]); k++) {
-            size_t n = strlen(valued[k]);
-            if (strncmp(a, valued[k], n) == 0 &&
-                (a[n] == '\0' || a[n] == '=')) {
-                which = k;
-                val = a[n] == '=' ? a + n + 1 : NULL;
-                break;
-            }
-        }
-        if (which < 0) {
-            fprintf(stderr, "redisbench: unknown option '%s'\n", a);
-            usage(stderr);
+    switch (r->kind) {
+    case OPT_PORT:
+        if (parse_count(val, &port) != 0 || port < 1 || port > 65535) {
+            fprintf(stderr, "redisbench: bad port '%s'\n", val);
             return 2;
         }
-        if (val == NULL) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "redisbench: option '%s' needs a value\n", a);
-                return 2;
-            }
-            val = argv[++i];
+        *(int *)(void *)field = (int)port;
+        return 0;
+    case OPT_COUNT:
+        ok = parse_count(val, (unsigned long long *)(void *)field) == 0;
+        break;
+    case OPT_REAL:
+        ok = parse_double(val, r->lo, r->hi, (double *)(void *)field) == 0;
+        break;
+    default:
+        for (size_t k = 0; k < sizeof groups / sizeof groups[0]; k++)
+            ok |= strcmp(val, groups[k]) == 0;
+        if (!ok) {
+            fprintf(stderr, "redisbench: unknown group '%s'\n", val);
+            return 2;
         }
-        switch (which) {
-        case 0:
-            if (parse_count(val, &port) != 0 || port < 1 || port > 65535) {
-                fprintf(stderr, "redisbench: bad port '%s'\n", val);
-                return 2;
-            }
-            o->port = (int)port;
-            break;
-        case 1:
-            if (parse_double(val, 0.1, 3600, &o->seconds) != 0)
-                goto bad;
-            have_seconds = 1;
-            break;
-        case 2:
-            if (parse_count(val, &o->keys) != 0)
-                goto bad;
-            have_keys = 1;
-            break;
-        case 3:
-            if (parse_count(val, &o->mem_keys) != 0)
-                goto bad;
-            have_mem = 1;
-            break;
-        case 4:
-            if (parse_count(val, &o->usec_checks) != 0)
-                goto bad;
-            have_usec = 1;
-            break;
-        case 5:
-            if (parse_double(val, 1, 3600, &o->acc_seconds) != 0)
-                goto bad;
-            have_acc = 1;
-            break;
-        case 6:
-            if (parse_double(val, 0.001, 1e6, &o->peer_usec) != 0)
-                goto bad;
-            break;
-        default: {
-            int ok = 0;
-            for (size_t k = 0; k < sizeof groups / sizeof groups[0]; k++)
-                ok |= strcmp(val, groups[k]) == 0;
-            if (!ok) {
-                fprintf(stderr, "redisbench: unknown group '%s'\n", val);
-                return 2;
-            }
-            o->only = val;
-        }
-        }
-        continue;
-    bad:
-        fprintf(stderr, "redisbench: bad value '%s' for %s\n", val, a);
-        return 2;
+        *(const char **)(void *)field = val;
+        return 0;
     }
+    if (!ok)
+        fprintf(stderr, "redisbench: bad value '%s' for %s\n", val, a);
+    return ok ? 0 : 2;
+}
+
+/* The defaults of the options not given (--quick's or the full run's),
+ * then the checks across options; 0, or 2 after saying what is wrong. */
+static int opt_finish(options *o, const int *given)
+{
     if (o->port == 0) {
         fprintf(stderr, "redisbench: --port is required\n");
         usage(stderr);
         return 2;
     }
-    if (!have_seconds)
-        o->seconds = o->quick ? 2.0 : 10.0;
-    if (!have_keys)
-        o->keys = o->quick ? 100000ULL : 1000000ULL;
-    if (!have_mem)
-        o->mem_keys = o->quick ? 50000ULL : 100000ULL;
-    if (!have_usec)
-        o->usec_checks = o->quick ? 10000ULL : 50000ULL;
-    if (!have_acc)
-        o->acc_seconds = o->quick ? 5.0 : 30.0;
+    for (size_t k = 0; k < NOPTS; k++) {
+        double d = o->quick ? opts[k].quick : opts[k].def;
+        char *field = (char *)o + opts[k].off;
+        if (given[k] || opts[k].def < 0)
+            continue;
+        if (opts[k].kind == OPT_REAL)
+            *(double *)(void *)field = d;
+        else
+            *(unsigned long long *)(void *)field = (unsigned long long)d;
+    }
     if (o->keys < 1 || o->keys > MAX_KEYS) {
         fprintf(stderr, "redisbench: --keys must be 1..%llu\n", MAX_KEYS);
         return 2;
@@ -294,6 +284,44 @@ static int parse_args(int argc, char **argv, options *o)
     return 0;
 }
 
+/* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
+static int parse_args(int argc, char **argv, options *o)
+{
+    int given[NOPTS] = {0};
+
+    memset(o, 0, sizeof *o);
+    o->peer_usec = -1.0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        int k;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if ((k = opt_find(a, &val)) < 0) {
+            fprintf(stderr, "redisbench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        given[k] = 1;
+        if (opts[k].kind == OPT_FLAG) {
+            *(int *)(void *)((char *)o + opts[k].off) = 1;
+            continue;
+        }
+        if (val == NULL) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "redisbench: option '%s' needs a value\n", a);
+                return 2;
+            }
+            val = argv[++i];
+        }
+        if (opt_set(&opts[k], a, val, o) != 0)
+            return 2;
+    }
+    return opt_finish(o, given);
+}
+
 static int want(const options *o, const char *group)
 {
     if (o->only == NULL || strcmp(o->only, group) == 0)
@@ -305,84 +333,73 @@ static int want(const options *o, const char *group)
 
 /* ---- main -------------------------------------------------------------------- */
 
-int main(int argc, char **argv)
+/* The control connection to 127.0.0.1:port; the server's version in ver,
+ * its pid in redis_pid. */
+static int server_connect(const options *o, char *ver, size_t verlen,
+                          char *err)
 {
-    options o;
-    int prc, status = 1;
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-    char err[ERRLEN] = "", ver[64] = "", sha[41] = "", cpu_model[128] = "";
     struct timeval tv = {2, 0};
-    redisReply *r;
-    acc ac = {0};
-    const char *server_line = getenv("REDIS_SERVER_VERSION");
-    uint64_t t_start = now_ns();
+    double pid = 0;
 
-    prc = parse_args(argc, argv, &o);
-    if (prc != 0)
-        return prc == 1 ? 0 : 2;
-    signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not death */
-
-    ctl = redisConnectWithTimeout("127.0.0.1", o.port, tv);
-    if (ctl == NULL || ctl->err) {
-        snprintf(err, ERRLEN, "connect to 127.0.0.1:%d: %s", o.port,
-                 ctl ? ctl->errstr : "out of memory");
-        goto out;
-    }
+    ctl = redisConnectWithTimeout("127.0.0.1", o->port, tv);
+    if (ctl == NULL || ctl->err)
+        return snprintf(err, ERRLEN, "connect to 127.0.0.1:%d: %s", o->port,
+                        ctl ? ctl->errstr : "out of memory"), -1;
     redisSetTimeout(ctl, (struct timeval){60, 0});
-    if (info_str(ctl, "server", "redis_version", ver, sizeof ver, err))
-        goto out;
-    {
-        double pid = 0;
-        if (info_num(ctl, "server", "process_id", &pid, err))
-            goto out;
-        redis_pid = (long)pid;
-    }
+    if (info_str(ctl, "server", "redis_version", ver, verlen, err))
+        return -1;
+    if (info_num(ctl, "server", "process_id", &pid, err))
+        return -1;
+    redis_pid = (long)pid;
+    return 0;
+}
+
+/* Refuses a database that is not empty (unless --force), then loads the
+ * library's script: its sha (40 hex digits) in sha, by the name the
+ * library's EVALSHA uses. */
+static int server_prepare(const options *o, char *sha, char *err)
+{
+    redisReply *r;
+
     if ((r = ctl_cmd(err, "DBSIZE")) == NULL)
-        goto out;
-    if (r->integer != 0 && !o.force) {
+        return -1;
+    if (r->integer != 0 && !o->force) {
         snprintf(err, ERRLEN, "the database on 127.0.0.1:%d holds %lld keys "
-                 "and would be flushed; use --force", o.port,
+                 "and would be flushed; use --force", o->port,
                  (long long)r->integer);
         freeReplyObject(r);
-        goto out;
+        return -1;
     }
     freeReplyObject(r);
-    /* The library's script, by the name its EVALSHA uses. */
     if ((r = ctl_cmd(err, "SCRIPT LOAD %b", rl_lua_check,
                      rl_lua_check_len)) == NULL)
-        goto out;
+        return -1;
     if (r->type != REDIS_REPLY_STRING || r->len != 40) {
         freeReplyObject(r);
-        snprintf(err, ERRLEN, "SCRIPT LOAD: unexpected reply");
-        goto out;
+        return snprintf(err, ERRLEN, "SCRIPT LOAD: unexpected reply"), -1;
     }
     memcpy(sha, r->str, 40);
     freeReplyObject(r);
-    {
-        FILE *f = fopen("/proc/cpuinfo", "r");
-        char line[256];
-        while (f && fgets(line, sizeof line, f))
-            if (strncmp(line, "model name", 10) == 0 && strchr(line, ':')) {
-                snprintf(cpu_model, sizeof cpu_model, "%s",
-                         strchr(line, ':') + 2);
-                cpu_model[strcspn(cpu_model, "\n")] = '\0';
-                break;
-            }
-        if (f)
-            fclose(f);
-    }
+    return 0;
+}
 
-    if (o.json) {
+static void print_params(const options *o, const char *ver, const char *sha,
+                         const char *cpu_model)
+{
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *server_line = getenv("REDIS_SERVER_VERSION");
+
+    if (o->json) {
         printf("{\"name\":\"params\",\"nproc\":%ld,\"redis_version\":\"%s\","
                "\"keys\":%llu,\"seconds\":%.3g,\"mem_keys\":%llu,"
                "\"usec_checks\":%llu,\"accuracy_seconds\":%.3g,"
                "\"outage_seconds\":%.3g,\"quick\":%s,\"only\":\"%s\",\"script_sha\":\"%s\","
                "\"script_bytes\":%zu,\"library\":\"%s\",\"loadavg_1m\":%.2f,"
                "\"cpu_model\":",
-               nproc, ver, o.keys, o.seconds, o.mem_keys, o.usec_checks,
-               o.acc_seconds, o.quick ? OUT_SECONDS_QUICK : OUT_SECONDS,
-               o.quick ? "true" : "false",
-               o.only ? o.only : "", sha, (size_t)rl_lua_check_len,
+               nproc, ver, o->keys, o->seconds, o->mem_keys, o->usec_checks,
+               o->acc_seconds, o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS,
+               o->quick ? "true" : "false",
+               o->only ? o->only : "", sha, (size_t)rl_lua_check_len,
                rl_version_string(), loadavg1());
         json_str(cpu_model);
         printf(",\"redis_server\":");
@@ -393,54 +410,71 @@ int main(int argc, char **argv)
                "nproc=%ld (%s), loadavg=%.2f\n"
                "  keys=%llu, seconds=%g, mem_keys=%llu, usec_checks=%llu, "
                "accuracy_seconds=%g%s, script %s (%zu bytes)\n",
-               rl_version_string(), ver, o.port, nproc, cpu_model,
-               loadavg1(), o.keys, o.seconds, o.mem_keys, o.usec_checks,
-               o.acc_seconds, o.quick ? " (quick)" : "", sha,
+               rl_version_string(), ver, o->port, nproc, cpu_model,
+               loadavg1(), o->keys, o->seconds, o->mem_keys, o->usec_checks,
+               o->acc_seconds, o->quick ? " (quick)" : "", sha,
                (size_t)rl_lua_check_len);
         print_columns(&layout);
     }
     fflush(stdout);
+}
 
-    if (want(&o, "throughput_64") &&
-        group_throughput(&o, sha, TP_THREADS, 1, err))
-        goto out;
-    if (want(&o, "throughput_64_many") &&
-        group_throughput(&o, sha, MANY_THREADS, MANY_PER_CALL, err))
-        goto out;
-    if (want(&o, "throughput_1") && group_throughput(&o, sha, 1, 1, err))
-        goto out;
-    if (want(&o, "usec_per_call") && group_usec(&o, sha, err))
-        goto out;
-    if (want(&o, "bytes_per_key") && group_bytes(&o, err))
-        goto out;
-    if (want(&o, "accuracy") || want(&o, "window_edge")) {
+/* The groups --only leaves, in turn. */
+static int run_groups(const options *o, const char *sha, acc *ac, char *err)
+{
+    if (want(o, "throughput_64") &&
+        group_throughput(o, sha, TP_THREADS, 1, err))
+        return -1;
+    if (want(o, "throughput_64_many") &&
+        group_throughput(o, sha, MANY_THREADS, MANY_PER_CALL, err))
+        return -1;
+    if (want(o, "throughput_1") && group_throughput(o, sha, 1, 1, err))
+        return -1;
+    if (want(o, "usec_per_call") && group_usec(o, sha, err))
+        return -1;
+    if (want(o, "bytes_per_key") && group_bytes(o, err))
+        return -1;
+    if (want(o, "accuracy") || want(o, "window_edge")) {
         if (flush_wait(err))
-            goto out;
+            return -1;
         /* The accuracy processes are forked first (no thread runs yet) and
          * wait; the window-edge run then ends 0.1 s into a window, just in
          * time for the accuracy run to start 0.25 s into it. */
-        if (want(&o, "accuracy") && acc_prepare(&o, &ac, err))
-            goto out;
-        if (want(&o, "window_edge") && group_edge(&o, err))
-            goto out;
-        if (want(&o, "accuracy") && acc_run(&o, &ac, err))
-            goto out;
+        if (want(o, "accuracy") && acc_prepare(o, ac, err))
+            return -1;
+        if (want(o, "window_edge") && group_edge(o, err))
+            return -1;
+        if (want(o, "accuracy") && acc_run(o, ac, err))
+            return -1;
     }
-    if (want(&o, "outage") && group_outage(&o, err))
-        goto out;
-    if (!o.json)
-        printf("redisbench: done in %.1f s, loadavg=%.2f\n",
-               (double)(now_ns() - t_start) / 1e9, loadavg1());
-    else
-        printf("{\"name\":\"done\",\"seconds\":%.1f,\"loadavg_1m\":%.2f}\n",
-               (double)(now_ns() - t_start) / 1e9, loadavg1());
-    status = 0;
+    if (want(o, "outage") && group_outage(o, err))
+        return -1;
+    return 0;
+}
 
-out:
-    {
-        char scratch[ERRLEN];
-        fault_end(scratch); /* a stopped server is resumed, whatever happened */
+int main(int argc, char **argv)
+{
+    options o;
+    int prc, status = 1;
+    char err[ERRLEN] = "", ver[64] = "", sha[41] = "", cpu_model[128] = "";
+    char scratch[ERRLEN];
+    acc ac = {0};
+    uint64_t t_start = now_ns();
+
+    prc = parse_args(argc, argv, &o);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
+    signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not death */
+    if (server_connect(&o, ver, sizeof ver, err) == 0 &&
+        server_prepare(&o, sha, err) == 0) {
+        cpu_model_name(cpu_model, sizeof cpu_model);
+        print_params(&o, ver, sha, cpu_model);
+        if (run_groups(&o, sha, &ac, err) == 0) {
+            print_done("redisbench", o.json, t_start);
+            status = 0;
+        }
     }
+    fault_end(scratch); /* a stopped server is resumed, whatever happened */
     if (ac.sh)
         acc_stop(&ac);
     if (status != 0)

@@ -220,8 +220,15 @@ int make_limiter(const options *o, const char *rules,
 void one_rule(char *buf, size_t len, const char *id, int algo,
               long long limit, long long window_s, long long burst);
 
+int limiter_one_rule(const options *o, const char *id, int algo,
+                     long long limit, long long window_s, rl_limiter **out,
+                     char *err);
+
 int run_job(job *j, int n, unsigned long long *fallback,
             unsigned long long *denied, char *err);
+
+void script_args(long long v8[8], int algo, long long limit,
+                 long long window_s);
 
 int run_redis_benchmark(const options *o, const char *sha,
                         int clients, int pipeline,

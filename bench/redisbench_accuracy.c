@@ -159,19 +159,20 @@ int acc_prepare(const options *o, acc *ac, char *err)
     return 0;
 }
 
-int acc_run(const options *o, acc *ac, char *err)
-{
-    acc_shared *sh = ac->sh;
-    int64_t w = ACC_WINDOW_MS * 1000000LL, now = rt_ns(), start, first = 0,
-            last = 0;
-    unsigned long long adm[4] = {0}, chk[4] = {0}, fb = 0;
-    double span, rate = (double)ACC_LIMIT / ((double)ACC_WINDOW_MS / 1000.0),
-                 s0;
-    long long windows;
-    int dead = 0;
+/* What the accuracy threads counted, summed, and the measured span
+ * [first call, last reply] (CLOCK_REALTIME ns). */
+typedef struct acc_sum {
+    unsigned long long adm[4], chk[4], fb;
+    int64_t first, last;
+} acc_sum;
 
-    /* Start ACC_START_OFFSET_MS into a window, so the sliding window's
-     * first (full) window costs little against limit x span / window. */
+/* Starts the waiting processes ACC_START_OFFSET_MS into a window, so the
+ * sliding window's first (full) window costs little against limit x span
+ * / window, for o->acc_seconds. */
+static void acc_go(const options *o, acc_shared *sh)
+{
+    int64_t w = ACC_WINDOW_MS * 1000000LL, now = rt_ns(), start;
+
     start = (now / w) * w + ACC_START_OFFSET_MS * 1000000LL;
     if (start < now + 20000000LL)
         start += w;
@@ -179,6 +180,13 @@ int acc_run(const options *o, acc *ac, char *err)
     sh->stop_ns = start + (int64_t)(o->acc_seconds * 1e9);
     atomic_store(&sh->go, 1);
     futex_wake_shared(&sh->go);
+}
+
+/* Reaps the processes; -1 with err naming the first that failed. */
+static int acc_reap(acc *ac, char *err)
+{
+    int dead = 0;
+
     for (int i = 0; i < ac->nproc; i++) {
         int status = 0;
         while (waitpid(ac->pid[i], &status, 0) < 0 && errno == EINTR)
@@ -188,67 +196,86 @@ int acc_run(const options *o, acc *ac, char *err)
                      i, status);
     }
     ac->nproc = 0;
-    if (dead)
-        return -1;
+    return dead ? -1 : 0;
+}
+
+static int acc_total(const acc_shared *sh, acc_sum *t, char *err)
+{
+    memset(t, 0, sizeof *t);
     for (int i = 0; i < ACC_PROCS * ACC_THREADS; i++) {
-        acc_slot *s = &sh->slot[i];
+        const acc_slot *s = &sh->slot[i];
         if (s->rc != 0) {
             snprintf(err, ERRLEN, "accuracy thread: %s", s->err);
             return -1;
         }
         for (int a = 0; a < 4; a++) {
-            adm[a] += s->admitted[a];
-            chk[a] += s->checks[a];
+            t->adm[a] += s->admitted[a];
+            t->chk[a] += s->checks[a];
         }
-        fb += s->fallback;
-        if (s->first_ns && (first == 0 || s->first_ns < first))
-            first = s->first_ns;
-        if (s->last_ns > last)
-            last = s->last_ns;
+        t->fb += s->fallback;
+        if (s->first_ns && (t->first == 0 || s->first_ns < t->first))
+            t->first = s->first_ns;
+        if (s->last_ns > t->last)
+            t->last = s->last_ns;
     }
-    if (first == 0 || last <= first)
+    if (t->first == 0 || t->last <= t->first)
         return snprintf(err, ERRLEN, "accuracy: no checks ran"), -1;
-    span = (double)(last - first) / 1e9;
-    s0 = (double)(first % w) / 1e9;
-    windows = (long long)(last / w - first / w + 1);
+    return 0;
+}
+
+/* What algorithm a allows over the span (span_s seconds, starting s0 into
+ * a window, touching `windows` windows): f's reference(s). */
+static void acc_allowed(figure *f, int a, double span, double s0,
+                        long long windows)
+{
+    double w = (double)(ACC_WINDOW_MS * 1000000LL);
+    double rate = (double)ACC_LIMIT / ((double)ACC_WINDOW_MS / 1000.0);
+
+    f->nrefs = 1;
+    switch (a) {
+    case 1:
+    case 3: /* token bucket, GCRA: full bucket, then the refill rate */
+        f->ref[0] = ACC_BURST + span * rate;
+        f->ref_name[0] = "burst_plus_span_x_rate";
+        break;
+    case 2:
+        f->ref[0] = (double)ACC_LIMIT * (double)windows;
+        f->ref_name[0] = "limit_x_windows_touched";
+        break;
+    default:
+        /* Hammered from empty state, a sliding window counter admits a
+         * full limit at once, then limit per window as the previous
+         * window's weight slides out: over a run that starts s0 into a
+         * window that is limit x max(1, (span + s0) / window).  The plain
+         * limit x span / window is the second reference; the two agree to
+         * s0 / span (0.8 % in the default 30 s run). */
+        f->ref[0] = (double)ACC_LIMIT * (span + s0) * 1e9 / w;
+        if (f->ref[0] < ACC_LIMIT)
+            f->ref[0] = ACC_LIMIT;
+        f->ref_name[0] = "limit_x_max1_span_plus_s0_over_window";
+        f->nrefs = 2;
+        f->ref[1] = (double)ACC_LIMIT * span * 1e9 / w;
+        f->ref_name[1] = "limit_x_span_over_window";
+    }
+}
+
+static void acc_emit(const options *o, const acc_sum *t)
+{
+    int64_t w = ACC_WINDOW_MS * 1000000LL;
+    double span = (double)(t->last - t->first) / 1e9;
+    double s0 = (double)(t->first % w) / 1e9;
+    long long windows = (long long)(t->last / w - t->first / w + 1);
 
     for (int a = 0; a < 4; a++) {
         figure f = {0};
         char name[48];
-        double allowed;
 
         snprintf(name, sizeof name, "accuracy_%s", algo_names[a]);
         f.name = name;
-        f.value = (double)adm[a];
+        f.value = (double)t->adm[a];
         f.unit = "admitted";
-        f.nrefs = 1;
-        switch (a) {
-        case 1:
-        case 3: /* token bucket, GCRA: full bucket, then the refill rate */
-            allowed = ACC_BURST + span * rate;
-            f.ref_name[0] = "burst_plus_span_x_rate";
-            break;
-        case 2:
-            allowed = (double)ACC_LIMIT * (double)windows;
-            f.ref_name[0] = "limit_x_windows_touched";
-            break;
-        default:
-            /* Hammered from empty state, a sliding window counter admits a
-             * full limit at once, then limit per window as the previous
-             * window's weight slides out: over a run that starts s0 into a
-             * window that is limit x max(1, (span + s0) / window).  The
-             * plain limit x span / window is the second reference; the
-             * two agree to s0 / span (0.8 % in the default 30 s run). */
-            allowed = (double)ACC_LIMIT * (span + s0) * 1e9 / (double)w;
-            if (allowed < ACC_LIMIT)
-                allowed = ACC_LIMIT;
-            f.ref_name[0] = "limit_x_max1_span_plus_s0_over_window";
-            f.nrefs = 2;
-            f.ref[1] = (double)ACC_LIMIT * span * 1e9 / (double)w;
-            f.ref_name[1] = "limit_x_span_over_window";
-        }
-        f.ref[0] = allowed;
-        xnum(&f, "over", (double)adm[a] - allowed);
+        acc_allowed(&f, a, span, s0, windows);
+        xnum(&f, "over", (double)t->adm[a] - f.ref[0]);
         if (a == 1 || a == 3)
             xnum(&f, "over_max", 1);
         if (a == 2)
@@ -257,14 +284,25 @@ int acc_run(const options *o, acc *ac, char *err)
             xnum(&f, "tolerance", ACC_TOLERANCE);
         xnum(&f, "span_s", span);
         xnum(&f, "start_offset_s", s0);
-        xnum(&f, "checks", (double)chk[a]);
+        xnum(&f, "checks", (double)t->chk[a]);
         xnum(&f, "processes", ACC_PROCS);
         xnum(&f, "threads_per_process", ACC_THREADS);
-        xnum(&f, "fallback", (double)fb);
+        xnum(&f, "fallback", (double)t->fb);
         emit(o, &f);
     }
-    if (fb != 0)
+}
+
+int acc_run(const options *o, acc *ac, char *err)
+{
+    acc_sum t;
+
+    acc_go(o, ac->sh);
+    if (acc_reap(ac, err) || acc_total(ac->sh, &t, err))
+        return -1;
+    acc_emit(o, &t);
+    if (t.fb != 0)
         return snprintf(err, ERRLEN, "accuracy: %llu results came from the "
-                        "fallback; the figures above are not valid", fb), -1;
+                        "fallback; the figures above are not valid", t.fb),
+               -1;
     return 0;
 }

@@ -78,62 +78,47 @@ static void *edge_main(void *arg)
     return NULL;
 }
 
-int group_edge(const options *o, char *err)
+/* Phase 1 at EDGE_PHASE1_MS into the next window that leaves 50 ms to
+ * start, phase 2 EDGE_PHASE2_MS into the one after; returns the start of
+ * phase 1's window.  Redis runs on this machine: its TIME is this
+ * CLOCK_REALTIME. */
+static int64_t edge_schedule(edge *e)
 {
-    edge *e = calloc(1, sizeof *e);
-    char rules[1024], r0[256], r1[256], key[64];
-    pthread_t tid[EDGE_THREADS];
-    int started = 0, rc = -1;
-    int64_t w = EDGE_WINDOW_MS * 1000000LL, now, ws;
+    int64_t w = EDGE_WINDOW_MS * 1000000LL, now = rt_ns(), ws;
 
-    if (e == NULL)
-        return snprintf(err, ERRLEN, "out of memory"), -1;
-    one_rule(r0, sizeof r0, "esw", 0, EDGE_LIMIT, EDGE_WINDOW_MS / 1000, 0);
-    one_rule(r1, sizeof r1, "efw", 2, EDGE_LIMIT, EDGE_WINDOW_MS / 1000, 0);
-    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s]}", r0, r1);
-    snprintf(key, sizeof key, "edge:%ld:%lld", (long)getpid(),
-             (long long)(rt_ns() / 1000000));
-    e->key = key;
-    if (make_limiter(o, rules, &e->lim, err) != RL_OK) {
-        free(e);
-        return -1;
-    }
-    /* Redis runs on this machine: its TIME is this CLOCK_REALTIME. */
-    now = rt_ns();
     ws = (now / w) * w;
     if (ws + EDGE_PHASE1_MS * 1000000LL < now + 50000000LL)
         ws += w;
     e->t1 = ws + EDGE_PHASE1_MS * 1000000LL;
     e->t1_end = ws + w - 100000000LL; /* give up 0.1 s before the edge */
     e->t2 = ws + w + EDGE_PHASE2_MS * 1000000LL;
-    for (int t = 0; t < EDGE_THREADS; t++) {
-        if (pthread_create(&tid[t], NULL, edge_main, e) != 0) {
-            snprintf(err, ERRLEN, "pthread_create failed");
-            break; /* the started ones finish by themselves */
-        }
-        started++;
-    }
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
-    rl_limiter_free(e->lim);
-    if (started < EDGE_THREADS)
-        goto out;
+    return ws;
+}
+
+/* 0 when both phases ran as planned, else -1 with err. */
+static int edge_ran(edge *e, int64_t ws, char *err)
+{
     if (atomic_load(&e->failed)) {
         memcpy(err, e->err, ERRLEN);
-        goto out;
+        return -1;
     }
     for (int a = 0; a < 2; a++)
         if (atomic_load(&e->adm1[a]) < EDGE_LIMIT) {
             snprintf(err, ERRLEN, "window_edge: %s admitted only %d of %d in "
                      "phase 1 before the window ended", edge_rules[a],
                      atomic_load(&e->adm1[a]), EDGE_LIMIT);
-            goto out;
+            return -1;
         }
-    if (atomic_load(&e->last1) >= ws + w) {
+    if (atomic_load(&e->last1) >= ws + EDGE_WINDOW_MS * 1000000LL) {
         snprintf(err, ERRLEN, "window_edge: phase 1 ran past the window "
                  "edge (machine too loaded)");
-        goto out;
+        return -1;
     }
+    return 0;
+}
+
+static void edge_emit(const options *o, edge *e, int64_t ws)
+{
     for (int a = 0; a < 2; a++) {
         figure f = {0};
         int total = atomic_load(&e->adm1[a]) + atomic_load(&e->adm2[a]);
@@ -157,13 +142,47 @@ int group_edge(const options *o, char *err)
         xnum(&f, "fallback", (double)atomic_load(&e->fb));
         emit(o, &f);
     }
-    if (atomic_load(&e->fb) != 0) {
-        snprintf(err, ERRLEN, "window_edge: %llu fallback results",
-                 (unsigned long long)atomic_load(&e->fb));
-        goto out;
+}
+
+int group_edge(const options *o, char *err)
+{
+    edge *e = calloc(1, sizeof *e);
+    char rules[1024], r0[256], r1[256], key[64];
+    pthread_t tid[EDGE_THREADS];
+    int started = 0, rc = -1;
+    int64_t ws;
+
+    if (e == NULL)
+        return snprintf(err, ERRLEN, "out of memory"), -1;
+    one_rule(r0, sizeof r0, "esw", 0, EDGE_LIMIT, EDGE_WINDOW_MS / 1000, 0);
+    one_rule(r1, sizeof r1, "efw", 2, EDGE_LIMIT, EDGE_WINDOW_MS / 1000, 0);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s]}", r0, r1);
+    snprintf(key, sizeof key, "edge:%ld:%lld", (long)getpid(),
+             (long long)(rt_ns() / 1000000));
+    e->key = key;
+    if (make_limiter(o, rules, &e->lim, err) != RL_OK) {
+        free(e);
+        return -1;
     }
-    rc = 0;
-out:
+    ws = edge_schedule(e);
+    for (int t = 0; t < EDGE_THREADS; t++) {
+        if (pthread_create(&tid[t], NULL, edge_main, e) != 0) {
+            snprintf(err, ERRLEN, "pthread_create failed");
+            break; /* the started ones finish by themselves */
+        }
+        started++;
+    }
+    for (int t = 0; t < started; t++)
+        pthread_join(tid[t], NULL);
+    rl_limiter_free(e->lim);
+    if (started == EDGE_THREADS && edge_ran(e, ws, err) == 0) {
+        edge_emit(o, e, ws);
+        if (atomic_load(&e->fb) != 0)
+            snprintf(err, ERRLEN, "window_edge: %llu fallback results",
+                     (unsigned long long)atomic_load(&e->fb));
+        else
+            rc = 0;
+    }
     free(e);
     return rc;
 }

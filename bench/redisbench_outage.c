@@ -107,157 +107,436 @@ static void sleep_until_mono(uint64_t t_ns)
         ;
 }
 
+/* ---- figures 1 and 2: the breaker open ------------------------------------ */
+
+/* What out_open() measures: the limiters, the K probes until the breaker
+ * opens, the latencies with it open ([0]) and of the memory store ([1]),
+ * and the counters before the fault (0), when the breaker opened (1) and
+ * after the measurement (2). */
+typedef struct oo_run {
+    rl_limiter *lim, *mem;
+    char (*keys)[24];
+    hist *h;
+    unsigned long long n, not_fb;
+    store_redis_stats s0, s1, s2;
+    rl_stats b0, b1, b2;
+    double probe_max, probe_min, probe_sum;
+    int probes, opened_after;
+} oo_run;
+
+/* Checks with Redis stopped until the breaker opens (at most 4 K). */
+static int oo_probe(oo_run *r, const char *rid, char *err)
+{
+    rl_result res = RL_RESULT_INIT;
+    uint64_t ns;
+
+    for (int i = 0; i < 4 * OUT_FAILURES; i++) {
+        double ms;
+        if (out_allow(r->lim, r->keys[i], rid, &res, &ns, err))
+            return -1;
+        ms = (double)ns / 1e6;
+        r->probe_max = r->probes == 0 || ms > r->probe_max ? ms : r->probe_max;
+        r->probe_min = r->probes == 0 || ms < r->probe_min ? ms : r->probe_min;
+        r->probe_sum += ms;
+        r->probes++;
+        rl_stats_get(r->lim, &r->b1);
+        if (r->b1.breaker_state == RL_BREAKER_OPEN) {
+            r->opened_after = i + 1;
+            break;
+        }
+    }
+    if (r->opened_after == 0) {
+        snprintf(err, ERRLEN, "outage: the breaker is not open after %d "
+                 "failed checks (breaker_failures %d)", r->probes,
+                 OUT_FAILURES);
+        return -1;
+    }
+    store_redis_stats_get(limiter_store(r->lim), &r->s1);
+    return 0;
+}
+
+/* OUT_WARM checks, then r->n timed, in alternating blocks of OUT_BLOCK on
+ * the open breaker and on the memory store. */
+static int oo_measure(oo_run *r, const char *rid, char *err)
+{
+    rl_result res = RL_RESULT_INIT;
+    uint64_t ns;
+
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned long long total = pass ? r->n : OUT_WARM;
+        for (unsigned long long done = 0; done < total; done += OUT_BLOCK)
+            for (int side = 0; side < 2; side++) {
+                rl_limiter *l = side ? r->mem : r->lim;
+                for (unsigned long long j = done;
+                     j < done + OUT_BLOCK && j < total; j++) {
+                    if (out_allow(l, r->keys[j % OUT_NKEYS], rid, &res, &ns,
+                                  err))
+                        return -1;
+                    if (pass)
+                        hist_add(&r->h[side], ns);
+                    if (!side && !(res.flags & RL_FLAG_FALLBACK))
+                        r->not_fb++;
+                }
+            }
+    }
+    store_redis_stats_get(limiter_store(r->lim), &r->s2);
+    rl_stats_get(r->lim, &r->b2);
+    return 0;
+}
+
+static void oo_emit_open(const options *o, const oo_run *r)
+{
+    const hist *h = r->h;
+    figure f = {0};
+
+    f.name = "outage_breaker_open_p50";
+    f.value = hist_pct(&h[0], 0.50) / 1000.0;
+    f.unit = "us";
+    f.nrefs = 1;
+    f.ref[0] = hist_pct(&h[1], 0.50) / 1000.0;
+    f.ref_name[0] = "memory_store_check";
+    xnum(&f, "samples", (double)h[0].n);
+    xnum(&f, "ref_samples", (double)h[1].n);
+    emit(o, &f);
+    f = (figure){0};
+    f.name = "outage_breaker_open_p99";
+    f.value = hist_pct(&h[0], 0.99) / 1000.0;
+    f.unit = "us";
+    f.nrefs = 1;
+    f.ref[0] = hist_pct(&h[1], 0.99) / 1000.0;
+    f.ref_name[0] = "memory_store_check";
+    xnum(&f, "target_max_us", OUT_TARGET_P99_US);
+    xnum(&f, "p999_us", hist_pct(&h[0], 0.999) / 1000.0);
+    xnum(&f, "ref_p999_us", hist_pct(&h[1], 0.999) / 1000.0);
+    xnum(&f, "checks", (double)r->n);
+    xnum(&f, "warmup_checks", OUT_WARM);
+    /* Socket calls while open (every check after the breaker opened,
+     * warm-up included): must be 0. */
+    xnum(&f, "network_calls", (double)(r->s2.calls - r->s1.calls));
+    xnum(&f, "network_calls_max", 0);
+    xnum(&f, "writes", (double)(r->s2.writes - r->s1.writes));
+    xnum(&f, "store_errors",
+         (double)(r->b2.store_errors - r->b1.store_errors));
+    xnum(&f, "not_fallback", (double)r->not_fb);
+    xnum(&f, "breaker_state_after", r->b2.breaker_state);
+    xnum(&f, "breaker_opens",
+         (double)(r->b2.breaker_opens - r->b0.breaker_opens));
+    xstr(&f, "failure_mode", "fallback");
+    xnum(&f, "fleet_size", OUT_FLEET);
+    xnum(&f, "cooldown_ms", OUT_OPEN_COOLDOWN_MS);
+    xnum(&f, "keys", OUT_NKEYS);
+    xstr(&f, "fault", fault_name());
+    emit(o, &f);
+}
+
+static void oo_emit_probe(const options *o, const oo_run *r)
+{
+    figure f = {0};
+
+    f.name = "outage_probe_max_latency";
+    f.value = r->probe_max;
+    f.unit = "ms";
+    f.nrefs = 1;
+    f.ref[0] = OUT_TIMEOUT_MS;
+    f.ref_name[0] = "timeout_ms";
+    xnum(&f, "checks_to_open", r->opened_after);
+    xnum(&f, "breaker_failures", OUT_FAILURES);
+    xnum(&f, "min_ms", r->probe_min);
+    xnum(&f, "mean_ms", r->probe_sum / r->probes);
+    xnum(&f, "timeouts", (double)(r->s1.timeouts - r->s0.timeouts));
+    xnum(&f, "network_calls", (double)(r->s1.calls - r->s0.calls));
+    xnum(&f, "down_fails", (double)(r->s1.down_fails - r->s0.down_fails));
+    xstr(&f, "fault", fault_name());
+    emit(o, &f);
+}
+
 /* Figures 1 and 2: Redis stopped, the K checks that time out until the
  * breaker opens, then checks with it open beside a memory-store limiter
  * with the same rule, in alternating blocks (so load drift hits both). */
 static int out_open(const options *o, char *bad, char *err)
 {
     static const char *const rid[1] = {"oo"};
-    unsigned long long n = o->quick ? OUT_CHECKS_QUICK : OUT_CHECKS,
-                       not_fb = 0;
-    char rule[400], rules[512], scratch[ERRLEN], (*keys)[24] = NULL;
-    rl_limiter *lim = NULL, *mem = NULL;
-    hist *h = calloc(2, sizeof *h); /* [0] breaker open, [1] memory store */
-    store_redis_stats s0, s1, s2;
-    rl_stats b0 = RL_STATS_INIT, b1 = RL_STATS_INIT, b2 = RL_STATS_INIT;
-    rl_result res = RL_RESULT_INIT;
-    double probe_max = 0, probe_min = 0, probe_sum = 0;
-    int probes = 0, opened_after = 0, faulted = 0, rc = -1;
-    uint64_t ns;
+    char rule[400], rules[512], scratch[ERRLEN];
+    oo_run r = {.n = o->quick ? OUT_CHECKS_QUICK : OUT_CHECKS,
+                .b0 = RL_STATS_INIT, .b1 = RL_STATS_INIT,
+                .b2 = RL_STATS_INIT};
+    int faulted = 0, rc = -1;
 
-    keys = calloc(OUT_NKEYS, sizeof *keys);
-    if (h == NULL || keys == NULL) {
+    r.h = calloc(2, sizeof *r.h); /* [0] breaker open, [1] memory store */
+    r.keys = calloc(OUT_NKEYS, sizeof *r.keys);
+    if (r.h == NULL || r.keys == NULL) {
         snprintf(err, ERRLEN, "out of memory");
         goto out;
     }
     for (int i = 0; i < OUT_NKEYS; i++)
-        snprintf(keys[i], sizeof keys[i], "user:%d", i);
+        snprintf(r.keys[i], sizeof r.keys[i], "user:%d", i);
     out_rule(rule, sizeof rule, rid[0], 0, BIG_LIMIT, BIG_WINDOW_S,
              "fallback");
     snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
-    if (out_limiter(o, 1, rules, OUT_OPEN_COOLDOWN_MS, &lim, err) ||
-        out_limiter(o, 0, rules, OUT_OPEN_COOLDOWN_MS, &mem, err) ||
-        out_healthy(lim, keys[0], rid, 1, 1000, err))
+    if (out_limiter(o, 1, rules, OUT_OPEN_COOLDOWN_MS, &r.lim, err) ||
+        out_limiter(o, 0, rules, OUT_OPEN_COOLDOWN_MS, &r.mem, err) ||
+        out_healthy(r.lim, r.keys[0], rid, 1, 1000, err))
         goto out;
-    rl_stats_get(lim, &b0);
-    store_redis_stats_get(limiter_store(lim), &s0);
+    rl_stats_get(r.lim, &r.b0);
+    store_redis_stats_get(limiter_store(r.lim), &r.s0);
     if (fault_begin(o, OUT_OPEN_HANG_S, err))
         goto out;
     faulted = 1;
-    for (int i = 0; i < 4 * OUT_FAILURES; i++) {
-        double ms;
-        if (out_allow(lim, keys[i], rid[0], &res, &ns, err))
-            goto out;
-        ms = (double)ns / 1e6;
-        probe_max = probes == 0 || ms > probe_max ? ms : probe_max;
-        probe_min = probes == 0 || ms < probe_min ? ms : probe_min;
-        probe_sum += ms;
-        probes++;
-        rl_stats_get(lim, &b1);
-        if (b1.breaker_state == RL_BREAKER_OPEN) {
-            opened_after = i + 1;
-            break;
-        }
-    }
-    if (opened_after == 0) {
-        snprintf(err, ERRLEN, "outage: the breaker is not open after %d "
-                 "failed checks (breaker_failures %d)", probes, OUT_FAILURES);
+    if (oo_probe(&r, rid[0], err) || oo_measure(&r, rid[0], err))
         goto out;
-    }
-    store_redis_stats_get(limiter_store(lim), &s1);
-    for (int pass = 0; pass < 2; pass++) {
-        unsigned long long total = pass ? n : OUT_WARM;
-        for (unsigned long long done = 0; done < total; done += OUT_BLOCK)
-            for (int side = 0; side < 2; side++) {
-                rl_limiter *l = side ? mem : lim;
-                for (unsigned long long j = done;
-                     j < done + OUT_BLOCK && j < total; j++) {
-                    if (out_allow(l, keys[j % OUT_NKEYS], rid[0], &res, &ns,
-                                  err))
-                        goto out;
-                    if (pass)
-                        hist_add(&h[side], ns);
-                    if (!side && !(res.flags & RL_FLAG_FALLBACK))
-                        not_fb++;
-                }
-            }
-    }
-    store_redis_stats_get(limiter_store(lim), &s2);
-    rl_stats_get(lim, &b2);
     faulted = 0;
     if (fault_end(err))
         goto out;
-
-    {
-        figure f = {0};
-        f.name = "outage_breaker_open_p50";
-        f.value = hist_pct(&h[0], 0.50) / 1000.0;
-        f.unit = "us";
-        f.nrefs = 1;
-        f.ref[0] = hist_pct(&h[1], 0.50) / 1000.0;
-        f.ref_name[0] = "memory_store_check";
-        xnum(&f, "samples", (double)h[0].n);
-        xnum(&f, "ref_samples", (double)h[1].n);
-        emit(o, &f);
-        f = (figure){0};
-        f.name = "outage_breaker_open_p99";
-        f.value = hist_pct(&h[0], 0.99) / 1000.0;
-        f.unit = "us";
-        f.nrefs = 1;
-        f.ref[0] = hist_pct(&h[1], 0.99) / 1000.0;
-        f.ref_name[0] = "memory_store_check";
-        xnum(&f, "target_max_us", OUT_TARGET_P99_US);
-        xnum(&f, "p999_us", hist_pct(&h[0], 0.999) / 1000.0);
-        xnum(&f, "ref_p999_us", hist_pct(&h[1], 0.999) / 1000.0);
-        xnum(&f, "checks", (double)n);
-        xnum(&f, "warmup_checks", OUT_WARM);
-        /* Socket calls while open (every check after the breaker opened,
-         * warm-up included): must be 0. */
-        xnum(&f, "network_calls", (double)(s2.calls - s1.calls));
-        xnum(&f, "network_calls_max", 0);
-        xnum(&f, "writes", (double)(s2.writes - s1.writes));
-        xnum(&f, "store_errors", (double)(b2.store_errors - b1.store_errors));
-        xnum(&f, "not_fallback", (double)not_fb);
-        xnum(&f, "breaker_state_after", b2.breaker_state);
-        xnum(&f, "breaker_opens", (double)(b2.breaker_opens - b0.breaker_opens));
-        xstr(&f, "failure_mode", "fallback");
-        xnum(&f, "fleet_size", OUT_FLEET);
-        xnum(&f, "cooldown_ms", OUT_OPEN_COOLDOWN_MS);
-        xnum(&f, "keys", OUT_NKEYS);
-        xstr(&f, "fault", fault_name());
-        emit(o, &f);
-        f = (figure){0};
-        f.name = "outage_probe_max_latency";
-        f.value = probe_max;
-        f.unit = "ms";
-        f.nrefs = 1;
-        f.ref[0] = OUT_TIMEOUT_MS;
-        f.ref_name[0] = "timeout_ms";
-        xnum(&f, "checks_to_open", opened_after);
-        xnum(&f, "breaker_failures", OUT_FAILURES);
-        xnum(&f, "min_ms", probe_min);
-        xnum(&f, "mean_ms", probe_sum / probes);
-        xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
-        xnum(&f, "network_calls", (double)(s1.calls - s0.calls));
-        xnum(&f, "down_fails", (double)(s1.down_fails - s0.down_fails));
-        xstr(&f, "fault", fault_name());
-        emit(o, &f);
-    }
-    if (s2.calls != s1.calls && !bad[0])
+    oo_emit_open(o, &r);
+    oo_emit_probe(o, &r);
+    if (r.s2.calls != r.s1.calls && !bad[0])
         snprintf(bad, ERRLEN, "outage: %lld network calls with the breaker "
-                 "open (must be 0)", (long long)(s2.calls - s1.calls));
-    if (b2.breaker_state != RL_BREAKER_OPEN && !bad[0])
+                 "open (must be 0)", (long long)(r.s2.calls - r.s1.calls));
+    if (r.b2.breaker_state != RL_BREAKER_OPEN && !bad[0])
         snprintf(bad, ERRLEN, "outage: the breaker left OPEN (state %d) "
-                 "during the measurement", b2.breaker_state);
+                 "during the measurement", r.b2.breaker_state);
     rc = 0;
 out:
     if (faulted)
         fault_end(scratch);
-    rl_limiter_free(lim);
-    rl_limiter_free(mem);
-    free(keys);
-    free(h);
+    rl_limiter_free(r.lim);
+    rl_limiter_free(r.mem);
+    free(r.keys);
+    free(r.h);
     return rc;
+}
+
+/* ---- figures 3 and 4: the failure modes and the breaker closing ------------ */
+
+static const char *const mode[3] = {"open", "closed", "fallback"};
+
+/* What out_modes() measures: per mode, checks sent, admitted, decided by
+ * the mode and the slowest; the counters before the fault (0), at the
+ * resumption (1) and when the breaker closed (2); the times (monotonic ns)
+ * of the fault, the resumption, the breaker's openings and closing. */
+typedef struct om_run {
+    rl_limiter *lim;
+    const char *key;
+    double secs, outage_s;
+    rl_stats b0, b1, b2;
+    store_redis_stats s0, s1, s2;
+    unsigned long long sent[3], adm[3], decided[3], late, after,
+        after_degraded, reopens;
+    uint64_t max_ns[3], t_stop, t_cont, t_close, t_open_last, t_open_resume,
+        t_reopen, t_reconn, opens_seen;
+    int64_t rt_first, rt_last; /* CLOCK_REALTIME of the fallback checks */
+} om_run;
+
+/* One check per mode while Redis hangs. */
+static int om_round(om_run *r, char *err)
+{
+    rl_result res = RL_RESULT_INIT;
+    uint64_t ns;
+
+    for (int m = 0; m < 3; m++) {
+        int64_t rt = rt_ns();
+        if (out_allow(r->lim, r->key, mode[m], &res, &ns, err))
+            return -1;
+        r->sent[m]++;
+        r->adm[m] += res.allowed != 0;
+        if (ns > r->max_ns[m])
+            r->max_ns[m] = ns;
+        r->decided[m] += m == 0   ? (res.flags & RL_FLAG_FAIL_OPEN) != 0
+                         : m == 1 ? !res.allowed
+                                  : (res.flags & RL_FLAG_FALLBACK) != 0;
+        if (m == 2) {
+            if (r->rt_first == 0)
+                r->rt_first = rt;
+            r->rt_last = rt;
+        }
+    }
+    return 0;
+}
+
+/* The outage: a round every OUT_PACE_NS for r->secs (no catch-up). */
+static int om_outage(om_run *r, char *err)
+{
+    rl_stats st = RL_STATS_INIT;
+    uint64_t next;
+
+    r->t_stop = next = now_ns();
+    while (now_ns() < r->t_stop + (uint64_t)(r->secs * 1e9)) {
+        if (om_round(r, err))
+            return -1;
+        rl_stats_get(r->lim, &st);
+        if (st.breaker_opens != r->opens_seen) {
+            r->opens_seen = st.breaker_opens;
+            r->t_open_last = now_ns();
+        }
+        next += OUT_PACE_NS;
+        if (next < now_ns()) { /* a check outlasted the pace: no catch-up */
+            next = now_ns();
+            r->late++;
+        } else {
+            sleep_until_mono(next);
+        }
+    }
+    rl_stats_get(r->lim, &r->b1);
+    store_redis_stats_get(limiter_store(r->lim), &r->s1);
+    return 0;
+}
+
+/* After the resumption: checks go on at the same pace until the breaker
+ * closes (or OUT_CLOSE_WAIT_MS). */
+static int om_resume(om_run *r, char *err)
+{
+    rl_result res = RL_RESULT_INIT;
+    rl_stats st = RL_STATS_INIT;
+    uint64_t next;
+
+    r->t_cont = next = now_ns();
+    r->t_open_resume = r->t_open_last;
+    r->outage_s = (double)(r->t_cont - r->t_stop) / 1e9;
+    for (;;) {
+        for (int m = 0; m < 3; m++) {
+            if (out_allow(r->lim, r->key, mode[m], &res, NULL, err))
+                return -1;
+            r->after++;
+            r->after_degraded += (res.flags & DEGRADED) != 0;
+        }
+        rl_stats_get(r->lim, &st);
+        if (st.breaker_opens != r->opens_seen) {
+            r->reopens += st.breaker_opens - r->opens_seen;
+            r->opens_seen = st.breaker_opens;
+            r->t_open_last = now_ns();
+            if (!r->t_reopen)
+                r->t_reopen = r->t_open_last;
+        }
+        if (!r->t_reconn) { /* when the store's connections came back */
+            store_redis_stats_get(limiter_store(r->lim), &r->s2);
+            if (r->s2.reconnects != r->s1.reconnects)
+                r->t_reconn = now_ns();
+        }
+        if (st.breaker_state == RL_BREAKER_CLOSED) {
+            r->t_close = now_ns();
+            break;
+        }
+        if (now_ns() - r->t_cont > OUT_CLOSE_WAIT_MS * 1000000ULL)
+            break;
+        next += OUT_PACE_NS;
+        if (next < now_ns())
+            next = now_ns();
+        else
+            sleep_until_mono(next);
+    }
+    rl_stats_get(r->lim, &r->b2);
+    store_redis_stats_get(limiter_store(r->lim), &r->s2);
+    return 0;
+}
+
+/* outage_admitted_<mode>: beside what the mode promises. */
+static void om_emit_admitted(const options *o, const om_run *r, int m)
+{
+    int64_t w = OUT_WINDOW_S * 1000000000LL;
+    long long windows =
+        r->rt_first ? r->rt_last / w - r->rt_first / w + 1 : 0;
+    const rl_stats *b0 = &r->b0, *b1 = &r->b1;
+    const store_redis_stats *s0 = &r->s0, *s1 = &r->s1;
+    figure f = {0};
+    char name[48];
+
+    snprintf(name, sizeof name, "outage_admitted_%s", mode[m]);
+    f.name = name;
+    f.value = (double)r->adm[m];
+    f.unit = "admitted";
+    f.nrefs = 1;
+    switch (m) {
+    case 0:
+        f.ref[0] = (double)r->sent[m];
+        f.ref_name[0] = "every_request";
+        break;
+    case 1:
+        f.ref[0] = 0;
+        f.ref_name[0] = "none";
+        break;
+    default:
+        f.ref[0] = (double)(OUT_LIMIT / OUT_FLEET) * (double)windows;
+        f.ref_name[0] = "limit_over_fleet_x_windows";
+    }
+    xstr(&f, "failure_mode", mode[m]);
+    xnum(&f, "checks", (double)r->sent[m]);
+    xnum(&f, "decided_by_mode", (double)r->decided[m]);
+    /* The same from rl_stats_get(): fail_open, fail_closed, fallback. */
+    xnum(&f, "stats_decided_by_mode",
+         m == 0   ? (double)(b1->fail_open - b0->fail_open)
+         : m == 1 ? (double)(b1->fail_closed - b0->fail_closed)
+                  : (double)(b1->fallback - b0->fallback));
+    xnum(&f, "outage_s", r->outage_s);
+    xnum(&f, "pace_ms", (double)OUT_PACE_NS / 1e6);
+    xnum(&f, "late_ticks", (double)r->late);
+    xnum(&f, "max_check_ms", (double)r->max_ns[m] / 1e6);
+    xstr(&f, "algorithm", algo_names[2]);
+    xnum(&f, "limit", OUT_LIMIT);
+    xnum(&f, "window_s", OUT_WINDOW_S);
+    xnum(&f, "fleet_size", OUT_FLEET);
+    if (m == 2) {
+        xnum(&f, "windows", (double)windows);
+        xnum(&f, "pro_rata", (double)OUT_LIMIT / OUT_FLEET * r->secs /
+                                 OUT_WINDOW_S);
+    }
+    xnum(&f, "breaker_opens", (double)(b1->breaker_opens - b0->breaker_opens));
+    xnum(&f, "network_calls", (double)(s1->calls - s0->calls));
+    xnum(&f, "timeouts", (double)(s1->timeouts - s0->timeouts));
+    xnum(&f, "down_fails", (double)(s1->down_fails - s0->down_fails));
+    xnum(&f, "reconnects", (double)(s1->reconnects - s0->reconnects));
+    xstr(&f, "fault", fault_name());
+    emit(o, &f);
+}
+
+/* NAN when `from` (or `to`) never happened. */
+static double ms_between(uint64_t from, uint64_t to)
+{
+    return from && to ? (double)(to - from) / 1e6 : NAN;
+}
+
+/* outage_time_to_close: beside breaker_cooldown_ms. */
+static void om_emit_close(const options *o, const om_run *r)
+{
+    const rl_stats *b1 = &r->b1, *b2 = &r->b2;
+    const store_redis_stats *s1 = &r->s1, *s2 = &r->s2;
+    figure f = {0};
+
+    f.name = "outage_time_to_close";
+    f.value = ms_between(r->t_cont, r->t_close);
+    f.unit = "ms";
+    f.nrefs = 1;
+    f.ref[0] = OUT_COOLDOWN_MS;
+    f.ref_name[0] = "cooldown_ms";
+    xnum(&f, "timeout_ms", OUT_TIMEOUT_MS);
+    xnum(&f, "breaker_failures", OUT_FAILURES);
+    /* A probe goes at most a cooldown after the last opening, and takes at
+     * most a timeout. */
+    xnum(&f, "expected_max_ms", OUT_COOLDOWN_MS + OUT_TIMEOUT_MS +
+                                    (double)OUT_PACE_NS / 1e6);
+    xnum(&f, "open_for_ms_at_resume", ms_between(r->t_open_resume, r->t_cont));
+    xnum(&f, "last_open_to_close_ms", ms_between(r->t_open_last, r->t_close));
+    xnum(&f, "reopens_after_resume", (double)r->reopens);
+    xnum(&f, "first_reopen_after_ms", ms_between(r->t_cont, r->t_reopen));
+    /* The connections (torn down as stuck during a long outage) are back:
+     * the first reconnect after the resumption. */
+    xnum(&f, "reconnected_after_ms", ms_between(r->t_cont, r->t_reconn));
+    xnum(&f, "checks_after_resume", (double)r->after);
+    /* Decided by a failure mode (rl_stats_get(): fail_open + fail_closed +
+     * fallback), and of them flagged in the result (RL_FLAG_FAIL_OPEN or
+     * RL_FLAG_FALLBACK; "closed" has no flag). */
+    xnum(&f, "degraded_after_resume",
+         (double)(b2->fail_open - b1->fail_open + b2->fail_closed -
+                  b1->fail_closed + b2->fallback - b1->fallback));
+    xnum(&f, "flagged_after_resume", (double)r->after_degraded);
+    xnum(&f, "network_calls_after_resume", (double)(s2->calls - s1->calls));
+    xnum(&f, "down_fails_after_resume",
+         (double)(s2->down_fails - s1->down_fails));
+    xnum(&f, "reconnects_after_resume",
+         (double)(s2->reconnects - s1->reconnects));
+    xnum(&f, "breaker_closes",
+         (double)(b2->breaker_closes - b1->breaker_closes));
+    xstr(&f, "fault", fault_name());
+    emit(o, &f);
 }
 
 /* Figures 3 and 4: one limiter, one rule per failure mode (fixed window,
@@ -266,216 +545,45 @@ out:
  * go on and rl_stats_get() is polled until the breaker closes. */
 static int out_modes(const options *o, char *bad, char *err)
 {
-    static const char *const mode[3] = {"open", "closed", "fallback"};
-    double secs = o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS, outage_s;
-    char r[3][300], rules[1024], key[64], warm[64], scratch[ERRLEN];
-    rl_limiter *lim = NULL;
-    rl_result res = RL_RESULT_INIT;
-    rl_stats b0 = RL_STATS_INIT, b1 = RL_STATS_INIT, b2 = RL_STATS_INIT;
-    rl_stats st = RL_STATS_INIT;
-    store_redis_stats s0, s1, s2;
-    unsigned long long sent[3] = {0}, adm[3] = {0}, decided[3] = {0},
-                       late = 0, after = 0, after_degraded = 0, reopens = 0;
-    uint64_t max_ns[3] = {0}, ns, t_stop, t_cont, t_close = 0,
-             t_open_last = 0, t_open_resume = 0, t_reopen = 0, t_reconn = 0,
-             next, opens_seen;
-    int64_t rt_first = 0, rt_last = 0, w = OUT_WINDOW_S * 1000000000LL;
+    char r3[3][300], rules[1024], key[64], warm[64], scratch[ERRLEN];
+    om_run r = {.secs = o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS,
+                .key = key, .b0 = RL_STATS_INIT, .b1 = RL_STATS_INIT,
+                .b2 = RL_STATS_INIT};
     int faulted = 0, rc = -1;
 
     for (int m = 0; m < 3; m++)
-        out_rule(r[m], sizeof r[m], mode[m], 2, OUT_LIMIT, OUT_WINDOW_S,
+        out_rule(r3[m], sizeof r3[m], mode[m], 2, OUT_LIMIT, OUT_WINDOW_S,
                  mode[m]);
-    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s,%s]}", r[0], r[1], r[2]);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s,%s]}", r3[0], r3[1],
+             r3[2]);
     snprintf(warm, sizeof warm, "warm:%ld", (long)getpid());
     snprintf(key, sizeof key, "outage:%ld:%lld", (long)getpid(),
              (long long)(rt_ns() / 1000000));
-    if (out_limiter(o, 1, rules, OUT_COOLDOWN_MS, &lim, err) ||
-        out_healthy(lim, warm, mode, 3, 20, err))
+    if (out_limiter(o, 1, rules, OUT_COOLDOWN_MS, &r.lim, err) ||
+        out_healthy(r.lim, warm, mode, 3, 20, err))
         goto out;
-    rl_stats_get(lim, &b0);
-    store_redis_stats_get(limiter_store(lim), &s0);
-    opens_seen = b0.breaker_opens;
-    if (fault_begin(o, secs, err))
+    rl_stats_get(r.lim, &r.b0);
+    store_redis_stats_get(limiter_store(r.lim), &r.s0);
+    r.opens_seen = r.b0.breaker_opens;
+    if (fault_begin(o, r.secs, err))
         goto out;
     faulted = 1;
-    t_stop = next = now_ns();
-    while (now_ns() < t_stop + (uint64_t)(secs * 1e9)) {
-        for (int m = 0; m < 3; m++) {
-            int64_t rt = rt_ns();
-            if (out_allow(lim, key, mode[m], &res, &ns, err))
-                goto out;
-            sent[m]++;
-            adm[m] += res.allowed != 0;
-            if (ns > max_ns[m])
-                max_ns[m] = ns;
-            decided[m] += m == 0   ? (res.flags & RL_FLAG_FAIL_OPEN) != 0
-                          : m == 1 ? !res.allowed
-                                   : (res.flags & RL_FLAG_FALLBACK) != 0;
-            if (m == 2) {
-                if (rt_first == 0)
-                    rt_first = rt;
-                rt_last = rt;
-            }
-        }
-        rl_stats_get(lim, &st);
-        if (st.breaker_opens != opens_seen) {
-            opens_seen = st.breaker_opens;
-            t_open_last = now_ns();
-        }
-        next += OUT_PACE_NS;
-        if (next < now_ns()) { /* a check outlasted the pace: no catch-up */
-            next = now_ns();
-            late++;
-        } else {
-            sleep_until_mono(next);
-        }
-    }
-    rl_stats_get(lim, &b1);
-    store_redis_stats_get(limiter_store(lim), &s1);
-    faulted = 0;
-    if (fault_end(err))
+    if (om_outage(&r, err))
         goto out;
-    t_cont = next = now_ns();
-    t_open_resume = t_open_last;
-    outage_s = (double)(t_cont - t_stop) / 1e9;
-    for (;;) {
-        for (int m = 0; m < 3; m++) {
-            if (out_allow(lim, key, mode[m], &res, NULL, err))
-                goto out;
-            after++;
-            after_degraded += (res.flags & DEGRADED) != 0;
-        }
-        rl_stats_get(lim, &st);
-        if (st.breaker_opens != opens_seen) {
-            reopens += st.breaker_opens - opens_seen;
-            opens_seen = st.breaker_opens;
-            t_open_last = now_ns();
-            if (!t_reopen)
-                t_reopen = t_open_last;
-        }
-        if (!t_reconn) { /* when the store's connections came back */
-            store_redis_stats_get(limiter_store(lim), &s2);
-            if (s2.reconnects != s1.reconnects)
-                t_reconn = now_ns();
-        }
-        if (st.breaker_state == RL_BREAKER_CLOSED) {
-            t_close = now_ns();
-            break;
-        }
-        if (now_ns() - t_cont > OUT_CLOSE_WAIT_MS * 1000000ULL)
-            break;
-        next += OUT_PACE_NS;
-        if (next < now_ns())
-            next = now_ns();
-        else
-            sleep_until_mono(next);
-    }
-    rl_stats_get(lim, &b2);
-    store_redis_stats_get(limiter_store(lim), &s2);
-
-    for (int m = 0; m < 3; m++) {
-        figure f = {0};
-        char name[48];
-        long long windows = rt_first ? rt_last / w - rt_first / w + 1 : 0;
-
-        snprintf(name, sizeof name, "outage_admitted_%s", mode[m]);
-        f.name = name;
-        f.value = (double)adm[m];
-        f.unit = "admitted";
-        f.nrefs = 1;
-        switch (m) {
-        case 0:
-            f.ref[0] = (double)sent[m];
-            f.ref_name[0] = "every_request";
-            break;
-        case 1:
-            f.ref[0] = 0;
-            f.ref_name[0] = "none";
-            break;
-        default:
-            f.ref[0] = (double)(OUT_LIMIT / OUT_FLEET) * (double)windows;
-            f.ref_name[0] = "limit_over_fleet_x_windows";
-        }
-        xstr(&f, "failure_mode", mode[m]);
-        xnum(&f, "checks", (double)sent[m]);
-        xnum(&f, "decided_by_mode", (double)decided[m]);
-        /* The same from rl_stats_get(): fail_open, fail_closed, fallback. */
-        xnum(&f, "stats_decided_by_mode",
-             m == 0   ? (double)(b1.fail_open - b0.fail_open)
-             : m == 1 ? (double)(b1.fail_closed - b0.fail_closed)
-                      : (double)(b1.fallback - b0.fallback));
-        xnum(&f, "outage_s", outage_s);
-        xnum(&f, "pace_ms", (double)OUT_PACE_NS / 1e6);
-        xnum(&f, "late_ticks", (double)late);
-        xnum(&f, "max_check_ms", (double)max_ns[m] / 1e6);
-        xstr(&f, "algorithm", algo_names[2]);
-        xnum(&f, "limit", OUT_LIMIT);
-        xnum(&f, "window_s", OUT_WINDOW_S);
-        xnum(&f, "fleet_size", OUT_FLEET);
-        if (m == 2) {
-            xnum(&f, "windows", (double)windows);
-            xnum(&f, "pro_rata", (double)OUT_LIMIT / OUT_FLEET * secs /
-                                     OUT_WINDOW_S);
-        }
-        xnum(&f, "breaker_opens", (double)(b1.breaker_opens - b0.breaker_opens));
-        xnum(&f, "network_calls", (double)(s1.calls - s0.calls));
-        xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
-        xnum(&f, "down_fails", (double)(s1.down_fails - s0.down_fails));
-        xnum(&f, "reconnects", (double)(s1.reconnects - s0.reconnects));
-        xstr(&f, "fault", fault_name());
-        emit(o, &f);
-    }
-    {
-        figure f = {0};
-        f.name = "outage_time_to_close";
-        f.value = t_close ? (double)(t_close - t_cont) / 1e6 : NAN;
-        f.unit = "ms";
-        f.nrefs = 1;
-        f.ref[0] = OUT_COOLDOWN_MS;
-        f.ref_name[0] = "cooldown_ms";
-        xnum(&f, "timeout_ms", OUT_TIMEOUT_MS);
-        xnum(&f, "breaker_failures", OUT_FAILURES);
-        /* A probe goes at most a cooldown after the last opening, and
-         * takes at most a timeout. */
-        xnum(&f, "expected_max_ms", OUT_COOLDOWN_MS + OUT_TIMEOUT_MS +
-                                        (double)OUT_PACE_NS / 1e6);
-        xnum(&f, "open_for_ms_at_resume",
-             t_open_resume ? (double)(t_cont - t_open_resume) / 1e6 : NAN);
-        xnum(&f, "last_open_to_close_ms",
-             t_close && t_open_last ? (double)(t_close - t_open_last) / 1e6
-                                    : NAN);
-        xnum(&f, "reopens_after_resume", (double)reopens);
-        xnum(&f, "first_reopen_after_ms",
-             t_reopen ? (double)(t_reopen - t_cont) / 1e6 : NAN);
-        /* The connections (torn down as stuck during a long outage) are
-         * back: the first reconnect after the resumption. */
-        xnum(&f, "reconnected_after_ms",
-             t_reconn ? (double)(t_reconn - t_cont) / 1e6 : NAN);
-        xnum(&f, "checks_after_resume", (double)after);
-        /* Decided by a failure mode (rl_stats_get(): fail_open +
-         * fail_closed + fallback), and of them flagged in the result
-         * (RL_FLAG_FAIL_OPEN or RL_FLAG_FALLBACK; "closed" has no flag). */
-        xnum(&f, "degraded_after_resume",
-             (double)(b2.fail_open - b1.fail_open + b2.fail_closed -
-                      b1.fail_closed + b2.fallback - b1.fallback));
-        xnum(&f, "flagged_after_resume", (double)after_degraded);
-        xnum(&f, "network_calls_after_resume", (double)(s2.calls - s1.calls));
-        xnum(&f, "down_fails_after_resume",
-             (double)(s2.down_fails - s1.down_fails));
-        xnum(&f, "reconnects_after_resume",
-             (double)(s2.reconnects - s1.reconnects));
-        xnum(&f, "breaker_closes", (double)(b2.breaker_closes - b1.breaker_closes));
-        xstr(&f, "fault", fault_name());
-        emit(o, &f);
-    }
-    if (t_close == 0 && !bad[0])
+    faulted = 0;
+    if (fault_end(err) || om_resume(&r, err))
+        goto out;
+    for (int m = 0; m < 3; m++)
+        om_emit_admitted(o, &r, m);
+    om_emit_close(o, &r);
+    if (r.t_close == 0 && !bad[0])
         snprintf(bad, ERRLEN, "outage: the breaker did not close within "
                  "%d ms of the server's resumption", OUT_CLOSE_WAIT_MS);
     rc = 0;
 out:
     if (faulted)
         fault_end(scratch);
-    rl_limiter_free(lim);
+    rl_limiter_free(r.lim);
     return rc;
 }
 

@@ -114,58 +114,76 @@ static void *tp_main(void *arg)
     return NULL;
 }
 
-/* redis-benchmark -n n -r keyspace with the library's script: KEYS[1] is
- * `key` (with __rand_int__), ARGV the time "0", "c", and what
- * redis_node.c sends for one op (lua/check.lua): "11", where the
- * requests begin after a table of one rule (ARGV[4..10]: algorithm,
- * limit, burst, window ms, p, q, and "0" replaced shapes), then one
- * request of one key ("1" "1"): the index of its rule "4", cost, soft and
- * the field "" (the plain layout).  --csv; the last line has the figures.
- * The library may batch many requests into one call of this script; the
- * reference sends one request per call. */
-int run_redis_benchmark(const options *o, const char *sha,
-                               int clients, int pipeline,
-                               unsigned long long n,
-                               unsigned long long keyspace, const char *key,
-                               const long long v8[8], rb_result *out,
-                               char *err)
+/* The script's ARGV for one request of a rule (what algo_params_init()
+ * computes): algorithm, limit, burst (the limit for token bucket and GCRA),
+ * window ms, p and q, cost 1, soft 0. */
+void script_args(long long v8[8], int algo, long long limit,
+                 long long window_s)
 {
-    const char *prog = getenv("REDIS_BENCHMARK");
-    char port[16], c[16], P[16], nb[32], r[32], a8[8][24], buf[8192];
+    long long wms = window_s * 1000LL, g = gcd64(wms, limit);
+    long long bucket = algo == 1 || algo == 3;
+
+    v8[0] = algo;
+    v8[1] = limit;
+    v8[2] = bucket ? limit : 0;
+    v8[3] = wms;
+    v8[4] = wms / g;
+    v8[5] = limit / g;
+    v8[6] = 1;
+    v8[7] = 0;
+}
+
+/* ---- redis-benchmark ----------------------------------------------------- */
+
+typedef struct rb_argv {
+    char port[16], c[16], P[16], nb[32], r[32], a8[8][24];
     char *argv[40];
-    int ac = 0, fds[2], status = 0;
-    size_t got = 0, len = 0;
+} rb_argv;
+
+/* redis-benchmark's command line in a->argv, and as one string in cmd. */
+static void rb_args(const options *o, const char *prog, const char *sha,
+                    int clients, int pipeline, unsigned long long n,
+                    unsigned long long keyspace, const char *key,
+                    const long long v8[8], rb_argv *a, char *cmd,
+                    size_t cmdlen)
+{
+    size_t len = 0;
+    int ac = 0;
+
+    snprintf(a->port, sizeof a->port, "%d", o->port);
+    snprintf(a->c, sizeof a->c, "%d", clients);
+    snprintf(a->P, sizeof a->P, "%d", pipeline);
+    snprintf(a->nb, sizeof a->nb, "%llu", n);
+    snprintf(a->r, sizeof a->r, "%llu", keyspace);
+    for (int i = 0; i < 8; i++)
+        snprintf(a->a8[i], sizeof a->a8[i], "%lld", v8[i]);
+    const char *v[] = {prog,     "-h",     "127.0.0.1", "-p",     a->port,
+                       "-c",     a->c,     "-P",        a->P,     "-n",
+                       a->nb,    "-r",     a->r,        "--csv",  "EVALSHA",
+                       sha,      "1",      key,         "0",      "c",
+                       "11",     a->a8[0], a->a8[1],    a->a8[2], a->a8[3],
+                       a->a8[4], a->a8[5], "0",         "1",      "1",
+                       "4",      a->a8[6], a->a8[7],    ""};
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        a->argv[ac++] = (char *)v[i];
+        len += (size_t)snprintf(cmd + len, len < cmdlen ? cmdlen - len : 0,
+                                "%s%s", i ? " " : "", v[i]);
+    }
+    a->argv[ac] = NULL;
+}
+
+/* Runs argv with its stdout read into buf (the last buflen - 1 bytes, the
+ * figures being on the last line); *wall_s is how long it took.  0, or -1
+ * with err when it cannot run or fails. */
+static int rb_spawn(const char *prog, char **argv, char *buf, size_t buflen,
+                    double *wall_s, char *err)
+{
+    int fds[2], status = 0;
+    size_t got = 0;
     posix_spawn_file_actions_t fa;
     pid_t pid;
     uint64_t t0;
-    char *line, *fld[16];
-    int nf = 0;
 
-    if (prog == NULL || *prog == '\0')
-        prog = "redis-benchmark";
-    snprintf(port, sizeof port, "%d", o->port);
-    snprintf(c, sizeof c, "%d", clients);
-    snprintf(P, sizeof P, "%d", pipeline);
-    snprintf(nb, sizeof nb, "%llu", n);
-    snprintf(r, sizeof r, "%llu", keyspace);
-    for (int i = 0; i < 8; i++)
-        snprintf(a8[i], sizeof a8[i], "%lld", v8[i]);
-    {
-        const char *v[] = {prog,  "-h",  "127.0.0.1", "-p",  port,  "-c",
-                           c,     "-P",  P,           "-n",  nb,    "-r",
-                           r,     "--csv", "EVALSHA", sha,   "1",   key,
-                           "0",   "c",   "11",
-                           a8[0], a8[1], a8[2],       a8[3],
-                           a8[4], a8[5], "0",
-                           "1",   "1",   "4",         a8[6], a8[7], ""};
-        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-            argv[ac++] = (char *)v[i];
-            len += (size_t)snprintf(out->cmd + len,
-                                    len < sizeof out->cmd ? sizeof out->cmd - len : 0,
-                                    "%s%s", i ? " " : "", v[i]);
-        }
-        argv[ac] = NULL;
-    }
     if (pipe(fds) != 0)
         return snprintf(err, ERRLEN, "pipe: %s", strerror(errno)), -1;
     posix_spawn_file_actions_init(&fa);
@@ -183,24 +201,32 @@ int run_redis_benchmark(const options *o, const char *sha,
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
     for (;;) {
-        ssize_t k = read(fds[0], buf + got, sizeof buf - 1 - got);
+        ssize_t k = read(fds[0], buf + got, buflen - 1 - got);
         if (k < 0 && errno == EINTR)
             continue;
         if (k <= 0)
             break;
         got += (size_t)k;
-        if (got == sizeof buf - 1)
+        if (got == buflen - 1)
             got = 0; /* keep the tail: the figures are on the last line */
     }
     buf[got] = '\0';
     close(fds[0]);
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    out->wall_s = (double)(now_ns() - t0) / 1e9;
+    *wall_s = (double)(now_ns() - t0) / 1e9;
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         return snprintf(err, ERRLEN, "%s failed (status %d)", prog, status),
                -1;
-    /* "test","rps","avg","min","p50","p95","p99","max" -- the last line. */
+    return 0;
+}
+
+/* "test","rps","avg","min","p50","p95","p99","max" -- the last line. */
+static int rb_parse(const char *prog, char *buf, rb_result *out, char *err)
+{
+    char *line, *fld[16];
+    int nf = 0;
+
     line = strrchr(buf, '"');
     while (line && line > buf && line[-1] != '\n')
         line--;
@@ -225,80 +251,106 @@ int run_redis_benchmark(const options *o, const char *sha,
     return 0;
 }
 
-int group_throughput(const options *o, const char *sha, int threads,
-                            int per_call, char *err)
+/* redis-benchmark -n n -r keyspace with the library's script: KEYS[1] is
+ * `key` (with __rand_int__), ARGV the time "0", "c", and what
+ * redis_node.c sends for one op (lua/check.lua): "11", where the
+ * requests begin after a table of one rule (ARGV[4..10]: algorithm,
+ * limit, burst, window ms, p, q, and "0" replaced shapes), then one
+ * request of one key ("1" "1"): the index of its rule "4", cost, soft and
+ * the field "" (the plain layout).  --csv; the last line has the figures.
+ * The library may batch many requests into one call of this script; the
+ * reference sends one request per call. */
+int run_redis_benchmark(const options *o, const char *sha,
+                               int clients, int pipeline,
+                               unsigned long long n,
+                               unsigned long long keyspace, const char *key,
+                               const long long v8[8], rb_result *out,
+                               char *err)
 {
-    const char *name = per_call > 1 ? "throughput_64_many"
-                       : threads > 1 ? "throughput_64" : "throughput_1";
-    tp_run run;
-    tp_worker *w = NULL;
-    pthread_t tid[TP_THREADS];
-    int started = 0, rc = -1, clients = threads * per_call;
-    int pipeline = clients > 1 ? 16 : 1;
-    char rules[512], rule[400], refname[48], tmpl[128];
-    /* sliding window (0), limit, burst 0, window ms, p, q, cost 1, soft 0;
-     * p and q as algo_params_init() computes them. */
-    long long v8[8] = {0, BIG_LIMIT, 0, BIG_WINDOW_S * 1000LL, 0, 0, 1, 0};
-    long long g = gcd64(v8[3], v8[1]);
-    store_redis_stats s0, s1;
-    cpu_snap c0, c1, r0, r1;
-    cpu_use cu, ru;
-    cmdstat cs = {0}, rcs = {0}, pxt = {0}, rpxt = {0};
-    hist all;
-    unsigned long long calls = 0, fallback = 0, denied = 0;
-    uint64_t t0 = 0, t1 = 0;
-    double secs, rate, warm = o->seconds / 10 < 1 ? o->seconds / 10 : 1;
-    rb_result rb;
+    const char *prog = getenv("REDIS_BENCHMARK");
+    char buf[8192];
+    rb_argv a;
 
-    v8[4] = v8[3] / g;
-    v8[5] = v8[1] / g;
-    memset(&run, 0, sizeof run);
-    memset(&all, 0, sizeof all);
-    one_rule(rule, sizeof rule, "bench", 0, BIG_LIMIT, BIG_WINDOW_S, 0);
-    snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
-    if (flush_wait(err) != 0)
+    if (prog == NULL || *prog == '\0')
+        prog = "redis-benchmark";
+    rb_args(o, prog, sha, clients, pipeline, n, keyspace, key, v8, &a,
+            out->cmd, sizeof out->cmd);
+    if (rb_spawn(prog, a.argv, buf, sizeof buf, &out->wall_s, err))
         return -1;
-    if (make_limiter(o, rules, &run.lim, err) != RL_OK)
-        return -1;
-    run.nkeys = o->keys;
-    run.per_call = per_call;
-    if ((w = calloc((size_t)threads, sizeof *w)) == NULL) {
-        snprintf(err, ERRLEN, "out of memory");
-        goto out;
-    }
+    return rb_parse(prog, buf, out, err);
+}
+
+/* ---- one throughput figure ------------------------------------------------- */
+
+/* The library's side: what the workers counted, and the server's and the
+ * store's counters around the measured span. */
+typedef struct tp_side {
+    unsigned long long calls, fallback, denied;
+    hist all;
+    store_redis_stats s0, s1;
+    cpu_snap c0, c1;
+    cmdstat cs, pxt;
+    uint64_t t0, t1;
+} tp_side;
+
+/* The reference's side: redis-benchmark's figures and the counters around
+ * its run. */
+typedef struct tp_ref {
+    rb_result rb;
+    cpu_snap r0, r1;
+    cmdstat rcs, rpxt;
+} tp_ref;
+
+static int tp_spawn(tp_run *run, tp_worker *w, pthread_t *tid, int threads,
+                    int *started, char *err)
+{
     for (int t = 0; t < threads; t++) {
-        w[t].run = &run;
+        w[t].run = run;
         w[t].rng = 0xBE4C0000ULL + (uint64_t)t * 7919;
-        if (pthread_create(&tid[t], NULL, per_call > 1 ? tp_many_main
-                                                       : tp_main,
+        if (pthread_create(&tid[t], NULL,
+                           run->per_call > 1 ? tp_many_main : tp_main,
                            &w[t]) != 0) {
             snprintf(err, ERRLEN, "pthread_create failed");
-            atomic_store(&run.phase, 2);
-            goto join;
+            atomic_store(&run->phase, 2);
+            return -1;
         }
-        started++;
+        (*started)++;
     }
+    return 0;
+}
+
+/* A short warm-up, then o->seconds counted, the load kept on until the
+ * counters are read; the workers are told to stop on every way out. */
+static int tp_window(const options *o, tp_run *run, tp_side *s, char *err)
+{
+    double warm = o->seconds / 10 < 1 ? o->seconds / 10 : 1;
+    int rc = 0;
+
     sleep_s(warm);
-    if (ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&c0, err)) {
-        atomic_store(&run.phase, 2);
-        goto join;
+    if (ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&s->c0, err)) {
+        atomic_store(&run->phase, 2);
+        return -1;
     }
-    store_redis_stats_get(limiter_store(run.lim), &s0);
-    t0 = now_ns();
-    atomic_store(&run.phase, 1);
+    store_redis_stats_get(limiter_store(run->lim), &s->s0);
+    s->t0 = now_ns();
+    atomic_store(&run->phase, 1);
     sleep_s(o->seconds);
-    if (atomic_load(&run.phase) == 1)
-        atomic_store(&run.phase, 0); /* stop counting; keep the load on */
-    t1 = now_ns();
-    store_redis_stats_get(limiter_store(run.lim), &s1);
-    if (cpu_take(&c1, err) || cmdstat_get("evalsha", &cs, err) ||
-        cmdstat_get("pexpiretime", &pxt, err)) {
-        atomic_store(&run.phase, 2);
-        goto join;
-    }
-    atomic_store(&run.phase, 2);
-    rc = 0;
-join:
+    if (atomic_load(&run->phase) == 1)
+        atomic_store(&run->phase, 0); /* stop counting; keep the load on */
+    s->t1 = now_ns();
+    store_redis_stats_get(limiter_store(run->lim), &s->s1);
+    if (cpu_take(&s->c1, err) || cmdstat_get("evalsha", &s->cs, err) ||
+        cmdstat_get("pexpiretime", &s->pxt, err))
+        rc = -1;
+    atomic_store(&run->phase, 2);
+    return rc;
+}
+
+/* Joins the workers and sums what they counted; a worker's error is the
+ * one reported when rc was 0. */
+static int tp_join(tp_worker *w, pthread_t *tid, int started, int rc,
+                   tp_side *s, char *err)
+{
     for (int t = 0; t < started; t++)
         pthread_join(tid[t], NULL);
     for (int t = 0; t < started; t++) {
@@ -306,140 +358,209 @@ join:
             memcpy(err, w[t].err, ERRLEN);
             rc = -1;
         }
-        calls += w[t].calls;
-        fallback += w[t].fallback;
-        denied += w[t].denied;
-        hist_merge(&all, &w[t].h);
+        s->calls += w[t].calls;
+        s->fallback += w[t].fallback;
+        s->denied += w[t].denied;
+        hist_merge(&s->all, &w[t].h);
     }
+    return rc;
+}
+
+/* The library: `threads` workers on one limiter, sliding window of 10^9
+ * per minute (nothing denied), from an empty database. */
+static int tp_library(const options *o, int threads, int per_call,
+                      tp_side *s, char *err)
+{
+    tp_run run;
+    tp_worker *w;
+    pthread_t tid[TP_THREADS];
+    int started = 0, rc;
+
+    memset(&run, 0, sizeof run);
+    memset(s, 0, sizeof *s);
+    if (flush_wait(err) != 0)
+        return -1;
+    if (limiter_one_rule(o, "bench", 0, BIG_LIMIT, BIG_WINDOW_S, &run.lim,
+                         err) != RL_OK)
+        return -1;
+    run.nkeys = o->keys;
+    run.per_call = per_call;
+    if ((w = calloc((size_t)threads, sizeof *w)) == NULL) {
+        snprintf(err, ERRLEN, "out of memory");
+        rl_limiter_free(run.lim);
+        return -1;
+    }
+    rc = tp_spawn(&run, w, tid, threads, &started, err);
+    if (rc == 0)
+        rc = tp_window(o, &run, s, err);
+    rc = tp_join(w, tid, started, rc, s, err);
     rl_limiter_free(run.lim);
-    run.lim = NULL;
-    if (rc != 0)
-        goto out;
-    rc = -1;
-    if (key_template(tmpl, sizeof tmpl, err))
-        goto out;
-    secs = (double)(t1 - t0) / 1e9;
-    rate = (double)calls / secs;
-    cu = cpu_diff(&c0, &c1);
+    free(w);
+    return rc;
+}
 
-    /* The reference: the same script, arguments and key space, from an
-     * empty database, for as many requests as the library made. */
+/* The reference: the same script, arguments and key space, from an empty
+ * database, for as many requests as the library made. */
+static int tp_reference(const options *o, const char *sha, int clients,
+                        unsigned long long calls, const char *tmpl,
+                        tp_ref *r, char *err)
+{
+    long long v8[8];
+
+    memset(r, 0, sizeof *r);
+    script_args(v8, 0, BIG_LIMIT, BIG_WINDOW_S);
     if (flush_wait(err) || clients_wait(1, err) ||
-        ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&r0, err))
-        goto out;
-    if (run_redis_benchmark(o, sha, clients, pipeline, calls, o->keys, tmpl,
-                            v8, &rb, err))
-        goto out;
-    if (cpu_take(&r1, err) || cmdstat_get("evalsha", &rcs, err) ||
-        cmdstat_get("pexpiretime", &rpxt, err))
-        goto out;
-    if (rcs.calls < (double)calls || rcs.failed > 0 || rcs.rejected > 0) {
+        ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&r->r0, err))
+        return -1;
+    if (run_redis_benchmark(o, sha, clients, clients > 1 ? 16 : 1, calls,
+                            o->keys, tmpl, v8, &r->rb, err))
+        return -1;
+    if (cpu_take(&r->r1, err) || cmdstat_get("evalsha", &r->rcs, err) ||
+        cmdstat_get("pexpiretime", &r->rpxt, err))
+        return -1;
+    if (r->rcs.calls < (double)calls || r->rcs.failed > 0 ||
+        r->rcs.rejected > 0) {
         snprintf(err, ERRLEN, "redis-benchmark: %.0f EVALSHA calls, %.0f "
-                 "failed, %.0f rejected (expected %llu, 0, 0)", rcs.calls,
-                 rcs.failed, rcs.rejected, calls);
-        goto out;
+                 "failed, %.0f rejected (expected %llu, 0, 0)", r->rcs.calls,
+                 r->rcs.failed, r->rcs.rejected, calls);
+        return -1;
     }
-    ru = cpu_diff(&r0, &r1);
-    snprintf(refname, sizeof refname, "redis_benchmark_c%d_P%d", clients,
-             pipeline);
+    return 0;
+}
 
-    {
+/* checks/s beside redis-benchmark's requests/s, with where the CPU went. */
+static void tp_emit_rate(const options *o, const char *name, int threads,
+                         int per_call, const tp_side *s, const tp_ref *r,
+                         const char *refname)
+{
+    double secs = (double)(s->t1 - s->t0) / 1e9;
+    double rate = (double)s->calls / secs;
+    cpu_use cu = cpu_diff(&s->c0, &s->c1), ru = cpu_diff(&r->r0, &r->r1);
+    figure f = {0};
+
+    f.name = name;
+    f.value = rate;
+    f.unit = "checks/s";
+    f.nrefs = 1;
+    f.ref[0] = r->rb.rps;
+    f.ref_name[0] = refname;
+    xnum(&f, "threads", threads);
+    xnum(&f, "per_call", per_call);
+    xnum(&f, "keys", (double)o->keys);
+    xnum(&f, "seconds", secs);
+    xnum(&f, "checks", (double)s->calls);
+    xnum(&f, "target_min_ratio",
+         threads * per_call > 1 ? TARGET_TP64 : TARGET_TP1);
+    xnum(&f, "fallback", (double)s->fallback);
+    xnum(&f, "denied", (double)s->denied);
+    xnum(&f, "server_usec_per_call", s->cs.usec_per_call);
+    xnum(&f, "ref_server_usec_per_call", r->rcs.usec_per_call);
+    /* Checks that found state (the script reads its expiry) rather than
+     * creating the key: the same mix on both sides, or the comparison is
+     * off. */
+    xnum(&f, "existing_share",
+         s->cs.calls > 0 ? s->pxt.calls / s->cs.calls : NAN);
+    xnum(&f, "ref_existing_share",
+         r->rcs.calls > 0 ? r->rpxt.calls / r->rcs.calls : NAN);
+    xnum(&f, "client_cpu", cu.client);
+    xnum(&f, "redis_cpu", cu.redis);
+    xnum(&f, "other_cpu", cu.other);
+    xnum(&f, "ref_client_cpu", ru.client);
+    xnum(&f, "ref_redis_cpu", ru.redis);
+    xnum(&f, "ref_other_cpu", ru.other);
+    xnum(&f, "steal_cpu", cu.steal + ru.steal);
+    xnum(&f, "client_ctx_switches_per_check", cu.csw / rate);
+    xnum(&f, "redis_preempted_per_s", cu.preempt);
+    xnum(&f, "ref_redis_preempted_per_s", ru.preempt);
+    xnum(&f, "ref_seconds", r->rb.wall_s);
+    xnum(&f, "loadavg_1m", loadavg1());
+    xstr(&f, "ref_cmd", r->rb.cmd);
+    emit(o, &f);
+}
+
+/* <name>_p50 and _p99: against redis-benchmark's own when both sides have
+ * one in flight (comparable), else redis-benchmark's beside it. */
+static void tp_emit_latency(const options *o, const char *name, int clients,
+                            const tp_side *s, const tp_ref *r,
+                            const char *refname)
+{
+    char nm[2][48];
+    const double pct[2] = {0.50, 0.99};
+    const double ref_us[2] = {r->rb.p50_ms * 1000.0, r->rb.p99_ms * 1000.0};
+
+    snprintf(nm[0], sizeof nm[0], "%s_p50", name);
+    snprintf(nm[1], sizeof nm[1], "%s_p99", name);
+    for (int i = 0; i < 2; i++) {
         figure f = {0};
-        f.name = name;
-        f.value = rate;
-        f.unit = "checks/s";
-        f.nrefs = 1;
-        f.ref[0] = rb.rps;
-        f.ref_name[0] = refname;
-        xnum(&f, "threads", threads);
-        xnum(&f, "per_call", per_call);
-        xnum(&f, "keys", (double)o->keys);
-        xnum(&f, "seconds", secs);
-        xnum(&f, "checks", (double)calls);
-        xnum(&f, "target_min_ratio", clients > 1 ? TARGET_TP64 : TARGET_TP1);
-        xnum(&f, "fallback", (double)fallback);
-        xnum(&f, "denied", (double)denied);
-        xnum(&f, "server_usec_per_call", cs.usec_per_call);
-        xnum(&f, "ref_server_usec_per_call", rcs.usec_per_call);
-        /* Checks that found state (the script reads its expiry) rather
-         * than creating the key: the same mix on both sides, or the
-         * comparison is off. */
-        xnum(&f, "existing_share", cs.calls > 0 ? pxt.calls / cs.calls : NAN);
-        xnum(&f, "ref_existing_share",
-             rcs.calls > 0 ? rpxt.calls / rcs.calls : NAN);
-        xnum(&f, "client_cpu", cu.client);
-        xnum(&f, "redis_cpu", cu.redis);
-        xnum(&f, "other_cpu", cu.other);
-        xnum(&f, "ref_client_cpu", ru.client);
-        xnum(&f, "ref_redis_cpu", ru.redis);
-        xnum(&f, "ref_other_cpu", ru.other);
-        xnum(&f, "steal_cpu", cu.steal + ru.steal);
-        xnum(&f, "client_ctx_switches_per_check", cu.csw / rate);
-        xnum(&f, "redis_preempted_per_s", cu.preempt);
-        xnum(&f, "ref_redis_preempted_per_s", ru.preempt);
-        xnum(&f, "ref_seconds", rb.wall_s);
-        xnum(&f, "loadavg_1m", loadavg1());
-        xstr(&f, "ref_cmd", rb.cmd);
-        emit(o, &f);
-    }
-    {
-        figure f = {0};
-        char n50[48], n99[48], nfb[48], nbt[48];
-        snprintf(n50, sizeof n50, "%s_p50", name);
-        snprintf(n99, sizeof n99, "%s_p99", name);
-        snprintf(nfb, sizeof nfb, "%s_fallback", name);
-        snprintf(nbt, sizeof nbt, "%s_batching", name);
-        f.name = n50;
-        f.value = hist_pct(&all, 0.50) / 1000.0;
+        f.name = nm[i];
+        f.value = hist_pct(&s->all, pct[i]) / 1000.0;
         f.unit = "us";
         if (clients == 1) { /* one in flight both sides: comparable */
             f.nrefs = 1;
-            f.ref[0] = rb.p50_ms * 1000.0;
+            f.ref[0] = ref_us[i];
             f.ref_name[0] = refname;
         } else {
-            xnum(&f, "ref_p50_us", rb.p50_ms * 1000.0);
+            xnum(&f, i == 0 ? "ref_p50_us" : "ref_p99_us", ref_us[i]);
         }
-        xnum(&f, "samples", (double)all.n);
-        emit(o, &f);
-        f = (figure){0};
-        f.name = n99;
-        f.value = hist_pct(&all, 0.99) / 1000.0;
-        f.unit = "us";
-        if (clients == 1) {
-            f.nrefs = 1;
-            f.ref[0] = rb.p99_ms * 1000.0;
-            f.ref_name[0] = refname;
-        } else {
-            xnum(&f, "ref_p99_us", rb.p99_ms * 1000.0);
-        }
-        xnum(&f, "p999_us", hist_pct(&all, 0.999) / 1000.0);
-        emit(o, &f);
-        f = (figure){0};
-        f.name = nfb; /* results decided by the local fallback: errors */
-        f.value = (double)fallback;
-        f.unit = "checks";
-        xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
-        xnum(&f, "down_fails", (double)(s1.down_fails - s0.down_fails));
-        xnum(&f, "reconnects", (double)(s1.reconnects - s0.reconnects));
-        emit(o, &f);
-        f = (figure){0};
-        f.name = nbt; /* the store's own batching: checks per script call */
-        f.value = s1.batches > s0.batches
-                      ? (double)(s1.checks - s0.checks) /
-                            (double)(s1.batches - s0.batches)
-                      : NAN;
-        f.unit = "checks/script";
-        xnum(&f, "checks", (double)(s1.checks - s0.checks));
-        xnum(&f, "script_calls", (double)(s1.batches - s0.batches));
-        xnum(&f, "writes", (double)(s1.writes - s0.writes));
-        xnum(&f, "noscript", (double)(s1.noscript - s0.noscript));
-        xnum(&f, "refunds", (double)(s1.refunds - s0.refunds));
+        if (i == 0)
+            xnum(&f, "samples", (double)s->all.n);
+        else
+            xnum(&f, "p999_us", hist_pct(&s->all, 0.999) / 1000.0);
         emit(o, &f);
     }
-    rc = 0;
-out:
-    if (run.lim)
-        rl_limiter_free(run.lim);
-    free(w);
-    return rc;
+}
+
+/* <name>_fallback (results decided by the local fallback: errors) and
+ * <name>_batching (the store's own batching: checks per script call). */
+static void tp_emit_store(const options *o, const char *name,
+                          const tp_side *s)
+{
+    const store_redis_stats *s0 = &s->s0, *s1 = &s->s1;
+    char nfb[48], nbt[48];
+    figure f = {0};
+
+    snprintf(nfb, sizeof nfb, "%s_fallback", name);
+    snprintf(nbt, sizeof nbt, "%s_batching", name);
+    f.name = nfb;
+    f.value = (double)s->fallback;
+    f.unit = "checks";
+    xnum(&f, "timeouts", (double)(s1->timeouts - s0->timeouts));
+    xnum(&f, "down_fails", (double)(s1->down_fails - s0->down_fails));
+    xnum(&f, "reconnects", (double)(s1->reconnects - s0->reconnects));
+    emit(o, &f);
+    f = (figure){0};
+    f.name = nbt;
+    f.value = s1->batches > s0->batches
+                  ? (double)(s1->checks - s0->checks) /
+                        (double)(s1->batches - s0->batches)
+                  : NAN;
+    f.unit = "checks/script";
+    xnum(&f, "checks", (double)(s1->checks - s0->checks));
+    xnum(&f, "script_calls", (double)(s1->batches - s0->batches));
+    xnum(&f, "writes", (double)(s1->writes - s0->writes));
+    xnum(&f, "noscript", (double)(s1->noscript - s0->noscript));
+    xnum(&f, "refunds", (double)(s1->refunds - s0->refunds));
+    emit(o, &f);
+}
+
+int group_throughput(const options *o, const char *sha, int threads,
+                     int per_call, char *err)
+{
+    const char *name = per_call > 1 ? "throughput_64_many"
+                       : threads > 1 ? "throughput_64" : "throughput_1";
+    int clients = threads * per_call;
+    char refname[48], tmpl[128];
+    tp_side s;
+    tp_ref r;
+
+    if (tp_library(o, threads, per_call, &s, err) ||
+        key_template(tmpl, sizeof tmpl, err) ||
+        tp_reference(o, sha, clients, s.calls, tmpl, &r, err))
+        return -1;
+    snprintf(refname, sizeof refname, "redis_benchmark_c%d_P%d", clients,
+             clients > 1 ? 16 : 1);
+    tp_emit_rate(o, name, threads, per_call, &s, &r, refname);
+    tp_emit_latency(o, name, clients, &s, &r, refname);
+    tp_emit_store(o, name, &s);
+    return 0;
 }

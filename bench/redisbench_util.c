@@ -313,6 +313,18 @@ void one_rule(char *buf, size_t len, const char *id, int algo,
 }
 
 
+/* A limiter (make_limiter) with one rule by user (one_rule). */
+int limiter_one_rule(const options *o, const char *id, int algo,
+                     long long limit, long long window_s, rl_limiter **out,
+                     char *err)
+{
+    char rule[400], rules[512];
+
+    one_rule(rule, sizeof rule, id, algo, limit, window_s, 0);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
+    return make_limiter(o, rules, out, err);
+}
+
 static void *job_main(void *arg)
 {
     job_worker *w = arg;

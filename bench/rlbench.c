@@ -49,6 +49,8 @@
  */
 #include "rlbench.h"
 
+#include <stddef.h>
+
 
 static void usage(FILE *f)
 {
@@ -72,76 +74,76 @@ static void usage(FILE *f)
             "N may end in k, M or G (powers of 1000).\n");
 }
 
-/* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
-static int parse_args(int argc, char **argv, options *o)
+/* ---- the command line: one row an option ---------------------------------- */
+
+typedef struct opt_row {
+    const char *name;
+    int kind;                   /* 0 flag, 1 count, 2 algorithm name      */
+    size_t off;                 /* the field in options                   */
+    unsigned long long def, quick; /* counts: when not given           */
+} opt_row;
+
+#define OPT_AT(field) offsetof(options, field)
+
+static const opt_row opts[] = {
+    {"--json", 0, OPT_AT(json), 0, 0},
+    {"--quick", 0, OPT_AT(quick), 0, 0},
+    {"--keys", 1, OPT_AT(keys), 1000000ULL, 100000ULL},
+    {"--big", 1, OPT_AT(big), 10000000ULL, 1000000ULL},
+    {"--samples", 1, OPT_AT(samples), 2000000ULL, 200000ULL},
+    {"--algo", 2, OPT_AT(algo), 0, 0},
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
+static const char *const algos[4] = {"sliding_window", "token_bucket",
+                                     "fixed_window", "gcra"};
+
+/* The row argument a names: flags exactly, the others by their name as a
+ * prefix (*rest: what follows it); -1 for none. */
+static int opt_find(const char *a, const char **rest)
 {
-    int have_keys = 0, have_big = 0, have_samples = 0;
-
-    memset(o, 0, sizeof *o);
-    o->algo = "sliding_window";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = NULL;
-        unsigned long long *dst = NULL;
-        int *have = NULL;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-            continue;
-        } else if (strcmp(a, "--quick") == 0) {
-            o->quick = 1;
-            continue;
+    for (size_t k = 0; k < NOPTS; k++) {
+        size_t n = strlen(opts[k].name);
+        if (opts[k].kind == 0 ? strcmp(a, opts[k].name) == 0
+                              : strncmp(a, opts[k].name, n) == 0) {
+            *rest = a + n;
+            return (int)k;
         }
-        if (strncmp(a, "--keys", 6) == 0)
-            dst = &o->keys, have = &have_keys, val = a + 6;
-        else if (strncmp(a, "--big", 5) == 0)
-            dst = &o->big, have = &have_big, val = a + 5;
-        else if (strncmp(a, "--samples", 9) == 0)
-            dst = &o->samples, have = &have_samples, val = a + 9;
-        else if (strncmp(a, "--algo", 6) == 0)
-            val = a + 6;
-        else {
-            fprintf(stderr, "rlbench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (*val == '=')
-            val++;
-        else if (*val == '\0') {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "rlbench: option '%s' needs a value\n", a);
-                return 2;
-            }
-            val = argv[++i];
-        } else {
-            fprintf(stderr, "rlbench: unknown option '%s'\n", a);
-            return 2;
-        }
-        if (dst == NULL) { /* --algo */
-            if (strcmp(val, "sliding_window") != 0 &&
-                strcmp(val, "token_bucket") != 0 &&
-                strcmp(val, "fixed_window") != 0 && strcmp(val, "gcra") != 0) {
-                fprintf(stderr, "rlbench: unknown algorithm '%s'\n", val);
-                return 2;
-            }
-            o->algo = val;
-            continue;
-        }
-        if (parse_count(val, dst) != 0) {
-            fprintf(stderr, "rlbench: bad number '%s' for %s\n", val, a);
-            return 2;
-        }
-        *have = 1;
     }
-    if (!have_keys)
-        o->keys = o->quick ? 100000ULL : 1000000ULL;
-    if (!have_big)
-        o->big = o->quick ? 1000000ULL : 10000000ULL;
-    if (!have_samples)
-        o->samples = o->quick ? 200000ULL : 2000000ULL;
+    return -1;
+}
+
+/* Stores val for row r (a: the argument as given); 0, or 2 after saying
+ * what is wrong. */
+static int opt_set(const opt_row *r, const char *a, const char *val,
+                   options *o)
+{
+    char *field = (char *)o + r->off;
+
+    if (r->kind == 2) {
+        for (int k = 0; k < 4; k++)
+            if (strcmp(val, algos[k]) == 0) {
+                *(const char **)(void *)field = val;
+                return 0;
+            }
+        fprintf(stderr, "rlbench: unknown algorithm '%s'\n", val);
+        return 2;
+    }
+    if (parse_count(val, (unsigned long long *)(void *)field) != 0) {
+        fprintf(stderr, "rlbench: bad number '%s' for %s\n", val, a);
+        return 2;
+    }
+    return 0;
+}
+
+/* The counts not given (--quick's or the full run's), then their bounds;
+ * 0, or 2 after saying what is wrong. */
+static int opt_finish(options *o, const int *given)
+{
+    for (size_t k = 0; k < NOPTS; k++)
+        if (opts[k].kind == 1 && !given[k])
+            *(unsigned long long *)(void *)((char *)o + opts[k].off) =
+                o->quick ? opts[k].quick : opts[k].def;
     if (o->keys < 1 || o->keys > MAX_KEYS) {
         fprintf(stderr, "rlbench: --keys must be 1..%llu\n", MAX_KEYS);
         return 2;
@@ -155,6 +157,49 @@ static int parse_args(int argc, char **argv, options *o)
         return 2;
     }
     return 0;
+}
+
+/* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
+static int parse_args(int argc, char **argv, options *o)
+{
+    int given[NOPTS] = {0};
+
+    memset(o, 0, sizeof *o);
+    o->algo = "sliding_window";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        int k;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            return 1;
+        }
+        if ((k = opt_find(a, &val)) < 0) {
+            fprintf(stderr, "rlbench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
+        if (opts[k].kind == 0) {
+            *(int *)(void *)((char *)o + opts[k].off) = 1;
+            continue;
+        }
+        if (*val == '=')
+            val++;
+        else if (*val == '\0') {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "rlbench: option '%s' needs a value\n", a);
+                return 2;
+            }
+            val = argv[++i];
+        } else {
+            fprintf(stderr, "rlbench: unknown option '%s'\n", a);
+            return 2;
+        }
+        if (opt_set(&opts[k], a, val, o) != 0)
+            return 2;
+        given[k] = 1;
+    }
+    return opt_finish(o, given);
 }
 
 
@@ -228,151 +273,177 @@ static void emit_memory(const options *o, const char *name, size_t n,
 
 /* ---- main ------------------------------------------------------------------ */
 
-int main(int argc, char **argv)
+static void print_params(const options *o)
 {
-    options o;
-    int prc, status = 1;
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-    char *keys = NULL;
-    uint32_t *seqs[2] = {NULL, NULL};
-    uint32_t *lat[2] = {NULL, NULL};
-    rl_limiter *lim = NULL;
-    bare_table tab = {NULL, 0, 0};
-    char err[ERRLEN] = "";
-    size_t nkeys, nseq;
-    double tov;
-    mem_result ml[2] = {{0}}, mt[2] = {{0}};
-    double load;
-
-    prc = parse_args(argc, argv, &o);
-    if (prc != 0)
-        return prc == 1 ? 0 : 2;
-    nkeys = (size_t)o.keys;
-    nseq = (size_t)o.samples;
     /* Other work on the machine skews the 2-thread figures: show it. */
-    load = loadavg1();
+    double load = loadavg1();
 
-    if (o.json)
+    if (o->json)
         printf("{\"name\":\"params\",\"nproc\":%ld,\"keys\":%llu,\"big\":%llu,"
                "\"samples_per_thread\":%llu,\"algorithm\":\"%s\","
                "\"quick\":%s,\"timer\":\"clock_gettime(CLOCK_MONOTONIC)\","
                "\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
-               nproc, o.keys, o.big, o.samples, o.algo,
-               o.quick ? "true" : "false", rl_version_string(), load);
+               nproc, o->keys, o->big, o->samples, o->algo,
+               o->quick ? "true" : "false", rl_version_string(), load);
     else {
         printf("rlbench: libratelimit %s, nproc=%ld, keys=%llu, big=%llu, "
                "samples=%llu/thread, algorithm=%s, loadavg=%.2f%s\n",
-               rl_version_string(), nproc, o.keys, o.big, o.samples, o.algo,
-               load, o.quick ? " (quick)" : "");
+               rl_version_string(), nproc, o->keys, o->big, o->samples,
+               o->algo, load, o->quick ? " (quick)" : "");
         print_columns(&layout);
     }
     fflush(stdout);
+}
 
-    /* 2. Memory per tracked key, measured first and printed last: each
-     * measurement runs in a forked child, and the child of a parent that
-     * has already allocated and freed a lot would refill that freed (still
-     * resident) heap without growing its RSS. */
+/* 2. Memory per tracked key, measured first and printed last: each
+ * measurement runs in a forked child, and the child of a parent that has
+ * already allocated and freed a lot would refill that freed (still
+ * resident) heap without growing its RSS. */
+static int measure_memory(const options *o, mem_result ml[2],
+                          mem_result mt[2], char *err)
+{
     for (int big = 0; big <= 1; big++) {
-        size_t n = big ? (size_t)o.big : nkeys;
+        size_t n = big ? (size_t)o->big : (size_t)o->keys;
         if (n == 0)
             continue;
-        if (run_in_child(mem_limiter, &o, n, &ml[big]) != 0) {
+        if (run_in_child(mem_limiter, o, n, &ml[big]) != 0) {
             memcpy(err, ml[big].err, ERRLEN);
-            goto out;
+            return -1;
         }
-        if (run_in_child(mem_table, &o, n, &mt[big]) != 0) {
+        if (run_in_child(mem_table, o, n, &mt[big]) != 0) {
             memcpy(err, mt[big].err, ERRLEN);
-            goto out;
+            return -1;
         }
     }
+    return 0;
+}
 
-    /* 1. Latency.  Everything the timed loops read is made before timing:
-     * the key strings, and each thread's sequence of key indexes. */
-    keys = malloc(nkeys * KEY_STRIDE);
-    seqs[0] = malloc(nseq * sizeof *seqs[0]);
-    seqs[1] = malloc(nseq * sizeof *seqs[1]);
-    lat[LIB] = malloc(2 * nseq * sizeof *lat[LIB]);
-    lat[REF] = malloc(2 * nseq * sizeof *lat[REF]);
-    if (keys == NULL || seqs[0] == NULL || seqs[1] == NULL ||
-        lat[LIB] == NULL || lat[REF] == NULL) {
+/* Everything the timed loops read, made before timing: the key strings,
+ * each thread's sequence of key indexes, and room for the samples. */
+typedef struct lat_input {
+    size_t nkeys, nseq;
+    char *keys;
+    uint32_t *seqs[2];
+    uint32_t *lat[2];
+} lat_input;
+
+static int lat_input_make(const options *o, lat_input *in, char *err)
+{
+    size_t nkeys = in->nkeys = (size_t)o->keys;
+    size_t nseq = in->nseq = (size_t)o->samples;
+
+    in->keys = malloc(nkeys * KEY_STRIDE);
+    in->seqs[0] = malloc(nseq * sizeof *in->seqs[0]);
+    in->seqs[1] = malloc(nseq * sizeof *in->seqs[1]);
+    in->lat[LIB] = malloc(2 * nseq * sizeof *in->lat[LIB]);
+    in->lat[REF] = malloc(2 * nseq * sizeof *in->lat[REF]);
+    if (in->keys == NULL || in->seqs[0] == NULL || in->seqs[1] == NULL ||
+        in->lat[LIB] == NULL || in->lat[REF] == NULL) {
         snprintf(err, ERRLEN, "out of memory for keys and samples");
-        goto out;
+        return -1;
     }
     for (size_t i = 0; i < nkeys; i++)
-        fmt_key(keys + i * KEY_STRIDE, (uint32_t)i);
+        fmt_key(in->keys + i * KEY_STRIDE, (uint32_t)i);
     for (int t = 0; t < 2; t++) {
         uint64_t st = 0x5EED0000ULL + (uint64_t)t;
         for (size_t i = 0; i < nseq; i++)
-            seqs[t][i] = (uint32_t)pick(&st, nkeys);
+            in->seqs[t][i] = (uint32_t)pick(&st, nkeys);
     }
+    return 0;
+}
 
-    tov = timer_overhead(lat[LIB], nseq < 1000000 ? nseq : 1000000);
-    {
-        figure f = {0};
-        f.name = "timer_overhead_ns";
-        f.value = tov;
-        f.unit = "ns";
-        emit(&o, &f);
-    }
+static void lat_input_free(lat_input *in)
+{
+    free(in->keys);
+    free(in->lat[LIB]);
+    free(in->lat[REF]);
+    free(in->seqs[0]);
+    free(in->seqs[1]);
+}
 
-    /* The limiter, pre-filled so every key exists ... */
-    if (make_limiter(&o, nkeys, &lim, err) != RL_OK)
-        goto out;
-    for (size_t i = 0; i < nkeys; i++) {
+/* The limiter, pre-filled so every key exists, and the reference table
+ * holding the same keys. */
+static int lat_prefill(const options *o, const lat_input *in,
+                       rl_limiter **lim, bare_table *tab, char *err)
+{
+    if (make_limiter(o, in->nkeys, lim, err) != RL_OK)
+        return -1;
+    for (size_t i = 0; i < in->nkeys; i++) {
         rl_result res = RL_RESULT_INIT;
-        int rc = rl_allow(lim, keys + i * KEY_STRIDE, RULE_ID, 1, &res);
+        int rc = rl_allow(*lim, in->keys + i * KEY_STRIDE, RULE_ID, 1, &res);
         if (rc != RL_OK) {
-            set_err(err, "rl_allow while pre-filling", rc, errtext(lim));
-            goto out;
+            set_err(err, "rl_allow while pre-filling", rc, errtext(*lim));
+            return -1;
         }
     }
-    /* ... and the reference table holding the same keys. */
-    if (bare_init(&tab, nkeys) != 0) {
+    if (bare_init(tab, in->nkeys) != 0) {
         snprintf(err, ERRLEN, "out of memory for the reference table");
-        goto out;
+        return -1;
     }
-    for (size_t i = 0; i < nkeys; i++)
-        bare_insert(&tab, keys + i * KEY_STRIDE);
-    if (tab.count != nkeys) {
+    for (size_t i = 0; i < in->nkeys; i++)
+        bare_insert(tab, in->keys + i * KEY_STRIDE);
+    if (tab->count != in->nkeys) {
         snprintf(err, ERRLEN, "reference table holds %zu keys, not %zu",
-                 tab.count, nkeys);
-        goto out;
+                 tab->count, in->nkeys);
+        return -1;
     }
+    return 0;
+}
+
+/* 1. Latency: the timer's own cost, then 1 and 2 threads. */
+static int measure_latency(const options *o, char *err)
+{
+    lat_input in = {0};
+    rl_limiter *lim = NULL;
+    bare_table tab = {NULL, 0, 0};
+    figure f = {0};
+    int rc = -1;
+
+    if (lat_input_make(o, &in, err) != 0)
+        goto out;
+    f.name = "timer_overhead_ns";
+    f.value = timer_overhead(in.lat[LIB], in.nseq < 1000000 ? in.nseq
+                                                            : 1000000);
+    f.unit = "ns";
+    emit(o, &f);
+    if (lat_prefill(o, &in, &lim, &tab, err) != 0)
+        goto out;
     for (int threads = 1; threads <= 2; threads++) {
         lat_figs lf[2];
-        if (run_latency(lim, &tab, keys, seqs, nseq, threads, lat, lf,
-                        err) != 0)
+        if (run_latency(lim, &tab, in.keys, in.seqs, in.nseq, threads, in.lat,
+                        lf, err) != 0)
             goto out;
-        emit_latency(&o, threads, &lf[LIB], &lf[REF]);
+        emit_latency(o, threads, &lf[LIB], &lf[REF]);
     }
-    rl_limiter_free(lim);
-    lim = NULL;
-    bare_free(&tab);
-    free(keys);
-    keys = NULL;
-    free(lat[LIB]);
-    free(lat[REF]);
-    lat[LIB] = lat[REF] = NULL;
-    free(seqs[0]);
-    free(seqs[1]);
-    seqs[0] = seqs[1] = NULL;
-
-    /* 2. Memory per tracked key (measured first, see above). */
-    emit_memory(&o, "mem_bytes_per_key", nkeys, &ml[0], &mt[0], 0);
-    if (o.big != 0)
-        emit_memory(&o, "mem_bytes_per_key_big", (size_t)o.big, &ml[1], &mt[1],
-                    1);
-    status = 0;
-
+    rc = 0;
 out:
-    if (status != 0)
-        fprintf(stderr, "rlbench: %s\n", err[0] ? err : "failed");
     rl_limiter_free(lim);
     bare_free(&tab);
-    free(keys);
-    free(lat[LIB]);
-    free(lat[REF]);
-    free(seqs[0]);
-    free(seqs[1]);
-    return status;
+    lat_input_free(&in);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    int prc;
+    char err[ERRLEN] = "";
+    mem_result ml[2] = {{0}}, mt[2] = {{0}};
+
+    prc = parse_args(argc, argv, &o);
+    if (prc != 0)
+        return prc == 1 ? 0 : 2;
+    print_params(&o);
+    if (measure_memory(&o, ml, mt, err) != 0 ||
+        measure_latency(&o, err) != 0) {
+        fprintf(stderr, "rlbench: %s\n", err[0] ? err : "failed");
+        return 1;
+    }
+    /* 2. Memory per tracked key (measured first, see above). */
+    emit_memory(&o, "mem_bytes_per_key", (size_t)o.keys, &ml[0], &mt[0], 0);
+    if (o.big != 0)
+        emit_memory(&o, "mem_bytes_per_key_big", (size_t)o.big, &ml[1],
+                    &mt[1], 1);
+    return 0;
 }
