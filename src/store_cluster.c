@@ -83,10 +83,7 @@ typedef struct cluster_store {
 
 static int64_t mono_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return clock_mono_ns();
 }
 
 /* ---- the node table -------------------------------------------------- */
@@ -121,15 +118,15 @@ static int ensure_node(cluster_store *c, const char *host, int port,
     if (master && !atomic_load(&c->nodes[i].node)) {
         rnode_opts o = c->nopts;
         rnode *n;
-        snprintf(o.conn.uri.host, sizeof o.conn.uri.host, "%s", host);
-        o.conn.uri.port = port;
-        o.conn.uri.is_unix = 0;
-        o.conn.uri.db = 0;
+        snprintf(o.io.uri.host, sizeof o.io.uri.host, "%s", host);
+        o.io.uri.port = port;
+        o.io.uri.is_unix = 0;
+        o.io.uri.db = 0;
         /* Connect now, so checks find the lanes up; a master that does
          * not answer gets lanes that keep trying in the background. */
-        o.degraded = 0;
+        o.io.degraded = 0;
         if (rnode_open(&n, &o, why, sizeof why) != RL_OK) {
-            o.degraded = 1;
+            o.io.degraded = 1;
             if (rnode_open(&n, &o, why, sizeof why) != RL_OK)
                 return -1;
         }
@@ -144,7 +141,7 @@ static int ensure_node(cluster_store *c, const char *host, int port,
 static redisContext *control(const cluster_store *c, const char *host,
                              int port, char *err, size_t errlen)
 {
-    int64_t ms = c->nopts.conn.connect_timeout_ms;
+    int64_t ms = c->nopts.io.connect_timeout_ms;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     const redis_uri *u = &c->seeds[0];
     redisContext *ctx = redisConnectWithTimeout(host, port, tv);
@@ -380,7 +377,7 @@ static void group(const cluster_store *c, const store_op *ops, size_t n,
 {
     g->n = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned s = redis_key_slot(&ops[i], c->nopts.compact);
+        unsigned s = redis_key_slot(&ops[i], c->nopts.io.compact);
         int j;
         for (j = 0; j < g->n && g->slot[j] != s; j++)
             ;
@@ -449,10 +446,10 @@ static int cluster_check(rl_store *s, const store_op *ops, size_t n,
 /* The slot of a request whose ops all share one, or -1. */
 static int one_slot(const cluster_store *c, const store_req *q)
 {
-    unsigned s = redis_key_slot(&q->ops[0], c->nopts.compact);
+    unsigned s = redis_key_slot(&q->ops[0], c->nopts.io.compact);
 
     for (size_t i = 1; i < q->n; i++)
-        if (redis_key_slot(&q->ops[i], c->nopts.compact) != s)
+        if (redis_key_slot(&q->ops[i], c->nopts.io.compact) != s)
             return -1;
     return (int)s;
 }
@@ -559,18 +556,46 @@ static int cluster_breaker(rl_store *s, int64_t *opens, int64_t *closes)
     return worst;
 }
 
-static const store_vtable cluster_vtable = {"redis-cluster", cluster_check,
-                                            cluster_free, cluster_breaker,
-                                            cluster_check_many};
+static void cluster_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
+{
+    cluster_store *c = (cluster_store *)s;
+
+    c->clock.fn = fn;
+    c->clock.arg = arg;
+}
+
+static void cluster_io_stats(rl_store *s, rnode_stats *st)
+{
+    cluster_store *c = (cluster_store *)s;
+
+    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
+        rnode *nd = atomic_load(&c->nodes[i].node);
+        if (nd)
+            rnode_stats_add(nd, st);
+    }
+    st->refunds = atomic_load(&c->refunds);
+    st->refreshes = atomic_load(&c->refreshes);
+    st->tryagain = atomic_load(&c->tryagain);
+}
+
+static const store_vtable cluster_vtable = {
+    .name = "redis-cluster",
+    .check = cluster_check,
+    .free = cluster_free,
+    .breaker = cluster_breaker,
+    .check_many = cluster_check_many,
+    .set_clock = cluster_set_clock,
+    .io_stats = cluster_io_stats,
+};
 
 /* The fleet's key lives where its slot does. */
-static rconn *fleet_conn(void *arg)
+static rio *fleet_io(void *arg)
 {
     cluster_store *c = arg;
     rnode *nd = node_at(c, atomic_load(&c->owner[key_slot(
                                 c->fl.key, strlen(c->fl.key))]));
 
-    return nd ? rnode_conn(nd) : NULL;
+    return nd ? rnode_io(nd) : NULL;
 }
 
 int store_cluster_new(const char *uri, const store_options *opt,
@@ -586,7 +611,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
     c->base.vt = &cluster_vtable;
     c->timeout_ms = opt->timeout_ms;
     store_redis_node_opts(&c->nopts, opt, &c->clock);
-    c->nopts.per_call = 1;
+    c->nopts.io.per_call = 1;
     for (int i = 0; i < NSLOTS; i++)
         atomic_init(&c->owner[i], NO_NODE);
     pthread_mutex_init(&c->mu, NULL);
@@ -598,7 +623,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
         return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
     }
-    c->nopts.conn.uri = c->seeds[0]; /* credentials; host set per node */
+    c->nopts.io.uri = c->seeds[0]; /* credentials; host set per node */
     rc = refresh(c, &down, why, sizeof why);
     if (rc == -2 || ((rc != 0 || down) && !opt->degraded_start)) {
         cluster_free(&c->base);
@@ -612,7 +637,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
                RL_ESTORE;
     }
     c->started = 1;
-    if (opt->fleet_name && fleet_start(&c->fl, fleet_conn, c, opt->fleet_name,
+    if (opt->fleet_name && fleet_start(&c->fl, fleet_io, c, opt->fleet_name,
                                        opt->fleet_size, 1000) != 0) {
         cluster_free(&c->base);
         return snprintf(err, errlen, "cannot start the fleet heartbeat"),
@@ -620,28 +645,6 @@ int store_cluster_new(const char *uri, const store_options *opt,
     }
     *out = &c->base;
     return RL_OK;
-}
-
-void store_cluster_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
-{
-    cluster_store *c = (cluster_store *)s;
-
-    c->clock.fn = fn;
-    c->clock.arg = arg;
-}
-
-void store_cluster_stats_get(rl_store *s, rnode_stats *st)
-{
-    cluster_store *c = (cluster_store *)s;
-
-    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
-        rnode *nd = atomic_load(&c->nodes[i].node);
-        if (nd)
-            rnode_stats_add(nd, st);
-    }
-    st->refunds = atomic_load(&c->refunds);
-    st->refreshes = atomic_load(&c->refreshes);
-    st->tryagain = atomic_load(&c->tryagain);
 }
 
 int store_cluster_masters(rl_store *s, char *buf, size_t len)
