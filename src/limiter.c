@@ -17,6 +17,8 @@
 #include "options.h"
 #include "error.h"
 #include "rules_source.h"
+#include "request.h"
+#include "decide.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -572,4 +574,30 @@ RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
     for (size_t k = 0; k < n && first == RL_OK; k++)
         first = codes[k];
     return first;
+}
+
+/* ---- contract C (issue 12): the request path's steps, by name --------- */
+
+int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
+                    const rl_request *req, store_op *ops, size_t max_ops,
+                    char *keys, size_t keys_len, size_t *used, size_t *n)
+{
+    int rc = check_cost(lim, req->cost);
+
+    if (rc != RL_OK)
+        return rc;
+    rc = collect(lim, rs, req, ops, max_ops, keys, keys_len, used, n);
+    return rc == NEED_ROOM ? REQUEST_NEED_ROOM : rc;
+}
+
+int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
+                  const algo_decision *d, int64_t now_ms, int rc,
+                  rl_result *res)
+{
+    return settle(lim, ops, n, d, now_ms, rc, res);
+}
+
+void decide_no_rule(rl_limiter *lim, rl_result *res)
+{
+    no_rule(lim, res);
 }

@@ -29,7 +29,7 @@
  *    atomics, so either the loop sees the job or the submitter sees the
  *    sleeper: no lost wake-up, and no wake-up at all while the loop is
  *    awake or busy.
- *  - A blocking caller waits in rio_wait(): a short spin, then a futex
+ *  - A blocking caller waits in rio_wait(): a short look, then a futex
  *    sleep on job->state (QUEUED -> WAITING by the caller, -> DONE by the
  *    loop, which wakes only a WAITING caller).  After its exchange to DONE
  *    the loop touches the job no more: the caller may return at once.
@@ -67,7 +67,10 @@
 #define RBUF 65536
 #define IDLE_TICK_MS 1000     /* the loop's longest sleep, all idle      */
 #define BUSY_TICK_MS 100      /* ... with calls out (stuck detection)    */
-#define SPINS 200             /* rio_wait's look before the futex        */
+#define SPINS 200             /* rio_wait's look before the futex (a
+                                 longer spin, one round trip, measured
+                                 slower on 2 busy cores: it takes the CPU
+                                 the loop and Redis need)               */
 
 enum { Q_QUEUED = 0, Q_WAITING = 1, Q_DONE = 2 };
 enum { E_BATCH, E_RAW };
@@ -453,8 +456,9 @@ static void send_batch(rio *r, int i)
 
 /* The next batch from the queue of checks onto idle connection i: the
  * oldest first; in per-call mode a request that would be one own call
- * too many stays queued, in its place, for the next batch. */
-static void next_batch(rio *r, int i)
+ * too many stays queued, in its place, for the next batch, as does one
+ * not to be sent before a later time. */
+static void next_batch(rio *r, int i, int64_t now)
 {
     batch *b = &r->c[i].b;
     rio_job *skipped = NULL, *last_skipped = NULL;
@@ -467,7 +471,7 @@ static void next_batch(rio *r, int i)
         int flags = r->o.per_call ? j->flags : 0;
         r->phead = j->next;
         j->next = NULL;
-        if (flags && own == OWN_MAX) {
+        if ((flags && own == OWN_MAX) || j->not_before_ns > now) {
             if (last_skipped)
                 last_skipped->next = j;
             else
@@ -735,7 +739,7 @@ static void unstick(rio *r, int64_t now)
 }
 
 /* Raw calls onto any connection up; batches onto the idle ones. */
-static void dispatch(rio *r)
+static void dispatch(rio *r, int64_t now)
 {
     if (!atomic_load(&r->nup)) { /* nothing can be sent */
         fail_list(r, &r->phead, &r->ptail, S_DOWN);
@@ -758,7 +762,7 @@ static void dispatch(rio *r)
     for (int k = 0; r->phead && k < r->nconns; k++) {
         int i = (int)(r->rr++ % (unsigned)r->nconns);
         if (r->c[i].fd >= 0 && !r->c[i].b.active && r->c[i].count < RING - 1)
-            next_batch(r, i);
+            next_batch(r, i, now);
     }
 }
 
@@ -769,8 +773,11 @@ static int64_t next_wake(rio *r, int64_t now, int *idle)
     int64_t t = now + (int64_t)IDLE_TICK_MS * 1000000;
 
     *idle = 0;
-    for (rio_job *j = r->phead; j; j = j->next)
+    for (rio_job *j = r->phead; j; j = j->next) {
         t = j->deadline_ns < t ? j->deadline_ns : t;
+        if (j->not_before_ns > now && j->not_before_ns < t)
+            t = j->not_before_ns;
+    }
     for (int i = 0; i < r->nconns; i++) {
         conn *c = &r->c[i];
         if (c->fd >= 0 && !c->b.active)
@@ -828,7 +835,7 @@ static void *loop_main(void *arg)
         int64_t now = clock_mono_ns();
         expire(r, now);
         unstick(r, now);
-        dispatch(r);
+        dispatch(r, now);
         for (int i = 0; i < r->nconns; i++)
             if (r->c[i].fd >= 0 && r->c[i].off < r->c[i].out.len &&
                 !r->c[i].pollout)

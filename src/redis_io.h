@@ -72,6 +72,7 @@ struct rio_job {
     int nreplies;
     redisReply **replies;        /* RIO_RAW, on RL_OK: the caller's      */
     int64_t deadline_ns;         /* CLOCK_MONOTONIC                      */
+    int64_t not_before_ns;       /* 0, or not sent before (TRYAGAIN)     */
     rio_done_fn done;            /* NULL: a caller waits in rio_wait()   */
     void *arg;                   /* the submitter's                       */
     /* out, read once complete */

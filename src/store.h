@@ -47,7 +47,7 @@ typedef struct store_req {
  * q.now_ms set, from the store's I/O thread (or before start returns
  * when the store decides at once or nothing could be sent).  `space` is
  * the store's while the request is in flight. */
-#define STORE_ASYNC_SPACE 2048
+#define STORE_ASYNC_SPACE 4096
 typedef struct store_async store_async;
 struct store_async {
     store_req q;

@@ -505,6 +505,178 @@ static int cluster_check_many(rl_store *s, store_req *reqs, size_t n)
     return RL_OK;
 }
 
+/* ---- started requests ------------------------------------------------ */
+
+/* A request started without waiting: check_until() as a chain of
+ * completions, each in the I/O thread of the node that answered.  Its
+ * groups go one after another (each routed, redirects followed within
+ * the deadline; TRYAGAIN goes again a moment later, held by the node's
+ * loop, not slept on); then, if one denied or failed, the groups that
+ * charged are refunded, as check_until() does. */
+typedef struct cl_async {
+    rnode_async na;           /* the attempt in flight                 */
+    cluster_store *c;
+    store_async *a;
+    int64_t deadline;
+    int tries, flags, g, ngroups, denied;
+    unsigned idx;             /* the node the current group goes to   */
+    unsigned slot[RL_OPS_MAX];
+    unsigned char grp[RL_OPS_MAX];
+    store_op sub[RL_OPS_MAX];
+    algo_decision d[RL_OPS_MAX];
+    size_t nsub;
+    rnode *where[RL_OPS_MAX];
+    int64_t now[RL_OPS_MAX];
+} cl_async;
+
+_Static_assert(sizeof(cl_async) <= STORE_ASYNC_SPACE,
+               "a started cluster request fits its store_async");
+
+static void attempt(cl_async *x, int64_t not_before);
+
+/* Give back what groups [0, upto) charged; nothing stays changed. */
+static void refund_groups(cl_async *x, int upto)
+{
+    const store_req *q = &x->a->q;
+
+    for (int k = 0; k < upto; k++) {
+        size_t m = 0;
+        int any = 0;
+        for (size_t i = 0; i < q->n; i++)
+            if (x->grp[i] == k) {
+                x->sub[m] = q->ops[i];
+                x->d[m] = q->out[i];
+                any |= x->d[m].allowed && x->d[m].changed;
+                m++;
+            }
+        if (any && rnode_refund(x->where[k], x->sub, m, x->d, x->now[k]))
+            atomic_fetch_add(&x->c->refunds, 1);
+    }
+    for (size_t i = 0; i < q->n; i++)
+        q->out[i].changed = 0;
+}
+
+static void finish(cl_async *x, int rc)
+{
+    store_async *a = x->a;
+
+    if (rc != RL_OK)
+        refund_groups(x, x->g);
+    else if (x->denied && x->ngroups > 1)
+        refund_groups(x, x->ngroups);
+    a->q.rc = rc;
+    a->q.now_ms = x->now[0];
+    a->done(a);
+}
+
+static void start_group(cl_async *x)
+{
+    const store_req *q = &x->a->q;
+
+    x->nsub = 0;
+    for (size_t i = 0; i < q->n; i++)
+        if (x->grp[i] == x->g)
+            x->sub[x->nsub++] = q->ops[i];
+    x->tries = 0;
+    x->flags = 0;
+    x->idx = atomic_load_explicit(&x->c->owner[x->slot[x->g]],
+                                  memory_order_relaxed);
+    attempt(x, 0);
+}
+
+/* The group was decided (on node nd at now_ms). */
+static void group_done(cl_async *x, rnode *nd, int64_t now_ms)
+{
+    store_req *q = &x->a->q;
+    size_t m = 0;
+
+    x->where[x->g] = nd;
+    x->now[x->g] = now_ms;
+    for (size_t i = 0; i < q->n; i++)
+        if (x->grp[i] == x->g) {
+            q->out[i] = x->d[m];
+            x->denied |= !x->d[m].allowed && !q->ops[i].soft;
+            m++;
+        }
+    if (++x->g < x->ngroups)
+        start_group(x);
+    else
+        finish(x, RL_OK);
+}
+
+/* An attempt's answer, in the answering node's I/O thread (or at once
+ * when nothing could be sent): route() as a completion. */
+static void attempt_done(rnode_async *na)
+{
+    cl_async *x = na->arg;
+    cluster_store *c = x->c;
+    int to, st = na->job.why.status;
+
+    if (na->job.rc == RL_OK) {
+        group_done(x, na->node, na->job.now_ms);
+        return;
+    }
+    atomic_store(&c->want, 1);
+    switch (st) {
+    case RN_MOVED:
+    case RN_ASK:
+        if ((to = find_node(c, na->job.why.addr)) < 0 ||
+            !node_at(c, (unsigned)to))
+            break; /* a new master: the refresh opens it */
+        x->flags = st == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
+        if (!x->flags)
+            atomic_store_explicit(&c->owner[x->slot[x->g]], (uint16_t)to,
+                                  memory_order_relaxed);
+        x->idx = (unsigned)to;
+        attempt(x, 0);
+        return;
+    case RN_ELSEWHERE:
+        x->flags |= RN_DECLARED;
+        attempt(x, 0);
+        return;
+    case RN_TRYAGAIN:
+        atomic_fetch_add(&c->tryagain, 1);
+        attempt(x, clock_mono_ns() + 1000000);
+        return;
+    }
+    finish(x, RL_ESTORE);
+}
+
+static void attempt(cl_async *x, int64_t not_before)
+{
+    rnode *nd = node_at(x->c, x->idx);
+
+    if (!nd || x->tries++ == TRIES || clock_mono_ns() >= x->deadline) {
+        atomic_store(&x->c->want, 1);
+        finish(x, RL_ESTORE);
+        return;
+    }
+    x->na = (rnode_async){.job = {.kind = RIO_CHECK, .ops = x->sub,
+                                  .n = x->nsub, .out = x->d,
+                                  .flags = x->flags,
+                                  .deadline_ns = x->deadline,
+                                  .not_before_ns = not_before},
+                          .done = attempt_done, .arg = x};
+    rnode_start(nd, &x->na);
+}
+
+static void cluster_start(rl_store *s, store_async *a)
+{
+    cluster_store *c = (cluster_store *)s;
+    cl_async *x = (cl_async *)(void *)a->space;
+    groups g;
+
+    group(c, a->q.ops, a->q.n, &g);
+    *x = (cl_async){.c = c, .a = a, .ngroups = g.n,
+                    .deadline = clock_mono_ns() + c->timeout_ms * 1000000};
+    for (int k = 0; k < g.n; k++) {
+        x->slot[k] = g.slot[k];
+        for (int i = 0; i < g.size[k]; i++)
+            x->grp[g.idx[k][i]] = (unsigned char)k;
+    }
+    start_group(x);
+}
+
 /* ---- lifecycle -------------------------------------------------------- */
 
 static void cluster_free(rl_store *s)
@@ -584,6 +756,7 @@ static const store_vtable cluster_vtable = {
     .free = cluster_free,
     .breaker = cluster_breaker,
     .check_many = cluster_check_many,
+    .start = cluster_start,
     .set_clock = cluster_set_clock,
     .io_stats = cluster_io_stats,
 };
