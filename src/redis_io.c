@@ -17,9 +17,8 @@
  * requests again at once as EVAL, within their deadlines.
  *
  * Locks and wake-ups, all of them:
- *  - `mu` guards the queue, the connector's hand-over slots (ready_fd),
- *    the connector's work list (need) and `stop`.  Held for a few stores,
- *    never across a system call.
+ *  - `mu` guards the queue, the connector's hand-over slots (ready_fd)
+ *    and `stop`.  Held for a few stores, never across a system call.
  *  - The loop sleeps in epoll_wait on its sockets and an eventfd.  Before
  *    sleeping it publishes `sleeping` (1: wake me for any new job; 2: every
  *    connection is busy, wake me only for a raw call or a job whose
@@ -33,15 +32,16 @@
  *    sleep on job->state (QUEUED -> WAITING by the caller, -> DONE by the
  *    loop, which wakes only a WAITING caller).  After its exchange to DONE
  *    the loop touches the job no more: the caller may return at once.
- *  - The connector sleeps on `ccv` until a connection needs connecting
- *    (the loop closes a broken or stuck one and sets need[i]), connects
- *    with blocking hiredis calls (AUTH, SELECT, the version, SCRIPT LOAD),
- *    puts the descriptor in ready_fd[i] and writes the eventfd.
+ *  - The connector (redis_connector.c) is told when the loop closes a
+ *    broken or stuck connection, connects with blocking hiredis calls,
+ *    puts the new descriptor in ready_fd[i] under `mu` and writes the
+ *    eventfd.
  * Only the loop touches the sockets, the reader, the connections' state
  * and the jobs once taken; callers touch their jobs again only after DONE
  * (or inside `done`, called by the loop).
  */
 #include "redis_io.h"
+#include "redis_connector.h"
 #include "futex.h"
 #include "ratelimit.h"
 #include "redis_script.h"
@@ -49,7 +49,6 @@
 #include "sha1.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -114,10 +113,8 @@ struct rio {
     script_ctx sx;
     /* shared: under mu */
     pthread_mutex_t mu;
-    pthread_cond_t ccv;
     rio_job *qhead, *qtail;
     int ready_fd[RIO_MAX_CONNS];
-    int need[RIO_MAX_CONNS];
     int stop;
     /* shared: atomics */
     _Atomic int sleeping, queued, nup;
@@ -130,8 +127,9 @@ struct rio {
     unsigned rr;
     rio_job *phead, *ptail;   /* checks taken, not sent yet             */
     rio_job *rhead, *rtail;   /* raw calls taken, not sent yet          */
-    pthread_t loop_th, conn_th;
-    int loop_started, conn_started;
+    rconnector *connector;
+    pthread_t loop_th;
+    int loop_started;
 };
 
 static void stat_add(rio *r, int k, int64_t v)
@@ -185,111 +183,6 @@ static void fail_list(rio *r, rio_job **head, rio_job **tail, int stat)
     *tail = NULL;
 }
 
-/* ---- the handshake (connector thread, and rio_open) ---------------------- */
-
-static int expect_ok(redisContext *ctx, redisReply *r, const char *what,
-                     char *err, size_t errlen)
-{
-    int rc = 0;
-
-    if (!r) {
-        snprintf(err, errlen, "%s: %s", what,
-                 ctx->errstr[0] ? ctx->errstr : "no reply");
-        return -1;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errlen, "%s: %s", what, r->str);
-        rc = -1;
-    }
-    freeReplyObject(r);
-    return rc;
-}
-
-/* The scripts need Redis 7.0 (PEXPIRETIME, SET ... PXAT): say so plainly
- * instead of failing later inside a script. */
-static int check_version(redisContext *ctx, char *err, size_t errlen)
-{
-    redisReply *r = redisCommand(ctx, "INFO server");
-    const char *v;
-    int rc = 0;
-
-    if (!r || r->type != REDIS_REPLY_STRING) {
-        snprintf(err, errlen, "INFO server: %s",
-                 r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
-        rc = -1;
-    } else if ((v = strstr(r->str, "redis_version:")) != NULL &&
-               atoi(v + 14) < 7) {
-        snprintf(err, errlen, "Redis %.12s is too old: 7.0 or later is needed",
-                 v + 14);
-        rc = -1;
-    }
-    if (r)
-        freeReplyObject(r);
-    return rc;
-}
-
-static int load_script(rio *r, redisContext *ctx, char *err, size_t errlen)
-{
-    redisReply *rep = redisCommand(ctx, "SCRIPT LOAD %b", r->o.script,
-                                   r->o.script_len);
-    int rc = -1;
-
-    if (rep && rep->type == REDIS_REPLY_ERROR)
-        return expect_ok(ctx, rep, "SCRIPT LOAD", err, errlen); /* frees */
-    if (!rep || rep->type != REDIS_REPLY_STRING || rep->len != 40)
-        snprintf(err, errlen, "SCRIPT LOAD: %s",
-                 rep ? "unexpected reply" : ctx->errstr);
-    else if (memcmp(r->sx.sha, rep->str, 40) != 0) /* same text: cannot */
-        snprintf(err, errlen, "SCRIPT LOAD: server names the script %.40s, "
-                 "not %s", rep->str, r->sx.sha);
-    else
-        rc = 0;
-    if (rep)
-        freeReplyObject(rep);
-    return rc;
-}
-
-/* Connect, AUTH, SELECT, check the version, SCRIPT LOAD; returns a
- * non-blocking fd, or -1 with the reason in err. */
-static int handshake(rio *r, char *err, size_t errlen)
-{
-    const redis_uri *u = &r->o.uri;
-    struct timeval tv = {r->o.connect_timeout_ms / 1000,
-                         (r->o.connect_timeout_ms % 1000) * 1000};
-    redisContext *ctx = u->is_unix ? redisConnectUnixWithTimeout(u->path, tv)
-                                   : redisConnectWithTimeout(u->host, u->port,
-                                                             tv);
-    redisReply *rep;
-    int fd;
-
-    if (!ctx || ctx->err) {
-        snprintf(err, errlen, "connect to %s%s:%d: %s",
-                 u->is_unix ? "unix:" : "", u->is_unix ? u->path : u->host,
-                 u->is_unix ? 0 : u->port, ctx ? ctx->errstr : "out of memory");
-        redisFree(ctx);
-        return -1;
-    }
-    redisSetTimeout(ctx, tv);
-    if (u->password[0]) {
-        rep = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user,
-                                        u->password)
-                         : redisCommand(ctx, "AUTH %s", u->password);
-        if (expect_ok(ctx, rep, "AUTH", err, errlen))
-            goto fail;
-    }
-    if (u->db && expect_ok(ctx, redisCommand(ctx, "SELECT %d", u->db),
-                           "SELECT", err, errlen))
-        goto fail;
-    if (check_version(ctx, err, errlen) || load_script(r, ctx, err, errlen))
-        goto fail;
-    fd = redisFreeKeepFd(ctx);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return fd;
-fail:
-    redisFree(ctx);
-    return -1;
-}
-
 /* ---- connections (loop only) --------------------------------------------- */
 
 static void install(rio *r, int i, int fd)
@@ -339,10 +232,8 @@ static void fail_conn(rio *r, int i)
             complete(c->b.job[j]);
     c->b.active = 0;
     c->off = c->out.len = 0;
-    pthread_mutex_lock(&r->mu);
-    r->need[i] = 1;
-    pthread_cond_signal(&r->ccv);
-    pthread_mutex_unlock(&r->mu);
+    if (r->connector)
+        rconnector_need(r->connector, i);
 }
 
 static void set_pollout(rio *r, int i, int on)
@@ -849,57 +740,6 @@ static void *loop_main(void *arg)
     return NULL;
 }
 
-/* ---- the connector ------------------------------------------------------- */
-
-static void *connector_main(void *arg)
-{
-    rio *r = arg;
-    int64_t backoff[RIO_MAX_CONNS], next_try[RIO_MAX_CONNS] = {0};
-    char err[256];
-
-    for (int i = 0; i < RIO_MAX_CONNS; i++)
-        backoff[i] = 10;
-    pthread_mutex_lock(&r->mu);
-    while (!r->stop) {
-        int64_t now = clock_mono_ns() / 1000000, soonest = INT64_MAX;
-        int i, fd;
-        for (i = 0; i < r->nconns; i++) {
-            if (r->need[i] && next_try[i] <= now)
-                break;
-            if (r->need[i] && next_try[i] < soonest)
-                soonest = next_try[i];
-        }
-        if (i == r->nconns) {
-            struct timespec until;
-            if (soonest == INT64_MAX) {
-                pthread_cond_wait(&r->ccv, &r->mu);
-                continue;
-            }
-            clock_gettime(CLOCK_REALTIME, &until);
-            until.tv_nsec += (long)((soonest - now) % 1000) * 1000000;
-            until.tv_sec += (soonest - now) / 1000 + until.tv_nsec / 1000000000;
-            until.tv_nsec %= 1000000000;
-            pthread_cond_timedwait(&r->ccv, &r->mu, &until);
-            continue;
-        }
-        pthread_mutex_unlock(&r->mu);
-        fd = handshake(r, err, sizeof err);
-        pthread_mutex_lock(&r->mu);
-        if (fd >= 0) {
-            r->need[i] = 0;
-            r->ready_fd[i] = fd;
-            backoff[i] = 10;
-            wake_fd(r->efd);
-        } else {
-            next_try[i] = clock_mono_ns() / 1000000 + backoff[i];
-            backoff[i] = backoff[i] * 2 > r->o.max_backoff_ms
-                             ? r->o.max_backoff_ms : backoff[i] * 2;
-        }
-    }
-    pthread_mutex_unlock(&r->mu);
-    return NULL;
-}
-
 /* ---- the API --------------------------------------------------------------- */
 
 void rio_submit(rio *r, rio_job *jobs, size_t n)
@@ -1009,14 +849,25 @@ void rio_stats_add(rio *r, rio_stats *s)
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
-static int start(rio *r, char *err, size_t errlen)
+/* The connector hands a connected descriptor over (its thread). */
+static void ready(void *arg, int i, int fd)
+{
+    rio *r = arg;
+
+    pthread_mutex_lock(&r->mu);
+    r->ready_fd[i] = fd;
+    pthread_mutex_unlock(&r->mu);
+    wake_fd(r->efd);
+}
+
+static int start(rio *r, const int *need, char *err, size_t errlen)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
 
     if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->efd, &ev) != 0 ||
+        rconnector_start(&r->connector, &r->o, r->sx.sha, r->nconns, need,
+                         ready, r) != 0 ||
         (r->loop_started = pthread_create(&r->loop_th, NULL, loop_main,
-                                          r) == 0) == 0 ||
-        (r->conn_started = pthread_create(&r->conn_th, NULL, connector_main,
                                           r) == 0) == 0)
         return snprintf(err, errlen, "cannot start the I/O threads"),
                RL_ESTORE;
@@ -1026,7 +877,7 @@ static int start(rio *r, char *err, size_t errlen)
 int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
 {
     rio *r = calloc(1, sizeof *r);
-    int rc;
+    int rc, need[RIO_MAX_CONNS] = {0};
 
     *out = NULL;
     if (!r)
@@ -1040,7 +891,6 @@ int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
                          .compact = o->compact, .clock = o->clock};
     sha1_hex(o->script, o->script_len, r->sx.sha);
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->ccv, NULL);
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
     for (int i = 0; i < RIO_MAX_CONNS; i++) {
@@ -1048,20 +898,21 @@ int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
         r->c[i].out = (resp_buf){malloc(16384), 0, 16384, 1, 0};
     }
     for (int i = 0; i < r->nconns; i++) {
-        int fd = o->degraded ? -1 : handshake(r, err, errlen);
+        int fd = o->degraded ? -1 : rconnector_handshake(&r->o, r->sx.sha,
+                                                         err, errlen);
         if (fd < 0 && !o->degraded) {
             rio_close(r);
             return RL_ESTORE;
         }
         if (fd >= 0)
             install(r, i, fd);
-        r->need[i] = fd < 0;
+        need[i] = fd < 0;
     }
     if (r->efd < 0 || r->epfd < 0 || !r->c[RIO_MAX_CONNS - 1].out.p) {
         rio_close(r);
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
     }
-    if ((rc = start(r, err, errlen)) != RL_OK) {
+    if ((rc = start(r, need, err, errlen)) != RL_OK) {
         rio_close(r);
         return rc;
     }
@@ -1075,17 +926,15 @@ void rio_close(rio *r)
         return;
     pthread_mutex_lock(&r->mu);
     r->stop = 1;
-    pthread_cond_broadcast(&r->ccv);
     pthread_mutex_unlock(&r->mu);
     if (r->efd >= 0)
         wake_fd(r->efd);
     if (r->loop_started)
-        pthread_join(r->loop_th, NULL);
-    if (r->conn_started)
-        pthread_join(r->conn_th, NULL);
+        pthread_join(r->loop_th, NULL); /* it failed what was left */
+    rconnector_stop(r->connector);      /* no hand-over after this */
     for (int i = 0; i < RIO_MAX_CONNS; i++) {
-        if (!r->loop_started)
-            fail_conn(r, i);
+        if (!r->loop_started && r->c[i].fd >= 0)
+            close(r->c[i].fd);
         if (r->ready_fd[i] >= 0)
             close(r->ready_fd[i]);
         redisReaderFree(r->c[i].reader);
@@ -1096,6 +945,5 @@ void rio_close(rio *r)
     if (r->epfd >= 0)
         close(r->epfd);
     pthread_mutex_destroy(&r->mu);
-    pthread_cond_destroy(&r->ccv);
     free(r);
 }
