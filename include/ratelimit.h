@@ -366,9 +366,10 @@ struct rl_async_check {
 RL_EXPORT int rl_async_new(rl_limiter *lim, size_t max_in_flight,
                            rl_async **out);
 
-/* Free a loop context.  Checks still in flight are waited for (each
- * completes by its deadline, so at most timeout_ms) and their callbacks
- * are NOT called.  Free every rl_async of a limiter before the limiter. */
+/* Free a loop context, from its thread but not from inside one of its
+ * callbacks.  Checks still in flight are waited for (each completes by its
+ * deadline, so at most timeout_ms) and their callbacks are NOT called.
+ * Free every rl_async of a limiter before the limiter. */
 RL_EXPORT void rl_async_free(rl_async *a);
 
 /* The descriptor to poll for reading: readable while completions wait
