@@ -28,7 +28,7 @@ typedef struct run {
     rl_async_check chk[N];
     rl_result res[N];
     rl_request req[USERS];
-    char names[USERS][16];
+    char names[USERS][24];
     int calls, allowed, errors, wrong_thread;
     pthread_t loop_thread;
     void (*stop)(struct run *r);
