@@ -83,7 +83,9 @@ enum {
     RL_EIO = -6,       /* a file could not be read                             */
     RL_EOPTION = -7,   /* unknown configuration option or bad value            */
     RL_ESTORE = -8,    /* the store URI is not supported or the store failed   */
-    RL_ERANGE = -9     /* an output buffer is too small                        */
+    RL_ERANGE = -9,    /* an output buffer is too small                        */
+    RL_EBUSY = -10     /* rl_check_start(): the loop context's checks in
+                          flight are at its maximum                           */
 };
 
 /* rl_result.flags */
@@ -211,8 +213,7 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
  * all-or-nothing on its own; one request's denial touches no other).  On
  * a Redis server (or each master of a cluster) they go out together, up
  * to 64 per script call, so a thread that has many requests at hand (an
- * event loop's turn) pays one round trip and no thread hand-offs for all
- * of them.  codes[i] receives
+ * event loop's turn) pays one round trip for all of them.  codes[i] receives
  * request i's return code and results[i] its answer (valid when codes[i]
  * is RL_OK).  Returns RL_OK when every request was decided, else the first
  * non-RL_OK code; rl_errmsg() describes the last failure.  reqs, results
@@ -412,6 +413,89 @@ typedef struct rl_stats {
  * RL_OK, or RL_EINVAL (a NULL argument, out->size below
  * RL_STATS_SIZE_MIN).  Any thread, any time; lock-free. */
 RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out);
+
+/* ---- asynchronous checks ---------------------------------------------- */
+/*
+ * Start a check without blocking and learn its result in your own event
+ * loop.  The shape is libuv's: a request object you own (rl_async_check)
+ * with a completion callback, one pollable descriptor per loop context
+ * (rl_async_fd) and a "process completions" call (rl_async_process).  Not
+ * hiredis-style event hooks, because the library keeps its own sockets (a
+ * few per Redis server, many for a cluster, TLS later) and batches the
+ * requests of every thread on them in its own I/O thread: one descriptor
+ * per loop serves any store, and an adapter for a loop is ~30 lines
+ * (<ratelimit/libevent.h>, <ratelimit/libuv.h>).
+ *
+ * A started check is decided exactly as rl_check() would decide it: the
+ * same rules, deadline (timeout_ms), failure modes, breaker and
+ * all-or-nothing across the rules it matches.  Its callback runs exactly
+ * once, inside rl_async_process(), in the thread that calls it: never
+ * inside rl_check_start() (a check the store decides at once, the memory
+ * store's or one no rule matches, is queued and the descriptor made
+ * readable).
+ *
+ * Threads: one rl_async per thread (event loop); its functions are called
+ * from that thread only.  Many rl_async may share one limiter, with
+ * blocking callers too.  The rule set a check matched stays in force for
+ * it until it completes (at the latest at its deadline): a rule load waits
+ * for the checks in flight, so at most timeout_ms.
+ *
+ * Memory: rl_async_new() allocates room for max_in_flight checks; a check
+ * allocates nothing (its slot is recycled).
+ */
+typedef struct rl_async rl_async;
+typedef struct rl_async_check rl_async_check;
+
+/* rc: RL_OK with *chk->result filled, or what rl_check() would return
+ * (RL_ESTORE when the store failed and no failure mode decided). */
+typedef void rl_async_cb(rl_async_check *chk, int rc);
+
+struct rl_async_check {
+    size_t size;          /* sizeof(rl_async_check): RL_ASYNC_CHECK_INIT */
+    rl_async_cb *cb;      /* called once, from rl_async_process()        */
+    void *data;           /* yours; the library never touches it         */
+    rl_result *result;    /* yours: filled before cb runs                */
+    void *internal;       /* the library's while the check is in flight  */
+};
+
+#define RL_ASYNC_CHECK_INIT { .size = sizeof(rl_async_check) }
+#define RL_ASYNC_CHECK_SIZE_MIN                                             \
+    (offsetof(rl_async_check, internal) + sizeof(void *))
+
+/* A loop context on lim for at most max_in_flight (1..65536) checks at
+ * once.  The limiter must outlive it.  RL_EINVAL, RL_ENOMEM. */
+RL_EXPORT int rl_async_new(rl_limiter *lim, size_t max_in_flight,
+                           rl_async **out);
+
+/* Free a loop context, from its thread but not from inside one of its
+ * callbacks.  Checks still in flight are waited for (each completes by its
+ * deadline, so at most timeout_ms) and their callbacks are NOT called.
+ * Free every rl_async of a limiter before the limiter. */
+RL_EXPORT void rl_async_free(rl_async *a);
+
+/* The descriptor to poll for reading: readable while completions wait
+ * for rl_async_process().  Owned by the context; do not read or close
+ * it. */
+RL_EXPORT int rl_async_fd(const rl_async *a);
+
+/*
+ * Start deciding req (the caller's; it may be freed once this returns)
+ * for chk (the caller's, chk->size, cb and result set; it and *result
+ * must stay valid until the callback ran).  RL_OK: the callback will run.
+ * Otherwise nothing was started and no callback runs: RL_EINVAL (a NULL
+ * argument, chk->size too small, a bad cost or dimension), RL_ERULE (more
+ * than 32 rules match), RL_EBUSY (max_in_flight checks in flight), with
+ * rl_errmsg(lim).
+ */
+RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
+                             rl_async_check *chk);
+
+/* Run the callbacks of the checks completed so far, in this thread; never
+ * blocks.  Returns how many ran (0 included), or RL_EINVAL. */
+RL_EXPORT int rl_async_process(rl_async *a);
+
+/* Checks started and not yet called back. */
+RL_EXPORT size_t rl_async_in_flight(const rl_async *a);
 
 /* ---- response headers and body ---------------------------------------- */
 /* Options for the header calls. */

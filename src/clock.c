@@ -37,3 +37,11 @@ int64_t clock_wall_ms(void)
 {
     return ms_of(CLOCK_REALTIME);
 }
+
+int64_t clock_mono_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}

@@ -25,4 +25,7 @@ int64_t clock_now_ms(const rl_clock *c);
 int64_t clock_mono_ms(void);
 int64_t clock_wall_ms(void);
 
+/* CLOCK_MONOTONIC in ns: the deadlines of the Redis I/O layer. */
+int64_t clock_mono_ns(void);
+
 #endif

@@ -41,6 +41,7 @@ RL_EXPORT const char *rl_strerror(int code)
     case RL_EOPTION: return "bad configuration option";
     case RL_ESTORE: return "store error";
     case RL_ERANGE: return "buffer too small";
+    case RL_EBUSY: return "too many checks in flight";
     default: return "unknown error";
     }
 }

@@ -6,6 +6,7 @@
  * fallback needs it most exactly then.
  */
 #include "fleet.h"
+#include "resp.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,30 +24,21 @@ static const char beat_script[] =
     "redis.call('PEXPIRE', KEYS[1], ttl)\n"
     "return redis.call('ZCARD', KEYS[1])\n";
 
-/* *N\r\n then each argument as $len\r\nbytes\r\n */
-static size_t resp(char *buf, size_t cap, int argc, const char **argv)
-{
-    size_t n = (size_t)snprintf(buf, cap, "*%d\r\n", argc);
-
-    for (int i = 0; i < argc && n < cap; i++)
-        n += (size_t)snprintf(buf + n, cap - n, "$%zu\r\n%s\r\n",
-                              strlen(argv[i]), argv[i]);
-    return n < cap ? n : 0;
-}
-
 static void beat(fleet *f)
 {
-    char ttl[24], buf[1024], err[128];
+    char ttl[24], buf[1024];
     const char *argv[] = {"EVAL", beat_script, "1", f->key, f->id, ttl};
+    resp_buf b = RESP_BUF(buf, sizeof buf);
     redisReply *r = NULL;
-    rconn *c = f->conn(f->arg);
-    size_t len;
+    rio *c = f->conn(f->arg);
 
     snprintf(ttl, sizeof ttl, "%lld", (long long)(3 * f->interval_ms));
-    if (!(len = resp(buf, sizeof buf, 6, argv)))
+    resp_cmd(&b, 6, argv);
+    if (!c || b.oom || rio_call(c, b.p, b.len, 1, &r, 500) != 0) {
+        resp_release(&b);
         return;
-    if (!c || rconn_call(c, buf, len, 1, &r, 500, err, sizeof err) != 0)
-        return;
+    }
+    resp_release(&b);
     if (r->type == REDIS_REPLY_INTEGER && r->integer > 0)
         atomic_store(f->size, r->integer);
     freeReplyObject(r);
@@ -76,7 +68,7 @@ static void *fleet_main(void *arg)
     return NULL;
 }
 
-int fleet_start(fleet *f, rconn *(*conn)(void *arg), void *arg,
+int fleet_start(fleet *f, rio *(*conn)(void *arg), void *arg,
                 const char *name, _Atomic int64_t *size,
                 int64_t interval_ms)
 {
@@ -105,7 +97,9 @@ void fleet_stop(fleet *f)
 {
     char buf[256];
     const char *argv[] = {"ZREM", f->key, f->id};
-    size_t len;
+    resp_buf b = RESP_BUF(buf, sizeof buf);
+    redisReply *r = NULL;
+    rio *c;
 
     if (!f->started)
         return;
@@ -114,10 +108,12 @@ void fleet_stop(fleet *f)
     pthread_cond_signal(&f->cv);
     pthread_mutex_unlock(&f->mu);
     pthread_join(f->th, NULL);
-    rconn *c = f->conn(f->arg);
-
-    if (c && (len = resp(buf, sizeof buf, 3, argv)) != 0)
-        rconn_send(c, buf, len, 1);
+    c = f->conn(f->arg);
+    resp_cmd(&b, 3, argv);
+    /* Waited for (briefly): the store closes its connections next. */
+    if (c && !b.oom && rio_call(c, b.p, b.len, 1, &r, 250) == 0)
+        freeReplyObject(r);
+    resp_release(&b);
     pthread_mutex_destroy(&f->mu);
     pthread_cond_destroy(&f->cv);
     f->started = 0;

@@ -11,12 +11,12 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
-#include "redis_conn.h"
+#include "redis_io.h"
 
 #define FLEET_NAME_MAX 64
 
 typedef struct fleet {
-    rconn *(*conn)(void *arg);   /* the connection that holds the key */
+    rio *(*conn)(void *arg);     /* the server that holds the key  */
     void *arg;
     char key[FLEET_NAME_MAX + 16];
     char id[40];                 /* this limiter's member name     */
@@ -28,10 +28,10 @@ typedef struct fleet {
     int stop, started;
 } fleet;
 
-/* Start beating every interval_ms on the connection conn(arg) returns at
- * each beat (a cluster's answer follows the key's slot); the count lands
- * in *size. */
-int fleet_start(fleet *f, rconn *(*conn)(void *arg), void *arg,
+/* Start beating every interval_ms on the server conn(arg) returns at each
+ * beat (a cluster's answer follows the key's slot); the count lands in
+ * *size. */
+int fleet_start(fleet *f, rio *(*conn)(void *arg), void *arg,
                 const char *name, _Atomic int64_t *size,
                 int64_t interval_ms);
 

@@ -1,6 +1,7 @@
 /*
  * sized.h -- the one rule of the growable public structs (rl_result,
- * rl_request, rl_stats, rl_dryrun, rl_rules_status; ratelimit.h's
+ * rl_request, rl_stats, rl_dryrun, rl_rules_status, rl_async_check;
+ * ratelimit.h's
  * conventions): the caller's `size` says how many bytes of its struct the
  * library may read or fill.  Every function that takes one of them asks
  * here, so they all answer alike: below the struct's first 1.0 layout is
@@ -24,7 +25,7 @@ typedef struct sized_type {
 } sized_type;
 
 extern const sized_type sized_result, sized_request, sized_stats,
-    sized_dryrun, sized_rules_status;
+    sized_dryrun, sized_rules_status, sized_async_check;
 
 /*
  * The bytes of the caller's struct (of `size`, named in the message as

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "algo.h"
+#include "clock.h"
 #include "rule.h"
 
 #define RL_OPS_MAX 32 /* charges in one request: rules one request matches */
@@ -41,6 +42,22 @@ typedef struct store_req {
     int rc;                   /* RL_OK or RL_ESTORE, as check()     */
 } store_req;
 
+/* A request started without waiting (store_vtable.start): q's ops, n and
+ * out are the caller's; done(a) is called exactly once with q.rc and
+ * q.now_ms set, from the store's I/O thread (or before start returns
+ * when the store decides at once or nothing could be sent).  `space` is
+ * the store's while the request is in flight. */
+#define STORE_ASYNC_SPACE 4096
+typedef struct store_async store_async;
+struct store_async {
+    store_req q;
+    void (*done)(store_async *a);
+    void *arg;                /* the caller's                        */
+    _Alignas(16) unsigned char space[STORE_ASYNC_SPACE];
+};
+
+struct rnode_stats;
+
 typedef struct store_vtable {
     const char *name;
     /* Decide ops[0..n), n <= RL_OPS_MAX, all-or-nothing: unless every
@@ -58,6 +75,15 @@ typedef struct store_vtable {
      * Redis script call for all).  Returns RL_OK once every rc is set.
      * NULL: the request path calls check() for each. */
     int (*check_many)(rl_store *s, store_req *reqs, size_t n);
+    /* Start deciding a->q as check() would, without waiting (see
+     * store_async).  NULL: the store decides at once (check() does not
+     * block: the memory store). */
+    void (*start)(rl_store *s, store_async *a);
+    /* Tests: the clock whose time the store's script is given. */
+    void (*set_clock)(rl_store *s, rl_clock_fn fn, void *arg);
+    /* Tests and benchmarks: a Redis store's I/O counters (summed over its
+     * nodes).  NULL: not a Redis store. */
+    void (*io_stats)(rl_store *s, struct rnode_stats *st);
 } store_vtable;
 
 struct rl_store {

@@ -83,10 +83,7 @@ typedef struct cluster_store {
 
 static int64_t mono_ns(void)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return clock_mono_ns();
 }
 
 /* ---- the node table -------------------------------------------------- */
@@ -121,15 +118,15 @@ static int ensure_node(cluster_store *c, const char *host, int port,
     if (master && !atomic_load(&c->nodes[i].node)) {
         rnode_opts o = c->nopts;
         rnode *n;
-        snprintf(o.conn.uri.host, sizeof o.conn.uri.host, "%s", host);
-        o.conn.uri.port = port;
-        o.conn.uri.is_unix = 0;
-        o.conn.uri.db = 0;
+        snprintf(o.io.uri.host, sizeof o.io.uri.host, "%s", host);
+        o.io.uri.port = port;
+        o.io.uri.is_unix = 0;
+        o.io.uri.db = 0;
         /* Connect now, so checks find the lanes up; a master that does
          * not answer gets lanes that keep trying in the background. */
-        o.degraded = 0;
+        o.io.degraded = 0;
         if (rnode_open(&n, &o, why, sizeof why) != RL_OK) {
-            o.degraded = 1;
+            o.io.degraded = 1;
             if (rnode_open(&n, &o, why, sizeof why) != RL_OK)
                 return -1;
         }
@@ -144,7 +141,7 @@ static int ensure_node(cluster_store *c, const char *host, int port,
 static redisContext *control(const cluster_store *c, const char *host,
                              int port, char *err, size_t errlen)
 {
-    int64_t ms = c->nopts.conn.connect_timeout_ms;
+    int64_t ms = c->nopts.io.connect_timeout_ms;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     const redis_uri *u = &c->seeds[0];
     redisContext *ctx = redisConnectWithTimeout(host, port, tv);
@@ -380,7 +377,7 @@ static void group(const cluster_store *c, const store_op *ops, size_t n,
 {
     g->n = 0;
     for (size_t i = 0; i < n; i++) {
-        unsigned s = redis_key_slot(&ops[i], c->nopts.compact);
+        unsigned s = redis_key_slot(&ops[i], c->nopts.io.compact);
         int j;
         for (j = 0; j < g->n && g->slot[j] != s; j++)
             ;
@@ -449,10 +446,10 @@ static int cluster_check(rl_store *s, const store_op *ops, size_t n,
 /* The slot of a request whose ops all share one, or -1. */
 static int one_slot(const cluster_store *c, const store_req *q)
 {
-    unsigned s = redis_key_slot(&q->ops[0], c->nopts.compact);
+    unsigned s = redis_key_slot(&q->ops[0], c->nopts.io.compact);
 
     for (size_t i = 1; i < q->n; i++)
-        if (redis_key_slot(&q->ops[i], c->nopts.compact) != s)
+        if (redis_key_slot(&q->ops[i], c->nopts.io.compact) != s)
             return -1;
     return (int)s;
 }
@@ -508,6 +505,178 @@ static int cluster_check_many(rl_store *s, store_req *reqs, size_t n)
     return RL_OK;
 }
 
+/* ---- started requests ------------------------------------------------ */
+
+/* A request started without waiting: check_until() as a chain of
+ * completions, each in the I/O thread of the node that answered.  Its
+ * groups go one after another (each routed, redirects followed within
+ * the deadline; TRYAGAIN goes again a moment later, held by the node's
+ * loop, not slept on); then, if one denied or failed, the groups that
+ * charged are refunded, as check_until() does. */
+typedef struct cl_async {
+    rnode_async na;           /* the attempt in flight                 */
+    cluster_store *c;
+    store_async *a;
+    int64_t deadline;
+    int tries, flags, g, ngroups, denied;
+    unsigned idx;             /* the node the current group goes to   */
+    unsigned slot[RL_OPS_MAX];
+    unsigned char grp[RL_OPS_MAX];
+    store_op sub[RL_OPS_MAX];
+    algo_decision d[RL_OPS_MAX];
+    size_t nsub;
+    rnode *where[RL_OPS_MAX];
+    int64_t now[RL_OPS_MAX];
+} cl_async;
+
+_Static_assert(sizeof(cl_async) <= STORE_ASYNC_SPACE,
+               "a started cluster request fits its store_async");
+
+static void attempt(cl_async *x, int64_t not_before);
+
+/* Give back what groups [0, upto) charged; nothing stays changed. */
+static void refund_groups(cl_async *x, int upto)
+{
+    const store_req *q = &x->a->q;
+
+    for (int k = 0; k < upto; k++) {
+        size_t m = 0;
+        int any = 0;
+        for (size_t i = 0; i < q->n; i++)
+            if (x->grp[i] == k) {
+                x->sub[m] = q->ops[i];
+                x->d[m] = q->out[i];
+                any |= x->d[m].allowed && x->d[m].changed;
+                m++;
+            }
+        if (any && rnode_refund(x->where[k], x->sub, m, x->d, x->now[k]))
+            atomic_fetch_add(&x->c->refunds, 1);
+    }
+    for (size_t i = 0; i < q->n; i++)
+        q->out[i].changed = 0;
+}
+
+static void finish(cl_async *x, int rc)
+{
+    store_async *a = x->a;
+
+    if (rc != RL_OK)
+        refund_groups(x, x->g);
+    else if (x->denied && x->ngroups > 1)
+        refund_groups(x, x->ngroups);
+    a->q.rc = rc;
+    a->q.now_ms = x->now[0];
+    a->done(a);
+}
+
+static void start_group(cl_async *x)
+{
+    const store_req *q = &x->a->q;
+
+    x->nsub = 0;
+    for (size_t i = 0; i < q->n; i++)
+        if (x->grp[i] == x->g)
+            x->sub[x->nsub++] = q->ops[i];
+    x->tries = 0;
+    x->flags = 0;
+    x->idx = atomic_load_explicit(&x->c->owner[x->slot[x->g]],
+                                  memory_order_relaxed);
+    attempt(x, 0);
+}
+
+/* The group was decided (on node nd at now_ms). */
+static void group_done(cl_async *x, rnode *nd, int64_t now_ms)
+{
+    store_req *q = &x->a->q;
+    size_t m = 0;
+
+    x->where[x->g] = nd;
+    x->now[x->g] = now_ms;
+    for (size_t i = 0; i < q->n; i++)
+        if (x->grp[i] == x->g) {
+            q->out[i] = x->d[m];
+            x->denied |= !x->d[m].allowed && !q->ops[i].soft;
+            m++;
+        }
+    if (++x->g < x->ngroups)
+        start_group(x);
+    else
+        finish(x, RL_OK);
+}
+
+/* An attempt's answer, in the answering node's I/O thread (or at once
+ * when nothing could be sent): route() as a completion. */
+static void attempt_done(rnode_async *na)
+{
+    cl_async *x = na->arg;
+    cluster_store *c = x->c;
+    int to, st = na->job.why.status;
+
+    if (na->job.rc == RL_OK) {
+        group_done(x, na->node, na->job.now_ms);
+        return;
+    }
+    atomic_store(&c->want, 1);
+    switch (st) {
+    case RN_MOVED:
+    case RN_ASK:
+        if ((to = find_node(c, na->job.why.addr)) < 0 ||
+            !node_at(c, (unsigned)to))
+            break; /* a new master: the refresh opens it */
+        x->flags = st == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
+        if (!x->flags)
+            atomic_store_explicit(&c->owner[x->slot[x->g]], (uint16_t)to,
+                                  memory_order_relaxed);
+        x->idx = (unsigned)to;
+        attempt(x, 0);
+        return;
+    case RN_ELSEWHERE:
+        x->flags |= RN_DECLARED;
+        attempt(x, 0);
+        return;
+    case RN_TRYAGAIN:
+        atomic_fetch_add(&c->tryagain, 1);
+        attempt(x, clock_mono_ns() + 1000000);
+        return;
+    }
+    finish(x, RL_ESTORE);
+}
+
+static void attempt(cl_async *x, int64_t not_before)
+{
+    rnode *nd = node_at(x->c, x->idx);
+
+    if (!nd || x->tries++ == TRIES || clock_mono_ns() >= x->deadline) {
+        atomic_store(&x->c->want, 1);
+        finish(x, RL_ESTORE);
+        return;
+    }
+    x->na = (rnode_async){.job = {.kind = RIO_CHECK, .ops = x->sub,
+                                  .n = x->nsub, .out = x->d,
+                                  .flags = x->flags,
+                                  .deadline_ns = x->deadline,
+                                  .not_before_ns = not_before},
+                          .done = attempt_done, .arg = x};
+    rnode_start(nd, &x->na);
+}
+
+static void cluster_start(rl_store *s, store_async *a)
+{
+    cluster_store *c = (cluster_store *)s;
+    cl_async *x = (cl_async *)(void *)a->space;
+    groups g;
+
+    group(c, a->q.ops, a->q.n, &g);
+    *x = (cl_async){.c = c, .a = a, .ngroups = g.n,
+                    .deadline = clock_mono_ns() + c->timeout_ms * 1000000};
+    for (int k = 0; k < g.n; k++) {
+        x->slot[k] = g.slot[k];
+        for (int i = 0; i < g.size[k]; i++)
+            x->grp[g.idx[k][i]] = (unsigned char)k;
+    }
+    start_group(x);
+}
+
 /* ---- lifecycle -------------------------------------------------------- */
 
 static void cluster_free(rl_store *s)
@@ -559,18 +728,47 @@ static int cluster_breaker(rl_store *s, int64_t *opens, int64_t *closes)
     return worst;
 }
 
-static const store_vtable cluster_vtable = {"redis-cluster", cluster_check,
-                                            cluster_free, cluster_breaker,
-                                            cluster_check_many};
+static void cluster_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
+{
+    cluster_store *c = (cluster_store *)s;
+
+    c->clock.fn = fn;
+    c->clock.arg = arg;
+}
+
+static void cluster_io_stats(rl_store *s, rnode_stats *st)
+{
+    cluster_store *c = (cluster_store *)s;
+
+    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
+        rnode *nd = atomic_load(&c->nodes[i].node);
+        if (nd)
+            rnode_stats_add(nd, st);
+    }
+    st->refunds = atomic_load(&c->refunds);
+    st->refreshes = atomic_load(&c->refreshes);
+    st->tryagain = atomic_load(&c->tryagain);
+}
+
+static const store_vtable cluster_vtable = {
+    .name = "redis-cluster",
+    .check = cluster_check,
+    .free = cluster_free,
+    .breaker = cluster_breaker,
+    .check_many = cluster_check_many,
+    .start = cluster_start,
+    .set_clock = cluster_set_clock,
+    .io_stats = cluster_io_stats,
+};
 
 /* The fleet's key lives where its slot does. */
-static rconn *fleet_conn(void *arg)
+static rio *fleet_io(void *arg)
 {
     cluster_store *c = arg;
     rnode *nd = node_at(c, atomic_load(&c->owner[key_slot(
                                 c->fl.key, strlen(c->fl.key))]));
 
-    return nd ? rnode_conn(nd) : NULL;
+    return nd ? rnode_io(nd) : NULL;
 }
 
 int store_cluster_new(const char *uri, const store_options *opt,
@@ -586,7 +784,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
     c->base.vt = &cluster_vtable;
     c->timeout_ms = opt->timeout_ms;
     store_redis_node_opts(&c->nopts, opt, &c->clock);
-    c->nopts.per_call = 1;
+    c->nopts.io.per_call = 1;
     for (int i = 0; i < NSLOTS; i++)
         atomic_init(&c->owner[i], NO_NODE);
     pthread_mutex_init(&c->mu, NULL);
@@ -598,7 +796,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
         return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
     }
-    c->nopts.conn.uri = c->seeds[0]; /* credentials; host set per node */
+    c->nopts.io.uri = c->seeds[0]; /* credentials; host set per node */
     rc = refresh(c, &down, why, sizeof why);
     if (rc == -2 || ((rc != 0 || down) && !opt->degraded_start)) {
         cluster_free(&c->base);
@@ -612,7 +810,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
                RL_ESTORE;
     }
     c->started = 1;
-    if (opt->fleet_name && fleet_start(&c->fl, fleet_conn, c, opt->fleet_name,
+    if (opt->fleet_name && fleet_start(&c->fl, fleet_io, c, opt->fleet_name,
                                        opt->fleet_size, 1000) != 0) {
         cluster_free(&c->base);
         return snprintf(err, errlen, "cannot start the fleet heartbeat"),
@@ -620,28 +818,6 @@ int store_cluster_new(const char *uri, const store_options *opt,
     }
     *out = &c->base;
     return RL_OK;
-}
-
-void store_cluster_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
-{
-    cluster_store *c = (cluster_store *)s;
-
-    c->clock.fn = fn;
-    c->clock.arg = arg;
-}
-
-void store_cluster_stats_get(rl_store *s, rnode_stats *st)
-{
-    cluster_store *c = (cluster_store *)s;
-
-    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
-        rnode *nd = atomic_load(&c->nodes[i].node);
-        if (nd)
-            rnode_stats_add(nd, st);
-    }
-    st->refunds = atomic_load(&c->refunds);
-    st->refreshes = atomic_load(&c->refreshes);
-    st->tryagain = atomic_load(&c->tryagain);
 }
 
 int store_cluster_masters(rl_store *s, char *buf, size_t len)

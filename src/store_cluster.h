@@ -1,6 +1,8 @@
 /*
  * store_cluster.h -- state in a Redis Cluster: the slot map, one node
- * (redis_node.h: lanes, batches, a breaker) per master, redirects followed.
+ * (redis_node.h: its I/O thread, batches, a breaker) per master, redirects
+ * followed.  The tests' clock and the counters are reached through the
+ * store's vtable (store_redis.h).
  */
 #ifndef RL_STORE_CLUSTER_H
 #define RL_STORE_CLUSTER_H
@@ -12,10 +14,6 @@
 /* uri: redis-cluster://[[user]:password@]host:port[,host:port...] */
 int store_cluster_new(const char *uri, const store_options *opt,
                       rl_store **out, char *err, size_t errlen);
-
-/* See store_redis.h: the tests' clock, and the counters. */
-void store_cluster_set_clock(rl_store *s, rl_clock_fn fn, void *arg);
-void store_cluster_stats_get(rl_store *s, rnode_stats *st);
 
 /* Tests: the masters the store writes to now, as "host:port" lines into
  * buf; returns how many. */

@@ -1,23 +1,24 @@
 /*
  * store_redis.c -- the store in one Redis server: one node (redis_node.c),
- * whose batches decide each request all-or-nothing in one script call, and
- * with fleet_size "auto" the fleet's heartbeats.
+ * whose I/O thread decides batches of requests, each all-or-nothing, in
+ * one script call, and with fleet_size "auto" the fleet's heartbeats.
  *
  * Keys: see redis_key.h.  A single server runs a request's rules in one
  * script whatever their slots, so nothing is ever refunded here; Redis
- * Cluster, where slots must be kept apart, is store_cluster.c.
+ * Cluster, where slots must be kept apart, is store_cluster.c.  The two
+ * share the node and its options (store_redis_node_opts) and nothing
+ * else: what tests and benchmarks reach in either goes through the
+ * store's vtable (set_clock, io_stats).
  */
 #include "store_redis.h"
 #include "fleet.h"
 #include "ratelimit.h"
 #include "redis_node.h"
-#include "store_cluster.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 const char *store_redis_test_script;
 size_t store_redis_test_script_len;
@@ -30,12 +31,9 @@ typedef struct redis_store {
     fleet fl;                  /* heartbeats, with fleet_size "auto"   */
 } redis_store;
 
-static int64_t mono_ns(void)
+static int64_t deadline(const redis_store *r)
 {
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return clock_mono_ns() + r->timeout_ms * 1000000;
 }
 
 static int redis_check(rl_store *s, const store_op *ops, size_t n,
@@ -43,16 +41,40 @@ static int redis_check(rl_store *s, const store_op *ops, size_t n,
 {
     redis_store *r = (redis_store *)s;
 
-    return rnode_check(r->node, ops, n, out, now_ms,
-                       mono_ns() + r->timeout_ms * 1000000, 0, NULL);
+    return rnode_check(r->node, ops, n, out, now_ms, deadline(r), 0, NULL);
 }
 
 static int redis_check_many(rl_store *s, store_req *reqs, size_t n)
 {
     redis_store *r = (redis_store *)s;
 
-    return rnode_check_many(r->node, reqs, n,
-                            mono_ns() + r->timeout_ms * 1000000, NULL);
+    return rnode_check_many(r->node, reqs, n, deadline(r), NULL);
+}
+
+/* ---- started requests ----------------------------------------------------- */
+
+_Static_assert(sizeof(rnode_async) <= STORE_ASYNC_SPACE,
+               "a started request fits its store_async");
+
+static void redis_started(rnode_async *na)
+{
+    store_async *a = na->arg;
+
+    a->q.rc = na->job.rc;
+    a->q.now_ms = na->job.now_ms;
+    a->done(a);
+}
+
+static void redis_start(rl_store *s, store_async *a)
+{
+    redis_store *r = (redis_store *)s;
+    rnode_async *na = (rnode_async *)(void *)a->space;
+
+    *na = (rnode_async){.job = {.kind = RIO_CHECK, .ops = a->q.ops,
+                                .n = a->q.n, .out = a->q.out,
+                                .deadline_ns = deadline(r)},
+                        .done = redis_started, .arg = a};
+    rnode_start(r->node, na);
 }
 
 /* ---- lifecycle ------------------------------------------------------------ */
@@ -69,7 +91,6 @@ static void redis_free(rl_store *s)
 static int redis_breaker(rl_store *s, int64_t *opens, int64_t *closes)
 {
     redis_store *r = (redis_store *)s;
-
     breaker *b = rnode_breaker(r->node);
 
     *opens = atomic_load(&b->opens);
@@ -77,37 +98,58 @@ static int redis_breaker(rl_store *s, int64_t *opens, int64_t *closes)
     return atomic_load(&b->state);
 }
 
-static const store_vtable redis_vtable = {"redis", redis_check, redis_free,
-                                          redis_breaker, redis_check_many};
+static void redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
+{
+    redis_store *r = (redis_store *)s;
+
+    r->clock.fn = fn;
+    r->clock.arg = arg;
+}
+
+static void redis_io_stats(rl_store *s, rnode_stats *st)
+{
+    rnode_stats_add(((redis_store *)s)->node, st);
+}
+
+static const store_vtable redis_vtable = {
+    .name = "redis",
+    .check = redis_check,
+    .free = redis_free,
+    .breaker = redis_breaker,
+    .check_many = redis_check_many,
+    .start = redis_start,
+    .set_clock = redis_set_clock,
+    .io_stats = redis_io_stats,
+};
 
 void store_redis_node_opts(rnode_opts *o, const store_options *opt,
                            const rl_clock *clock)
 {
     memset(o, 0, sizeof *o);
-    o->connections = opt->redis_connections;
+    o->io.connections = opt->redis_connections;
     o->breaker_failures = opt->breaker_failures;
     o->breaker_cooldown_ms = opt->breaker_cooldown_ms;
-    o->degraded = opt->degraded_start;
-    o->compact = opt->compact;
-    o->clock = clock;
-    o->conn.connect_timeout_ms = opt->connect_timeout_ms;
+    o->io.degraded = opt->degraded_start;
+    o->io.compact = opt->compact;
+    o->io.clock = clock;
+    o->io.connect_timeout_ms = opt->connect_timeout_ms;
     /* Reconnect tries at most half a breaker cooldown apart (and at most a
      * second): once Redis is back, a connection is up before the breaker's
      * next probe is due, so it closes within one cooldown. */
-    o->conn.max_backoff_ms = opt->breaker_cooldown_ms / 2;
-    if (o->conn.max_backoff_ms > 1000)
-        o->conn.max_backoff_ms = 1000;
-    if (o->conn.max_backoff_ms < 10)
-        o->conn.max_backoff_ms = 10;
-    o->conn.script = store_redis_test_script ? store_redis_test_script
-                                             : rl_lua_check;
-    o->conn.script_len = store_redis_test_script ? store_redis_test_script_len
-                                                 : rl_lua_check_len;
+    o->io.max_backoff_ms = opt->breaker_cooldown_ms / 2;
+    if (o->io.max_backoff_ms > 1000)
+        o->io.max_backoff_ms = 1000;
+    if (o->io.max_backoff_ms < 10)
+        o->io.max_backoff_ms = 10;
+    o->io.script = store_redis_test_script ? store_redis_test_script
+                                           : rl_lua_check;
+    o->io.script_len = store_redis_test_script ? store_redis_test_script_len
+                                               : rl_lua_check_len;
 }
 
-static rconn *fleet_conn(void *arg)
+static rio *fleet_io(void *arg)
 {
-    return rnode_conn(((redis_store *)arg)->node);
+    return rnode_io(((redis_store *)arg)->node);
 }
 
 int store_redis_new(const char *uri, const store_options *opt,
@@ -125,7 +167,7 @@ int store_redis_new(const char *uri, const store_options *opt,
     r->timeout_ms = opt->timeout_ms;
     store_redis_node_opts(&no, opt, &r->clock);
     redis_uri_redact(uri, shown, sizeof shown);
-    if (redis_uri_parse(uri, &no.conn.uri, why, sizeof why)) {
+    if (redis_uri_parse(uri, &no.io.uri, why, sizeof why)) {
         free(r);
         return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
@@ -134,7 +176,7 @@ int store_redis_new(const char *uri, const store_options *opt,
         free(r);
         return snprintf(err, errlen, "store \"%s\": %s", shown, why), rc;
     }
-    if (opt->fleet_name && fleet_start(&r->fl, fleet_conn, r,
+    if (opt->fleet_name && fleet_start(&r->fl, fleet_io, r,
                                        opt->fleet_name, opt->fleet_size,
                                        1000) != 0) {
         redis_free(&r->base);
@@ -147,22 +189,13 @@ int store_redis_new(const char *uri, const store_options *opt,
 
 void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
 {
-    if (strcmp(s->vt->name, "redis") != 0) {
-        store_cluster_set_clock(s, fn, arg);
-        return;
-    }
-    redis_store *r = (redis_store *)s;
-
-    r->clock.fn = fn;
-    r->clock.arg = arg;
+    if (s->vt->set_clock)
+        s->vt->set_clock(s, fn, arg);
 }
 
 void store_redis_stats_get(rl_store *s, store_redis_stats *st)
 {
     memset(st, 0, sizeof *st);
-    if (strcmp(s->vt->name, "redis") != 0) {
-        store_cluster_stats_get(s, st);
-        return;
-    }
-    rnode_stats_add(((redis_store *)s)->node, st);
+    if (s->vt->io_stats)
+        s->vt->io_stats(s, st);
 }

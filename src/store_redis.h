@@ -1,6 +1,7 @@
 /*
  * store_redis.h -- state in one Redis server: every check is one EVALSHA of
- * the embedded script (lua/), pipelined over a few shared connections.
+ * the embedded script (lua/), batched by the server's I/O thread over a
+ * few connections (redis_io.h).
  */
 #ifndef RL_STORE_REDIS_H
 #define RL_STORE_REDIS_H
@@ -18,7 +19,8 @@ extern const size_t rl_lua_check_len;
 
 /* Tests only: a script to use instead (the test build of lua/, which reads
  * a time from ARGV[1]) and the clock whose time is passed there.  Set the
- * script before the store is created. */
+ * script before the store is created.  Either Redis store (single server
+ * or cluster; through the store's vtable). */
 extern const char *store_redis_test_script;
 extern size_t store_redis_test_script_len;
 void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg);
@@ -31,7 +33,8 @@ void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg);
 typedef rnode_stats store_redis_stats;
 void store_redis_stats_get(rl_store *s, store_redis_stats *st);
 
-/* The options of one node, from the store's (shared with the cluster). */
+/* The options of one node, from the store's (shared with the cluster):
+ * the script (the test one if set), connections, breaker, layout. */
 void store_redis_node_opts(rnode_opts *o, const store_options *opt,
                            const rl_clock *clock);
 

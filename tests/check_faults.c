@@ -49,6 +49,7 @@ typedef struct load {
     rl_limiter *lim;
     _Atomic int stop;
     _Atomic int64_t checks, worst_ms, errors;
+    int64_t async_checks, async_worst_ms, async_errors; /* its thread's */
 } load;
 
 static void *hammer(void *arg)
@@ -69,6 +70,67 @@ static void *hammer(void *arg)
             ;
         atomic_fetch_add(&l->checks, 1);
     }
+    return NULL;
+}
+
+/* ---- the event loop: asynchronous checks, 32 always in flight ---------- */
+
+#define ASYNC_IN_FLIGHT 32
+
+typedef struct aslot {
+    rl_async_check chk;
+    rl_result res;
+    rl_request req;
+    char user[16];
+    int64_t t0;
+    load *l;
+    rl_async *a;
+} aslot;
+
+static void async_start(aslot *s)
+{
+    s->t0 = now_ms();
+    if (rl_check_start(s->a, &s->req, &s->chk) != RL_OK)
+        s->l->async_errors++;
+}
+
+static void async_done(rl_async_check *chk, int rc)
+{
+    aslot *s = chk->data;
+    int64_t took = now_ms() - s->t0;
+
+    s->l->async_checks++;
+    if (rc != RL_OK)
+        s->l->async_errors++;
+    if (took > s->l->async_worst_ms)
+        s->l->async_worst_ms = took;
+    if (!atomic_load(&s->l->stop))
+        async_start(s);
+}
+
+static void *async_loop(void *arg)
+{
+    load *l = arg;
+    aslot s[ASYNC_IN_FLIGHT];
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(l->lim, ASYNC_IN_FLIGHT, &a), RL_OK);
+    for (int i = 0; i < ASYNC_IN_FLIGHT; i++) {
+        s[i] = (aslot){.chk = RL_ASYNC_CHECK_INIT, .l = l, .a = a};
+        snprintf(s[i].user, sizeof s[i].user, "%d", 5000 + i);
+        s[i].req = (rl_request){.size = sizeof(rl_request), .user = s[i].user, .cost = 1};
+        s[i].chk.cb = async_done;
+        s[i].chk.data = &s[i];
+        s[i].res = (rl_result)RL_RESULT_INIT;
+        s[i].chk.result = &s[i].res;
+        async_start(&s[i]);
+    }
+    while (!atomic_load(&l->stop)) {
+        struct pollfd p = {.fd = rl_async_fd(a), .events = POLLIN};
+        poll(&p, 1, 50);
+        rl_async_process(a);
+    }
+    rl_async_free(a); /* the last ones are waited for, not called back */
     return NULL;
 }
 
@@ -117,13 +179,14 @@ typedef void (*fault_fn)(void *arg);
 static void under_fault(const char *store, fault_fn start, fault_fn stop,
                         void *arg, int ms)
 {
-    load l = {open_limiter(store), 0, 0, 0, 0};
-    pthread_t th[THREADS];
+    load l = {.lim = open_limiter(store)};
+    pthread_t th[THREADS], loop;
     rl_stats before = RL_STATS_INIT, during = RL_STATS_INIT;
     int64_t recovered;
 
     for (int i = 0; i < THREADS; i++)
         pthread_create(&th[i], NULL, hammer, &l);
+    pthread_create(&loop, NULL, async_loop, &l);
     sleep_ms(200);
     rl_stats_get(l.lim, &before);
     start(arg);
@@ -134,13 +197,18 @@ static void under_fault(const char *store, fault_fn start, fault_fn stop,
     atomic_store(&l.stop, 1);
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
+    pthread_join(loop, NULL);
 
     fprintf(stderr, "  %lld checks, worst %lld ms (timeout %d), breaker "
-            "opened %llu, recovered in %lld ms\n",
+            "opened %llu, recovered in %lld ms; async %lld, worst %lld ms\n",
             (long long)l.checks, (long long)l.worst_ms, TIMEOUT_MS,
             (unsigned long long)during.breaker_opens,
-            (long long)recovered);
+            (long long)recovered, (long long)l.async_checks,
+            (long long)l.async_worst_ms);
     ck_assert_int_eq(atomic_load(&l.errors), 0);
+    ck_assert_int_eq(l.async_errors, 0);
+    ck_assert_int_gt(l.async_checks, 0);
+    ck_assert_int_le(l.async_worst_ms, TIMEOUT_MS + SLACK_MS);
     /* Back within one cooldown of the server answering again. */
     ck_assert_int_le(recovered, COOLDOWN_MS + SLACK_MS);
     ck_assert_int_le(atomic_load(&l.worst_ms), TIMEOUT_MS + SLACK_MS);

@@ -4,7 +4,9 @@
 #   sanitize.sh tsan        ThreadSanitizer (the concurrent paths)
 #   sanitize.sh fuzz [SEC]  libFuzzer (clang) on each target for SEC seconds
 # Every src/*.c is compiled with the mode's flags and linked into each
-# tests/check_*.c; any sanitizer report fails the run.  ratelimitd and rlctl
+# tests/check_*.c (check_async and check_async_loops cover the
+# asynchronous checks; the latter needs libevent and libuv); any sanitizer
+# report fails the run.  ratelimitd and rlctl
 # are built the same way, and the suites that run them (check_ratelimitd*,
 # check_control) find them through RATELIMITD and RLCTL, when
 # libmicrohttpd, sqlite3 and libcurl are there (else those suites are
@@ -17,7 +19,9 @@ CC=${CC:-cc}
 mkdir -p "$out"
 
 cflags="-std=c11 -D_GNU_SOURCE -DRL_BUILDING_LIBRARY -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror"
-cflags="$cflags -I$src/include -I$src/src -I$src/tests -I$src/tools/ratelimitd $(pkg-config --cflags jansson hiredis check)"
+# tools/ratelimitd first: its request.h, not the library's src/request.h,
+# is the one the fuzz targets include (src/*.c find their own first).
+cflags="$cflags -I$src/include -I$src/tools/ratelimitd -I$src/src -I$src/tests $(pkg-config --cflags jansson hiredis check)"
 libs="$(pkg-config --libs jansson hiredis check) -lpthread -lm"
 # ratelimitd: the pure request parsing is in the fuzz targets too.
 rld_pure="$src/tools/ratelimitd/route.c $src/tools/ratelimitd/body.c $src/tools/ratelimitd/etag.c"
@@ -95,6 +99,11 @@ for t in "$src"/tests/check_*.c; do
     if [ "${name#check_ratelimitd}" != "$name" ] || [ "$name" = check_control ]; then
         [ -n "$rld_libs" ] || continue
         extra="$rld_cflags $out/rld_harness.o $rld_libs"
+    fi
+    # The event-loop adapters' suite: with libevent and libuv only.
+    if [ "$name" = check_async_loops ]; then
+        pkg-config --exists libevent libuv || continue
+        extra="$(pkg-config --cflags --libs libevent libuv)"
     fi
     $CC $cflags $san "$t" $objs "$out/redis_harness.o" "$out/lua_test_script.o" $extra $libs -o "$out/$name"
     # No fork: the sanitizer sees every test in one process.

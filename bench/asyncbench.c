@@ -1,0 +1,411 @@
+/*
+ * asyncbench.c -- the asynchronous checks against a real Redis, beside the
+ * library's other ways of keeping 64 checks in flight and beside
+ * rate-limiter-flexible, all in one run against one redis-server
+ * (bench/asyncbench.sh starts a private one):
+ *
+ *   async_64     ONE thread, an rl_async with 64 checks always in flight,
+ *                a poll() loop on rl_async_fd(): each callback starts the
+ *                next check (issue 12's event-loop figure);
+ *   many_2x32    2 threads, each rl_check_many() of 32 requests in a loop;
+ *   blocking_64  64 threads, each rl_check() in a loop;
+ *   peer         bench/peer/peer.js (rate-limiter-flexible on ioredis, 64
+ *                consume() calls in flight in one Node loop), run as a
+ *                child against the same server after ours.
+ *
+ * Every check charges one rule on a key drawn uniformly from --keys keys
+ * "user:<n>"; the limit is so large that nothing is denied.  Latency is per
+ * check: from its start (rl_check_start, or the call) to its answer (the
+ * callback, or the call's return; a rl_check_many request: its call's
+ * duration).  ratio = value / ref.
+ */
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchutil.h"
+#include "ratelimit.h"
+
+#define INFLIGHT 64
+#define MANY_THREADS 2
+#define MANY_BATCH 32
+#define BLOCKING_THREADS 64
+#define KEY_LEN 24
+
+static const char *rules =
+    "[{\"rule_id\":\"b\",\"dimension\":\"user\",\"limit\":1000000000,"
+    "\"window_seconds\":3600}]";
+
+typedef struct options {
+    int port, json;
+    double seconds;
+    unsigned long long keys;
+    const char *peer;           /* path of peer.js, or NULL: not run      */
+} options;
+
+/* What one measurement gives. */
+typedef struct result {
+    double checks_per_s, p50_us, p99_us;
+    uint64_t checks, errors, denied;
+} result;
+
+static const text_layout layout = {22, 12, 1, 10, 22, 3};
+
+static rl_limiter *open_limiter(const options *o, char *err)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    char uri[64];
+    int rc;
+
+    snprintf(uri, sizeof uri, "redis://127.0.0.1:%d/0", o->port);
+    if (!cfg || rl_config_set(cfg, "store", uri) != RL_OK ||
+        rl_config_set(cfg, "rules", rules) != RL_OK ||
+        rl_config_set(cfg, "timeout_ms", "1000") != RL_OK) {
+        set_err(err, "config", RL_EINVAL, NULL);
+        rl_config_free(cfg);
+        return NULL;
+    }
+    if ((rc = rl_limiter_new(&lim, cfg)) != RL_OK)
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+    rl_config_free(cfg);
+    return lim;
+}
+
+static void key_of(uint64_t *rng, const options *o, char *buf)
+{
+    snprintf(buf, KEY_LEN, "%llu",
+             (unsigned long long)pick(rng, o->keys));
+}
+
+static void finish(result *r, const hist *h, uint64_t ns)
+{
+    r->checks = h->n;
+    r->checks_per_s = ns ? (double)h->n * 1e9 / (double)ns : 0;
+    r->p50_us = hist_pct(h, 0.50) / 1000.0;
+    r->p99_us = hist_pct(h, 0.99) / 1000.0;
+}
+
+/* ---- one event-loop thread, 64 checks in flight --------------------------- */
+
+typedef struct aslot {
+    rl_async_check chk;
+    rl_result res;
+    rl_request req;
+    char key[KEY_LEN];
+    uint64_t t0;
+    struct arun *run;
+} aslot;
+
+typedef struct arun {
+    rl_async *a;
+    const options *o;
+    uint64_t rng;
+    int stop;
+    hist h;
+    uint64_t errors, denied;
+    aslot slot[INFLIGHT];
+} arun;
+
+static void start_one(aslot *s)
+{
+    key_of(&s->run->rng, s->run->o, s->key);
+    s->t0 = now_ns();
+    if (rl_check_start(s->run->a, &s->req, &s->chk) != RL_OK)
+        s->run->errors++;
+}
+
+static void answered(rl_async_check *chk, int rc)
+{
+    aslot *s = chk->data;
+    arun *r = s->run;
+
+    hist_add(&r->h, now_ns() - s->t0);
+    if (rc != RL_OK)
+        r->errors++;
+    else
+        r->denied += !s->res.allowed;
+    if (!r->stop)
+        start_one(s);
+}
+
+static int run_async(const options *o, rl_limiter *lim, result *out,
+                     char *err)
+{
+    static arun r;
+    uint64_t start, end;
+    int rc;
+
+    memset(&r, 0, sizeof r);
+    r.o = o;
+    r.rng = 0x5eed;
+    if ((rc = rl_async_new(lim, INFLIGHT, &r.a)) != RL_OK)
+        return set_err(err, "rl_async_new", rc, errtext(lim)), -1;
+    for (int i = 0; i < INFLIGHT; i++) {
+        aslot *s = &r.slot[i];
+        s->run = &r;
+        s->chk = (rl_async_check)RL_ASYNC_CHECK_INIT;
+        s->chk.cb = answered;
+        s->chk.data = s;
+        s->res = (rl_result)RL_RESULT_INIT;
+        s->chk.result = &s->res;
+        s->req = (rl_request){.size = sizeof(rl_request), .user = s->key, .cost = 1};
+        start_one(s);
+    }
+    start = now_ns();
+    end = start + (uint64_t)(o->seconds * 1e9);
+    while (now_ns() < end) {
+        struct pollfd p = {.fd = rl_async_fd(r.a), .events = POLLIN};
+        poll(&p, 1, 100);
+        rl_async_process(r.a);
+    }
+    r.stop = 1;
+    finish(out, &r.h, now_ns() - start);
+    while (rl_async_in_flight(r.a)) { /* the last ones, not counted */
+        struct pollfd p = {.fd = rl_async_fd(r.a), .events = POLLIN};
+        poll(&p, 1, 100);
+        rl_async_process(r.a);
+    }
+    out->errors = r.errors;
+    out->denied = r.denied;
+    rl_async_free(r.a);
+    return 0;
+}
+
+/* ---- threads: rl_check_many of 32, or rl_check --------------------------- */
+
+typedef struct worker {
+    pthread_t th;
+    rl_limiter *lim;
+    const options *o;
+    _Atomic int *stop;
+    int batch;                  /* 0: rl_check; else rl_check_many of it */
+    uint64_t rng, errors, denied;
+    hist h;
+} worker;
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    int n = w->batch ? w->batch : 1;
+    rl_request req[MANY_BATCH];
+    rl_result res[MANY_BATCH];
+    int codes[MANY_BATCH];
+    char keys[MANY_BATCH][KEY_LEN];
+
+    for (int i = 0; i < n; i++) {
+        req[i] = (rl_request){.size = sizeof(rl_request), .user = keys[i],
+                              .cost = 1};
+        res[i] = (rl_result)RL_RESULT_INIT;
+    }
+    while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
+        uint64_t t0, took;
+        for (int i = 0; i < n; i++)
+            key_of(&w->rng, w->o, keys[i]);
+        t0 = now_ns();
+        if (w->batch)
+            rl_check_many(w->lim, req, res, codes, (size_t)n);
+        else
+            codes[0] = rl_check(w->lim, req, res);
+        took = now_ns() - t0;
+        for (int i = 0; i < n; i++) {
+            hist_add(&w->h, took);
+            w->errors += codes[i] != RL_OK;
+            w->denied += codes[i] == RL_OK && !res[i].allowed;
+        }
+    }
+    return NULL;
+}
+
+static int run_threads(const options *o, rl_limiter *lim, int nthreads,
+                       int batch, result *out, char *err)
+{
+    static worker w[BLOCKING_THREADS];
+    static hist all;
+    _Atomic int stop = 0;
+    uint64_t start;
+    int started = 0;
+
+    memset(&all, 0, sizeof all);
+    start = now_ns();
+    for (int i = 0; i < nthreads; i++) {
+        w[i] = (worker){.lim = lim, .o = o, .stop = &stop, .batch = batch,
+                        .rng = 0x1234567ULL * (uint64_t)(i + 1)};
+        memset(&w[i].h, 0, sizeof w[i].h);
+        if (pthread_create(&w[i].th, NULL, work, &w[i]) != 0)
+            break;
+        started++;
+    }
+    while (now_ns() - start < (uint64_t)(o->seconds * 1e9))
+        nanosleep(&(struct timespec){0, 20000000}, NULL);
+    atomic_store(&stop, 1);
+    for (int i = 0; i < started; i++) {
+        pthread_join(w[i].th, NULL);
+        hist_merge(&all, &w[i].h);
+        out->errors += w[i].errors;
+        out->denied += w[i].denied;
+    }
+    finish(out, &all, now_ns() - start);
+    if (started < nthreads)
+        return set_err(err, "pthread_create", -1, "no thread"), -1;
+    return 0;
+}
+
+/* ---- the peer -------------------------------------------------------------- */
+
+/* The number of `"name":"<name>","value":<v>` in a peer.js --json line. */
+static int peer_value(const char *line, const char *name, double *v)
+{
+    char pat[96];
+    const char *p;
+
+    snprintf(pat, sizeof pat, "\"name\":\"%s\",\"value\":", name);
+    if (!(p = strstr(line, pat)))
+        return 0;
+    *v = strtod(p + strlen(pat), NULL);
+    return 1;
+}
+
+static int run_peer(const options *o, result *out, char *err)
+{
+    char cmd[1024], line[1024];
+    FILE *f;
+    int got = 0;
+
+    snprintf(cmd, sizeof cmd, "node '%s' --port %d --seconds %g --keys %llu "
+             "--mem-keys 1000 --json --force", o->peer, o->port, o->seconds,
+             o->keys);
+    if (!(f = popen(cmd, "r")))
+        return set_err(err, "popen node", -1, cmd), -1;
+    while (fgets(line, sizeof line, f)) {
+        got += peer_value(line, "peer_rlf_checks_per_s", &out->checks_per_s);
+        got += peer_value(line, "peer_rlf_p50_us", &out->p50_us);
+        got += peer_value(line, "peer_rlf_p99_us", &out->p99_us);
+    }
+    if (pclose(f) != 0 || got < 3)
+        return set_err(err, "peer.js", -1, "failed or gave no figures"), -1;
+    return 0;
+}
+
+/* ---- output ----------------------------------------------------------------- */
+
+/* name (checks/s) and name_p99 (us), each beside refs[0..nrefs), nrefs
+ * <= 2. */
+static void emit_pair(const options *o, const char *name, const result *r,
+                      const result *refs, const char *const *ref_names,
+                      int nrefs)
+{
+    figure f = {.name = name, .value = r->checks_per_s, .unit = "checks/s",
+                .nrefs = nrefs};
+    char pname[64];
+
+    for (int i = 0; i < nrefs; i++) {
+        f.ref[i] = refs[i].checks_per_s;
+        f.ref_name[i] = ref_names[i];
+    }
+    xnum(&f, "checks", (double)r->checks);
+    xnum(&f, "errors", (double)r->errors);
+    xnum(&f, "denied", (double)r->denied);
+    emit_figure(&f, o->json, &layout);
+    snprintf(pname, sizeof pname, "%s_p99", name);
+    f = (figure){.name = pname, .value = r->p99_us, .unit = "us",
+                 .nrefs = nrefs};
+    for (int i = 0; i < nrefs; i++) {
+        f.ref[i] = refs[i].p99_us;
+        f.ref_name[i] = ref_names[i];
+    }
+    xnum(&f, "p50_us", r->p50_us);
+    emit_figure(&f, o->json, &layout);
+}
+
+static void usage(FILE *to)
+{
+    fprintf(to,
+            "usage: asyncbench --port P [--json] [--seconds S] [--keys N]\n"
+            "                  [--peer PATH/peer.js]\n\n"
+            "One event-loop thread with %d asynchronous checks in flight\n"
+            "(checks/s, p99) beside rl_check_many (%d threads x %d), %d\n"
+            "threads of rl_check and, with --peer, rate-limiter-flexible\n"
+            "(64 in flight, one Node loop), in this order against the\n"
+            "Redis on 127.0.0.1:P (bench/asyncbench.sh starts a private\n"
+            "one).  The database is flushed by the peer.\n\n"
+            "  --seconds S  per measurement (default 10)\n"
+            "  --keys N     key space, k/M/G suffixes (default 100k)\n"
+            "  --peer PATH  run peer.js (needs node and its npm packages)\n",
+            INFLIGHT, MANY_THREADS, MANY_BATCH, BLOCKING_THREADS);
+}
+
+static int parse(int argc, char **argv, options *o)
+{
+    *o = (options){.seconds = 10, .keys = 100000};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--json") == 0) {
+            o->json = 1;
+        } else if (strcmp(a, "--help") == 0) {
+            usage(stdout);
+            exit(0);
+        } else if (v && strcmp(a, "--port") == 0) {
+            o->port = atoi(v), i++;
+        } else if (v && strcmp(a, "--seconds") == 0) {
+            o->seconds = atof(v), i++;
+        } else if (v && strcmp(a, "--keys") == 0) {
+            if (parse_count(v, &o->keys) != 0 || o->keys == 0)
+                return -1;
+            i++;
+        } else if (v && strcmp(a, "--peer") == 0) {
+            o->peer = v, i++;
+        } else {
+            return -1;
+        }
+    }
+    return o->port > 0 && o->port < 65536 && o->seconds > 0 ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    result as = {0}, many = {0}, blk = {0}, peer = {0};
+    char err[ERRLEN] = "";
+    rl_limiter *lim;
+    int rc = 0;
+
+    if (parse(argc, argv, &o) != 0) {
+        usage(stderr);
+        return 2;
+    }
+    if (!(lim = open_limiter(&o, err)) || run_async(&o, lim, &as, err) ||
+        run_threads(&o, lim, MANY_THREADS, MANY_BATCH, &many, err) ||
+        run_threads(&o, lim, BLOCKING_THREADS, 0, &blk, err)) {
+        fprintf(stderr, "asyncbench: %s\n", err);
+        rl_limiter_free(lim);
+        return 1;
+    }
+    rl_limiter_free(lim);
+    if (o.peer && run_peer(&o, &peer, err) != 0) {
+        fprintf(stderr, "asyncbench: %s\n", err);
+        rc = 1;
+    }
+    if (o.json)
+        printf("{\"name\":\"params\",\"seconds\":%g,\"keys\":%llu,"
+               "\"in_flight\":%d,\"loadavg_1m\":%.2f}\n", o.seconds, o.keys,
+               INFLIGHT, loadavg1());
+    else
+        print_columns(&layout);
+    {   /* at most two refs per figure: the peer first, when it ran */
+        result refs[2] = {peer, many};
+        const char *names[2] = {"rate_limiter_flexible",
+                                "rl_check_many_2x32"};
+        int with_peer = o.peer && rc == 0;
+        emit_pair(&o, "async_64", &as, with_peer ? refs : refs + 1,
+                  with_peer ? names : names + 1, with_peer ? 2 : 1);
+    }
+    emit_pair(&o, "many_2x32", &many, NULL, NULL, 0);
+    emit_pair(&o, "blocking_64", &blk, NULL, NULL, 0);
+    if (o.peer && rc == 0)
+        emit_pair(&o, "peer_rlf_64", &peer, NULL, NULL, 0);
+    return rc || as.errors || many.errors || blk.errors ? 1 : 0;
+}

@@ -1,0 +1,248 @@
+/*
+ * redis_connector.c -- see redis_connector.h.
+ *
+ * Lock and wake-up: `mu` guards need[] and stop; the thread sleeps on `cv`
+ * until a connection is needed (rconnector_need, from the I/O thread) or
+ * its next try is due, and hands a connected descriptor over through the
+ * owner's `ready` callback, called without `mu`.
+ */
+#include "redis_connector.h"
+#include "clock.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+struct rconnector {
+    rio_opts o;
+    char sha[41];
+    int n;
+    rconnector_ready_fn ready;
+    void *arg;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int need[RIO_MAX_CONNS];     /* under mu                             */
+    int stop;                    /* under mu                             */
+    pthread_t th;
+};
+
+/* ---- the handshake -------------------------------------------------------- */
+
+
+static int expect_ok(redisContext *ctx, redisReply *r, const char *what,
+                     char *err, size_t errlen)
+{
+    int rc = 0;
+
+    if (!r) {
+        snprintf(err, errlen, "%s: %s", what,
+                 ctx->errstr[0] ? ctx->errstr : "no reply");
+        return -1;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "%s: %s", what, r->str);
+        rc = -1;
+    }
+    freeReplyObject(r);
+    return rc;
+}
+
+/* The scripts need Redis 7.0 (PEXPIRETIME, SET ... PXAT): say so plainly
+ * instead of failing later inside a script. */
+static int check_version(redisContext *ctx, char *err, size_t errlen)
+{
+    redisReply *r = redisCommand(ctx, "INFO server");
+    const char *v;
+    int rc = 0;
+
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "INFO server: %s",
+                 r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+        rc = -1;
+    } else if ((v = strstr(r->str, "redis_version:")) != NULL &&
+               atoi(v + 14) < 7) {
+        snprintf(err, errlen, "Redis %.12s is too old: 7.0 or later is needed",
+                 v + 14);
+        rc = -1;
+    }
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+static int load_script(const rio_opts *o, const char *sha, redisContext *ctx,
+                       char *err, size_t errlen)
+{
+    redisReply *rep = redisCommand(ctx, "SCRIPT LOAD %b", o->script,
+                                   o->script_len);
+    int rc = -1;
+
+    if (rep && rep->type == REDIS_REPLY_ERROR)
+        return expect_ok(ctx, rep, "SCRIPT LOAD", err, errlen); /* frees */
+    if (!rep || rep->type != REDIS_REPLY_STRING || rep->len != 40)
+        snprintf(err, errlen, "SCRIPT LOAD: %s",
+                 rep ? "unexpected reply" : ctx->errstr);
+    else if (memcmp(sha, rep->str, 40) != 0) /* same text: cannot */
+        snprintf(err, errlen, "SCRIPT LOAD: server names the script %.40s, "
+                 "not %s", rep->str, sha);
+    else
+        rc = 0;
+    if (rep)
+        freeReplyObject(rep);
+    return rc;
+}
+
+/* Connect, AUTH, SELECT, check the version, SCRIPT LOAD; returns a
+ * non-blocking fd, or -1 with the reason in err. */
+int rconnector_handshake(const rio_opts *o, const char *sha, char *err,
+                         size_t errlen)
+{
+    const redis_uri *u = &o->uri;
+    struct timeval tv = {o->connect_timeout_ms / 1000,
+                         (o->connect_timeout_ms % 1000) * 1000};
+    redisContext *ctx = u->is_unix ? redisConnectUnixWithTimeout(u->path, tv)
+                                   : redisConnectWithTimeout(u->host, u->port,
+                                                             tv);
+    redisReply *rep;
+    int fd;
+
+    if (!ctx || ctx->err) {
+        snprintf(err, errlen, "connect to %s%s:%d: %s",
+                 u->is_unix ? "unix:" : "", u->is_unix ? u->path : u->host,
+                 u->is_unix ? 0 : u->port, ctx ? ctx->errstr : "out of memory");
+        redisFree(ctx);
+        return -1;
+    }
+    redisSetTimeout(ctx, tv);
+    if (u->password[0]) {
+        rep = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user,
+                                        u->password)
+                         : redisCommand(ctx, "AUTH %s", u->password);
+        if (expect_ok(ctx, rep, "AUTH", err, errlen))
+            goto fail;
+    }
+    if (u->db && expect_ok(ctx, redisCommand(ctx, "SELECT %d", u->db),
+                           "SELECT", err, errlen))
+        goto fail;
+    if (check_version(ctx, err, errlen) ||
+        load_script(o, sha, ctx, err, errlen))
+        goto fail;
+    fd = redisFreeKeepFd(ctx);
+    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    return fd;
+fail:
+    redisFree(ctx);
+    return -1;
+}
+
+/* ---- the thread ------------------------------------------------------------ */
+
+/* Sleep until what the thread waits for may have changed: a need, a stop,
+ * or the soonest try (ms, CLOCK_MONOTONIC; INT64_MAX: none).  Under mu. */
+static void sleep_until(rconnector *k, int64_t soonest, int64_t now)
+{
+    struct timespec until;
+
+    if (soonest == INT64_MAX) {
+        pthread_cond_wait(&k->cv, &k->mu);
+        return;
+    }
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += (long)((soonest - now) % 1000) * 1000000;
+    until.tv_sec += (soonest - now) / 1000 + until.tv_nsec / 1000000000;
+    until.tv_nsec %= 1000000000;
+    pthread_cond_timedwait(&k->cv, &k->mu, &until);
+}
+
+/* Connections are tried in turn; a failed one waits 10 ms, doubling up to
+ * max_backoff_ms, before its next try. */
+static void *connector_main(void *arg)
+{
+    rconnector *k = arg;
+    int64_t backoff[RIO_MAX_CONNS], next_try[RIO_MAX_CONNS] = {0};
+    char err[256];
+
+    for (int i = 0; i < RIO_MAX_CONNS; i++)
+        backoff[i] = 10;
+    pthread_mutex_lock(&k->mu);
+    while (!k->stop) {
+        int64_t now = clock_mono_ms(), soonest = INT64_MAX;
+        int i, fd;
+        for (i = 0; i < k->n; i++) {
+            if (k->need[i] && next_try[i] <= now)
+                break;
+            if (k->need[i] && next_try[i] < soonest)
+                soonest = next_try[i];
+        }
+        if (i == k->n) {
+            sleep_until(k, soonest, now);
+            continue;
+        }
+        pthread_mutex_unlock(&k->mu);
+        fd = rconnector_handshake(&k->o, k->sha, err, sizeof err);
+        if (fd >= 0)
+            k->ready(k->arg, i, fd);
+        pthread_mutex_lock(&k->mu);
+        if (fd >= 0) {
+            k->need[i] = 0;
+            backoff[i] = 10;
+        } else {
+            next_try[i] = clock_mono_ms() + backoff[i];
+            backoff[i] = backoff[i] * 2 > k->o.max_backoff_ms
+                             ? k->o.max_backoff_ms : backoff[i] * 2;
+        }
+    }
+    pthread_mutex_unlock(&k->mu);
+    return NULL;
+}
+
+/* ---- the API ------------------------------------------------------------------ */
+
+int rconnector_start(rconnector **out, const rio_opts *o, const char *sha,
+                     int n, const int *need, rconnector_ready_fn ready,
+                     void *arg)
+{
+    rconnector *k = calloc(1, sizeof *k);
+
+    *out = NULL;
+    if (!k)
+        return -1;
+    *k = (rconnector){.o = *o, .n = n, .ready = ready, .arg = arg};
+    memcpy(k->sha, sha, sizeof k->sha);
+    memcpy(k->need, need, (size_t)n * sizeof *need);
+    pthread_mutex_init(&k->mu, NULL);
+    pthread_cond_init(&k->cv, NULL);
+    if (pthread_create(&k->th, NULL, connector_main, k) != 0) {
+        pthread_mutex_destroy(&k->mu);
+        pthread_cond_destroy(&k->cv);
+        free(k);
+        return -1;
+    }
+    *out = k;
+    return 0;
+}
+
+void rconnector_need(rconnector *k, int i)
+{
+    pthread_mutex_lock(&k->mu);
+    k->need[i] = 1;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+void rconnector_stop(rconnector *k)
+{
+    if (!k)
+        return;
+    pthread_mutex_lock(&k->mu);
+    k->stop = 1;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+    pthread_join(k->th, NULL);
+    pthread_mutex_destroy(&k->mu);
+    pthread_cond_destroy(&k->cv);
+    free(k);
+}

@@ -1,0 +1,949 @@
+/*
+ * redis_io.c -- see redis_io.h: one server's connections, its I/O thread
+ * (the loop) and its connector thread.
+ *
+ * The path of a request: the caller fills a rio_job and rio_submit()
+ * appends it to the queue under `mu` (a few pointer stores: the only lock
+ * a caller takes), then wakes the loop if it sleeps and would act on it.
+ * The loop takes the whole queue at the start of each turn, fails what
+ * passed its deadline, and gives each idle connection (one with no batch
+ * in flight) the next batch: up to BATCH_MAX queued requests encoded as
+ * one script call (redis_script.c).  Requests that queue while every
+ * connection has a batch out wait for the next turn, which is what
+ * batches 64 concurrent checks into a few script calls.  Replies are read
+ * as they come (non-blocking sockets, epoll) and matched in order to what
+ * each connection waits for; a batch's answer completes each of its
+ * requests.  NOSCRIPT (a restarted or flushed server) sends the same
+ * requests again at once as EVAL, within their deadlines.
+ *
+ * Locks and wake-ups, all of them:
+ *  - `mu` guards the queue, the connector's hand-over slots (ready_fd)
+ *    and `stop`.  Held for a few stores, never across a system call.
+ *  - The loop sleeps in epoll_wait on its sockets and an eventfd.  Before
+ *    sleeping it publishes `sleeping` (1: wake me for any new job; 2: every
+ *    connection is busy, wake me only for a raw call or a job whose
+ *    deadline comes before `wake_at`), then re-reads `queued`; a submitter
+ *    bumps `queued`, then reads `sleeping` and, if it must, takes it back
+ *    to 0 and writes the eventfd.  Both sides use sequentially consistent
+ *    atomics, so either the loop sees the job or the submitter sees the
+ *    sleeper: no lost wake-up, and no wake-up at all while the loop is
+ *    awake or busy.
+ *  - A blocking caller waits in rio_wait(): a short look, then a futex
+ *    sleep on job->state (QUEUED -> WAITING by the caller, -> DONE by the
+ *    loop, which wakes only a WAITING caller).  After its exchange to DONE
+ *    the loop touches the job no more: the caller may return at once.
+ *  - The connector (redis_connector.c) is told when the loop closes a
+ *    broken or stuck connection, connects with blocking hiredis calls,
+ *    puts the new descriptor in ready_fd[i] under `mu` and writes the
+ *    eventfd.
+ * Only the loop touches the sockets, the reader, the connections' state
+ * and the jobs once taken; callers touch their jobs again only after DONE
+ * (or inside `done`, called by the loop).
+ */
+#include "redis_io.h"
+#include "redis_connector.h"
+#include "futex.h"
+#include "ratelimit.h"
+#include "redis_script.h"
+#include "resp.h"
+#include "sha1.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define BATCH_MAX 64          /* requests per batch                      */
+#define OWN_MAX 15            /* per-call mode: requests with a call of
+                                 their own per batch (each may need an
+                                 ASKING reply too)                       */
+#define RING 128              /* calls a connection may wait for         */
+#define RBUF 65536
+#define IDLE_TICK_MS 1000     /* the loop's longest sleep, all idle      */
+#define BUSY_TICK_MS 100      /* ... with calls out (stuck detection)    */
+#define SPINS 200             /* rio_wait's look before the futex (a
+                                 longer spin, one round trip, measured
+                                 slower on 2 busy cores: it takes the CPU
+                                 the loop and Redis need)               */
+
+enum { Q_QUEUED = 0, Q_WAITING = 1, Q_DONE = 2 };
+enum { E_BATCH, E_RAW };
+
+/* What a connection waits for, in order. */
+typedef struct entry {
+    int kind;
+    int nrep, got;
+    redisReply *rep[RIO_MAX_REPLIES];
+    rio_job *job;             /* E_RAW; NULL once it left               */
+    int64_t sent_ns;
+} entry;
+
+/* A connection's batch in flight: slot j is job[j], NULL once it left
+ * at its deadline (its answer is then read and dropped). */
+typedef struct batch {
+    int active, nb, eval;
+    rio_job *job[BATCH_MAX];
+    size_t n[BATCH_MAX];
+    int flags[BATCH_MAX];
+} batch;
+
+typedef struct conn {
+    int fd;                   /* -1: down, the connector works on it    */
+    redisReader *reader;
+    resp_buf out;             /* bytes not written yet: out.p[off..len) */
+    size_t off;
+    int pollout;
+    entry ring[RING];
+    unsigned head, count;
+    batch b;
+    int64_t last_reply_ns;
+} conn;
+
+enum { S_CALLS, S_WRITES, S_TIMEOUTS, S_RECONNECTS, S_DOWN, S_STUCK,
+       S_BATCHES, S_CHECKS, S_NOSCRIPT, S_MOVED, S_ASKS, S_ELSEWHERE,
+       S_COUNT };
+
+struct rio {
+    rio_opts o;
+    script_ctx sx;
+    /* shared: under mu */
+    pthread_mutex_t mu;
+    rio_job *qhead, *qtail;
+    int ready_fd[RIO_MAX_CONNS];
+    int stop;
+    /* shared: atomics */
+    _Atomic int sleeping, queued, nup;
+    _Atomic int64_t wake_at;
+    _Atomic int64_t st[S_COUNT];
+    int efd, epfd;
+    /* the loop's own */
+    conn c[RIO_MAX_CONNS];
+    int nconns;
+    unsigned rr;
+    rio_job *phead, *ptail;   /* checks taken, not sent yet             */
+    rio_job *rhead, *rtail;   /* raw calls taken, not sent yet          */
+    rconnector *connector;
+    pthread_t loop_th;
+    int loop_started;
+};
+
+static void stat_add(rio *r, int k, int64_t v)
+{
+    atomic_fetch_add_explicit(&r->st[k], v, memory_order_relaxed);
+}
+
+static void wake_fd(int fd)
+{
+    uint64_t one = 1;
+
+    if (write(fd, &one, sizeof one) < 0) { /* counter full: awake */ }
+}
+
+/* ---- completion ------------------------------------------------------- */
+
+static void complete(rio_job *j)
+{
+    rio_done_fn done = j->done;
+
+    if (done) {
+        done(j);
+        return;
+    }
+    if (atomic_exchange(&j->state, Q_DONE) == Q_WAITING)
+        futex_wake_one(&j->state);
+}
+
+void rio_wait(rio_job *j)
+{
+    uint32_t st;
+
+    for (int i = 0; i < SPINS; i++)
+        if (atomic_load_explicit(&j->state, memory_order_acquire) == Q_DONE)
+            return;
+    st = Q_QUEUED;
+    if (!atomic_compare_exchange_strong(&j->state, &st, Q_WAITING))
+        return; /* DONE meanwhile */
+    while (atomic_load(&j->state) != Q_DONE)
+        futex_wait_until(&j->state, Q_WAITING, INT64_MAX);
+}
+
+static void fail_list(rio *r, rio_job **head, rio_job **tail, int stat)
+{
+    while (*head) {
+        rio_job *j = *head;
+        *head = j->next;
+        stat_add(r, stat, 1);
+        complete(j);
+    }
+    *tail = NULL;
+}
+
+/* ---- connections (loop only) --------------------------------------------- */
+
+static void install(rio *r, int i, int fd)
+{
+    conn *c = &r->c[i];
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
+                             .data.u32 = (uint32_t)i};
+
+    
+    c->fd = fd;
+    c->off = c->out.len = 0;
+    c->pollout = 0;
+    c->last_reply_ns = clock_mono_ns();
+    redisReaderFree(c->reader);
+    c->reader = redisReaderCreate();
+    epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
+    atomic_fetch_add(&r->nup, 1);
+}
+
+static void free_replies(entry *e)
+{
+    for (int k = 0; k < e->got; k++)
+        freeReplyObject(e->rep[k]);
+    e->got = 0;
+}
+
+/* The connection broke (or is stuck): everything it waits for fails, and
+ * the connector replaces it. */
+static void fail_conn(rio *r, int i)
+{
+    conn *c = &r->c[i];
+
+    if (c->fd < 0)
+        return;
+    epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    close(c->fd);
+    c->fd = -1;
+    atomic_fetch_sub(&r->nup, 1);
+    for (; c->count; c->count--, c->head = (c->head + 1) % RING) {
+        entry *e = &c->ring[c->head];
+        free_replies(e);
+        if (e->kind == E_RAW && e->job)
+            complete(e->job);
+    }
+    for (int j = 0; c->b.active && j < c->b.nb; j++)
+        if (c->b.job[j])
+            complete(c->b.job[j]);
+    c->b.active = 0;
+    c->off = c->out.len = 0;
+    if (r->connector)
+        rconnector_need(r->connector, i);
+}
+
+static void set_pollout(rio *r, int i, int on)
+{
+    conn *c = &r->c[i];
+    struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP |
+                                       (on ? EPOLLOUT : 0),
+                             .data.u32 = (uint32_t)i};
+
+    if (c->pollout != on) {
+        c->pollout = on;
+        epoll_ctl(r->epfd, EPOLL_CTL_MOD, c->fd, &ev);
+    }
+}
+
+static void flush(rio *r, int i)
+{
+    conn *c = &r->c[i];
+
+    while (c->fd >= 0 && c->off < c->out.len) {
+        /* send(): a server that went away must not raise SIGPIPE. */
+        ssize_t w = send(c->fd, c->out.p + c->off, c->out.len - c->off,
+                         MSG_NOSIGNAL);
+        if (w > 0) {
+            c->off += (size_t)w;
+            stat_add(r, S_WRITES, 1);
+        } else if (w < 0 && errno == EINTR) {
+            continue;
+        } else if (w < 0 && errno == EAGAIN) {
+            set_pollout(r, i, 1);
+            return;
+        } else {
+            fail_conn(r, i);
+            return;
+        }
+    }
+    if (c->fd >= 0) {
+        c->off = c->out.len = 0;
+        set_pollout(r, i, 0);
+    }
+}
+
+static entry *push_entry(conn *c, int kind, int nrep, rio_job *job)
+{
+    entry *e = &c->ring[(c->head + c->count++) % RING];
+
+    *e = (entry){.kind = kind, .nrep = nrep, .job = job,
+                 .sent_ns = clock_mono_ns()};
+    return e;
+}
+
+/* ---- batches ----------------------------------------------------------- */
+
+/* Encode c's batch as its calls into c->out; the number of replies, or 0
+ * when out of memory (nothing kept). */
+static int encode_batch(rio *r, conn *c)
+{
+    batch *b = &c->b;
+    size_t was = c->out.len;
+    rio_job *shared[BATCH_MAX];
+    int ns = 0, nrep = 0;
+
+    if (!r->o.per_call) {
+        script_put(&r->sx, &c->out, b->job, b->nb, 'c', b->eval);
+        nrep = 1;
+    } else {
+        for (int j = 0; j < b->nb; j++)
+            if (!b->flags[j])
+                shared[ns++] = b->job[j];
+        if (ns) {
+            script_put(&r->sx, &c->out, shared, ns, 'C', b->eval);
+            nrep++;
+        }
+        for (int j = 0; j < b->nb; j++) {
+            if (!b->flags[j])
+                continue;
+            if (b->flags[j] & RN_ASKING) {
+                script_put_asking(&c->out);
+                nrep++;
+            }
+            script_put(&r->sx, &c->out, &b->job[j], 1, 'c', b->eval);
+            nrep++;
+        }
+    }
+    if (c->out.oom) {
+        c->out.oom = 0;
+        c->out.len = was;
+        return 0;
+    }
+    return nrep;
+}
+
+/* Send c's batch (b->job[0..nb) set); the jobs fail if it cannot be. */
+static void send_batch(rio *r, int i)
+{
+    conn *c = &r->c[i];
+    int nrep = encode_batch(r, c);
+
+    if (!nrep) {
+        for (int j = 0; j < c->b.nb; j++)
+            complete(c->b.job[j]);
+        c->b.active = 0;
+        return;
+    }
+    c->b.active = 1;
+    push_entry(c, E_BATCH, nrep, NULL);
+    stat_add(r, S_CALLS, nrep);
+    stat_add(r, S_BATCHES, 1);
+    stat_add(r, S_CHECKS, c->b.nb);
+}
+
+/* The next batch from the queue of checks onto idle connection i: the
+ * oldest first; in per-call mode a request that would be one own call
+ * too many stays queued, in its place, for the next batch, as does one
+ * not to be sent before a later time. */
+static void next_batch(rio *r, int i, int64_t now)
+{
+    batch *b = &r->c[i].b;
+    rio_job *skipped = NULL, *last_skipped = NULL;
+    int own = 0;
+
+    b->nb = 0;
+    b->eval = 0;
+    while (r->phead && b->nb < BATCH_MAX) {
+        rio_job *j = r->phead;
+        int flags = r->o.per_call ? j->flags : 0;
+        r->phead = j->next;
+        j->next = NULL;
+        if ((flags && own == OWN_MAX) || j->not_before_ns > now) {
+            if (last_skipped)
+                last_skipped->next = j;
+            else
+                skipped = j;
+            last_skipped = j;
+            continue;
+        }
+        own += flags != 0;
+        b->job[b->nb] = j;
+        b->n[b->nb] = j->n;
+        b->flags[b->nb++] = flags;
+    }
+    if (!r->phead)
+        r->ptail = last_skipped;
+    if (skipped) {
+        last_skipped->next = r->phead;
+        r->phead = skipped;
+    }
+    if (b->nb)
+        send_batch(r, i);
+}
+
+/* Per-call answer: the shared "C" call's, then each own call's (after
+ * ASKING's +OK).  Slots whose call met NOSCRIPT go into again[]. */
+static int answer_calls(rio *r, conn *c, entry *e, rio_job **again)
+{
+    batch *b = &c->b;
+    rio_job *shared[BATCH_MAX];
+    size_t sn[BATCH_MAX];
+    int ns = 0, k = 0, na = 0;
+
+    for (int j = 0; j < b->nb; j++)
+        if (!b->flags[j]) {
+            shared[ns] = b->job[j];
+            sn[ns++] = b->n[j];
+        }
+    if (ns && script_parse(e->rep[k++], shared, sn, ns) == 1)
+        for (int j = 0; j < ns; j++)
+            if (shared[j])
+                again[na++] = shared[j];
+    for (int j = 0; j < ns; j++)
+        if (shared[j] && shared[j]->why.status == RN_ELSEWHERE)
+            stat_add(r, S_ELSEWHERE, 1);
+    for (int j = 0; j < b->nb; j++) {
+        rio_job *jb = b->job[j];
+        if (!b->flags[j])
+            continue;
+        k += (b->flags[j] & RN_ASKING) != 0; /* +OK */
+        if (script_parse(e->rep[k++], &b->job[j], &b->n[j], 1) == 1) {
+            if (jb)
+                again[na++] = jb;
+        } else if (jb && jb->why.status == RN_MOVED) {
+            stat_add(r, S_MOVED, 1);
+        } else if (jb && jb->why.status == RN_ASK) {
+            stat_add(r, S_ASKS, 1);
+        }
+    }
+    return na;
+}
+
+/* A batch's replies are all in: answer its requests; those that met
+ * NOSCRIPT go again at once as EVAL (once). */
+static void answer_batch(rio *r, int i, entry *e)
+{
+    conn *c = &r->c[i];
+    batch *b = &c->b;
+    rio_job *again[BATCH_MAX];
+    int na = 0;
+
+    if (!r->o.per_call) {
+        if (script_parse(e->rep[0], b->job, b->n, b->nb) == 1)
+            for (int j = 0; j < b->nb; j++)
+                if (b->job[j])
+                    again[na++] = b->job[j];
+    } else {
+        na = answer_calls(r, c, e, again);
+    }
+    if (na && !b->eval) {
+        stat_add(r, S_NOSCRIPT, 1);
+        for (int j = 0; j < b->nb; j++) { /* the others are answered */
+            int k = 0;
+            while (k < na && again[k] != b->job[j])
+                k++;
+            if (b->job[j] && k == na)
+                complete(b->job[j]);
+        }
+        b->nb = 0;
+        for (int j = 0; j < na; j++) {
+            b->job[b->nb] = again[j];
+            b->n[b->nb] = again[j]->n;
+            b->flags[b->nb++] = r->o.per_call ? again[j]->flags : 0;
+        }
+        b->eval = 1;
+        send_batch(r, i);
+        return;
+    }
+    b->active = 0;
+    for (int j = 0; j < b->nb; j++)
+        if (b->job[j])
+            complete(b->job[j]);
+}
+
+/* ---- replies ------------------------------------------------------------- */
+
+static void entry_done(rio *r, int i, entry *e)
+{
+    if (e->kind == E_BATCH) {
+        answer_batch(r, i, e);
+    } else if (e->job) {
+        memcpy(e->job->replies, e->rep, (size_t)e->nrep * sizeof *e->rep);
+        e->got = 0; /* the caller owns them now */
+        e->job->rc = RL_OK;
+        e->job->why.status = RN_OK;
+        complete(e->job);
+    }
+    free_replies(e);
+}
+
+static void deliver(rio *r, int i, redisReply *rep)
+{
+    conn *c = &r->c[i];
+    entry *e;
+
+    c->last_reply_ns = clock_mono_ns();
+    if (!c->count) { /* nobody asked: cannot happen */
+        freeReplyObject(rep);
+        return;
+    }
+    e = &c->ring[c->head];
+    e->rep[e->got++] = rep;
+    if (e->got < e->nrep)
+        return;
+    c->head = (c->head + 1) % RING;
+    c->count--;
+    entry_done(r, i, e);
+}
+
+static void on_readable(rio *r, int i)
+{
+    static _Thread_local char buf[RBUF];
+    conn *c = &r->c[i];
+
+    while (c->fd >= 0) {
+        ssize_t n = read(c->fd, buf, sizeof buf);
+        void *rep;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        if (n <= 0 || redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
+            fail_conn(r, i);
+            return;
+        }
+        for (;;) {
+            if (redisReaderGetReply(c->reader, &rep) != REDIS_OK) {
+                fail_conn(r, i);
+                return;
+            }
+            if (!rep)
+                break;
+            deliver(r, i, rep);
+            if (c->fd < 0)
+                return;
+        }
+        if ((size_t)n < sizeof buf)
+            return;
+    }
+}
+
+/* ---- the loop's turn ------------------------------------------------------- */
+
+/* Take what the submitters and the connector left; 1 once stopped. */
+static int take_queue(rio *r)
+{
+    rio_job *j, *next;
+    int stop;
+
+    pthread_mutex_lock(&r->mu);
+    for (int i = 0; i < r->nconns; i++)
+        if (r->ready_fd[i] >= 0) {
+            install(r, i, r->ready_fd[i]);
+            r->ready_fd[i] = -1;
+            stat_add(r, S_RECONNECTS, 1);
+        }
+    j = r->qhead;
+    r->qhead = r->qtail = NULL;
+    atomic_store(&r->queued, 0);
+    stop = r->stop;
+    pthread_mutex_unlock(&r->mu);
+    for (; j; j = next) {
+        rio_job **head = j->kind == RIO_RAW ? &r->rhead : &r->phead;
+        rio_job **tail = j->kind == RIO_RAW ? &r->rtail : &r->ptail;
+        next = j->next;
+        j->next = NULL;
+        if (*tail)
+            (*tail)->next = j;
+        else
+            *head = j;
+        *tail = j;
+    }
+    return stop;
+}
+
+/* Jobs whose deadline passed, queued or in flight, complete as timeouts. */
+static void expire_list(rio *r, rio_job **head, rio_job **tail, int64_t now)
+{
+    rio_job **pp = head, *prev = NULL;
+
+    while (*pp) {
+        rio_job *j = *pp;
+        if (j->deadline_ns > now) {
+            prev = j;
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        stat_add(r, S_TIMEOUTS, 1);
+        complete(j);
+    }
+    *tail = prev;
+}
+
+static void expire(rio *r, int64_t now)
+{
+    expire_list(r, &r->phead, &r->ptail, now);
+    expire_list(r, &r->rhead, &r->rtail, now);
+    for (int i = 0; i < r->nconns; i++) {
+        conn *c = &r->c[i];
+        for (int j = 0; c->b.active && j < c->b.nb; j++)
+            if (c->b.job[j] && c->b.job[j]->deadline_ns <= now) {
+                stat_add(r, S_TIMEOUTS, 1);
+                complete(c->b.job[j]);
+                c->b.job[j] = NULL;
+            }
+        for (unsigned k = 0; k < c->count; k++) {
+            entry *e = &c->ring[(c->head + k) % RING];
+            if (e->kind == E_RAW && e->job && e->job->deadline_ns <= now) {
+                stat_add(r, S_TIMEOUTS, 1);
+                complete(e->job);
+                e->job = NULL;
+            }
+        }
+    }
+}
+
+/* A connection is stuck when its oldest call has waited longer than a
+ * whole connect may take and no reply came meanwhile: the server hangs, or
+ * the network swallows what it sends.  Replace it: its requests have
+ * long been given up, and a fresh connection lets checks reach Redis
+ * again as soon as it answers. */
+static void unstick(rio *r, int64_t now)
+{
+    int64_t limit = r->o.connect_timeout_ms * 1000000;
+
+    if (limit < 1000000000)
+        limit = 1000000000; /* never under a second */
+    for (int i = 0; i < r->nconns; i++) {
+        conn *c = &r->c[i];
+        if (c->fd >= 0 && c->count && now - c->ring[c->head].sent_ns > limit &&
+            now - c->last_reply_ns > limit) {
+            stat_add(r, S_STUCK, 1);
+            fail_conn(r, i);
+        }
+    }
+}
+
+/* Raw calls onto any connection up; batches onto the idle ones. */
+static void dispatch(rio *r, int64_t now)
+{
+    if (!atomic_load(&r->nup)) { /* nothing can be sent */
+        fail_list(r, &r->phead, &r->ptail, S_DOWN);
+        fail_list(r, &r->rhead, &r->rtail, S_DOWN);
+        return;
+    }
+    for (int k = 0; r->rhead && k < r->nconns; k++) {
+        int i = (int)(r->rr++ % (unsigned)r->nconns);
+        conn *c = &r->c[i];
+        while (c->fd >= 0 && r->rhead && c->count < RING - 1) {
+            rio_job *j = r->rhead;
+            r->rhead = j->next;
+            resp_raw(&c->out, j->raw, j->raw_len);
+            push_entry(c, E_RAW, j->nreplies, j);
+            stat_add(r, S_CALLS, 1);
+        }
+    }
+    if (!r->rhead)
+        r->rtail = NULL;
+    for (int k = 0; r->phead && k < r->nconns; k++) {
+        int i = (int)(r->rr++ % (unsigned)r->nconns);
+        if (r->c[i].fd >= 0 && !r->c[i].b.active && r->c[i].count < RING - 1)
+            next_batch(r, i, now);
+    }
+}
+
+/* The earliest deadline the loop must wake for; *idle: a connection could
+ * take a batch now. */
+static int64_t next_wake(rio *r, int64_t now, int *idle)
+{
+    int64_t t = now + (int64_t)IDLE_TICK_MS * 1000000;
+
+    *idle = 0;
+    for (rio_job *j = r->phead; j; j = j->next) {
+        t = j->deadline_ns < t ? j->deadline_ns : t;
+        if (j->not_before_ns > now && j->not_before_ns < t)
+            t = j->not_before_ns;
+    }
+    for (int i = 0; i < r->nconns; i++) {
+        conn *c = &r->c[i];
+        if (c->fd >= 0 && !c->b.active)
+            *idle = 1;
+        if (c->count && now + (int64_t)BUSY_TICK_MS * 1000000 < t)
+            t = now + (int64_t)BUSY_TICK_MS * 1000000;
+        for (int j = 0; c->b.active && j < c->b.nb; j++)
+            if (c->b.job[j] && c->b.job[j]->deadline_ns < t)
+                t = c->b.job[j]->deadline_ns;
+        for (unsigned k = 0; k < c->count; k++) {
+            entry *e = &c->ring[(c->head + k) % RING];
+            if (e->kind == E_RAW && e->job && e->job->deadline_ns < t)
+                t = e->job->deadline_ns;
+        }
+    }
+    return t;
+}
+
+static void wait_events(rio *r, int64_t now)
+{
+    struct epoll_event ev[RIO_MAX_CONNS + 1];
+    int idle, n, timeout = 0;
+    int64_t until = next_wake(r, now, &idle);
+
+    atomic_store(&r->wake_at, until);
+    atomic_store(&r->sleeping, idle ? 1 : 2);
+    if (atomic_load(&r->queued)) /* work came (or deadlines to learn) */
+        atomic_store(&r->sleeping, 0);
+    else
+        timeout = (int)((until - now + 999999) / 1000000);
+    n = epoll_wait(r->epfd, ev, RIO_MAX_CONNS + 1,
+                   atomic_load(&r->sleeping) ? timeout : 0);
+    atomic_store(&r->sleeping, 0);
+    for (int k = 0; k < n; k++) {
+        uint32_t i = ev[k].data.u32;
+        if (i == UINT32_MAX) {
+            uint64_t drain;
+            if (read(r->efd, &drain, sizeof drain) < 0) { /* spurious */ }
+            continue;
+        }
+        if (r->c[i].fd < 0)
+            continue;
+        if (ev[k].events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
+            on_readable(r, (int)i);
+        if (r->c[i].fd >= 0 && (ev[k].events & EPOLLOUT))
+            flush(r, (int)i);
+    }
+}
+
+static void *loop_main(void *arg)
+{
+    rio *r = arg;
+
+    while (!take_queue(r)) {
+        int64_t now = clock_mono_ns();
+        expire(r, now);
+        unstick(r, now);
+        dispatch(r, now);
+        for (int i = 0; i < r->nconns; i++)
+            if (r->c[i].fd >= 0 && r->c[i].off < r->c[i].out.len &&
+                !r->c[i].pollout)
+                flush(r, i);
+        wait_events(r, now);
+    }
+    for (int i = 0; i < r->nconns; i++)
+        fail_conn(r, i);
+    fail_list(r, &r->phead, &r->ptail, S_DOWN);
+    fail_list(r, &r->rhead, &r->rtail, S_DOWN);
+    return NULL;
+}
+
+/* ---- the API --------------------------------------------------------------- */
+
+void rio_submit(rio *r, rio_job *jobs, size_t n)
+{
+    int64_t first = INT64_MAX;
+    int urgent = 0, mode;
+
+    for (size_t i = 0; i < n; i++) {
+        jobs[i].rc = RL_ESTORE;
+        jobs[i].why.status = RN_ERROR;
+        jobs[i].eval = 0;
+        jobs[i].next = i + 1 < n ? &jobs[i + 1] : NULL;
+        atomic_store_explicit(&jobs[i].state, Q_QUEUED, memory_order_relaxed);
+        first = jobs[i].deadline_ns < first ? jobs[i].deadline_ns : first;
+        urgent |= jobs[i].kind == RIO_RAW;
+    }
+    if (!atomic_load(&r->nup)) { /* down: fail at once */
+        stat_add(r, S_DOWN, (int64_t)n);
+        for (size_t i = 0; i < n; i++)
+            complete(&jobs[i]);
+        return;
+    }
+    pthread_mutex_lock(&r->mu);
+    if (r->qtail)
+        r->qtail->next = &jobs[0];
+    else
+        r->qhead = &jobs[0];
+    r->qtail = &jobs[n - 1];
+    atomic_fetch_add(&r->queued, (int)n);
+    pthread_mutex_unlock(&r->mu);
+    mode = atomic_load(&r->sleeping);
+    if (mode == 2 && !urgent && first >= atomic_load(&r->wake_at))
+        return; /* busy: the next turn takes it */
+    if (mode && atomic_exchange(&r->sleeping, 0))
+        wake_fd(r->efd);
+}
+
+int rio_call(rio *r, const char *cmd, size_t len, int nreplies,
+             redisReply **replies, int64_t timeout_ms)
+{
+    rio_job j = {.kind = RIO_RAW, .raw = cmd, .raw_len = len,
+                 .nreplies = nreplies, .replies = replies,
+                 .deadline_ns = clock_mono_ns() + timeout_ms * 1000000};
+
+    if (nreplies < 1 || nreplies > RIO_MAX_REPLIES)
+        return RL_EINVAL;
+    rio_submit(r, &j, 1);
+    rio_wait(&j);
+    return j.rc;
+}
+
+typedef struct sent {
+    rio_job job;
+    redisReply *rep[RIO_MAX_REPLIES];
+    char bytes[];
+} sent;
+
+static void sent_done(rio_job *j)
+{
+    sent *s = (sent *)j;
+
+    for (int k = 0; j->rc == RL_OK && k < j->nreplies; k++)
+        freeReplyObject(s->rep[k]);
+    free(s);
+}
+
+int rio_send(rio *r, const char *cmd, size_t len, int nreplies)
+{
+    sent *s;
+
+    if (nreplies < 1 || nreplies > RIO_MAX_REPLIES ||
+        !(s = malloc(sizeof *s + len)))
+        return RL_ESTORE;
+    memcpy(s->bytes, cmd, len);
+    s->job = (rio_job){.kind = RIO_RAW, .raw = s->bytes, .raw_len = len,
+                       .nreplies = nreplies, .replies = s->rep,
+                       .deadline_ns = clock_mono_ns() + 5000000000LL,
+                       .done = sent_done};
+    rio_submit(r, &s->job, 1);
+    return RL_OK;
+}
+
+int rio_is_up(rio *r)
+{
+    return atomic_load(&r->nup) > 0;
+}
+
+void rio_stats_add(rio *r, rio_stats *s)
+{
+    int64_t v[S_COUNT];
+
+    for (int k = 0; k < S_COUNT; k++)
+        v[k] = atomic_load_explicit(&r->st[k], memory_order_relaxed);
+    s->calls += v[S_CALLS];
+    s->writes += v[S_WRITES];
+    s->timeouts += v[S_TIMEOUTS];
+    s->reconnects += v[S_RECONNECTS];
+    s->down_fails += v[S_DOWN];
+    s->stuck += v[S_STUCK];
+    s->batches += v[S_BATCHES];
+    s->checks += v[S_CHECKS];
+    s->noscript += v[S_NOSCRIPT];
+    s->moved += v[S_MOVED];
+    s->asks += v[S_ASKS];
+    s->elsewhere += v[S_ELSEWHERE];
+}
+
+/* ---- lifecycle ---------------------------------------------------------------- */
+
+/* The connector hands a connected descriptor over (its thread). */
+static void ready(void *arg, int i, int fd)
+{
+    rio *r = arg;
+
+    pthread_mutex_lock(&r->mu);
+    r->ready_fd[i] = fd;
+    pthread_mutex_unlock(&r->mu);
+    wake_fd(r->efd);
+}
+
+static int start(rio *r, const int *need, char *err, size_t errlen)
+{
+    struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
+
+    if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->efd, &ev) != 0 ||
+        rconnector_start(&r->connector, &r->o, r->sx.sha, r->nconns, need,
+                         ready, r) != 0 ||
+        (r->loop_started = pthread_create(&r->loop_th, NULL, loop_main,
+                                          r) == 0) == 0)
+        return snprintf(err, errlen, "cannot start the I/O threads"),
+               RL_ESTORE;
+    return RL_OK;
+}
+
+int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
+{
+    rio *r = calloc(1, sizeof *r);
+    int rc, need[RIO_MAX_CONNS] = {0};
+
+    *out = NULL;
+    if (!r)
+        return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
+    r->o = *o;
+    r->nconns = o->connections < 1 ? 1 : o->connections > RIO_MAX_CONNS
+                                              ? RIO_MAX_CONNS : o->connections;
+    if (r->o.max_backoff_ms < 10)
+        r->o.max_backoff_ms = 1000;
+    r->sx = (script_ctx){.script = o->script, .script_len = o->script_len,
+                         .compact = o->compact, .clock = o->clock};
+    sha1_hex(o->script, o->script_len, r->sx.sha);
+    pthread_mutex_init(&r->mu, NULL);
+    r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    r->epfd = epoll_create1(EPOLL_CLOEXEC);
+    for (int i = 0; i < RIO_MAX_CONNS; i++) {
+        r->c[i].fd = r->ready_fd[i] = -1;
+        r->c[i].out = (resp_buf){malloc(16384), 0, 16384, 1, 0};
+    }
+    for (int i = 0; i < r->nconns; i++) {
+        int fd = o->degraded ? -1 : rconnector_handshake(&r->o, r->sx.sha,
+                                                         err, errlen);
+        if (fd < 0 && !o->degraded) {
+            rio_close(r);
+            return RL_ESTORE;
+        }
+        if (fd >= 0)
+            install(r, i, fd);
+        need[i] = fd < 0;
+    }
+    if (r->efd < 0 || r->epfd < 0 || !r->c[RIO_MAX_CONNS - 1].out.p) {
+        rio_close(r);
+        return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
+    }
+    if ((rc = start(r, need, err, errlen)) != RL_OK) {
+        rio_close(r);
+        return rc;
+    }
+    *out = r;
+    return RL_OK;
+}
+
+void rio_close(rio *r)
+{
+    if (!r)
+        return;
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_mutex_unlock(&r->mu);
+    if (r->efd >= 0)
+        wake_fd(r->efd);
+    if (r->loop_started)
+        pthread_join(r->loop_th, NULL); /* it failed what was left */
+    rconnector_stop(r->connector);      /* no hand-over after this */
+    for (int i = 0; i < RIO_MAX_CONNS; i++) {
+        if (!r->loop_started && r->c[i].fd >= 0)
+            close(r->c[i].fd);
+        if (r->ready_fd[i] >= 0)
+            close(r->ready_fd[i]);
+        redisReaderFree(r->c[i].reader);
+        resp_release(&r->c[i].out);
+    }
+    if (r->efd >= 0)
+        close(r->efd);
+    if (r->epfd >= 0)
+        close(r->epfd);
+    pthread_mutex_destroy(&r->mu);
+    free(r);
+}

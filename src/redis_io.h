@@ -1,0 +1,136 @@
+/*
+ * redis_io.h -- the one way a request travels to a Redis server and back.
+ *
+ * One `rio` per server: a few connections, all owned by ONE I/O thread
+ * that runs an epoll loop over them.  A caller fills a rio_job (its ops,
+ * a deadline, how it wants to learn the answer) and queues it with
+ * rio_submit(); the loop takes everything queued, sends it as one batch
+ * per idle connection (one script call deciding many requests, each
+ * all-or-nothing, redis_script.c), reads the replies and completes each
+ * job exactly once: a blocking caller sleeping in rio_wait() is woken
+ * (futex), an asynchronous one has its `done` called, in the I/O thread.
+ * A job still queued or in flight at its deadline completes then as a
+ * timeout; its late reply is read and dropped.  A second thread per
+ * server, the connector, (re)connects and hands ready sockets to the loop,
+ * so no request ever waits for a connect: while no connection is up,
+ * submissions fail at once.
+ */
+#ifndef RL_REDIS_IO_H
+#define RL_REDIS_IO_H
+
+#include <hiredis/hiredis.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clock.h"
+#include "redis_uri.h"
+#include "store.h"
+
+#define RIO_MAX_REPLIES 33  /* replies one raw call may wait for        */
+#define RIO_MAX_CONNS 16
+
+/* What became of a request, beyond RL_OK / RL_ESTORE. */
+enum {
+    RN_OK = 0,
+    RN_ERROR,      /* timeout, I/O error, an unexpected reply           */
+    RN_BREAKER,    /* the breaker is open: nothing was sent             */
+    RN_MOVED,      /* the slot lives elsewhere now (addr)               */
+    RN_ASK,        /* the slot is migrating: ask addr, this once        */
+    RN_TRYAGAIN,   /* the slot's keys are split by a migration          */
+    RN_DOWN,       /* CLUSTERDOWN                                       */
+    RN_ELSEWHERE   /* a cluster batch found the keys not served here:
+                      send again with RN_DECLARED to learn where       */
+};
+
+/* Check job flags (cluster nodes only). */
+#define RN_ASKING 1    /* precede the call with ASKING (an ASK redirect) */
+#define RN_DECLARED 2  /* a call of its own with its keys declared, for
+                          the server to route                           */
+
+typedef struct rnode_reply {
+    int status;                  /* RN_*                                 */
+    char addr[64];               /* MOVED / ASK: "host:port"             */
+} rnode_reply;
+
+typedef struct rio rio;
+typedef struct rio_job rio_job;
+typedef void (*rio_done_fn)(rio_job *j);
+
+enum { RIO_CHECK, RIO_RAW };
+
+struct rio_job {
+    /* in */
+    int kind;                    /* RIO_CHECK: a script call's request;
+                                    RIO_RAW: ready-made command bytes   */
+    const store_op *ops;         /* RIO_CHECK                            */
+    size_t n;
+    algo_decision *out;
+    int flags;                   /* RN_ASKING, RN_DECLARED               */
+    const char *raw;             /* RIO_RAW: bytes of nreplies commands  */
+    size_t raw_len;
+    int nreplies;
+    redisReply **replies;        /* RIO_RAW, on RL_OK: the caller's      */
+    int64_t deadline_ns;         /* CLOCK_MONOTONIC                      */
+    int64_t not_before_ns;       /* 0, or not sent before (TRYAGAIN)     */
+    rio_done_fn done;            /* NULL: a caller waits in rio_wait()   */
+    void *arg;                   /* the submitter's                       */
+    /* out, read once complete */
+    int rc;                      /* RL_OK or RL_ESTORE                   */
+    int64_t now_ms;              /* the script's time                    */
+    rnode_reply why;
+    /* the I/O layer's */
+    _Atomic uint32_t state;
+    int eval;                    /* met NOSCRIPT: send as EVAL           */
+    rio_job *next;
+};
+
+typedef struct rio_opts {
+    redis_uri uri;
+    int connections;             /* sockets, 1..RIO_MAX_CONNS            */
+    int64_t connect_timeout_ms;  /* connect + handshake, off the path    */
+    int64_t max_backoff_ms;      /* longest wait between reconnect tries */
+    const char *script;          /* SCRIPT LOADed on every connect       */
+    size_t script_len;
+    int degraded;                /* a failed first connect is no error   */
+    /* Redis Cluster: a batch is one call in "C" mode (keys undeclared),
+     * plus a call of its own for each job flagged RN_ASKING or
+     * RN_DECLARED, in one write; else one call with every key declared. */
+    int per_call;
+    int compact;                 /* the compact layout (redis_key.h)     */
+    const rl_clock *clock;       /* tests: the time passed to the script */
+} rio_opts;
+
+/* Connect now (so a bad address or password is reported at start; with
+ * o->degraded a failed connect is not an error) and start the threads.
+ * Returns RL_OK, or RL_ESTORE / RL_ENOMEM with the reason in err. */
+int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen);
+
+/* Stop the threads and close.  No job may be outstanding. */
+void rio_close(rio *r);
+
+/* Queue jobs[0..n) (their `in` fields set) in order.  A job fails at once
+ * (completed before this returns, rc RL_ESTORE) when no connection is up.
+ * Each job completes exactly once. */
+void rio_submit(rio *r, rio_job *jobs, size_t n);
+
+/* Wait for a job submitted with done == NULL to complete. */
+void rio_wait(rio_job *j);
+
+/* A raw call, blocking: send `len` bytes holding nreplies commands and
+ * wait up to timeout_ms; on RL_OK the caller frees replies[] with
+ * freeReplyObject().  Fire and forget: rio_send (the bytes are copied). */
+int rio_call(rio *r, const char *cmd, size_t len, int nreplies,
+             redisReply **replies, int64_t timeout_ms);
+int rio_send(rio *r, const char *cmd, size_t len, int nreplies);
+
+/* 1 while a connection is up (a job would be sent). */
+int rio_is_up(rio *r);
+
+typedef struct rio_stats {
+    int64_t calls, writes, timeouts, reconnects, down_fails, stuck;
+    int64_t batches, checks, noscript, moved, asks, elsewhere;
+} rio_stats;
+void rio_stats_add(rio *r, rio_stats *st);
+
+#endif

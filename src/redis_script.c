@@ -1,0 +1,307 @@
+/*
+ * redis_script.c -- see redis_script.h.
+ *
+ * A call carries each rule its keys use once, in a table (the rule's
+ * numbers, and the shapes it replaced while they may still hold state),
+ * and per key only its rule's place in that table, cost, soft and field:
+ * Redis runs one script, and reads its clock once, for many checks.  On a
+ * single server the call declares its keys.  A cluster master gets them
+ * as arguments instead ("C" mode: Redis would route by declared keys and
+ * refuse keys of several slots; the script is flagged
+ * allow-cross-slot-keys) and answers "not here" for a request whose keys
+ * it does not serve now (RN_ELSEWHERE).
+ */
+#include "redis_script.h"
+#include "cluster_reply.h"
+#include "ratelimit.h"
+#include "redis_key.h"
+
+#include <string.h>
+
+/* ---- the rule table ---------------------------------------------------- */
+
+/* A script call sends each rule its keys use once, in a table at the head
+ * of its arguments; a key sends the index in ARGV of its rule's first
+ * value, which the script reads the numbers from (lua/check.lua).  A
+ * small direct-mapped cache maps a rule to that index: a rule missing
+ * from it (first seen, or pushed out by another rule of the same slot)
+ * enters the table again, which is harmless.  The same walk over the same
+ * ops makes the same choices, so the table and the keys' indices come
+ * from walks over the ops, with no list of rules kept (a call may carry
+ * up to 64 x RL_OPS_MAX keys). */
+#define RULE_CACHE 64
+#define RULES_AT 4                /* ARGV index of the table's first value */
+
+typedef struct rule_table {
+    const rl_rule *rule[RULE_CACHE];
+    int64_t at[RULE_CACHE];       /* its ARGV index                         */
+    int64_t next;                 /* the next rule's                        */
+} rule_table;
+
+/* The ARGV index of op's rule; *is_new when it enters the table here,
+ * taking `len` values. */
+static int64_t rule_at(rule_table *t, const rl_rule *r, int64_t len,
+                       int *is_new)
+{
+    unsigned h = (unsigned)(((uint64_t)(uintptr_t)r *
+                             0x9e3779b97f4a7c15ULL) >> 58);
+
+    *is_new = t->rule[h] != r;
+    if (*is_new) {
+        t->rule[h] = r;
+        t->at[h] = t->next;
+        t->next += len;
+    }
+    return t->at[h];
+}
+
+static void table_init(rule_table *t)
+{
+    memset(t->rule, 0, sizeof t->rule);
+    t->next = RULES_AT;
+}
+
+/* Is r's replaced shape s sent with it, at `now`?  While its states may
+ * still be alive, and (compact layout) when it is kept in the same layout
+ * as the current shape: a bucket too big for the compact layout keeps
+ * the plain one, whose names differ in more than the shape. */
+static int old_shape_sent(const script_ctx *x, const rl_rule *r,
+                          const rule_shape *s, int64_t now)
+{
+    return s->until_ms > now &&
+           (!x->compact ||
+            redis_key_compact_ok(&s->ap) == redis_key_compact_ok(&r->ap));
+}
+
+static int64_t old_shapes(const script_ctx *x, const rl_rule *r, int64_t now)
+{
+    int64_t k = 0;
+
+    for (int i = 0; i < r->nprev; i++)
+        k += old_shape_sent(x, r, &r->prev[i], now);
+    return k;
+}
+
+/* How many values rule r takes in the table. */
+static int64_t rule_len(int64_t nold)
+{
+    return 7 + (nold ? 1 + 8 * nold : 0);
+}
+
+static void put_numbers(resp_buf *b, const algo_params *ap)
+{
+    resp_num(b, ap->algo);
+    resp_num(b, ap->limit);
+    resp_num(b, ap->burst);
+    resp_num(b, ap->window_ms);
+    resp_num(b, ap->p);
+    resp_num(b, ap->q);
+}
+
+/* One rule of the table: its numbers, and the shapes it replaced that may
+ * still hold state (nold of them; none for a refund), each with its
+ * numbers, its name and the time it was replaced. */
+static void put_rule(const script_ctx *x, resp_buf *b, const rl_rule *r,
+                     int64_t nold, int64_t now)
+{
+    put_numbers(b, &r->ap);
+    resp_num(b, nold);
+    if (!nold)
+        return;
+    resp_arg(b, r->shape.name, r->shape.len);
+    for (int i = 0; i < r->nprev; i++) {
+        const rule_shape *s = &r->prev[i];
+        if (!old_shape_sent(x, r, s, now))
+            continue;
+        put_numbers(b, &s->ap);
+        resp_arg(b, s->name, s->len);
+        resp_num(b, s->since_ms);
+    }
+}
+
+/* ---- the call ------------------------------------------------------------ */
+
+/* The table's size and whether any rule sends old shapes; *nkeys. */
+static int64_t table_size(const script_ctx *x, rio_job *const *jobs, int nb,
+                          int old, int64_t now, int64_t *nkeys, int *moves)
+{
+    rule_table t;
+    int is_new;
+
+    table_init(&t);
+    *nkeys = 0;
+    *moves = 0;
+    for (int j = 0; j < nb; j++) {
+        *nkeys += (int64_t)jobs[j]->n;
+        for (size_t i = 0; i < jobs[j]->n; i++) {
+            const rl_rule *rule = jobs[j]->ops[i].rule;
+            int64_t nold = old ? old_shapes(x, rule, now) : 0;
+            *moves |= nold != 0;
+            rule_at(&t, rule, rule_len(nold), &is_new);
+        }
+    }
+    return t.next;
+}
+
+static void put_keys(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
+                     int nb)
+{
+    for (int j = 0; j < nb; j++)
+        for (size_t i = 0; i < jobs[j]->n; i++) {
+            char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
+            size_t flen;
+            resp_arg(b, key, redis_key(&jobs[j]->ops[i], x->compact, key,
+                                       field, &flen));
+        }
+}
+
+/* Per op: its rule's index, cost, soft (or the charge's time), field
+ * (and key, cross-slot). */
+static void put_ops(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
+                    int nb, char mode, int old, int64_t now)
+{
+    int cross = mode == 'C', is_new;
+    rule_table t;
+
+    table_init(&t);
+    for (int j = 0; j < nb; j++) {
+        resp_num(b, (int64_t)jobs[j]->n);
+        for (size_t i = 0; i < jobs[j]->n; i++) {
+            const store_op *op = &jobs[j]->ops[i];
+            const algo_decision *d = &jobs[j]->out[i];
+            char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
+            size_t flen = 0, klen = 0;
+            int64_t nold = old ? old_shapes(x, op->rule, now) : 0;
+            resp_num(b, rule_at(&t, op->rule, rule_len(nold), &is_new));
+            resp_num(b, mode == 'r' && !(d->allowed && d->changed)
+                            ? 0 : op->cost);
+            resp_num(b, mode != 'r' ? op->soft : jobs[j]->now_ms);
+            if (x->compact || cross)
+                klen = redis_key(op, x->compact, key, field, &flen);
+            resp_arg(b, field, flen);
+            if (cross)
+                resp_arg(b, key, klen);
+        }
+    }
+}
+
+void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
+                int nb, char mode, int eval)
+{
+    int64_t nkeys, test_now = 0, now, ntable;
+    int cross = mode == 'C', old = mode != 'r', moves, is_new;
+    rule_table t;
+
+    if (x->clock && x->clock->fn)
+        test_now = x->clock->fn(x->clock->arg);
+    now = test_now ? test_now : clock_wall_ms();
+    ntable = table_size(x, jobs, nb, old, now, &nkeys, &moves);
+    resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable + nb +
+                          (cross ? 5 : 4) * nkeys);
+    if (eval) {
+        resp_arg(b, "EVAL", 4);
+        resp_arg(b, x->script, x->script_len);
+    } else {
+        resp_arg(b, "EVALSHA", 7);
+        resp_arg(b, x->sha, 40);
+    }
+    resp_num(b, cross ? 0 : nkeys);
+    if (!cross)
+        put_keys(x, b, jobs, nb);
+    resp_num(b, test_now);
+    resp_arg(b, &mode, 1);
+    resp_num(b, moves ? -ntable : ntable); /* the requests' part */
+    table_init(&t);
+    for (int j = 0; j < nb; j++)
+        for (size_t i = 0; i < jobs[j]->n; i++) {
+            const rl_rule *rule = jobs[j]->ops[i].rule;
+            int64_t nold = old ? old_shapes(x, rule, now) : 0;
+            rule_at(&t, rule, rule_len(nold), &is_new);
+            if (is_new)
+                put_rule(x, b, rule, nold, now);
+        }
+    resp_num(b, nb);
+    put_ops(x, b, jobs, nb, mode, old, now);
+}
+
+void script_put_asking(resp_buf *b)
+{
+    resp_raw(b, "*1\r\n$6\r\nASKING\r\n", 16);
+}
+
+/* ---- the answer ---------------------------------------------------------- */
+
+/* An error reply's meaning; the address of a redirect into why->addr.
+ * -1: NOSCRIPT. */
+static int classify(const redisReply *rep, rnode_reply *why)
+{
+    const char *s = rep->str;
+    int slot;
+
+    if (strncmp(s, "NOSCRIPT", 8) == 0)
+        return -1;
+    why->addr[0] = 0;
+    switch (cluster_redirect_parse(s, rep->len, &slot, why->addr,
+                                   sizeof why->addr)) {
+    case 'M':
+        return RN_MOVED;
+    case 'A':
+        return RN_ASK;
+    }
+    if (strncmp(s, "TRYAGAIN", 8) == 0)
+        return RN_TRYAGAIN;
+    if (strncmp(s, "CLUSTERDOWN", 11) == 0)
+        return RN_DOWN;
+    return RN_ERROR;
+}
+
+static void fill(rio_job *j, redisReply **el)
+{
+    for (size_t i = 0; i < j->n; i++, el += 4) {
+        algo_decision *d = &j->out[i];
+        d->allowed = el[0]->integer == 1;
+        d->changed = d->allowed && j->ops[i].cost > 0;
+        d->remaining = el[1]->integer;
+        d->reset_ms = el[2]->integer;
+        d->retry_ms = el[3]->integer;
+        d->expires_ms = d->reset_ms;
+    }
+}
+
+int script_parse(const redisReply *rep, rio_job *const *jobs,
+                 const size_t *n, int nb)
+{
+    size_t e = 0, want = 1;
+
+    if (rep->type == REDIS_REPLY_ERROR) {
+        rnode_reply why;
+        int st = classify(rep, &why);
+        if (st < 0)
+            return 1;
+        why.status = st;
+        for (int j = 0; j < nb; j++)
+            if (jobs[j])
+                jobs[j]->why = why;
+        return 0;
+    }
+    for (int j = 0; j < nb; j++)
+        want += 4 * n[j];
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != want)
+        return 0;
+    for (size_t k = 0; k < rep->elements; k++)
+        if (rep->element[k]->type != REDIS_REPLY_INTEGER)
+            return 0;
+    for (int j = 0; j < nb; e += 4 * n[j], j++) {
+        if (!jobs[j])
+            continue;
+        if (n[j] && rep->element[e]->integer < 0) { /* not here */
+            jobs[j]->why.status = RN_ELSEWHERE;
+            continue;
+        }
+        fill(jobs[j], &rep->element[e]);
+        jobs[j]->now_ms = rep->element[rep->elements - 1]->integer;
+        jobs[j]->rc = RL_OK;
+        jobs[j]->why.status = RN_OK;
+    }
+    return 0;
+}

@@ -1,0 +1,47 @@
+/*
+ * redis_script.h -- the script call of the Redis stores: a batch of
+ * requests encoded as one call of lua/check.lua, and its answer read
+ * back.  Pure functions of their arguments (no I/O, no locks): the I/O
+ * loop (redis_io.c) calls them for each connection turn.
+ */
+#ifndef RL_REDIS_SCRIPT_H
+#define RL_REDIS_SCRIPT_H
+
+#include <hiredis/hiredis.h>
+
+#include "clock.h"
+#include "redis_io.h"
+#include "resp.h"
+
+typedef struct script_ctx {
+    const char *script;          /* the text, for EVAL                   */
+    size_t script_len;
+    char sha[41];                /* its SHA-1, for EVALSHA               */
+    int compact;                 /* the compact layout (redis_key.h)     */
+    const rl_clock *clock;       /* tests: the time passed to the script */
+} script_ctx;
+
+/*
+ * One script call over jobs[0..nb), appended to b.  Mode 'c' decides and
+ * charges with every key declared; 'C' too, with the keys undeclared (a
+ * cluster batch over many slots); 'r' gives back what each job's ops
+ * charged (out[i].allowed && out[i].changed) at its now_ms.  eval: EVAL
+ * with the script's text instead of EVALSHA.
+ */
+void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
+                int nb, char mode, int eval);
+
+/* ASKING, before the call a migration redirected. */
+void script_put_asking(resp_buf *b);
+
+/*
+ * Read one call's answer for the requests it carried: slot j had n[j]
+ * ops and is jobs[j], or NULL if that job left (its deadline passed).  A
+ * job's rc, now_ms, out[] and why are filled.  Returns 1 for NOSCRIPT
+ * (nothing filled), 0 otherwise (an error reply: every job's why says
+ * which).
+ */
+int script_parse(const redisReply *rep, rio_job *const *jobs,
+                 const size_t *n, int nb);
+
+#endif

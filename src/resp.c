@@ -1,0 +1,85 @@
+/*
+ * resp.c -- see resp.h.
+ */
+#include "resp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+void resp_raw(resp_buf *b, const char *s, size_t n)
+{
+    if (b->oom)
+        return;
+    if (b->len + n > b->cap) {
+        size_t cap = (b->len + n) * 2;
+        char *np = b->heap ? realloc(b->p, cap) : malloc(cap);
+        if (!np) {
+            b->oom = 1;
+            return;
+        }
+        if (!b->heap)
+            memcpy(np, b->p, b->len);
+        b->p = np;
+        b->cap = cap;
+        b->heap = 1;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+}
+
+/* Decimal digits of v into the bytes before `end`; returns where they
+ * start. */
+static char *digits(int64_t v, char *end)
+{
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+
+    do {
+        *--end = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--end = '-';
+    return end;
+}
+
+void resp_head(resp_buf *b, char lead, int64_t v)
+{
+    char tmp[24], *end = tmp + sizeof tmp, *p;
+
+    end -= 2;
+    end[0] = '\r';
+    end[1] = '\n';
+    p = digits(v, end);
+    *--p = lead;
+    resp_raw(b, p, (size_t)(tmp + sizeof tmp - p));
+}
+
+void resp_arg(resp_buf *b, const char *s, size_t n)
+{
+    resp_head(b, '$', (int64_t)n);
+    resp_raw(b, s, n);
+    resp_raw(b, "\r\n", 2);
+}
+
+void resp_num(resp_buf *b, int64_t v)
+{
+    char tmp[24], *end = tmp + sizeof tmp, *p = digits(v, end);
+
+    resp_arg(b, p, (size_t)(end - p));
+}
+
+void resp_cmd(resp_buf *b, int argc, const char *const *argv)
+{
+    resp_head(b, '*', argc);
+    for (int i = 0; i < argc; i++)
+        resp_arg(b, argv[i], strlen(argv[i]));
+}
+
+void resp_release(resp_buf *b)
+{
+    if (b->heap)
+        free(b->p);
+    b->heap = 0;
+    b->p = NULL;
+    b->len = b->cap = 0;
+}

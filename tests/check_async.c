@@ -1,0 +1,529 @@
+/*
+ * check_async.c -- checks started without blocking (rl_check_start,
+ * rl_async_process), on the memory store, a real redis-server and a real
+ * Redis Cluster: callbacks only from rl_async_process, exact admissions
+ * with many checks in flight, all-or-nothing across rules (a cluster
+ * request over several masters refunds), deadlines and the failure modes
+ * against a hung server (SIGSTOP), the breaker, the in-flight bound, and
+ * rl_async_free with checks in flight.  The loop here is a plain poll()
+ * on rl_async_fd(); the libevent and libuv adapters have their own suite.
+ */
+#include <check.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "limiter.h"
+#include "ratelimit.h"
+#include "redis_harness.h"
+#include "store_redis.h"
+#include "timeutil.h"
+
+#define RULES                                                           \
+    "[{\"rule_id\":\"u\",\"dimension\":\"user\",\"limit\":10,"         \
+    "\"window_seconds\":3600,\"failure_mode\":\"open\"},"               \
+    " {\"rule_id\":\"ip\",\"dimension\":\"ip\",\"limit\":1000,"        \
+    "\"window_seconds\":3600,\"failure_mode\":\"closed\"},"             \
+    " {\"rule_id\":\"k\",\"dimension\":\"api_key\",\"limit\":1000,"     \
+    "\"window_seconds\":3600,\"failure_mode\":\"fallback\"}]"
+
+typedef struct tally {
+    int calls, allowed, errors;
+    unsigned flags;
+} tally;
+
+typedef struct job {
+    rl_async_check chk;
+    rl_result res;
+    tally *t;
+    int64_t started, took;
+} job;
+
+static void on_done(rl_async_check *chk, int rc)
+{
+    job *j = chk->data;
+
+    j->t->calls++;
+    j->took = now_ms() - j->started;
+    if (rc != RL_OK) {
+        j->t->errors++;
+        return;
+    }
+    j->t->allowed += j->res.allowed;
+    j->t->flags |= j->res.flags;
+}
+
+static void job_init(job *j, tally *t)
+{
+    *j = (job){.chk = RL_ASYNC_CHECK_INIT, .t = t, .started = now_ms()};
+    j->chk.cb = on_done;
+    j->chk.data = j;
+    j->res = (rl_result)RL_RESULT_INIT;
+    j->chk.result = &j->res;
+}
+
+static rl_limiter *open_lim(const char *store, const char *timeout,
+                            const char *failures)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", RULES), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", timeout), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", failures),
+                     RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_cooldown_ms", "60000"),
+                     RL_OK);
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
+    return lim;
+}
+
+/* Process completions until `want` callbacks ran or ms passed. */
+static void drain(rl_async *a, tally *t, int want, int ms)
+{
+    int64_t until = now_ms() + ms;
+
+    while (t->calls < want && now_ms() < until) {
+        struct pollfd p = {.fd = rl_async_fd(a), .events = POLLIN};
+        poll(&p, 1, 50);
+        ck_assert_int_ge(rl_async_process(a), 0);
+    }
+}
+
+static int readable(rl_async *a)
+{
+    struct pollfd p = {.fd = rl_async_fd(a), .events = POLLIN};
+
+    return poll(&p, 1, 0) == 1;
+}
+
+/* ---- the memory store ----------------------------------------------------- */
+
+START_TEST(memory_calls_back_from_process_only)
+{
+    rl_limiter *lim = open_lim("memory://", "100", "5");
+    rl_request req = {.size = sizeof(rl_request), .user = "alice", .cost = 1};
+    job jobs[12];
+    tally t = {0};
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(lim, 16, &a), RL_OK);
+    ck_assert(!readable(a));
+    for (int i = 0; i < 12; i++) {
+        job_init(&jobs[i], &t);
+        ck_assert_int_eq(rl_check_start(a, &req, &jobs[i].chk), RL_OK);
+    }
+    ck_assert_int_eq(t.calls, 0); /* never inside the start call */
+    ck_assert(readable(a));
+    ck_assert_uint_eq(rl_async_in_flight(a), 12);
+    ck_assert_int_eq(rl_async_process(a), 12);
+    ck_assert_int_eq(t.calls, 12);
+    ck_assert_int_eq(t.allowed, 10); /* limit 10 */
+    for (int i = 0; i < 12; i++)
+        ck_assert_int_eq(jobs[i].res.allowed, i < 10);
+    ck_assert_uint_eq(rl_async_in_flight(a), 0);
+    ck_assert(!readable(a));
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+START_TEST(memory_errors_and_bounds)
+{
+    rl_limiter *lim = open_lim("memory://", "100", "5");
+    rl_request req = {.size = sizeof(rl_request), .user = "bob", .cost = 1}, bad = {.user = "b",
+                                                        .cost = -1};
+    rl_request none = {.size = sizeof(rl_request), .endpoint = "/x", .cost = 1};
+    job jobs[3];
+    tally t = {0};
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(lim, 0, &a), RL_EINVAL);
+    ck_assert_int_eq(rl_async_new(lim, 2, &a), RL_OK);
+    job_init(&jobs[0], &t);
+    jobs[0].chk.size = sizeof(size_t);
+    ck_assert_int_eq(rl_check_start(a, &req, &jobs[0].chk), RL_EINVAL);
+    job_init(&jobs[0], &t);
+    ck_assert_int_eq(rl_check_start(a, &bad, &jobs[0].chk), RL_EINVAL);
+    ck_assert_int_eq(rl_check_start(a, NULL, &jobs[0].chk), RL_EINVAL);
+    ck_assert_int_eq(rl_check_start(a, &none, &jobs[0].chk), RL_OK);
+    job_init(&jobs[1], &t);
+    ck_assert_int_eq(rl_check_start(a, &req, &jobs[1].chk), RL_OK);
+    job_init(&jobs[2], &t);
+    ck_assert_int_eq(rl_check_start(a, &req, &jobs[2].chk), RL_EBUSY);
+    ck_assert_int_eq(rl_async_process(a), 2);
+    ck_assert_int_eq(t.errors, 0);
+    ck_assert(jobs[0].res.flags & RL_FLAG_NO_RULE); /* no rule: passes */
+    ck_assert_int_eq(rl_check_start(a, &req, &jobs[2].chk), RL_OK);
+    ck_assert_int_eq(rl_async_process(a), 1);
+    ck_assert_int_eq(t.calls, 3);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* A request over two rules: once one denies, the other is not charged. */
+static void all_or_nothing(const char *store)
+{
+    rl_limiter *lim = open_lim(store, "500", "5");
+    rl_request req = {.size = sizeof(rl_request), .user = "carol", .ip = "10.0.0.7", .cost = 1};
+    rl_request ip_only = {.size = sizeof(rl_request), .ip = "10.0.0.7", .cost = 0};
+    job jobs[15], probe;
+    tally t = {0}, tp = {0};
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(lim, 64, &a), RL_OK);
+    for (int i = 0; i < 15; i++) {
+        job_init(&jobs[i], &t);
+        ck_assert_int_eq(rl_check_start(a, &req, &jobs[i].chk), RL_OK);
+    }
+    drain(a, &t, 15, 5000);
+    ck_assert_int_eq(t.calls, 15);
+    ck_assert_int_eq(t.errors, 0);
+    ck_assert_int_eq(t.allowed, 10);
+    ck_assert_int_eq(t.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN), 0);
+    /* ip charged 10 times, not 15.  A cluster gives back what the
+     * passing group took in a call not waited for: wait for it to land. */
+    for (int64_t until = now_ms() + 3000;;) {
+        tp = (tally){0};
+        job_init(&probe, &tp);
+        ck_assert_int_eq(rl_check_start(a, &ip_only, &probe.chk), RL_OK);
+        drain(a, &tp, 1, 5000);
+        ck_assert_int_eq(tp.calls, 1);
+        ck_assert_int_ge(probe.res.remaining, 1000 - 15);
+        if (probe.res.remaining == 1000 - 10 || now_ms() > until)
+            break;
+        sleep_ms(10);
+    }
+    ck_assert_int_eq(probe.res.remaining, 1000 - 10);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+
+START_TEST(memory_all_or_nothing)
+{
+    all_or_nothing("memory://");
+}
+END_TEST
+
+/* ---- one redis-server ------------------------------------------------------- */
+
+static rh_server srv;
+static char uri[256];
+
+static void srv_up(void)
+{
+    ck_assert_int_eq(rh_start(&srv, NULL), 0);
+    rh_uri(&srv, uri, sizeof uri);
+}
+
+static void srv_down(void)
+{
+    rh_stop(&srv);
+}
+
+/* Many checks in flight over many clients: exactly the limit each. */
+static void many_in_flight(const char *store)
+{
+    enum { USERS = 40, PER = 15, N = USERS * PER };
+    rl_limiter *lim = open_lim(store, "2000", "5");
+    static job jobs[N];
+    char names[USERS][16];
+    rl_request req[USERS];
+    tally t = {0};
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(lim, N, &a), RL_OK);
+    for (int u = 0; u < USERS; u++) {
+        snprintf(names[u], sizeof names[u], "user%d", u);
+        req[u] = (rl_request){.size = sizeof(rl_request), .user = names[u], .cost = 1};
+    }
+    for (int i = 0; i < N; i++) {
+        job_init(&jobs[i], &t);
+        ck_assert_int_eq(rl_check_start(a, &req[i % USERS], &jobs[i].chk),
+                         RL_OK);
+    }
+    ck_assert_uint_eq(rl_async_in_flight(a), N);
+    drain(a, &t, N, 10000);
+    ck_assert_int_eq(t.calls, N);
+    ck_assert_int_eq(t.errors, 0);
+    ck_assert_int_eq(t.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN), 0);
+    ck_assert_int_eq(t.allowed, USERS * 10);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+
+START_TEST(redis_many_in_flight)
+{
+    many_in_flight(uri);
+}
+END_TEST
+
+START_TEST(redis_all_or_nothing)
+{
+    all_or_nothing(uri);
+}
+END_TEST
+
+/* A hung server: every check completes by its deadline, decided by its
+ * rule's failure mode; then the breaker opens and checks complete with
+ * no wait at all. */
+START_TEST(redis_deadline_failure_modes_breaker)
+{
+    rl_limiter *lim = open_lim(uri, "80", "3");
+    rl_request open_r = {.size = sizeof(rl_request), .user = "dave", .cost = 1};
+    rl_request closed_r = {.size = sizeof(rl_request), .ip = "10.1.1.1", .cost = 1};
+    rl_request fb_r = {.size = sizeof(rl_request), .api_key = "k1", .cost = 1};
+    job jobs[3], late;
+    tally t = {0}, tl = {0};
+    rl_stats st = RL_STATS_INIT;
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(lim, 8, &a), RL_OK);
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    for (int i = 0; i < 3; i++)
+        job_init(&jobs[i], &t);
+    ck_assert_int_eq(rl_check_start(a, &open_r, &jobs[0].chk), RL_OK);
+    ck_assert_int_eq(rl_check_start(a, &closed_r, &jobs[1].chk), RL_OK);
+    ck_assert_int_eq(rl_check_start(a, &fb_r, &jobs[2].chk), RL_OK);
+    drain(a, &t, 3, 5000);
+    ck_assert_int_eq(t.calls, 3);
+    ck_assert_int_eq(t.errors, 0);
+    for (int i = 0; i < 3; i++) /* by the deadline, with slack for CI */
+        ck_assert_msg(jobs[i].took >= 70 && jobs[i].took < 80 + 1000,
+                      "check %d took %lld ms", i, (long long)jobs[i].took);
+    ck_assert(jobs[0].res.allowed && (jobs[0].res.flags & RL_FLAG_FAIL_OPEN));
+    ck_assert(!jobs[1].res.allowed &&
+              (jobs[1].res.flags & RL_FLAG_FAIL_CLOSED));
+    ck_assert(jobs[2].res.allowed && (jobs[2].res.flags & RL_FLAG_FALLBACK));
+    rl_stats_get(lim, &st); /* three failures in a row: open */
+    ck_assert_int_eq(st.breaker_state, RL_BREAKER_OPEN);
+    job_init(&late, &tl);
+    ck_assert_int_eq(rl_check_start(a, &open_r, &late.chk), RL_OK);
+    ck_assert(readable(a)); /* decided at once: no network call */
+    ck_assert_int_eq(rl_async_process(a), 1);
+    ck_assert(late.res.flags & RL_FLAG_FAIL_OPEN);
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* rl_async_free with checks in flight: it waits for them (by their
+ * deadline) and calls none of their callbacks; the limiter is freed
+ * after. */
+START_TEST(redis_free_with_checks_in_flight)
+{
+    rl_limiter *lim = open_lim(uri, "200", "1000");
+    rl_request req = {.size = sizeof(rl_request), .user = "erin", .cost = 1};
+    job jobs[32];
+    tally t = {0};
+    rl_async *a;
+    int64_t t0;
+
+    ck_assert_int_eq(rl_async_new(lim, 32, &a), RL_OK);
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    for (int i = 0; i < 32; i++) {
+        job_init(&jobs[i], &t);
+        ck_assert_int_eq(rl_check_start(a, &req, &jobs[i].chk), RL_OK);
+    }
+    t0 = now_ms();
+    rl_async_free(a);
+    ck_assert_int_lt(now_ms() - t0, 200 + 1500);
+    ck_assert_int_eq(t.calls, 0);
+    rl_limiter_free(lim);
+    ck_assert_int_eq(rh_resume(&srv), 0);
+}
+END_TEST
+
+/* Blocking callers and a loop context on one limiter share the limit. */
+START_TEST(redis_async_and_blocking_share)
+{
+    rl_limiter *lim = open_lim(uri, "2000", "5");
+    rl_request req = {.size = sizeof(rl_request), .user = "frank", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
+    job jobs[8];
+    tally t = {0};
+    rl_async *a;
+    int blocking = 0;
+
+    ck_assert_int_eq(rl_async_new(lim, 8, &a), RL_OK);
+    for (int i = 0; i < 8; i++) {
+        job_init(&jobs[i], &t);
+        ck_assert_int_eq(rl_check_start(a, &req, &jobs[i].chk), RL_OK);
+    }
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+        blocking += res.allowed;
+    }
+    drain(a, &t, 8, 5000);
+    ck_assert_int_eq(t.calls, 8);
+    ck_assert_int_eq(t.allowed + blocking, 10);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* ---- a Redis Cluster ---------------------------------------------------------- */
+
+static rh_cluster cl;
+static char curi[1024];
+
+static void cluster_up(void)
+{
+    ck_assert_msg(rh_cluster_start(&cl, 3, 0, 2000) == 0,
+                  "rh_cluster_start: see stderr");
+    ck_assert_ptr_nonnull(rh_cluster_uri(&cl, 0, curi, sizeof curi));
+}
+
+static void cluster_down(void)
+{
+    rh_cluster_stop(&cl);
+}
+
+START_TEST(cluster_many_in_flight)
+{
+    many_in_flight(curi);
+}
+END_TEST
+
+/* The user's and the ip's counters live on different slots (different
+ * masters, mostly): a denial refunds the group that passed. */
+START_TEST(cluster_all_or_nothing)
+{
+    all_or_nothing(curi);
+}
+END_TEST
+
+/* n async checks of name (cost 1; cost 0 with probe) through the loop;
+ * how many were allowed, none degraded. */
+static int async_round(rl_async *a, const char *name, int n, int cost,
+                       rl_result *last)
+{
+    rl_request req = {.size = sizeof(rl_request), .user = name, .cost = cost};
+    job jobs[8];
+    tally t = {0};
+
+    for (int i = 0; i < n; i++) {
+        job_init(&jobs[i], &t);
+        ck_assert_int_eq(rl_check_start(a, &req, &jobs[i].chk), RL_OK);
+    }
+    drain(a, &t, n, 5000);
+    ck_assert_int_eq(t.calls, n);
+    ck_assert_int_eq(t.errors, 0);
+    ck_assert_msg(!(t.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN)),
+                  "%s: decided without Redis (flags %x)", name, t.flags);
+    *last = jobs[n - 1].res;
+    return t.allowed;
+}
+
+static int other_master(int not)
+{
+    for (int i = 0; i < cl.n; i++)
+        if (i != not && rh_cluster_is_master(&cl, i) == 1)
+            return i;
+    return -1;
+}
+
+/* A slot moves from its master to another while started checks go on:
+ * ASK while it is half-moved (new keys created on the target, then every
+ * key there), MOVED after; every check decided by Redis, every count
+ * exact. */
+START_TEST(cluster_reshard_follows_ask_and_moved)
+{
+    static const int rounds[4][2] = {{0, 4}, {0, 8}, {0, 8}, {0, 8}};
+    static const int per[4] = {2, 2, 2, 3};
+    char name[8][24], client[40];
+    int charged[8] = {0}, src, to, n = 0;
+    unsigned slot = 0;
+    rl_limiter *lim = open_lim(curi, "2000", "5");
+    store_redis_stats st;
+    rl_result last = RL_RESULT_INIT;
+    rl_async *a;
+
+    for (int k = 0, i = 0; i < 8; k++) { /* eight clients of one slot */
+        snprintf(name[i], sizeof name[i], "mv%d", k);
+        snprintf(client, sizeof client, "user:%s", name[i]);
+        if (i == 0)
+            slot = rh_key_slot(client, strlen(client));
+        if (rh_key_slot(client, strlen(client)) == slot)
+            i++;
+    }
+    src = rh_cluster_master_of(&cl, (int)slot);
+    to = other_master(src);
+    ck_assert_int_eq(rl_async_new(lim, 8, &a), RL_OK);
+    for (int step = 0; step < 4; step++) {
+        if (step == 1)
+            ck_assert_int_eq(rh_cluster_migrate_begin(&cl, (int)slot, to), 0);
+        if (step == 2)
+            ck_assert_int_ge(rh_cluster_migrate_keys(&cl, (int)slot, 1000),
+                             1);
+        if (step == 3) {
+            ck_assert_int_eq(rh_cluster_migrate_keys(&cl, (int)slot, 1000),
+                             0);
+            ck_assert_int_eq(rh_cluster_migrate_end(&cl, (int)slot, to), 0);
+        }
+        for (int i = rounds[step][0]; i < rounds[step][1]; i++) {
+            n = async_round(a, name[i], per[step], 1, &last);
+            ck_assert_int_eq(n, per[step]); /* all under the limit of 10 */
+            charged[i] += per[step];
+        }
+    }
+    for (int i = 0; i < 8; i++) { /* the counts, exact, on the new master */
+        async_round(a, name[i], 1, 0, &last);
+        ck_assert_int_eq(last.remaining, 10 - charged[i]);
+    }
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_ge(st.asks, 1);
+    ck_assert_int_ge(st.moved, 1);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+    Suite *s = suite_create("async");
+    TCase *mem = tcase_create("memory");
+    TCase *red = tcase_create("redis");
+    TCase *clu = tcase_create("cluster");
+
+    tcase_add_test(mem, memory_calls_back_from_process_only);
+    tcase_add_test(mem, memory_errors_and_bounds);
+    tcase_add_test(mem, memory_all_or_nothing);
+    suite_add_tcase(s, mem);
+    if (rh_available()) {
+        tcase_add_checked_fixture(red, srv_up, srv_down);
+        tcase_set_timeout(red, 60);
+        tcase_add_test(red, redis_many_in_flight);
+        tcase_add_test(red, redis_all_or_nothing);
+        tcase_add_test(red, redis_deadline_failure_modes_breaker);
+        tcase_add_test(red, redis_free_with_checks_in_flight);
+        tcase_add_test(red, redis_async_and_blocking_share);
+        suite_add_tcase(s, red);
+    }
+    if (rh_cluster_available()) {
+        tcase_add_checked_fixture(clu, cluster_up, cluster_down);
+        tcase_set_timeout(clu, 120);
+        tcase_add_test(clu, cluster_many_in_flight);
+        tcase_add_test(clu, cluster_all_or_nothing);
+        tcase_add_test(clu, cluster_reshard_follows_ask_and_moved);
+        suite_add_tcase(s, clu);
+    }
+    return s;
+}
+
+int main(void)
+{
+    SRunner *r = srunner_create(suite());
+    int failed;
+
+    srunner_run_all(r, CK_NORMAL);
+    failed = srunner_ntests_failed(r);
+    srunner_free(r);
+    return failed ? 1 : 0;
+}
