@@ -135,9 +135,11 @@ END_TEST
 START_TEST(memory_errors_and_bounds)
 {
     rl_limiter *lim = open_lim("memory://", "100", "5");
-    rl_request req = {.size = sizeof(rl_request), .user = "bob", .cost = 1}, bad = {.user = "b",
-                                                        .cost = -1};
-    rl_request none = {.size = sizeof(rl_request), .endpoint = "/x", .cost = 1};
+    rl_request req = {.size = sizeof(rl_request), .user = "bob", .cost = 1};
+    rl_request bad = {.size = sizeof(rl_request), .user = "b", .cost = -1};
+    rl_request unsized = {.user = "bob", .cost = 1};
+    rl_request none = {.size = sizeof(rl_request), .endpoint = "/x",
+                       .cost = 1};
     job jobs[3];
     tally t = {0};
     rl_async *a;
@@ -148,7 +150,14 @@ START_TEST(memory_errors_and_bounds)
     jobs[0].chk.size = sizeof(size_t);
     ck_assert_int_eq(rl_check_start(a, &req, &jobs[0].chk), RL_EINVAL);
     job_init(&jobs[0], &t);
+    ck_assert_int_eq(rl_check_start(a, &unsized, &jobs[0].chk), RL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(rl_errmsg(lim), "req->size"));
+    jobs[0].res.size = 0;
+    ck_assert_int_eq(rl_check_start(a, &req, &jobs[0].chk), RL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(rl_errmsg(lim), "RL_RESULT_INIT"));
+    job_init(&jobs[0], &t);
     ck_assert_int_eq(rl_check_start(a, &bad, &jobs[0].chk), RL_EINVAL);
+    ck_assert_ptr_nonnull(strstr(rl_errmsg(lim), "cost"));
     ck_assert_int_eq(rl_check_start(a, NULL, &jobs[0].chk), RL_EINVAL);
     ck_assert_int_eq(rl_check_start(a, &none, &jobs[0].chk), RL_OK);
     job_init(&jobs[1], &t);
