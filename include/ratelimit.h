@@ -446,8 +446,9 @@ RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out);
 typedef struct rl_async rl_async;
 typedef struct rl_async_check rl_async_check;
 
-/* rc: RL_OK with *chk->result filled, or what rl_check() would return
- * (RL_ESTORE when the store failed and no failure mode decided). */
+/* rc: RL_OK with *chk->result filled (as far as its size says), or what
+ * rl_check() would return (RL_ESTORE when the store failed and no failure
+ * mode decided). */
 typedef void rl_async_cb(rl_async_check *chk, int rc);
 
 struct rl_async_check {
@@ -483,7 +484,8 @@ RL_EXPORT int rl_async_fd(const rl_async *a);
  * for chk (the caller's, chk->size, cb and result set; it and *result
  * must stay valid until the callback ran).  RL_OK: the callback will run.
  * Otherwise nothing was started and no callback runs: RL_EINVAL (a NULL
- * argument, chk->size too small, a bad cost or dimension), RL_ERULE (more
+ * argument, chk->size, req->size or chk->result->size below the struct's
+ * RL_*_SIZE_MIN, a bad cost or dimension), RL_ERULE (more
  * than 32 rules match), RL_EBUSY (max_in_flight checks in flight), with
  * rl_errmsg(lim).
  */

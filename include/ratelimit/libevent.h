@@ -25,7 +25,7 @@ typedef struct rl_event {
     rl_async *async;
 } rl_event;
 
-static void rl_event__ready(evutil_socket_t fd, short what, void *arg)
+static inline void rlad_event_ready(evutil_socket_t fd, short what, void *arg)
 {
     (void)fd;
     (void)what;
@@ -40,7 +40,7 @@ static inline int rl_event_attach(rl_event *w, struct event_base *base,
 {
     w->async = a;
     w->ev = event_new(base, rl_async_fd(a), EV_READ | EV_PERSIST,
-                      rl_event__ready, a);
+                      rlad_event_ready, a);
     if (!w->ev)
         return -1;
     if (event_add(w->ev, NULL) != 0) {

@@ -26,7 +26,7 @@ typedef struct rl_uv {
     rl_async *async;
 } rl_uv;
 
-static void rl_uv__ready(uv_poll_t *p, int status, int events)
+static inline void rlad_uv_ready(uv_poll_t *p, int status, int events)
 {
     (void)status;
     (void)events;
@@ -43,7 +43,7 @@ static inline int rl_uv_attach(rl_uv *w, uv_loop_t *loop, rl_async *a)
     if ((rc = uv_poll_init(loop, &w->poll, rl_async_fd(a))) != 0)
         return rc;
     w->poll.data = w;
-    return uv_poll_start(&w->poll, UV_READABLE, rl_uv__ready);
+    return uv_poll_start(&w->poll, UV_READABLE, rlad_uv_ready);
 }
 
 /* Stop watching; closed calls back (may be NULL) once libuv let go of
