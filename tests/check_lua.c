@@ -711,6 +711,51 @@ START_TEST(conversion_same_in_cluster_batch_mode)
 }
 END_TEST
 
+/* A sliding window's state last written in the window before now's: its
+ * previous count no longer counts, and the compact layout no longer has
+ * it (its hash expired when now's window began), so the conversion takes
+ * the level at the change without it, in C and in both layouts alike.
+ * 6 charged in window a - 1, 2 in window a, the change 1 s before a's
+ * end, the request in a + 1: used = 2 (not ceil(6 / 60 + 2) = 3). */
+START_TEST(conversion_sliding_previous_count_gone)
+{
+    algo_params sw, fw;
+    algo_decision c, l;
+    algo_state st = {0}, out;
+    rule_shape ssw, sfw;
+    char err[100], kf[64], kt[64];
+    int64_t a = (test_base() + 3600 * 1000) / 3600000 * 60 + 7;
+
+    ck_assert_int_eq(algo_params_init(&sw, RL_ALGO_SLIDING_WINDOW, 10, 0, 60,
+                                      err, sizeof err), 0);
+    ck_assert_int_eq(algo_params_init(&fw, RL_ALGO_FIXED_WINDOW, 10, 0, 3600,
+                                      err, sizeof err), 0);
+    rule_shape_init(&ssw, "prev", &sw);
+    rule_shape_init(&sfw, "prev", &fw);
+    for (int compact = 0; compact < 2; compact++) {
+        const char *f = compact ? "31" : "";
+        const char *stem = compact ? "rlc:{5}:prev:" : "rl:{prev}:prev:";
+        oldshape os = {&sw, ssw.name, (a + 1) * 60000 - 1000};
+        int64_t now = (a + 1) * 60000 + 500;
+
+        snprintf(kf, sizeof kf, "%s%s", stem, ssw.name);
+        snprintf(kt, sizeof kt, "%s%s", stem, sfw.name);
+        memset(&st, 0, sizeof st);
+        for (int i = 0; i < 8; i++) {
+            int64_t t = i < 6 ? (a - 1) * 60000 + 100 : a * 60000 + 100;
+            algo_apply(&sw, &st, t, 1, &c);
+            lua_apply(&sw, kf, f, t, 1, &l);
+            ck_assert(c.allowed && l.allowed);
+        }
+        algo_convert(&sw, &st, &fw, os.since, now, &out);
+        algo_apply(&fw, &out, now, 0, &c);
+        lua_apply_changed(&fw, sfw.name, &os, kt, f, now, 0, &l);
+        ck_assert_int_eq(c.remaining, 8);
+        ck_assert_int_eq(l.remaining, 8);
+    }
+}
+END_TEST
+
 /* A converted state is written, and its old state deleted, only when the
  * whole request passes: another rule's denial leaves both as they were. */
 START_TEST(conversion_all_or_nothing)
@@ -830,6 +875,7 @@ int main(void)
     tcase_add_test(tc, conversion_same_in_c_and_lua_plain);
     tcase_add_test(tc, conversion_same_in_c_and_lua_compact);
     tcase_add_test(tc, conversion_same_in_cluster_batch_mode);
+    tcase_add_test(tc, conversion_sliding_previous_count_gone);
     tcase_add_test(tc, conversion_all_or_nothing);
     suite_add_tcase(s, tc);
     return run_suite(s);
