@@ -14,10 +14,10 @@
 -- now if earlier), so a client denied again and again is converted alike
 -- each time and the new numbers apply from the change on; it is taken from
 -- what of the state still counts at now (a sliding window written before
--- now's window drops its previous count, which compact.lua no longer has).  A window gets
--- `used`, at most to's limit, as the count of the window holding that
--- time (sliding: curr = used, prev = 0); a bucket's level is placed at
--- that time and refills at to's rate from there.  A state fresh again at
+-- now's window drops its previous count, which compact.lua no longer
+-- has).  A window gets `used`, at most to's limit, as the count of the
+-- window holding that time (sliding: curr = used, prev = 0); a bucket's
+-- level is placed at that time and refills at to's rate from there.  A state fresh again at
 -- now (a full bucket, windows passed) gives a fresh one, as an expired
 -- state would.  The same units (same algorithm and window; for the
 -- buckets also limit and burst) keep the state as it is.  check.lua calls it when a client has no
