@@ -12,10 +12,12 @@
 --
 -- The level is taken as at the change (the time the rule was replaced, or
 -- now if earlier), so a client denied again and again is converted alike
--- each time and the new numbers apply from the change on.  A window gets
--- `used`, at most to's limit, as the count of the window holding that
--- time (sliding: curr = used, prev = 0); a bucket's level is placed at
--- that time and refills at to's rate from there.  A state fresh again at
+-- each time and the new numbers apply from the change on; it is taken from
+-- what of the state still counts at now (a sliding window written before
+-- now's window drops its previous count, which compact.lua no longer
+-- has).  A window gets `used`, at most to's limit, as the count of the
+-- window holding that time (sliding: curr = used, prev = 0); a bucket's
+-- level is placed at that time and refills at to's rate from there.  A state fresh again at
 -- now (a full bucket, windows passed) gives a fresh one, as an expired
 -- state would.  The same units (same algorithm and window; for the
 -- buckets also limit and burst) keep the state as it is.  check.lua calls it when a client has no
@@ -82,6 +84,11 @@ if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
     return ceil_div(prev * (fw - e) + curr * fw, fw), idx * fw + e
   end
 
+  -- What of the state still counts at now (src/algo.c, live_at): a
+  -- sliding window last written before now's window loses its previous
+  -- count, whose hash the compact layout let expire when now's window
+  -- began (compact.lua reads it as 0 then).
+  if falgo == 0 and a < idiv(now, fw) then c = 0 end
   local fresh, at = 0, since
   if fbucket then fresh = fburst end
   if now < at then at = now end

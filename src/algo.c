@@ -341,6 +341,22 @@ static int64_t level_at(const algo_params *ap, const algo_state *st,
     }
 }
 
+/* The part of a state that still counts at `now`: a sliding window last
+ * written before now's window loses its previous count (st->c, the count
+ * of the window two or more before now's), which no longer weighs on any
+ * decision from now on and which the compact layout no longer holds: that
+ * window's hash expired when now's window began (lua/compact.lua).  Every
+ * store converts from what all of them still have. */
+static algo_state live_at(const algo_params *ap, const algo_state *st,
+                          int64_t now)
+{
+    algo_state live = *st;
+
+    if (ap->algo == RL_ALGO_SLIDING_WINDOW && live.a < now / ap->window_ms)
+        live.c = 0;
+    return live;
+}
+
 /* The decision table is in algo.h, above the declaration. */
 int algo_convert(const algo_params *from, const algo_state *st,
                  const algo_params *to, int64_t since_ms, int64_t now_ms,
@@ -348,15 +364,17 @@ int algo_convert(const algo_params *from, const algo_state *st,
 {
     int64_t at = since_ms < now_ms ? since_ms : now_ms, t, level, used;
     int64_t fresh = is_bucket(from->algo) ? from->burst : 0;
+    algo_state live;
 
     if (algo_same_units(from, to)) {
         *out = *st;
         return 1;
     }
     memset(out, 0, sizeof *out);
-    if (level_at(from, st, now_ms, &t) == fresh)
+    live = live_at(from, st, now_ms);
+    if (level_at(from, &live, now_ms, &t) == fresh)
         return 0;
-    level = level_at(from, st, at, &t);
+    level = level_at(from, &live, at, &t);
     used = is_bucket(from->algo) ? from->burst - level : level;
     if (is_bucket(to->algo)) {
         int64_t avail = is_bucket(from->algo) ? level : to->burst - used;

@@ -83,7 +83,11 @@ int64_t algo_state_life_ms(const algo_params *ap);
  * into one under `to`.  The level is taken as at the change, at =
  * min(since_ms, now_ms) (a state last written later is taken at its own
  * time), so a client that keeps being denied is converted the same way
- * each time, and the new numbers apply from the change on:
+ * each time, and the new numbers apply from the change on.  It is taken
+ * from what of the state still counts at now_ms: a sliding window last
+ * written in a window before now_ms's drops its previous count (that
+ * window's weight is gone by now_ms, and so is its hash in Redis's compact
+ * layout, so every store sees the same level):
  *
  *   from \ to      bucket                      window
  *   bucket         whole tokens available,     used = from's burst - whole

@@ -222,21 +222,43 @@ static int64_t real_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* The base time of the differential tests: RL_TEST_BASE_MS when set, to
+ * replay a failing run (its failure message prints the base; the RNG's
+ * seed is a constant, so the base is all that varies), else the real clock
+ * an hour ahead, on a whole second.  A replayed base must still be ahead
+ * of the real clock by ten minutes or more: Redis expires keys by its own
+ * clock, and a key written with an expiry already past would vanish. */
+static int64_t test_base(void)
+{
+    const char *env = getenv("RL_TEST_BASE_MS");
+    int64_t base;
+    char *end;
+
+    if (!env || !*env)
+        return real_ms() / 1000 * 1000 + 3600 * 1000;
+    base = (int64_t)strtoll(env, &end, 10);
+    ck_assert_msg(*end == 0 && base > real_ms() + 600 * 1000,
+                  "RL_TEST_BASE_MS=%s: a time in ms at least 10 minutes "
+                  "ahead of the real clock (%lld)", env,
+                  (long long)real_ms());
+    return base;
+}
+
 static void same_decision(const algo_decision *c, const algo_decision *l,
                           const char *what, const algo_params *ap, int step,
-                          int64_t t, int64_t cost)
+                          int64_t base, int64_t t, int64_t cost)
 {
     ck_assert_msg(c->allowed == l->allowed &&
                   c->remaining == l->remaining &&
                   c->reset_ms == l->reset_ms &&
                   c->retry_ms == l->retry_ms,
                   "%s: %s limit %lld burst %lld window %lld ms, step %d "
-                  "at t=%lld cost %lld: {%d %lld %lld %lld} vs "
-                  "{%d %lld %lld %lld}",
+                  "at t=%lld cost %lld (RL_TEST_BASE_MS=%lld): "
+                  "{%d %lld %lld %lld} vs {%d %lld %lld %lld}",
                   what, algo_name(ap->algo), (long long)ap->limit,
                   (long long)ap->burst, (long long)ap->window_ms, step,
-                  (long long)t, (long long)cost, c->allowed,
-                  (long long)c->remaining, (long long)c->reset_ms,
+                  (long long)(t - base), (long long)cost, (long long)base,
+                  c->allowed, (long long)c->remaining, (long long)c->reset_ms,
                   (long long)c->retry_ms, l->allowed,
                   (long long)l->remaining, (long long)l->reset_ms,
                   (long long)l->retry_ms);
@@ -291,7 +313,7 @@ static int64_t next_cost(const algo_params *ap)
  * compact layout decides the same only there (see lua/compact.lua). */
 static void differential(int algo, int rules, int steps, int compact)
 {
-    int64_t base = real_ms() / 1000 * 1000 + 3600 * 1000;
+    int64_t base = test_base();
 
     for (int r = 0; r < rules; r++) {
         algo_params ap = random_params(algo);
@@ -318,7 +340,7 @@ static void differential(int algo, int rules, int steps, int compact)
             algo_apply(&ap, &st[who], t, cost, &c);
             lua_apply(&ap, key, field[who], t, cost, &l);
             same_decision(&c, &l, compact ? "C vs Lua compact" : "C vs Lua",
-                          &ap, s, t - base, cost);
+                          &ap, s, base, t, cost);
             if (!compact) {
                 t = next_time(&ap, t, base);
                 continue;
@@ -402,7 +424,7 @@ END_TEST
  * never goes back here. */
 static void refund_restores(int algo, int compact)
 {
-    int64_t base = real_ms() + 3600 * 1000;
+    int64_t base = test_base();
 
     for (int r = 0; r < 30; r++) {
         algo_params ap = random_params(algo);
@@ -438,13 +460,13 @@ static void refund_restores(int algo, int compact)
                 lua_apply(&ap, kb, fb, t, cost, &db);
                 same_decision(&da, &db, compact ? "compact, A vs B"
                                                 : "plain, A vs B",
-                              &ap, s, t - base, cost);
+                              &ap, s, base, t, cost);
             }
             lua_apply(&ap, ka, fa, t, 0, &da); /* a probe charges nothing */
             lua_apply(&ap, kb, fb, t, 0, &db);
             same_decision(&da, &db, compact ? "compact probe, A vs B"
                                             : "plain probe, A vs B",
-                          &ap, s, t - base, 0);
+                          &ap, s, base, t, 0);
             int64_t next = next_time(&ap, t, t);
             t = next > t ? next : t; /* never back */
         }
@@ -597,7 +619,7 @@ static void lua_apply_changed(const algo_params *to, const char *shape,
  * key is gone exactly once C has written the new state. */
 static void conversion(int compact, int pairs, int steps)
 {
-    int64_t base = real_ms() / 1000 * 1000 + 3600 * 1000;
+    int64_t base = test_base();
 
     for (int r = 0; r < pairs; r++) {
         algo_params from = random_params((int)rnd(4));
@@ -625,7 +647,7 @@ static void conversion(int compact, int pairs, int steps)
             int64_t cost = next_cost(&from);
             algo_apply(&from, &so, t, cost, &c);
             lua_apply(&from, kf, field, t, cost, &l);
-            same_decision(&c, &l, "before the change", &from, s, t - base,
+            same_decision(&c, &l, "before the change", &from, s, base, t,
                           cost);
         }
         old_there = (int)cmd_int("EXISTS %s", kf);
@@ -651,11 +673,12 @@ static void conversion(int compact, int pairs, int steps)
                           c.reset_ms == l.reset_ms &&
                           c.retry_ms == l.retry_ms,
                           "%s -> %s (%s), step %d at t=%lld cost %lld "
-                          "(change at %lld): C {%d %lld %lld %lld} vs Lua "
-                          "{%d %lld %lld %lld}", sf.name, sto.name,
-                          compact ? "compact" : "plain", s,
+                          "(change at %lld, RL_TEST_BASE_MS=%lld): C {%d "
+                          "%lld %lld %lld} vs Lua {%d %lld %lld %lld}",
+                          sf.name, sto.name, compact ? "compact" : "plain", s,
                           (long long)(t - base), (long long)cost,
-                          (long long)(os.since - base), c.allowed,
+                          (long long)(os.since - base), (long long)base,
+                          c.allowed,
                           (long long)c.remaining, (long long)c.reset_ms,
                           (long long)c.retry_ms, l.allowed,
                           (long long)l.remaining, (long long)l.reset_ms,
@@ -685,6 +708,51 @@ START_TEST(conversion_same_in_cluster_batch_mode)
     conversion(0, 40, 20);
     conversion(1, 40, 20);
     cross_mode = 0;
+}
+END_TEST
+
+/* A sliding window's state last written in the window before now's: its
+ * previous count no longer counts, and the compact layout no longer has
+ * it (its hash expired when now's window began), so the conversion takes
+ * the level at the change without it, in C and in both layouts alike.
+ * 6 charged in window a - 1, 2 in window a, the change 1 s before a's
+ * end, the request in a + 1: used = 2 (not ceil(6 / 60 + 2) = 3). */
+START_TEST(conversion_sliding_previous_count_gone)
+{
+    algo_params sw, fw;
+    algo_decision c, l;
+    algo_state st = {0}, out;
+    rule_shape ssw, sfw;
+    char err[100], kf[64], kt[64];
+    int64_t a = (test_base() + 3600 * 1000) / 3600000 * 60 + 7;
+
+    ck_assert_int_eq(algo_params_init(&sw, RL_ALGO_SLIDING_WINDOW, 10, 0, 60,
+                                      err, sizeof err), 0);
+    ck_assert_int_eq(algo_params_init(&fw, RL_ALGO_FIXED_WINDOW, 10, 0, 3600,
+                                      err, sizeof err), 0);
+    rule_shape_init(&ssw, "prev", &sw);
+    rule_shape_init(&sfw, "prev", &fw);
+    for (int compact = 0; compact < 2; compact++) {
+        const char *f = compact ? "31" : "";
+        const char *stem = compact ? "rlc:{5}:prev:" : "rl:{prev}:prev:";
+        oldshape os = {&sw, ssw.name, (a + 1) * 60000 - 1000};
+        int64_t now = (a + 1) * 60000 + 500;
+
+        snprintf(kf, sizeof kf, "%s%s", stem, ssw.name);
+        snprintf(kt, sizeof kt, "%s%s", stem, sfw.name);
+        memset(&st, 0, sizeof st);
+        for (int i = 0; i < 8; i++) {
+            int64_t t = i < 6 ? (a - 1) * 60000 + 100 : a * 60000 + 100;
+            algo_apply(&sw, &st, t, 1, &c);
+            lua_apply(&sw, kf, f, t, 1, &l);
+            ck_assert(c.allowed && l.allowed);
+        }
+        algo_convert(&sw, &st, &fw, os.since, now, &out);
+        algo_apply(&fw, &out, now, 0, &c);
+        lua_apply_changed(&fw, sfw.name, &os, kt, f, now, 0, &l);
+        ck_assert_int_eq(c.remaining, 8);
+        ck_assert_int_eq(l.remaining, 8);
+    }
 }
 END_TEST
 
@@ -807,6 +875,7 @@ int main(void)
     tcase_add_test(tc, conversion_same_in_c_and_lua_plain);
     tcase_add_test(tc, conversion_same_in_c_and_lua_compact);
     tcase_add_test(tc, conversion_same_in_cluster_batch_mode);
+    tcase_add_test(tc, conversion_sliding_previous_count_gone);
     tcase_add_test(tc, conversion_all_or_nothing);
     suite_add_tcase(s, tc);
     return run_suite(s);

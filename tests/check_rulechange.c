@@ -908,6 +908,12 @@ START_TEST(convert_table)
                                   T0 + 12500, &out), 1);
     ck_assert_int_eq(out.b, 7);           /* curr = used, prev = 0    */
     ck_assert_int_eq(out.c, 0);
+    /* converted in the next window, the change as before: the previous
+     * count (6) no longer counts by now, so used = 2, available 20 - 2 */
+    ck_assert_int_eq(algo_convert(&sw, &st, &tb2, T0 + 12500,
+                                  T0 + 20500, &out), 1);
+    algo_apply(&tb2, &out, T0 + 20500, 0, &d);
+    ck_assert_int_eq(d.remaining, 18);    /* 18.8 at 1 per 10 s       */
     /* the same units: copied as they are */
     ck_assert_int_eq(algo_convert(&sw, &st, &sw, T0 + 12500,
                                   T0 + 12500, &out), 1);
