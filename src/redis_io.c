@@ -669,6 +669,8 @@ static int64_t next_wake(rio *r, int64_t now, int *idle)
         if (j->not_before_ns > now && j->not_before_ns < t)
             t = j->not_before_ns;
     }
+    for (rio_job *j = r->rhead; j; j = j->next) /* no room to send yet */
+        t = j->deadline_ns < t ? j->deadline_ns : t;
     for (int i = 0; i < r->nconns; i++) {
         conn *c = &r->c[i];
         if (c->fd >= 0 && !c->b.active)
@@ -687,18 +689,24 @@ static int64_t next_wake(rio *r, int64_t now, int *idle)
     return t;
 }
 
+/* The sleep's length is measured from a clock read just before it, not
+ * from the turn's start: a turn the scheduler preempted (a busy machine
+ * stalls a runnable thread for hundreds of ms) must not add its stall to
+ * the next deadline, and a deadline that passed meanwhile is met at once
+ * rather than a whole timeout later. */
 static void wait_events(rio *r, int64_t now)
 {
     struct epoll_event ev[RIO_MAX_CONNS + 1];
     int idle, n, timeout = 0;
-    int64_t until = next_wake(r, now, &idle);
+    int64_t until = next_wake(r, now, &idle), left;
 
     atomic_store(&r->wake_at, until);
     atomic_store(&r->sleeping, idle ? 1 : 2);
-    if (atomic_load(&r->queued)) /* work came (or deadlines to learn) */
+    left = until - clock_mono_ns();
+    if (atomic_load(&r->queued) || left <= 0) /* work, or a deadline, due */
         atomic_store(&r->sleeping, 0);
     else
-        timeout = (int)((until - now + 999999) / 1000000);
+        timeout = (int)((left + 999999) / 1000000);
     n = epoll_wait(r->epfd, ev, RIO_MAX_CONNS + 1,
                    atomic_load(&r->sleeping) ? timeout : 0);
     atomic_store(&r->sleeping, 0);
