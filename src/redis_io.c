@@ -841,13 +841,22 @@ static void fail_now(rio_job *j)
 }
 
 /* mu, waited for at most until deadline_ns: its holder (the loop, or
- * another submitter) may be preempted while it holds it. */
+ * another submitter) may be preempted while it holds it.  The wait is a
+ * timedlock on CLOCK_REALTIME, the deadline carried over (the sanitizers
+ * know timedlock; a clock step during the wait only moves its end). */
 static int lock_until(rio *r, int64_t deadline_ns)
 {
-    struct timespec ts = {.tv_sec = deadline_ns / 1000000000,
-                          .tv_nsec = deadline_ns % 1000000000};
+    struct timespec ts;
+    int64_t at;
 
-    return pthread_mutex_clocklock(&r->mu, CLOCK_MONOTONIC, &ts);
+    if (pthread_mutex_trylock(&r->mu) == 0)
+        return 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
+         (deadline_ns - clock_mono_ns());
+    ts = (struct timespec){.tv_sec = at / 1000000000,
+                           .tv_nsec = at % 1000000000};
+    return pthread_mutex_timedlock(&r->mu, &ts);
 }
 
 void rio_submit(rio *r, rio_job *jobs, size_t n)
