@@ -14,8 +14,10 @@
 #include <stdlib.h>
 
 #define TK_PHASE 7u
-#define TK_WAITER 8u
-#define TK_GEN_SHIFT 4
+#define TK_WAITER 8u          /* the caller sleeps until DONE or its limit */
+#define TK_WAITBUSY 16u       /* past its limit, until the claim ends    */
+#define TK_SLEEPERS (TK_WAITER | TK_WAITBUSY)
+#define TK_GEN_SHIFT 5
 #define TK_CHUNK 256
 #define TK_SPINS 200          /* looks before the futex (a longer spin
                                  takes the CPU the loop and Redis need on
@@ -93,13 +95,17 @@ int tk_claim(rio_ticket *t)
     return 0;
 }
 
-/* BUSY -> phase; wakes the caller if it sleeps.  Only the caller's
- * WAITER races with this, and it retries on a changed word. */
-static void leave(rio_ticket *t, uint32_t phase)
+/* BUSY -> phase, the sleeper bits in `keep` kept; wakes the caller if
+ * it sleeps for what happened (`wake`).  Only the caller's sleeper bits
+ * race with this: the CAS loop keeps one set meanwhile. */
+static void leave(rio_ticket *t, uint32_t phase, uint32_t keep, uint32_t wake)
 {
-    uint32_t w = atomic_load(&t->word), gen = w & ~(TK_PHASE | TK_WAITER);
+    uint32_t w = atomic_load(&t->word);
 
-    if (atomic_exchange(&t->word, gen | phase) & TK_WAITER)
+    while (!atomic_compare_exchange_weak(
+        &t->word, &w, (w & ~(TK_PHASE | TK_SLEEPERS)) | (w & keep) | phase))
+        ;
+    if (w & wake)
         futex_wake_one(&t->word);
 }
 
@@ -109,22 +115,25 @@ int tk_settle(rio_ticket *t)
 
     while ((w & TK_PHASE) != TK_GONE)
         if (atomic_compare_exchange_weak(
-                &t->word, &w, (w & ~(TK_PHASE | TK_WAITER)) | TK_DONE)) {
-            if (w & TK_WAITER)
+                &t->word, &w, (w & ~(TK_PHASE | TK_SLEEPERS)) | TK_DONE)) {
+            if (w & TK_SLEEPERS)
                 futex_wake_one(&t->word);
             return 1;
         }
     return 0;
 }
 
+/* A caller sleeping until its limit need not hear of this (a wake-up per
+ * encoded job would cost a context switch); one past its limit waits for
+ * exactly this. */
 void tk_release(rio_ticket *t)
 {
-    leave(t, TK_HELD);
+    leave(t, TK_HELD, TK_WAITER, TK_WAITBUSY);
 }
 
 void tk_finish(rio_ticket *t)
 {
-    leave(t, TK_DONE);
+    leave(t, TK_DONE, 0, TK_SLEEPERS);
 }
 
 /* ---- the caller's side ------------------------------------------------ */
@@ -141,21 +150,25 @@ int tk_wait(rio_ticket *t, uint32_t gen, int64_t limit_ns)
                      gen))
             return 1;
     for (;;) {
-        uint32_t w = atomic_load(&t->word);
-        int busy = (w & TK_PHASE) == TK_BUSY;
+        uint32_t w = atomic_load(&t->word), want;
+        int late;
         if (answered(w, gen))
             return 1;
-        if (!busy && clock_mono_ns() >= limit_ns) {
+        late = clock_mono_ns() >= limit_ns;
+        if (late && (w & TK_PHASE) == TK_HELD) {
             if (atomic_compare_exchange_strong(
-                    &t->word, &w, (w & ~(TK_PHASE | TK_WAITER)) | TK_GONE))
+                    &t->word, &w, (w & ~(TK_PHASE | TK_SLEEPERS)) | TK_GONE))
                 return 0;
             continue; /* claimed or answered meanwhile */
         }
-        if (!(w & TK_WAITER)) {
-            if (!atomic_compare_exchange_strong(&t->word, &w, w | TK_WAITER))
+        /* Before the limit: until DONE or the limit.  After it, the loop
+         * is inside a claim: until the claim ends. */
+        want = late ? TK_WAITBUSY : TK_WAITER;
+        if (!(w & want)) {
+            if (!atomic_compare_exchange_strong(&t->word, &w, w | want))
                 continue;
-            w |= TK_WAITER;
+            w |= want;
         }
-        futex_wait_until(&t->word, w, busy ? INT64_MAX : limit_ns);
+        futex_wait_until(&t->word, w, late ? INT64_MAX : limit_ns);
     }
 }

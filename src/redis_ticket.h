@@ -15,7 +15,7 @@
  * The loop reads the job (its ops, and through them the rule set the
  * caller keeps read-locked) and writes its answer only inside a claim.
  *
- * The word: generation << TK_GEN_SHIFT | TK_WAITER | phase.
+ * The word: generation << TK_GEN_SHIFT | TK_WAITBUSY | TK_WAITER | phase.
  *   TK_HELD  the loop holds the ticket and does not touch the job (queued,
  *            sent and waiting for the reply).  The caller may abandon it.
  *   TK_BUSY  claimed: the loop reads the job's ops (encoding a call) or
@@ -28,8 +28,11 @@
  *   TK_GONE  the caller left at its deadline (HELD -> GONE, its CAS);
  *            the loop drops the ticket the next time it meets it (a
  *            claim fails), never touching the job again.
- *   TK_WAITER  the caller sleeps on the word (futex): the loop wakes it
- *            when it leaves BUSY.
+ *   TK_WAITER  the caller sleeps on the word (futex) until DONE or its
+ *            limit: the loop wakes it at DONE, not when a claim ends (a
+ *            wake-up per encoded job would cost a context switch).
+ *   TK_WAITBUSY  the caller, past its limit, found the job claimed and
+ *            sleeps until the claim ends: the loop wakes it then.
  * Transitions: issue (submitter, under the server's lock) -> HELD;
  * HELD -> BUSY (loop: tk_claim) -> HELD (tk_release) or DONE (tk_finish);
  * HELD -> DONE (loop: tk_settle, a failure or timeout, no window);
