@@ -4,7 +4,8 @@
  *
  * The path of a request: the caller fills a rio_job and rio_submit()
  * appends it to the queue under `mu` (a few pointer stores: the only lock
- * a caller takes), then wakes the loop if it sleeps and would act on it.
+ * a caller takes, and waits for no longer than its deadline), then wakes
+ * the loop if it sleeps and would act on it.
  * The loop takes the whole queue at the start of each turn, fails what
  * passed its deadline, and gives each idle connection (one with no batch
  * in flight) the next batch: up to BATCH_MAX queued requests encoded as
@@ -17,8 +18,9 @@
  * requests again at once as EVAL, within their deadlines.
  *
  * Locks and wake-ups, all of them:
- *  - `mu` guards the queue, the connector's hand-over slots (ready_fd)
- *    and `stop`.  Held for a few stores, never across a system call.
+ *  - `mu` guards the queue, the ticket pool, the connector's hand-over
+ *    slots (ready_fd) and `stop`.  Held for a few stores, never across a
+ *    system call (but a pool that must grow by a chunk).
  *  - The loop sleeps in epoll_wait on its sockets and an eventfd.  Before
  *    sleeping it publishes `sleeping` (1: wake me for any new job; 2: every
  *    connection is busy, wake me only for a raw call or a job whose
@@ -28,23 +30,39 @@
  *    atomics, so either the loop sees the job or the submitter sees the
  *    sleeper: no lost wake-up, and no wake-up at all while the loop is
  *    awake or busy.
+ *  - Jobs travel as tickets (redis_ticket.h): the queue, the loop's lists,
+ *    its batches and its reply rings hold tickets, loop-owned memory,
+ *    never pointers into a caller's memory that outlive the caller.  The
+ *    loop reads a job's ops (encoding a batch) and writes its answer only
+ *    inside a claim of its ticket (HELD -> BUSY -> HELD or DONE); a
+ *    failure or a timeout is HELD -> DONE without touching the job.
  *  - A blocking caller waits in rio_wait(): a short look, then a futex
- *    sleep on job->state (QUEUED -> WAITING by the caller, -> DONE by the
- *    loop, which wakes only a WAITING caller).  After its exchange to DONE
- *    the loop touches the job no more: the caller may return at once.
+ *    sleep on its ticket's word until DONE or its deadline + RIO_GRACE_MS,
+ *    whichever first; at that limit it takes the ticket from HELD to GONE
+ *    and returns a timeout, whatever the loop is doing (a loop thread the
+ *    scheduler does not run was seen late by over a second on busy
+ *    cores).  It waits longer only while the loop is inside a claim of its
+ *    job (BUSY), and the loop wakes it when it leaves one.  The loop drops
+ *    a GONE ticket when it next meets it (queued, in a batch, or at its
+ *    late reply).  A callback job is never GONE: `done` is called inside
+ *    its claim, in the loop.
+ *  - Tickets come from a per-server pool, issued by rio_submit under `mu`
+ *    (with the queue: no further lock) and returned by the loop, which
+ *    gathers them during a turn and hands them back under `mu` in
+ *    take_queue.
  *  - The connector (redis_connector.c) is told when the loop closes a
  *    broken or stuck connection, connects with blocking hiredis calls,
  *    puts the new descriptor in ready_fd[i] under `mu` and writes the
  *    eventfd.
  * Only the loop touches the sockets, the reader, the connections' state
- * and the jobs once taken; callers touch their jobs again only after DONE
- * (or inside `done`, called by the loop).
+ * and the jobs once taken (inside claims); callers touch their jobs again
+ * after DONE or GONE (or inside `done`, called by the loop).
  */
 #include "redis_io.h"
 #include "redis_connector.h"
-#include "futex.h"
 #include "ratelimit.h"
 #include "redis_script.h"
+#include "redis_ticket.h"
 #include "resp.h"
 #include "sha1.h"
 
@@ -66,12 +84,7 @@
 #define RBUF 65536
 #define IDLE_TICK_MS 1000     /* the loop's longest sleep, all idle      */
 #define BUSY_TICK_MS 100      /* ... with calls out (stuck detection)    */
-#define SPINS 200             /* rio_wait's look before the futex (a
-                                 longer spin, one round trip, measured
-                                 slower on 2 busy cores: it takes the CPU
-                                 the loop and Redis need)               */
 
-enum { Q_QUEUED = 0, Q_WAITING = 1, Q_DONE = 2 };
 enum { E_BATCH, E_RAW };
 
 /* What a connection waits for, in order. */
@@ -79,14 +92,16 @@ typedef struct entry {
     int kind;
     int nrep, got;
     redisReply *rep[RIO_MAX_REPLIES];
-    rio_job *job;             /* E_RAW; NULL once it left               */
+    rio_ticket *tk;           /* E_RAW; NULL once it left               */
     int64_t sent_ns;
 } entry;
 
-/* A connection's batch in flight: slot j is job[j], NULL once it left
- * at its deadline (its answer is then read and dropped). */
+/* A connection's batch in flight: slot j is tk[j], NULL once it left
+ * at its deadline (its answer is then read and dropped); job[j] is its
+ * job while claimed (encoding the call, reading the answer), else NULL. */
 typedef struct batch {
     int active, nb, eval;
+    rio_ticket *tk[BATCH_MAX];
     rio_job *job[BATCH_MAX];
     size_t n[BATCH_MAX];
     int flags[BATCH_MAX];
@@ -113,7 +128,8 @@ struct rio {
     script_ctx sx;
     /* shared: under mu */
     pthread_mutex_t mu;
-    rio_job *qhead, *qtail;
+    rio_ticket *qhead, *qtail;
+    tk_pool pool;
     int ready_fd[RIO_MAX_CONNS];
     int stop;
     /* shared: atomics */
@@ -125,8 +141,9 @@ struct rio {
     conn c[RIO_MAX_CONNS];
     int nconns;
     unsigned rr;
-    rio_job *phead, *ptail;   /* checks taken, not sent yet             */
-    rio_job *rhead, *rtail;   /* raw calls taken, not sent yet          */
+    rio_ticket *phead, *ptail; /* checks taken, not sent yet            */
+    rio_ticket *rhead, *rtail; /* raw calls taken, not sent yet         */
+    rio_ticket *fhead, *ftail; /* done with: back to the pool next turn */
     rconnector *connector;
     pthread_t loop_th;
     int loop_started;
@@ -146,39 +163,77 @@ static void wake_fd(int fd)
 
 /* ---- completion ------------------------------------------------------- */
 
-static void complete(rio_job *j)
+/* The loop is done with ticket t: it goes back to the pool next turn. */
+static void recycle(rio *r, rio_ticket *t)
 {
-    rio_done_fn done = j->done;
+    t->next = NULL;
+    if (r->ftail)
+        r->ftail->next = t;
+    else
+        r->fhead = t;
+    r->ftail = t;
+}
 
-    if (done) {
-        done(j);
+/* Claim t's job; 0 when its caller left at its deadline (a timeout,
+ * counted here, once), the ticket then recycled. */
+static int take(rio *r, rio_ticket *t)
+{
+    if (tk_claim(t))
+        return 1;
+    stat_add(r, S_TIMEOUTS, 1);
+    recycle(r, t);
+    return 0;
+}
+
+/* t is claimed and its answer (or failure) is in its job: tell the
+ * submitter (its callback, or DONE and a wake-up), then recycle. */
+static void finish(rio *r, rio_ticket *t)
+{
+    rio_job *j = t->job;
+
+    if (j->done)
+        j->done(j); /* may free j */
+    tk_finish(t);
+    recycle(r, t);
+}
+
+/* t fails as it is (rc RL_ESTORE from its submission); stat: or -1.  A
+ * blocking caller's job is not touched (no claim for its caller to wait
+ * out); a callback is called. */
+static void fail(rio *r, rio_ticket *t, int stat)
+{
+    if (!t->callback) {
+        if (!tk_settle(t))
+            stat_add(r, S_TIMEOUTS, 1); /* its caller left at its deadline */
+        else if (stat >= 0)
+            stat_add(r, stat, 1);
+        recycle(r, t);
         return;
     }
-    if (atomic_exchange(&j->state, Q_DONE) == Q_WAITING)
-        futex_wake_one(&j->state);
+    if (!take(r, t))
+        return;
+    if (stat >= 0)
+        stat_add(r, stat, 1);
+    finish(r, t);
 }
 
 void rio_wait(rio_job *j)
 {
-    uint32_t st;
-
-    for (int i = 0; i < SPINS; i++)
-        if (atomic_load_explicit(&j->state, memory_order_acquire) == Q_DONE)
-            return;
-    st = Q_QUEUED;
-    if (!atomic_compare_exchange_strong(&j->state, &st, Q_WAITING))
-        return; /* DONE meanwhile */
-    while (atomic_load(&j->state) != Q_DONE)
-        futex_wait_until(&j->state, Q_WAITING, INT64_MAX);
+    if (!j->tk) /* failed at submission */
+        return;
+    if (!tk_wait(j->tk, j->gen,
+                 j->deadline_ns + (int64_t)RIO_GRACE_MS * 1000000)) {
+        j->rc = RL_ESTORE; /* given up: the job is ours alone again */
+        j->why.status = RN_ERROR;
+    }
 }
 
-static void fail_list(rio *r, rio_job **head, rio_job **tail, int stat)
+static void fail_list(rio *r, rio_ticket **head, rio_ticket **tail, int stat)
 {
     while (*head) {
-        rio_job *j = *head;
-        *head = j->next;
-        stat_add(r, stat, 1);
-        complete(j);
+        rio_ticket *t = *head;
+        *head = t->next;
+        fail(r, t, stat);
     }
     *tail = NULL;
 }
@@ -224,12 +279,12 @@ static void fail_conn(rio *r, int i)
     for (; c->count; c->count--, c->head = (c->head + 1) % RING) {
         entry *e = &c->ring[c->head];
         free_replies(e);
-        if (e->kind == E_RAW && e->job)
-            complete(e->job);
+        if (e->kind == E_RAW && e->tk)
+            fail(r, e->tk, -1);
     }
     for (int j = 0; c->b.active && j < c->b.nb; j++)
-        if (c->b.job[j])
-            complete(c->b.job[j]);
+        if (c->b.tk[j])
+            fail(r, c->b.tk[j], -1);
     c->b.active = 0;
     c->off = c->out.len = 0;
     if (r->connector)
@@ -276,11 +331,11 @@ static void flush(rio *r, int i)
     }
 }
 
-static entry *push_entry(conn *c, int kind, int nrep, rio_job *job)
+static entry *push_entry(conn *c, int kind, int nrep, rio_ticket *tk)
 {
     entry *e = &c->ring[(c->head + c->count++) % RING];
 
-    *e = (entry){.kind = kind, .nrep = nrep, .job = job,
+    *e = (entry){.kind = kind, .nrep = nrep, .tk = tk,
                  .sent_ns = clock_mono_ns()};
     return e;
 }
@@ -326,15 +381,21 @@ static int encode_batch(rio *r, conn *c)
     return nrep;
 }
 
-/* Send c's batch (b->job[0..nb) set); the jobs fail if it cannot be. */
+/* Send c's batch (b->tk[0..nb) claimed, b->job[] their jobs), then let
+ * go of the jobs; they fail if it cannot be encoded. */
 static void send_batch(rio *r, int i)
 {
     conn *c = &r->c[i];
     int nrep = encode_batch(r, c);
 
+    for (int j = 0; j < c->b.nb; j++) {
+        if (nrep)
+            tk_release(c->b.tk[j]);
+        else
+            finish(r, c->b.tk[j]);
+        c->b.job[j] = NULL;
+    }
     if (!nrep) {
-        for (int j = 0; j < c->b.nb; j++)
-            complete(c->b.job[j]);
         c->b.active = 0;
         return;
     }
@@ -352,27 +413,30 @@ static void send_batch(rio *r, int i)
 static void next_batch(rio *r, int i, int64_t now)
 {
     batch *b = &r->c[i].b;
-    rio_job *skipped = NULL, *last_skipped = NULL;
+    rio_ticket *skipped = NULL, *last_skipped = NULL;
     int own = 0;
 
     b->nb = 0;
     b->eval = 0;
     while (r->phead && b->nb < BATCH_MAX) {
-        rio_job *j = r->phead;
-        int flags = r->o.per_call ? j->flags : 0;
-        r->phead = j->next;
-        j->next = NULL;
-        if ((flags && own == OWN_MAX) || j->not_before_ns > now) {
+        rio_ticket *t = r->phead;
+        int flags = r->o.per_call ? t->flags : 0;
+        r->phead = t->next;
+        t->next = NULL;
+        if ((flags && own == OWN_MAX) || t->not_before_ns > now) {
             if (last_skipped)
-                last_skipped->next = j;
+                last_skipped->next = t;
             else
-                skipped = j;
-            last_skipped = j;
+                skipped = t;
+            last_skipped = t;
             continue;
         }
+        if (!take(r, t)) /* its caller left */
+            continue;
         own += flags != 0;
-        b->job[b->nb] = j;
-        b->n[b->nb] = j->n;
+        b->tk[b->nb] = t;
+        b->job[b->nb] = t->job;
+        b->n[b->nb] = t->n;
         b->flags[b->nb++] = flags;
     }
     if (!r->phead)
@@ -386,23 +450,24 @@ static void next_batch(rio *r, int i, int64_t now)
 }
 
 /* Per-call answer: the shared "C" call's, then each own call's (after
- * ASKING's +OK).  Slots whose call met NOSCRIPT go into again[]. */
-static int answer_calls(rio *r, conn *c, entry *e, rio_job **again)
+ * ASKING's +OK).  Slots whose call met NOSCRIPT are marked in redo[]. */
+static int answer_calls(rio *r, conn *c, entry *e, int *redo)
 {
     batch *b = &c->b;
     rio_job *shared[BATCH_MAX];
     size_t sn[BATCH_MAX];
-    int ns = 0, k = 0, na = 0;
+    int at[BATCH_MAX], ns = 0, k = 0, na = 0;
 
     for (int j = 0; j < b->nb; j++)
         if (!b->flags[j]) {
+            at[ns] = j;
             shared[ns] = b->job[j];
             sn[ns++] = b->n[j];
         }
     if (ns && script_parse(e->rep[k++], shared, sn, ns) == 1)
         for (int j = 0; j < ns; j++)
             if (shared[j])
-                again[na++] = shared[j];
+                na += redo[at[j]] = 1;
     for (int j = 0; j < ns; j++)
         if (shared[j] && shared[j]->why.status == RN_ELSEWHERE)
             stat_add(r, S_ELSEWHERE, 1);
@@ -413,7 +478,7 @@ static int answer_calls(rio *r, conn *c, entry *e, rio_job **again)
         k += (b->flags[j] & RN_ASKING) != 0; /* +OK */
         if (script_parse(e->rep[k++], &b->job[j], &b->n[j], 1) == 1) {
             if (jb)
-                again[na++] = jb;
+                na += redo[j] = 1;
         } else if (jb && jb->why.status == RN_MOVED) {
             stat_add(r, S_MOVED, 1);
         } else if (jb && jb->why.status == RN_ASK) {
@@ -423,46 +488,58 @@ static int answer_calls(rio *r, conn *c, entry *e, rio_job **again)
     return na;
 }
 
+/* Claim the batch's jobs for reading its answer; those whose callers
+ * left are dropped from it. */
+static void claim_batch(rio *r, batch *b)
+{
+    for (int j = 0; j < b->nb; j++) {
+        rio_ticket *t = b->tk[j];
+        if (t && !take(r, t))
+            t = b->tk[j] = NULL;
+        b->job[j] = t ? t->job : NULL;
+    }
+}
+
 /* A batch's replies are all in: answer its requests; those that met
  * NOSCRIPT go again at once as EVAL (once). */
 static void answer_batch(rio *r, int i, entry *e)
 {
     conn *c = &r->c[i];
     batch *b = &c->b;
-    rio_job *again[BATCH_MAX];
-    int na = 0;
+    int redo[BATCH_MAX] = {0}, na = 0, nb = 0;
 
+    claim_batch(r, b);
     if (!r->o.per_call) {
         if (script_parse(e->rep[0], b->job, b->n, b->nb) == 1)
             for (int j = 0; j < b->nb; j++)
                 if (b->job[j])
-                    again[na++] = b->job[j];
+                    na += redo[j] = 1;
     } else {
-        na = answer_calls(r, c, e, again);
+        na = answer_calls(r, c, e, redo);
     }
     if (na && !b->eval) {
         stat_add(r, S_NOSCRIPT, 1);
         for (int j = 0; j < b->nb; j++) { /* the others are answered */
-            int k = 0;
-            while (k < na && again[k] != b->job[j])
-                k++;
-            if (b->job[j] && k == na)
-                complete(b->job[j]);
+            if (!b->tk[j])
+                continue;
+            if (!redo[j]) {
+                finish(r, b->tk[j]);
+                continue;
+            }
+            b->tk[nb] = b->tk[j];
+            b->job[nb] = b->job[j];
+            b->n[nb] = b->n[j];
+            b->flags[nb++] = b->flags[j];
         }
-        b->nb = 0;
-        for (int j = 0; j < na; j++) {
-            b->job[b->nb] = again[j];
-            b->n[b->nb] = again[j]->n;
-            b->flags[b->nb++] = r->o.per_call ? again[j]->flags : 0;
-        }
+        b->nb = nb;
         b->eval = 1;
         send_batch(r, i);
         return;
     }
     b->active = 0;
     for (int j = 0; j < b->nb; j++)
-        if (b->job[j])
-            complete(b->job[j]);
+        if (b->tk[j])
+            finish(r, b->tk[j]);
 }
 
 /* ---- replies ------------------------------------------------------------- */
@@ -471,12 +548,13 @@ static void entry_done(rio *r, int i, entry *e)
 {
     if (e->kind == E_BATCH) {
         answer_batch(r, i, e);
-    } else if (e->job) {
-        memcpy(e->job->replies, e->rep, (size_t)e->nrep * sizeof *e->rep);
+    } else if (e->tk && take(r, e->tk)) {
+        rio_job *j = e->tk->job;
+        memcpy(j->replies, e->rep, (size_t)e->nrep * sizeof *e->rep);
         e->got = 0; /* the caller owns them now */
-        e->job->rc = RL_OK;
-        e->job->why.status = RN_OK;
-        complete(e->job);
+        j->rc = RL_OK;
+        j->why.status = RN_OK;
+        finish(r, e->tk);
     }
     free_replies(e);
 }
@@ -537,10 +615,12 @@ static void on_readable(rio *r, int i)
 /* Take what the submitters and the connector left; 1 once stopped. */
 static int take_queue(rio *r)
 {
-    rio_job *j, *next;
+    rio_ticket *j, *next;
     int stop;
 
     pthread_mutex_lock(&r->mu);
+    tk_pool_put(&r->pool, r->fhead, r->ftail);
+    r->fhead = r->ftail = NULL;
     for (int i = 0; i < r->nconns; i++)
         if (r->ready_fd[i] >= 0) {
             install(r, i, r->ready_fd[i]);
@@ -553,8 +633,8 @@ static int take_queue(rio *r)
     stop = r->stop;
     pthread_mutex_unlock(&r->mu);
     for (; j; j = next) {
-        rio_job **head = j->kind == RIO_RAW ? &r->rhead : &r->phead;
-        rio_job **tail = j->kind == RIO_RAW ? &r->rtail : &r->ptail;
+        rio_ticket **head = j->kind == RIO_RAW ? &r->rhead : &r->phead;
+        rio_ticket **tail = j->kind == RIO_RAW ? &r->rtail : &r->ptail;
         next = j->next;
         j->next = NULL;
         if (*tail)
@@ -567,20 +647,20 @@ static int take_queue(rio *r)
 }
 
 /* Jobs whose deadline passed, queued or in flight, complete as timeouts. */
-static void expire_list(rio *r, rio_job **head, rio_job **tail, int64_t now)
+static void expire_list(rio *r, rio_ticket **head, rio_ticket **tail,
+                        int64_t now)
 {
-    rio_job **pp = head, *prev = NULL;
+    rio_ticket **pp = head, *prev = NULL;
 
     while (*pp) {
-        rio_job *j = *pp;
-        if (j->deadline_ns > now) {
-            prev = j;
-            pp = &j->next;
+        rio_ticket *t = *pp;
+        if (t->deadline_ns > now) {
+            prev = t;
+            pp = &t->next;
             continue;
         }
-        *pp = j->next;
-        stat_add(r, S_TIMEOUTS, 1);
-        complete(j);
+        *pp = t->next;
+        fail(r, t, S_TIMEOUTS);
     }
     *tail = prev;
 }
@@ -592,17 +672,15 @@ static void expire(rio *r, int64_t now)
     for (int i = 0; i < r->nconns; i++) {
         conn *c = &r->c[i];
         for (int j = 0; c->b.active && j < c->b.nb; j++)
-            if (c->b.job[j] && c->b.job[j]->deadline_ns <= now) {
-                stat_add(r, S_TIMEOUTS, 1);
-                complete(c->b.job[j]);
-                c->b.job[j] = NULL;
+            if (c->b.tk[j] && c->b.tk[j]->deadline_ns <= now) {
+                fail(r, c->b.tk[j], S_TIMEOUTS);
+                c->b.tk[j] = NULL;
             }
         for (unsigned k = 0; k < c->count; k++) {
             entry *e = &c->ring[(c->head + k) % RING];
-            if (e->kind == E_RAW && e->job && e->job->deadline_ns <= now) {
-                stat_add(r, S_TIMEOUTS, 1);
-                complete(e->job);
-                e->job = NULL;
+            if (e->kind == E_RAW && e->tk && e->tk->deadline_ns <= now) {
+                fail(r, e->tk, S_TIMEOUTS);
+                e->tk = NULL;
             }
         }
     }
@@ -641,10 +719,14 @@ static void dispatch(rio *r, int64_t now)
         int i = (int)(r->rr++ % (unsigned)r->nconns);
         conn *c = &r->c[i];
         while (c->fd >= 0 && r->rhead && c->count < RING - 1) {
-            rio_job *j = r->rhead;
-            r->rhead = j->next;
-            resp_raw(&c->out, j->raw, j->raw_len);
-            push_entry(c, E_RAW, j->nreplies, j);
+            rio_ticket *t = r->rhead;
+            r->rhead = t->next;
+            t->next = NULL;
+            if (!take(r, t)) /* its caller left */
+                continue;
+            resp_raw(&c->out, t->job->raw, t->job->raw_len);
+            tk_release(t);
+            push_entry(c, E_RAW, t->nreplies, t);
             stat_add(r, S_CALLS, 1);
         }
     }
@@ -664,11 +746,13 @@ static int64_t next_wake(rio *r, int64_t now, int *idle)
     int64_t t = now + (int64_t)IDLE_TICK_MS * 1000000;
 
     *idle = 0;
-    for (rio_job *j = r->phead; j; j = j->next) {
+    for (rio_ticket *j = r->phead; j; j = j->next) {
         t = j->deadline_ns < t ? j->deadline_ns : t;
         if (j->not_before_ns > now && j->not_before_ns < t)
             t = j->not_before_ns;
     }
+    for (rio_ticket *j = r->rhead; j; j = j->next) /* no room to send yet */
+        t = j->deadline_ns < t ? j->deadline_ns : t;
     for (int i = 0; i < r->nconns; i++) {
         conn *c = &r->c[i];
         if (c->fd >= 0 && !c->b.active)
@@ -676,29 +760,35 @@ static int64_t next_wake(rio *r, int64_t now, int *idle)
         if (c->count && now + (int64_t)BUSY_TICK_MS * 1000000 < t)
             t = now + (int64_t)BUSY_TICK_MS * 1000000;
         for (int j = 0; c->b.active && j < c->b.nb; j++)
-            if (c->b.job[j] && c->b.job[j]->deadline_ns < t)
-                t = c->b.job[j]->deadline_ns;
+            if (c->b.tk[j] && c->b.tk[j]->deadline_ns < t)
+                t = c->b.tk[j]->deadline_ns;
         for (unsigned k = 0; k < c->count; k++) {
             entry *e = &c->ring[(c->head + k) % RING];
-            if (e->kind == E_RAW && e->job && e->job->deadline_ns < t)
-                t = e->job->deadline_ns;
+            if (e->kind == E_RAW && e->tk && e->tk->deadline_ns < t)
+                t = e->tk->deadline_ns;
         }
     }
     return t;
 }
 
+/* The sleep's length is measured from a clock read just before it, not
+ * from the turn's start: a turn the scheduler preempted (a busy machine
+ * stalls a runnable thread for hundreds of ms) must not add its stall to
+ * the next deadline, and a deadline that passed meanwhile is met at once
+ * rather than a whole timeout later. */
 static void wait_events(rio *r, int64_t now)
 {
     struct epoll_event ev[RIO_MAX_CONNS + 1];
     int idle, n, timeout = 0;
-    int64_t until = next_wake(r, now, &idle);
+    int64_t until = next_wake(r, now, &idle), left;
 
     atomic_store(&r->wake_at, until);
     atomic_store(&r->sleeping, idle ? 1 : 2);
-    if (atomic_load(&r->queued)) /* work came (or deadlines to learn) */
+    left = until - clock_mono_ns();
+    if (atomic_load(&r->queued) || left <= 0) /* work, or a deadline, due */
         atomic_store(&r->sleeping, 0);
     else
-        timeout = (int)((until - now + 999999) / 1000000);
+        timeout = (int)((left + 999999) / 1000000);
     n = epoll_wait(r->epfd, ev, RIO_MAX_CONNS + 1,
                    atomic_load(&r->sleeping) ? timeout : 0);
     atomic_store(&r->sleeping, 0);
@@ -742,36 +832,74 @@ static void *loop_main(void *arg)
 
 /* ---- the API --------------------------------------------------------------- */
 
+/* A job that never reached the loop fails in its submitter's thread. */
+static void fail_now(rio_job *j)
+{
+    j->tk = NULL;
+    if (j->done)
+        j->done(j);
+}
+
+/* mu, waited for at most until deadline_ns: its holder (the loop, or
+ * another submitter) may be preempted while it holds it.  The wait is a
+ * timedlock on CLOCK_REALTIME, the deadline carried over (the sanitizers
+ * know timedlock; a clock step during the wait only moves its end). */
+static int lock_until(rio *r, int64_t deadline_ns)
+{
+    struct timespec ts;
+    int64_t at;
+
+    if (pthread_mutex_trylock(&r->mu) == 0)
+        return 0;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    at = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec +
+         (deadline_ns - clock_mono_ns());
+    ts = (struct timespec){.tv_sec = at / 1000000000,
+                           .tv_nsec = at % 1000000000};
+    return pthread_mutex_timedlock(&r->mu, &ts);
+}
+
 void rio_submit(rio *r, rio_job *jobs, size_t n)
 {
     int64_t first = INT64_MAX;
     int urgent = 0, mode;
+    size_t issued = 0;
 
     for (size_t i = 0; i < n; i++) {
         jobs[i].rc = RL_ESTORE;
         jobs[i].why.status = RN_ERROR;
-        jobs[i].eval = 0;
-        jobs[i].next = i + 1 < n ? &jobs[i + 1] : NULL;
-        atomic_store_explicit(&jobs[i].state, Q_QUEUED, memory_order_relaxed);
+        jobs[i].tk = NULL;
         first = jobs[i].deadline_ns < first ? jobs[i].deadline_ns : first;
         urgent |= jobs[i].kind == RIO_RAW;
     }
     if (!atomic_load(&r->nup)) { /* down: fail at once */
         stat_add(r, S_DOWN, (int64_t)n);
         for (size_t i = 0; i < n; i++)
-            complete(&jobs[i]);
+            fail_now(&jobs[i]);
         return;
     }
-    pthread_mutex_lock(&r->mu);
-    if (r->qtail)
-        r->qtail->next = &jobs[0];
-    else
-        r->qhead = &jobs[0];
-    r->qtail = &jobs[n - 1];
-    atomic_fetch_add(&r->queued, (int)n);
+    if (lock_until(r, first) != 0) { /* a holder off its CPU that long */
+        stat_add(r, S_TIMEOUTS, (int64_t)n);
+        for (size_t i = 0; i < n; i++)
+            fail_now(&jobs[i]);
+        return;
+    }
+    for (; issued < n; issued++) {
+        rio_ticket *t = tk_issue(&r->pool, &jobs[issued]);
+        if (!t)
+            break;
+        if (r->qtail)
+            r->qtail->next = t;
+        else
+            r->qhead = t;
+        r->qtail = t;
+    }
+    atomic_fetch_add(&r->queued, (int)issued);
     pthread_mutex_unlock(&r->mu);
+    for (size_t i = issued; i < n; i++) /* out of memory for tickets */
+        fail_now(&jobs[i]);
     mode = atomic_load(&r->sleeping);
-    if (mode == 2 && !urgent && first >= atomic_load(&r->wake_at))
+    if (!issued || (mode == 2 && !urgent && first >= atomic_load(&r->wake_at)))
         return; /* busy: the next turn takes it */
     if (mode && atomic_exchange(&r->sleeping, 0))
         wake_fd(r->efd);
@@ -871,6 +999,7 @@ static int start(rio *r, const int *need, char *err, size_t errlen)
                                           r) == 0) == 0)
         return snprintf(err, errlen, "cannot start the I/O threads"),
                RL_ESTORE;
+    pthread_setname_np(r->loop_th, RIO_THREAD_NAME); /* top -H, tests */
     return RL_OK;
 }
 
@@ -940,6 +1069,7 @@ void rio_close(rio *r)
         redisReaderFree(r->c[i].reader);
         resp_release(&r->c[i].out);
     }
+    tk_pool_free(&r->pool); /* with the tickets of jobs given up */
     if (r->efd >= 0)
         close(r->efd);
     if (r->epfd >= 0)

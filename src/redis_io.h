@@ -27,6 +27,7 @@
 #include "redis_uri.h"
 #include "store.h"
 
+#define RIO_THREAD_NAME "rl-io"  /* the I/O thread's name (comm)     */
 #define RIO_MAX_REPLIES 33  /* replies one raw call may wait for        */
 #define RIO_MAX_CONNS 16
 
@@ -55,6 +56,7 @@ typedef struct rnode_reply {
 
 typedef struct rio rio;
 typedef struct rio_job rio_job;
+typedef struct rio_ticket rio_ticket; /* redis_ticket.h */
 typedef void (*rio_done_fn)(rio_job *j);
 
 enum { RIO_CHECK, RIO_RAW };
@@ -80,9 +82,8 @@ struct rio_job {
     int64_t now_ms;              /* the script's time                    */
     rnode_reply why;
     /* the I/O layer's */
-    _Atomic uint32_t state;
-    int eval;                    /* met NOSCRIPT: send as EVAL           */
-    rio_job *next;
+    rio_ticket *tk;              /* NULL: failed at submission           */
+    uint32_t gen;                /* tk's generation for this job         */
 };
 
 typedef struct rio_opts {
@@ -114,7 +115,15 @@ void rio_close(rio *r);
  * Each job completes exactly once. */
 void rio_submit(rio *r, rio_job *jobs, size_t n);
 
-/* Wait for a job submitted with done == NULL to complete. */
+/* Wait for a job submitted with done == NULL to complete, at most until
+ * its deadline + RIO_GRACE_MS (longer only while the I/O thread is
+ * inside the few microseconds in which it reads the job's ops or writes
+ * its answer): a caller leaves at its deadline even when the I/O thread
+ * is late (a busy machine may not run it for a second).  A job given up
+ * is a timeout (rc RL_ESTORE, why RN_ERROR) and is never touched again by
+ * the I/O thread.  The grace lets the I/O thread's own completion at the
+ * deadline, within its 1 ms sleep granularity, come first. */
+#define RIO_GRACE_MS 5
 void rio_wait(rio_job *j);
 
 /* A raw call, blocking: send `len` bytes holding nreplies commands and
