@@ -440,8 +440,8 @@ static int other_master(int not)
 
 /* A slot moves from its master to another while started checks go on:
  * ASK while it is half-moved (new keys created on the target, then every
- * key there), MOVED after; every check decided by Redis, every count
- * exact. */
+ * key there), MOVED after (or the refreshed map); every check decided by
+ * Redis, every count exact. */
 START_TEST(cluster_reshard_follows_ask_and_moved)
 {
     static const int rounds[4][2] = {{0, 4}, {0, 8}, {0, 8}, {0, 8}};
@@ -450,7 +450,7 @@ START_TEST(cluster_reshard_follows_ask_and_moved)
     int charged[8] = {0}, src, to, n = 0;
     unsigned slot = 0;
     rl_limiter *lim = open_lim(curi, "2000", "5");
-    store_redis_stats st;
+    store_redis_stats st, at_end = {0};
     rl_result last = RL_RESULT_INIT;
     rl_async *a;
 
@@ -474,6 +474,7 @@ START_TEST(cluster_reshard_follows_ask_and_moved)
         if (step == 3) {
             ck_assert_int_eq(rh_cluster_migrate_keys(&cl, (int)slot, 1000),
                              0);
+            store_redis_stats_get(limiter_store(lim), &at_end);
             ck_assert_int_eq(rh_cluster_migrate_end(&cl, (int)slot, to), 0);
         }
         for (int i = rounds[step][0]; i < rounds[step][1]; i++) {
@@ -488,7 +489,13 @@ START_TEST(cluster_reshard_follows_ask_and_moved)
     }
     store_redis_stats_get(limiter_store(lim), &st);
     ck_assert_int_ge(st.asks, 1);
-    ck_assert_int_ge(st.moved, 1);
+    /* MOVED is met unless the map's periodic refresh (every second) saw
+     * the move before the first check after it, which a slow build (the
+     * sanitizers) makes likely; the checks then went straight to the new
+     * master, as the exact counts above show.  tests/check_cluster.c
+     * meets MOVED for certain (a thread checking all along). */
+    if (st.moved == 0)
+        ck_assert_int_gt(st.refreshes, at_end.refreshes);
     rl_async_free(a);
     rl_limiter_free(lim);
 }
