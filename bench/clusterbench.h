@@ -182,8 +182,6 @@ double cs_usec(const cmdstats *cs, const char *name);
 
 int flush_wait(redisContext *c, char *err);
 
-int clients_wait(redisContext *c, double n, char *err);
-
 void cpu_take(cpu_snap *s, const pidset *ps);
 
 cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b);

@@ -170,22 +170,6 @@ int flush_wait(redisContext *c, char *err)
     return 0;
 }
 
-/* Wait until only `n` clients (ours) remain connected. */
-int clients_wait(redisContext *c, double n, char *err)
-{
-    double k = n + 1;
-
-    for (int i = 0; i < 500 && k > n; i++) {
-        if (info_num(c, "clients", "connected_clients", &k, err))
-            return -1;
-        if (k > n)
-            sleep_s(0.01);
-    }
-    if (k > n)
-        return snprintf(err, ERRLEN, "%g clients still connected", k), -1;
-    return 0;
-}
-
 /* ---- CPU accounting ------------------------------------------------- */
 
 /* utime + stime of a process, all its threads, in seconds; 0 if gone. */

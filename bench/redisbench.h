@@ -204,8 +204,6 @@ int cmdstat_get(const char *cmd, cmdstat *cs, char *err);
 
 int flush_wait(char *err);
 
-int clients_wait(double n, char *err);
-
 int key_template(char *out, size_t outlen, char *err);
 
 int key_lengths(double *mean, char *example, size_t exlen, char *err);

@@ -25,7 +25,7 @@ int group_bytes(const options *o, char *err)
 
         one_rule(rule, sizeof rule, "b", a, SLOW_LIMIT, SLOW_WINDOW_S, 0);
         snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
-        if (flush_wait(err) || clients_wait(1, err) ||
+        if (flush_wait(err) || clients_wait(ctl, 1, err) ||
             used_memory_settled(ctl, &before, err))
             return -1;
         if (make_limiter(o, rules, &lim, err) != RL_OK)
@@ -42,7 +42,7 @@ int group_bytes(const options *o, char *err)
         t0 = now_ns() - t0;
         /* Measure with the same clients connected as before: ours only. */
         rl_limiter_free(lim);
-        if (clients_wait(1, err) || used_memory_settled(ctl, &after, err))
+        if (clients_wait(ctl, 1, err) || used_memory_settled(ctl, &after, err))
             return -1;
         if ((r = ctl_cmd(err, "DBSIZE")) == NULL)
             return -1;

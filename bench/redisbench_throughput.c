@@ -409,7 +409,7 @@ static int tp_reference(const options *o, const char *sha, int clients,
 
     memset(r, 0, sizeof *r);
     script_args(v8, 0, BIG_LIMIT, BIG_WINDOW_S);
-    if (flush_wait(err) || clients_wait(1, err) ||
+    if (flush_wait(err) || clients_wait(ctl, 1, err) ||
         ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&r->r0, err))
         return -1;
     if (run_redis_benchmark(o, sha, clients, clients > 1 ? 16 : 1, calls,

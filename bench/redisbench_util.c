@@ -119,22 +119,6 @@ int flush_wait(char *err)
     return 0;
 }
 
-/* Wait until only `n` clients (ours) remain connected. */
-int clients_wait(double n, char *err)
-{
-    double c = n + 1;
-
-    for (int i = 0; i < 500 && c > n; i++) {
-        if (info_num(ctl, "clients", "connected_clients", &c, err))
-            return -1;
-        if (c > n)
-            sleep_s(0.01);
-    }
-    if (c > n)
-        return snprintf(err, ERRLEN, "%g clients still connected", c), -1;
-    return 0;
-}
-
 /* The library's key for a client "user:<digits>", read back from Redis
  * (RANDOMKEY: the database holds only the library's keys at that point),
  * as a redis-benchmark template: "rl:{user:__rand_int__}<rest>".  So the

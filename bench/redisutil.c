@@ -118,3 +118,18 @@ int used_memory_settled(redisContext *c, double *v, char *err)
     *v = cur;
     return 0;
 }
+
+int clients_wait(redisContext *c, double n, char *err)
+{
+    double k = n + 1;
+
+    for (int i = 0; i < 500 && k > n; i++) {
+        if (info_num(c, "clients", "connected_clients", &k, err))
+            return -1;
+        if (k > n)
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    if (k > n)
+        return snprintf(err, ERRLEN, "%g clients still connected", k), -1;
+    return 0;
+}

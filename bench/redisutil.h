@@ -34,4 +34,8 @@ double kv_num(const char *line, const char *name);
  * 0 or -1. */
 int used_memory_settled(redisContext *c, double *v, char *err);
 
+/* Wait (up to 5 s) until only n clients (the caller's) remain connected
+ * to c's server: 0, or -1 with why in err. */
+int clients_wait(redisContext *c, double n, char *err);
+
 #endif
