@@ -13,6 +13,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <string.h>
@@ -496,13 +497,15 @@ END_TEST
 #define KEYS 50
 #define KEY_LIMIT 100
 
+static atomic_int swaps_done;
+
 typedef struct counter_arg {
     rl_limiter *lim;
     int id;
+    int swapping;
     int bad;
 } counter_arg;
 
-static atomic_int swaps_done;
 
 static void *counter(void *p)
 {
@@ -512,6 +515,10 @@ static void *counter(void *p)
 
     for (int i = 0; i < PER_THREAD; i++) {
         rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
+        /* With a swapper, a quarter in, wait for its first swap: on a fast
+         * machine the counters could otherwise finish before it starts. */
+        while (a->swapping && i == PER_THREAD / 4 && atomic_load(&swaps_done) == 0)
+            sched_yield();
         snprintf(user, sizeof user, "u%d", (i * 7 + a->id) % KEYS);
         if (rl_check(a->lim, &req, &res) != RL_OK || !res.allowed)
             a->bad++;
@@ -534,12 +541,16 @@ static void run_counters(int swapping)
     one_rule(rules, sizeof rules, 1, "sliding_window", "log", KEY_LIMIT, "");
     lim = limiter_with(rules); /* the clock stands still: KEY_LIMIT each */
     for (int i = 0; i < THREADS; i++) {
-        a[i] = (counter_arg){lim, i, 0};
+        a[i] = (counter_arg){.lim = lim, .id = i, .swapping = swapping};
         ck_assert_int_eq(pthread_create(&t[i], NULL, counter, &a[i]), 0);
     }
-    while (swapping && dry(lim, "r").checks < THREADS * PER_THREAD / 2) {
+    /* At least one swap whatever the counters have done; more until they are
+     * half way (they wait for the first one, a quarter in). */
+    while (swapping) {
         load(lim, ++version, "log", KEY_LIMIT, "");
         atomic_fetch_add(&swaps_done, 1);
+        if (dry(lim, "r").checks >= THREADS * PER_THREAD / 2)
+            break;
     }
     for (int i = 0; i < THREADS; i++) {
         pthread_join(t[i], NULL);
