@@ -100,6 +100,9 @@ typedef struct rio_opts {
     int per_call;
     int compact;                 /* the compact layout (redis_key.h)     */
     const rl_clock *clock;       /* tests: the time passed to the script */
+    struct ssl_ctx_st *tls;      /* rediss://: the client context (an
+                                    SSL_CTX, redis_tls.h; rio_open takes
+                                    a reference of its own); NULL plain  */
 } rio_opts;
 
 /* Connect now (so a bad address or password is reported at start; with
@@ -139,6 +142,8 @@ int rio_is_up(rio *r);
 typedef struct rio_stats {
     int64_t calls, writes, timeouts, reconnects, down_fails, stuck;
     int64_t batches, checks, noscript, moved, asks, elsewhere;
+    int64_t tls_handshakes, tls_resumed; /* connections up over TLS, and
+                                            those that resumed a session */
 } rio_stats;
 void rio_stats_add(rio *r, rio_stats *st);
 

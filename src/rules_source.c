@@ -498,7 +498,8 @@ static int resolve(rules_source *s, const struct rl_config *cfg)
             char shown[128];
             redis_uri_redact(uri, shown, sizeof shown);
             return rl_fail(NULL, RL_EOPTION, "rules_source: \"store\" needs "
-                           "a redis:// or unix:// store, not \"%s\"", shown);
+                           "a redis:// or unix:// store, not \"%s\" (no "
+                           "TLS for the rules source)", shown);
         }
     }
     if (redis_uri_parse(uri, &s->uri, why, sizeof why) != 0)

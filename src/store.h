@@ -102,6 +102,9 @@ typedef struct store_options {
     const char *fleet_name;      /* non-NULL: count the fleet by        */
     _Atomic int64_t *fleet_size; /*   heartbeats, into *fleet_size      */
     int compact;                 /* Redis: the compact layout           */
+    /* rediss://, rediss-cluster:// (redis_tls.h); NULL strings: unset. */
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file;
+    int tls_verify;              /* 0: the server is not verified       */
 } store_options;
 
 /* Open the store a URI names ("memory://", "redis://...", "unix://...",

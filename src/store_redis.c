@@ -14,6 +14,7 @@
 #include "fleet.h"
 #include "ratelimit.h"
 #include "redis_node.h"
+#include "redis_tls.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -147,6 +148,19 @@ void store_redis_node_opts(rnode_opts *o, const store_options *opt,
                                                : rl_lua_check_len;
 }
 
+int store_redis_tls(const redis_uri *u, const store_options *opt,
+                    SSL_CTX **ctx, char *err, size_t errlen)
+{
+    rtls_opts t = {.ca_file = opt->tls_ca_file, .ca_dir = opt->tls_ca_dir,
+                   .cert_file = opt->tls_cert_file,
+                   .key_file = opt->tls_key_file, .verify = opt->tls_verify};
+
+    *ctx = NULL;
+    if (!u->tls)
+        return 0;
+    return (*ctx = rtls_ctx_new(&t, err, errlen)) ? 0 : -1;
+}
+
 static rio *fleet_io(void *arg)
 {
     return rnode_io(((redis_store *)arg)->node);
@@ -167,12 +181,15 @@ int store_redis_new(const char *uri, const store_options *opt,
     r->timeout_ms = opt->timeout_ms;
     store_redis_node_opts(&no, opt, &r->clock);
     redis_uri_redact(uri, shown, sizeof shown);
-    if (redis_uri_parse(uri, &no.io.uri, why, sizeof why)) {
+    if (redis_uri_parse(uri, &no.io.uri, why, sizeof why) ||
+        store_redis_tls(&no.io.uri, opt, &no.io.tls, why, sizeof why)) {
         free(r);
         return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
     }
-    if ((rc = rnode_open(&r->node, &no, why, sizeof why)) != RL_OK) {
+    rc = rnode_open(&r->node, &no, why, sizeof why);
+    SSL_CTX_free(no.io.tls); /* the node's I/O holds its own reference */
+    if (rc != RL_OK) {
         free(r);
         return snprintf(err, errlen, "store \"%s\": %s", shown, why), rc;
     }
