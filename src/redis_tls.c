@@ -103,6 +103,12 @@ void rtls_error(SSL *ssl, int ret, const char *host, int port, char *err,
     if (v != X509_V_OK)
         snprintf(err, errlen, "TLS to %s:%d: %s: %s", host, port, why,
                  X509_verify_cert_error_string(v));
+    else if (SSL_is_init_finished(ssl) && !SSL_get_certificate(ssl))
+        /* TLS 1.3: a server that wants a client certificate says so only
+         * after the handshake, often as a reset */
+        snprintf(err, errlen, "TLS to %s:%d: %s (does the server require "
+                 "a client certificate? tls_cert_file, tls_key_file)", host,
+                 port, why);
     else
         snprintf(err, errlen, "TLS to %s:%d: %s", host, port, why);
 }
