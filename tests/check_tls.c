@@ -380,6 +380,43 @@ START_TEST(a_killed_connection_comes_back_resuming_its_session)
 }
 END_TEST
 
+/* ---- a cluster ------------------------------------------------------------- */
+
+START_TEST(a_cluster_over_tls)
+{
+    rh_tls t = {.cert_file = cert("server.crt"), .key_file = cert("server.key"),
+                .ca_file = cert("ca.crt"), .auth_clients = "no"};
+    const char *opts[] = {"tls_ca_file", cert("ca.crt"), NULL};
+    rh_cluster cl;
+    char uri[512], key[32];
+    size_t used;
+    rl_limiter *lim;
+    store_redis_stats st;
+    int on[3] = {0};
+
+    ck_assert_int_eq(rh_cluster_start_tls(&cl, 3, 0, 2000, &t), 0);
+    used = (size_t)snprintf(uri, sizeof uri, "rediss-cluster://");
+    for (int i = 0; i < cl.n; i++)
+        used += (size_t)snprintf(uri + used, sizeof uri - used, "%s127.0.0.1:%d",
+                                 i ? "," : "", cl.node[i].tls_port);
+    lim = must_open(uri, opts);
+    /* Keys on every master, each limit kept where its slot lives. */
+    for (int k = 0; k < 12; k++) {
+        snprintf(key, sizeof key, "user:%d", k);
+        limit_holds(lim, key);
+        on[rh_cluster_master_of(&cl, (int)rh_key_slot(key, strlen(key)))]++;
+    }
+    ck_assert_msg(on[0] && on[1] && on[2], "keys on %d, %d, %d masters",
+                  on[0], on[1], on[2]);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_ge(st.tls_handshakes, 3);
+    rl_limiter_free(lim);
+    /* The same cluster's TLS ports without trusting its CA: refused. */
+    refused(uri, NULL, "certificate verify failed");
+    ck_assert_int_eq(rh_cluster_stop(&cl), 0);
+}
+END_TEST
+
 /* ---- the rules source ------------------------------------------------------ */
 
 START_TEST(the_rules_source_says_it_has_no_tls)
@@ -416,6 +453,13 @@ int main(void)
         tcase_add_test(one, mutual_tls_needs_the_client_certificate);
         tcase_add_test(one, a_killed_connection_comes_back_resuming_its_session);
         suite_add_tcase(s, one);
+    }
+    if (rh_cluster_available()) {
+        TCase *cluster = tcase_create("cluster");
+        tcase_set_timeout(cluster, 120 * SLOW);
+        tcase_add_unchecked_fixture(cluster, make_certs, remove_certs);
+        tcase_add_test(cluster, a_cluster_over_tls);
+        suite_add_tcase(s, cluster);
     }
     return run_suite(s);
 }

@@ -663,6 +663,9 @@ static int write_config(const rh_server *s, const rh_entry *e,
         put_directive(f, "tls-key-file", e->tls_key);
         put_directive(f, "tls-ca-cert-file", e->tls_ca);
         put_directive(f, "tls-auth-clients", e->tls_auth);
+        if (e->cluster_ms > 0) /* the bus, replication and the ports
+                                  given out to TLS clients: TLS */
+            fputs("tls-cluster yes\ntls-replication yes\n", f);
     }
     if (e->cluster_ms > 0) {
         /* nodes.conf, in dir, is the node's identity: rh_restart() keeps
@@ -1455,8 +1458,8 @@ int rh_cluster_available(void)
     return rh_available() && tool_runs("redis-cli");
 }
 
-int rh_cluster_start(rh_cluster *c, int masters, int replicas,
-                     int node_timeout_ms)
+static int cluster_start(rh_cluster *c, int masters, int replicas,
+                         int node_timeout_ms, const rh_tls *t)
 {
     const char *myid[] = {"CLUSTER", "MYID"};
     int total = masters * (1 + replicas);
@@ -1474,7 +1477,7 @@ int rh_cluster_start(rh_cluster *c, int masters, int replicas,
         redisContext *ctx;
         redisReply *r = NULL;
 
-        if (start_server(&c->node[i], NULL, node_timeout_ms, NULL) != 0)
+        if (start_server(&c->node[i], NULL, node_timeout_ms, t) != 0)
             goto fail;
         c->n = i + 1;
         if ((ctx = node_ctx(c, i, err, sizeof err)) != NULL)
@@ -1496,6 +1499,18 @@ int rh_cluster_start(rh_cluster *c, int masters, int replicas,
 fail:
     rh_cluster_stop(c);
     return -1;
+}
+
+int rh_cluster_start(rh_cluster *c, int masters, int replicas,
+                     int node_timeout_ms)
+{
+    return cluster_start(c, masters, replicas, node_timeout_ms, NULL);
+}
+
+int rh_cluster_start_tls(rh_cluster *c, int masters, int replicas,
+                         int node_timeout_ms, const rh_tls *t)
+{
+    return cluster_start(c, masters, replicas, node_timeout_ms, t);
 }
 
 int rh_cluster_stop(rh_cluster *c)

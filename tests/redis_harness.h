@@ -162,6 +162,13 @@ int rh_cluster_available(void);
 int rh_cluster_start(rh_cluster *c, int masters, int replicas,
                      int node_timeout_ms);
 
+/* The same, every node also on a TLS port as rh_start_tls() says, with
+ * tls-cluster and tls-replication on: a TLS client is given the TLS
+ * ports (CLUSTER SLOTS, MOVED); redis-cli and the harness still use the
+ * plaintext ones. */
+int rh_cluster_start_tls(rh_cluster *c, int masters, int replicas,
+                         int node_timeout_ms, const rh_tls *t);
+
 /* rh_stop() every node (SIGTERM to all at once, then wait); 0, or -1 if a
  * node had to be killed or its dir could not be removed. */
 int rh_cluster_stop(rh_cluster *c);
