@@ -135,6 +135,7 @@ static redisReply *tls_roundtrip(rlink *l, const char *cmd, size_t len)
     int ret;
 
     while (off < len) {
+        errno = 0; /* a close is then told from an error */
         if ((ret = SSL_write(l->ssl, cmd + off, (int)(len - off))) > 0)
             off += (size_t)ret;
         else if (rtls_wait(l->ssl, l->fd, ret, deadline, l->host, l->port,
@@ -148,6 +149,7 @@ static redisReply *tls_roundtrip(rlink *l, const char *cmd, size_t len)
         }
         if (rep)
             return rep;
+        errno = 0;
         if ((ret = SSL_read(l->ssl, buf, sizeof buf)) > 0)
             redisReaderFeed(l->reader, buf, (size_t)ret);
         else if (rtls_wait(l->ssl, l->fd, ret, deadline, l->host, l->port,

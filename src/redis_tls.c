@@ -171,7 +171,7 @@ SSL *rtls_handshake(SSL_CTX *ctx, int fd, const char *host, int port,
         SSL_free(ssl);
         return NULL;
     }
-    while ((ret = SSL_connect(ssl)) != 1)
+    while ((errno = 0, ret = SSL_connect(ssl)) != 1)
         if (rtls_wait(ssl, fd, ret, deadline_ms, host, port, err, errlen)) {
             SSL_free(ssl);
             return NULL;
