@@ -8,6 +8,7 @@
  */
 #include "redis_connector.h"
 #include "clock.h"
+#include "log.h"
 #include "redis_link.h"
 
 #include <pthread.h>
@@ -28,6 +29,8 @@ struct rconnector {
     int need[RIO_MAX_CONNS];     /* under mu                             */
     int stop;                    /* under mu                             */
     SSL_SESSION *sess;           /* the thread's: offered on a reconnect  */
+    int ever_up;                 /* the thread's: a connection was up     */
+    int told;                    /*   a failure before that was logged    */
     pthread_t th;
 };
 
@@ -152,6 +155,34 @@ static void sleep_until(rconnector *k, int64_t soonest, int64_t now)
     pthread_cond_timedwait(&k->cv, &k->mu, &until);
 }
 
+/* Started without a connection (degraded_start): the first failure is
+ * logged, since nothing else says why checks fall back, and so is the
+ * first success after it.  Later failures (a server that was up went
+ * away) are the breaker's business, not logged. */
+static void tell(rconnector *k, const char *err)
+{
+    const redis_uri *u = &k->o.uri;
+    char at[300];
+
+    if (err && (k->ever_up || k->told))
+        return;
+    if (!err && !k->told) {
+        k->ever_up = 1;
+        return;
+    }
+    snprintf(at, sizeof at, "%s%s:%d", u->is_unix ? "unix:" : "",
+             u->is_unix ? u->path : u->host, u->is_unix ? 0 : u->port);
+    if (err)
+        log_emit(k->o.log_fn, k->o.log_arg, RL_LOG_WARN, "Redis %s: not "
+                 "connected yet, checks follow the failure modes: %s", at,
+                 err);
+    else
+        log_emit(k->o.log_fn, k->o.log_arg, RL_LOG_INFO, "Redis %s: "
+                 "connected", at);
+    k->told = err != NULL;
+    k->ever_up |= err == NULL;
+}
+
 /* Connections are tried in turn; a failed one waits 10 ms, doubling up to
  * max_backoff_ms, before its next try. */
 static void *connector_main(void *arg)
@@ -186,6 +217,7 @@ static void *connector_main(void *arg)
                                   sizeof err);
         if (fd >= 0)
             k->ready(k->arg, i, fd, ssl);
+        tell(k, fd >= 0 ? NULL : err);
         pthread_mutex_lock(&k->mu);
         if (fd >= 0) {
             k->need[i] = 0;
@@ -215,6 +247,8 @@ int rconnector_start(rconnector **out, const rio_opts *o, const char *sha,
     memcpy(k->sha, sha, sizeof k->sha);
     memcpy(k->need, need, (size_t)n * sizeof *need);
     k->sess = sess; /* the thread's once it runs; else still the caller's */
+    for (int i = 0; i < n; i++)
+        k->ever_up |= !need[i]; /* connected at start */
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv, NULL);
     if (pthread_create(&k->th, NULL, connector_main, k) != 0) {

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "clock.h"
+#include "ratelimit.h"
 #include "redis_uri.h"
 #include "store.h"
 
@@ -100,6 +101,8 @@ typedef struct rio_opts {
     int per_call;
     int compact;                 /* the compact layout (redis_key.h)     */
     const rl_clock *clock;       /* tests: the time passed to the script */
+    rl_log_fn *log_fn;           /* the connector's news (degraded_start) */
+    void *log_arg;
     struct ssl_ctx_st *tls;      /* rediss://: the client context (an
                                     SSL_CTX, redis_tls.h; rio_open takes
                                     a reference of its own); NULL plain  */

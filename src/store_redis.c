@@ -134,6 +134,8 @@ void store_redis_node_opts(rnode_opts *o, const store_options *opt,
     o->io.compact = opt->compact;
     o->io.clock = clock;
     o->io.connect_timeout_ms = opt->connect_timeout_ms;
+    o->io.log_fn = opt->log_fn;
+    o->io.log_arg = opt->log_arg;
     /* Reconnect tries at most half a breaker cooldown apart (and at most a
      * second): once Redis is back, a connection is up before the breaker's
      * next probe is due, so it closes within one cooldown. */

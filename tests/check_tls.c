@@ -12,6 +12,7 @@
  * Cluster over TLS (tls-cluster yes) decides through its redirects.
  */
 #include <check.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +40,29 @@ static const char rules[] =
     "\"window_seconds\":3600}]";
 
 static char certs[64]; /* the runner's temp dir of certificates */
+
+/* The last warning logged (the connector's thread). */
+static pthread_mutex_t heard_mu = PTHREAD_MUTEX_INITIALIZER;
+static char heard[512];
+
+static void capture(void *arg, int level, const char *msg)
+{
+    (void)arg;
+    pthread_mutex_lock(&heard_mu);
+    if (level == RL_LOG_WARN)
+        snprintf(heard, sizeof heard, "%s", msg);
+    pthread_mutex_unlock(&heard_mu);
+}
+
+static int heard_says(const char *what)
+{
+    int yes;
+
+    pthread_mutex_lock(&heard_mu);
+    yes = strstr(heard, what) != NULL;
+    pthread_mutex_unlock(&heard_mu);
+    return yes;
+}
 
 static void make_certs(void)
 {
@@ -82,6 +106,7 @@ static int open_limiter(rl_limiter **lim, const char *store,
     ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "1000"), RL_OK);
+    ck_assert_int_eq(rl_config_set_log(cfg, capture, NULL), RL_OK);
     for (int i = 0; opts && opts[i]; i += 2)
         ck_assert_msg(rl_config_set(cfg, opts[i], opts[i + 1]) == RL_OK,
                       "%s: %s", opts[i], rl_errmsg(NULL));
@@ -235,12 +260,18 @@ START_TEST(a_stranger_ca_is_refused)
     snprintf(want, sizeof want, "TLS to 127.0.0.1:%d: certificate verify "
              "failed: self-signed certificate in certificate chain", s.tls_port);
     refused(uri, opts, want);
-    /* degraded_start: it starts, and every check falls back. */
+    /* degraded_start: it starts, every check falls back, and the log says
+     * why. */
     lim = must_open(uri, degraded);
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(rl_allow(lim, "user:x", "r", 1, &res), RL_OK);
         ck_assert_msg(res.flags & ELSEWHERE, "decided by Redis");
     }
+    for (int64_t start = now_ms(); !heard_says(want); sleep_ms(10))
+        ck_assert_msg(now_ms() - start < WAIT_MS, "not logged: %s", want);
+    ck_assert_msg(heard_says("not connected yet, checks follow the failure "
+                             "modes"), "logged: %s", heard);
+    ck_assert_msg(!heard_says(PASSWORD), "the password logged");
     rl_limiter_free(lim);
     /* The explicit opt-out, and only it, goes past. */
     lim = must_open(uri, off);

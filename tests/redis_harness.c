@@ -771,14 +771,22 @@ static int launch(rh_server *s, rh_entry *e, int keep_port)
         pid_t pid;
         int rc;
 
-        if (!keep_port && e->tls && (s->tls_port = pick_port()) < 0) {
+        /* With tls-cluster the bus is the TLS port + 10000. */
+        if (!keep_port && e->tls &&
+            (s->tls_port = e->cluster_ms > 0 ? pick_cluster_port()
+                                             : pick_port()) < 0) {
             fprintf(stderr, "redis_harness: no free port: %s\n",
                     strerror(errno));
             return -1;
         }
-        if (!keep_port &&
-            (s->port = e->cluster_ms > 0 ? pick_cluster_port()
-                                         : pick_port()) < 0) {
+        do /* apart from the TLS port and its bus */
+            s->port = keep_port ? s->port : e->cluster_ms > 0
+                                              ? pick_cluster_port()
+                                              : pick_port();
+        while (!keep_port && e->tls && s->port >= 0 &&
+               (s->port == s->tls_port || s->port == s->tls_port + 10000 ||
+                s->port + 10000 == s->tls_port));
+        if (s->port < 0) {
             fprintf(stderr, "redis_harness: no free port: %s\n",
                     strerror(errno));
             return -1;
