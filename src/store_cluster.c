@@ -151,7 +151,7 @@ static int control(const cluster_store *c, rlink *l, const char *host,
     snprintf(at.host, sizeof at.host, "%s", host);
     if (rlink_open(l, &at, c->nopts.io.tls, NULL, c->nopts.io.connect_timeout_ms,
                    why, sizeof why) != 0) {
-        snprintf(err, errlen, "%s:%d: %s", host, port, why);
+        snprintf(err, errlen, "%s", why); /* "connect to host:port: ..." */
         return -1;
     }
     if (u->password[0]) {
