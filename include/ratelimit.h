@@ -359,11 +359,12 @@ RL_EXPORT int rl_rules_status_get(const rl_limiter *lim,
 /*
  * Where a limiter reports what it does on its own (the rules source's
  * takes and refusals, starting from the last good file, the source going
- * away and coming back).  Calls the program makes report through their
+ * away and coming back; a Redis store started with degraded_start that
+ * cannot connect yet, and why).  Calls the program makes report through their
  * return value and rl_errmsg() instead.  `msg` is one line of printable
  * text with no secrets (no password from a URI) and no trailing newline,
  * valid during the call only.  Called from the limiter's background
- * thread and from rl_limiter_new(), possibly at the same time as the
+ * threads and from rl_limiter_new(), possibly at the same time as the
  * program's other threads run: the function must be thread-safe, quick,
  * and must not call back into the library on the same limiter.
  */

@@ -63,6 +63,13 @@ static const opt_def opt_table[] = {
         "the timed read of the rules source"),
     NUM("rules_push", OPT_BOOL, rules_push, 0, 1, "1", "0: no SUBSCRIBE, timed reads only"),
     NUM("rules_file_save", OPT_BOOL, rules_file_save, 0, 1, "0", "1: keep rules_file current"),
+    TXT("tls_ca_file", tls_ca_file, 0, 0, "path", NULL, NULL, "rediss://: the CAs trusted (PEM)"),
+    TXT("tls_ca_dir", tls_ca_dir, 0, 0, "path", NULL, NULL, "rediss://: a directory of CAs"),
+    TXT("tls_cert_file", tls_cert_file, 0, 0, "path", NULL, NULL,
+        "rediss://: client certificate (mutual TLS)"),
+    TXT("tls_key_file", tls_key_file, 0, 0, "path", NULL, NULL, "rediss://: its private key"),
+    NUM("tls_verify", OPT_BOOL, tls_verify, 0, 1, "1",
+        "0: do not verify the server (insecure)"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])
@@ -240,6 +247,10 @@ static int check_rules_source(const opt_def *o, const char *value)
         redis_uri_parse(value, &u, why, sizeof why) != 0)
         return rl_fail(NULL, RL_EOPTION, "%s: %s (expected store, "
                        "redis://, unix:// or file:PATH)", o->name, why);
+    if (strcmp(value, "store") != 0 && u.tls)
+        return rl_fail(NULL, RL_EOPTION, "%s: rediss:// (TLS) is not "
+                       "supported for the rules source; use file:PATH or "
+                       "a redis:// or unix:// server", o->name);
     return RL_OK;
 }
 

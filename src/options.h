@@ -35,6 +35,11 @@ struct rl_config {
     int64_t rules_refresh_s;    /* the timed pull                     */
     int64_t rules_push;         /* 0: no SUBSCRIBE, pull only         */
     int64_t rules_file_save;    /* 1: keep rules_file as last good    */
+    char *tls_ca_file;          /* rediss://: trusted CAs (PEM)       */
+    char *tls_ca_dir;           /*   or a hashed directory of them    */
+    char *tls_cert_file;        /*   mutual TLS: the client's cert    */
+    char *tls_key_file;         /*   and its key                      */
+    int64_t tls_verify;         /*   0: the server is not verified    */
     rl_log_fn *log_fn;          /* messages; NULL: silent             */
     void *log_arg;
 };

@@ -8,9 +8,11 @@
  */
 #include "redis_connector.h"
 #include "clock.h"
+#include "log.h"
+#include "redis_link.h"
 
-#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,20 +28,23 @@ struct rconnector {
     pthread_cond_t cv;
     int need[RIO_MAX_CONNS];     /* under mu                             */
     int stop;                    /* under mu                             */
+    SSL_SESSION *sess;           /* the thread's: offered on a reconnect  */
+    int ever_up;                 /* the thread's: a connection was up     */
+    int told;                    /*   a failure before that was logged    */
     pthread_t th;
 };
 
 /* ---- the handshake -------------------------------------------------------- */
 
 
-static int expect_ok(redisContext *ctx, redisReply *r, const char *what,
+static int expect_ok(rlink *l, redisReply *r, const char *what,
                      char *err, size_t errlen)
 {
     int rc = 0;
 
     if (!r) {
         snprintf(err, errlen, "%s: %s", what,
-                 ctx->errstr[0] ? ctx->errstr : "no reply");
+                 l->errstr[0] ? l->errstr : "no reply");
         return -1;
     }
     if (r->type == REDIS_REPLY_ERROR) {
@@ -52,15 +57,16 @@ static int expect_ok(redisContext *ctx, redisReply *r, const char *what,
 
 /* The scripts need Redis 7.0 (PEXPIRETIME, SET ... PXAT): say so plainly
  * instead of failing later inside a script. */
-static int check_version(redisContext *ctx, char *err, size_t errlen)
+static int check_version(rlink *l, char *err, size_t errlen)
 {
-    redisReply *r = redisCommand(ctx, "INFO server");
+    redisReply *r = rlink_command(l, "INFO server");
     const char *v;
     int rc = 0;
 
     if (!r || r->type != REDIS_REPLY_STRING) {
         snprintf(err, errlen, "INFO server: %s",
-                 r && r->type == REDIS_REPLY_ERROR ? r->str : "no answer");
+                 r && r->type == REDIS_REPLY_ERROR ? r->str
+                 : r ? "unexpected reply" : l->errstr);
         rc = -1;
     } else if ((v = strstr(r->str, "redis_version:")) != NULL &&
                atoi(v + 14) < 7) {
@@ -73,18 +79,18 @@ static int check_version(redisContext *ctx, char *err, size_t errlen)
     return rc;
 }
 
-static int load_script(const rio_opts *o, const char *sha, redisContext *ctx,
+static int load_script(const rio_opts *o, const char *sha, rlink *l,
                        char *err, size_t errlen)
 {
-    redisReply *rep = redisCommand(ctx, "SCRIPT LOAD %b", o->script,
-                                   o->script_len);
+    redisReply *rep = rlink_command(l, "SCRIPT LOAD %b", o->script,
+                                    o->script_len);
     int rc = -1;
 
     if (rep && rep->type == REDIS_REPLY_ERROR)
-        return expect_ok(ctx, rep, "SCRIPT LOAD", err, errlen); /* frees */
+        return expect_ok(l, rep, "SCRIPT LOAD", err, errlen); /* frees */
     if (!rep || rep->type != REDIS_REPLY_STRING || rep->len != 40)
         snprintf(err, errlen, "SCRIPT LOAD: %s",
-                 rep ? "unexpected reply" : ctx->errstr);
+                 rep ? "unexpected reply" : l->errstr);
     else if (memcmp(sha, rep->str, 40) != 0) /* same text: cannot */
         snprintf(err, errlen, "SCRIPT LOAD: server names the script %.40s, "
                  "not %s", rep->str, sha);
@@ -95,46 +101,38 @@ static int load_script(const rio_opts *o, const char *sha, redisContext *ctx,
     return rc;
 }
 
-/* Connect, AUTH, SELECT, check the version, SCRIPT LOAD; returns a
- * non-blocking fd, or -1 with the reason in err. */
-int rconnector_handshake(const rio_opts *o, const char *sha, char *err,
+/* Connect (and handshake), AUTH, SELECT, check the version, SCRIPT
+ * LOAD; returns a non-blocking fd (and *ssl), or -1 with the reason in
+ * err. */
+int rconnector_handshake(const rio_opts *o, const char *sha,
+                         SSL_SESSION **sess, SSL **ssl, char *err,
                          size_t errlen)
 {
     const redis_uri *u = &o->uri;
-    struct timeval tv = {o->connect_timeout_ms / 1000,
-                         (o->connect_timeout_ms % 1000) * 1000};
-    redisContext *ctx = u->is_unix ? redisConnectUnixWithTimeout(u->path, tv)
-                                   : redisConnectWithTimeout(u->host, u->port,
-                                                             tv);
+    rlink l;
     redisReply *rep;
-    int fd;
 
-    if (!ctx || ctx->err) {
-        snprintf(err, errlen, "connect to %s%s:%d: %s",
-                 u->is_unix ? "unix:" : "", u->is_unix ? u->path : u->host,
-                 u->is_unix ? 0 : u->port, ctx ? ctx->errstr : "out of memory");
-        redisFree(ctx);
+    *ssl = NULL;
+    if (rlink_open(&l, u, o->tls, *sess, o->connect_timeout_ms, err,
+                   errlen) != 0)
         return -1;
-    }
-    redisSetTimeout(ctx, tv);
     if (u->password[0]) {
-        rep = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user,
-                                        u->password)
-                         : redisCommand(ctx, "AUTH %s", u->password);
-        if (expect_ok(ctx, rep, "AUTH", err, errlen))
+        rep = u->user[0] ? rlink_command(&l, "AUTH %s %s", u->user,
+                                         u->password)
+                         : rlink_command(&l, "AUTH %s", u->password);
+        if (expect_ok(&l, rep, "AUTH", err, errlen))
             goto fail;
     }
-    if (u->db && expect_ok(ctx, redisCommand(ctx, "SELECT %d", u->db),
+    if (u->db && expect_ok(&l, rlink_command(&l, "SELECT %d", u->db),
                            "SELECT", err, errlen))
         goto fail;
-    if (check_version(ctx, err, errlen) ||
-        load_script(o, sha, ctx, err, errlen))
+    if (check_version(&l, err, errlen) || load_script(o, sha, &l, err, errlen))
         goto fail;
-    fd = redisFreeKeepFd(ctx);
-    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return fd;
+    /* After replies came: a TLS 1.3 server's session tickets with them. */
+    rlink_keep_session(&l, sess);
+    return rlink_release(&l, ssl);
 fail:
-    redisFree(ctx);
+    rlink_close(&l);
     return -1;
 }
 
@@ -157,6 +155,34 @@ static void sleep_until(rconnector *k, int64_t soonest, int64_t now)
     pthread_cond_timedwait(&k->cv, &k->mu, &until);
 }
 
+/* Started without a connection (degraded_start): the first failure is
+ * logged, since nothing else says why checks fall back, and so is the
+ * first success after it.  Later failures (a server that was up went
+ * away) are the breaker's business, not logged. */
+static void tell(rconnector *k, const char *err)
+{
+    const redis_uri *u = &k->o.uri;
+    char at[300];
+
+    if (err && (k->ever_up || k->told))
+        return;
+    if (!err && !k->told) {
+        k->ever_up = 1;
+        return;
+    }
+    snprintf(at, sizeof at, "%s%s:%d", u->is_unix ? "unix:" : "",
+             u->is_unix ? u->path : u->host, u->is_unix ? 0 : u->port);
+    if (err)
+        log_emit(k->o.log_fn, k->o.log_arg, RL_LOG_WARN, "Redis %s: not "
+                 "connected yet, checks follow the failure modes: %s", at,
+                 err);
+    else
+        log_emit(k->o.log_fn, k->o.log_arg, RL_LOG_INFO, "Redis %s: "
+                 "connected", at);
+    k->told = err != NULL;
+    k->ever_up |= err == NULL;
+}
+
 /* Connections are tried in turn; a failed one waits 10 ms, doubling up to
  * max_backoff_ms, before its next try. */
 static void *connector_main(void *arg)
@@ -164,13 +190,18 @@ static void *connector_main(void *arg)
     rconnector *k = arg;
     int64_t backoff[RIO_MAX_CONNS], next_try[RIO_MAX_CONNS] = {0};
     char err[256];
+    sigset_t nopipe;
 
+    sigemptyset(&nopipe); /* TLS writes: EPIPE, never SIGPIPE */
+    sigaddset(&nopipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &nopipe, NULL);
     for (int i = 0; i < RIO_MAX_CONNS; i++)
         backoff[i] = 10;
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
         int64_t now = clock_mono_ms(), soonest = INT64_MAX;
         int i, fd;
+        SSL *ssl;
         for (i = 0; i < k->n; i++) {
             if (k->need[i] && next_try[i] <= now)
                 break;
@@ -182,9 +213,11 @@ static void *connector_main(void *arg)
             continue;
         }
         pthread_mutex_unlock(&k->mu);
-        fd = rconnector_handshake(&k->o, k->sha, err, sizeof err);
+        fd = rconnector_handshake(&k->o, k->sha, &k->sess, &ssl, err,
+                                  sizeof err);
         if (fd >= 0)
-            k->ready(k->arg, i, fd);
+            k->ready(k->arg, i, fd, ssl);
+        tell(k, fd >= 0 ? NULL : err);
         pthread_mutex_lock(&k->mu);
         if (fd >= 0) {
             k->need[i] = 0;
@@ -202,8 +235,8 @@ static void *connector_main(void *arg)
 /* ---- the API ------------------------------------------------------------------ */
 
 int rconnector_start(rconnector **out, const rio_opts *o, const char *sha,
-                     int n, const int *need, rconnector_ready_fn ready,
-                     void *arg)
+                     int n, const int *need, SSL_SESSION *sess,
+                     rconnector_ready_fn ready, void *arg)
 {
     rconnector *k = calloc(1, sizeof *k);
 
@@ -213,6 +246,9 @@ int rconnector_start(rconnector **out, const rio_opts *o, const char *sha,
     *k = (rconnector){.o = *o, .n = n, .ready = ready, .arg = arg};
     memcpy(k->sha, sha, sizeof k->sha);
     memcpy(k->need, need, (size_t)n * sizeof *need);
+    k->sess = sess; /* the thread's once it runs; else still the caller's */
+    for (int i = 0; i < n; i++)
+        k->ever_up |= !need[i]; /* connected at start */
     pthread_mutex_init(&k->mu, NULL);
     pthread_cond_init(&k->cv, NULL);
     if (pthread_create(&k->th, NULL, connector_main, k) != 0) {
@@ -244,5 +280,6 @@ void rconnector_stop(rconnector *k)
     pthread_join(k->th, NULL);
     pthread_mutex_destroy(&k->mu);
     pthread_cond_destroy(&k->cv);
+    SSL_SESSION_free(k->sess);
     free(k);
 }

@@ -1,32 +1,40 @@
 /*
  * redis_connector.h -- (re)connecting a server's connections off the
  * request path: one thread per server that connects, AUTHs, SELECTs,
- * checks the version (7.0 or later) and SCRIPT LOADs with blocking
- * hiredis calls bounded by connect_timeout_ms, then hands the
- * non-blocking descriptor to its owner (the I/O loop, redis_io.c).
+ * checks the version (7.0 or later) and SCRIPT LOADs with blocking calls
+ * bounded by connect_timeout_ms (redis_link.c: hiredis, or TLS with its
+ * handshake for rediss://), then hands the non-blocking descriptor (and
+ * its SSL) to its owner (the I/O loop, redis_io.c).  Over TLS it keeps
+ * the server's last session and offers it on the next connect.
  */
 #ifndef RL_REDIS_CONNECTOR_H
 #define RL_REDIS_CONNECTOR_H
 
 #include "redis_io.h"
+#include "redis_tls.h"
 
 typedef struct rconnector rconnector;
 
-/* Called from the connector's thread with connection i's new descriptor,
- * which the callee owns from then on. */
-typedef void (*rconnector_ready_fn)(void *arg, int i, int fd);
+/* Called from the connector's thread with connection i's new descriptor
+ * and its SSL (NULL: plain), which the callee owns from then on. */
+typedef void (*rconnector_ready_fn)(void *arg, int i, int fd, SSL *ssl);
 
 /* Connect as above, now, in the calling thread; sha: the script's SHA-1
- * (40 hex digits), checked against the server's.  A non-blocking fd, or
- * -1 with the reason in err (no password in it). */
-int rconnector_handshake(const rio_opts *o, const char *sha, char *err,
+ * (40 hex digits), checked against the server's; *sess: the TLS session
+ * to offer (NULL: none), replaced by the server's newest.  A non-blocking
+ * fd and *ssl (NULL when plain), or -1 with the reason in err (no
+ * password in it). */
+int rconnector_handshake(const rio_opts *o, const char *sha,
+                         SSL_SESSION **sess, SSL **ssl, char *err,
                          size_t errlen);
 
-/* Start the thread for n connections; need[i] set: connect i now.  0, or
- * -1 when the thread cannot be started. */
+/* Start the thread for n connections; need[i] set: connect i now; sess:
+ * the session to offer first (the thread's from then on; NULL: none).
+ * 0, or -1 when the thread cannot be started (sess then still the
+ * caller's). */
 int rconnector_start(rconnector **out, const rio_opts *o, const char *sha,
-                     int n, const int *need, rconnector_ready_fn ready,
-                     void *arg);
+                     int n, const int *need, SSL_SESSION *sess,
+                     rconnector_ready_fn ready, void *arg);
 
 /* Connection i broke: connect it again (at once, then backing off). */
 void rconnector_need(rconnector *k, int i);

@@ -60,6 +60,7 @@
  */
 #include "redis_io.h"
 #include "redis_connector.h"
+#include "redis_tls.h"
 #include "ratelimit.h"
 #include "redis_script.h"
 #include "redis_ticket.h"
@@ -68,6 +69,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,6 +111,9 @@ typedef struct batch {
 
 typedef struct conn {
     int fd;                   /* -1: down, the connector works on it    */
+    SSL *ssl;                 /* rediss://: TLS over fd; NULL plain     */
+    int rd_wants_out;         /* TLS: a read waits for writable         */
+    int wr_wants_in;          /* TLS: a write waits for readable        */
     redisReader *reader;
     resp_buf out;             /* bytes not written yet: out.p[off..len) */
     size_t off;
@@ -121,7 +126,7 @@ typedef struct conn {
 
 enum { S_CALLS, S_WRITES, S_TIMEOUTS, S_RECONNECTS, S_DOWN, S_STUCK,
        S_BATCHES, S_CHECKS, S_NOSCRIPT, S_MOVED, S_ASKS, S_ELSEWHERE,
-       S_COUNT };
+       S_TLS, S_RESUMED, S_COUNT };
 
 struct rio {
     rio_opts o;
@@ -131,6 +136,7 @@ struct rio {
     rio_ticket *qhead, *qtail;
     tk_pool pool;
     int ready_fd[RIO_MAX_CONNS];
+    SSL *ready_ssl[RIO_MAX_CONNS];
     int stop;
     /* shared: atomics */
     _Atomic int sleeping, queued, nup;
@@ -240,14 +246,19 @@ static void fail_list(rio *r, rio_ticket **head, rio_ticket **tail, int stat)
 
 /* ---- connections (loop only) --------------------------------------------- */
 
-static void install(rio *r, int i, int fd)
+static void install(rio *r, int i, int fd, SSL *ssl)
 {
     conn *c = &r->c[i];
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
                              .data.u32 = (uint32_t)i};
 
-    
+    if (ssl) {
+        stat_add(r, S_TLS, 1);
+        stat_add(r, S_RESUMED, SSL_session_reused(ssl) == 1);
+    }
     c->fd = fd;
+    c->ssl = ssl;
+    c->rd_wants_out = c->wr_wants_in = 0;
     c->off = c->out.len = 0;
     c->pollout = 0;
     c->last_reply_ns = clock_mono_ns();
@@ -273,6 +284,8 @@ static void fail_conn(rio *r, int i)
     if (c->fd < 0)
         return;
     epoll_ctl(r->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    rtls_free(c->ssl);
+    c->ssl = NULL;
     close(c->fd);
     c->fd = -1;
     atomic_fetch_sub(&r->nup, 1);
@@ -304,21 +317,48 @@ static void set_pollout(rio *r, int i, int on)
     }
 }
 
+/* The transport, the socket or TLS over it (redis_tls.c): -1 with errno
+ * EAGAIN when it must wait, for readable, or for writable when
+ * c->rd_wants_out (a read) / not c->wr_wants_in (a write). */
+static ssize_t conn_read(rio *r, int i, void *buf, size_t len)
+{
+    conn *c = &r->c[i];
+    ssize_t n;
+
+    if (!c->ssl)
+        return read(c->fd, buf, len);
+    n = rtls_read(c->ssl, buf, len);
+    if ((c->rd_wants_out = n == RTLS_WANT_WRITE))
+        set_pollout(r, i, 1);
+    errno = n == RTLS_FAIL ? EIO : EAGAIN;
+    return n >= 0 ? n : -1;
+}
+
+static ssize_t conn_write(conn *c, const void *buf, size_t len)
+{
+    ssize_t n;
+
+    if (!c->ssl) /* send(): a server gone must not raise SIGPIPE */
+        return send(c->fd, buf, len, MSG_NOSIGNAL);
+    n = rtls_write(c->ssl, buf, len); /* the loop blocks SIGPIPE */
+    c->wr_wants_in = n == RTLS_WANT_READ;
+    errno = n == RTLS_FAIL || n == 0 ? EIO : EAGAIN;
+    return n > 0 ? n : -1;
+}
+
 static void flush(rio *r, int i)
 {
     conn *c = &r->c[i];
 
     while (c->fd >= 0 && c->off < c->out.len) {
-        /* send(): a server that went away must not raise SIGPIPE. */
-        ssize_t w = send(c->fd, c->out.p + c->off, c->out.len - c->off,
-                         MSG_NOSIGNAL);
+        ssize_t w = conn_write(c, c->out.p + c->off, c->out.len - c->off);
         if (w > 0) {
             c->off += (size_t)w;
             stat_add(r, S_WRITES, 1);
         } else if (w < 0 && errno == EINTR) {
             continue;
         } else if (w < 0 && errno == EAGAIN) {
-            set_pollout(r, i, 1);
+            set_pollout(r, i, !c->wr_wants_in || c->rd_wants_out);
             return;
         } else {
             fail_conn(r, i);
@@ -327,7 +367,7 @@ static void flush(rio *r, int i)
     }
     if (c->fd >= 0) {
         c->off = c->out.len = 0;
-        set_pollout(r, i, 0);
+        set_pollout(r, i, c->rd_wants_out);
     }
 }
 
@@ -584,12 +624,15 @@ static void on_readable(rio *r, int i)
     conn *c = &r->c[i];
 
     while (c->fd >= 0) {
-        ssize_t n = read(c->fd, buf, sizeof buf);
+        ssize_t n = conn_read(r, i, buf, sizeof buf);
         void *rep;
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && errno == EAGAIN)
+        if (n < 0 && errno == EAGAIN) {
+            if (c->wr_wants_in) /* what it waited for came */
+                flush(r, i);
             return;
+        }
         if (n <= 0 || redisReaderFeed(c->reader, buf, (size_t)n) != REDIS_OK) {
             fail_conn(r, i);
             return;
@@ -605,7 +648,9 @@ static void on_readable(rio *r, int i)
             if (c->fd < 0)
                 return;
         }
-        if ((size_t)n < sizeof buf)
+        /* TLS: on until it wants more, for what OpenSSL holds
+         * decrypted does not wake epoll. */
+        if (!c->ssl && (size_t)n < sizeof buf)
             return;
     }
 }
@@ -623,8 +668,9 @@ static int take_queue(rio *r)
     r->fhead = r->ftail = NULL;
     for (int i = 0; i < r->nconns; i++)
         if (r->ready_fd[i] >= 0) {
-            install(r, i, r->ready_fd[i]);
+            install(r, i, r->ready_fd[i], r->ready_ssl[i]);
             r->ready_fd[i] = -1;
+            r->ready_ssl[i] = NULL;
             stat_add(r, S_RECONNECTS, 1);
         }
     j = r->qhead;
@@ -803,6 +849,9 @@ static void wait_events(rio *r, int64_t now)
             continue;
         if (ev[k].events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP))
             on_readable(r, (int)i);
+        if (r->c[i].fd >= 0 && (ev[k].events & EPOLLOUT) &&
+            r->c[i].rd_wants_out)
+            on_readable(r, (int)i);
         if (r->c[i].fd >= 0 && (ev[k].events & EPOLLOUT))
             flush(r, (int)i);
     }
@@ -811,7 +860,11 @@ static void wait_events(rio *r, int64_t now)
 static void *loop_main(void *arg)
 {
     rio *r = arg;
+    sigset_t nopipe;
 
+    sigemptyset(&nopipe); /* TLS writes: EPIPE, never SIGPIPE */
+    sigaddset(&nopipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &nopipe, NULL);
     while (!take_queue(r)) {
         int64_t now = clock_mono_ns();
         expire(r, now);
@@ -973,29 +1026,37 @@ void rio_stats_add(rio *r, rio_stats *s)
     s->moved += v[S_MOVED];
     s->asks += v[S_ASKS];
     s->elsewhere += v[S_ELSEWHERE];
+    s->tls_handshakes += v[S_TLS];
+    s->tls_resumed += v[S_RESUMED];
 }
 
 /* ---- lifecycle ---------------------------------------------------------------- */
 
 /* The connector hands a connected descriptor over (its thread). */
-static void ready(void *arg, int i, int fd)
+static void ready(void *arg, int i, int fd, SSL *ssl)
 {
     rio *r = arg;
 
     pthread_mutex_lock(&r->mu);
     r->ready_fd[i] = fd;
+    r->ready_ssl[i] = ssl;
     pthread_mutex_unlock(&r->mu);
     wake_fd(r->efd);
 }
 
-static int start(rio *r, const int *need, char *err, size_t errlen)
+static int start(rio *r, const int *need, SSL_SESSION *sess, char *err,
+                 size_t errlen)
 {
     struct epoll_event ev = {.events = EPOLLIN, .data.u32 = UINT32_MAX};
 
     if (epoll_ctl(r->epfd, EPOLL_CTL_ADD, r->efd, &ev) != 0 ||
         rconnector_start(&r->connector, &r->o, r->sx.sha, r->nconns, need,
-                         ready, r) != 0 ||
-        (r->loop_started = pthread_create(&r->loop_th, NULL, loop_main,
+                         sess, ready, r) != 0) {
+        SSL_SESSION_free(sess); /* not the connector's */
+        return snprintf(err, errlen, "cannot start the I/O threads"),
+               RL_ESTORE;
+    }
+    if ((r->loop_started = pthread_create(&r->loop_th, NULL, loop_main,
                                           r) == 0) == 0)
         return snprintf(err, errlen, "cannot start the I/O threads"),
                RL_ESTORE;
@@ -1007,11 +1068,14 @@ int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
 {
     rio *r = calloc(1, sizeof *r);
     int rc, need[RIO_MAX_CONNS] = {0};
+    SSL_SESSION *sess = NULL; /* the server's, for the connector */
 
     *out = NULL;
     if (!r)
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
     r->o = *o;
+    if (o->tls)
+        SSL_CTX_up_ref(o->tls); /* rio_close frees it */
     r->nconns = o->connections < 1 ? 1 : o->connections > RIO_MAX_CONNS
                                               ? RIO_MAX_CONNS : o->connections;
     if (r->o.max_backoff_ms < 10)
@@ -1027,21 +1091,25 @@ int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
         r->c[i].out = (resp_buf){malloc(16384), 0, 16384, 1, 0};
     }
     for (int i = 0; i < r->nconns; i++) {
+        SSL *ssl = NULL;
         int fd = o->degraded ? -1 : rconnector_handshake(&r->o, r->sx.sha,
-                                                         err, errlen);
+                                                         &sess, &ssl, err,
+                                                         errlen);
         if (fd < 0 && !o->degraded) {
+            SSL_SESSION_free(sess);
             rio_close(r);
             return RL_ESTORE;
         }
         if (fd >= 0)
-            install(r, i, fd);
+            install(r, i, fd, ssl);
         need[i] = fd < 0;
     }
     if (r->efd < 0 || r->epfd < 0 || !r->c[RIO_MAX_CONNS - 1].out.p) {
+        SSL_SESSION_free(sess);
         rio_close(r);
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
     }
-    if ((rc = start(r, need, err, errlen)) != RL_OK) {
+    if ((rc = start(r, need, sess, err, errlen)) != RL_OK) {
         rio_close(r);
         return rc;
     }
@@ -1062,8 +1130,11 @@ void rio_close(rio *r)
         pthread_join(r->loop_th, NULL); /* it failed what was left */
     rconnector_stop(r->connector);      /* no hand-over after this */
     for (int i = 0; i < RIO_MAX_CONNS; i++) {
-        if (!r->loop_started && r->c[i].fd >= 0)
+        if (!r->loop_started && r->c[i].fd >= 0) {
+            rtls_free(r->c[i].ssl);
             close(r->c[i].fd);
+        }
+        rtls_free(r->ready_ssl[i]);
         if (r->ready_fd[i] >= 0)
             close(r->ready_fd[i]);
         redisReaderFree(r->c[i].reader);
@@ -1075,5 +1146,6 @@ void rio_close(rio *r)
     if (r->epfd >= 0)
         close(r->epfd);
     pthread_mutex_destroy(&r->mu);
+    SSL_CTX_free(r->o.tls);
     free(r);
 }

@@ -24,6 +24,7 @@
 #include <stdint.h>
 
 #include "clock.h"
+#include "ratelimit.h"
 #include "redis_uri.h"
 #include "store.h"
 
@@ -100,6 +101,11 @@ typedef struct rio_opts {
     int per_call;
     int compact;                 /* the compact layout (redis_key.h)     */
     const rl_clock *clock;       /* tests: the time passed to the script */
+    rl_log_fn *log_fn;           /* the connector's news (degraded_start) */
+    void *log_arg;
+    struct ssl_ctx_st *tls;      /* rediss://: the client context (an
+                                    SSL_CTX, redis_tls.h; rio_open takes
+                                    a reference of its own); NULL plain  */
 } rio_opts;
 
 /* Connect now (so a bad address or password is reported at start; with
@@ -139,6 +145,8 @@ int rio_is_up(rio *r);
 typedef struct rio_stats {
     int64_t calls, writes, timeouts, reconnects, down_fails, stuck;
     int64_t batches, checks, noscript, moved, asks, elsewhere;
+    int64_t tls_handshakes, tls_resumed; /* connections up over TLS, and
+                                            those that resumed a session */
 } rio_stats;
 void rio_stats_add(rio *r, rio_stats *st);
 

@@ -209,4 +209,6 @@ void rnode_stats_add(rnode *r, rnode_stats *st)
     st->moved += s.moved;
     st->asks += s.asks;
     st->elsewhere += s.elsewhere;
+    st->tls_handshakes += s.tls_handshakes;
+    st->tls_resumed += s.tls_resumed;
 }

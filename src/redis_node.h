@@ -75,6 +75,7 @@ breaker *rnode_breaker(rnode *n);
 typedef struct rnode_stats {
     int64_t calls, writes, timeouts, reconnects, down_fails, stuck;
     int64_t batches, checks, noscript, moved, asks, elsewhere;
+    int64_t tls_handshakes, tls_resumed;
     int64_t refunds, refreshes, tryagain; /* cluster store only */
 } rnode_stats;
 void rnode_stats_add(rnode *n, rnode_stats *st);

@@ -189,10 +189,10 @@ int redis_uri_parse(const char *uri, redis_uri *u, char *err, size_t errlen)
         rest = uri + 7;
         u->is_unix = 1;
     } else if (strncmp(uri, "rediss://", 9) == 0) {
-        return FAIL("rediss:// (TLS) is not supported; use redis:// or "
-                    "unix://");
+        rest = uri + 9;
+        u->tls = 1;
     } else {
-        return FAIL("expected redis:// or unix://");
+        return FAIL("expected redis://, rediss:// or unix://");
     }
     for (const char *c = uri; *c; c++)
         if ((unsigned char)*c < 0x21 || *c == 0x7f)
@@ -208,12 +208,14 @@ int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
 {
     const char *p, *end, *slash;
     char one[700];
-    size_t cred = 0, b = 16, e;
+    size_t cred = 0, b, e;
+    int tls = strncmp(uri, "rediss-cluster://", 17) == 0;
 
     *n = 0;
-    if (strncmp(uri, "redis-cluster://", 16) != 0)
-        return FAIL("expected redis-cluster://");
-    p = uri + 16;
+    if (!tls && strncmp(uri, "redis-cluster://", 16) != 0)
+        return FAIL("expected redis-cluster:// or rediss-cluster://");
+    b = tls ? 17 : 16;
+    p = uri + b;
     if (credentials(uri, &b, &e)) {
         cred = e + 1 - b; /* "user:password@", checked with each seed */
         p = uri + e + 1;
@@ -241,6 +243,7 @@ int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
         one[8 + cred + len] = 0;
         if (redis_uri_parse(one, &seeds[*n], why, sizeof why) != 0)
             return FAIL("seed %d (%.*s): %s", *n + 1, (int)len, p, why);
+        seeds[*n].tls = tls;
         ++*n;
         p += len + (comma ? 1 : 0);
         if (comma && p == end)

@@ -2,8 +2,10 @@
  * redis_uri.h -- parse the store URIs that name one Redis server:
  *
  *   redis://[[user]:password@]host[:port][/db]     host may be [v6::addr]
+ *   rediss://...                                   the same, over TLS
  *   unix://[[user]:password@]/path/to/socket[?db=N]
  *   redis-cluster://[[user]:password@]host[:port],host[:port]...
+ *   rediss-cluster://...                           the same, over TLS
  *
  * and show them without their secrets.  Port defaults to 6379, db to 0.
  *
@@ -26,6 +28,7 @@
 
 typedef struct redis_uri {
     int is_unix;
+    int tls;            /* rediss://, rediss-cluster:// */
     char host[256];
     int port;
     char path[108];     /* unix socket path (sun_path size) */
@@ -41,7 +44,7 @@ int redis_uri_parse(const char *uri, redis_uri *out, char *err,
 /*
  * A Redis Cluster's seed list:
  *   redis-cluster://[[user]:password@]host[:port][,host[:port]...][/0]
- * (the credentials apply to every node; a cluster has database 0 only).
+ * or rediss-cluster://, each seed's tls set (the credentials apply to every node; a cluster has database 0 only).
  * Fills seeds[0..*n), at most max; 0, or -1 with the reason in err.
  */
 int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,

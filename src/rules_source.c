@@ -498,11 +498,15 @@ static int resolve(rules_source *s, const struct rl_config *cfg)
             char shown[128];
             redis_uri_redact(uri, shown, sizeof shown);
             return rl_fail(NULL, RL_EOPTION, "rules_source: \"store\" needs "
-                           "a redis:// or unix:// store, not \"%s\"", shown);
+                           "a redis:// or unix:// store, not \"%s\" (no "
+                           "TLS for the rules source)", shown);
         }
     }
     if (redis_uri_parse(uri, &s->uri, why, sizeof why) != 0)
         return rl_fail(NULL, RL_EOPTION, "rules_source: %s", why);
+    if (s->uri.tls) /* rules_redis.c reads through hiredis 0.14: no TLS */
+        return rl_fail(NULL, RL_EOPTION, "rules_source: rediss:// (TLS) is "
+                       "not supported for the rules source");
     s->kind = SRC_REDIS;
     snprintf(s->key, sizeof s->key, "%s",
              cfg->rules_key ? cfg->rules_key : RULES_KEY_DEFAULT);

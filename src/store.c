@@ -22,11 +22,13 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
     if (strncmp(uri, "redis://", 8) == 0 || strncmp(uri, "unix://", 7) == 0 ||
         strncmp(uri, "rediss://", 9) == 0)
         return store_redis_new(uri, opt, out, err, errlen);
-    if (strncmp(uri, "redis-cluster://", 16) == 0)
+    if (strncmp(uri, "redis-cluster://", 16) == 0 ||
+        strncmp(uri, "rediss-cluster://", 17) == 0)
         return store_cluster_new(uri, opt, out, err, errlen);
     redis_uri_redact(uri, shown, sizeof shown);
     return snprintf(err, errlen,
                     "store \"%s\": unknown scheme (expected memory://, "
-                    "redis://, unix:// or redis-cluster://)", shown),
+                    "redis://, rediss://, unix://, redis-cluster:// or "
+                    "rediss-cluster://)", shown),
            RL_ESTORE;
 }

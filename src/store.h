@@ -17,6 +17,7 @@
 
 #include "algo.h"
 #include "clock.h"
+#include "ratelimit.h"
 #include "rule.h"
 
 #define RL_OPS_MAX 32 /* charges in one request: rules one request matches */
@@ -102,6 +103,11 @@ typedef struct store_options {
     const char *fleet_name;      /* non-NULL: count the fleet by        */
     _Atomic int64_t *fleet_size; /*   heartbeats, into *fleet_size      */
     int compact;                 /* Redis: the compact layout           */
+    /* rediss://, rediss-cluster:// (redis_tls.h); NULL strings: unset. */
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file;
+    int tls_verify;              /* 0: the server is not verified       */
+    rl_log_fn *log_fn;           /* the limiter's log hook (NULL: none) */
+    void *log_arg;
 } store_options;
 
 /* Open the store a URI names ("memory://", "redis://...", "unix://...",

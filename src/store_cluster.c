@@ -39,6 +39,7 @@
 #include "store_redis.h"
 #include "cluster_reply.h"
 #include "crc16.h"
+#include "redis_link.h"
 
 #include <pthread.h>
 #include <limits.h>
@@ -137,43 +138,42 @@ static int ensure_node(cluster_store *c, const char *host, int port,
 
 /* ---- the slot map ---------------------------------------------------- */
 
-/* A blocking control connection with timeouts, AUTHed. */
-static redisContext *control(const cluster_store *c, const char *host,
-                             int port, char *err, size_t errlen)
+/* A blocking control connection with timeouts (TLS for
+ * rediss-cluster://), AUTHed; 0, or -1 with the reason in err. */
+static int control(const cluster_store *c, rlink *l, const char *host,
+                   int port, char *err, size_t errlen)
 {
-    int64_t ms = c->nopts.io.connect_timeout_ms;
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     const redis_uri *u = &c->seeds[0];
-    redisContext *ctx = redisConnectWithTimeout(host, port, tv);
+    redis_uri at = {.port = port, .tls = u->tls};
+    char why[256];
     redisReply *r;
 
-    if (!ctx || ctx->err) {
-        snprintf(err, errlen, "%s:%d: %s", host, port,
-                 ctx ? ctx->errstr : "out of memory");
-        redisFree(ctx);
-        return NULL;
+    snprintf(at.host, sizeof at.host, "%s", host);
+    if (rlink_open(l, &at, c->nopts.io.tls, NULL, c->nopts.io.connect_timeout_ms,
+                   why, sizeof why) != 0) {
+        snprintf(err, errlen, "%s", why); /* "connect to host:port: ..." */
+        return -1;
     }
-    redisSetTimeout(ctx, tv);
     if (u->password[0]) {
-        r = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
-                       : redisCommand(ctx, "AUTH %s", u->password);
+        r = u->user[0] ? rlink_command(l, "AUTH %s %s", u->user, u->password)
+                       : rlink_command(l, "AUTH %s", u->password);
         if (!r || r->type == REDIS_REPLY_ERROR) {
             snprintf(err, errlen, "%s:%d: AUTH: %s", host, port,
-                     r ? r->str : ctx->errstr);
+                     r ? r->str : l->errstr);
             if (r)
                 freeReplyObject(r);
-            redisFree(ctx);
-            return NULL;
+            rlink_close(l);
+            return -1;
         }
         freeReplyObject(r);
     }
-    return ctx;
+    return 0;
 }
 
 /* cluster_state from CLUSTER INFO: 1 ok, 0 not, -1 no answer. */
-static int cluster_ok(redisContext *ctx)
+static int cluster_ok(rlink *l)
 {
-    redisReply *r = redisCommand(ctx, "CLUSTER INFO");
+    redisReply *r = rlink_command(l, "CLUSTER INFO");
     int ok = -1;
 
     if (r && r->type == REDIS_REPLY_STRING)
@@ -205,16 +205,16 @@ static int apply_range(const cluster_range *rg, void *arg)
 static int refresh_from(cluster_store *c, const char *host, int port,
                         int *down, char *err, size_t errlen)
 {
-    redisContext *ctx = control(c, host, port, err, errlen);
+    rlink l;
     redisReply *r;
     int rc = -1, covered;
 
-    if (!ctx)
+    if (control(c, &l, host, port, err, errlen) != 0)
         return -1;
-    r = redisCommand(ctx, "CLUSTER SLOTS");
+    r = rlink_command(&l, "CLUSTER SLOTS");
     if (!r) {
         snprintf(err, errlen, "%s:%d: CLUSTER SLOTS: %s", host, port,
-                 ctx->errstr);
+                 l.errstr);
     } else if (r->type == REDIS_REPLY_ERROR) {
         snprintf(err, errlen, "%s:%d is not a Redis Cluster node (%s); "
                  "use redis:// for a single server", host, port, r->str);
@@ -223,7 +223,7 @@ static int refresh_from(cluster_store *c, const char *host, int port,
         snprintf(err, errlen, "%s:%d: CLUSTER SLOTS: unexpected reply",
                  host, port);
     } else {
-        *down = covered < NSLOTS || cluster_ok(ctx) == 0;
+        *down = covered < NSLOTS || cluster_ok(&l) == 0;
         if (*down)
             snprintf(err, errlen, "%s:%d: the cluster is down (%d of "
                      "16384 slots served%s)", host, port, covered,
@@ -232,7 +232,7 @@ static int refresh_from(cluster_store *c, const char *host, int port,
     }
     if (r)
         freeReplyObject(r);
-    redisFree(ctx);
+    rlink_close(&l);
     return rc;
 }
 
@@ -695,6 +695,7 @@ static void cluster_free(rl_store *s)
         rnode_close(atomic_load(&c->nodes[i].node));
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->cv);
+    SSL_CTX_free(c->nopts.io.tls); /* each node's I/O held its own */
     free(c);
 }
 
@@ -797,6 +798,12 @@ int store_cluster_new(const char *uri, const store_options *opt,
                RL_ESTORE;
     }
     c->nopts.io.uri = c->seeds[0]; /* credentials; host set per node */
+    if (store_redis_tls(&c->seeds[0], opt, &c->nopts.io.tls, why,
+                        sizeof why) != 0) {
+        cluster_free(&c->base);
+        return snprintf(err, errlen, "store \"%s\": %s", shown, why),
+               RL_ESTORE;
+    }
     rc = refresh(c, &down, why, sizeof why);
     if (rc == -2 || ((rc != 0 || down) && !opt->degraded_start)) {
         cluster_free(&c->base);

@@ -14,6 +14,7 @@
 #include "fleet.h"
 #include "ratelimit.h"
 #include "redis_node.h"
+#include "redis_tls.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -133,6 +134,8 @@ void store_redis_node_opts(rnode_opts *o, const store_options *opt,
     o->io.compact = opt->compact;
     o->io.clock = clock;
     o->io.connect_timeout_ms = opt->connect_timeout_ms;
+    o->io.log_fn = opt->log_fn;
+    o->io.log_arg = opt->log_arg;
     /* Reconnect tries at most half a breaker cooldown apart (and at most a
      * second): once Redis is back, a connection is up before the breaker's
      * next probe is due, so it closes within one cooldown. */
@@ -145,6 +148,19 @@ void store_redis_node_opts(rnode_opts *o, const store_options *opt,
                                            : rl_lua_check;
     o->io.script_len = store_redis_test_script ? store_redis_test_script_len
                                                : rl_lua_check_len;
+}
+
+int store_redis_tls(const redis_uri *u, const store_options *opt,
+                    SSL_CTX **ctx, char *err, size_t errlen)
+{
+    rtls_opts t = {.ca_file = opt->tls_ca_file, .ca_dir = opt->tls_ca_dir,
+                   .cert_file = opt->tls_cert_file,
+                   .key_file = opt->tls_key_file, .verify = opt->tls_verify};
+
+    *ctx = NULL;
+    if (!u->tls)
+        return 0;
+    return (*ctx = rtls_ctx_new(&t, err, errlen)) ? 0 : -1;
 }
 
 static rio *fleet_io(void *arg)
@@ -167,12 +183,15 @@ int store_redis_new(const char *uri, const store_options *opt,
     r->timeout_ms = opt->timeout_ms;
     store_redis_node_opts(&no, opt, &r->clock);
     redis_uri_redact(uri, shown, sizeof shown);
-    if (redis_uri_parse(uri, &no.io.uri, why, sizeof why)) {
+    if (redis_uri_parse(uri, &no.io.uri, why, sizeof why) ||
+        store_redis_tls(&no.io.uri, opt, &no.io.tls, why, sizeof why)) {
         free(r);
         return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
     }
-    if ((rc = rnode_open(&r->node, &no, why, sizeof why)) != RL_OK) {
+    rc = rnode_open(&r->node, &no, why, sizeof why);
+    SSL_CTX_free(no.io.tls); /* the node's I/O holds its own reference */
+    if (rc != RL_OK) {
         free(r);
         return snprintf(err, errlen, "store \"%s\": %s", shown, why), rc;
     }

@@ -33,6 +33,13 @@ void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg);
 typedef rnode_stats store_redis_stats;
 void store_redis_stats_get(rl_store *s, store_redis_stats *st);
 
+/* The TLS client context for u (NULL in *ctx when u is not rediss://)
+ * from opt's tls_* options; the caller frees it (SSL_CTX_free).  0, or -1
+ * with the reason in err. */
+struct ssl_ctx_st;
+int store_redis_tls(const redis_uri *u, const store_options *opt,
+                    struct ssl_ctx_st **ctx, char *err, size_t errlen);
+
 /* The options of one node, from the store's (shared with the cluster):
  * the script (the test one if set), connections, breaker, layout. */
 void store_redis_node_opts(rnode_opts *o, const store_options *opt,

@@ -66,6 +66,8 @@ typedef struct rh_entry {
     pid_t creator;  /* the process that made dir */
     unsigned rejected; /* optional directives the server rejected (bits) */
     int cluster_ms; /* > 0: a cluster node with this cluster-node-timeout */
+    int tls;        /* rh_start_tls(): the directives below */
+    char tls_cert[256], tls_key[256], tls_ca[256], tls_auth[16];
 } rh_entry;
 
 /*
@@ -655,6 +657,16 @@ static int write_config(const rh_server *s, const rh_entry *e,
     put_directive(f, "logfile", log);
     if (s->password[0] != '\0')
         put_directive(f, "requirepass", s->password);
+    if (e->tls) {
+        fprintf(f, "tls-port %d\n", s->tls_port);
+        put_directive(f, "tls-cert-file", e->tls_cert);
+        put_directive(f, "tls-key-file", e->tls_key);
+        put_directive(f, "tls-ca-cert-file", e->tls_ca);
+        put_directive(f, "tls-auth-clients", e->tls_auth);
+        if (e->cluster_ms > 0) /* the bus, replication and the ports
+                                  given out to TLS clients: TLS */
+            fputs("tls-cluster yes\ntls-replication yes\n", f);
+    }
     if (e->cluster_ms > 0) {
         /* nodes.conf, in dir, is the node's identity: rh_restart() keeps
          * it.  Replicas sync at once (the default waits 5 s for more
@@ -759,9 +771,22 @@ static int launch(rh_server *s, rh_entry *e, int keep_port)
         pid_t pid;
         int rc;
 
-        if (!keep_port &&
-            (s->port = e->cluster_ms > 0 ? pick_cluster_port()
-                                         : pick_port()) < 0) {
+        /* With tls-cluster the bus is the TLS port + 10000. */
+        if (!keep_port && e->tls &&
+            (s->tls_port = e->cluster_ms > 0 ? pick_cluster_port()
+                                             : pick_port()) < 0) {
+            fprintf(stderr, "redis_harness: no free port: %s\n",
+                    strerror(errno));
+            return -1;
+        }
+        do /* apart from the TLS port and its bus */
+            s->port = keep_port ? s->port : e->cluster_ms > 0
+                                              ? pick_cluster_port()
+                                              : pick_port();
+        while (!keep_port && e->tls && s->port >= 0 &&
+               (s->port == s->tls_port || s->port == s->tls_port + 10000 ||
+                s->port + 10000 == s->tls_port));
+        if (s->port < 0) {
             fprintf(stderr, "redis_harness: no free port: %s\n",
                     strerror(errno));
             return -1;
@@ -820,8 +845,9 @@ int rh_available(void)
     return tool_runs("redis-server");
 }
 
-/* rh_start(), and a cluster node when cluster_ms > 0. */
-static int start_server(rh_server *s, const char *password, int cluster_ms)
+/* rh_start(), a cluster node when cluster_ms > 0, TLS when t is set. */
+static int start_server(rh_server *s, const char *password, int cluster_ms,
+                        const rh_tls *t)
 {
     char tmpl[] = RH_TMP "/" RH_PREFIX "XXXXXX";
     rh_entry *e;
@@ -857,6 +883,13 @@ static int start_server(rh_server *s, const char *password, int cluster_ms)
     snprintf(s->unix_path, sizeof s->unix_path, "%s/redis.sock", tmpl);
     snprintf(s->password, sizeof s->password, "%s", password ? password : "");
     e->cluster_ms = cluster_ms;
+    e->tls = t != NULL;
+    if (t) {
+        snprintf(e->tls_cert, sizeof e->tls_cert, "%s", t->cert_file);
+        snprintf(e->tls_key, sizeof e->tls_key, "%s", t->key_file);
+        snprintf(e->tls_ca, sizeof e->tls_ca, "%s", t->ca_file);
+        snprintf(e->tls_auth, sizeof e->tls_auth, "%s", t->auth_clients);
+    }
     if (launch(s, e, 0) != 0) {
         remove_dir(e->dir);
         e->dir[0] = '\0';
@@ -867,7 +900,12 @@ static int start_server(rh_server *s, const char *password, int cluster_ms)
 
 int rh_start(rh_server *s, const char *password)
 {
-    return start_server(s, password, 0);
+    return start_server(s, password, 0, NULL);
+}
+
+int rh_start_tls(rh_server *s, const char *password, const rh_tls *t)
+{
+    return start_server(s, password, 0, t);
 }
 
 int rh_stop(rh_server *s)
@@ -1428,8 +1466,8 @@ int rh_cluster_available(void)
     return rh_available() && tool_runs("redis-cli");
 }
 
-int rh_cluster_start(rh_cluster *c, int masters, int replicas,
-                     int node_timeout_ms)
+static int cluster_start(rh_cluster *c, int masters, int replicas,
+                         int node_timeout_ms, const rh_tls *t)
 {
     const char *myid[] = {"CLUSTER", "MYID"};
     int total = masters * (1 + replicas);
@@ -1447,7 +1485,7 @@ int rh_cluster_start(rh_cluster *c, int masters, int replicas,
         redisContext *ctx;
         redisReply *r = NULL;
 
-        if (start_server(&c->node[i], NULL, node_timeout_ms) != 0)
+        if (start_server(&c->node[i], NULL, node_timeout_ms, t) != 0)
             goto fail;
         c->n = i + 1;
         if ((ctx = node_ctx(c, i, err, sizeof err)) != NULL)
@@ -1469,6 +1507,18 @@ int rh_cluster_start(rh_cluster *c, int masters, int replicas,
 fail:
     rh_cluster_stop(c);
     return -1;
+}
+
+int rh_cluster_start(rh_cluster *c, int masters, int replicas,
+                     int node_timeout_ms)
+{
+    return cluster_start(c, masters, replicas, node_timeout_ms, NULL);
+}
+
+int rh_cluster_start_tls(rh_cluster *c, int masters, int replicas,
+                         int node_timeout_ms, const rh_tls *t)
+{
+    return cluster_start(c, masters, replicas, node_timeout_ms, t);
 }
 
 int rh_cluster_stop(rh_cluster *c)

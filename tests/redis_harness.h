@@ -54,6 +54,7 @@ typedef struct rh_server {
     char dir[256];       /* temp dir: config, logs, unix socket */
     char unix_path[300]; /* unix socket path inside dir */
     char password[64];   /* "" = no AUTH */
+    int tls_port;        /* rh_start_tls(): its TLS port; else 0 */
 } rh_server;
 
 /* 1 if redis-server is on PATH and runs; 0 with the reason on stderr. */
@@ -65,6 +66,19 @@ int rh_available(void);
  * server's log on stderr.  *s is overwritten.
  */
 int rh_start(rh_server *s, const char *password);
+
+/*
+ * TLS (rediss://): as rh_start(), and a TLS port too (s->tls_port, also
+ * picked free) with the server's certificate and key and the CA it
+ * checks client certificates against (paths, PEM, kept for rh_restart());
+ * auth_clients "no", "optional" or "yes" (tls-auth-clients).  The
+ * plaintext port stays, for the harness's own control connections.
+ */
+typedef struct rh_tls {
+    const char *cert_file, *key_file, *ca_file;
+    const char *auth_clients;
+} rh_tls;
+int rh_start_tls(rh_server *s, const char *password, const rh_tls *t);
 
 /* SIGTERM, wait (SIGKILL after 5 s), remove the dir.  0 if not started. */
 int rh_stop(rh_server *s);
@@ -147,6 +161,13 @@ int rh_cluster_available(void);
  */
 int rh_cluster_start(rh_cluster *c, int masters, int replicas,
                      int node_timeout_ms);
+
+/* The same, every node also on a TLS port as rh_start_tls() says, with
+ * tls-cluster and tls-replication on: a TLS client is given the TLS
+ * ports (CLUSTER SLOTS, MOVED); redis-cli and the harness still use the
+ * plaintext ones. */
+int rh_cluster_start_tls(rh_cluster *c, int masters, int replicas,
+                         int node_timeout_ms, const rh_tls *t);
 
 /* rh_stop() every node (SIGTERM to all at once, then wait); 0, or -1 if a
  * node had to be killed or its dir could not be removed. */

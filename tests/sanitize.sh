@@ -21,8 +21,8 @@ mkdir -p "$out"
 cflags="-std=c11 -D_GNU_SOURCE -DRL_BUILDING_LIBRARY -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror"
 # tools/ratelimitd first: its request.h, not the library's src/request.h,
 # is the one the fuzz targets include (src/*.c find their own first).
-cflags="$cflags -I$src/include -I$src/tools/ratelimitd -I$src/src -I$src/tests $(pkg-config --cflags jansson hiredis check)"
-libs="$(pkg-config --libs jansson hiredis check) -lpthread -lm"
+cflags="$cflags -I$src/include -I$src/tools/ratelimitd -I$src/src -I$src/tests $(pkg-config --cflags jansson hiredis openssl check)"
+libs="$(pkg-config --libs jansson hiredis openssl check) -lpthread -lm"
 # ratelimitd: the pure request parsing is in the fuzz targets too.
 rld_pure="$src/tools/ratelimitd/route.c $src/tools/ratelimitd/body.c $src/tools/ratelimitd/etag.c"
 rld_mods="libmicrohttpd sqlite3 libcurl"

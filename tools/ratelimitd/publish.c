@@ -258,6 +258,12 @@ int publisher_start(publisher **out, const publisher_opts *o, char *err,
         free(p);
         return snprintf(err, errlen, "--redis: %s", why), -1;
     }
+    if (p->uri.tls) { /* its connection is hiredis 0.14's: no TLS */
+        free(p);
+        return snprintf(err, errlen, "--redis: rediss:// (TLS) is not "
+                        "supported by ratelimitd; use redis:// or unix://"),
+               -1;
+    }
     if (strlen(o->key) == 0 || strlen(o->key) >= sizeof p->key) {
         free(p);
         return snprintf(err, errlen, "--redis-key: 1..%d bytes",

@@ -74,6 +74,10 @@ int rlctl_cmd_dryrun(const rlctl_opts *o, int argc, char **argv)
     if (redis_uri_parse(uri, &u, err, sizeof err))
         return fprintf(stderr, "rlctl dryrun: --redis: %s\n", err),
                RLCTL_USAGE;
+    if (u.tls) /* rules_redis.c's connection: hiredis 0.14, no TLS */
+        return fprintf(stderr, "rlctl dryrun: --redis: rediss:// (TLS) is "
+                       "not supported; use redis:// or unix://\n"),
+               RLCTL_USAGE;
     c = rr_connect(&u, -1, mono_ms() + o->timeout_ms, o->timeout_ms, &rc,
                    err, sizeof err);
     if (!c) { /* the server by address, never by its URI (a password) */

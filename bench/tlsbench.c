@@ -1,0 +1,216 @@
+/*
+ * tlsbench.c -- what TLS costs a check: one private redis-server with a
+ * plaintext port and a TLS port (the test harness, certificates made by
+ * the openssl command as the tests make them), the same load over each in
+ * the same run, in turns (tcp, tls, tcp, tls: drift on a shared machine
+ * falls on both), each transport's best turns reported (its highest
+ * rate, with that turn's median, and its lowest p99):
+ *
+ *   tls_checks_per_s   --threads threads, each rl_check() in a loop on a
+ *                      key drawn from --keys keys; ref: the same over TCP
+ *   tls_p99_us         the 99th percentile of one check's time; ref: TCP
+ *   tls_p50_us         the median, likewise
+ *
+ * The rule's limit is so large that nothing is denied.  Options: --seconds
+ * S per turn (default 3), --threads N (default 16), --keys N (default
+ * 10000), --json (one object per line), --quick (1 s turns).
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchutil.h"
+#include "ratelimit.h"
+#include "redis_harness.h"
+#include "tls_certs.h"
+
+#define TURNS 2
+#define MAX_THREADS 256
+#define PASSWORD "tlsbench-pw"
+
+static const char rules[] =
+    "[{\"rule_id\":\"b\",\"dimension\":\"user\",\"limit\":1000000000,"
+    "\"window_seconds\":3600}]";
+
+typedef struct options {
+    double seconds;
+    int threads, json;
+    unsigned long long keys;
+} options;
+
+typedef struct result {
+    double per_s, p50_us, p99_us;
+    uint64_t errors;
+} result;
+
+typedef struct worker {
+    rl_limiter *lim;
+    const options *o;
+    uint64_t until_ns, checks, errors, seed;
+    hist h;
+    pthread_t th;
+} worker;
+
+static const text_layout layout = {18, 12, 1, 8, 18, 3};
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    char key[32];
+
+    while (now_ns() < w->until_ns) {
+        rl_result res = RL_RESULT_INIT;
+        uint64_t t0;
+        snprintf(key, sizeof key, "user:%llu",
+                 (unsigned long long)pick(&w->seed, w->o->keys));
+        t0 = now_ns();
+        if (rl_check(w->lim, &(rl_request){.size = sizeof(rl_request),
+                                            .user = key, .cost = 1}, &res) != RL_OK ||
+            (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
+                          RL_FLAG_FAIL_CLOSED)))
+            w->errors++;
+        hist_add(&w->h, now_ns() - t0);
+        w->checks++;
+    }
+    return NULL;
+}
+
+static rl_limiter *open_limiter(const char *store, const char *ca)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+
+    if (!cfg || rl_config_set(cfg, "store", store) != RL_OK ||
+        rl_config_set(cfg, "rules", rules) != RL_OK ||
+        rl_config_set(cfg, "timeout_ms", "1000") != RL_OK ||
+        (ca && rl_config_set(cfg, "tls_ca_file", ca) != RL_OK) ||
+        rl_limiter_new(&lim, cfg) != RL_OK)
+        fprintf(stderr, "tlsbench: %s: %s\n", store, errtext(NULL));
+    rl_config_free(cfg);
+    return lim;
+}
+
+/* One turn of o->seconds on lim. */
+static result turn(rl_limiter *lim, const options *o)
+{
+    static worker w[MAX_THREADS];
+    uint64_t start = now_ns(), checks = 0, errors = 0;
+    hist *all = calloc(1, sizeof *all);
+    result r;
+
+    for (int i = 0; i < o->threads; i++) {
+        w[i] = (worker){.lim = lim, .o = o, .seed = (uint64_t)i + 1,
+                        .until_ns = start + (uint64_t)(o->seconds * 1e9)};
+        pthread_create(&w[i].th, NULL, work, &w[i]);
+    }
+    for (int i = 0; i < o->threads; i++) {
+        pthread_join(w[i].th, NULL);
+        checks += w[i].checks;
+        errors += w[i].errors;
+        hist_merge(all, &w[i].h);
+    }
+    r = (result){.per_s = (double)checks / ((double)(now_ns() - start) / 1e9),
+                 .p50_us = hist_pct(all, 0.50) / 1e3,
+                 .p99_us = hist_pct(all, 0.99) / 1e3, .errors = errors};
+    free(all);
+    return r;
+}
+
+static void keep_best(result *best, result r)
+{
+    if (r.per_s > best->per_s) {
+        best->per_s = r.per_s;
+        best->p50_us = r.p50_us;
+    }
+    if (best->p99_us == 0 || r.p99_us < best->p99_us)
+        best->p99_us = r.p99_us;
+    best->errors += r.errors;
+}
+
+static void emit(const char *name, double tls, double tcp, const char *unit,
+                 const options *o, uint64_t errors)
+{
+    figure f = {.name = name, .value = tls, .unit = unit, .nrefs = 1,
+                .ref = {tcp}, .ref_name = {"tcp"}};
+
+    xnum(&f, "threads", o->threads);
+    xnum(&f, "seconds_per_turn", o->seconds);
+    xnum(&f, "turns", TURNS);
+    xnum(&f, "errors", (double)errors);
+    emit_figure(&f, o->json, &layout);
+}
+
+static int parse(int argc, char **argv, options *o)
+{
+    *o = (options){.seconds = 3, .threads = 16, .keys = 10000};
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--json") == 0)
+            o->json = 1;
+        else if (strcmp(a, "--quick") == 0)
+            o->seconds = 1;
+        else if (strcmp(a, "--seconds") == 0 && v && i++)
+            o->seconds = atof(v);
+        else if (strcmp(a, "--threads") == 0 && v && i++)
+            o->threads = atoi(v);
+        else if (strcmp(a, "--keys") == 0 && v && i++ &&
+                 parse_count(v, &o->keys) == 0 && o->keys)
+            ;
+        else
+            return fprintf(stderr, "usage: tlsbench [--json] [--quick] "
+                           "[--seconds S] [--threads N] [--keys N]\n"), -1;
+    }
+    if (o->threads < 1 || o->threads > MAX_THREADS || o->seconds <= 0)
+        return fprintf(stderr, "tlsbench: threads 1..%d, seconds > 0\n",
+                       MAX_THREADS), -1;
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    rh_server s;
+    char dir[64], path[4][128], tcp_uri[128], tls_uri[128];
+    rl_limiter *tcp, *tls;
+    result best_tcp = {0}, best_tls = {0};
+    uint64_t t_start = now_ns();
+    rh_tls t;
+
+    if (parse(argc, argv, &o) != 0 || tls_certs_make(dir, sizeof dir) != 0)
+        return 2;
+    snprintf(path[0], sizeof path[0], "%s/server.crt", dir);
+    snprintf(path[1], sizeof path[1], "%s/server.key", dir);
+    snprintf(path[2], sizeof path[2], "%s/ca.crt", dir);
+    t = (rh_tls){.cert_file = path[0], .key_file = path[1],
+                 .ca_file = path[2], .auth_clients = "no"};
+    if (rh_start_tls(&s, PASSWORD, &t) != 0)
+        return tls_certs_remove(dir), 1;
+    snprintf(tcp_uri, sizeof tcp_uri, "redis://:%s@127.0.0.1:%d/0", PASSWORD,
+             s.port);
+    snprintf(tls_uri, sizeof tls_uri, "rediss://:%s@127.0.0.1:%d/0",
+             PASSWORD, s.tls_port);
+    tcp = open_limiter(tcp_uri, NULL);
+    tls = open_limiter(tls_uri, path[2]);
+    if (!tcp || !tls)
+        return rh_stop(&s), tls_certs_remove(dir), 1;
+    if (!o.json)
+        print_columns(&layout);
+    for (int k = 0; k < TURNS; k++) {
+        keep_best(&best_tcp, turn(tcp, &o));
+        keep_best(&best_tls, turn(tls, &o));
+    }
+    emit("tls_checks_per_s", best_tls.per_s, best_tcp.per_s, "1/s", &o,
+         best_tls.errors + best_tcp.errors);
+    emit("tls_p50_us", best_tls.p50_us, best_tcp.p50_us, "us", &o,
+         best_tls.errors + best_tcp.errors);
+    emit("tls_p99_us", best_tls.p99_us, best_tcp.p99_us, "us", &o,
+         best_tls.errors + best_tcp.errors);
+    rl_limiter_free(tcp);
+    rl_limiter_free(tls);
+    rh_stop(&s);
+    tls_certs_remove(dir);
+    print_done("tlsbench", o.json, t_start);
+    return 0;
+}
