@@ -51,6 +51,12 @@ static int check_cost(const rl_limiter *lim, int64_t cost)
     return RL_OK;
 }
 
+/* The compact layout's hash key (option hash_key), or NULL. */
+static const uint64_t *layout_key(const rl_limiter *lim)
+{
+    return lim->keyed_layout ? lim->layout_key : NULL;
+}
+
 /* The caller's result: its span checked, its bytes after size zeroed.
  * 0 with rl_fail() done when its size is too small. */
 static size_t result_span(const rl_limiter *lim, const char *what,
@@ -89,7 +95,8 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
         rc = rl_fail(lim, RL_ENORULE, "no rule \"%.64s\" in rule set version "
                      "%lld", rule_id, (long long)rs->version);
     } else {
-        op = (store_op){rule, key, len, cost, rule->mode == RL_MODE_LOG};
+        op = (store_op){rule, key, len, cost, rule->mode == RL_MODE_LOG,
+                        layout_key(lim)};
         rc = run(lim, &op, 1, &res);
     }
     rcu_read_unlock(&lim->rules, t);
@@ -266,7 +273,7 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
         if (rc == REQUEST_NEED_ROOM || k == max_ops)
             return REQUEST_NEED_ROOM;
         ops[k++] = (store_op){rule, keys + at, len, req->cost,
-                              rule->mode == RL_MODE_LOG};
+                              rule->mode == RL_MODE_LOG, layout_key(lim)};
         at += len + 1;
     }
     *n = k;

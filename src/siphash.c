@@ -70,6 +70,32 @@ uint64_t siphash13(const void *data, size_t len, const uint64_t key[2])
     return v[0] ^ v[1] ^ v[2] ^ v[3];
 }
 
+static int hex_digit(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'f')
+        return (c | 0x20) - 'a' + 10;
+    return -1;
+}
+
+int siphash_key_parse(const char *hex, uint64_t key[2])
+{
+    unsigned char b[SIPHASH_KEY_HEX / 2];
+
+    if (strlen(hex) != SIPHASH_KEY_HEX)
+        return -1;
+    for (size_t i = 0; i < sizeof b; i++) {
+        int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0)
+            return -1;
+        b[i] = (unsigned char)(hi << 4 | lo);
+    }
+    key[0] = read_le64(b);
+    key[1] = read_le64(b + 8);
+    return 0;
+}
+
 void siphash_random_key(uint64_t key[2])
 {
     struct timespec ts;
