@@ -10,7 +10,9 @@
  * endpoint, at most NFA_WORDS words a byte, with no backtracking and no
  * allocation.  Before reading anything, the bytes before the first star
  * and after the last must match the endpoint's ends, which turns most
- * endpoints away at once.
+ * endpoints away at once.  A pattern whose stars are all "**" and which
+ * has no '?' needs no automaton: its segments are found in turn with
+ * memmem(), O(pattern + endpoint).
  */
 #include "pattern.h"
 
@@ -149,6 +151,58 @@ static int ends_match(const char *pat, size_t m, const char *s, size_t n)
            seg_at(pat + m - tail, tail, s + n - tail);
 }
 
+/* Only "**" stars and literal bytes: each segment between stars found at
+ * its leftmost place after the one before (memmem()) is right, as nothing
+ * constrains the gaps; the first and last are anchored (ends_match()). */
+static int only_double_stars(const char *pat)
+{
+    for (const char *p = pat; *p; p++) {
+        if (*p == '?' || (*p == '*' && p[1] != '*'))
+            return 0;
+        p += *p == '*';
+    }
+    return 1;
+}
+
+static int match_segments(const char *pat, size_t m, const char *s, size_t n)
+{
+    size_t head = strcspn(pat, "*");
+    size_t tail = m - (size_t)(strrchr(pat, '*') - pat) - 1;
+    size_t pos = head, lim = n - tail;
+
+    for (const char *p = pat + head; p < pat + m - tail;) {
+        size_t len;
+        const char *at;
+        p += 2; /* "**" */
+        len = strcspn(p, "*");
+        if (p[len] == '\0')
+            break; /* the last segment, matched at lim */
+        if (len > lim - pos || !(at = memmem(s + pos, lim - pos, p, len)))
+            return 0;
+        pos = (size_t)(at - s) + len;
+        p += len;
+    }
+    return 1;
+}
+
+/* One 64-bit word of states: patterns under 64 bytes, most of them. */
+static int run_one_word(const nfa *a, const char *s, size_t n, size_t m)
+{
+    uint64_t r = 1, star = a->star[0], dstar = a->dstar[0], any = a->any[0];
+
+    r |= (r & star) << 1 | (r & dstar) << 2;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        uint64_t open = c == '/' ? 0 : ~(uint64_t)0;
+        uint64_t adv = r & (a->lit[a->row[c]][0] | (any & open));
+        r = adv << 1 | (r & (dstar | (star & open)));
+        r |= (r & star) << 1 | (r & dstar) << 2;
+        if (!r)
+            return 0;
+    }
+    return (int)(r >> m & 1);
+}
+
 int pattern_match(const char *pat, const char *s)
 {
     size_t m = strlen(pat), n;
@@ -162,7 +216,11 @@ int pattern_match(const char *pat, const char *s)
     n = strlen(s);
     if (!ends_match(pat, m, s, n))
         return 0;
+    if (only_double_stars(pat))
+        return match_segments(pat, m, s, n);
     nfa_init(&a, pat, m);
+    if (a.words == 1)
+        return run_one_word(&a, s, n, m);
     closure(&a, r);
     for (size_t i = 0; i < n; i++)
         if (!step(&a, r, (unsigned char)s[i]))
