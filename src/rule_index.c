@@ -1,8 +1,8 @@
 /*
- * rule_index.c -- see rule_index.h.  One open-addressing table holds every
- * bucket (a tier's name, a tier's no-endpoint list, an exact endpoint, a
- * prefix), each keyed by (kind, tier id, bytes); a bucket's rules are a
- * run of one postings array, in rule order.  Building is two passes over
+ * rule_index.c -- see rule_index.h.  One open-addressing table of slots
+ * finds every bucket (a tier's name, a tier's no-endpoint list, an exact
+ * endpoint, a prefix), each keyed by (kind, tier id, bytes), in one dense
+ * array; a bucket's rules are a run of one postings array, in rule order.  Building is two passes over
  * the rules (count, then fill), so the runs need no sorting.
  *
  * A request collects the rule numbers of every bucket it hits (at most
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { IX_EMPTY, IX_TIER, IX_ANY, IX_EXACT, IX_PREFIX };
+enum { IX_TIER = 1, IX_ANY, IX_EXACT, IX_PREFIX };
 
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x100000001b3ULL
@@ -35,8 +35,10 @@ typedef struct ix_bucket {
 } ix_bucket;
 
 struct rule_index {
-    ix_bucket *b;        /* open addressing, mask + 1 buckets          */
-    size_t mask;
+    ix_bucket *b;        /* the buckets, nb of them (room for cap)     */
+    uint32_t nb, cap;
+    uint32_t *slot;      /* by hash: bucket + 1, 0 = empty; mask + 1   */
+    size_t mask;         /* slots, at least twice nb                   */
     uint32_t *post;      /* every bucket's rule numbers                */
     uint32_t *glob;      /* rules whose endpoint is any other pattern  */
     size_t nglob;
@@ -74,30 +76,78 @@ static uint64_t bytes_hash(int kind, const char *s, size_t len)
     return kind == IX_PREFIX ? roll_bytes(s, len) : hash_bytes(s, len, 0x1e);
 }
 
-/* The bucket of (kind, tier, s), or the empty one where it would go. */
-static ix_bucket *probe(const rule_index *ix, uint64_t kh, int kind,
-                        uint32_t tier, const char *s, size_t len)
+/* The slot of (kind, tier, s): its bucket's, or the empty one where it
+ * would go. */
+static uint32_t *probe(const rule_index *ix, uint64_t kh, int kind,
+                       uint32_t tier, const char *s, size_t len)
 {
     for (size_t i = kh & ix->mask;; i = (i + 1) & ix->mask) {
-        ix_bucket *b = &ix->b[i];
-        if (b->kind == IX_EMPTY)
-            return b;
+        const ix_bucket *b;
+        if (!ix->slot[i])
+            return &ix->slot[i];
+        b = &ix->b[ix->slot[i] - 1];
         if (b->kh == kh && (int)b->kind == kind && b->tier == tier &&
             b->len == len && memcmp(b->key, s, len) == 0)
-            return b;
+            return &ix->slot[i];
     }
 }
 
-static ix_bucket *find_or_add(rule_index *ix, int kind, uint32_t tier,
-                              const char *s, size_t len)
+/* The bucket of (kind, tier, s), or NULL. */
+static const ix_bucket *lookup(const rule_index *ix, uint64_t h, int kind,
+                               uint32_t tier, const char *s, size_t len)
+{
+    uint32_t at = *probe(ix, key_hash(h, kind, tier, len), kind, tier, s,
+                         len);
+
+    return at ? &ix->b[at - 1] : NULL;
+}
+
+/* Room for one more bucket: the array and the slots (kept at most half
+ * full) grown as needed.  0, or -1 out of memory. */
+static int make_room(rule_index *ix)
+{
+    if (ix->nb == ix->cap) {
+        ix_bucket *b = realloc(ix->b, 2 * (size_t)ix->cap * sizeof *b);
+        if (!b)
+            return -1;
+        ix->b = b;
+        ix->cap *= 2;
+    }
+    if (2 * ((size_t)ix->nb + 1) > ix->mask + 1) {
+        size_t size = 2 * (ix->mask + 1), mask = size - 1;
+        uint32_t *slot = calloc(size, sizeof *slot);
+        if (!slot)
+            return -1;
+        for (uint32_t k = 0; k < ix->nb; k++) {
+            size_t i = ix->b[k].kh & mask;
+            while (slot[i])
+                i = (i + 1) & mask;
+            slot[i] = k + 1;
+        }
+        free(ix->slot);
+        ix->slot = slot;
+        ix->mask = mask;
+    }
+    return 0;
+}
+
+/* The index of the bucket of (kind, tier, s), added if new; -1 out of
+ * memory. */
+static int64_t find_or_add(rule_index *ix, int kind, uint32_t tier,
+                           const char *s, size_t len)
 {
     uint64_t kh = key_hash(bytes_hash(kind, s, len), kind, tier, len);
-    ix_bucket *b = probe(ix, kh, kind, tier, s, len);
+    uint32_t *at = probe(ix, kh, kind, tier, s, len);
 
-    if (b->kind == IX_EMPTY)
-        *b = (ix_bucket){.key = s, .kh = kh, .len = (uint32_t)len,
-                         .tier = tier, .kind = (uint32_t)kind};
-    return b;
+    if (*at)
+        return *at - 1;
+    if (make_room(ix) != 0)
+        return -1;
+    at = probe(ix, kh, kind, tier, s, len); /* the slots may have moved */
+    ix->b[ix->nb] = (ix_bucket){.key = s, .kh = kh, .len = (uint32_t)len,
+                                .tier = tier, .kind = (uint32_t)kind};
+    *at = ++ix->nb;
+    return ix->nb - 1;
 }
 
 /* 1 if the pattern is a prefix match: it ends in "**" and has no other
@@ -108,26 +158,46 @@ static int is_prefix(const char *pat, size_t len)
            strcspn(pat, "*?") == len - 2;
 }
 
-/* The bucket rule r is filed under; NULL: the glob list. */
-static ix_bucket *bucket_of(rule_index *ix, const rl_rule *r,
-                            uint32_t *ntier)
+#define TO_GLOBS (-2) /* bucket_of(): the rule goes to the glob list */
+
+/* The tiers met so far while building; the last one is kept, as rules
+ * of one tier tend to come together. */
+typedef struct tier_memo {
+    uint32_t n;
+    const char *last;
+    uint32_t last_id;
+} tier_memo;
+
+/* The id of tier name t (1 up), added if new; 0 out of memory. */
+static uint32_t tier_id(rule_index *ix, tier_memo *ts, const char *t)
+{
+    int64_t k;
+
+    if (ts->last && strcmp(ts->last, t) == 0)
+        return ts->last_id;
+    if ((k = find_or_add(ix, IX_TIER, 0, t, strlen(t))) < 0)
+        return 0;
+    if (ix->b[k].cnt++ == 0)
+        ix->b[k].off = ++ts->n;
+    ts->last = t;
+    return ts->last_id = ix->b[k].off;
+}
+
+/* The bucket rule r is filed under, TO_GLOBS, or -1 out of memory. */
+static int64_t bucket_of(rule_index *ix, const rl_rule *r, tier_memo *ts)
 {
     uint32_t tier = 0;
     size_t len;
 
-    if (r->tier) {
-        ix_bucket *t = find_or_add(ix, IX_TIER, 0, r->tier, strlen(r->tier));
-        if (t->cnt++ == 0)
-            t->off = ++*ntier;
-        tier = t->off;
-    }
+    if (r->tier && !(tier = tier_id(ix, ts, r->tier)))
+        return -1;
     if (!r->endpoint)
         return find_or_add(ix, IX_ANY, tier, "", 0);
     len = strlen(r->endpoint);
-    if (pattern_is_exact(r->endpoint))
+    if (!strpbrk(r->endpoint, "*?"))
         return find_or_add(ix, IX_EXACT, tier, r->endpoint, len);
     if (!is_prefix(r->endpoint, len))
-        return NULL;
+        return TO_GLOBS;
     ix->plen[(len - 2) / 64] |= (uint64_t)1 << ((len - 2) % 64);
     if (len - 2 > ix->plen_max)
         ix->plen_max = len - 2;
@@ -136,20 +206,22 @@ static ix_bucket *bucket_of(rule_index *ix, const rl_rule *r,
 
 /* Count each bucket's rules (and the globs), then lay the runs out. */
 static int file_rules(rule_index *ix, const rl_rule *rules, size_t n,
-                      ix_bucket **where)
+                      int64_t *where)
 {
-    uint32_t ntier = 0, off = 0;
+    tier_memo ts = {0};
+    uint32_t off = 0;
 
     for (size_t r = 0; r < n; r++) {
-        where[r] = bucket_of(ix, &rules[r], &ntier);
-        if (where[r])
-            where[r]->cnt++;
+        if ((where[r] = bucket_of(ix, &rules[r], &ts)) == -1)
+            return -1;
+        if (where[r] >= 0)
+            ix->b[where[r]].cnt++;
         else
             ix->nglob++;
     }
-    for (size_t i = 0; i <= ix->mask; i++) {
-        ix_bucket *b = &ix->b[i];
-        if (b->kind > IX_TIER) {
+    for (uint32_t k = 0; k < ix->nb; k++) {
+        ix_bucket *b = &ix->b[k];
+        if (b->kind != IX_TIER) {
             b->off = off;
             off += b->cnt;
             b->cnt = 0; /* counted again as they are filled */
@@ -160,10 +232,12 @@ static int file_rules(rule_index *ix, const rl_rule *rules, size_t n,
         return -1;
     ix->nglob = 0;
     for (size_t r = 0; r < n; r++) {
-        if (where[r])
-            ix->post[where[r]->off + where[r]->cnt++] = (uint32_t)r;
-        else
+        if (where[r] >= 0) {
+            ix_bucket *b = &ix->b[where[r]];
+            ix->post[b->off + b->cnt++] = (uint32_t)r;
+        } else {
             ix->glob[ix->nglob++] = (uint32_t)r;
+        }
     }
     return 0;
 }
@@ -171,19 +245,21 @@ static int file_rules(rule_index *ix, const rl_rule *rules, size_t n,
 rule_index *rule_index_build(const rl_rule *rules, size_t n)
 {
     rule_index *ix = calloc(1, sizeof *ix);
-    ix_bucket **where = n ? malloc(n * sizeof *where) : NULL;
+    int64_t *where = n ? malloc(n * sizeof *where) : NULL;
     size_t size = 4;
 
-    /* at most n tiers and n buckets: the table stays at most half full */
-    while (size < n * 4)
+    while (size < 2 * (n + 1))
         size <<= 1;
-    if (!ix || (n && !where) || !(ix->b = calloc(size, sizeof *ix->b))) {
+    if (!ix || (n && !where)) {
         free(where);
-        rule_index_free(ix);
+        free(ix);
         return NULL;
     }
+    ix->cap = (uint32_t)n + 1; /* no tiers: n buckets at most */
     ix->mask = size - 1;
-    if (file_rules(ix, rules, n, where) != 0) {
+    if (!(ix->b = malloc(ix->cap * sizeof *ix->b)) ||
+        !(ix->slot = calloc(size, sizeof *ix->slot)) ||
+        file_rules(ix, rules, n, where) != 0) {
         free(where);
         rule_index_free(ix);
         return NULL;
@@ -197,6 +273,7 @@ void rule_index_free(rule_index *ix)
     if (!ix)
         return;
     free(ix->b);
+    free(ix->slot);
     free(ix->post);
     free(ix->glob);
     free(ix);
@@ -258,10 +335,9 @@ static void add_bucket(const rule_index *ix, const rl_rule *rules,
                        uint64_t h, int kind, uint32_t tier, const char *s,
                        size_t len, uint64_t present, collect *c)
 {
-    const ix_bucket *b = probe(ix, key_hash(h, kind, tier, len), kind, tier,
-                               s, len);
+    const ix_bucket *b = lookup(ix, h, kind, tier, s, len);
 
-    for (uint32_t i = 0; i < b->cnt && b->kind != IX_EMPTY; i++) {
+    for (uint32_t i = 0; b && i < b->cnt; i++) {
         uint32_t r = ix->post[b->off + i];
         if (r > c->above)
             return; /* a run is in rule order */
@@ -279,9 +355,8 @@ static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids)
     ids[0] = 0;
     if (!tier || (len = strnlen(tier, RL_TIER_MAX + 1)) > RL_TIER_MAX)
         return 1;
-    b = probe(ix, key_hash(bytes_hash(IX_TIER, tier, len), IX_TIER, 0, len),
-              IX_TIER, 0, tier, len);
-    if (b->kind == IX_EMPTY)
+    if (!(b = lookup(ix, bytes_hash(IX_TIER, tier, len), IX_TIER, 0, tier,
+                     len)))
         return 1;
     ids[1] = b->off;
     return 2;
