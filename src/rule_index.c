@@ -2,8 +2,9 @@
  * rule_index.c -- see rule_index.h.  One open-addressing table of slots
  * finds every bucket (a tier's name, a tier's no-endpoint list, an exact
  * endpoint, a prefix), each keyed by (kind, tier id, bytes), in one dense
- * array; a bucket's rules are a run of one postings array, in rule order.  Building is two passes over
- * the rules (count, then fill), so the runs need no sorting.
+ * array; a bucket's rules are a run of one postings array, in rule order.
+ * Building is two passes over the rules (count, then fill), so the runs
+ * need no sorting.
  *
  * A request collects the rule numbers of every bucket it hits (at most
  * two tiers, each: no-endpoint, exact, one per prefix length the set
@@ -23,7 +24,8 @@ enum { IX_TIER = 1, IX_ANY, IX_EXACT, IX_PREFIX };
 
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x100000001b3ULL
-#define COLLECT_MAX (2 * RULE_INDEX_MAX) /* collected before trimming */
+#define COLLECT_MAX (2 * RULE_INDEX_MAX) /* collected before trimming:
+                                            more than any `keep`       */
 
 typedef struct ix_bucket {
     const char *key;   /* its bytes: a tier, an endpoint, a prefix     */
@@ -386,7 +388,7 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
                         const char *endpoint, size_t elen, const char *tier,
                         uint64_t present, uint32_t *out, size_t max)
 {
-    collect c = {.n = 0, .keep = max < COLLECT_MAX ? max : COLLECT_MAX,
+    collect c = {.n = 0, .keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX,
                  .above = UINT32_MAX};
     uint32_t tiers[2];
     size_t nt, n;

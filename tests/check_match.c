@@ -242,6 +242,13 @@ START_TEST(index_keeps_the_first_matches_in_rule_order)
     ck_assert_uint_eq(n, RL_OPS_MAX + 1);
     for (size_t i = 0; i < n; i++)
         ck_assert_uint_eq(got[i], i);
+    /* asked for more than RULE_INDEX_MAX: that many */
+    uint32_t *many = calloc(1000, sizeof *many);
+    n = rule_index_match(ix, s.rules, "/a", 2, NULL, 0, many, 1000);
+    ck_assert_uint_eq(n, RULE_INDEX_MAX);
+    for (size_t i = 0; i < n; i++)
+        ck_assert_uint_eq(many[i], i);
+    free(many);
     rule_index_free(ix);
     set_free(&s);
 }
