@@ -71,6 +71,8 @@ extern "C" {
 #define RL_COST_MAX 1000000000LL /* largest cost one call may charge       */
 #define RL_DIM_NAME_MAX 64       /* bytes in a dimension's name            */
 #define RL_DIMS_MAX 16           /* rl_request.ndims: named dimensions     */
+#define RL_ENDPOINT_MAX 2048     /* bytes in rl_request.endpoint: a longer
+                                    one is refused, whatever the rules   */
 
 /* Error codes: always negative, RL_OK is 0. */
 enum {
@@ -141,7 +143,8 @@ typedef struct rl_dim {
  * of the dimensions rules may count by: user, api_key and ip as shortcuts,
  * any other (e.g. "custom", "tenant") in dims[0..ndims).  NULL or "" means
  * "not known"; a rule whose dimension the request does not carry does not
- * apply to it.  A name given twice (a dims entry named as a non-NULL
+ * apply to it.  An endpoint longer than RL_ENDPOINT_MAX bytes is RL_EINVAL
+ * (so no input makes matching cost more than that bound allows).  A name given twice (a dims entry named as a non-NULL
  * shortcut, or two entries of one name) is RL_EINVAL, as are more than
  * RL_DIMS_MAX entries and a name outside the grammar (rl_dim).  Set size
  * first: `rl_request req = RL_REQUEST_INIT;`, or in one initializer
@@ -201,7 +204,8 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
  * (RL_FLAG_NO_RULE).  req->size and result->size are set by the caller.
  * Returns RL_OK, RL_EINVAL (a NULL argument, a size below its struct's
  * RL_*_SIZE_MIN, a bad cost, a dimension name outside the grammar or
- * given twice, more than RL_DIMS_MAX dims, a key over RL_KEY_MAX),
+ * given twice, more than RL_DIMS_MAX dims, a key over RL_KEY_MAX, an
+ * endpoint over RL_ENDPOINT_MAX),
  * RL_ERULE (more than 32 rules match) or RL_ESTORE.  Any thread; blocks at
  * most the store's timeout; allocates nothing; req's strings are read
  * during the call only.

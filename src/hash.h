@@ -1,8 +1,10 @@
 /*
- * hash.h -- the 64-bit hash used for store keys and rule lookup.  A
- * wyhash-style multiply-mix: fast on short keys, well distributed in every
- * bit, which the memory store relies on (high bits pick the segment, the
- * rest the slot, all 64 bits are the fingerprint).
+ * hash.h -- the 64-bit hash used for rule lookup, fingerprints and the
+ * compact layout's default.  A wyhash-style multiply-mix: fast on short
+ * keys, well distributed in every bit.  It is unkeyed, so anyone can
+ * compute it: what clients choose (their keys) is hashed with SipHash
+ * under a secret instead (siphash.h), and hash_mix() only combines that
+ * with a rule's seed into the memory store's fingerprint.
  */
 #ifndef RL_HASH_H
 #define RL_HASH_H

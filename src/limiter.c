@@ -15,6 +15,7 @@
 #include "error.h"
 #include "sized.h"
 #include "rules_source.h"
+#include "siphash.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +60,9 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
     char err[RL_ERRMSG_MAX - 40];
     int rc;
 
+    /* checked when set (options.c) */
+    lim->keyed_layout = cfg->hash_key &&
+                        siphash_key_parse(cfg->hash_key, lim->layout_key) == 0;
     /* "auto" starts at 1 until the first heartbeat counts the fleet. */
     atomic_store(&lim->fleet_size, cfg->fleet_size ? cfg->fleet_size : 1);
     rc = store_open(uri, &opt, &lim->store, err, sizeof err);

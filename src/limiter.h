@@ -24,6 +24,8 @@ struct rl_limiter {
     stats counts;              /* behind rl_stats_get()                  */
     rules_state rstate;        /* behind rl_rules_status_get()           */
     struct rules_source *source; /* option rules_source's thread, or NULL */
+    uint64_t layout_key[2];    /* option hash_key, parsed                */
+    int keyed_layout;          /* 1: hash_key is set                     */
     rl_log_fn *log_fn;         /* what the library says on its own;
                                   NULL: silent                           */
     void *log_arg;

@@ -14,6 +14,7 @@
 #include "error.h"
 #include "log.h"
 #include "redis_uri.h"
+#include "siphash.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -23,7 +24,18 @@
 static int check_store(const opt_def *o, const char *value);
 static int check_fleet_name(const opt_def *o, const char *value);
 static int check_rules_source(const opt_def *o, const char *value);
+static int check_hash_key(const opt_def *o, const char *value)
+{
+    uint64_t key[2];
+
+    if (siphash_key_parse(value, key) != 0)
+        return rl_fail(NULL, RL_EOPTION, "%s: must be %d hex digits",
+                       o->name, SIPHASH_KEY_HEX);
+    return RL_OK;
+}
+
 static int check_rules_key(const opt_def *o, const char *value);
+static int check_hash_key(const opt_def *o, const char *value);
 
 #define OFF(field) offsetof(struct rl_config, field)
 #define STR_(x) #x
@@ -55,6 +67,8 @@ static const opt_def opt_table[] = {
     NUM("breaker_cooldown_ms", OPT_INT, breaker_cooldown_ms, 10, 600000, "1000",
         "the breaker's time open before a probe"),
     ENUM("redis_layout", redis_compact, "plain|compact", "plain", "how state is kept in Redis"),
+    TXT("hash_key", hash_key, 0, 0, "32 hex digits", check_hash_key,
+        NULL, "the compact layout's client hash key, the same on every limiter of a fleet"),
     TXT("rules_source", rules_source, 0, 0, "store, redis://, unix://, file:path",
         check_rules_source, NULL, "where live rules come from"),
     TXT("rules_key", rules_key, 1, RULES_KEY_MAX, NULL, check_rules_key, RULES_KEY_DEFAULT,

@@ -30,6 +30,8 @@ struct rl_config {
     int64_t breaker_failures;   /* failures in a row that open it     */
     int64_t breaker_cooldown_ms;/* open this long before a probe      */
     int64_t redis_compact;      /* redis_layout "compact": 1          */
+    char *hash_key;             /* the compact layout's SipHash key,
+                                   32 hex digits; NULL: the default    */
     char *rules_source;         /* "store", redis://, unix://, file:  */
     char *rules_key;            /* snapshot key and channel           */
     int64_t rules_refresh_s;    /* the timed pull                     */

@@ -2,11 +2,15 @@
  * redis_key.c -- see redis_key.h.  The names are part of the format every
  * limiter of a fleet shares: the compact layout's hash (hash_bytes with the
  * seed below) must never change between releases without a new prefix.
+ * With option hash_key set, the client key is hashed with SipHash-1-3
+ * under that key instead, so clients cannot pick keys that share a field
+ * or crowd one bucket; every limiter of the fleet must be given the same.
  */
 #include "redis_key.h"
 #include "algo.h"
 #include "crc16.h"
 #include "hash.h"
+#include "siphash.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -47,7 +51,9 @@ size_t redis_key(const store_op *op, int compact, char *key, char *field,
     size_t n;
 
     if (compact && redis_key_compact_ok(&op->rule->ap)) {
-        uint64_t h = hash_bytes(op->key, op->key_len, COMPACT_SEED);
+        uint64_t h = op->layout_key
+                         ? siphash13(op->key, op->key_len, op->layout_key)
+                         : hash_bytes(op->key, op->key_len, COMPACT_SEED);
         n = (size_t)sprintf(key, "rlc:{%u", (unsigned)(h & 0xffff));
         *field_len = (size_t)sprintf(field, "%u", (unsigned)(h >> 33));
         return put_tail(op, key, n);

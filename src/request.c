@@ -18,10 +18,17 @@
  * those ids once (resolve_dims(): at most 3 shortcuts + RL_DIMS_MAX
  * entries of at most RL_DIM_NAME_MAX bytes, one hash and one compare
  * each), and each rule then tests one bit of a mask.
+ *
+ * Nor does a request walk the rules: the set's index (rule_index.h) hands
+ * over the numbers of those that match its endpoint and tier and count by
+ * a dimension it carries, in rule order, the first RL_OPS_MAX + 1 of them
+ * (one more than a request may match, to say so).  The endpoint is
+ * bounded (RL_ENDPOINT_MAX), so no input makes matching cost more.
  */
 #include "request.h"
 #include "decide.h"
 #include "error.h"
+#include "rule_index.h"
 #include "sized.h"
 
 #include <string.h>
@@ -42,6 +49,12 @@ static int check_cost(const rl_limiter *lim, int64_t cost)
         return rl_fail(lim, RL_EINVAL, "cost: must be 0..%lld, got %lld",
                        (long long)RL_COST_MAX, (long long)cost);
     return RL_OK;
+}
+
+/* The compact layout's hash key (option hash_key), or NULL. */
+static const uint64_t *layout_key(const rl_limiter *lim)
+{
+    return lim->keyed_layout ? lim->layout_key : NULL;
 }
 
 /* The caller's result: its span checked, its bytes after size zeroed.
@@ -82,7 +95,8 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
         rc = rl_fail(lim, RL_ENORULE, "no rule \"%.64s\" in rule set version "
                      "%lld", rule_id, (long long)rs->version);
     } else {
-        op = (store_op){rule, key, len, cost, rule->mode == RL_MODE_LOG};
+        op = (store_op){rule, key, len, cost, rule->mode == RL_MODE_LOG,
+                        layout_key(lim)};
         rc = run(lim, &op, 1, &res);
     }
     rcu_read_unlock(&lim->rules, t);
@@ -215,25 +229,38 @@ static int dimension_key(const rl_limiter *lim, const rl_rule *rule,
     return RL_OK;
 }
 
+_Static_assert(RL_OPS_MAX + 1 <= RULE_INDEX_MAX,
+               "the index returns one match more than a request may have");
+
+/* The endpoint's length; RL_EINVAL over RL_ENDPOINT_MAX. */
+static int endpoint_len(const rl_limiter *lim, const char *ep, size_t *len)
+{
+    *len = ep ? strnlen(ep, RL_ENDPOINT_MAX + 1) : 0;
+    if (*len > RL_ENDPOINT_MAX)
+        return rl_fail(lim, RL_EINVAL, "endpoint: longer than %d bytes",
+                       RL_ENDPOINT_MAX);
+    return RL_OK;
+}
+
 int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
                     const rl_request *req, store_op *ops, size_t max_ops,
                     char *keys, size_t keys_len, size_t *used, size_t *n)
 {
-    size_t k = 0, at = *used;
+    uint32_t hit[RL_OPS_MAX + 1];
+    size_t k = 0, at = *used, elen, nhit;
     req_dims rd;
     int rc = check_cost(lim, req->cost);
 
-    if (rc != RL_OK || (rc = resolve_dims(lim, rs, req, &rd)) != RL_OK)
+    if (rc != RL_OK || (rc = endpoint_len(lim, req->endpoint, &elen)) != RL_OK ||
+        (rc = resolve_dims(lim, rs, req, &rd)) != RL_OK)
         return rc;
-    for (size_t i = 0; i < rs->n; i++) {
-        const rl_rule *rule = &rs->rules[i];
+    nhit = rule_index_match(rs->match, rs->rules, req->endpoint, elen,
+                            req->tier, rd.present, hit, RL_OPS_MAX + 1);
+    for (size_t i = 0; i < nhit; i++) {
+        const rl_rule *rule = &rs->rules[hit[i]];
         int id = rule->dim_id;
         size_t len = 0;
 
-        if (id != RULE_DIM_GLOBAL && !(rd.present >> id & 1))
-            continue; /* the request does not carry this dimension */
-        if (!rule_matches(rule, req->endpoint, req->tier))
-            continue;
         rc = dimension_key(lim, rule, id == RULE_DIM_GLOBAL ? "*"
                                                             : rd.val[id],
                            keys + at, keys_len - at, &len);
@@ -246,7 +273,7 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
         if (rc == REQUEST_NEED_ROOM || k == max_ops)
             return REQUEST_NEED_ROOM;
         ops[k++] = (store_op){rule, keys + at, len, req->cost,
-                              rule->mode == RL_MODE_LOG};
+                              rule->mode == RL_MODE_LOG, layout_key(lim)};
         at += len + 1;
     }
     *n = k;

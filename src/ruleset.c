@@ -9,6 +9,7 @@
 #include "ruleset.h"
 #include "dryrun.h"
 #include "hash.h"
+#include "rule_index.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -30,6 +31,7 @@ void ruleset_free(rl_ruleset *rs)
         rule_clear(&rs->rules[i]);
     free(rs->rules);
     free(rs->index);
+    rule_index_free(rs->match);
     free(rs->text);
     free(rs->slices);
     free(rs);
@@ -128,6 +130,8 @@ int ruleset_index(rl_ruleset *rs, char *err, size_t errlen)
         if (intern_dim(rs, r, err, errlen) != RL_OK)
             return RL_ERULE;
     }
+    if (!(rs->match = rule_index_build(rs->rules, rs->n)))
+        return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
     return RL_OK;
 }
 

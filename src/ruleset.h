@@ -42,6 +42,8 @@ typedef struct rl_ruleset {
     size_t text_len;
     rule_slice *slices;  /* rules[i]'s JSON: text + slices[i].off  */
     ruleset_dims dims;   /* the named dimensions its rules use     */
+    struct rule_index *match; /* which rules a request matches
+                            (rule_index.h); NULL: no rules         */
 } rl_ruleset;
 
 /* Parse {"version": N, "rules": [...]} or a bare array of rules.  Without a
@@ -50,8 +52,8 @@ typedef struct rl_ruleset {
 int ruleset_parse(const char *json, size_t len, int64_t next_version,
                   rl_ruleset **out, char *err, size_t errlen);
 
-/* Index rs->rules[0..n) by id, and give each named dimension its id
- * (rule.h); RL_ERULE on a duplicate id ("rules[i]: rule_id \"x\" appears
+/* Index rs->rules[0..n) by id and by what they match (rule_index.h), and
+ * give each named dimension its id (rule.h); RL_ERULE on a duplicate id ("rules[i]: rule_id \"x\" appears
  * twice") or on more named dimensions than RULESET_DIMS_MAX allows,
  * RL_ENOMEM.  The parsers' last step. */
 int ruleset_index(rl_ruleset *rs, char *err, size_t errlen);

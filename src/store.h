@@ -28,6 +28,8 @@ typedef struct store_op {
     size_t key_len;
     int64_t cost;
     int soft;             /* mode "log": a denial vetoes nothing */
+    const uint64_t *layout_key; /* option hash_key (the compact layout's
+                                   SipHash key); NULL: not set */
 } store_op;
 
 typedef struct rl_store rl_store;

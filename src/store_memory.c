@@ -11,6 +11,13 @@
  * probability about n^2 / 2^65 (3e-6 at 10M pairs), and then both clients
  * are limited together, never more loosely.
  *
+ * The key's hash is SipHash-1-3 under a key drawn from the kernel when the
+ * store is made (siphash.h): clients pick their own keys (a user id, an API
+ * key), and the rule ids and windows are public (RateLimit-Policy), so an
+ * unkeyed hash would let one of them compute thousands of keys that land
+ * in one segment, making that segment's inserts and rebuilds, under its
+ * lock, cost as much as the whole table's.  Keyed, no one can aim.
+ *
  * The top 8 bits of the key's hash pick the segment, so all of a client's
  * entries (every rule, every shape) share one segment and one lock; the low
  * 32 bits of the fingerprint pick the home slot (multiply-shift, so
@@ -37,6 +44,7 @@
 #include "store_memory.h"
 #include "hash.h"
 #include "ratelimit.h"
+#include "siphash.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +54,7 @@
 
 #define SEG_BITS 8
 #define NSEG (1u << SEG_BITS)
+_Static_assert(NSEG == STORE_MEMORY_SEGMENTS, "the header says how many");
 #define SEG_MIN_CAP 16u
 #define LOAD_NUM 85 /* max load, percent */
 #define EVICT_WINDOW 16u
@@ -70,6 +79,7 @@ typedef struct mem_store {
     rl_clock clock;
     int64_t epoch_s;            /* expiry times count from here         */
     int64_t max_bytes;
+    uint64_t hash_key[2];       /* the client keys' SipHash key         */
     _Atomic int64_t bytes;      /* slots allocated, all segments        */
     segment seg[NSEG];
 } mem_store;
@@ -331,7 +341,7 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     if (n == 0 || n > RL_OPS_MAX)
         return RL_EINVAL;
     for (i = 0; i < n; i++) {
-        kh[i] = hash_bytes(ops[i].key, ops[i].key_len, 0);
+        kh[i] = siphash13(ops[i].key, ops[i].key_len, m->hash_key);
         fps[i] = fingerprint(ops[i].rule->shape.state_seed, kh[i]);
         seg[i] = (uint32_t)(kh[i] >> (64 - SEG_BITS));
     }
@@ -400,6 +410,7 @@ int store_memory_new(const store_options *opt, rl_store **out, char *err,
     clock_init(&m->clock);
     m->epoch_s = clock_now_ms(&m->clock) / 1000 - 1;
     m->max_bytes = opt->memory_max_bytes;
+    siphash_random_key(m->hash_key);
     for (unsigned i = 0; i < NSEG; i++) {
         segment *g = &m->seg[i];
         pthread_mutex_init(&g->lock, NULL);
@@ -424,6 +435,22 @@ void store_memory_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
     m->epoch_s = clock_now_ms(&m->clock) / 1000 - 1;
 }
 
+/* How far each entry of g sits from its home slot, summed: the slots a
+ * look-up of every entry passes over before its own. */
+static int64_t displacement(const segment *g)
+{
+    int64_t sum = 0;
+
+    for (uint32_t i = 0; i < g->cap; i++) {
+        uint32_t h;
+        if (!g->slots[i].fp)
+            continue;
+        h = home_of(g->slots[i].fp, g->cap);
+        sum += i >= h ? i - h : g->cap - h + i;
+    }
+    return sum;
+}
+
 void store_memory_stats_get(rl_store *s, store_memory_stats *st)
 {
     mem_store *m = (mem_store *)s;
@@ -435,6 +462,9 @@ void store_memory_stats_get(rl_store *s, store_memory_stats *st)
         st->slots += g->used;
         st->capacity += g->cap;
         st->evictions += g->evictions;
+        if (g->used > st->seg_max)
+            st->seg_max = g->used;
+        st->displacement += displacement(g);
         pthread_mutex_unlock(&g->lock);
     }
     st->bytes = atomic_load(&m->bytes) + (int64_t)sizeof *m;

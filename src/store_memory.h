@@ -19,7 +19,13 @@ typedef struct store_memory_stats {
     int64_t capacity;   /* slots allocated                              */
     int64_t bytes;      /* bytes allocated for slots and segments       */
     int64_t evictions;  /* live entries dropped because of the cap      */
+    int64_t seg_max;    /* occupied slots of the fullest segment        */
+    int64_t displacement; /* slots passed over finding every entry: a
+                             look-up costs 1 + displacement / slots on
+                             average                                    */
 } store_memory_stats;
+
+#define STORE_MEMORY_SEGMENTS 256 /* seg_max against slots / this */
 
 void store_memory_stats_get(rl_store *s, store_memory_stats *st);
 

@@ -1,12 +1,15 @@
 /*
  * check_memory.c -- the in-process store through its vtable: state kept per
  * (rule, key), all-or-nothing charges, expired entries reclaimed without a
- * cleanup job, the memory cap and its eviction policy, bytes per key.
+ * cleanup job, the memory cap and its eviction policy, bytes per key, and
+ * keys crafted to collide under the unkeyed hash the store used before
+ * issue 11.
  */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "hash.h"
 #include "rule.h"
 #include "store_memory.h"
 #include "testutil.h"
@@ -39,7 +42,7 @@ static rl_store *open_memory(int64_t max_bytes)
 static int charge(rl_store *s, const rl_rule *r, const char *key,
                   int64_t cost, algo_decision *d)
 {
-    store_op op = {r, key, strlen(key), cost, 0};
+    store_op op = {r, key, strlen(key), cost, 0, NULL};
     int64_t now;
 
     ck_assert_int_eq(s->vt->check(s, &op, 1, d, &now), RL_OK);
@@ -81,7 +84,8 @@ START_TEST(denied_charges_change_nothing)
                             "\"limit\":10,\"window_seconds\":60}");
     rl_rule small = make_rule("{\"rule_id\":\"small\",\"dimension\":\"ip\","
                               "\"limit\":2,\"window_seconds\":60}");
-    store_op ops[2] = {{&big, "user:1", 6, 1, 0}, {&small, "ip:9", 4, 1, 0}};
+    store_op ops[2] = {{&big, "user:1", 6, 1, 0, NULL},
+                       {&small, "ip:9", 4, 1, 0, NULL}};
     algo_decision d[2];
     int64_t now;
     int passed = 0;
@@ -224,6 +228,78 @@ START_TEST(cap_below_floor_is_refused)
 }
 END_TEST
 
+/* ---- hostile keys --------------------------------------------------------- */
+
+#define HOSTILE 20000
+#define KEYLEN 24
+
+/* The segment the store gave a key before issue 11: the top 8 bits of the
+ * unkeyed hash_bytes(key, len, 0).  Anyone could compute it. */
+static unsigned old_segment(const char *key)
+{
+    return (unsigned)(hash_bytes(key, strlen(key), 0) >> 56);
+}
+
+/* n keys into keys[n][KEYLEN]: all in old segment 42 if crafted, else
+ * plain. */
+static void make_keys(char (*keys)[KEYLEN], size_t n, int crafted)
+{
+    unsigned long c = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        do
+            snprintf(keys[i], KEYLEN, "user:%s%lu", crafted ? "x" : "",
+                     c++);
+        while (crafted && old_segment(keys[i]) != 42);
+    }
+}
+
+static store_memory_stats insert_all(char (*keys)[KEYLEN], size_t n)
+{
+    rl_store *s = open_memory(1 << 30);
+    rl_rule r = make_rule(fw3);
+    store_memory_stats st;
+    algo_decision d;
+
+    for (size_t i = 0; i < n; i++)
+        ck_assert(charge(s, &r, keys[i], 1, &d));
+    store_memory_stats_get(s, &st);
+    ck_assert_int_eq(st.slots, (int64_t)n);
+    rule_clear(&r);
+    s->vt->free(s);
+    return st;
+}
+
+START_TEST(crafted_colliding_keys_spread_across_segments)
+{
+    char (*bad)[KEYLEN] = malloc(HOSTILE * sizeof *bad);
+    char (*plain)[KEYLEN] = malloc(HOSTILE * sizeof *plain);
+    store_memory_stats hb, hp;
+    double mean = (double)HOSTILE / STORE_MEMORY_SEGMENTS;
+
+    make_keys(bad, HOSTILE, 1);
+    make_keys(plain, HOSTILE, 0);
+    for (size_t i = 0; i < HOSTILE; i++) /* the old hash: one segment */
+        ck_assert_uint_eq(old_segment(bad[i]), 42);
+    hb = insert_all(bad, HOSTILE);
+    hp = insert_all(plain, HOSTILE);
+    /* Spread as random keys spread: the fullest segment near the mean
+     * (78; Poisson gives about 105), where the old hash put all 20000 in
+     * one. */
+    ck_assert_msg(hb.seg_max <= 2 * mean, "fullest segment %lld, mean %.0f",
+                  (long long)hb.seg_max, mean);
+    ck_assert_msg(hp.seg_max <= 2 * mean, "fullest segment %lld, mean %.0f",
+                  (long long)hp.seg_max, mean);
+    /* And cost as much to find: probes past other entries, within a few
+     * times those of plain keys. */
+    ck_assert_msg(hb.displacement <= 3 * hp.displacement + HOSTILE / 10,
+                  "crafted keys: %lld slots passed over, plain keys %lld",
+                  (long long)hb.displacement, (long long)hp.displacement);
+    free(bad);
+    free(plain);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memory");
@@ -237,6 +313,7 @@ int main(void)
     tcase_add_test(tc, bytes_per_key_stay_under_48);
     tcase_add_test(tc, rule_change_of_algorithm_starts_fresh);
     tcase_add_test(tc, cap_below_floor_is_refused);
+    tcase_add_test(tc, crafted_colliding_keys_spread_across_segments);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "hash.h"
 #include "redis_harness.h"
+#include "siphash.h"
 #include "store_redis.h"
 #include "testutil.h"
 
@@ -947,6 +949,84 @@ START_TEST(check_many_waits_no_longer_than_its_timeout)
 }
 END_TEST
 
+/* redis_layout compact with hash_key: limiters given the same key share
+ * each client's limit, the client's bucket and field are its SipHash-1-3
+ * under that key, and without the key they are the 1.0 hash's. */
+static rl_limiter *compact_limiter(const char *hash_key)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "redis_layout", "compact"), RL_OK);
+    if (hash_key)
+        ck_assert_int_eq(rl_config_set(cfg, "hash_key", hash_key), RL_OK);
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
+    return lim;
+}
+
+/* Is field `field` in a hash of bucket `bucket` for rule sw? */
+static int field_in_bucket(unsigned bucket, unsigned field)
+{
+    char pat[64], f[16];
+    redisReply *r;
+    int found = 0;
+
+    snprintf(pat, sizeof pat, "rlc:{%u}:sw:*", bucket);
+    snprintf(f, sizeof f, "%u", field);
+    r = cmd("KEYS %s", pat);
+    for (size_t i = 0; i < r->elements && !found; i++) {
+        redisContext *c = rh_connect(&srv);
+        redisReply *e = redisCommand(c, "HEXISTS %s %s",
+                                     r->element[i]->str, f);
+        found = e && e->integer == 1;
+        freeReplyObject(e);
+        redisFree(c);
+    }
+    freeReplyObject(r);
+    return found;
+}
+
+START_TEST(compact_layout_hash_key)
+{
+    static const char *hex = "000102030405060708090a0b0c0d0e0f";
+    static const char *key = "user:hk";
+    rl_limiter *a = compact_limiter(hex), *b = compact_limiter(hex);
+    rl_limiter *other = compact_limiter("ffeeddccbbaa99887766554433221100");
+    rl_limiter *plain = compact_limiter(NULL);
+    uint64_t k[2], h;
+    rl_config *cfg = rl_config_new();
+
+    ck_assert_int_eq(rl_config_set(cfg, "hash_key", "00"), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "hash_key",
+                                   "000102030405060708090a0b0c0d0e0g"),
+                     RL_EOPTION);
+    rl_config_free(cfg);
+    freeReplyObject(cmd("FLUSHALL%s", ""));
+    /* one limit of 10 between a and b; another key, another state */
+    ck_assert_int_eq(admitted(a, key, "sw", 6) + admitted(b, key, "sw", 6),
+                     10);
+    ck_assert_int_eq(admitted(other, key, "sw", 12), 10);
+    ck_assert_int_eq(siphash_key_parse(hex, k), 0);
+    h = siphash13(key, strlen(key), k);
+    ck_assert(field_in_bucket((unsigned)(h & 0xffff), (unsigned)(h >> 33)));
+    /* unset: where 1.0 put it */
+    freeReplyObject(cmd("FLUSHALL%s", ""));
+    ck_assert_int_eq(admitted(plain, key, "sw", 1), 1);
+    h = hash_bytes(key, strlen(key), 0x726c632d6b657931ULL); /* "rlc-key1" */
+    ck_assert(field_in_bucket((unsigned)(h & 0xffff), (unsigned)(h >> 33)));
+    rl_limiter_free(a);
+    rl_limiter_free(b);
+    rl_limiter_free(other);
+    rl_limiter_free(plain);
+}
+END_TEST
+
 
 int main(void)
 {
@@ -969,6 +1049,7 @@ int main(void)
     tcase_add_test(tc, script_flush_is_survived);
     tcase_add_test(tc, no_rule_charged_for_a_denied_request);
     tcase_add_test(tc, compact_layout_end_to_end);
+    tcase_add_test(tc, compact_layout_hash_key);
     tcase_add_test(tc, failure_modes_when_redis_dies);
     tcase_add_test(tc, a_hung_server_costs_one_timeout);
     tcase_add_test(tc, bad_stores_are_clear_errors);

@@ -1,12 +1,14 @@
 /*
  * fuzz_pattern.c -- endpoint patterns (input "pattern\nendpoint").  The
  * matcher must agree with a slow, obviously-right recursive matcher on
- * every input small enough for the slow one to finish.
+ * every input small enough for the slow one to finish, and with the
+ * dynamic programme it replaced (tests/pattern_dp.h) on every input.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "../pattern_dp.h"
 #include "fuzz.h"
 #include "pattern.h"
 
@@ -49,6 +51,7 @@ int fuzz_pattern(const uint8_t *data, size_t size)
         *nl = '\0';
         if (pattern_check(buf, err, sizeof err) == 0) {
             int fast = pattern_match(buf, nl + 1);
+            FUZZ_CHECK(fast == pattern_match_dp(buf, nl + 1));
             if (strlen(buf) <= 16 && strlen(nl + 1) <= 24)
                 FUZZ_CHECK(fast == slow_match(buf, nl + 1));
         }

@@ -1,0 +1,414 @@
+/*
+ * rule_index.c -- see rule_index.h.  One open-addressing table of slots
+ * finds every bucket (a tier's name, a tier's no-endpoint list, an exact
+ * endpoint, a prefix), each keyed by (kind, tier id, bytes), in one dense
+ * array; a bucket's rules are a run of one postings array, in rule order.
+ * Building is two passes over the rules (count, then fill), so the runs
+ * need no sorting.
+ *
+ * A request collects the rule numbers of every bucket it hits (at most
+ * two tiers, each: no-endpoint, exact, one per prefix length the set
+ * uses) and of the glob list, then sorts them.  Only the first `max` in
+ * rule order are wanted, so the collection is bounded: when its buffer
+ * fills it keeps the smallest `max` and from then on drops anything
+ * larger than the largest kept.
+ */
+#include "rule_index.h"
+#include "hash.h"
+#include "pattern.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { IX_TIER = 1, IX_ANY, IX_EXACT, IX_PREFIX };
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+#define FNV_PRIME 0x100000001b3ULL
+#define COLLECT_MAX (2 * RULE_INDEX_MAX) /* collected before trimming:
+                                            more than any `keep`       */
+
+typedef struct ix_bucket {
+    const char *key;   /* its bytes: a tier, an endpoint, a prefix     */
+    uint64_t kh;       /* the table's hash of (kind, tier, bytes)      */
+    uint32_t len;      /* key bytes                                    */
+    uint32_t tier;     /* tier id: 0 = rules with no tier              */
+    uint32_t kind;     /* IX_*                                         */
+    uint32_t off, cnt; /* postings[off..off+cnt); a tier: off = its id */
+} ix_bucket;
+
+struct rule_index {
+    ix_bucket *b;        /* the buckets, nb of them (room for cap)     */
+    uint32_t nb, cap;
+    uint32_t *slot;      /* by hash: bucket + 1, 0 = empty; mask + 1   */
+    size_t mask;         /* slots, at least twice nb                   */
+    uint32_t *post;      /* every bucket's rule numbers                */
+    uint32_t *glob;      /* rules whose endpoint is any other pattern  */
+    size_t nglob;
+    uint64_t plen[(RL_PATTERN_MAX + 63) / 64]; /* prefix lengths used  */
+    size_t plen_max;
+};
+
+/* The hash of a prefix, rolled byte by byte (FNV-1a), so a request gets
+ * every prefix length of its endpoint in one pass. */
+static uint64_t roll(uint64_t h, unsigned char c)
+{
+    return (h ^ c) * FNV_PRIME;
+}
+
+static uint64_t roll_bytes(const char *s, size_t len)
+{
+    uint64_t h = FNV_OFFSET;
+
+    for (size_t i = 0; i < len; i++)
+        h = roll(h, (unsigned char)s[i]);
+    return h;
+}
+
+/* The table's hash of a key whose bytes hash to h. */
+static uint64_t key_hash(uint64_t h, int kind, uint32_t tier, size_t len)
+{
+    return hash_mix(h ^ len, ((uint64_t)kind << 32) | tier);
+}
+
+/* The bytes' own hash, as each kind computes it. */
+static uint64_t bytes_hash(int kind, const char *s, size_t len)
+{
+    if (kind == IX_ANY)
+        return 0;
+    return kind == IX_PREFIX ? roll_bytes(s, len) : hash_bytes(s, len, 0x1e);
+}
+
+/* The slot of (kind, tier, s): its bucket's, or the empty one where it
+ * would go. */
+static uint32_t *probe(const rule_index *ix, uint64_t kh, int kind,
+                       uint32_t tier, const char *s, size_t len)
+{
+    for (size_t i = kh & ix->mask;; i = (i + 1) & ix->mask) {
+        const ix_bucket *b;
+        if (!ix->slot[i])
+            return &ix->slot[i];
+        b = &ix->b[ix->slot[i] - 1];
+        if (b->kh == kh && (int)b->kind == kind && b->tier == tier &&
+            b->len == len && memcmp(b->key, s, len) == 0)
+            return &ix->slot[i];
+    }
+}
+
+/* The bucket of (kind, tier, s), or NULL. */
+static const ix_bucket *lookup(const rule_index *ix, uint64_t h, int kind,
+                               uint32_t tier, const char *s, size_t len)
+{
+    uint32_t at = *probe(ix, key_hash(h, kind, tier, len), kind, tier, s,
+                         len);
+
+    return at ? &ix->b[at - 1] : NULL;
+}
+
+/* Room for one more bucket: the array and the slots (kept at most half
+ * full) grown as needed.  0, or -1 out of memory. */
+static int make_room(rule_index *ix)
+{
+    if (ix->nb == ix->cap) {
+        ix_bucket *b = realloc(ix->b, 2 * (size_t)ix->cap * sizeof *b);
+        if (!b)
+            return -1;
+        ix->b = b;
+        ix->cap *= 2;
+    }
+    if (2 * ((size_t)ix->nb + 1) > ix->mask + 1) {
+        size_t size = 2 * (ix->mask + 1), mask = size - 1;
+        uint32_t *slot = calloc(size, sizeof *slot);
+        if (!slot)
+            return -1;
+        for (uint32_t k = 0; k < ix->nb; k++) {
+            size_t i = ix->b[k].kh & mask;
+            while (slot[i])
+                i = (i + 1) & mask;
+            slot[i] = k + 1;
+        }
+        free(ix->slot);
+        ix->slot = slot;
+        ix->mask = mask;
+    }
+    return 0;
+}
+
+/* The index of the bucket of (kind, tier, s), added if new; -1 out of
+ * memory. */
+static int64_t find_or_add(rule_index *ix, int kind, uint32_t tier,
+                           const char *s, size_t len)
+{
+    uint64_t kh = key_hash(bytes_hash(kind, s, len), kind, tier, len);
+    uint32_t *at = probe(ix, kh, kind, tier, s, len);
+
+    if (*at)
+        return *at - 1;
+    if (make_room(ix) != 0)
+        return -1;
+    at = probe(ix, kh, kind, tier, s, len); /* the slots may have moved */
+    ix->b[ix->nb] = (ix_bucket){.key = s, .kh = kh, .len = (uint32_t)len,
+                                .tier = tier, .kind = (uint32_t)kind};
+    *at = ++ix->nb;
+    return ix->nb - 1;
+}
+
+/* 1 if the pattern is a prefix match: it ends in "**" and has no other
+ * wildcard. */
+static int is_prefix(const char *pat, size_t len)
+{
+    return len >= 2 && pat[len - 1] == '*' && pat[len - 2] == '*' &&
+           strcspn(pat, "*?") == len - 2;
+}
+
+#define TO_GLOBS (-2) /* bucket_of(): the rule goes to the glob list */
+
+/* The tiers met so far while building; the last one is kept, as rules
+ * of one tier tend to come together. */
+typedef struct tier_memo {
+    uint32_t n;
+    const char *last;
+    uint32_t last_id;
+} tier_memo;
+
+/* The id of tier name t (1 up), added if new; 0 out of memory. */
+static uint32_t tier_id(rule_index *ix, tier_memo *ts, const char *t)
+{
+    int64_t k;
+
+    if (ts->last && strcmp(ts->last, t) == 0)
+        return ts->last_id;
+    if ((k = find_or_add(ix, IX_TIER, 0, t, strlen(t))) < 0)
+        return 0;
+    if (ix->b[k].cnt++ == 0)
+        ix->b[k].off = ++ts->n;
+    ts->last = t;
+    return ts->last_id = ix->b[k].off;
+}
+
+/* The bucket rule r is filed under, TO_GLOBS, or -1 out of memory. */
+static int64_t bucket_of(rule_index *ix, const rl_rule *r, tier_memo *ts)
+{
+    uint32_t tier = 0;
+    size_t len;
+
+    if (r->tier && !(tier = tier_id(ix, ts, r->tier)))
+        return -1;
+    if (!r->endpoint)
+        return find_or_add(ix, IX_ANY, tier, "", 0);
+    len = strlen(r->endpoint);
+    if (!strpbrk(r->endpoint, "*?"))
+        return find_or_add(ix, IX_EXACT, tier, r->endpoint, len);
+    if (!is_prefix(r->endpoint, len))
+        return TO_GLOBS;
+    ix->plen[(len - 2) / 64] |= (uint64_t)1 << ((len - 2) % 64);
+    if (len - 2 > ix->plen_max)
+        ix->plen_max = len - 2;
+    return find_or_add(ix, IX_PREFIX, tier, r->endpoint, len - 2);
+}
+
+/* Count each bucket's rules (and the globs), then lay the runs out. */
+static int file_rules(rule_index *ix, const rl_rule *rules, size_t n,
+                      int64_t *where)
+{
+    tier_memo ts = {0};
+    uint32_t off = 0;
+
+    for (size_t r = 0; r < n; r++) {
+        if ((where[r] = bucket_of(ix, &rules[r], &ts)) == -1)
+            return -1;
+        if (where[r] >= 0)
+            ix->b[where[r]].cnt++;
+        else
+            ix->nglob++;
+    }
+    for (uint32_t k = 0; k < ix->nb; k++) {
+        ix_bucket *b = &ix->b[k];
+        if (b->kind != IX_TIER) {
+            b->off = off;
+            off += b->cnt;
+            b->cnt = 0; /* counted again as they are filled */
+        }
+    }
+    if ((off && !(ix->post = malloc(off * sizeof *ix->post))) ||
+        (ix->nglob && !(ix->glob = malloc(ix->nglob * sizeof *ix->glob))))
+        return -1;
+    ix->nglob = 0;
+    for (size_t r = 0; r < n; r++) {
+        if (where[r] >= 0) {
+            ix_bucket *b = &ix->b[where[r]];
+            ix->post[b->off + b->cnt++] = (uint32_t)r;
+        } else {
+            ix->glob[ix->nglob++] = (uint32_t)r;
+        }
+    }
+    return 0;
+}
+
+rule_index *rule_index_build(const rl_rule *rules, size_t n)
+{
+    rule_index *ix = calloc(1, sizeof *ix);
+    int64_t *where = n ? malloc(n * sizeof *where) : NULL;
+    size_t size = 4;
+
+    while (size < 2 * (n + 1))
+        size <<= 1;
+    if (!ix || (n && !where)) {
+        free(where);
+        free(ix);
+        return NULL;
+    }
+    ix->cap = (uint32_t)n + 1; /* no tiers: n buckets at most */
+    ix->mask = size - 1;
+    if (!(ix->b = malloc(ix->cap * sizeof *ix->b)) ||
+        !(ix->slot = calloc(size, sizeof *ix->slot)) ||
+        file_rules(ix, rules, n, where) != 0) {
+        free(where);
+        rule_index_free(ix);
+        return NULL;
+    }
+    free(where);
+    return ix;
+}
+
+void rule_index_free(rule_index *ix)
+{
+    if (!ix)
+        return;
+    free(ix->b);
+    free(ix->slot);
+    free(ix->post);
+    free(ix->glob);
+    free(ix);
+}
+
+/* ---- a request ---------------------------------------------------------- */
+
+/* The smallest `keep` rule numbers of those added. */
+typedef struct collect {
+    uint32_t buf[COLLECT_MAX];
+    size_t n, keep;
+    uint32_t above; /* numbers > above are dropped (trimmed before) */
+} collect;
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+static void sort_u32(uint32_t *v, size_t n)
+{
+    if (n > 16) {
+        qsort(v, n, sizeof *v, cmp_u32);
+        return;
+    }
+    for (size_t i = 1; i < n; i++) {
+        uint32_t x = v[i];
+        size_t j = i;
+        for (; j > 0 && v[j - 1] > x; j--)
+            v[j] = v[j - 1];
+        v[j] = x;
+    }
+}
+
+static void add(collect *c, uint32_t r)
+{
+    if (r > c->above)
+        return;
+    if (c->n == COLLECT_MAX) {
+        sort_u32(c->buf, c->n);
+        c->n = c->keep;
+        c->above = c->buf[c->keep - 1];
+        if (r > c->above)
+            return;
+    }
+    c->buf[c->n++] = r;
+}
+
+/* Does rule r count by a dimension the request carries? */
+static int carried(const rl_rule *r, uint64_t present)
+{
+    return r->dim_id == RULE_DIM_GLOBAL || (present >> r->dim_id & 1);
+}
+
+/* Add the rules of bucket (kind, tier, s) that count by a carried
+ * dimension. */
+static void add_bucket(const rule_index *ix, const rl_rule *rules,
+                       uint64_t h, int kind, uint32_t tier, const char *s,
+                       size_t len, uint64_t present, collect *c)
+{
+    const ix_bucket *b = lookup(ix, h, kind, tier, s, len);
+
+    for (uint32_t i = 0; b && i < b->cnt; i++) {
+        uint32_t r = ix->post[b->off + i];
+        if (r > c->above)
+            return; /* a run is in rule order */
+        if (carried(&rules[r], present))
+            add(c, r);
+    }
+}
+
+/* The request's tier ids: 0 (no tier) and its own, if any rule has it. */
+static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids)
+{
+    size_t len;
+    const ix_bucket *b;
+
+    ids[0] = 0;
+    if (!tier || (len = strnlen(tier, RL_TIER_MAX + 1)) > RL_TIER_MAX)
+        return 1;
+    if (!(b = lookup(ix, bytes_hash(IX_TIER, tier, len), IX_TIER, 0, tier,
+                     len)))
+        return 1;
+    ids[1] = b->off;
+    return 2;
+}
+
+/* The exact and prefix buckets of endpoint ep in the request's tiers. */
+static void add_endpoint(const rule_index *ix, const rl_rule *rules,
+                         const char *ep, size_t elen, const uint32_t *tiers,
+                         size_t nt, uint64_t present, collect *c)
+{
+    uint64_t h = hash_bytes(ep, elen, 0x1e), rh = FNV_OFFSET;
+    size_t top = elen < ix->plen_max ? elen : ix->plen_max;
+
+    for (size_t t = 0; t < nt; t++)
+        add_bucket(ix, rules, h, IX_EXACT, tiers[t], ep, elen, present, c);
+    for (size_t len = 0; len <= top; len++) {
+        if (ix->plen[len / 64] >> (len % 64) & 1)
+            for (size_t t = 0; t < nt; t++)
+                add_bucket(ix, rules, rh, IX_PREFIX, tiers[t], ep, len,
+                           present, c);
+        if (len < elen)
+            rh = roll(rh, (unsigned char)ep[len]);
+    }
+}
+
+size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
+                        const char *endpoint, size_t elen, const char *tier,
+                        uint64_t present, uint32_t *out, size_t max)
+{
+    collect c = {.n = 0, .keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX,
+                 .above = UINT32_MAX};
+    uint32_t tiers[2];
+    size_t nt, n;
+
+    if (!ix || max == 0)
+        return 0;
+    nt = tier_ids(ix, tier, tiers);
+    for (size_t t = 0; t < nt; t++)
+        add_bucket(ix, rules, 0, IX_ANY, tiers[t], "", 0, present, &c);
+    if (endpoint && elen) {
+        add_endpoint(ix, rules, endpoint, elen, tiers, nt, present, &c);
+        /* The globs, last: each costs a match. */
+        for (size_t i = 0; i < ix->nglob && ix->glob[i] <= c.above; i++) {
+            const rl_rule *r = &rules[ix->glob[i]];
+            if (carried(r, present) && rule_matches(r, endpoint, tier))
+                add(&c, ix->glob[i]);
+        }
+    }
+    sort_u32(c.buf, c.n);
+    n = c.n < c.keep ? c.n : c.keep;
+    memcpy(out, c.buf, n * sizeof *out);
+    return n;
+}
