@@ -44,18 +44,27 @@ rl_store *limiter_store(rl_limiter *lim)
 
 static int open_store(rl_limiter *lim, const rl_config *cfg)
 {
-    store_options opt = {cfg->memory_max_bytes, cfg->timeout_ms,
-                         cfg->connect_timeout_ms, (int)cfg->redis_connections,
-                         (int)cfg->degraded_start, (int)cfg->breaker_failures,
-                         cfg->breaker_cooldown_ms,
-                         cfg->fleet_size == 0 ? (cfg->fleet_name
-                                                     ? cfg->fleet_name
-                                                     : "default")
-                                              : NULL,
-                         &lim->fleet_size, (int)cfg->redis_compact,
-                         cfg->tls_ca_file, cfg->tls_ca_dir,
-                         cfg->tls_cert_file, cfg->tls_key_file,
-                         (int)cfg->tls_verify, cfg->log_fn, cfg->log_arg};
+    store_options opt = {
+        .memory_max_bytes = cfg->memory_max_bytes,
+        .timeout_ms = cfg->timeout_ms,
+        .connect_timeout_ms = cfg->connect_timeout_ms,
+        .redis_connections = (int)cfg->redis_connections,
+        .degraded_start = (int)cfg->degraded_start,
+        .breaker_failures = (int)cfg->breaker_failures,
+        .breaker_cooldown_ms = cfg->breaker_cooldown_ms,
+        /* fleet_size "auto": count the fleet by heartbeats */
+        .fleet_name = cfg->fleet_size != 0 ? NULL
+                      : cfg->fleet_name ? cfg->fleet_name : "default",
+        .fleet_size = &lim->fleet_size,
+        .compact = (int)cfg->redis_compact,
+        .tls_ca_file = cfg->tls_ca_file,
+        .tls_ca_dir = cfg->tls_ca_dir,
+        .tls_cert_file = cfg->tls_cert_file,
+        .tls_key_file = cfg->tls_key_file,
+        .tls_verify = (int)cfg->tls_verify,
+        .log_fn = cfg->log_fn,
+        .log_arg = cfg->log_arg,
+    };
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];
     int rc;

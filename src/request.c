@@ -95,8 +95,9 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
         rc = rl_fail(lim, RL_ENORULE, "no rule \"%.64s\" in rule set version "
                      "%lld", rule_id, (long long)rs->version);
     } else {
-        op = (store_op){rule, key, len, cost, rule->mode == RL_MODE_LOG,
-                        layout_key(lim)};
+        op = (store_op){.rule = rule, .key = key, .key_len = len,
+                        .cost = cost, .soft = rule->mode == RL_MODE_LOG,
+                        .layout_key = layout_key(lim)};
         rc = run(lim, &op, 1, &res);
     }
     rcu_read_unlock(&lim->rules, t);
@@ -272,8 +273,10 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
                            RL_OPS_MAX);
         if (rc == REQUEST_NEED_ROOM || k == max_ops)
             return REQUEST_NEED_ROOM;
-        ops[k++] = (store_op){rule, keys + at, len, req->cost,
-                              rule->mode == RL_MODE_LOG, layout_key(lim)};
+        ops[k++] = (store_op){.rule = rule, .key = keys + at, .key_len = len,
+                              .cost = req->cost,
+                              .soft = rule->mode == RL_MODE_LOG,
+                              .layout_key = layout_key(lim)};
         at += len + 1;
     }
     *n = k;
