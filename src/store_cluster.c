@@ -15,10 +15,16 @@
  *   CLUSTERDOWN      the check fails (the failure modes decide) and the
  *                    map is refreshed.
  * A background thread owns the table: it reads CLUSTER SLOTS from a live
- * node (known masters first, then the seeds) every second, and within
- * ~50 ms when the request path asks (a redirect, a failed call), opening
- * nodes for new masters (a replica promoted by a failover) off the request
- * path.  Replicas are known but never written.  Nodes are never removed
+ * node every second, and within ~50 ms when the request path asks (a
+ * redirect, a failed call), opening nodes for new masters (a replica
+ * promoted by a failover) off the request path.  It never waits on a sick
+ * node: it asks the node that answered last first, then the others, those
+ * that failed to answer last (each failure demotes a node, an answer
+ * restores it), then the seeds, each with a short deadline
+ * (REFRESH_ASK_MS); only when none answers that fast does it ask them all
+ * again with connect_timeout_ms.  So a hung master costs one refresh one
+ * short wait, once, and a failover is followed as soon as a live node
+ * knows it.  Replicas are known but never written.  Nodes are never removed
  * while the store lives, so the request path reads the table without a
  * lock: entries are published by an atomic count, and node handles by an
  * atomic pointer.
@@ -55,6 +61,7 @@
 #define REFRESH_MS 1000       /* the map's age at most, all being well */
 #define TICK_MS 50            /* how soon an asked-for refresh starts  */
 #define TRIES 5               /* redirects followed per check          */
+#define REFRESH_ASK_MS 100    /* a refresh's first wait on each node   */
 
 typedef struct cnode {
     char addr[64];            /* "host:port", as the cluster names it  */
@@ -77,6 +84,8 @@ typedef struct cluster_store {
     pthread_cond_t cv;
     int stop, started;
     _Atomic int want;         /* the request path asks for a refresh   */
+    int last_good;            /* the node that answered last, or -1    */
+    unsigned char strikes[MAX_NODES]; /* refreshes it failed, in a row */
     _Atomic int64_t refreshes, refunds, tryagain;
     fleet fl;
 } cluster_store;
@@ -139,9 +148,8 @@ static int ensure_node(cluster_store *c, const char *host, int port,
 
 /* A blocking control connection with timeouts, AUTHed. */
 static redisContext *control(const cluster_store *c, const char *host,
-                             int port, char *err, size_t errlen)
+                             int port, int64_t ms, char *err, size_t errlen)
 {
-    int64_t ms = c->nopts.io.connect_timeout_ms;
     struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
     const redis_uri *u = &c->seeds[0];
     redisContext *ctx = redisConnectWithTimeout(host, port, tv);
@@ -203,9 +211,9 @@ static int apply_range(const cluster_range *rg, void *arg)
 /* Ask one node for the map.  0 applied (*down: the cluster says it is not
  * ok), -1 no answer, -2 not a cluster node (err says so). */
 static int refresh_from(cluster_store *c, const char *host, int port,
-                        int *down, char *err, size_t errlen)
+                        int64_t ms, int *down, char *err, size_t errlen)
 {
-    redisContext *ctx = control(c, host, port, err, errlen);
+    redisContext *ctx = control(c, host, port, ms, err, errlen);
     redisReply *r;
     int rc = -1, covered;
 
@@ -236,32 +244,76 @@ static int refresh_from(cluster_store *c, const char *host, int port,
     return rc;
 }
 
-/* Read the map from the first node that answers: known masters, the other
- * known nodes, then the seeds.  0, or -1 / -2 as refresh_from; *down as
- * there. */
-static int refresh(cluster_store *c, int *down, char *err, size_t errlen)
+/* Known nodes in the order a refresh asks them: the one that answered
+ * last, then by refreshes failed in a row, masters before replicas. */
+static int ask_order(const cluster_store *c, int *order)
 {
-    int n = atomic_load(&c->nnodes), rc = -1;
+    int n = atomic_load(&c->nnodes);
+
+    for (int i = 0; i < n; i++) {
+        int key = (i != c->last_good) * 1024 + c->strikes[i] * 2 +
+                  (atomic_load(&c->nodes[i].node) == NULL), j = i;
+        for (; j > 0; j--) { /* insertion sort, stable */
+            int p = order[j - 1];
+            int pk = (p != c->last_good) * 1024 + c->strikes[p] * 2 +
+                     (atomic_load(&c->nodes[p].node) == NULL);
+            if (pk <= key)
+                break;
+            order[j] = p;
+        }
+        order[j] = i;
+    }
+    return n;
+}
+
+/* Ask the known nodes (ask_order), then the seeds, each for at most ms.
+ * 0, or -1 / -2 as refresh_from. */
+static int refresh_round(cluster_store *c, int64_t ms, int *down, char *err,
+                         size_t errlen)
+{
+    int order[MAX_NODES], n = ask_order(c, order), rc = -1;
+
+    for (int k = 0; k < n; k++) {
+        int i = order[k];
+        char host[64], *colon;
+        snprintf(host, sizeof host, "%s", c->nodes[i].addr);
+        if (!(colon = strrchr(host, ':')))
+            continue;
+        *colon = 0;
+        if ((rc = refresh_from(c, host, atoi(colon + 1), ms, down, err,
+                               errlen)) == 0) {
+            c->strikes[i] = 0;
+            c->last_good = i;
+            return 0;
+        }
+        if (c->strikes[i] < 255)
+            c->strikes[i]++;
+        if (c->last_good == i)
+            c->last_good = -1;
+    }
+    for (int i = 0; i < c->nseeds; i++)
+        if ((rc = refresh_from(c, c->seeds[i].host, c->seeds[i].port, ms,
+                               down, err, errlen)) == 0 || rc == -2)
+            return rc;
+    return rc;
+}
+
+/* Read the map from the first node that answers: with `quick`, fast ones
+ * first (a round with REFRESH_ASK_MS per node), then, if none did, a round
+ * with connect_timeout_ms; the first read, at start, is that second round
+ * alone.  0, or -1 / -2 as refresh_from; *down as there. */
+static int refresh(cluster_store *c, int quick, int *down, char *err,
+                   size_t errlen)
+{
+    int64_t slow = c->nopts.io.connect_timeout_ms;
+    int64_t fast = slow < REFRESH_ASK_MS ? slow : REFRESH_ASK_MS;
+    int rc = -1;
 
     *down = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < n; i++) {
-            char host[64], *colon;
-            if ((atomic_load(&c->nodes[i].node) != NULL) != (pass == 0))
-                continue;
-            snprintf(host, sizeof host, "%s", c->nodes[i].addr);
-            if (!(colon = strrchr(host, ':')))
-                continue;
-            *colon = 0;
-            if ((rc = refresh_from(c, host, atoi(colon + 1), down, err,
-                                   errlen)) == 0)
-                goto done;
-        }
-    for (int i = 0; i < c->nseeds; i++)
-        if ((rc = refresh_from(c, c->seeds[i].host, c->seeds[i].port, down,
-                               err, errlen)) == 0 || rc == -2)
-            goto done;
-done:
+    if (quick)
+        rc = refresh_round(c, fast, down, err, errlen);
+    if (rc == -1)
+        rc = refresh_round(c, slow, down, err, errlen);
     atomic_fetch_add(&c->refreshes, 1);
     return rc;
 }
@@ -280,7 +332,7 @@ static void *refresher(void *arg)
         if (atomic_exchange(&c->want, 0) ||
             now - last >= (int64_t)REFRESH_MS * 1000000) {
             pthread_mutex_unlock(&c->mu);
-            refresh(c, &down, err, sizeof err);
+            refresh(c, 1, &down, err, sizeof err);
             pthread_mutex_lock(&c->mu);
             last = mono_ns();
         }
@@ -785,6 +837,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
     c->timeout_ms = opt->timeout_ms;
     store_redis_node_opts(&c->nopts, opt, &c->clock);
     c->nopts.io.per_call = 1;
+    c->last_good = -1;
     for (int i = 0; i < NSLOTS; i++)
         atomic_init(&c->owner[i], NO_NODE);
     pthread_mutex_init(&c->mu, NULL);
@@ -797,7 +850,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
                RL_ESTORE;
     }
     c->nopts.io.uri = c->seeds[0]; /* credentials; host set per node */
-    rc = refresh(c, &down, why, sizeof why);
+    rc = refresh(c, 0, &down, why, sizeof why);
     if (rc == -2 || ((rc != 0 || down) && !opt->degraded_start)) {
         cluster_free(&c->base);
         return snprintf(err, errlen, "store \"%s\": %s%s", shown,

@@ -462,6 +462,8 @@ typedef struct watch {
     _Atomic int stop;
     _Atomic long checks, degraded, slow;
     _Atomic int64_t last_degraded_ms, max_us;
+    _Atomic int64_t since_ms;     /* set: note the first check by Redis  */
+    _Atomic int64_t first_ok_ms;  /* ... after since_ms                  */
 } watch;
 
 static void *watch_main(void *arg)
@@ -478,6 +480,9 @@ static void *watch_main(void *arg)
         if (res.flags & RL_FLAG_FALLBACK) {
             atomic_fetch_add(&w->degraded, 1);
             atomic_store(&w->last_degraded_ms, mono_us() / 1000);
+        } else if (atomic_load(&w->since_ms) &&
+                   !atomic_load(&w->first_ok_ms)) {
+            atomic_store(&w->first_ok_ms, mono_us() / 1000);
         }
         atomic_fetch_add(&w->checks, 1);
         sleep_ms(1);
@@ -558,6 +563,99 @@ START_TEST(failover_degrades_only_the_dead_masters_keys)
     ck_assert_int_lt(atomic_load(&a.max_us), (50 + SLACK_MS) * 1000);
     ck_assert_int_lt(atomic_load(&b.max_us), (50 + SLACK_MS) * 1000);
     rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+/* The replica of master m (by ROLE), or -1. */
+static int replica_of(int m)
+{
+    int found = -1;
+
+    for (int i = 0; i < cl.n && found < 0; i++) {
+        redisContext *ctx = i == m ? NULL : rh_connect(&cl.node[i]);
+        redisReply *r = ctx ? redisCommand(ctx, "ROLE") : NULL;
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "slave") == 0 &&
+            r->element[2]->type == REDIS_REPLY_INTEGER &&
+            r->element[2]->integer == cl.node[m].port)
+            found = i;
+        if (r)
+            freeReplyObject(r);
+        if (ctx)
+            redisFree(ctx);
+    }
+    return found;
+}
+
+/* A hung master (SIGSTOP: connections accepted, nothing answered), the
+ * first in the store's table and the node its slot map last came from,
+ * is taken over by its replica (CLUSTER FAILOVER TAKEOVER): the map's
+ * refreshes do not wait on the hung node (a short deadline, then it is
+ * asked last), so its keys resume on the new master within ~100 ms of
+ * the promotion (before: a 1 s wait per refresh on the hung node, 379 to
+ * 850 ms). */
+START_TEST(hung_master_taken_over_resumes_fast)
+{
+    watch a = {0};
+    pthread_t ta;
+    int from = 0, victim, replica;
+    int64_t stopped_ms, promoted_ms, resumed;
+    rl_limiter *lim;
+    redisContext *ctx;
+    redisReply *r;
+
+    up(1000);
+    config_all("cluster-require-full-coverage", "no");
+    victim = rh_cluster_master_of(&cl, 0); /* first in the table */
+    replica = replica_of(victim);
+    ck_assert_int_ge(replica, 0);
+    user_where(a.user, sizeof a.user, &from, -1, victim);
+    lim = open_with(uri, "timeout_ms", "50", NULL, NULL);
+    a.lim = lim;
+    ck_assert_int_eq(pthread_create(&ta, NULL, watch_main, &a), 0);
+    sleep_ms(1200); /* a periodic refresh: the map came from the victim */
+    ck_assert_int_eq(atomic_load(&a.degraded), 0);
+
+    stopped_ms = mono_us() / 1000;
+    ck_assert_int_eq(rh_pause(&cl.node[victim]), 0);
+    sleep_ms(400); /* its checks time out; the map is refreshed */
+    ctx = rh_connect(&cl.node[replica]);
+    ck_assert_ptr_nonnull(ctx);
+    r = redisCommand(ctx, "CLUSTER FAILOVER TAKEOVER");
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "TAKEOVER");
+    freeReplyObject(r);
+    for (;;) { /* promoted: it says so itself */
+        int master = 0;
+        r = redisCommand(ctx, "ROLE");
+        ck_assert_ptr_nonnull(r);
+        master = r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+                 strcmp(r->element[0]->str, "master") == 0;
+        freeReplyObject(r);
+        if (master)
+            break;
+        ck_assert_msg(mono_us() / 1000 - stopped_ms < 10000, "no takeover");
+        sleep_ms(1);
+    }
+    promoted_ms = mono_us() / 1000;
+    redisFree(ctx);
+    atomic_store(&a.since_ms, promoted_ms);
+    while (!atomic_load(&a.first_ok_ms)) {
+        ck_assert_msg(mono_us() / 1000 - promoted_ms < 10000,
+                      "the keys never resumed");
+        sleep_ms(1);
+    }
+    resumed = atomic_load(&a.first_ok_ms) - promoted_ms;
+    atomic_store(&a.stop, 1);
+    pthread_join(ta, NULL);
+    fprintf(stderr, "hung master taken over: stopped -> promoted %lld ms; "
+            "promoted -> its keys decided by Redis again %lld ms\n",
+            (long long)(promoted_ms - stopped_ms), (long long)resumed);
+    ck_assert_int_gt(atomic_load(&a.degraded), 0);
+    ck_assert_int_le(resumed, 100 + SLACK_MS);
+    rl_limiter_free(lim);
+    ck_assert_int_eq(rh_resume(&cl.node[victim]), 0);
     rh_cluster_stop(&cl);
 }
 END_TEST
@@ -716,6 +814,7 @@ static Suite *suite(void)
     tcase_add_test(tc, reshard_follows_ask_and_moved);
     tcase_add_test(tc, tryagain_while_a_clients_keys_are_split);
     tcase_add_test(tc, failover_degrades_only_the_dead_masters_keys);
+    tcase_add_test(tc, hung_master_taken_over_resumes_fast);
     tcase_add_test(tc, node_restarted_empty);
     tcase_add_test(tc, seed_list_with_first_nodes_down);
     tcase_add_test(tc, seed_that_is_not_a_cluster);
