@@ -66,6 +66,7 @@
 typedef struct cnode {
     char addr[64];            /* "host:port", as the cluster names it  */
     _Atomic(rnode *) node;    /* masters: opened when first a master   */
+    _Atomic int wanted;       /* a redirect named it: open it now      */
 } cnode;
 
 typedef struct cluster_store {
@@ -122,6 +123,7 @@ static int ensure_node(cluster_store *c, const char *host, int port,
             return -1;
         snprintf(c->nodes[i].addr, sizeof c->nodes[i].addr, "%s", addr);
         atomic_store(&c->nodes[i].node, NULL);
+        atomic_store(&c->nodes[i].wanted, 0);
         atomic_store(&c->nnodes, i + 1); /* publishes the entry */
     }
     if (master && !atomic_load(&c->nodes[i].node)) {
@@ -318,6 +320,22 @@ static int refresh(cluster_store *c, int quick, int *down, char *err,
     return rc;
 }
 
+/* Open the nodes a redirect named that are not open yet (a replica just
+ * promoted), before the map says so.  Refresh thread only. */
+static void open_wanted(cluster_store *c)
+{
+    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
+        char host[64], *colon;
+        if (!atomic_exchange(&c->nodes[i].wanted, 0))
+            continue;
+        snprintf(host, sizeof host, "%s", c->nodes[i].addr);
+        if ((colon = strrchr(host, ':'))) {
+            *colon = 0;
+            ensure_node(c, host, atoi(colon + 1), 1);
+        }
+    }
+}
+
 static void *refresher(void *arg)
 {
     cluster_store *c = arg;
@@ -332,6 +350,7 @@ static void *refresher(void *arg)
         if (atomic_exchange(&c->want, 0) ||
             now - last >= (int64_t)REFRESH_MS * 1000000) {
             pthread_mutex_unlock(&c->mu);
+            open_wanted(c);
             refresh(c, 1, &down, err, sizeof err);
             pthread_mutex_lock(&c->mu);
             last = mono_ns();
@@ -355,6 +374,17 @@ static rnode *node_at(cluster_store *c, unsigned idx)
 {
     return idx < (unsigned)atomic_load(&c->nnodes)
                ? atomic_load(&c->nodes[idx].node) : NULL;
+}
+
+/* A redirect named node `to`, known but not open (a replica promoted a
+ * moment ago): the refresh thread opens it now.  The signal, sent without
+ * the mutex (no lock on the request path), may miss a refresh thread about
+ * to sleep; its 50 ms tick is the backstop. */
+static void want_open(cluster_store *c, int to)
+{
+    atomic_store(&c->nodes[to].wanted, 1);
+    atomic_store(&c->want, 1);
+    pthread_cond_signal(&c->cv);
 }
 
 static void pause_until(int64_t deadline_ns)
@@ -391,8 +421,14 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
         case RN_MOVED:
         case RN_ASK:
             atomic_store(&c->want, 1);
-            if ((to = find_node(c, why.addr)) < 0 || !node_at(c, (unsigned)to))
-                return RL_ESTORE; /* a new master: the refresh opens it */
+            if ((to = find_node(c, why.addr)) < 0)
+                return RL_ESTORE; /* a new node: the refresh learns it */
+            if (!node_at(c, (unsigned)to))
+                want_open(c, to); /* and wait for it, within the deadline */
+            while (!node_at(c, (unsigned)to) && mono_ns() < deadline_ns)
+                pause_until(deadline_ns);
+            if (!node_at(c, (unsigned)to))
+                return RL_ESTORE;
             flags = why.status == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
             if (!flags) /* ask for the full map too, but move on now */
                 atomic_store_explicit(&c->owner[slot], (uint16_t)to,
@@ -672,9 +708,17 @@ static void attempt_done(rnode_async *na)
     switch (st) {
     case RN_MOVED:
     case RN_ASK:
-        if ((to = find_node(c, na->job.why.addr)) < 0 ||
-            !node_at(c, (unsigned)to))
-            break; /* a new master: the refresh opens it */
+        if ((to = find_node(c, na->job.why.addr)) < 0)
+            break; /* a new node: the refresh learns it */
+        if (!node_at(c, (unsigned)to)) {
+            /* Known, not open yet: opened now by the refresh thread; the
+             * same call goes again a moment later, held by the old node's
+             * loop, until it is (a wait, not a hop), within the deadline. */
+            want_open(c, to);
+            x->tries--;
+            attempt(x, clock_mono_ns() + 1000000);
+            return;
+        }
         x->flags = st == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
         if (!x->flags)
             atomic_store_explicit(&c->owner[x->slot[x->g]], (uint16_t)to,

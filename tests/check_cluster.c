@@ -660,6 +660,67 @@ START_TEST(hung_master_taken_over_resumes_fast)
 }
 END_TEST
 
+/* A planned failover (CLUSTER FAILOVER on a replica) under load: the
+ * demoted master answers its old clients' batch call with READONLY, which
+ * is a redirect (the call goes again, keys declared, meets MOVED and
+ * follows it), not a failure: no check is degraded and no breaker opens. */
+START_TEST(planned_failover_degrades_nothing)
+{
+    enum { W = 4 };
+    watch w[W];
+    pthread_t th[W];
+    int from = 0, victim, replica, done = 0;
+    long checks = 0, degraded = 0;
+    int64_t t0;
+    rl_limiter *lim;
+    rl_stats rs = RL_STATS_INIT;
+    redisContext *ctx;
+    redisReply *r;
+
+    up(1000);
+    victim = rh_cluster_master_of(&cl, 0);
+    replica = replica_of(victim);
+    ck_assert_int_ge(replica, 0);
+    lim = open_with(uri, NULL, NULL, NULL, NULL);
+    for (int i = 0; i < W; i++) {
+        w[i] = (watch){.lim = lim};
+        /* three on the victim's keys, one elsewhere */
+        user_where(w[i].user, sizeof w[i].user, &from, -1,
+                   i < 3 ? victim : first_master(victim));
+        ck_assert_int_eq(pthread_create(&th[i], NULL, watch_main, &w[i]), 0);
+    }
+    sleep_ms(300);
+    ctx = rh_connect(&cl.node[replica]);
+    ck_assert_ptr_nonnull(ctx);
+    r = redisCommand(ctx, "CLUSTER FAILOVER");
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER");
+    freeReplyObject(r);
+    redisFree(ctx);
+    for (t0 = mono_us() / 1000; !done; sleep_ms(10)) {
+        done = rh_cluster_is_master(&cl, replica) == 1 &&
+               rh_cluster_is_master(&cl, victim) == 0;
+        ck_assert_msg(mono_us() / 1000 - t0 < 10000, "no failover");
+    }
+    sleep_ms(500); /* the old clients meet the demoted master, and move */
+    for (int i = 0; i < W; i++) {
+        atomic_store(&w[i].stop, 1);
+        pthread_join(th[i], NULL);
+        checks += atomic_load(&w[i].checks);
+        degraded += atomic_load(&w[i].degraded);
+    }
+    rl_stats_get(lim, &rs);
+    fprintf(stderr, "planned failover: %lld ms; %ld checks, %ld degraded, "
+            "breaker opened %llu\n", (long long)(mono_us() / 1000 - t0 - 500),
+            checks, degraded, (unsigned long long)rs.breaker_opens);
+    ck_assert_int_gt(checks, 100);
+    ck_assert_int_eq(degraded, 0);
+    ck_assert_int_eq(rs.breaker_opens, 0);
+    ck_assert_int_eq(rs.store_errors, 0);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
 /* A master restarted empty, too fast for a failover: its counters are gone
  * and so is the script; the first call meets NOSCRIPT and goes again as
  * EVAL, and its clients start over. */
@@ -815,6 +876,7 @@ static Suite *suite(void)
     tcase_add_test(tc, tryagain_while_a_clients_keys_are_split);
     tcase_add_test(tc, failover_degrades_only_the_dead_masters_keys);
     tcase_add_test(tc, hung_master_taken_over_resumes_fast);
+    tcase_add_test(tc, planned_failover_degrades_nothing);
     tcase_add_test(tc, node_restarted_empty);
     tcase_add_test(tc, seed_list_with_first_nodes_down);
     tcase_add_test(tc, seed_that_is_not_a_cluster);
