@@ -43,6 +43,7 @@
 #include "ratelimit.h"
 #include "redis_key.h"
 #include "store_redis.h"
+#include "cluster_control.h"
 #include "cluster_reply.h"
 #include "crc16.h"
 
@@ -148,51 +149,6 @@ static int ensure_node(cluster_store *c, const char *host, int port,
 
 /* ---- the slot map ---------------------------------------------------- */
 
-/* A blocking control connection with timeouts, AUTHed. */
-static redisContext *control(const cluster_store *c, const char *host,
-                             int port, int64_t ms, char *err, size_t errlen)
-{
-    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
-    const redis_uri *u = &c->seeds[0];
-    redisContext *ctx = redisConnectWithTimeout(host, port, tv);
-    redisReply *r;
-
-    if (!ctx || ctx->err) {
-        snprintf(err, errlen, "%s:%d: %s", host, port,
-                 ctx ? ctx->errstr : "out of memory");
-        redisFree(ctx);
-        return NULL;
-    }
-    redisSetTimeout(ctx, tv);
-    if (u->password[0]) {
-        r = u->user[0] ? redisCommand(ctx, "AUTH %s %s", u->user, u->password)
-                       : redisCommand(ctx, "AUTH %s", u->password);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "%s:%d: AUTH: %s", host, port,
-                     r ? r->str : ctx->errstr);
-            if (r)
-                freeReplyObject(r);
-            redisFree(ctx);
-            return NULL;
-        }
-        freeReplyObject(r);
-    }
-    return ctx;
-}
-
-/* cluster_state from CLUSTER INFO: 1 ok, 0 not, -1 no answer. */
-static int cluster_ok(redisContext *ctx)
-{
-    redisReply *r = redisCommand(ctx, "CLUSTER INFO");
-    int ok = -1;
-
-    if (r && r->type == REDIS_REPLY_STRING)
-        ok = strstr(r->str, "cluster_state:ok") != NULL;
-    if (r)
-        freeReplyObject(r);
-    return ok;
-}
-
 /* One range of the map: its master (opened if new), its replicas (known),
  * its slots.  Refresh thread only. */
 static int apply_range(const cluster_range *rg, void *arg)
@@ -215,7 +171,8 @@ static int apply_range(const cluster_range *rg, void *arg)
 static int refresh_from(cluster_store *c, const char *host, int port,
                         int64_t ms, int *down, char *err, size_t errlen)
 {
-    redisContext *ctx = control(c, host, port, ms, err, errlen);
+    redisContext *ctx = cluster_control(&c->seeds[0], host, port, ms, NULL,
+                                        err, errlen);
     redisReply *r;
     int rc = -1, covered;
 
@@ -233,7 +190,7 @@ static int refresh_from(cluster_store *c, const char *host, int port,
         snprintf(err, errlen, "%s:%d: CLUSTER SLOTS: unexpected reply",
                  host, port);
     } else {
-        *down = covered < NSLOTS || cluster_ok(ctx) == 0;
+        *down = covered < NSLOTS || cluster_state_ok(ctx) == 0;
         if (*down)
             snprintf(err, errlen, "%s:%d: the cluster is down (%d of "
                      "16384 slots served%s)", host, port, covered,
@@ -894,7 +851,11 @@ int store_cluster_new(const char *uri, const store_options *opt,
                RL_ESTORE;
     }
     c->nopts.io.uri = c->seeds[0]; /* credentials; host set per node */
-    rc = refresh(c, 0, &down, why, sizeof why);
+    /* every seed that answers is a cluster node, wherever it stands */
+    rc = cluster_check_seeds(c->seeds, c->nseeds,
+                             c->nopts.io.connect_timeout_ms, why, sizeof why);
+    if (rc == 0)
+        rc = refresh(c, 0, &down, why, sizeof why);
     if (rc == -2 || ((rc != 0 || down) && !opt->degraded_start)) {
         cluster_free(&c->base);
         return snprintf(err, errlen, "store \"%s\": %s%s", shown,

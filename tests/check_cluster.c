@@ -5,18 +5,24 @@
  * with exact limits, a request's rules on two masters refunded when one
  * denies, a slot resharded while checks run (ASK and MOVED followed, no
  * count lost or doubled), a master killed (its slots resume after the
- * failover, the others never stop), a node restarted empty (NOSCRIPT), a
- * seed list whose first node is down, and the bad starts: a seed that is
- * not a cluster, a cluster that is down.  Each test starts its own
+ * failover, the others never stop), a hung master taken over (its keys
+ * resume at once), a planned failover (nothing degraded), a node
+ * restarted empty (NOSCRIPT), a seed list whose first node is down, and
+ * the bad starts: a seed that is not a cluster (a plain Redis, an HTTP
+ * server; first or last in the list), a cluster that is down.  Each test starts its own
  * cluster, since most break it.  Exits 77 (skip) without redis-cli.
  */
 #include <check.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "limiter.h"
 #include "ratelimit.h"
@@ -816,6 +822,121 @@ START_TEST(seed_that_is_not_a_cluster)
 }
 END_TEST
 
+/* ---- a seed that is not Redis: a tiny HTTP server --------------------- */
+
+typedef struct http {
+    int fd, port;
+    _Atomic int stop;
+    pthread_t th;
+} http;
+
+/* Every connection gets a 400 to whatever it sent, then is closed. */
+static void *http_main(void *arg)
+{
+    static const char reply[] = "HTTP/1.1 400 Bad Request\r\n"
+                                "Content-Length: 0\r\n"
+                                "Connection: close\r\n\r\n";
+    http *h = arg;
+    char buf[4096];
+
+    while (!atomic_load(&h->stop)) {
+        struct pollfd p = {.fd = h->fd, .events = POLLIN};
+        int c;
+        if (poll(&p, 1, 50) <= 0 || (c = accept(h->fd, NULL, NULL)) < 0)
+            continue;
+        p = (struct pollfd){.fd = c, .events = POLLIN};
+        if (poll(&p, 1, 1000) > 0 && read(c, buf, sizeof buf) > 0 &&
+            write(c, reply, sizeof reply - 1) < 0) {
+            /* the client left first */
+        }
+        close(c);
+    }
+    return NULL;
+}
+
+static void http_start(http *h)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t len = sizeof a;
+
+    h->fd = socket(AF_INET, SOCK_STREAM, 0);
+    ck_assert_int_eq(bind(h->fd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(h->fd, 16), 0);
+    getsockname(h->fd, (struct sockaddr *)&a, &len);
+    h->port = ntohs(a.sin_port);
+    ck_assert_int_eq(pthread_create(&h->th, NULL, http_main, h), 0);
+}
+
+static void http_stop(http *h)
+{
+    atomic_store(&h->stop, 1);
+    pthread_join(h->th, NULL);
+    close(h->fd);
+}
+
+/* rl_limiter_new on `seeds` fails (degraded_start or not) with a message
+ * that names `port` and says `what`, and holds no password. */
+static void refused(const char *seeds, int port, const char *what)
+{
+    char at[32];
+
+    snprintf(at, sizeof at, "127.0.0.1:%d", port);
+    for (int degraded = 0; degraded < 2; degraded++) {
+        rl_config *cfg = rl_config_new();
+        rl_limiter *lim = NULL;
+        const char *msg;
+        ck_assert_int_eq(rl_config_set(cfg, "store", seeds), RL_OK);
+        ck_assert_int_eq(rl_config_set(cfg, "rules", RULES), RL_OK);
+        ck_assert_int_eq(rl_config_set(cfg, "degraded_start",
+                                       degraded ? "1" : "0"), RL_OK);
+        ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_ESTORE);
+        ck_assert_ptr_null(lim);
+        msg = rl_errmsg(NULL);
+        ck_assert_msg(strstr(msg, at) && strstr(msg, what) &&
+                      !strstr(msg, "sekret"), "%s: %s", seeds, msg);
+        rl_config_free(cfg);
+    }
+}
+
+/* A seed that answers but is not a cluster node, an HTTP server or a plain
+ * redis-server, fails the start wherever it stands in the list, with or
+ * without degraded_start; a good seed beside it changes nothing. */
+START_TEST(every_answering_seed_is_a_cluster_node)
+{
+    rh_server one;
+    http h = {0};
+    char node[64], seeds[256];
+
+    up(2000);
+    ck_assert_int_eq(rh_start(&one, NULL), 0);
+    http_start(&h);
+    snprintf(node, sizeof node, "127.0.0.1:%d", cl.node[0].port);
+
+    snprintf(seeds, sizeof seeds, "redis-cluster://127.0.0.1:%d,%s", h.port,
+             node);
+    refused(seeds, h.port, "not a Redis server");
+    snprintf(seeds, sizeof seeds, "redis-cluster://%s,127.0.0.1:%d", node,
+             h.port);
+    refused(seeds, h.port, "not a Redis server");
+    /* with a password: AUTH meets the HTTP answer, and says no more */
+    snprintf(seeds, sizeof seeds, "redis-cluster://:sekret@127.0.0.1:%d,%s",
+             h.port, node);
+    refused(seeds, h.port, "not a Redis server");
+
+    snprintf(seeds, sizeof seeds, "redis-cluster://127.0.0.1:%d,%s",
+             one.port, node);
+    refused(seeds, one.port, "not a Redis Cluster node");
+    snprintf(seeds, sizeof seeds, "redis-cluster://%s,127.0.0.1:%d", node,
+             one.port);
+    refused(seeds, one.port, "not a Redis Cluster node");
+
+    http_stop(&h);
+    rh_stop(&one);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
 /* Two of three masters die: no majority can elect their replicas, the
  * cluster stays down.  A start is refused, or with degraded_start opens
  * and follows the failure modes. */
@@ -880,6 +1001,7 @@ static Suite *suite(void)
     tcase_add_test(tc, node_restarted_empty);
     tcase_add_test(tc, seed_list_with_first_nodes_down);
     tcase_add_test(tc, seed_that_is_not_a_cluster);
+    tcase_add_test(tc, every_answering_seed_is_a_cluster_node);
     tcase_add_test(tc, cluster_down_at_start);
     suite_add_tcase(s, tc);
     return s;
