@@ -368,7 +368,7 @@ START_TEST(reshard_follows_ask_and_moved)
     unsigned slot;
     hammer h = {0};
     pthread_t th;
-    store_redis_stats st;
+    store_redis_stats st, at_end = {0};
 
     up(2000);
     snprintf(user[0], sizeof user[0], "user:0");
@@ -394,6 +394,7 @@ START_TEST(reshard_follows_ask_and_moved)
         total[i] += admitted(h.lim, user[i], 2, &degraded);
     hammer_wait(&h, 50);
     ck_assert_int_eq(rh_cluster_migrate_keys(&cl, (int)slot, 1000), 0);
+    store_redis_stats_get(limiter_store(h.lim), &at_end);
     ck_assert_int_eq(rh_cluster_migrate_end(&cl, (int)slot, to), 0);
     for (int i = 0; i < 8; i++) /* MOVED, then the new map */
         total[i] += admitted(h.lim, user[i], 3, &degraded);
@@ -409,7 +410,12 @@ START_TEST(reshard_follows_ask_and_moved)
         ck_assert_msg(total[i] == 5, "%s admitted %d of 5", user[i],
                       total[i]);
     ck_assert_int_ge(st.asks, 1);
-    ck_assert_int_ge(st.moved, 1);
+    /* MOVED is met unless a refresh of the map (asked for by the ASKs
+     * every 50 ms) read the move from the target before any check reached
+     * the source after it: migrate_end tells the target first.  Then the
+     * checks went straight to the new master, as the exact counts show. */
+    if (st.moved == 0)
+        ck_assert_int_gt(st.refreshes, at_end.refreshes);
     /* a batch call that met a moved key left it undone; it went again on
      * its own, keys declared, and met the redirect */
     ck_assert_int_ge(st.elsewhere, 1);
