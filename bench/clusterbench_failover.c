@@ -186,6 +186,7 @@ static int fo_planned(const options *o, const char *uri, char *err)
     unsigned long long c0, d0;
     uint64_t t0, at;
     rl_stats st = RL_STATS_INIT;
+    store_redis_stats s0, s1;
     figure f = {0};
 
     if (victim < 0 || (replica = fo_replica_of(victim)) < 0)
@@ -194,10 +195,12 @@ static int fo_planned(const options *o, const char *uri, char *err)
     if (fo_start(&l, uri, o, 0, err))
         return -1;
     c0 = atomic_load(&l.checks), d0 = atomic_load(&l.degraded);
+    store_redis_stats_get(limiter_store(l.lim), &s0);
     t0 = now_ns();
     at = fo_promote(replica, "CLUSTER FAILOVER", err);
     sleep_s(0.5);
     rl_stats_get(l.lim, &st);
+    store_redis_stats_get(limiter_store(l.lim), &s1);
     fo_stop(&l);
     if (!at)
         return -1;
@@ -208,6 +211,9 @@ static int fo_planned(const options *o, const char *uri, char *err)
     xnum(&f, "errors", (double)atomic_load(&l.errors));
     xnum(&f, "breaker_opens", (double)st.breaker_opens);
     xnum(&f, "switch_ms", (double)(at - t0) / 1e6);
+    xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
+    xnum(&f, "elsewhere", (double)(s1.elsewhere - s0.elsewhere));
+    xnum(&f, "moved", (double)(s1.moved - s0.moved));
     xnum(&f, "threads", FO_THREADS);
     emit(o, &f);
     return 0;
