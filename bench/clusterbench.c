@@ -104,6 +104,15 @@
  * count results decided by the fallback (or failing open or closed) and
  * rl_allow() errors: both should be 0.
  *
+ * (5) failover (clusterbench_failover.c, last: it changes the cluster):
+ * 8 threads on a limiter with timeout_ms 50 and the default breaker;
+ * failover_planned_degraded, the checks a CLUSTER FAILOVER degrades
+ * (target 0); failover_hung_resume_ms and failover_killed_resume_ms, the
+ * ms from a replica's promotion (after its master was SIGSTOPped and
+ * taken over, or killed) to the first check of that slot decided by Redis
+ * again (reference: the 100 ms target).  For resharding's fallback under 8
+ * threads see (4) with --slots 500 (it runs 64).
+ *
  * Reading the ratios: ratio = value / ref.  bytes_per_key: below 1 is
  * leaner than the leanest peer layout; compact should reach target / 144
  * = 0.33 (and its second ratio says what it saves over plain).
@@ -125,7 +134,8 @@
  * Options: --quick (a smoke run well under a minute: 20k mem keys, 20k
  * usec checks, 2 s runs, 5 slots), --mem-keys N (default 1000000),
  * --seconds S (default 5), --usec-checks N (default 200000), --slots N
- * (default 20), --keys N (default 1000000), --only bytes|throughput|reshard,
+ * (default 20), --keys N (default 1000000), --only
+ * bytes|throughput|reshard|failover,
  * --json (one object per line, the first named "params").
  *
  * The groups live in clusterbench_<group>.c over clusterbench_util.c,
@@ -142,7 +152,7 @@ static void usage(FILE *f)
             "                    [--usec-checks N] [--usec-clients N] "
             "[--keys N]\n"
             "                    [--slots N] [--only bytes|throughput|"
-            "reshard]\n"
+            "reshard|failover]\n"
             "\n"
             "Starts its own redis-server and a 3-master + 3-replica Redis "
             "Cluster\n"
@@ -152,8 +162,8 @@ static void usage(FILE *f)
             "four\n"
             "algorithms; 64-thread throughput on the cluster beside the "
             "single server;\n"
-            "redirects met while slots are resharded under load.  ratio = "
-            "value / ref.\n"
+            "redirects met while slots are resharded under load;\n"
+            "failovers under load.  ratio = value / ref.\n"
             "\n"
             "  --json            one JSON object per line (first: name "
             "\"params\")\n"
@@ -172,7 +182,8 @@ static void usage(FILE *f)
             "  --slots N         slots moved during resharding (default "
             "20)\n"
             "  --only GROUP      bytes (with usec_per_call), throughput, "
-            "reshard\n"
+            "reshard,\n"
+            "                    failover\n"
             "  --help            this text\n"
             "N may end in k, M or G (powers of 1000).\n");
 }
@@ -203,7 +214,7 @@ static int parse_args(int argc, char **argv, options *o)
             have_sec = 1, i++;
         } else if (strcmp(a, "--only") == 0 && val) {
             if (strcmp(val, "bytes") && strcmp(val, "throughput") &&
-                strcmp(val, "reshard"))
+                strcmp(val, "reshard") && strcmp(val, "failover"))
                 goto bad;
             o->only = val, i++;
         } else if (val && (strcmp(a, "--mem-keys") == 0 ||
@@ -435,6 +446,8 @@ static int cluster_phase(const options *o, const char *cpu_model, char *ver,
         group_reshard(o, uri, &ps, tps->have_cluster ? &tps->cluster : NULL,
                       err))
         goto out;
+    if (want(o, "failover") && group_failover(o, uri, err))
+        goto out;
     rc = 0;
 out:
     for (int i = 0; i < nm; i++)
@@ -462,7 +475,8 @@ int main(int argc, char **argv)
     if ((want(&o, "bytes") || want(&o, "throughput")) &&
         single_phase(&o, cpu_model, ver, sizeof ver, &tps, err))
         goto out;
-    if ((want(&o, "throughput") || want(&o, "reshard")) &&
+    if ((want(&o, "throughput") || want(&o, "reshard") ||
+         want(&o, "failover")) &&
         cluster_phase(&o, cpu_model, ver, sizeof ver, &tps, err))
         goto out;
     print_done("clusterbench", o.json, t_start);

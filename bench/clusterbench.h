@@ -214,4 +214,6 @@ int throughput(const options *o, const char *name, const char *uri,
 int group_reshard(const options *o, const char *uri, const pidset *ps,
                   const tp_figs *cluster_ref, char *err);
 
+int group_failover(const options *o, const char *uri, char *err);
+
 #endif

@@ -1,19 +1,27 @@
 /*
  * breaker.c -- see breaker.h.  The state moves by compare-and-swap, so of
  * many threads arriving at a cooled-down open breaker exactly one wins the
- * probe; the others are refused as if it were still open.
+ * probe; the others are refused as if it were still open.  Of many
+ * threads failing in the same time slice exactly one counts its failure
+ * (a compare-and-swap on the slice's start).
  */
 #include "breaker.h"
 
-void breaker_init(breaker *b, int threshold, int64_t cooldown_ms)
+#define NO_RUN INT64_MIN
+
+void breaker_init(breaker *b, int threshold, int64_t cooldown_ms,
+                  int64_t timeout_ms)
 {
     atomic_init(&b->state, BREAKER_CLOSED);
     atomic_init(&b->failures, 0);
+    atomic_init(&b->counted_ms, NO_RUN);
     atomic_init(&b->opened_ms, 0);
+    atomic_init(&b->retried, 0);
     atomic_init(&b->opens, 0);
     atomic_init(&b->closes, 0);
     b->threshold = threshold;
     b->cooldown_ms = cooldown_ms;
+    b->slice_ms = timeout_ms > BREAKER_SLICE_MS ? timeout_ms : BREAKER_SLICE_MS;
 }
 
 int breaker_allow(breaker *b, int64_t now_ms)
@@ -45,24 +53,55 @@ static void trip(breaker *b, int from, int64_t now_ms)
     }
 }
 
-void breaker_done(breaker *b, int ok, int64_t now_ms)
+/* The probe failed: the first time in this cooldown, the next call probes
+ * again at once (still open, still cooled down); the second, another
+ * cooldown. */
+static void probe_failed(breaker *b, int64_t now_ms)
+{
+    if (!atomic_exchange(&b->retried, 1)) {
+        breaker_unprobe(b);
+        return;
+    }
+    atomic_store(&b->retried, 0);
+    trip(b, BREAKER_HALF_OPEN, now_ms);
+}
+
+/* A failure while closed: counted unless the slice it falls in already
+ * holds one; the threshold-th distinct failure in a run opens it. */
+static void closed_failed(breaker *b, int64_t now_ms)
+{
+    int64_t last = atomic_load(&b->counted_ms);
+
+    if (last != NO_RUN && now_ms - last < b->slice_ms)
+        return; /* the same event */
+    if (!atomic_compare_exchange_strong(&b->counted_ms, &last, now_ms))
+        return; /* another thread counted this slice */
+    if (atomic_fetch_add(&b->failures, 1) + 1 >= b->threshold) {
+        atomic_store(&b->failures, 0);
+        atomic_store(&b->counted_ms, NO_RUN);
+        atomic_store(&b->retried, 0);
+        trip(b, BREAKER_CLOSED, now_ms);
+    }
+}
+
+void breaker_done(breaker *b, int ok, int probe, int64_t now_ms)
 {
     int st = atomic_load(&b->state);
 
     if (ok) {
-        atomic_store(&b->failures, 0);
+        if (atomic_load(&b->counted_ms) != NO_RUN) {
+            atomic_store(&b->failures, 0);
+            atomic_store(&b->counted_ms, NO_RUN);
+        }
         if (st == BREAKER_HALF_OPEN &&
-            atomic_compare_exchange_strong(&b->state, &st, BREAKER_CLOSED))
+            atomic_compare_exchange_strong(&b->state, &st, BREAKER_CLOSED)) {
+            atomic_store(&b->retried, 0);
             atomic_fetch_add(&b->closes, 1);
+        }
         return;
     }
-    if (st == BREAKER_HALF_OPEN) { /* the probe failed */
-        trip(b, BREAKER_HALF_OPEN, now_ms);
-        return;
-    }
-    if (st == BREAKER_CLOSED &&
-        atomic_fetch_add(&b->failures, 1) + 1 >= b->threshold) {
-        atomic_store(&b->failures, 0);
-        trip(b, BREAKER_CLOSED, now_ms);
-    }
+    if (probe)
+        probe_failed(b, now_ms);
+    else if (st == BREAKER_CLOSED)
+        closed_failed(b, now_ms);
 }

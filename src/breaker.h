@@ -1,10 +1,29 @@
 /*
  * breaker.h -- a circuit breaker for one shard of a remote store (one Redis
- * node).  Closed: calls go through.  After `threshold` failures in a row it
- * opens: calls are refused at once, with no network call, so a sick server
- * costs each check nothing instead of a timeout.  After `cooldown_ms` the
- * next call becomes the one probe (half-open); its success closes the
- * breaker, its failure opens it for another cooldown.
+ * node).  Closed: calls go through.  Open: calls are refused at once, with
+ * no network call, so a sick server costs each check nothing instead of a
+ * timeout.  After `cooldown_ms` the next call becomes the one probe
+ * (half-open); its success closes the breaker.
+ *
+ * What opens it is an outage, not an event.  One stall fails every call
+ * waiting on the server at once (8 threads: 8 timeouts within a
+ * millisecond); counted one by one they would open the breaker for a
+ * whole cooldown over a 10 ms hiccup.  So failures count per time slice:
+ * a failure less than `slice_ms` after the last one counted is part of the
+ * same event.  The breaker opens after `threshold` such distinct failures
+ * with no success in between, that is once calls have kept failing for
+ * (threshold - 1) * slice_ms.  slice_ms is max(timeout_ms,
+ * BREAKER_SLICE_MS): one caller calling in a loop against a hung server
+ * opens it within `threshold` calls when timeout_ms >= BREAKER_SLICE_MS,
+ * and a stall shorter than (threshold - 1) * slice_ms (defaults: 200 ms)
+ * never opens it, however many checks it fails.  Any success ends the run.
+ *
+ * A probe gets a second chance: when the first probe after a cooldown
+ * fails, the next call probes again at once; only if that one fails too
+ * does the breaker stay open for another cooldown.  The first call after
+ * an outage meets what the outage left behind (a backlog of late requests
+ * on the server, a busy machine) and can miss a short timeout on a server
+ * that is fine again; a sick one costs two timeouts per cooldown.
  *
  * Lock-free: a handful of atomics, read on every call.
  */
@@ -16,16 +35,26 @@
 
 enum { BREAKER_CLOSED = 0, BREAKER_OPEN = 1, BREAKER_HALF_OPEN = 2 };
 
+/* The shortest time slice in which failures are one event (ms). */
+#define BREAKER_SLICE_MS 50
+
 typedef struct breaker {
     _Atomic int state;
-    _Atomic int failures;        /* in a row, while closed        */
-    _Atomic int64_t opened_ms;   /* when it last opened           */
+    _Atomic int failures;        /* distinct ones in the current run   */
+    _Atomic int64_t counted_ms;  /* the run's last counted failure, or
+                                    INT64_MIN: no run                  */
+    _Atomic int64_t opened_ms;   /* when it last opened                */
+    _Atomic int retried;         /* this cooldown's probe failed once  */
     _Atomic int64_t opens, closes;
     int threshold;
+    int64_t slice_ms;
     int64_t cooldown_ms;
 } breaker;
 
-void breaker_init(breaker *b, int threshold, int64_t cooldown_ms);
+/* threshold distinct failures open it; timeout_ms: a call's own timeout
+ * (the slice is the longer of it and BREAKER_SLICE_MS). */
+void breaker_init(breaker *b, int threshold, int64_t cooldown_ms,
+                  int64_t timeout_ms);
 
 /* May this call go to the store?  0: no; 1: yes; 2: yes, and it is the
  * probe of a cooled-down open breaker: report its result, or hand the
@@ -37,7 +66,10 @@ int breaker_allow(breaker *b, int64_t now_ms);
  * reached the server says nothing about it). */
 void breaker_unprobe(breaker *b);
 
-/* Report a call's outcome (ok: the store answered). */
-void breaker_done(breaker *b, int ok, int64_t now_ms);
+/* Report a call's outcome (ok: the store answered; probe: breaker_allow
+ * said 2).  Call it once per store call, whatever number of checks the
+ * call carried.  A failure of a call let through before the breaker
+ * opened says nothing new once it is open: only the probe's counts. */
+void breaker_done(breaker *b, int ok, int probe, int64_t now_ms);
 
 #endif

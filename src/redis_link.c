@@ -144,6 +144,7 @@ static redisReply *tls_roundtrip(rlink *l, const char *cmd, size_t len)
     }
     for (;;) {
         if (redisReaderGetReply(l->reader, &rep) != REDIS_OK) {
+            l->not_resp = 1;
             snprintf(l->errstr, sizeof l->errstr, "protocol error");
             return NULL;
         }
@@ -170,8 +171,10 @@ redisReply *rlink_command(rlink *l, const char *fmt, ...)
     if (l->ctx) {
         rep = redisvCommand(l->ctx, fmt, ap);
         va_end(ap);
-        if (!rep)
+        if (!rep) {
+            l->not_resp = l->ctx->err == REDIS_ERR_PROTOCOL;
             snprintf(l->errstr, sizeof l->errstr, "%s", l->ctx->errstr);
+        }
         return rep;
     }
     len = redisvFormatCommand(&cmd, fmt, ap);

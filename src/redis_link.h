@@ -25,6 +25,7 @@ typedef struct rlink {
     char host[256];
     int port;
     char errstr[256];       /* why the last command had no reply         */
+    int not_resp;           /* the last answer's bytes were not RESP     */
 } rlink;
 
 /* Connect to u (host and port, or its socket path), over TLS when tls is

@@ -3,8 +3,10 @@
  *
  * Each request asks the breaker first (an open one: no network call, the
  * failure modes decide at once), finds a connection up or fails at once,
- * goes through redis_io.c, and reports its outcome to the breaker: an
- * answer, even a redirect, says the server is alive.  Blocking calls
+ * goes through redis_io.c, and reports its outcome to the breaker, once
+ * per call however many requests it carried (the breaker counts the
+ * failures of one stall as one, breaker.h): an answer, even a redirect,
+ * says the server is alive.  Blocking calls
  * sleep in rio_wait(); started ones hear from the I/O thread.
  */
 #include "redis_node.h"
@@ -39,7 +41,7 @@ static int admit(rnode *r, int *probe)
         if (allowed == 2)
             breaker_unprobe(&r->brk); /* nothing was tried */
         else
-            breaker_done(&r->brk, 0, now_ms);
+            breaker_done(&r->brk, 0, 0, now_ms);
         return RN_ERROR;
     }
     return RN_OK;
@@ -65,7 +67,7 @@ int rnode_check(rnode *r, const store_op *ops, size_t n, algo_decision *out,
     }
     rio_submit(r->io, &j, 1);
     rio_wait(&j);
-    breaker_done(&r->brk, alive(&j), clock_mono_ms());
+    breaker_done(&r->brk, alive(&j), probe, clock_mono_ms());
     if (why)
         *why = j.why;
     *now_ms = j.now_ms;
@@ -102,7 +104,7 @@ int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns,
         if (why)
             why[i] = jobs[i].why;
     }
-    breaker_done(&r->brk, ok, clock_mono_ms());
+    breaker_done(&r->brk, ok, probe, clock_mono_ms());
     return RL_OK;
 }
 
@@ -110,7 +112,7 @@ static void started_done(rio_job *j)
 {
     rnode_async *a = (rnode_async *)j;
 
-    breaker_done(&a->node->brk, alive(j), clock_mono_ms());
+    breaker_done(&a->node->brk, alive(j), a->probe, clock_mono_ms());
     a->done(a);
 }
 
@@ -164,7 +166,8 @@ int rnode_open(rnode **out, const rnode_opts *o, char *err, size_t errlen)
     *out = NULL;
     if (!r)
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
-    breaker_init(&r->brk, o->breaker_failures, o->breaker_cooldown_ms);
+    breaker_init(&r->brk, o->breaker_failures, o->breaker_cooldown_ms,
+                 o->timeout_ms);
     r->sx = (script_ctx){.script = o->io.script,
                          .script_len = o->io.script_len,
                          .compact = o->io.compact, .clock = o->io.clock};

@@ -21,6 +21,7 @@ typedef struct rnode_opts {
     rio_opts io;                 /* address, credentials, script, lanes  */
     int breaker_failures;
     int64_t breaker_cooldown_ms;
+    int64_t timeout_ms;          /* a call's: the breaker's time slice   */
 } rnode_opts;
 
 int rnode_open(rnode **out, const rnode_opts *o, char *err, size_t errlen);

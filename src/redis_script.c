@@ -9,7 +9,8 @@
  * as arguments instead ("C" mode: Redis would route by declared keys and
  * refuse keys of several slots; the script is flagged
  * allow-cross-slot-keys) and answers "not here" for a request whose keys
- * it does not serve now (RN_ELSEWHERE).
+ * it does not serve now (RN_ELSEWHERE); a master demoted by a failover
+ * refuses such a call with READONLY, which means the same.
  */
 #include "redis_script.h"
 #include "cluster_reply.h"
@@ -252,6 +253,11 @@ static int classify(const redisReply *rep, rnode_reply *why)
         return RN_TRYAGAIN;
     if (strncmp(s, "CLUSTERDOWN", 11) == 0)
         return RN_DOWN;
+    /* A replica refusing the write: in a cluster, a master just demoted by
+     * a failover, met by a call whose keys it cannot route (undeclared).
+     * Not a failure: sent again, keys declared, it answers MOVED. */
+    if (strncmp(s, "READONLY", 8) == 0)
+        return RN_ELSEWHERE;
     return RN_ERROR;
 }
 

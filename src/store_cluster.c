@@ -15,10 +15,16 @@
  *   CLUSTERDOWN      the check fails (the failure modes decide) and the
  *                    map is refreshed.
  * A background thread owns the table: it reads CLUSTER SLOTS from a live
- * node (known masters first, then the seeds) every second, and within
- * ~50 ms when the request path asks (a redirect, a failed call), opening
- * nodes for new masters (a replica promoted by a failover) off the request
- * path.  Replicas are known but never written.  Nodes are never removed
+ * node every second, and within ~50 ms when the request path asks (a
+ * redirect, a failed call), opening nodes for new masters (a replica
+ * promoted by a failover) off the request path.  It never waits on a sick
+ * node: it asks the node that answered last first, then the others, those
+ * that failed to answer last (each failure demotes a node, an answer
+ * restores it), then the seeds, each with a short deadline
+ * (REFRESH_ASK_MS); only when none answers that fast does it ask them all
+ * again with connect_timeout_ms.  So a hung master costs one refresh one
+ * short wait, once, and a failover is followed as soon as a live node
+ * knows it.  Replicas are known but never written.  Nodes are never removed
  * while the store lives, so the request path reads the table without a
  * lock: entries are published by an atomic count, and node handles by an
  * atomic pointer.
@@ -37,6 +43,7 @@
 #include "ratelimit.h"
 #include "redis_key.h"
 #include "store_redis.h"
+#include "cluster_control.h"
 #include "cluster_reply.h"
 #include "crc16.h"
 #include "redis_link.h"
@@ -56,10 +63,12 @@
 #define REFRESH_MS 1000       /* the map's age at most, all being well */
 #define TICK_MS 50            /* how soon an asked-for refresh starts  */
 #define TRIES 5               /* redirects followed per check          */
+#define REFRESH_ASK_MS 100    /* a refresh's first wait on each node   */
 
 typedef struct cnode {
     char addr[64];            /* "host:port", as the cluster names it  */
     _Atomic(rnode *) node;    /* masters: opened when first a master   */
+    _Atomic int wanted;       /* a redirect named it: open it now      */
 } cnode;
 
 typedef struct cluster_store {
@@ -78,6 +87,8 @@ typedef struct cluster_store {
     pthread_cond_t cv;
     int stop, started;
     _Atomic int want;         /* the request path asks for a refresh   */
+    int last_good;            /* the node that answered last, or -1    */
+    unsigned char strikes[MAX_NODES]; /* refreshes it failed, in a row */
     _Atomic int64_t refreshes, refunds, tryagain;
     fleet fl;
 } cluster_store;
@@ -114,6 +125,7 @@ static int ensure_node(cluster_store *c, const char *host, int port,
             return -1;
         snprintf(c->nodes[i].addr, sizeof c->nodes[i].addr, "%s", addr);
         atomic_store(&c->nodes[i].node, NULL);
+        atomic_store(&c->nodes[i].wanted, 0);
         atomic_store(&c->nnodes, i + 1); /* publishes the entry */
     }
     if (master && !atomic_load(&c->nodes[i].node)) {
@@ -138,51 +150,6 @@ static int ensure_node(cluster_store *c, const char *host, int port,
 
 /* ---- the slot map ---------------------------------------------------- */
 
-/* A blocking control connection with timeouts (TLS for
- * rediss-cluster://), AUTHed; 0, or -1 with the reason in err. */
-static int control(const cluster_store *c, rlink *l, const char *host,
-                   int port, char *err, size_t errlen)
-{
-    const redis_uri *u = &c->seeds[0];
-    redis_uri at = {.port = port, .tls = u->tls};
-    char why[256];
-    redisReply *r;
-
-    snprintf(at.host, sizeof at.host, "%s", host);
-    if (rlink_open(l, &at, c->nopts.io.tls, NULL, c->nopts.io.connect_timeout_ms,
-                   why, sizeof why) != 0) {
-        snprintf(err, errlen, "%s", why); /* "connect to host:port: ..." */
-        return -1;
-    }
-    if (u->password[0]) {
-        r = u->user[0] ? rlink_command(l, "AUTH %s %s", u->user, u->password)
-                       : rlink_command(l, "AUTH %s", u->password);
-        if (!r || r->type == REDIS_REPLY_ERROR) {
-            snprintf(err, errlen, "%s:%d: AUTH: %s", host, port,
-                     r ? r->str : l->errstr);
-            if (r)
-                freeReplyObject(r);
-            rlink_close(l);
-            return -1;
-        }
-        freeReplyObject(r);
-    }
-    return 0;
-}
-
-/* cluster_state from CLUSTER INFO: 1 ok, 0 not, -1 no answer. */
-static int cluster_ok(rlink *l)
-{
-    redisReply *r = rlink_command(l, "CLUSTER INFO");
-    int ok = -1;
-
-    if (r && r->type == REDIS_REPLY_STRING)
-        ok = strstr(r->str, "cluster_state:ok") != NULL;
-    if (r)
-        freeReplyObject(r);
-    return ok;
-}
-
 /* One range of the map: its master (opened if new), its replicas (known),
  * its slots.  Refresh thread only. */
 static int apply_range(const cluster_range *rg, void *arg)
@@ -203,13 +170,14 @@ static int apply_range(const cluster_range *rg, void *arg)
 /* Ask one node for the map.  0 applied (*down: the cluster says it is not
  * ok), -1 no answer, -2 not a cluster node (err says so). */
 static int refresh_from(cluster_store *c, const char *host, int port,
-                        int *down, char *err, size_t errlen)
+                        int64_t ms, int *down, char *err, size_t errlen)
 {
     rlink l;
     redisReply *r;
     int rc = -1, covered;
 
-    if (control(c, &l, host, port, err, errlen) != 0)
+    if (cluster_control(&l, &c->seeds[0], c->nopts.io.tls, host, port, ms,
+                        NULL, err, errlen) != 0)
         return -1;
     r = rlink_command(&l, "CLUSTER SLOTS");
     if (!r) {
@@ -223,7 +191,7 @@ static int refresh_from(cluster_store *c, const char *host, int port,
         snprintf(err, errlen, "%s:%d: CLUSTER SLOTS: unexpected reply",
                  host, port);
     } else {
-        *down = covered < NSLOTS || cluster_ok(&l) == 0;
+        *down = covered < NSLOTS || cluster_state_ok(&l) == 0;
         if (*down)
             snprintf(err, errlen, "%s:%d: the cluster is down (%d of "
                      "16384 slots served%s)", host, port, covered,
@@ -236,34 +204,94 @@ static int refresh_from(cluster_store *c, const char *host, int port,
     return rc;
 }
 
-/* Read the map from the first node that answers: known masters, the other
- * known nodes, then the seeds.  0, or -1 / -2 as refresh_from; *down as
- * there. */
-static int refresh(cluster_store *c, int *down, char *err, size_t errlen)
+/* Known nodes in the order a refresh asks them: the one that answered
+ * last, then by refreshes failed in a row, masters before replicas. */
+static int ask_order(const cluster_store *c, int *order)
 {
-    int n = atomic_load(&c->nnodes), rc = -1;
+    int n = atomic_load(&c->nnodes);
+
+    for (int i = 0; i < n; i++) {
+        int key = (i != c->last_good) * 1024 + c->strikes[i] * 2 +
+                  (atomic_load(&c->nodes[i].node) == NULL), j = i;
+        for (; j > 0; j--) { /* insertion sort, stable */
+            int p = order[j - 1];
+            int pk = (p != c->last_good) * 1024 + c->strikes[p] * 2 +
+                     (atomic_load(&c->nodes[p].node) == NULL);
+            if (pk <= key)
+                break;
+            order[j] = p;
+        }
+        order[j] = i;
+    }
+    return n;
+}
+
+/* Ask the known nodes (ask_order), then the seeds, each for at most ms.
+ * 0, or -1 / -2 as refresh_from. */
+static int refresh_round(cluster_store *c, int64_t ms, int *down, char *err,
+                         size_t errlen)
+{
+    int order[MAX_NODES], n = ask_order(c, order), rc = -1;
+
+    for (int k = 0; k < n; k++) {
+        int i = order[k];
+        char host[64], *colon;
+        snprintf(host, sizeof host, "%s", c->nodes[i].addr);
+        if (!(colon = strrchr(host, ':')))
+            continue;
+        *colon = 0;
+        if ((rc = refresh_from(c, host, atoi(colon + 1), ms, down, err,
+                               errlen)) == 0) {
+            c->strikes[i] = 0;
+            c->last_good = i;
+            return 0;
+        }
+        if (c->strikes[i] < 255)
+            c->strikes[i]++;
+        if (c->last_good == i)
+            c->last_good = -1;
+    }
+    for (int i = 0; i < c->nseeds; i++)
+        if ((rc = refresh_from(c, c->seeds[i].host, c->seeds[i].port, ms,
+                               down, err, errlen)) == 0 || rc == -2)
+            return rc;
+    return rc;
+}
+
+/* Read the map from the first node that answers: with `quick`, fast ones
+ * first (a round with REFRESH_ASK_MS per node), then, if none did, a round
+ * with connect_timeout_ms; the first read, at start, is that second round
+ * alone.  0, or -1 / -2 as refresh_from; *down as there. */
+static int refresh(cluster_store *c, int quick, int *down, char *err,
+                   size_t errlen)
+{
+    int64_t slow = c->nopts.io.connect_timeout_ms;
+    int64_t fast = slow < REFRESH_ASK_MS ? slow : REFRESH_ASK_MS;
+    int rc = -1;
 
     *down = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < n; i++) {
-            char host[64], *colon;
-            if ((atomic_load(&c->nodes[i].node) != NULL) != (pass == 0))
-                continue;
-            snprintf(host, sizeof host, "%s", c->nodes[i].addr);
-            if (!(colon = strrchr(host, ':')))
-                continue;
-            *colon = 0;
-            if ((rc = refresh_from(c, host, atoi(colon + 1), down, err,
-                                   errlen)) == 0)
-                goto done;
-        }
-    for (int i = 0; i < c->nseeds; i++)
-        if ((rc = refresh_from(c, c->seeds[i].host, c->seeds[i].port, down,
-                               err, errlen)) == 0 || rc == -2)
-            goto done;
-done:
+    if (quick)
+        rc = refresh_round(c, fast, down, err, errlen);
+    if (rc == -1)
+        rc = refresh_round(c, slow, down, err, errlen);
     atomic_fetch_add(&c->refreshes, 1);
     return rc;
+}
+
+/* Open the nodes a redirect named that are not open yet (a replica just
+ * promoted), before the map says so.  Refresh thread only. */
+static void open_wanted(cluster_store *c)
+{
+    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
+        char host[64], *colon;
+        if (!atomic_exchange(&c->nodes[i].wanted, 0))
+            continue;
+        snprintf(host, sizeof host, "%s", c->nodes[i].addr);
+        if ((colon = strrchr(host, ':'))) {
+            *colon = 0;
+            ensure_node(c, host, atoi(colon + 1), 1);
+        }
+    }
 }
 
 static void *refresher(void *arg)
@@ -280,7 +308,8 @@ static void *refresher(void *arg)
         if (atomic_exchange(&c->want, 0) ||
             now - last >= (int64_t)REFRESH_MS * 1000000) {
             pthread_mutex_unlock(&c->mu);
-            refresh(c, &down, err, sizeof err);
+            open_wanted(c);
+            refresh(c, 1, &down, err, sizeof err);
             pthread_mutex_lock(&c->mu);
             last = mono_ns();
         }
@@ -303,6 +332,17 @@ static rnode *node_at(cluster_store *c, unsigned idx)
 {
     return idx < (unsigned)atomic_load(&c->nnodes)
                ? atomic_load(&c->nodes[idx].node) : NULL;
+}
+
+/* A redirect named node `to`, known but not open (a replica promoted a
+ * moment ago): the refresh thread opens it now.  The signal, sent without
+ * the mutex (no lock on the request path), may miss a refresh thread about
+ * to sleep; its 50 ms tick is the backstop. */
+static void want_open(cluster_store *c, int to)
+{
+    atomic_store(&c->nodes[to].wanted, 1);
+    atomic_store(&c->want, 1);
+    pthread_cond_signal(&c->cv);
 }
 
 static void pause_until(int64_t deadline_ns)
@@ -339,8 +379,14 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
         case RN_MOVED:
         case RN_ASK:
             atomic_store(&c->want, 1);
-            if ((to = find_node(c, why.addr)) < 0 || !node_at(c, (unsigned)to))
-                return RL_ESTORE; /* a new master: the refresh opens it */
+            if ((to = find_node(c, why.addr)) < 0)
+                return RL_ESTORE; /* a new node: the refresh learns it */
+            if (!node_at(c, (unsigned)to))
+                want_open(c, to); /* and wait for it, within the deadline */
+            while (!node_at(c, (unsigned)to) && mono_ns() < deadline_ns)
+                pause_until(deadline_ns);
+            if (!node_at(c, (unsigned)to))
+                return RL_ESTORE;
             flags = why.status == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
             if (!flags) /* ask for the full map too, but move on now */
                 atomic_store_explicit(&c->owner[slot], (uint16_t)to,
@@ -620,9 +666,17 @@ static void attempt_done(rnode_async *na)
     switch (st) {
     case RN_MOVED:
     case RN_ASK:
-        if ((to = find_node(c, na->job.why.addr)) < 0 ||
-            !node_at(c, (unsigned)to))
-            break; /* a new master: the refresh opens it */
+        if ((to = find_node(c, na->job.why.addr)) < 0)
+            break; /* a new node: the refresh learns it */
+        if (!node_at(c, (unsigned)to)) {
+            /* Known, not open yet: opened now by the refresh thread; the
+             * same call goes again a moment later, held by the old node's
+             * loop, until it is (a wait, not a hop), within the deadline. */
+            want_open(c, to);
+            x->tries--;
+            attempt(x, clock_mono_ns() + 1000000);
+            return;
+        }
         x->flags = st == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
         if (!x->flags)
             atomic_store_explicit(&c->owner[x->slot[x->g]], (uint16_t)to,
@@ -786,6 +840,7 @@ int store_cluster_new(const char *uri, const store_options *opt,
     c->timeout_ms = opt->timeout_ms;
     store_redis_node_opts(&c->nopts, opt, &c->clock);
     c->nopts.io.per_call = 1;
+    c->last_good = -1;
     for (int i = 0; i < NSLOTS; i++)
         atomic_init(&c->owner[i], NO_NODE);
     pthread_mutex_init(&c->mu, NULL);
@@ -804,7 +859,11 @@ int store_cluster_new(const char *uri, const store_options *opt,
         return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
     }
-    rc = refresh(c, &down, why, sizeof why);
+    /* every seed that answers is a cluster node, wherever it stands */
+    rc = cluster_check_seeds(c->seeds, c->nseeds, c->nopts.io.tls,
+                             c->nopts.io.connect_timeout_ms, why, sizeof why);
+    if (rc == 0)
+        rc = refresh(c, 0, &down, why, sizeof why);
     if (rc == -2 || ((rc != 0 || down) && !opt->degraded_start)) {
         cluster_free(&c->base);
         return snprintf(err, errlen, "store \"%s\": %s%s", shown,

@@ -130,6 +130,7 @@ void store_redis_node_opts(rnode_opts *o, const store_options *opt,
     o->io.connections = opt->redis_connections;
     o->breaker_failures = opt->breaker_failures;
     o->breaker_cooldown_ms = opt->breaker_cooldown_ms;
+    o->timeout_ms = opt->timeout_ms;
     o->io.degraded = opt->degraded_start;
     o->io.compact = opt->compact;
     o->io.clock = clock;

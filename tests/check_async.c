@@ -279,8 +279,9 @@ START_TEST(redis_all_or_nothing)
 END_TEST
 
 /* A hung server: every check completes by its deadline, decided by its
- * rule's failure mode; then the breaker opens and checks complete with
- * no wait at all. */
+ * rule's failure mode; the three that time out together are one failure
+ * to the breaker, two more a timeout apart open it, and checks then
+ * complete with no wait at all. */
 START_TEST(redis_deadline_failure_modes_breaker)
 {
     rl_limiter *lim = open_lim(uri, "80", "3");
@@ -309,7 +310,15 @@ START_TEST(redis_deadline_failure_modes_breaker)
     ck_assert(!jobs[1].res.allowed &&
               (jobs[1].res.flags & RL_FLAG_FAIL_CLOSED));
     ck_assert(jobs[2].res.allowed && (jobs[2].res.flags & RL_FLAG_FALLBACK));
-    rl_stats_get(lim, &st); /* three failures in a row: open */
+    rl_stats_get(lim, &st); /* one stall: one failure, still closed */
+    ck_assert_int_eq(st.breaker_state, RL_BREAKER_CLOSED);
+    for (int i = 0; i < 2; i++) { /* two more, a timeout apart: open */
+        job_init(&late, &tl);
+        ck_assert_int_eq(rl_check_start(a, &fb_r, &late.chk), RL_OK);
+        drain(a, &tl, i + 1, 5000);
+        ck_assert(late.res.flags & RL_FLAG_FALLBACK);
+    }
+    rl_stats_get(lim, &st);
     ck_assert_int_eq(st.breaker_state, RL_BREAKER_OPEN);
     job_init(&late, &tl);
     ck_assert_int_eq(rl_check_start(a, &open_r, &late.chk), RL_OK);

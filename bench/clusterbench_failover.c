@@ -1,0 +1,276 @@
+/*
+ * clusterbench_failover.c -- group 5 of clusterbench: everyday cluster
+ * events under load, the ones that must not turn into local decisions
+ * (issue 15).  FO_THREADS threads check clients spread over every master
+ * (rl_allow, one rule of BIG_LIMIT per 60 s: nothing is denied), on a
+ * limiter with timeout_ms FO_TIMEOUT_MS and the default breaker, while in
+ * turn:
+ *   failover_planned_degraded: CLUSTER FAILOVER on the replica of the
+ *     master of slot 0; the checks decided by the failure modes from just
+ *     before it until 0.5 s after the roles have switched (target 0), with
+ *     breaker opens and checks beside;
+ *   failover_hung_resume_ms: the master of slot 16383 is SIGSTOPped, and
+ *     FO_HANG_MS later its replica takes over (CLUSTER FAILOVER TAKEOVER):
+ *     ms from its promotion (its ROLE says master, polled every ms) to the
+ *     first check of a client of that slot decided by Redis again;
+ *   failover_killed_resume_ms: the master of slot 8192 is killed (-9) and
+ *     the cluster promotes its replica (cluster-node-timeout 5 s); the same
+ *     time.
+ * Both times have the issue's target, 100 ms, as reference.  A watcher
+ * thread checks a client of the victim's slot throughout, 1 ms apart.  The
+ * group changes the cluster (a node stays killed), so it runs last.
+ */
+#include "clusterbench.h"
+
+#define FO_THREADS 8
+#define FO_TIMEOUT_MS "50"
+#define FO_HANG_MS 400
+#define FO_TARGET_MS 100.0
+#define FO_WAIT_S 30.0
+
+typedef struct fo_load {
+    rl_limiter *lim;
+    unsigned long long nkeys;
+    _Atomic int stop;
+    _Atomic unsigned long long checks, degraded, errors;
+    /* the watcher */
+    char key[32];              /* a client of the victim's slot        */
+    _Atomic int64_t since_ns;  /* set: note the first check by Redis   */
+    _Atomic int64_t first_ok_ns;
+    pthread_t th[FO_THREADS + 1];
+} fo_load;
+
+static void fo_count(fo_load *l, int rc, const rl_result *res)
+{
+    atomic_fetch_add(&l->checks, 1);
+    if (rc != RL_OK)
+        atomic_fetch_add(&l->errors, 1);
+    else if (res->flags & DEGRADED)
+        atomic_fetch_add(&l->degraded, 1);
+}
+
+static void *fo_worker(void *arg)
+{
+    fo_load *l = arg;
+    rl_result res = RL_RESULT_INIT;
+    uint64_t rng = now_ns() | 1;
+    char key[32];
+
+    while (!atomic_load(&l->stop)) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+        snprintf(key, sizeof key, "user:%llu",
+                 (unsigned long long)(rng % l->nkeys));
+        fo_count(l, rl_allow(l->lim, key, "big", 1, &res), &res);
+    }
+    return NULL;
+}
+
+static void *fo_watcher(void *arg)
+{
+    fo_load *l = arg;
+    rl_result res = RL_RESULT_INIT;
+
+    while (!atomic_load(&l->stop)) {
+        int rc = rl_allow(l->lim, l->key, "big", 1, &res);
+        if (rc == RL_OK && !(res.flags & DEGRADED) &&
+            atomic_load(&l->since_ns) && !atomic_load(&l->first_ok_ns))
+            atomic_store(&l->first_ok_ns, (int64_t)now_ns());
+        sleep_s(0.001);
+    }
+    return NULL;
+}
+
+/* A client whose state lives in `slot`. */
+static void key_in_slot(char *buf, size_t len, int slot)
+{
+    for (unsigned long long id = 0;; id++) {
+        int n = snprintf(buf, len, "user:%llu", id);
+        if ((int)rh_key_slot(buf, (size_t)n) == slot)
+            return;
+    }
+}
+
+static int fo_start(fo_load *l, const char *uri, const options *o,
+                    int slot, char *err)
+{
+    rl_config *cfg = rl_config_new();
+    char rules[256];
+    int rc;
+
+    one_rule(rules, sizeof rules, "big", 0, BIG_LIMIT, BIG_WINDOW_S, 0);
+    l->nkeys = o->keys;
+    key_in_slot(l->key, sizeof l->key, slot);
+    if (!cfg)
+        return set_err(err, "rl_config_new", RL_ENOMEM, NULL), -1;
+    if ((rc = rl_config_set(cfg, "store", uri)) != RL_OK ||
+        (rc = rl_config_set(cfg, "timeout_ms", FO_TIMEOUT_MS)) != RL_OK ||
+        (rc = rl_config_set(cfg, "rules", rules)) != RL_OK ||
+        (rc = rl_limiter_new(&l->lim, cfg)) != RL_OK) {
+        set_err(err, "failover limiter", rc, errtext(NULL));
+        rl_config_free(cfg);
+        return -1;
+    }
+    rl_config_free(cfg);
+    for (int i = 0; i < FO_THREADS; i++)
+        pthread_create(&l->th[i], NULL, fo_worker, l);
+    pthread_create(&l->th[FO_THREADS], NULL, fo_watcher, l);
+    sleep_s(WARM_S);
+    return 0;
+}
+
+static void fo_stop(fo_load *l)
+{
+    atomic_store(&l->stop, 1);
+    for (int i = 0; i <= FO_THREADS; i++)
+        pthread_join(l->th[i], NULL);
+    rl_limiter_free(l->lim);
+}
+
+/* The replica of master m (ROLE), or -1. */
+static int fo_replica_of(int m)
+{
+    int found = -1;
+
+    for (int i = 0; i < cl.n && found < 0; i++) {
+        redisContext *c = i == m ? NULL : rh_connect(&cl.node[i]);
+        redisReply *r = c ? redisCommand(c, "ROLE") : NULL;
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "slave") == 0 &&
+            r->element[2]->type == REDIS_REPLY_INTEGER &&
+            r->element[2]->integer == cl.node[m].port)
+            found = i;
+        if (r)
+            freeReplyObject(r);
+        if (c)
+            redisFree(c);
+    }
+    return found;
+}
+
+/* Send cmd to node i (NULL: none), then poll its ROLE every ms until it
+ * is a master: the time it became one (ns), or 0 after FO_WAIT_S. */
+static uint64_t fo_promote(int i, const char *cmd, char *err)
+{
+    redisContext *c = rh_connect(&cl.node[i]);
+    uint64_t t0 = now_ns(), at = 0;
+    redisReply *r;
+
+    if (!c)
+        return snprintf(err, ERRLEN, "failover: node %d: no connection", i),
+               0;
+    if (cmd && (r = redisCommand(c, cmd)) != NULL)
+        freeReplyObject(r);
+    while (!at && (double)(now_ns() - t0) / 1e9 < FO_WAIT_S &&
+           !interrupted(err)) {
+        r = redisCommand(c, "ROLE");
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "master") == 0)
+            at = now_ns();
+        if (r)
+            freeReplyObject(r);
+        if (!at)
+            sleep_s(0.001);
+    }
+    redisFree(c);
+    if (!at && !err[0])
+        snprintf(err, ERRLEN, "failover: node %d was not promoted", i);
+    return at;
+}
+
+static int fo_planned(const options *o, const char *uri, char *err)
+{
+    fo_load l = {0};
+    int victim = rh_cluster_master_of(&cl, 0), replica;
+    unsigned long long c0, d0;
+    uint64_t t0, at;
+    rl_stats st = RL_STATS_INIT;
+    store_redis_stats s0, s1;
+    figure f = {0};
+
+    if (victim < 0 || (replica = fo_replica_of(victim)) < 0)
+        return snprintf(err, ERRLEN, "failover: no master or replica for "
+                        "slot 0"), -1;
+    if (fo_start(&l, uri, o, 0, err))
+        return -1;
+    c0 = atomic_load(&l.checks), d0 = atomic_load(&l.degraded);
+    store_redis_stats_get(limiter_store(l.lim), &s0);
+    t0 = now_ns();
+    at = fo_promote(replica, "CLUSTER FAILOVER", err);
+    sleep_s(0.5);
+    rl_stats_get(l.lim, &st);
+    store_redis_stats_get(limiter_store(l.lim), &s1);
+    fo_stop(&l);
+    if (!at)
+        return -1;
+    f.name = "failover_planned_degraded";
+    f.value = (double)(atomic_load(&l.degraded) - d0);
+    f.unit = "checks";
+    xnum(&f, "checks", (double)(atomic_load(&l.checks) - c0));
+    xnum(&f, "errors", (double)atomic_load(&l.errors));
+    xnum(&f, "breaker_opens", (double)st.breaker_opens);
+    xnum(&f, "switch_ms", (double)(at - t0) / 1e6);
+    xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
+    xnum(&f, "elsewhere", (double)(s1.elsewhere - s0.elsewhere));
+    xnum(&f, "moved", (double)(s1.moved - s0.moved));
+    xnum(&f, "threads", FO_THREADS);
+    emit(o, &f);
+    return 0;
+}
+
+/* slot's master hung (SIGSTOP, then its replica takes over) or killed
+ * (the cluster promotes its replica): promotion to resumed checks. */
+static int fo_resume(const options *o, const char *uri, int slot, int hang,
+                     char *err)
+{
+    fo_load l = {0};
+    int victim = rh_cluster_master_of(&cl, slot), replica, rc;
+    uint64_t t0, at;
+    figure f = {0};
+
+    if (victim < 0 || (replica = fo_replica_of(victim)) < 0)
+        return snprintf(err, ERRLEN, "failover: no master or replica for "
+                        "slot %d", slot), -1;
+    if (fo_start(&l, uri, o, slot, err))
+        return -1;
+    t0 = now_ns();
+    rc = hang ? rh_pause(&cl.node[victim]) : rh_kill(&cl.node[victim]);
+    if (rc == 0 && hang)
+        sleep_s(FO_HANG_MS / 1000.0);
+    at = rc == 0 ? fo_promote(replica, hang ? "CLUSTER FAILOVER TAKEOVER"
+                                            : NULL, err) : 0;
+    atomic_store(&l.since_ns, (int64_t)(at ? at : 1));
+    while (at && !atomic_load(&l.first_ok_ns) &&
+           (double)(now_ns() - at) / 1e9 < FO_WAIT_S && !interrupted(err))
+        sleep_s(0.001);
+    fo_stop(&l);
+    if (hang)
+        rh_resume(&cl.node[victim]);
+    if (!at || !atomic_load(&l.first_ok_ns))
+        return err[0] ? -1 : (snprintf(err, ERRLEN, "failover: the keys "
+                                       "never resumed"), -1);
+    f.name = hang ? "failover_hung_resume_ms" : "failover_killed_resume_ms";
+    f.value = (double)((uint64_t)atomic_load(&l.first_ok_ns) - at) / 1e6;
+    f.unit = "ms";
+    f.nrefs = 1;
+    f.ref[0] = FO_TARGET_MS;
+    f.ref_name[0] = "target";
+    xnum(&f, "promoted_after_ms", (double)(at - t0) / 1e6);
+    xnum(&f, "degraded", (double)atomic_load(&l.degraded));
+    xnum(&f, "checks", (double)atomic_load(&l.checks));
+    xnum(&f, "errors", (double)atomic_load(&l.errors));
+    emit(o, &f);
+    return 0;
+}
+
+int group_failover(const options *o, const char *uri, char *err)
+{
+    if (fo_planned(o, uri, err) || rh_cluster_wait_ok(&cl, 20000) != 0 ||
+        fo_resume(o, uri, 16383, 1, err) ||
+        rh_cluster_wait_ok(&cl, 20000) != 0 ||
+        fo_resume(o, uri, 8192, 0, err))
+        return err[0] ? -1 : (snprintf(err, ERRLEN, "failover: the cluster "
+                                       "did not settle (stderr)"), -1);
+    return 0;
+}

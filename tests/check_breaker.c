@@ -1,0 +1,256 @@
+/*
+ * check_breaker.c -- the circuit breaker against a real redis-server that
+ * stalls (CLIENT PAUSE) under 8 checking threads: one hiccup is not an
+ * outage.  A stall shorter than (breaker_failures - 1) * max(timeout_ms,
+ * 50 ms) opens no breaker however many checks time out in it; a stall
+ * longer than the timeout fails no check at all; a long one opens the
+ * breaker once calls have failed for that long, and a lone caller looping
+ * on a hung server opens it within breaker_failures calls.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "breaker.h"
+#include "redis_harness.h"
+#include "testutil.h"
+#include "timeutil.h"
+
+#define THREADS 8
+
+/* A 2-core VM can delay a thread waking at its deadline by tens of ms;
+ * sanitizer builds check memory and races, not time. */
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLACK_MS 2000
+#else
+#define SLACK_MS 250
+#endif
+
+static rh_server srv;
+static char uri[512];
+
+static const char *rules =
+    "[{\"rule_id\":\"fb\",\"dimension\":\"user\",\"limit\":100000000,"
+    "\"window_seconds\":60,\"failure_mode\":\"fallback\"}]";
+
+static void setup(void)
+{
+    ck_assert_int_eq(rh_start(&srv, NULL), 0);
+    rh_uri(&srv, uri, sizeof uri);
+}
+
+static void teardown(void)
+{
+    rh_stop(&srv);
+}
+
+static rl_limiter *open_limiter(const char *timeout_ms, const char *failures)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", timeout_ms), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", failures), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_cooldown_ms", "1000"), RL_OK);
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
+    return lim;
+}
+
+/* CLIENT PAUSE ms ALL on a connection of its own (the server answers the
+ * pausing client at once; a long pause is left to run out, or to end with
+ * the server at teardown). */
+static void client_pause(int ms)
+{
+    redisContext *c = rh_connect(&srv);
+    redisReply *r;
+
+    ck_assert_ptr_nonnull(c);
+    r = redisCommand(c, "CLIENT PAUSE %d ALL", ms);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_int_eq(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+typedef struct load {
+    rl_limiter *lim;
+    _Atomic int stop;
+    _Atomic int64_t checks, errors;
+    pthread_t th[THREADS];
+} load;
+
+static void *hammer(void *arg)
+{
+    load *l = arg;
+    rl_result res = RL_RESULT_INIT;
+    char key[32];
+
+    snprintf(key, sizeof key, "user:%p", (void *)&res);
+    while (!atomic_load(&l->stop)) {
+        if (rl_allow(l->lim, key, "fb", 1, &res) != RL_OK)
+            atomic_fetch_add(&l->errors, 1);
+        atomic_fetch_add(&l->checks, 1);
+    }
+    return NULL;
+}
+
+static void load_start(load *l, rl_limiter *lim)
+{
+    l->lim = lim;
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&l->th[i], NULL, hammer, l);
+    sleep_ms(200); /* every thread checking, connections warm */
+}
+
+static void load_stop(load *l)
+{
+    atomic_store(&l->stop, 1);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(l->th[i], NULL);
+    ck_assert_int_eq(atomic_load(&l->errors), 0);
+}
+
+static rl_stats stats_of(rl_limiter *lim)
+{
+    rl_stats st = RL_STATS_INIT;
+
+    ck_assert_int_eq(rl_stats_get(lim, &st), RL_OK);
+    return st;
+}
+
+/* One stall of `ms` under load: the breaker's opens, and the checks the
+ * stall failed. */
+static void stall(load *l, int ms, const char *what)
+{
+    rl_stats a = stats_of(l->lim), b;
+
+    client_pause(ms);
+    sleep_ms(ms + 100);
+    b = stats_of(l->lim);
+    fprintf(stderr, "  %s, %d ms pause: %llu checks failed, %llu fallback, "
+            "breaker opened %llu\n", what, ms,
+            (unsigned long long)(b.store_errors - a.store_errors),
+            (unsigned long long)(b.fallback - a.fallback),
+            (unsigned long long)b.breaker_opens);
+    ck_assert_int_eq(b.breaker_opens, 0);
+    ck_assert_int_eq(b.breaker_state, RL_BREAKER_CLOSED);
+}
+
+/* The default 5 ms timeout: every check caught in a 10 or a 50 ms pause
+ * times out (8 threads: dozens of them), and the breaker stays closed, so
+ * the checks after the pause go to Redis again at once (before, the first
+ * 5 timeouts opened it and a 10 ms pause cost a 1 s cooldown of local
+ * decisions). */
+START_TEST(short_stalls_open_no_breaker)
+{
+    load l = {0};
+    rl_stats a, b;
+
+    load_start(&l, open_limiter("5", "5"));
+    stall(&l, 10, "timeout 5 ms");
+    a = stats_of(l.lim);
+    stall(&l, 50, "timeout 5 ms");
+    b = stats_of(l.lim);
+    /* The 50 ms pause did fail checks: the test saw a stall, not calm. */
+    ck_assert_int_gt(b.store_errors, a.store_errors);
+    load_stop(&l);
+    rl_limiter_free(l.lim);
+}
+END_TEST
+
+/* A timeout longer than the stall: the checks wait it out, none fails and
+ * none is decided locally. */
+START_TEST(stalls_within_the_timeout_fail_nothing)
+{
+    load l = {0};
+    rl_stats b;
+
+    load_start(&l, open_limiter("300", "5"));
+    stall(&l, 10, "timeout 300 ms");
+    stall(&l, 50, "timeout 300 ms");
+    b = stats_of(l.lim);
+    ck_assert_int_eq(b.fallback, 0);
+    ck_assert_int_eq(b.store_errors, 0);
+    load_stop(&l);
+    rl_limiter_free(l.lim);
+}
+END_TEST
+
+/* A long stall (3 s) under 8 threads and the 5 ms default timeout opens
+ * the breaker once calls have failed for (K - 1) * 50 ms, K = 5: not at
+ * the first burst of timeouts, and not much later either. */
+START_TEST(a_long_stall_opens_it_after_its_bound)
+{
+    load l = {0};
+    int64_t t0, took;
+    const int64_t bound = (5 - 1) * BREAKER_SLICE_MS;
+
+    load_start(&l, open_limiter("5", "5"));
+    t0 = now_ms();
+    client_pause(3000);
+    while (stats_of(l.lim).breaker_state != RL_BREAKER_OPEN) {
+        ck_assert_msg(now_ms() - t0 < 2000, "the breaker did not open");
+        sleep_ms(1);
+    }
+    took = now_ms() - t0;
+    fprintf(stderr, "  3 s pause: breaker open after %lld ms (bound %lld)\n",
+            (long long)took, (long long)bound);
+    load_stop(&l);
+    ck_assert_int_ge(took, bound);
+    ck_assert_int_le(took, bound + 5 + SLACK_MS);
+    ck_assert_int_eq(stats_of(l.lim).breaker_opens, 1);
+    rl_limiter_free(l.lim);
+}
+END_TEST
+
+/* One caller looping on a hung server with a timeout of at least the
+ * slice: each timed-out call is a failure of its own, and the K-th opens
+ * the breaker (K = 3 here). */
+START_TEST(a_lone_caller_opens_it_within_k_calls)
+{
+    rl_limiter *lim = open_limiter("60", "3");
+    rl_result res = RL_RESULT_INIT;
+
+    ck_assert_int_eq(rl_allow(lim, "user:1", "fb", 1, &res), RL_OK);
+    ck_assert_int_eq(res.flags & RL_FLAG_FALLBACK, 0);
+    client_pause(3000);
+    for (int i = 1; i <= 3; i++) {
+        ck_assert_int_eq(stats_of(lim).breaker_state, RL_BREAKER_CLOSED);
+        ck_assert_int_eq(rl_allow(lim, "user:1", "fb", 1, &res), RL_OK);
+        ck_assert(res.flags & RL_FLAG_FALLBACK);
+    }
+    ck_assert_int_eq(stats_of(lim).breaker_state, RL_BREAKER_OPEN);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("breaker");
+    TCase *tc = tcase_create("stalls");
+    SRunner *sr;
+    int failed;
+
+    if (!rh_available()) {
+        fprintf(stderr, "redis-server not found: skipping\n");
+        return 77;
+    }
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 60);
+    tcase_add_test(tc, short_stalls_open_no_breaker);
+    tcase_add_test(tc, stalls_within_the_timeout_fail_nothing);
+    tcase_add_test(tc, a_long_stall_opens_it_after_its_bound);
+    tcase_add_test(tc, a_lone_caller_opens_it_within_k_calls);
+    suite_add_tcase(s, tc);
+    sr = srunner_create(s);
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
