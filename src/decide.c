@@ -7,7 +7,8 @@
  * and never deny, and what they would have done is counted (dryrun.c).
  * When the store failed, each rule follows its failure mode instead
  * (degrade): open allows, closed denies for a second, fallback asks the
- * local memory store at limit / fleet_size.  The request path (request.c)
+ * local memory store at limit / fleet_size, drained to match whenever
+ * Redis denies (follow_denials).  The request path (request.c)
  * and any other caller of the store hand their answers here, so every way
  * a check is made decides alike.  Nothing here allocates or locks.
  */
@@ -156,6 +157,36 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
     return RL_OK;
 }
 
+/* Redis denied a fallback rule: the local store, which decides that rule
+ * should Redis go away, is drained to match (what it has left is charged),
+ * so an outage starts from the state Redis reported for a client it had
+ * exhausted instead of a fresh local quota.  Only on denials, the case
+ * where a fresh quota over-admits most: one look (cost 0) at the local
+ * state, and a charge only when the two disagree. */
+static void follow_denials(rl_limiter *lim, const store_op *ops, size_t n,
+                           const algo_decision *d)
+{
+    for (size_t i = 0; i < n; i++) {
+        rl_rule local;
+        store_op op;
+        algo_decision ld;
+        int64_t lnow;
+
+        if (d[i].allowed || ops[i].soft ||
+            ops[i].rule->failure != RL_FAIL_FALLBACK)
+            continue;
+        fallback_rule(lim, ops[i].rule, &local);
+        op = ops[i];
+        op.rule = &local;
+        op.cost = 0;
+        if (lim->fallback->vt->check(lim->fallback, &op, 1, &ld, &lnow) ||
+            ld.remaining <= 0)
+            continue;
+        op.cost = ld.remaining;
+        (void)lim->fallback->vt->check(lim->fallback, &op, 1, &ld, &lnow);
+    }
+}
+
 /* The store's answer for one request into its result: the decisions
  * folded, or, when the store failed, each rule's failure mode. */
 int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
@@ -168,8 +199,11 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
         rc = degrade(lim, ops, n, res);
     else if (rc != RL_OK)
         return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
-    else
+    else {
         fold(res, ops, d, n, now);
+        if (lim->fallback && !res->allowed)
+            follow_denials(lim, ops, n, d);
+    }
     if (rc == RL_OK) {
         stats_add(&lim->counts, ST_CHECKS);
         stats_add(&lim->counts, res->allowed ? ST_ALLOWED : ST_DENIED);

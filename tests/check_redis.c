@@ -403,6 +403,33 @@ START_TEST(failure_modes_when_redis_dies)
 }
 END_TEST
 
+/* A client Redis had exhausted stays exhausted when the fallback takes
+ * over (its local state was drained when Redis denied it); one Redis never
+ * denied gets the local share.  Before, both got a fresh local quota. */
+START_TEST(fallback_starts_from_what_redis_denied)
+{
+    rl_limiter *lim = open_limiter(uri, "fleet_size", "4");
+    rl_result res = RL_RESULT_INIT;
+    int spent = 0, fresh = 0;
+
+    ck_assert_int_eq(admitted(lim, "user:2", "fb", 41), 40);
+    ck_assert_int_eq(admitted(lim, "user:3", "fb", 1), 1);
+    ck_assert_int_eq(rh_kill(&srv), 0);
+    for (int i = 0; i < 20; i++) {
+        ck_assert_int_eq(rl_allow(lim, "user:2", "fb", 1, &res), RL_OK);
+        ck_assert(res.flags & RL_FLAG_FALLBACK);
+        spent += res.allowed;
+        ck_assert_int_eq(rl_allow(lim, "user:3", "fb", 1, &res), RL_OK);
+        fresh += res.allowed;
+    }
+    ck_assert_int_eq(spent, 0);
+    ck_assert_int_eq(fresh, 10); /* 40 / fleet of 4 */
+    ck_assert_int_eq(rh_restart(&srv), 0);
+    await_redis(lim, "user:1");
+    rl_limiter_free(lim);
+}
+END_TEST
+
 START_TEST(a_hung_server_costs_one_timeout)
 {
     rl_limiter *lim = open_limiter(uri, "timeout_ms", "20");
@@ -1052,6 +1079,7 @@ int main(void)
     tcase_add_test(tc, compact_layout_end_to_end);
     tcase_add_test(tc, compact_layout_hash_key);
     tcase_add_test(tc, failure_modes_when_redis_dies);
+    tcase_add_test(tc, fallback_starts_from_what_redis_denied);
     tcase_add_test(tc, a_hung_server_costs_one_timeout);
     tcase_add_test(tc, bad_stores_are_clear_errors);
     tcase_add_test(tc, bad_keys_write_nothing);

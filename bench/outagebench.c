@@ -1,0 +1,185 @@
+/*
+ * outagebench.c -- what a short and a long Redis outage cost in admissions.
+ *
+ * 4 processes x 4 threads, each process with its own limiter on one private
+ * redis-server (the test harness), hammer one client key of a token bucket
+ * of 200 per 10 s (failure mode fallback, the defaults otherwise: timeout
+ * 5 ms, breaker after 5 failures, cooldown 1 s) for 12 s; 2 s in, the server
+ * is stopped (SIGSTOP) for 100 ms or 3 s.  Printed: what the fleet admitted
+ * beside what the rule allows over the 12 s (200 + 12 s x 20/s = 440), how
+ * many of the admissions were local (fallback) decisions, for fleet_size 1,
+ * 4 and auto.  Each process shares only Redis with the others, as a fleet
+ * does.  Never part of make check (about 90 s; --json: one object a line).
+ */
+#include "ratelimit.h"
+#include "redis_harness.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PROCS 4
+#define THREADS 4
+#define RUN_S 12
+#define STOP_AT_S 2
+#define LIMIT 200
+#define WINDOW_S 10
+#define ALLOWED (LIMIT + RUN_S * LIMIT / WINDOW_S)
+
+typedef struct shared {
+    _Atomic int ready, go, stop;
+    _Atomic long admitted, local, checks;
+} shared;
+
+typedef struct worker {
+    shared *sh;
+    rl_limiter *lim;
+} worker;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static void *hammer(void *p)
+{
+    worker *w = p;
+    long admitted = 0, local = 0, checks = 0;
+
+    while (!atomic_load(&w->sh->stop)) {
+        rl_result res = RL_RESULT_INIT;
+
+        if (rl_allow(w->lim, "user:victim", "tb", 1, &res) != RL_OK)
+            continue;
+        checks++;
+        admitted += res.allowed;
+        local += res.allowed && (res.flags & RL_FLAG_FALLBACK);
+    }
+    atomic_fetch_add(&w->sh->admitted, admitted);
+    atomic_fetch_add(&w->sh->local, local);
+    atomic_fetch_add(&w->sh->checks, checks);
+    return NULL;
+}
+
+static rl_limiter *open_limiter(const char *uri, const char *fleet)
+{
+    char rules[256];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+
+    snprintf(rules, sizeof rules,
+             "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":%d,"
+             "\"window_seconds\":%d,\"algorithm\":\"token_bucket\","
+             "\"failure_mode\":\"fallback\"}]", LIMIT, WINDOW_S);
+    if (cfg && rl_config_set(cfg, "store", uri) == RL_OK &&
+        rl_config_set(cfg, "rules", rules) == RL_OK &&
+        rl_config_set(cfg, "fleet_size", fleet) == RL_OK &&
+        rl_config_set(cfg, "fleet_name", "outagebench") == RL_OK)
+        (void)rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    return lim;
+}
+
+static void child(shared *sh, const char *uri, const char *fleet)
+{
+    pthread_t t[THREADS];
+    worker w;
+
+    w.sh = sh;
+    if (!(w.lim = open_limiter(uri, fleet))) {
+        fprintf(stderr, "outagebench: limiter: %s\n", rl_errmsg(NULL));
+        _exit(1);
+    }
+    atomic_fetch_add(&sh->ready, 1);
+    while (!atomic_load(&sh->go))
+        sleep_ms(1);
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&t[i], NULL, hammer, &w);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    rl_limiter_free(w.lim);
+    _exit(0);
+}
+
+/* One run: the fleet for RUN_S seconds, the server stopped for outage_ms
+ * STOP_AT_S seconds in.  0, or -1 (a process failed). */
+static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
+{
+    shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    char uri[128];
+    pid_t pid[PROCS];
+    int bad = 0, st;
+    redisContext *c = rh_connect(srv);
+
+    if (sh == MAP_FAILED || !c)
+        return -1;
+    freeReplyObject(redisCommand(c, "FLUSHALL"));
+    redisFree(c);
+    memset(sh, 0, sizeof *sh);
+    rh_uri(srv, uri, sizeof uri);
+    for (int p = 0; p < PROCS; p++)
+        if ((pid[p] = fork()) == 0)
+            child(sh, uri, fleet);
+    while (atomic_load(&sh->ready) < PROCS)
+        sleep_ms(5);
+    sleep_ms(1500); /* fleet_size auto: every heartbeat counted */
+    atomic_store(&sh->go, 1);
+    sleep_ms(STOP_AT_S * 1000);
+    rh_pause(srv);
+    sleep_ms(outage_ms);
+    rh_resume(srv);
+    sleep_ms(RUN_S * 1000 - STOP_AT_S * 1000 - outage_ms);
+    atomic_store(&sh->stop, 1);
+    for (int p = 0; p < PROCS; p++)
+        bad |= waitpid(pid[p], &st, 0) < 0 || !WIFEXITED(st) ||
+               WEXITSTATUS(st) != 0;
+    if (json)
+        printf("{\"figure\":\"outage_admitted\",\"outage_ms\":%ld,"
+               "\"fleet_size\":\"%s\",\"admitted\":%ld,\"local\":%ld,"
+               "\"checks\":%ld,\"allowed_by_rule\":%d,\"ratio\":%.3f}\n",
+               outage_ms, fleet, atomic_load(&sh->admitted),
+               atomic_load(&sh->local), atomic_load(&sh->checks), ALLOWED,
+               (double)atomic_load(&sh->admitted) / ALLOWED);
+    else
+        printf("outage %5ld ms, fleet_size %-4s: admitted %5ld of %d "
+               "(%.2fx; %ld local) in %ld checks\n", outage_ms, fleet,
+               atomic_load(&sh->admitted), ALLOWED,
+               (double)atomic_load(&sh->admitted) / ALLOWED,
+               atomic_load(&sh->local), atomic_load(&sh->checks));
+    fflush(stdout);
+    munmap(sh, sizeof *sh);
+    return bad ? -1 : 0;
+}
+
+int main(int argc, char **argv)
+{
+    static const char *const fleets[] = {"1", "4", "auto"};
+    static const long outages[] = {100, 3000};
+    int json = argc > 1 && strcmp(argv[1], "--json") == 0, rc = 0;
+    rh_server srv;
+
+    if (argc > 1 && !json) {
+        fprintf(stderr, "usage: outagebench [--json]\n");
+        return 2;
+    }
+    if (!rh_available() || rh_start(&srv, NULL) != 0) {
+        fprintf(stderr, "outagebench: no redis-server\n");
+        return 1;
+    }
+    for (size_t o = 0; o < sizeof outages / sizeof *outages; o++)
+        for (size_t f = 0; f < sizeof fleets / sizeof *fleets; f++)
+            rc |= run(&srv, fleets[f], outages[o], json);
+    rh_stop(&srv);
+    return rc ? 1 : 0;
+}
