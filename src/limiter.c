@@ -54,7 +54,8 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
                          &lim->fleet_size, (int)cfg->redis_compact,
                          cfg->tls_ca_file, cfg->tls_ca_dir,
                          cfg->tls_cert_file, cfg->tls_key_file,
-                         (int)cfg->tls_verify, cfg->log_fn, cfg->log_arg};
+                         (int)cfg->tls_verify, cfg->log_fn, cfg->log_arg,
+                         cfg->sentinel_password};
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];
     int rc;
