@@ -1,0 +1,419 @@
+/*
+ * check_sentinel.c -- the redis-sentinel:// store (issue 14) against real
+ * processes: a primary, its replica and three redis-sentinel processes
+ * (tests/redis_harness.h), every one with a password.  The store decides
+ * through the primary (exact counts, read on the primary); a sentinel
+ * list whose first sentinel is down still works; an unknown master name,
+ * a wrong password (the master's, the sentinels') and bad URIs are refused
+ * with a clear message holding no secret; and the primary killed (-9)
+ * under load by 4 threads: meanwhile a `fallback` rule decides locally
+ * and a `closed` one denies, then the checks return to the promoted
+ * replica (its role verified, its counts exact), and the times from the
+ * kill to the promotion and to the first check decided by Redis again
+ * are printed.
+ */
+#include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "limiter.h"
+#include "ratelimit.h"
+#include "redis_harness.h"
+#include "store_sentinel.h"
+#include "testutil.h"
+#include "timeutil.h"
+
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+#define SLOW 4
+#else
+#define SLOW 1
+#endif
+#define WAIT_MS (20000 * SLOW)      /* any condition waited for           */
+#define RESUME_BOUND_MS (30000 * SLOW) /* kill -> decided by Redis again */
+#define NAME "m"
+#define MASTER_PW "master-secret-pw"
+#define SENTINEL_PW "sentinel-secret-pw"
+#define LIMIT 5
+#define THREADS 4
+#define ELSEWHERE (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN | RL_FLAG_FAIL_CLOSED)
+
+static const char rules[] =
+    "[{\"rule_id\":\"r\",\"dimension\":\"user\",\"limit\":5,"
+    "\"window_seconds\":3600},"
+    " {\"rule_id\":\"fb\",\"dimension\":\"user\",\"limit\":100000000,"
+    "\"window_seconds\":3600,\"failure_mode\":\"fallback\"},"
+    " {\"rule_id\":\"cl\",\"dimension\":\"user\",\"limit\":100000000,"
+    "\"window_seconds\":3600,\"failure_mode\":\"closed\"}]";
+
+typedef struct deployment {
+    rh_server primary, replica, sentinel[3];
+} deployment;
+
+/* A primary, its replica in sync, three sentinels that see both and each
+ * other. */
+static void deploy(deployment *d)
+{
+    int64_t until = now_ms() + WAIT_MS;
+
+    ck_assert_int_eq(rh_start(&d->primary, MASTER_PW), 0);
+    ck_assert_int_eq(rh_start_replica(&d->replica, MASTER_PW, &d->primary), 0);
+    while (rh_info_int(&d->primary, "replication", "connected_slaves") < 1 ||
+           rh_info_int(&d->replica, "replication",
+                       "master_sync_in_progress") != 0) {
+        ck_assert_msg(now_ms() < until, "the replica did not sync");
+        sleep_ms(10);
+    }
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(rh_start_sentinel(&d->sentinel[i], SENTINEL_PW, NAME,
+                                           &d->primary), 0);
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(rh_sentinel_wait(&d->sentinel[i], NAME, 1, 3,
+                                          WAIT_MS), 0);
+}
+
+static void undeploy(deployment *d)
+{
+    for (int i = 0; i < 3; i++)
+        rh_stop(&d->sentinel[i]);
+    rh_stop(&d->replica);
+    rh_stop(&d->primary);
+}
+
+/* The sentinels' URI, from sentinel `first` on (first = 1: 1, 2, 0). */
+static void store_uri(const deployment *d, int first, const char *pw,
+                      const char *name, char *buf, size_t len)
+{
+    const rh_server *s = d->sentinel;
+
+    snprintf(buf, len, "redis-sentinel://:%s@127.0.0.1:%d,127.0.0.1:%d,"
+             "127.0.0.1:%d/%s", pw, s[first % 3].port,
+             s[(first + 1) % 3].port, s[(first + 2) % 3].port, name);
+}
+
+/* rl_limiter_new; RL_OK or its error, the message into msg. */
+static int open_limiter(rl_limiter **lim, const char *store,
+                        const char *sentinel_pw, char *msg, size_t len)
+{
+    rl_config *cfg = rl_config_new();
+    int rc;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
+    if (sentinel_pw)
+        ck_assert_int_eq(rl_config_set(cfg, "sentinel_password", sentinel_pw),
+                         RL_OK);
+    *lim = NULL;
+    rc = rl_limiter_new(lim, cfg);
+    snprintf(msg, len, "%s", rc == RL_OK ? "" : rl_errmsg(NULL));
+    rl_config_free(cfg);
+    return rc;
+}
+
+static rl_limiter *must_open(const char *store)
+{
+    rl_limiter *lim;
+    char msg[512];
+
+    ck_assert_msg(open_limiter(&lim, store, SENTINEL_PW, msg, sizeof msg) ==
+                  RL_OK, "%s", msg);
+    return lim;
+}
+
+/* Refused, saying `why`, with no secret and no control byte. */
+static void refused(const char *store, const char *sentinel_pw,
+                    const char *why)
+{
+    rl_limiter *lim;
+    char msg[512];
+
+    ck_assert_int_ne(open_limiter(&lim, store, sentinel_pw, msg, sizeof msg),
+                     RL_OK);
+    ck_assert_ptr_null(lim);
+    ck_assert_msg(strstr(msg, why), "\"%s\" does not say \"%s\"", msg, why);
+    ck_assert_msg(!strstr(msg, "secret"), "a password in \"%s\"", msg);
+    for (const char *p = msg; *p; p++)
+        ck_assert_msg((unsigned char)*p >= 0x20 && *p != 0x7f,
+                      "a control byte in \"%s\"", msg);
+}
+
+/* Decided by Redis: 1 allowed, 0 denied. */
+static int allow(rl_limiter *lim, const char *key)
+{
+    rl_result res = RL_RESULT_INIT;
+
+    ck_assert_msg(rl_allow(lim, key, "r", 1, &res) == RL_OK, "%s",
+                  rl_errmsg(lim));
+    ck_assert_msg((res.flags & ELSEWHERE) == 0, "%s: not decided by Redis "
+                  "(flags %#x)", key, res.flags);
+    return res.allowed;
+}
+
+/* The count of key under rule "r" on server s. */
+static long count_on(const rh_server *s, const char *key)
+{
+    redisContext *c = rh_connect(s);
+    redisReply *r;
+    long n;
+
+    ck_assert_ptr_nonnull(c);
+    r = redisCommand(c, "GET rl:{%s}:r:s3600", key);
+    ck_assert_ptr_nonnull(r);
+    n = r->type == REDIS_REPLY_STRING ? atol(r->str) : -1;
+    freeReplyObject(r);
+    redisFree(c);
+    return n;
+}
+
+/* LIMIT allowed then denied, the count on `s` exactly LIMIT. */
+static void limit_holds_on(rl_limiter *lim, const char *key,
+                           const rh_server *s)
+{
+    for (int i = 0; i < LIMIT; i++)
+        ck_assert_msg(allow(lim, key) == 1, "%s: check %d denied", key, i);
+    ck_assert_msg(allow(lim, key) == 0, "%s: over the limit allowed", key);
+    ck_assert_int_eq(count_on(s, key), LIMIT);
+}
+
+/* The store's primary is s (and it moved `switches` times). */
+static void primary_is(rl_limiter *lim, const rh_server *s, long switches)
+{
+    char addr[300], want[64];
+    long n;
+
+    ck_assert_int_eq(store_sentinel_primary(limiter_store(lim), addr,
+                                            sizeof addr, &n), 0);
+    snprintf(want, sizeof want, "127.0.0.1:%d", s->port);
+    ck_assert_str_eq(addr, want);
+    if (switches >= 0)
+        ck_assert_int_eq(n, switches);
+}
+
+/* How many times the store moved to another primary. */
+static long switches(rl_limiter *lim)
+{
+    char addr[300];
+    long n;
+
+    ck_assert_int_eq(store_sentinel_primary(limiter_store(lim), addr,
+                                            sizeof addr, &n), 0);
+    return n;
+}
+
+/* ---- finding the primary ------------------------------------------------ */
+
+START_TEST(decides_through_the_primary)
+{
+    deployment d;
+    char uri[300];
+    rl_limiter *lim;
+
+    deploy(&d);
+    store_uri(&d, 0, MASTER_PW, NAME, uri, sizeof uri);
+    lim = must_open(uri);
+    primary_is(lim, &d.primary, 0);
+    limit_holds_on(lim, "user:a", &d.primary);
+    limit_holds_on(lim, "user:b", &d.primary);
+    rl_limiter_free(lim);
+    undeploy(&d);
+}
+END_TEST
+
+START_TEST(a_sentinel_down_first_in_the_list)
+{
+    deployment d;
+    char uri[300];
+    rl_limiter *lim;
+
+    deploy(&d);
+    ck_assert_int_eq(rh_kill(&d.sentinel[1]), 0);
+    store_uri(&d, 1, MASTER_PW, NAME, uri, sizeof uri);
+    lim = must_open(uri);
+    primary_is(lim, &d.primary, 0);
+    limit_holds_on(lim, "user:c", &d.primary);
+    rl_limiter_free(lim);
+    undeploy(&d);
+}
+END_TEST
+
+START_TEST(refusals_are_clear_and_hold_no_secret)
+{
+    deployment d;
+    char uri[300];
+
+    deploy(&d);
+    store_uri(&d, 0, MASTER_PW, "nosuch", uri, sizeof uri);
+    refused(uri, SENTINEL_PW, "no sentinel knows a master named \"nosuch\"");
+    store_uri(&d, 0, "wrong-secret", NAME, uri, sizeof uri);
+    refused(uri, SENTINEL_PW, "WRONGPASS");
+    store_uri(&d, 0, MASTER_PW, NAME, uri, sizeof uri);
+    refused(uri, "bad-secret", "no sentinel answered");
+    refused(uri, "bad-secret", "AUTH: WRONGPASS");
+    refused(uri, NULL, "NOAUTH");
+    undeploy(&d);
+}
+END_TEST
+
+START_TEST(bad_uris_are_clear_errors)
+{
+    refused("redis-sentinel://127.0.0.1:1", NULL, "no master name");
+    refused("redis-sentinel:///m", NULL, "no sentinel");
+    refused("redis-sentinel://127.0.0.1:99999/m", NULL, "port");
+    refused("redis-sentinel://127.0.0.1:1,,127.0.0.1:2/m", NULL,
+            "empty sentinel");
+    refused("redis-sentinel://:a-secret@127.0.0.1:1,127.0.0.1:2/m", NULL,
+            "no sentinel answered (127.0.0.1:1: ");
+    refused("redis-sentinel://:x@y:a-secret@127.0.0.1:1/m", NULL,
+            "127.0.0.1:1");
+}
+END_TEST
+
+/* ---- a failover under load ------------------------------------------------ */
+
+typedef struct load {
+    rl_limiter *lim;
+    atomic_int stop;
+    _Atomic int64_t killed_ms;   /* 0 until the primary is dead          */
+    _Atomic int64_t resumed_ms;  /* first Redis decision begun after it  */
+    atomic_long redis, local, denied, wrong;
+} load;
+
+typedef struct worker {
+    load *l;
+    int id;
+} worker;
+
+/* One check of `rule`, begun at `began`, counted: decided by Redis, or
+ * in the gap as the rule's failure mode says (anything else is wrong). */
+static void tally(load *l, const char *rule, const rl_result *res, int rc,
+                  int64_t began)
+{
+    int64_t killed = atomic_load(&l->killed_ms), zero = 0;
+    int fb = rule[0] == 'f';
+
+    if (rc != RL_OK) {
+        atomic_fetch_add(&l->wrong, 1);
+    } else if ((res->flags & ELSEWHERE) == 0) {
+        atomic_fetch_add(&l->redis, 1);
+        if (killed && began > killed)
+            atomic_compare_exchange_strong(&l->resumed_ms, &zero, now_ms());
+    } else if (fb && (res->flags & RL_FLAG_FALLBACK) && res->allowed) {
+        atomic_fetch_add(&l->local, 1);
+    } else if (!fb && (res->flags & RL_FLAG_FAIL_CLOSED) && !res->allowed) {
+        atomic_fetch_add(&l->denied, 1);
+    } else {
+        atomic_fetch_add(&l->wrong, 1);
+    }
+}
+
+static void *work(void *arg)
+{
+    worker *w = arg;
+    char key[32];
+
+    snprintf(key, sizeof key, "user:w%d", w->id);
+    for (int i = 0; !atomic_load(&w->l->stop); i++) {
+        const char *rule = i % 2 ? "cl" : "fb";
+        rl_result res = RL_RESULT_INIT;
+        int64_t began = now_ms();
+        int rc = rl_allow(w->l->lim, key, rule, 1, &res);
+        tally(w->l, rule, &res, rc, began);
+        if (rc == RL_OK && (res.flags & ELSEWHERE))
+            sleep_ms(1); /* the gap: decided at once, no need to spin */
+    }
+    return NULL;
+}
+
+/* Wait until *v reaches at least `want`. */
+static void await_count(atomic_long *v, long want, const char *what)
+{
+    int64_t until = now_ms() + WAIT_MS;
+
+    while (atomic_load(v) < want) {
+        ck_assert_msg(now_ms() < until, "%s: %ld, not %ld", what,
+                      atomic_load(v), want);
+        sleep_ms(5);
+    }
+}
+
+START_TEST(follows_a_failover_under_load)
+{
+    deployment d;
+    char uri[300];
+    load l = {0};
+    worker w[THREADS];
+    pthread_t th[THREADS];
+    int64_t kill_ms, promoted_ms = 0, switched_ms = 0, until;
+    long before;
+
+    deploy(&d);
+    store_uri(&d, 0, MASTER_PW, NAME, uri, sizeof uri);
+    l.lim = must_open(uri);
+    for (int i = 0; i < THREADS; i++) {
+        w[i] = (worker){.l = &l, .id = i};
+        ck_assert_int_eq(pthread_create(&th[i], NULL, work, &w[i]), 0);
+    }
+    await_count(&l.redis, 400, "decisions by the primary");
+    before = atomic_load(&l.redis);
+    kill_ms = now_ms();
+    ck_assert_int_eq(rh_kill(&d.primary), 0);
+    atomic_store(&l.killed_ms, now_ms());
+    for (until = now_ms() + WAIT_MS; !promoted_ms; sleep_ms(5)) {
+        ck_assert_msg(now_ms() < until, "the replica was not promoted");
+        if (rh_is_master(&d.replica) == 1)
+            promoted_ms = now_ms();
+    }
+    for (until = now_ms() + WAIT_MS; !switched_ms; sleep_ms(5)) {
+        ck_assert_msg(now_ms() < until, "the store did not move");
+        if (switches(l.lim) > 0)
+            switched_ms = now_ms();
+    }
+    for (until = now_ms() + WAIT_MS; !atomic_load(&l.resumed_ms); sleep_ms(5))
+        ck_assert_msg(now_ms() < until, "no check decided by Redis after "
+                      "the promotion");
+    await_count(&l.redis, atomic_load(&l.redis) + 400,
+                "decisions by the new primary");
+    atomic_store(&l.stop, 1);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    printf("sentinel failover (down-after %d ms), from the kill: promoted "
+           "%lld ms, store moved %lld ms, decided by Redis again %lld ms; "
+           "in the gap %ld fallback decisions, %ld closed denials; %ld Redis "
+           "decisions before, %ld in all\n",
+           RH_SENTINEL_DOWN_MS, (long long)(promoted_ms - kill_ms),
+           (long long)(switched_ms - kill_ms),
+           (long long)(atomic_load(&l.resumed_ms) - kill_ms),
+           atomic_load(&l.local), atomic_load(&l.denied), before,
+           atomic_load(&l.redis));
+    ck_assert_int_eq(atomic_load(&l.wrong), 0);
+    ck_assert_int_gt(atomic_load(&l.local), 0);
+    ck_assert_int_gt(atomic_load(&l.denied), 0);
+    ck_assert_int_lt(atomic_load(&l.resumed_ms) - kill_ms, RESUME_BOUND_MS);
+    ck_assert_int_eq(rh_is_master(&d.replica), 1);
+    primary_is(l.lim, &d.replica, -1);
+    limit_holds_on(l.lim, "user:after", &d.replica);
+    rl_limiter_free(l.lim);
+    undeploy(&d);
+}
+END_TEST
+
+int main(void)
+{
+    Suite *s = suite_create("sentinel");
+    TCase *uris = tcase_create("uris"), *tc = tcase_create("sentinel");
+
+    tcase_add_test(uris, bad_uris_are_clear_errors);
+    suite_add_tcase(s, uris);
+    if (rh_sentinel_available()) {
+        tcase_set_timeout(tc, 120 * SLOW);
+        tcase_add_test(tc, decides_through_the_primary);
+        tcase_add_test(tc, a_sentinel_down_first_in_the_list);
+        tcase_add_test(tc, refusals_are_clear_and_hold_no_secret);
+        tcase_add_test(tc, follows_a_failover_under_load);
+        suite_add_tcase(s, tc);
+    }
+    return run_suite(s);
+}
