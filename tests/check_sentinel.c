@@ -58,7 +58,16 @@ static void deploy(deployment *d)
 {
     int64_t until = now_ms() + WAIT_MS;
 
+    redisContext *c;
+    redisReply *r;
+
     ck_assert_int_eq(rh_start(&d->primary, MASTER_PW), 0);
+    /* Demoted, it replicates from the new primary, which wants AUTH. */
+    ck_assert_ptr_nonnull(c = rh_connect(&d->primary));
+    r = redisCommand(c, "CONFIG SET masterauth %s", MASTER_PW);
+    ck_assert(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
     ck_assert_int_eq(rh_start_replica(&d->replica, MASTER_PW, &d->primary), 0);
     while (rh_info_int(&d->primary, "replication", "connected_slaves") < 1 ||
            rh_info_int(&d->replica, "replication",
@@ -271,6 +280,135 @@ START_TEST(bad_uris_are_clear_errors)
 }
 END_TEST
 
+/* Wait until the store has moved `n` times, to server s. */
+static void await_move(rl_limiter *lim, long n, const rh_server *s)
+{
+    int64_t until = now_ms() + WAIT_MS;
+
+    while (switches(lim) < n) {
+        ck_assert_msg(now_ms() < until, "the store did not move");
+        sleep_ms(10);
+    }
+    primary_is(lim, s, n);
+}
+
+/* Wait until checks are decided by Redis (the new primary connected and
+ * the breaker closed), probing with rule "fb" on a key of its own. */
+static void await_redis(rl_limiter *lim)
+{
+    int64_t until = now_ms() + WAIT_MS;
+    rl_result res = RL_RESULT_INIT;
+
+    do {
+        ck_assert_msg(now_ms() < until, "not decided by Redis again");
+        ck_assert_int_eq(rl_allow(lim, "user:probe", "fb", 1, &res), RL_OK);
+        sleep_ms(10);
+    } while (res.flags & ELSEWHERE);
+}
+
+/* Wait until s says it is a master (want 1) or a replica (0). */
+static void await_role(const rh_server *s, int want)
+{
+    int64_t until = now_ms() + WAIT_MS;
+
+    while (rh_is_master(s) != want) {
+        ck_assert_msg(now_ms() < until, "%d: not the role wanted", s->port);
+        sleep_ms(10);
+    }
+}
+
+/* SENTINEL FAILOVER: the old primary lives on as a replica, with the
+ * store's connections to it still open: they are closed and never used
+ * again (it would answer READONLY), the new primary decides. */
+START_TEST(follows_a_failover_the_old_primary_survives)
+{
+    deployment d;
+    char uri[300];
+    rl_limiter *lim;
+    redisContext *c;
+    redisReply *r;
+
+    deploy(&d);
+    store_uri(&d, 0, MASTER_PW, NAME, uri, sizeof uri);
+    lim = must_open(uri);
+    limit_holds_on(lim, "user:d", &d.primary);
+    ck_assert_ptr_nonnull(c = rh_connect(&d.sentinel[2]));
+    r = redisCommand(c, "SENTINEL FAILOVER %s", NAME);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "SENTINEL FAILOVER: %s",
+                  r && r->str ? r->str : c->errstr);
+    freeReplyObject(r);
+    redisFree(c);
+    await_role(&d.replica, 1);
+    await_move(lim, 1, &d.replica);
+    await_redis(lim);
+    limit_holds_on(lim, "user:e", &d.replica);
+    await_role(&d.primary, 0); /* alive, demoted by the sentinels */
+    for (int64_t until = now_ms() + WAIT_MS;
+         count_on(&d.primary, "user:e") != LIMIT; sleep_ms(10))
+        ck_assert_msg(now_ms() < until, "user:e not replicated");
+    limit_holds_on(lim, "user:e2", &d.replica);
+    rl_limiter_free(lim);
+    undeploy(&d);
+}
+END_TEST
+
+/* The last line the store logged (its watcher thread). */
+static pthread_mutex_t heard_mu = PTHREAD_MUTEX_INITIALIZER;
+static char heard[512];
+
+static void capture(void *arg, int level, const char *msg)
+{
+    (void)arg;
+    (void)level;
+    pthread_mutex_lock(&heard_mu);
+    snprintf(heard, sizeof heard, "%s", msg);
+    pthread_mutex_unlock(&heard_mu);
+}
+
+/* Every sentinel refuses SUBSCRIBE (an ACL), so no +switch-master ever
+ * reaches the store: it finds the new primary by asking again, once the
+ * primary is gone. */
+START_TEST(a_lost_switch_message_costs_a_recheck)
+{
+    deployment d;
+    char uri[300];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim;
+
+    deploy(&d);
+    for (int i = 0; i < 3; i++) {
+        redisContext *c = rh_connect(&d.sentinel[i]);
+        redisReply *r;
+        ck_assert_ptr_nonnull(c);
+        r = redisCommand(c, "ACL SETUSER default -subscribe");
+        ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "ACL: %s",
+                      r && r->str ? r->str : c->errstr);
+        freeReplyObject(r);
+        redisFree(c);
+    }
+    store_uri(&d, 0, MASTER_PW, NAME, uri, sizeof uri);
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "sentinel_password", SENTINEL_PW),
+                     RL_OK);
+    ck_assert_int_eq(rl_config_set_log(cfg, capture, NULL), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    rl_config_free(cfg);
+    limit_holds_on(lim, "user:f", &d.primary);
+    ck_assert_int_eq(rh_kill(&d.primary), 0);
+    await_role(&d.replica, 1);
+    await_move(lim, 1, &d.replica);
+    pthread_mutex_lock(&heard_mu);
+    ck_assert_msg(strstr(heard, "learnt by asking"), "heard \"%s\"", heard);
+    pthread_mutex_unlock(&heard_mu);
+    await_redis(lim);
+    limit_holds_on(lim, "user:g", &d.replica);
+    rl_limiter_free(lim);
+    undeploy(&d);
+}
+END_TEST
+
 /* ---- a failover under load ------------------------------------------------ */
 
 typedef struct load {
@@ -413,6 +551,8 @@ int main(void)
         tcase_add_test(tc, a_sentinel_down_first_in_the_list);
         tcase_add_test(tc, refusals_are_clear_and_hold_no_secret);
         tcase_add_test(tc, follows_a_failover_under_load);
+        tcase_add_test(tc, follows_a_failover_the_old_primary_survives);
+        tcase_add_test(tc, a_lost_switch_message_costs_a_recheck);
         suite_add_tcase(s, tc);
     }
     return run_suite(s);
