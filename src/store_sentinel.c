@@ -140,7 +140,7 @@ static int ask(sentinel_store *s, char *host, size_t hostlen, int *port,
     size_t used = 0;
 
     why[0] = '\0';
-    for (int k = 0; k < s->n; k++) {
+    for (int k = 0; k < s->n && !atomic_load(&s->stop); k++) {
         int i = (s->last + k) % s->n;
         char one[256];
         int got = ask_one(s, i, host, hostlen, port, one, sizeof one);
@@ -209,7 +209,7 @@ static void sub_close(sub_conn *c)
 /* SUBSCRIBE on the sentinels in turn, from the last that answered. */
 static void sub_open(sentinel_store *s, sub_conn *c, int64_t now)
 {
-    for (int k = 0; k < s->n && c->fd < 0; k++) {
+    for (int k = 0; k < s->n && c->fd < 0 && !atomic_load(&s->stop); k++) {
         int i = (s->last + k) % s->n;
         char why[256];
         rlink l;
