@@ -25,6 +25,7 @@
 #include "store_sentinel.h"
 #include "testutil.h"
 #include "timeutil.h"
+#include "tls_certs.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLOW 4
@@ -52,23 +53,33 @@ typedef struct deployment {
     rh_server primary, replica, sentinel[3];
 } deployment;
 
+/* CONFIG SET name value on s. */
+static void config_set(const rh_server *s, const char *name, const char *v)
+{
+    redisContext *c = rh_connect(s);
+    redisReply *r;
+
+    ck_assert_ptr_nonnull(c);
+    r = redisCommand(c, "CONFIG SET %s %s", name, v);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CONFIG SET %s", name);
+    freeReplyObject(r);
+    redisFree(c);
+}
+
 /* A primary, its replica in sync, three sentinels that see both and each
- * other. */
-static void deploy(deployment *d)
+ * other; over TLS when t is set. */
+static void deploy_tls(deployment *d, const rh_tls *t)
 {
     int64_t until = now_ms() + WAIT_MS;
 
-    redisContext *c;
-    redisReply *r;
-
-    ck_assert_int_eq(rh_start(&d->primary, MASTER_PW), 0);
+    ck_assert_int_eq(t ? rh_start_tls(&d->primary, MASTER_PW, t)
+                       : rh_start(&d->primary, MASTER_PW), 0);
     /* Demoted, it replicates from the new primary, which wants AUTH. */
-    ck_assert_ptr_nonnull(c = rh_connect(&d->primary));
-    r = redisCommand(c, "CONFIG SET masterauth %s", MASTER_PW);
-    ck_assert(r && r->type == REDIS_REPLY_STATUS);
-    freeReplyObject(r);
-    redisFree(c);
-    ck_assert_int_eq(rh_start_replica(&d->replica, MASTER_PW, &d->primary), 0);
+    config_set(&d->primary, "masterauth", MASTER_PW);
+    if (t)
+        config_set(&d->primary, "tls-replication", "yes");
+    ck_assert_int_eq(rh_start_replica_tls(&d->replica, MASTER_PW, &d->primary,
+                                          t), 0);
     while (rh_info_int(&d->primary, "replication", "connected_slaves") < 1 ||
            rh_info_int(&d->replica, "replication",
                        "master_sync_in_progress") != 0) {
@@ -76,11 +87,16 @@ static void deploy(deployment *d)
         sleep_ms(10);
     }
     for (int i = 0; i < 3; i++)
-        ck_assert_int_eq(rh_start_sentinel(&d->sentinel[i], SENTINEL_PW, NAME,
-                                           &d->primary), 0);
+        ck_assert_int_eq(rh_start_sentinel_tls(&d->sentinel[i], SENTINEL_PW,
+                                               NAME, &d->primary, t), 0);
     for (int i = 0; i < 3; i++)
         ck_assert_int_eq(rh_sentinel_wait(&d->sentinel[i], NAME, 1, 3,
                                           WAIT_MS), 0);
+}
+
+static void deploy(deployment *d)
+{
+    deploy_tls(d, NULL);
 }
 
 static void undeploy(deployment *d)
@@ -103,6 +119,8 @@ static void store_uri(const deployment *d, int first, const char *pw,
 }
 
 /* rl_limiter_new; RL_OK or its error, the message into msg. */
+static const char *ca_file; /* rediss-sentinel://: tls_ca_file */
+
 static int open_limiter(rl_limiter **lim, const char *store,
                         const char *sentinel_pw, char *msg, size_t len)
 {
@@ -115,6 +133,8 @@ static int open_limiter(rl_limiter **lim, const char *store,
     if (sentinel_pw)
         ck_assert_int_eq(rl_config_set(cfg, "sentinel_password", sentinel_pw),
                          RL_OK);
+    if (ca_file)
+        ck_assert_int_eq(rl_config_set(cfg, "tls_ca_file", ca_file), RL_OK);
     *lim = NULL;
     rc = rl_limiter_new(lim, cfg);
     snprintf(msg, len, "%s", rc == RL_OK ? "" : rl_errmsg(NULL));
@@ -195,7 +215,8 @@ static void primary_is(rl_limiter *lim, const rh_server *s, long switches)
 
     ck_assert_int_eq(store_sentinel_primary(limiter_store(lim), addr,
                                             sizeof addr, &n), 0);
-    snprintf(want, sizeof want, "127.0.0.1:%d", s->port);
+    snprintf(want, sizeof want, "127.0.0.1:%d", ca_file ? s->tls_port
+                                                         : s->port);
     ck_assert_str_eq(addr, want);
     if (switches >= 0)
         ck_assert_int_eq(n, switches);
@@ -538,10 +559,67 @@ START_TEST(follows_a_failover_under_load)
 }
 END_TEST
 
+/* ---- over TLS -------------------------------------------------------------- */
+
+static char certs[64]; /* the runner's temp dir of certificates */
+static char ca_path[128];
+
+static void make_certs(void)
+{
+    ck_assert_int_eq(tls_certs_make(certs, sizeof certs), 0);
+    snprintf(ca_path, sizeof ca_path, "%s/ca.crt", certs);
+}
+
+static void remove_certs(void)
+{
+    tls_certs_remove(certs);
+}
+
+/* rediss-sentinel://: sentinels, primary and replica over TLS, verified;
+ * the +switch-master message comes over TLS too. */
+START_TEST(over_tls_through_a_failover)
+{
+    char cert[128], key[128], uri[300];
+    rh_tls t = {.cert_file = cert, .key_file = key, .ca_file = ca_path,
+                .auth_clients = "no"};
+    const rh_server *s;
+    deployment d;
+    rl_limiter *lim;
+    redisContext *c;
+    redisReply *r;
+
+    snprintf(cert, sizeof cert, "%s/server.crt", certs);
+    snprintf(key, sizeof key, "%s/server.key", certs);
+    deploy_tls(&d, &t);
+    s = d.sentinel;
+    snprintf(uri, sizeof uri, "rediss-sentinel://:%s@127.0.0.1:%d,"
+             "127.0.0.1:%d,127.0.0.1:%d/%s", MASTER_PW, s[0].tls_port,
+             s[1].tls_port, s[2].tls_port, NAME);
+    ca_file = NULL; /* the system's CAs do not know ours: refused */
+    refused(uri, SENTINEL_PW, "certificate verify failed");
+    ca_file = ca_path;
+    lim = must_open(uri);
+    primary_is(lim, &d.primary, 0);
+    limit_holds_on(lim, "user:t1", &d.primary);
+    ck_assert_ptr_nonnull(c = rh_connect(&d.sentinel[1]));
+    r = redisCommand(c, "SENTINEL FAILOVER %s", NAME);
+    ck_assert(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(c);
+    await_role(&d.replica, 1);
+    await_move(lim, 1, &d.replica);
+    await_redis(lim);
+    limit_holds_on(lim, "user:t2", &d.replica);
+    rl_limiter_free(lim);
+    undeploy(&d);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("sentinel");
     TCase *uris = tcase_create("uris"), *tc = tcase_create("sentinel");
+    TCase *tls = tcase_create("tls");
 
     tcase_add_test(uris, bad_uris_are_clear_errors);
     suite_add_tcase(s, uris);
@@ -554,6 +632,10 @@ int main(void)
         tcase_add_test(tc, follows_a_failover_the_old_primary_survives);
         tcase_add_test(tc, a_lost_switch_message_costs_a_recheck);
         suite_add_tcase(s, tc);
+        tcase_set_timeout(tls, 120 * SLOW);
+        tcase_add_unchecked_fixture(tls, make_certs, remove_certs);
+        tcase_add_test(tls, over_tls_through_a_failover);
+        suite_add_tcase(s, tls);
     }
     return run_suite(s);
 }

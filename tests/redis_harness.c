@@ -644,6 +644,25 @@ static void put_directive(FILE *f, const char *name, const char *value)
     fputc('\n', f);
 }
 
+/* The TLS port and its files.  A cluster node's bus, replication and the
+ * ports given out to TLS clients are TLS too; so are a replica's link to
+ * its master (and the port it announces) and a sentinel's links to the
+ * servers and to the other sentinels. */
+static void tls_config(FILE *f, const rh_server *s, const rh_entry *e)
+{
+    if (!e->tls)
+        return;
+    fprintf(f, "tls-port %d\n", s->tls_port);
+    put_directive(f, "tls-cert-file", e->tls_cert);
+    put_directive(f, "tls-key-file", e->tls_key);
+    put_directive(f, "tls-ca-cert-file", e->tls_ca);
+    put_directive(f, "tls-auth-clients", e->tls_auth);
+    if (e->cluster_ms > 0)
+        fputs("tls-cluster yes\n", f);
+    if (e->cluster_ms > 0 || e->replica_of > 0)
+        fputs("tls-replication yes\n", f);
+}
+
 /* A sentinel's config (it rewrites the file, which is in its dir). */
 static void sentinel_config(FILE *f, const rh_server *s, const rh_entry *e)
 {
@@ -656,6 +675,7 @@ static void sentinel_config(FILE *f, const rh_server *s, const rh_entry *e)
     put_directive(f, "logfile", log);
     if (s->password[0] != '\0')
         put_directive(f, "requirepass", s->password);
+    tls_config(f, s, e);
     fprintf(f, "sentinel monitor %s 127.0.0.1 %d %d\n"
                "sentinel down-after-milliseconds %s %d\n"
                "sentinel failover-timeout %s %d\n", e->monitor,
@@ -697,16 +717,7 @@ static int write_config(const rh_server *s, const rh_entry *e,
         if (e->master_pw[0] != '\0')
             put_directive(f, "masterauth", e->master_pw);
     }
-    if (e->tls) {
-        fprintf(f, "tls-port %d\n", s->tls_port);
-        put_directive(f, "tls-cert-file", e->tls_cert);
-        put_directive(f, "tls-key-file", e->tls_key);
-        put_directive(f, "tls-ca-cert-file", e->tls_ca);
-        put_directive(f, "tls-auth-clients", e->tls_auth);
-        if (e->cluster_ms > 0) /* the bus, replication and the ports
-                                  given out to TLS clients: TLS */
-            fputs("tls-cluster yes\ntls-replication yes\n", f);
-    }
+    tls_config(f, s, e);
     if (e->cluster_ms > 0) {
         /* nodes.conf, in dir, is the node's identity: rh_restart() keeps
          * it.  Replicas sync at once (the default waits 5 s for more
@@ -963,19 +974,33 @@ int rh_sentinel_available(void)
     return tool_runs("redis-server") && tool_runs("redis-sentinel");
 }
 
+int rh_start_replica_tls(rh_server *s, const char *password,
+                         const rh_server *master, const rh_tls *t)
+{
+    rh_entry role = {.replica_of = t ? master->tls_port : master->port};
+
+    snprintf(role.master_pw, sizeof role.master_pw, "%s", master->password);
+    return start_server(s, password, 0, t, &role);
+}
+
 int rh_start_replica(rh_server *s, const char *password,
                      const rh_server *master)
 {
-    rh_entry role = {.replica_of = master->port};
-
-    snprintf(role.master_pw, sizeof role.master_pw, "%s", master->password);
-    return start_server(s, password, 0, NULL, &role);
+    return rh_start_replica_tls(s, password, master, NULL);
 }
 
 int rh_start_sentinel(rh_server *s, const char *password, const char *name,
                       const rh_server *master)
 {
-    rh_entry role = {.replica_of = master->port, .sentinel = 1};
+    return rh_start_sentinel_tls(s, password, name, master, NULL);
+}
+
+int rh_start_sentinel_tls(rh_server *s, const char *password,
+                          const char *name, const rh_server *master,
+                          const rh_tls *t)
+{
+    rh_entry role = {.replica_of = t ? master->tls_port : master->port,
+                     .sentinel = 1};
 
     if (strlen(name) >= sizeof role.monitor || strpbrk(name, " \t\r\n\"")) {
         fprintf(stderr, "redis_harness: bad master name\n");
@@ -983,7 +1008,7 @@ int rh_start_sentinel(rh_server *s, const char *password, const char *name,
     }
     snprintf(role.monitor, sizeof role.monitor, "%s", name);
     snprintf(role.master_pw, sizeof role.master_pw, "%s", master->password);
-    return start_server(s, password, 0, NULL, &role);
+    return start_server(s, password, 0, t, &role);
 }
 
 /* What sentinel c says of master `name` (its INFO sentinel line

@@ -103,6 +103,18 @@ int rh_start_replica(rh_server *s, const char *password,
 int rh_start_sentinel(rh_server *s, const char *password, const char *name,
                       const rh_server *master);
 
+/* The same over TLS (t as for rh_start_tls(); the plaintext port stays,
+ * for the harness): the replica replicates from the master's TLS port and
+ * announces its own (tls-replication); the sentinel monitors the master
+ * at its TLS port and talks TLS to the servers and to the other sentinels
+ * (which must run TLS too), and serves its clients on its own TLS port.
+ * The master needs tls-replication set to follow a new master. */
+int rh_start_replica_tls(rh_server *s, const char *password,
+                         const rh_server *master, const rh_tls *t);
+int rh_start_sentinel_tls(rh_server *s, const char *password,
+                          const char *name, const rh_server *master,
+                          const rh_tls *t);
+
 /* Wait until sentinel s sees master `name` ok with `replicas` replicas and
  * `sentinels` sentinels in all (itself included); 0, or -1 after
  * timeout_ms with what it saw on stderr. */
