@@ -1,10 +1,15 @@
 /*
  * redis_connector.c -- see redis_connector.h.
  *
- * Lock and wake-up: `mu` guards need[] and stop; the thread sleeps on `cv`
- * until a connection is needed (rconnector_need, from the I/O thread) or
- * its next try is due, and hands a connected descriptor over through the
- * owner's `ready` callback, called without `mu`.
+ * Lock and wake-up: `mu` guards need[], stop, the address (o.uri) and
+ * its generation `gen`; the thread sleeps on `cv` until a connection is
+ * needed (rconnector_need, from the I/O thread), the address changes
+ * (rconnector_retarget) or its next try is due.  It copies the options
+ * under `mu`, connects without it, and hands the descriptor over through
+ * the owner's `ready` callback under `mu` again, only if `gen` is still
+ * the one it connected with: so once a retarget returns, nothing made for
+ * the old address is handed over (the owner, which takes its own lock in
+ * `ready`, never calls in here holding that lock).
  */
 #include "redis_connector.h"
 #include "clock.h"
@@ -128,8 +133,8 @@ static int check_master(rlink *l, char *err, size_t errlen)
 }
 
 /* Connect (and handshake), AUTH, SELECT, check the role (need_master),
- * the version, SCRIPT LOAD; returns a non-blocking fd (and *ssl), or -1 with the reason in
- * err. */
+ * the version, SCRIPT LOAD; returns a non-blocking fd (and *ssl), or -1
+ * with the reason in err. */
 int rconnector_handshake(const rio_opts *o, const char *sha,
                          SSL_SESSION **sess, SSL **ssl, char *err,
                          size_t errlen)

@@ -52,8 +52,11 @@
  *    take_queue.
  *  - The connector (redis_connector.c) is told when the loop closes a
  *    broken or stuck connection, connects with blocking hiredis calls,
- *    puts the new descriptor in ready_fd[i] under `mu` and writes the
- *    eventfd.
+ *    puts the new descriptor in ready_fd[i] under `mu` (holding its own
+ *    lock: the loop never calls the connector under `mu`) and writes the
+ *    eventfd.  rio_retarget (Sentinel) gives the connector a new address,
+ *    then sets `drop` under `mu`: the loop's next turn closes every
+ *    connection, so the connector makes them again to the new address.
  * Only the loop touches the sockets, the reader, the connections' state
  * and the jobs once taken (inside claims); callers touch their jobs again
  * after DONE or GONE (or inside `done`, called by the loop).
