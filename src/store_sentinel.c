@@ -29,6 +29,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +304,11 @@ static void *watch_main(void *arg)
     sentinel_store *s = arg;
     sub_conn c = {.fd = -1};
     int64_t next_ask = clock_mono_ms() + RECHECK_UP_MS;
+    sigset_t nopipe;
+
+    sigemptyset(&nopipe); /* a write to a sentinel gone: EPIPE, no signal */
+    sigaddset(&nopipe, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &nopipe, NULL);
 
     while (!atomic_load(&s->stop)) {
         int64_t now = clock_mono_ms(), wake;
@@ -373,9 +379,12 @@ static void sen_free(rl_store *base)
     sentinel_store *s = (sentinel_store *)base;
 
     if (s->started) {
+        uint64_t one = 1;
         atomic_store(&s->stop, 1);
-        if (write(s->efd, &(uint64_t){1}, sizeof(uint64_t)) < 0)
-            (void)0; /* an eventfd write cannot fail here */
+        if (write(s->efd, &one, sizeof one) != sizeof one)
+            log_emit(s->log_fn, s->log_arg, RL_LOG_WARN, "Sentinel: cannot "
+                     "wake the watcher; it stops within %d ms",
+                     RECHECK_UP_MS);
         pthread_join(s->th, NULL);
     }
     if (s->inner)
