@@ -292,7 +292,7 @@ static int sub_alive(sentinel_store *s, sub_conn *c, int64_t now)
            (ssize_t)sizeof ping - 1;
 }
 
-/* ---- the watcher --------------------------------------------------------- */
+/* ---- the watcher -------------------------------------------------------- */
 
 static int64_t soonest(int64_t a, int64_t b)
 {
@@ -339,7 +339,7 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
-/* ---- the store: the primary's, forwarded ----------------------------------- */
+/* ---- the store: the primary's, forwarded -------------------------------- */
 
 #define INNER(s) (((sentinel_store *)(s))->inner)
 
@@ -407,7 +407,7 @@ static const store_vtable sentinel_vtable = {
     .io_stats = sen_io_stats,
 };
 
-/* ---- opening ------------------------------------------------------------------ */
+/* ---- opening ------------------------------------------------------------ */
 
 /* Parse, and ask the sentinels where the master is: RL_OK with *m its
  * address and credentials, or RL_ESTORE with the reason in why. */

@@ -430,7 +430,7 @@ START_TEST(a_lost_switch_message_costs_a_recheck)
 }
 END_TEST
 
-/* ---- a failover under load ------------------------------------------------ */
+/* ---- a failover under load ---------------------------------------------- */
 
 typedef struct load {
     rl_limiter *lim;
@@ -559,7 +559,7 @@ START_TEST(follows_a_failover_under_load)
 }
 END_TEST
 
-/* ---- over TLS -------------------------------------------------------------- */
+/* ---- over TLS ----------------------------------------------------------- */
 
 static char certs[64]; /* the runner's temp dir of certificates */
 static char ca_path[128];
