@@ -5,12 +5,16 @@
  * through the primary (exact counts, read on the primary); a sentinel
  * list whose first sentinel is down still works; an unknown master name,
  * a wrong password (the master's, the sentinels') and bad URIs are refused
- * with a clear message holding no secret; and the primary killed (-9)
- * under load by 4 threads: meanwhile a `fallback` rule decides locally
- * and a `closed` one denies, then the checks return to the promoted
- * replica (its role verified, its counts exact), and the times from the
- * kill to the promotion and to the first check decided by Redis again
- * are printed.
+ * with a clear message holding no secret.  Failovers: the primary killed
+ * (-9) under load by 4 threads: meanwhile a `fallback` rule decides
+ * locally and a `closed` one denies, then the checks return to the
+ * promoted replica (its role verified, its counts exact), and the times
+ * from the kill to the promotion, to the store's move and to the first
+ * check decided by Redis again are printed; a SENTINEL FAILOVER, the old
+ * primary alive with the store's connections open (dropped, never used
+ * again); a +switch-master that never comes (SUBSCRIBE refused by ACL on
+ * every sentinel: the store learns by asking); and rediss-sentinel://,
+ * everything over TLS, through a failover.
  */
 #include <check.h>
 #include <pthread.h>
