@@ -13,7 +13,7 @@ cd "$(dirname "$0")"
 
 PACKAGES="build-essential autoconf automake libtool pkg-config \
 libhiredis-dev libjansson-dev check mandoc libreadline8 redis-server \
-redis-tools libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev \
+redis-tools redis-sentinel libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev \
 libevent-dev libuv1-dev libssl-dev openssl"
 
 deps() {

@@ -64,6 +64,7 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
         .tls_verify = (int)cfg->tls_verify,
         .log_fn = cfg->log_fn,
         .log_arg = cfg->log_arg,
+        .sentinel_password = cfg->sentinel_password,
     };
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];

@@ -84,6 +84,8 @@ static const opt_def opt_table[] = {
     TXT("tls_key_file", tls_key_file, 0, 0, "path", NULL, NULL, "rediss://: its private key"),
     NUM("tls_verify", OPT_BOOL, tls_verify, 0, 1, "1",
         "0: do not verify the server (insecure)"),
+    TXT("sentinel_password", sentinel_password, 1, 255, NULL, NULL, NULL,
+        "redis-sentinel://: the sentinels' AUTH password"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])

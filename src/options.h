@@ -42,6 +42,7 @@ struct rl_config {
     char *tls_cert_file;        /*   mutual TLS: the client's cert    */
     char *tls_key_file;         /*   and its key                      */
     int64_t tls_verify;         /*   0: the server is not verified    */
+    char *sentinel_password;    /* redis-sentinel://: the sentinels'  */
     rl_log_fn *log_fn;          /* messages; NULL: silent             */
     void *log_arg;
 };

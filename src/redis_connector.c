@@ -1,10 +1,15 @@
 /*
  * redis_connector.c -- see redis_connector.h.
  *
- * Lock and wake-up: `mu` guards need[] and stop; the thread sleeps on `cv`
- * until a connection is needed (rconnector_need, from the I/O thread) or
- * its next try is due, and hands a connected descriptor over through the
- * owner's `ready` callback, called without `mu`.
+ * Lock and wake-up: `mu` guards need[], stop, the address (o.uri) and
+ * its generation `gen`; the thread sleeps on `cv` until a connection is
+ * needed (rconnector_need, from the I/O thread), the address changes
+ * (rconnector_retarget) or its next try is due.  It copies the options
+ * under `mu`, connects without it, and hands the descriptor over through
+ * the owner's `ready` callback under `mu` again, only if `gen` is still
+ * the one it connected with: so once a retarget returns, nothing made for
+ * the old address is handed over (the owner, which takes its own lock in
+ * `ready`, never calls in here holding that lock).
  */
 #include "redis_connector.h"
 #include "clock.h"
@@ -17,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 struct rconnector {
     rio_opts o;
@@ -31,6 +37,7 @@ struct rconnector {
     SSL_SESSION *sess;           /* the thread's: offered on a reconnect  */
     int ever_up;                 /* the thread's: a connection was up     */
     int told;                    /*   a failure before that was logged    */
+    unsigned gen;                /* under mu: bumped by each retarget     */
     pthread_t th;
 };
 
@@ -101,9 +108,33 @@ static int load_script(const rio_opts *o, const char *sha, rlink *l,
     return rc;
 }
 
-/* Connect (and handshake), AUTH, SELECT, check the version, SCRIPT
- * LOAD; returns a non-blocking fd (and *ssl), or -1 with the reason in
- * err. */
+/* need_master: the server must say it is a master (ROLE), or it is not
+ * used: a replica would refuse the scripts' writes. */
+static int check_master(rlink *l, char *err, size_t errlen)
+{
+    redisReply *r = rlink_command(l, "ROLE");
+    int rc = -1;
+
+    if (!r)
+        snprintf(err, errlen, "ROLE: %s", l->errstr);
+    else if (r->type == REDIS_REPLY_ERROR)
+        return expect_ok(l, r, "ROLE", err, errlen); /* frees */
+    else if (r->type != REDIS_REPLY_ARRAY || r->elements < 1 ||
+             r->element[0]->type != REDIS_REPLY_STRING)
+        snprintf(err, errlen, "ROLE: unexpected reply");
+    else if (strcmp(r->element[0]->str, "master") != 0)
+        snprintf(err, errlen, "not a master (ROLE says %.20s)",
+                 r->element[0]->str);
+    else
+        rc = 0;
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+/* Connect (and handshake), AUTH, SELECT, check the role (need_master),
+ * the version, SCRIPT LOAD; returns a non-blocking fd (and *ssl), or -1
+ * with the reason in err. */
 int rconnector_handshake(const rio_opts *o, const char *sha,
                          SSL_SESSION **sess, SSL **ssl, char *err,
                          size_t errlen)
@@ -125,6 +156,8 @@ int rconnector_handshake(const rio_opts *o, const char *sha,
     }
     if (u->db && expect_ok(&l, rlink_command(&l, "SELECT %d", u->db),
                            "SELECT", err, errlen))
+        goto fail;
+    if (o->need_master && check_master(&l, err, errlen))
         goto fail;
     if (check_version(&l, err, errlen) || load_script(o, sha, &l, err, errlen))
         goto fail;
@@ -159,9 +192,8 @@ static void sleep_until(rconnector *k, int64_t soonest, int64_t now)
  * logged, since nothing else says why checks fall back, and so is the
  * first success after it.  Later failures (a server that was up went
  * away) are the breaker's business, not logged. */
-static void tell(rconnector *k, const char *err)
+static void tell(rconnector *k, const redis_uri *u, const char *err)
 {
-    const redis_uri *u = &k->o.uri;
     char at[300];
 
     if (err && (k->ever_up || k->told))
@@ -190,6 +222,7 @@ static void *connector_main(void *arg)
     rconnector *k = arg;
     int64_t backoff[RIO_MAX_CONNS], next_try[RIO_MAX_CONNS] = {0};
     char err[256];
+    unsigned sess_gen = 0;
     sigset_t nopipe;
 
     sigemptyset(&nopipe); /* TLS writes: EPIPE, never SIGPIPE */
@@ -201,7 +234,9 @@ static void *connector_main(void *arg)
     while (!k->stop) {
         int64_t now = clock_mono_ms(), soonest = INT64_MAX;
         int i, fd;
+        unsigned gen;
         SSL *ssl;
+        rio_opts o;
         for (i = 0; i < k->n; i++) {
             if (k->need[i] && next_try[i] <= now)
                 break;
@@ -212,14 +247,31 @@ static void *connector_main(void *arg)
             sleep_until(k, soonest, now);
             continue;
         }
+        o = k->o; /* a retarget may change it meanwhile */
+        gen = k->gen;
         pthread_mutex_unlock(&k->mu);
-        fd = rconnector_handshake(&k->o, k->sha, &k->sess, &ssl, err,
+        if (gen != sess_gen) { /* the session is the old server's */
+            SSL_SESSION_free(k->sess);
+            k->sess = NULL;
+            sess_gen = gen;
+        }
+        fd = rconnector_handshake(&o, k->sha, &k->sess, &ssl, err,
                                   sizeof err);
-        if (fd >= 0)
-            k->ready(k->arg, i, fd, ssl);
-        tell(k, fd >= 0 ? NULL : err);
+        tell(k, &o.uri, fd >= 0 ? NULL : err);
         pthread_mutex_lock(&k->mu);
-        if (fd >= 0) {
+        if (gen != k->gen) { /* retargeted meanwhile: the new one now */
+            if (fd >= 0) {
+                rtls_free(ssl);
+                close(fd);
+            }
+            for (int j = 0; j < k->n; j++) {
+                next_try[j] = 0;
+                backoff[j] = 10;
+            }
+            continue;
+        }
+        if (fd >= 0) { /* under mu: no retarget before the hand-over */
+            k->ready(k->arg, i, fd, ssl);
             k->need[i] = 0;
             backoff[i] = 10;
         } else {
@@ -265,6 +317,16 @@ void rconnector_need(rconnector *k, int i)
 {
     pthread_mutex_lock(&k->mu);
     k->need[i] = 1;
+    pthread_cond_signal(&k->cv);
+    pthread_mutex_unlock(&k->mu);
+}
+
+void rconnector_retarget(rconnector *k, const char *host, int port)
+{
+    pthread_mutex_lock(&k->mu);
+    snprintf(k->o.uri.host, sizeof k->o.uri.host, "%s", host);
+    k->o.uri.port = port;
+    k->gen++;
     pthread_cond_signal(&k->cv);
     pthread_mutex_unlock(&k->mu);
 }

@@ -1,7 +1,8 @@
 /*
  * redis_connector.h -- (re)connecting a server's connections off the
  * request path: one thread per server that connects, AUTHs, SELECTs,
- * checks the version (7.0 or later) and SCRIPT LOADs with blocking calls
+ * checks the role when asked (need_master: Sentinel), the version (7.0
+ * or later) and SCRIPT LOADs with blocking calls
  * bounded by connect_timeout_ms (redis_link.c: hiredis, or TLS with its
  * handshake for rediss://), then hands the non-blocking descriptor (and
  * its SSL) to its owner (the I/O loop, redis_io.c).  Over TLS it keeps
@@ -15,8 +16,9 @@
 
 typedef struct rconnector rconnector;
 
-/* Called from the connector's thread with connection i's new descriptor
- * and its SSL (NULL: plain), which the callee owns from then on. */
+/* Called from the connector's thread, under its lock (so it may call no
+ * rconnector_* function), with connection i's new descriptor and its SSL
+ * (NULL: plain), which the callee owns from then on. */
 typedef void (*rconnector_ready_fn)(void *arg, int i, int fd, SSL *ssl);
 
 /* Connect as above, now, in the calling thread; sha: the script's SHA-1
@@ -38,6 +40,13 @@ int rconnector_start(rconnector **out, const rio_opts *o, const char *sha,
 
 /* Connection i broke: connect it again (at once, then backing off). */
 void rconnector_need(rconnector *k, int i);
+
+/* Connect to host:port from now on (Sentinel: the new primary), at once:
+ * a handshake still on its way to the old address is dropped, never
+ * handed over; the caller drops the connections already up.  Called
+ * from any thread but the `ready` callback, which runs under the
+ * connector's lock. */
+void rconnector_retarget(rconnector *k, const char *host, int port);
 
 /* Stop the thread (a handshake in progress ends first: at most
  * connect_timeout_ms) and free.  NULL: nothing. */

@@ -52,8 +52,11 @@
  *    take_queue.
  *  - The connector (redis_connector.c) is told when the loop closes a
  *    broken or stuck connection, connects with blocking hiredis calls,
- *    puts the new descriptor in ready_fd[i] under `mu` and writes the
- *    eventfd.
+ *    puts the new descriptor in ready_fd[i] under `mu` (holding its own
+ *    lock: the loop never calls the connector under `mu`) and writes the
+ *    eventfd.  rio_retarget (Sentinel) gives the connector a new address,
+ *    then sets `drop` under `mu`: the loop's next turn closes every
+ *    connection, so the connector makes them again to the new address.
  * Only the loop touches the sockets, the reader, the connections' state
  * and the jobs once taken (inside claims); callers touch their jobs again
  * after DONE or GONE (or inside `done`, called by the loop).
@@ -138,6 +141,7 @@ struct rio {
     int ready_fd[RIO_MAX_CONNS];
     SSL *ready_ssl[RIO_MAX_CONNS];
     int stop;
+    int drop;                  /* rio_retarget: close what is up          */
     /* shared: atomics */
     _Atomic int sleeping, queued, nup;
     _Atomic int64_t wake_at;
@@ -661,7 +665,7 @@ static void on_readable(rio *r, int i)
 static int take_queue(rio *r)
 {
     rio_ticket *j, *next;
-    int stop;
+    int stop, drop;
 
     pthread_mutex_lock(&r->mu);
     tk_pool_put(&r->pool, r->fhead, r->ftail);
@@ -677,7 +681,11 @@ static int take_queue(rio *r)
     r->qhead = r->qtail = NULL;
     atomic_store(&r->queued, 0);
     stop = r->stop;
+    drop = r->drop;
+    r->drop = 0;
     pthread_mutex_unlock(&r->mu);
+    for (int i = 0; drop && i < r->nconns; i++)
+        fail_conn(r, i); /* the old address's (rio_retarget) */
     for (; j; j = next) {
         rio_ticket **head = j->kind == RIO_RAW ? &r->rhead : &r->phead;
         rio_ticket **tail = j->kind == RIO_RAW ? &r->rtail : &r->ptail;
@@ -1001,6 +1009,15 @@ int rio_send(rio *r, const char *cmd, size_t len, int nreplies)
                        .done = sent_done};
     rio_submit(r, &s->job, 1);
     return RL_OK;
+}
+
+void rio_retarget(rio *r, const char *host, int port)
+{
+    rconnector_retarget(r->connector, host, port);
+    pthread_mutex_lock(&r->mu);
+    r->drop = 1;
+    pthread_mutex_unlock(&r->mu);
+    wake_fd(r->efd);
 }
 
 int rio_is_up(rio *r)

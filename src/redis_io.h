@@ -100,6 +100,8 @@ typedef struct rio_opts {
      * RN_DECLARED, in one write; else one call with every key declared. */
     int per_call;
     int compact;                 /* the compact layout (redis_key.h)     */
+    int need_master;             /* a server whose ROLE is not master is
+                                    refused at connect (Sentinel)        */
     const rl_clock *clock;       /* tests: the time passed to the script */
     rl_log_fn *log_fn;           /* the connector's news (degraded_start) */
     void *log_arg;
@@ -138,6 +140,11 @@ void rio_wait(rio_job *j);
 int rio_call(rio *r, const char *cmd, size_t len, int nreplies,
              redisReply **replies, int64_t timeout_ms);
 int rio_send(rio *r, const char *cmd, size_t len, int nreplies);
+
+/* Talk to host:port from now on (Sentinel: the new primary): the
+ * connections up are closed (what they wait for fails) and the connector
+ * connects to the new address.  Any thread but the I/O ones. */
+void rio_retarget(rio *r, const char *host, int port);
 
 /* 1 while a connection is up (a job would be sent). */
 int rio_is_up(rio *r);

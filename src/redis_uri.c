@@ -252,6 +252,90 @@ int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
     return 0;
 }
 
+/* One sentinel's "host[:port]" (s[0..len)) into *u, port 26379 unless
+ * given. */
+static int parse_sentinel_addr(const char *s, size_t len, redis_uri *u,
+                               char *err, size_t errlen)
+{
+    char one[300], why[200];
+    const char *close = memchr(s, ']', len);
+    int has_port = *s == '[' ? close && close + 1 < s + len
+                             : memchr(s, ':', len) != NULL;
+
+    if (len == 0)
+        return FAIL("empty sentinel in the list");
+    if (len + 9 >= sizeof one)
+        return FAIL("sentinel too long");
+    snprintf(one, sizeof one, "redis://%.*s", (int)len, s);
+    if (redis_uri_parse(one, u, why, sizeof why) != 0 || strchr(one + 8, '/'))
+        return FAIL("sentinel \"%.*s\": %s", (int)(len > 60 ? 60 : len), s,
+                    strchr(one + 8, '/') ? "a '/' in it" : why);
+    if (!has_port)
+        u->port = REDIS_SENTINEL_PORT;
+    return 0;
+}
+
+/* "/name" or "/name/db" at s: the master's name and database. */
+static int parse_master_name(const char *s, redis_uri *master, char *name,
+                             size_t namelen, char *err, size_t errlen)
+{
+    const char *slash;
+    size_t n;
+
+    if (*s != '/' || !s[1])
+        return FAIL("no master name (expected .../<master-name>)");
+    s++;
+    slash = strchr(s, '/');
+    n = slash ? (size_t)(slash - s) : strlen(s);
+    if (n == 0 || n >= namelen)
+        return FAIL("master name: empty or longer than %zu bytes",
+                    namelen - 1);
+    memcpy(name, s, n);
+    name[n] = '\0';
+    if (slash && slash[1] &&
+        number(slash + 1, strlen(slash + 1), 0, 1000000, &master->db))
+        return FAIL("db: \"%.20s\" is not a database number", slash + 1);
+    return 0;
+}
+
+int redis_uri_parse_sentinel(const char *uri, redis_uri *master,
+                             redis_uri *sentinels, int max, int *n,
+                             char *name, size_t namelen, char *err,
+                             size_t errlen)
+{
+    const char *p, *end;
+    int tls = strncmp(uri, "rediss-sentinel://", 18) == 0;
+
+    *n = 0;
+    memset(master, 0, sizeof *master);
+    if (!tls && strncmp(uri, "redis-sentinel://", 17) != 0)
+        return FAIL("expected redis-sentinel:// or rediss-sentinel://");
+    for (const char *c = uri; *c; c++)
+        if ((unsigned char)*c < 0x21 || *c == 0x7f)
+            return FAIL("space or control byte in the URI");
+    p = uri + (tls ? 18 : 17);
+    if (userinfo(uri, &p, master, err, errlen))
+        return -1;
+    end = p + strcspn(p, "/");
+    if (p == end)
+        return FAIL("no sentinel (expected host:port[,host:port...])");
+    while (p < end) {
+        const char *comma = memchr(p, ',', (size_t)(end - p));
+        size_t len = (size_t)((comma ? comma : end) - p);
+        if (*n == max)
+            return FAIL("more than %d sentinels", max);
+        if (parse_sentinel_addr(p, len, &sentinels[*n], err, errlen))
+            return -1;
+        sentinels[(*n)++].tls = tls;
+        p += len + (comma ? 1 : 0);
+        if (comma && p == end)
+            return FAIL("empty sentinel in the list");
+    }
+    master->tls = tls;
+    master->port = 6379;
+    return parse_master_name(end, master, name, namelen, err, errlen);
+}
+
 void redis_uri_redact(const char *uri, char *out, size_t len)
 {
     size_t b, e;

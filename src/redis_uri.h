@@ -6,6 +6,8 @@
  *   unix://[[user]:password@]/path/to/socket[?db=N]
  *   redis-cluster://[[user]:password@]host[:port],host[:port]...
  *   rediss-cluster://...                           the same, over TLS
+ *   redis-sentinel://[[user]:password@]host[:port][,host[:port]...]/name[/db]
+ *   rediss-sentinel://...                          the same, over TLS
  *
  * and show them without their secrets.  Port defaults to 6379, db to 0.
  *
@@ -49,6 +51,19 @@ int redis_uri_parse(const char *uri, redis_uri *out, char *err,
  */
 int redis_uri_parse_cluster(const char *uri, redis_uri *seeds, int max,
                             int *n, char *err, size_t errlen);
+
+/*
+ * Redis Sentinel: the sentinels to ask (port 26379 unless given) into
+ * sentinels[0..*n), at most max, and the master's name (at most
+ * namelen - 1 bytes); *master gets the credentials (the master's, not the
+ * sentinels'), the db and tls, its host and port being the sentinels' to
+ * tell.  0, or -1 with the reason in err.
+ */
+#define REDIS_SENTINEL_PORT 26379
+int redis_uri_parse_sentinel(const char *uri, redis_uri *master,
+                             redis_uri *sentinels, int max, int *n,
+                             char *name, size_t namelen, char *err,
+                             size_t errlen);
 
 /*
  * The URI for a message: its credentials, user name included, replaced by

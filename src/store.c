@@ -6,6 +6,7 @@
 #include "store_cluster.h"
 #include "store_memory.h"
 #include "store_redis.h"
+#include "store_sentinel.h"
 #include "redis_uri.h"
 
 #include <stdio.h>
@@ -25,10 +26,14 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
     if (strncmp(uri, "redis-cluster://", 16) == 0 ||
         strncmp(uri, "rediss-cluster://", 17) == 0)
         return store_cluster_new(uri, opt, out, err, errlen);
+    if (strncmp(uri, "redis-sentinel://", 17) == 0 ||
+        strncmp(uri, "rediss-sentinel://", 18) == 0)
+        return store_sentinel_new(uri, opt, out, err, errlen);
     redis_uri_redact(uri, shown, sizeof shown);
     return snprintf(err, errlen,
                     "store \"%s\": unknown scheme (expected memory://, "
-                    "redis://, rediss://, unix://, redis-cluster:// or "
-                    "rediss-cluster://)", shown),
+                    "redis://, rediss://, unix://, redis-cluster://, "
+                    "rediss-cluster://, redis-sentinel:// or "
+                    "rediss-sentinel://)", shown),
            RL_ESTORE;
 }

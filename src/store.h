@@ -110,11 +110,13 @@ typedef struct store_options {
     int tls_verify;              /* 0: the server is not verified       */
     rl_log_fn *log_fn;           /* the limiter's log hook (NULL: none) */
     void *log_arg;
+    const char *sentinel_password; /* redis-sentinel://: AUTH to the
+                                      sentinels (NULL: none)           */
 } store_options;
 
 /* Open the store a URI names ("memory://", "redis://...", "unix://...",
- * "redis-cluster://...").  Returns RL_OK, or RL_ESTORE with the reason in
- * err. */
+ * "redis-cluster://...", "redis-sentinel://...").  Returns RL_OK, or
+ * RL_ESTORE with the reason in err. */
 int store_open(const char *uri, const store_options *opt, rl_store **out,
                char *err, size_t errlen);
 

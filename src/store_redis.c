@@ -169,12 +169,13 @@ static rio *fleet_io(void *arg)
     return rnode_io(((redis_store *)arg)->node);
 }
 
-int store_redis_new(const char *uri, const store_options *opt,
-                    rl_store **out, char *err, size_t errlen)
+int store_redis_open(const redis_uri *u, const store_options *opt,
+                     int need_master, const char *shown, rl_store **out,
+                     char *err, size_t errlen)
 {
     redis_store *r = calloc(1, sizeof *r);
     rnode_opts no;
-    char why[200], shown[128];
+    char why[200];
     int rc;
 
     *out = NULL;
@@ -183,9 +184,9 @@ int store_redis_new(const char *uri, const store_options *opt,
     r->base.vt = &redis_vtable;
     r->timeout_ms = opt->timeout_ms;
     store_redis_node_opts(&no, opt, &r->clock);
-    redis_uri_redact(uri, shown, sizeof shown);
-    if (redis_uri_parse(uri, &no.io.uri, why, sizeof why) ||
-        store_redis_tls(&no.io.uri, opt, &no.io.tls, why, sizeof why)) {
+    no.io.uri = *u;
+    no.io.need_master = need_master;
+    if (store_redis_tls(&no.io.uri, opt, &no.io.tls, why, sizeof why)) {
         free(r);
         return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
@@ -205,6 +206,25 @@ int store_redis_new(const char *uri, const store_options *opt,
     }
     *out = &r->base;
     return RL_OK;
+}
+
+int store_redis_new(const char *uri, const store_options *opt,
+                    rl_store **out, char *err, size_t errlen)
+{
+    redis_uri u;
+    char why[200], shown[128];
+
+    *out = NULL;
+    redis_uri_redact(uri, shown, sizeof shown);
+    if (redis_uri_parse(uri, &u, why, sizeof why))
+        return snprintf(err, errlen, "store \"%s\": %s", shown, why),
+               RL_ESTORE;
+    return store_redis_open(&u, opt, 0, shown, out, err, errlen);
+}
+
+rnode *store_redis_node(rl_store *s)
+{
+    return s->vt == &redis_vtable ? ((redis_store *)s)->node : NULL;
 }
 
 void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg)

@@ -13,6 +13,17 @@
 int store_redis_new(const char *uri, const store_options *opt,
                     rl_store **out, char *err, size_t errlen);
 
+/* The store on the server u names (parsed already; shown: the URI
+ * for messages, redacted); need_master: a server that is not a master is
+ * refused at every connect (Sentinel). */
+int store_redis_open(const redis_uri *u, const store_options *opt,
+                     int need_master, const char *shown, rl_store **out,
+                     char *err, size_t errlen);
+
+/* The node of a store made by store_redis_new/open (NULL for any
+ * other store). */
+rnode *store_redis_node(rl_store *s);
+
 /* The script the library carries (generated from lua/ at build time). */
 extern const char rl_lua_check[];
 extern const size_t rl_lua_check_len;

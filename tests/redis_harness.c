@@ -58,6 +58,7 @@
 #define RH_TAIL_BYTES 2048
 #define RH_TMP "/tmp"
 #define RH_PREFIX "rh-redis-"
+#define RH_EXE(e) ((e)->sentinel ? "redis-sentinel" : "redis-server")
 
 typedef struct rh_entry {
     char dir[256];  /* "" = free slot */
@@ -68,6 +69,10 @@ typedef struct rh_entry {
     int cluster_ms; /* > 0: a cluster node with this cluster-node-timeout */
     int tls;        /* rh_start_tls(): the directives below */
     char tls_cert[256], tls_key[256], tls_ca[256], tls_auth[16];
+    int replica_of; /* > 0: replica (sentinel: monitor) of this port */
+    int sentinel;   /* rh_start_sentinel(): runs redis-sentinel   */
+    char monitor[64];   /* sentinel: the master's name            */
+    char master_pw[64]; /* replica, sentinel: the master's password */
 } rh_entry;
 
 /*
@@ -639,6 +644,50 @@ static void put_directive(FILE *f, const char *name, const char *value)
     fputc('\n', f);
 }
 
+/* The TLS port and its files.  A cluster node's bus, replication and the
+ * ports given out to TLS clients are TLS too; so are a replica's link to
+ * its master (and the port it announces) and a sentinel's links to the
+ * servers and to the other sentinels. */
+static void tls_config(FILE *f, const rh_server *s, const rh_entry *e)
+{
+    if (!e->tls)
+        return;
+    fprintf(f, "tls-port %d\n", s->tls_port);
+    put_directive(f, "tls-cert-file", e->tls_cert);
+    put_directive(f, "tls-key-file", e->tls_key);
+    put_directive(f, "tls-ca-cert-file", e->tls_ca);
+    put_directive(f, "tls-auth-clients", e->tls_auth);
+    if (e->cluster_ms > 0)
+        fputs("tls-cluster yes\n", f);
+    if (e->cluster_ms > 0 || e->replica_of > 0)
+        fputs("tls-replication yes\n", f);
+}
+
+/* A sentinel's config (it rewrites the file, which is in its dir). */
+static void sentinel_config(FILE *f, const rh_server *s, const rh_entry *e)
+{
+    char log[320];
+
+    snprintf(log, sizeof log, "%s/redis.log", s->dir);
+    fprintf(f, "port %d\nbind 127.0.0.1\nprotected-mode no\n"
+               "daemonize no\n", s->port);
+    put_directive(f, "dir", s->dir);
+    put_directive(f, "logfile", log);
+    if (s->password[0] != '\0')
+        put_directive(f, "requirepass", s->password);
+    tls_config(f, s, e);
+    fprintf(f, "sentinel monitor %s 127.0.0.1 %d %d\n"
+               "sentinel down-after-milliseconds %s %d\n"
+               "sentinel failover-timeout %s %d\n", e->monitor,
+            e->replica_of, RH_SENTINEL_QUORUM, e->monitor,
+            RH_SENTINEL_DOWN_MS, e->monitor, RH_SENTINEL_FAILOVER_MS);
+    if (e->master_pw[0] != '\0') {
+        fprintf(f, "sentinel auth-pass %s ", e->monitor);
+        put_quoted(f, e->master_pw);
+        fputc('\n', f);
+    }
+}
+
 static int write_config(const rh_server *s, const rh_entry *e,
                         const char *path)
 {
@@ -647,6 +696,10 @@ static int write_config(const rh_server *s, const rh_entry *e,
 
     if (f == NULL)
         return -1;
+    if (e->sentinel) {
+        sentinel_config(f, s, e);
+        return fclose(f) == 0 ? 0 : -1;
+    }
     snprintf(log, sizeof log, "%s/redis.log", s->dir);
     fprintf(f, "port %d\nbind 127.0.0.1\nprotected-mode no\n"
                "daemonize no\nsave \"\"\nappendonly no\n"
@@ -657,16 +710,14 @@ static int write_config(const rh_server *s, const rh_entry *e,
     put_directive(f, "logfile", log);
     if (s->password[0] != '\0')
         put_directive(f, "requirepass", s->password);
-    if (e->tls) {
-        fprintf(f, "tls-port %d\n", s->tls_port);
-        put_directive(f, "tls-cert-file", e->tls_cert);
-        put_directive(f, "tls-key-file", e->tls_key);
-        put_directive(f, "tls-ca-cert-file", e->tls_ca);
-        put_directive(f, "tls-auth-clients", e->tls_auth);
-        if (e->cluster_ms > 0) /* the bus, replication and the ports
-                                  given out to TLS clients: TLS */
-            fputs("tls-cluster yes\ntls-replication yes\n", f);
+    if (e->cluster_ms <= 0) /* a replica syncs at once */
+        fputs("repl-diskless-sync-delay 0\n", f);
+    if (e->replica_of > 0) { /* Sentinel: a replica */
+        fprintf(f, "replicaof 127.0.0.1 %d\n", e->replica_of);
+        if (e->master_pw[0] != '\0')
+            put_directive(f, "masterauth", e->master_pw);
     }
+    tls_config(f, s, e);
     if (e->cluster_ms > 0) {
         /* nodes.conf, in dir, is the node's identity: rh_restart() keeps
          * it.  Replicas sync at once (the default waits 5 s for more
@@ -690,12 +741,13 @@ static int write_config(const rh_server *s, const rh_entry *e,
 }
 
 /* Fork and exec redis-server on the config in s->dir; pid or -1. */
-static pid_t spawn(const rh_server *s, const char *exe)
+static pid_t spawn(const rh_server *s, const rh_entry *e, const char *exe)
 {
-    char conf[320], out[320], name[] = "redis-server";
+    char conf[320], out[320], name[16];
     char *argv[] = {name, conf, NULL};
     pid_t parent = getpid(), pid;
 
+    snprintf(name, sizeof name, "%s", RH_EXE(e));
     snprintf(conf, sizeof conf, "%s/redis.conf", s->dir);
     snprintf(out, sizeof out, "%s/stdio.log", s->dir);
     fflush(NULL); /* or buffered output could be written twice */
@@ -759,8 +811,8 @@ static int launch(rh_server *s, rh_entry *e, int keep_port)
 {
     char exe[PATH_MAX], conf[320], log[320], out[320];
 
-    if (find_exe("redis-server", exe, sizeof exe) != 0) {
-        fprintf(stderr, "redis_harness: redis-server not on PATH\n");
+    if (find_exe(RH_EXE(e), exe, sizeof exe) != 0) {
+        fprintf(stderr, "redis_harness: %s not on PATH\n", RH_EXE(e));
         return -1;
     }
     snprintf(conf, sizeof conf, "%s/redis.conf", s->dir);
@@ -791,7 +843,7 @@ static int launch(rh_server *s, rh_entry *e, int keep_port)
                     strerror(errno));
             return -1;
         }
-        if (write_config(s, e, conf) != 0 || (pid = spawn(s, exe)) < 0)
+        if (write_config(s, e, conf) != 0 || (pid = spawn(s, e, exe)) < 0)
             return -1;
         if ((rc = wait_ready(s, pid)) == 0) {
             e->pid = s->pid = pid;
@@ -845,9 +897,10 @@ int rh_available(void)
     return tool_runs("redis-server");
 }
 
-/* rh_start(), a cluster node when cluster_ms > 0, TLS when t is set. */
+/* rh_start(), a cluster node when cluster_ms > 0, TLS when t is set, a
+ * replica or a sentinel as role says (NULL: neither). */
 static int start_server(rh_server *s, const char *password, int cluster_ms,
-                        const rh_tls *t)
+                        const rh_tls *t, const rh_entry *role)
 {
     char tmpl[] = RH_TMP "/" RH_PREFIX "XXXXXX";
     rh_entry *e;
@@ -884,6 +937,12 @@ static int start_server(rh_server *s, const char *password, int cluster_ms,
     snprintf(s->password, sizeof s->password, "%s", password ? password : "");
     e->cluster_ms = cluster_ms;
     e->tls = t != NULL;
+    if (role) {
+        e->replica_of = role->replica_of;
+        e->sentinel = role->sentinel;
+        memcpy(e->monitor, role->monitor, sizeof e->monitor);
+        memcpy(e->master_pw, role->master_pw, sizeof e->master_pw);
+    }
     if (t) {
         snprintf(e->tls_cert, sizeof e->tls_cert, "%s", t->cert_file);
         snprintf(e->tls_key, sizeof e->tls_key, "%s", t->key_file);
@@ -900,12 +959,125 @@ static int start_server(rh_server *s, const char *password, int cluster_ms,
 
 int rh_start(rh_server *s, const char *password)
 {
-    return start_server(s, password, 0, NULL);
+    return start_server(s, password, 0, NULL, NULL);
 }
 
 int rh_start_tls(rh_server *s, const char *password, const rh_tls *t)
 {
-    return start_server(s, password, 0, t);
+    return start_server(s, password, 0, t, NULL);
+}
+
+/* ---- Redis Sentinel ------------------------------------------------------ */
+
+int rh_sentinel_available(void)
+{
+    return tool_runs("redis-server") && tool_runs("redis-sentinel");
+}
+
+int rh_start_replica_tls(rh_server *s, const char *password,
+                         const rh_server *master, const rh_tls *t)
+{
+    rh_entry role = {.replica_of = t ? master->tls_port : master->port};
+
+    snprintf(role.master_pw, sizeof role.master_pw, "%s", master->password);
+    return start_server(s, password, 0, t, &role);
+}
+
+int rh_start_replica(rh_server *s, const char *password,
+                     const rh_server *master)
+{
+    return rh_start_replica_tls(s, password, master, NULL);
+}
+
+int rh_start_sentinel(rh_server *s, const char *password, const char *name,
+                      const rh_server *master)
+{
+    return rh_start_sentinel_tls(s, password, name, master, NULL);
+}
+
+int rh_start_sentinel_tls(rh_server *s, const char *password,
+                          const char *name, const rh_server *master,
+                          const rh_tls *t)
+{
+    rh_entry role = {.replica_of = t ? master->tls_port : master->port,
+                     .sentinel = 1};
+
+    if (strlen(name) >= sizeof role.monitor || strpbrk(name, " \t\r\n\"")) {
+        fprintf(stderr, "redis_harness: bad master name\n");
+        return -1;
+    }
+    snprintf(role.monitor, sizeof role.monitor, "%s", name);
+    snprintf(role.master_pw, sizeof role.master_pw, "%s", master->password);
+    return start_server(s, password, 0, t, &role);
+}
+
+/* What sentinel c says of master `name` (its INFO sentinel line
+ * "masterN:name=...,status=ok,address=H:P,slaves=R,sentinels=S"): 1 all
+ * as wanted, 0 not yet (why), -1 no answer. */
+static int sentinel_sees(redisContext *c, const char *name, int replicas,
+                         int sentinels, char *why, size_t len)
+{
+    redisReply *r = redisCommand(c, "INFO sentinel");
+    char want[160];
+    const char *line;
+    int rc = 0;
+
+    if (r == NULL || r->type != REDIS_REPLY_STRING) {
+        snprintf(why, len, "INFO sentinel: %s", r ? "bad reply" : c->errstr);
+        rc = -1;
+    } else if (snprintf(want, sizeof want, ":name=%s,status=ok,", name),
+               (line = strstr(r->str, want)) == NULL) {
+        snprintf(why, len, "master %s not ok: %.200s", name, r->str);
+    } else {
+        int n = (int)strcspn(line, "\r\n");
+        char tail[64];
+        snprintf(tail, sizeof tail, ",slaves=%d,sentinels=%d", replicas,
+                 sentinels);
+        rc = (int)(strstr(line, tail) != NULL &&
+                   strstr(line, tail) < line + n);
+        snprintf(why, len, "%.*s", n, line);
+    }
+    if (r)
+        freeReplyObject(r);
+    return rc;
+}
+
+int rh_sentinel_wait(const rh_server *s, const char *name, int replicas,
+                     int sentinels, int timeout_ms)
+{
+    long long deadline = now_ms() + timeout_ms;
+    char why[300] = "";
+
+    do {
+        redisContext *c = open_ctx(s, RH_CONNECT_MS, why, sizeof why);
+        int rc = c ? sentinel_sees(c, name, replicas, sentinels, why,
+                                   sizeof why) : -1;
+        if (c)
+            redisFree(c);
+        if (rc == 1)
+            return 0;
+        sleep_ms(20);
+    } while (now_ms() < deadline);
+    fprintf(stderr, "redis_harness: sentinel on %d: after %d ms: %s\n",
+            s->port, timeout_ms, why);
+    return -1;
+}
+
+int rh_is_master(const rh_server *s)
+{
+    char err[256];
+    redisContext *c = open_ctx(s, RH_CONNECT_MS, err, sizeof err);
+    redisReply *r = c ? redisCommand(c, "ROLE") : NULL;
+    int rc = -1;
+
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
+        r->element[0]->type == REDIS_REPLY_STRING)
+        rc = strcmp(r->element[0]->str, "master") == 0;
+    if (r)
+        freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return rc;
 }
 
 int rh_stop(rh_server *s)
@@ -1485,7 +1657,7 @@ static int cluster_start(rh_cluster *c, int masters, int replicas,
         redisContext *ctx;
         redisReply *r = NULL;
 
-        if (start_server(&c->node[i], NULL, node_timeout_ms, t) != 0)
+        if (start_server(&c->node[i], NULL, node_timeout_ms, t, NULL) != 0)
             goto fail;
         c->n = i + 1;
         if ((ctx = node_ctx(c, i, err, sizeof err)) != NULL)

@@ -80,6 +80,50 @@ typedef struct rh_tls {
 } rh_tls;
 int rh_start_tls(rh_server *s, const char *password, const rh_tls *t);
 
+/*
+ * Redis Sentinel.  A replica (replicaof the master, with masterauth its
+ * password; its own password `password`) and sentinels are ordinary
+ * rh_servers for rh_kill(), rh_stop(), rh_connect() and the rest, with
+ * the same lifetime and thread rules.  A sentinel runs redis-sentinel on
+ * a config in its dir (which it rewrites): it monitors `master` as
+ * `name`, quorum RH_SENTINEL_QUORUM, down after RH_SENTINEL_DOWN_MS,
+ * failover timeout RH_SENTINEL_FAILOVER_MS, with the master's password
+ * (auth-pass); `password`, if set, is its own (requirepass).
+ */
+#define RH_SENTINEL_QUORUM 2
+#define RH_SENTINEL_DOWN_MS 500
+#define RH_SENTINEL_FAILOVER_MS 2000
+
+/* 1 if redis-server and redis-sentinel run; 0 with the reason on
+ * stderr. */
+int rh_sentinel_available(void);
+
+int rh_start_replica(rh_server *s, const char *password,
+                     const rh_server *master);
+int rh_start_sentinel(rh_server *s, const char *password, const char *name,
+                      const rh_server *master);
+
+/* The same over TLS (t as for rh_start_tls(); the plaintext port stays,
+ * for the harness): the replica replicates from the master's TLS port and
+ * announces its own (tls-replication); the sentinel monitors the master
+ * at its TLS port and talks TLS to the servers and to the other sentinels
+ * (which must run TLS too), and serves its clients on its own TLS port.
+ * The master needs tls-replication set to follow a new master. */
+int rh_start_replica_tls(rh_server *s, const char *password,
+                         const rh_server *master, const rh_tls *t);
+int rh_start_sentinel_tls(rh_server *s, const char *password,
+                          const char *name, const rh_server *master,
+                          const rh_tls *t);
+
+/* Wait until sentinel s sees master `name` ok with `replicas` replicas and
+ * `sentinels` sentinels in all (itself included); 0, or -1 after
+ * timeout_ms with what it saw on stderr. */
+int rh_sentinel_wait(const rh_server *s, const char *name, int replicas,
+                     int sentinels, int timeout_ms);
+
+/* 1 if s says it is a master (ROLE), 0 a replica, -1 no answer. */
+int rh_is_master(const rh_server *s);
+
 /* SIGTERM, wait (SIGKILL after 5 s), remove the dir.  0 if not started. */
 int rh_stop(rh_server *s);
 

@@ -1,8 +1,9 @@
 /*
- * fuzz_uri.c -- store URIs (redis://, unix://, redis-cluster://), from an
- * operator's configuration.  Whatever parses must be usable as is: a host
- * or a socket path, a port in range, NUL-free credentials; a seed list of
- * 1..16 TCP seeds, database 0.
+ * fuzz_uri.c -- store URIs (redis://, unix://, redis-cluster://,
+ * redis-sentinel://), from an operator's configuration.  Whatever parses
+ * must be usable as is: a host or a socket path, a port in range, NUL-free
+ * credentials; a seed list of 1..16 TCP seeds, database 0; a list of
+ * 1..16 sentinels and a master name.
  *
  * And no password ever shows.  The input is also taken apart as
  * "<password middle>\t<rest>": a password made of two markers around the
@@ -29,13 +30,34 @@ static int shows(const char *text, const char *mark)
     return strstr(text, mark) != NULL;
 }
 
+/* The sentinel parser: neither marker in its message, the sentinels'
+ * hosts or the master's name; *pw: the password it took, if it parsed. */
+static int sentinel_hides(const char *uri, char *pw, size_t len)
+{
+    char err[300], name[128];
+    redis_uri m, s[16];
+    int n, rc;
+
+    memset(err, 0, sizeof err);
+    rc = redis_uri_parse_sentinel(uri, &m, s, 16, &n, name, sizeof name, err,
+                                  sizeof err);
+    FUZZ_CHECK(!shows(err, MARK_A) && !shows(err, MARK_B));
+    for (int i = 0; rc == 0 && i < n; i++)
+        FUZZ_CHECK(!shows(s[i].host, MARK_A) && !shows(s[i].host, MARK_B));
+    FUZZ_CHECK(rc != 0 || (!shows(name, MARK_A) && !shows(name, MARK_B)));
+    if (rc == 0)
+        snprintf(pw, len, "%s", m.password);
+    return rc;
+}
+
 /* Neither marker in any of the texts a message could be made of. */
 static void assert_hidden(const char *uri, int is_cluster)
 {
-    char err[300], shown[160];
+    char err[300], shown[160], pw[256];
     redis_uri u, seeds[16];
     int n;
 
+    (void)sentinel_hides(uri, pw, sizeof pw);
     memset(err, 0, sizeof err);
     if (redis_uri_parse(uri, &u, err, sizeof err) == 0) {
         FUZZ_CHECK(!shows(u.host, MARK_A) && !shows(u.host, MARK_B));
@@ -61,7 +83,12 @@ static void assert_password(const char *uri, int is_cluster, const char *pw)
     redis_uri u, seeds[16];
     int n;
 
-    if (is_cluster) {
+    char got[256];
+
+    if (strncmp(uri, "redis-sentinel://", 17) == 0) {
+        if (sentinel_hides(uri, got, sizeof got) == 0)
+            FUZZ_CHECK(strcmp(got, pw) == 0);
+    } else if (is_cluster) {
         if (redis_uri_parse_cluster(uri, seeds, 16, &n, err, sizeof err) == 0)
             FUZZ_CHECK(strcmp(seeds[0].password, pw) == 0);
     } else if (redis_uri_parse(uri, &u, err, sizeof err) == 0) {
@@ -72,7 +99,8 @@ static void assert_password(const char *uri, int is_cluster, const char *pw)
 static void plant(const char *middle, size_t mlen, const char *rest)
 {
     static const char *const schemes[] = {"redis://", "unix://",
-                                          "redis-cluster://"};
+                                          "redis-cluster://",
+                                          "redis-sentinel://"};
     size_t pwlen = strlen(MARK_A) + mlen + strlen(MARK_B);
     char *pw = malloc(pwlen + 1), *enc = malloc(3 * pwlen + 1);
     char *uri = malloc(3 * pwlen + strlen(rest) + 64);
@@ -85,7 +113,7 @@ static void plant(const char *middle, size_t mlen, const char *rest)
         if (pw[i] == '%' || (unsigned char)pw[i] < 0x21 || pw[i] == 0x7f)
             plain_pw = 0;
     }
-    for (int s = 0; s < 3; s++) {
+    for (int s = 0; s < 4; s++) {
         /* ":pw@", "app:pw@", "pw@" (refused, yet hidden), ":%XX..@" */
         static const char *const before[] = {":", "app:", "", ":"};
         for (int k = 0; k < 4; k++) {
@@ -130,6 +158,22 @@ int fuzz_uri(const uint8_t *data, size_t size)
     } else {
         FUZZ_CHECK(err[0] != '\0');
     }
+    {
+        char name[128];
+        redis_uri m;
+        if (redis_uri_parse_sentinel(buf, &m, seeds, 16, &n, name,
+                                     sizeof name, err, sizeof err) == 0) {
+            FUZZ_CHECK(n >= 1 && n <= 16 && name[0] != '\0');
+            FUZZ_CHECK(!strchr(name, '/') && m.db >= 0);
+            FUZZ_CHECK(!m.user[0] || m.password[0]);
+            for (int i = 0; i < n; i++) {
+                FUZZ_CHECK(!seeds[i].is_unix && seeds[i].host[0] != '\0');
+                FUZZ_CHECK(seeds[i].port >= 1 && seeds[i].port <= 65535);
+            }
+        } else {
+            FUZZ_CHECK(err[0] != '\0');
+        }
+    }
     /* the redacted form is printable, whatever the input */
     redis_uri_redact(buf, shown, sizeof shown);
     for (const char *c = shown; *c; c++)
@@ -144,6 +188,7 @@ int fuzz_uri(const uint8_t *data, size_t size)
         if (!tab) {
             plant(buf, mlen, "/tmp/redis.sock?db=1");
             plant(buf, mlen, "10.0.0.1:7000,10.0.0.2:7001");
+            plant(buf, mlen, "10.0.0.1,10.0.0.2:26380/mymaster/2");
         }
     }
     free(buf);
