@@ -38,6 +38,12 @@ int breaker_allow(breaker *b, int64_t now_ms)
                ? 2 : 0;
 }
 
+void breaker_cool_now(breaker *b, int64_t now_ms)
+{
+    if (atomic_load(&b->state) == BREAKER_OPEN)
+        atomic_store(&b->opened_ms, now_ms - b->cooldown_ms);
+}
+
 void breaker_unprobe(breaker *b)
 {
     int half = BREAKER_HALF_OPEN;

@@ -66,6 +66,12 @@ int breaker_allow(breaker *b, int64_t now_ms);
  * reached the server says nothing about it). */
 void breaker_unprobe(breaker *b);
 
+/* The store is somewhere new (Sentinel moved to a new primary, and a
+ * connection to it is up): an open breaker's cooldown is over, so the
+ * next call probes at once instead of waiting out a cooldown that was
+ * about the old server.  Any thread. */
+void breaker_cool_now(breaker *b, int64_t now_ms);
+
 /* Report a call's outcome (ok: the store answered; probe: breaker_allow
  * said 2).  Call it once per store call, whatever number of checks the
  * call carried.  A failure of a call let through before the breaker

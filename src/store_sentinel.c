@@ -304,6 +304,8 @@ static void *watch_main(void *arg)
     sentinel_store *s = arg;
     sub_conn c = {.fd = -1};
     int64_t next_ask = clock_mono_ms() + RECHECK_UP_MS;
+    long seen = 0; /* s->switches when a new primary was last up (only
+                      this thread writes it) */
     sigset_t nopipe;
 
     sigemptyset(&nopipe); /* a write to a sentinel gone: EPIPE, no signal */
@@ -314,6 +316,8 @@ static void *watch_main(void *arg)
         int64_t now = clock_mono_ms(), wake;
         struct pollfd pf[2] = {{.fd = s->efd, .events = POLLIN},
                                {.fd = c.fd, .events = POLLIN}};
+        if (s->switches != seen && next_ask > now + RECHECK_DOWN_MS)
+            next_ask = now + RECHECK_DOWN_MS; /* moved: look for it up */
         if (c.fd < 0 && now >= c.retry_ms)
             sub_open(s, &c, now);
         if (c.fd >= 0 && !sub_alive(s, &c, now)) {
@@ -321,10 +325,19 @@ static void *watch_main(void *arg)
             next_ask = now;
         }
         if (now >= next_ask) {
+            long moved = s->switches;
+            rnode *node = store_redis_node(s->inner);
+            int up;
+
             recheck(s);
             now = clock_mono_ms();
-            next_ask = now + (rnode_is_up(store_redis_node(s->inner))
-                                  ? RECHECK_UP_MS : RECHECK_DOWN_MS);
+            up = rnode_is_up(node);
+            /* up at a new primary: the breaker's cooldown was the old's */
+            if (up && moved != seen) {
+                breaker_cool_now(rnode_breaker(node), now);
+                seen = moved;
+            }
+            next_ask = now + (up ? RECHECK_UP_MS : RECHECK_DOWN_MS);
         }
         wake = soonest(next_ask, c.fd >= 0 ? now + PING_MS / 4 : c.retry_ms);
         pf[1].fd = c.fd;
