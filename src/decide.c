@@ -14,6 +14,7 @@
 #include "decide.h"
 #include "dryrun.h"
 #include "error.h"
+#include "metrics.h"
 
 #include <string.h>
 #include <time.h>
@@ -81,6 +82,33 @@ static size_t fold(rl_result *res, const store_op *ops,
     return best;
 }
 
+/* The metrics' name of a failure mode's flag (0: none). */
+static int failure_metric(unsigned how)
+{
+    return how == RL_FLAG_FAIL_OPEN     ? RM_FAIL_OPEN
+           : how == RL_FLAG_FALLBACK    ? RM_FALLBACK
+           : how == RL_FLAG_FAIL_CLOSED ? RM_FAIL_CLOSED
+                                        : 0;
+}
+
+/* Each charge into its rule's metrics (metrics.h): its decision d[i], and
+ * how[i] the failure mode that stood in for the store (how NULL: the
+ * store decided). */
+static void count_rules(const rl_limiter *lim, const store_op *ops,
+                        const algo_decision *d, size_t n,
+                        const unsigned *how)
+{
+    unsigned slot;
+
+    if (!lim->mconf.on)
+        return;
+    slot = metrics_self()->slot;
+    for (size_t i = 0; i < n; i++)
+        metrics_note(ops[i].rule->met, slot, &d[i], ops[i].soft,
+                     how ? failure_metric(how[i]) : 0, ops[i].rule->ap.limit,
+                     lim->mconf.near_pct);
+}
+
 /* A rule's share of its limit when this limiter decides alone. */
 static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
                           rl_rule *local)
@@ -146,6 +174,7 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
     for (size_t k = 0; k < nf; k++)
         d[map[k]] = fd[k];
     best = fold(res, ops, d, n, now);
+    count_rules(lim, ops, d, n, how);
     res->flags |= how[best];
     if (how[best] == RL_FLAG_FAIL_OPEN)
         stats_add(&lim->counts, ST_FAIL_OPEN);
@@ -168,8 +197,10 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
         rc = degrade(lim, ops, n, res);
     else if (rc != RL_OK)
         return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
-    else
+    else {
         fold(res, ops, d, n, now);
+        count_rules(lim, ops, d, n, NULL);
+    }
     if (rc == RL_OK) {
         stats_add(&lim->counts, ST_CHECKS);
         stats_add(&lim->counts, res->allowed ? ST_ALLOWED : ST_DENIED);

@@ -128,8 +128,12 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
     rules_state_init(&lim->rstate);
     lim->log_fn = cfg->log_fn;
     lim->log_arg = cfg->log_arg;
-    if ((rc = open_store(lim, cfg)) != RL_OK ||
-        (rc = load_initial_rules(lim, cfg)) != RL_OK) {
+    lim->mconf = (metrics_conf){.on = cfg->metrics != 0,
+                                .near_pct = cfg->near_limit_pct};
+    if ((rc = open_store(lim, cfg)) == RL_OK &&
+        strcmp(lim->store->vt->name, "memory") == 0)
+        lim->mconf.sample_mask = METRICS_SAMPLE_MEMORY - 1;
+    if (rc != RL_OK || (rc = load_initial_rules(lim, cfg)) != RL_OK) {
         rl_limiter_free(lim);
         return rc;
     }

@@ -84,6 +84,9 @@ static const opt_def opt_table[] = {
     TXT("tls_key_file", tls_key_file, 0, 0, "path", NULL, NULL, "rediss://: its private key"),
     NUM("tls_verify", OPT_BOOL, tls_verify, 0, 1, "1",
         "0: do not verify the server (insecure)"),
+    NUM("metrics", OPT_BOOL, metrics, 0, 1, "1", "0: count nothing for rl_metrics_write"),
+    NUM("near_limit_pct", OPT_INT, near_limit_pct, 0, 100, "20",
+        "a pass with less than this % of the limit left is near-limit"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])

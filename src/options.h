@@ -42,6 +42,8 @@ struct rl_config {
     char *tls_cert_file;        /*   mutual TLS: the client's cert    */
     char *tls_key_file;         /*   and its key                      */
     int64_t tls_verify;         /*   0: the server is not verified    */
+    int64_t metrics;            /* 0: no counting for rl_metrics_write */
+    int64_t near_limit_pct;     /* near-limit: less than this % left  */
     rl_log_fn *log_fn;          /* messages; NULL: silent             */
     void *log_arg;
 };
