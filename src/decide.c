@@ -7,9 +7,10 @@
  * and never deny, and what they would have done is counted (dryrun.c).
  * When the store failed, each rule follows its failure mode instead
  * (degrade): open allows, closed denies for a second, fallback asks the
- * local memory store at limit / fleet_size.  The request path (request.c)
- * and any other caller of the store hand their answers here, so every way
- * a check is made decides alike.  Nothing here allocates or locks.
+ * local memory store at limit / fleet_size.  Either way each charge is
+ * counted into its rule's metrics (count_rules, metrics.h).  The request
+ * path (request.c) and any other caller of the store hand their answers
+ * here, so every way a check is made decides and counts alike.  Nothing here allocates or locks.
  */
 #include "decide.h"
 #include "dryrun.h"
