@@ -15,6 +15,7 @@
 #include "decide.h"
 #include "dryrun.h"
 #include "error.h"
+#include "events.h"
 #include "metrics.h"
 
 #include <string.h>
@@ -110,6 +111,23 @@ static void count_rules(const rl_limiter *lim, const store_op *ops,
                      lim->mconf.near_pct);
 }
 
+/* Each charge denied, or would-be denied, as a rejection event
+ * (events.h); how as count_rules(). */
+static void note_denials(const rl_limiter *lim, const store_op *ops,
+                         const algo_decision *d, size_t n,
+                         const unsigned *how)
+{
+    if (!lim->events)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (!d[i].allowed)
+            events_push(lim->events, ops[i].rule->id, ops[i].key,
+                        ops[i].key_len, ops[i].cost, ops[i].soft,
+                        !how                               ? EV_STORE
+                        : how[i] == RL_FLAG_FAIL_CLOSED    ? EV_CLOSED
+                                                           : EV_FALLBACK);
+}
+
 /* A rule's share of its limit when this limiter decides alone. */
 static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
                           rl_rule *local)
@@ -176,6 +194,7 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
         d[map[k]] = fd[k];
     best = fold(res, ops, d, n, now);
     count_rules(lim, ops, d, n, how);
+    note_denials(lim, ops, d, n, how);
     res->flags |= how[best];
     if (how[best] == RL_FLAG_FAIL_OPEN)
         stats_add(&lim->counts, ST_FAIL_OPEN);
@@ -201,6 +220,7 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
     else {
         fold(res, ops, d, n, now);
         count_rules(lim, ops, d, n, NULL);
+        note_denials(lim, ops, d, n, NULL);
     }
     if (rc == RL_OK) {
         stats_add(&lim->counts, ST_CHECKS);

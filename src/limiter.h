@@ -25,6 +25,7 @@ struct rl_limiter {
     stats counts;              /* behind rl_stats_get()                  */
     metrics_conf mconf;        /* options metrics, near_limit_pct        */
     metrics_hist latency;      /* behind rl_metrics_write(): checks' time */
+    struct events *events;     /* rejection events (events.h), or NULL   */
     rules_state rstate;        /* behind rl_rules_status_get()           */
     struct rules_source *source; /* option rules_source's thread, or NULL */
     uint64_t layout_key[2];    /* option hash_key, parsed                */

@@ -13,6 +13,7 @@
  * a line.
  */
 #include "error.h"
+#include "events.h"
 #include "limiter.h"
 #include "metrics.h"
 
@@ -100,6 +101,7 @@ typedef struct snap {
     int64_t version, fleet_size;
     uint64_t loads, refused_bad, refused_stale, source_errors;
     uint64_t hist[METRICS_BUCKETS + 1], sum_ns;
+    uint64_t ev_sent, ev_dropped[EV_DROP_COUNT]; /* rejection events */
 } snap;
 
 static int snap_rules(const rl_limiter *lim, snap *s)
@@ -146,6 +148,8 @@ static int snap_take(const rl_limiter *lim, snap *s)
     pthread_mutex_unlock(&l->rstate.mu);
     s->fleet_size = atomic_load(&l->fleet_size);
     metrics_hist_read(&lim->latency, s->hist, &s->sum_ns);
+    if (lim->events)
+        events_counts(lim->events, &s->ev_sent, s->ev_dropped);
     return RL_OK;
 }
 
@@ -294,6 +298,24 @@ static void write_limiter(mw *w, const snap *s)
     mw_printf(w, "ratelimit_fleet_size %lld\n", (long long)s->fleet_size);
 }
 
+static void write_events(mw *w, const snap *s)
+{
+    static const char *const reason[EV_DROP_COUNT] = {"ring_full",
+                                                      "redis_away",
+                                                      "rejected"};
+
+    family(w, "events_sent_total", "counter",
+           "Rejection events added to the stream (option events_redis).");
+    mw_printf(w, "ratelimit_events_sent_total %llu\n",
+              (unsigned long long)s->ev_sent);
+    family(w, "events_dropped_total", "counter",
+           "Rejection events lost: the ring was full, Redis was away, or "
+           "it refused the entry.");
+    for (int k = 0; k < EV_DROP_COUNT; k++)
+        mw_printf(w, "ratelimit_events_dropped_total{reason=\"%s\"} %llu\n",
+                  reason[k], (unsigned long long)s->ev_dropped[k]);
+}
+
 /* ---- the calls ------------------------------------------------------------- */
 
 RL_EXPORT int rl_metrics_write_cb(const rl_limiter *lim,
@@ -315,6 +337,7 @@ RL_EXPORT int rl_metrics_write_cb(const rl_limiter *lim,
     write_shards(w, &s);
     write_latency(w, &s, lim->store->vt->name);
     write_limiter(w, &s);
+    write_events(w, &s);
     mw_flush(w);
     snap_free(&s);
     if (w->failed) {

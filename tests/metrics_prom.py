@@ -32,6 +32,10 @@ def expected(t):
         want[("ratelimit_rules_load_failures_total",
               frozenset({"reason": reason}.items()))] = 0
     want[("ratelimit_fleet_size", frozenset())] = 1
+    want[("ratelimit_events_sent_total", frozenset())] = 0
+    for reason in ("ring_full", "redis_away", "rejected"):
+        want[("ratelimit_events_dropped_total",
+              frozenset({"reason": reason}.items()))] = 0
     return want
 
 
