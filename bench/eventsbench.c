@@ -10,8 +10,8 @@
  * (one in 16 timed).  ratio = on / off in checks/s.
  *
  * "delivery": 8 threads deny at --rate checks/s in all (paced against the
- * clock) for --seconds; then the limiter is freed (its thread sends what
- * the ring holds) and the figures are the events offered, sent, dropped
+ * clock) for --seconds; once every event is sent or counted lost (10 s
+ * at most) the figures are the events offered, sent, dropped
  * (ring full, Redis away, refused), and the stream's length (XLEN) beside
  * its cap (events_maxlen, MAXLEN ~).
  *
@@ -166,7 +166,7 @@ typedef struct pacer {
     rl_limiter *lim;
     double per_ns;            /* checks per ns, this thread's share */
     uint64_t t0, until;
-    unsigned long long done;
+    unsigned long long done, denied;
     int id;
 } pacer;
 
@@ -181,8 +181,12 @@ static void *pace(void *arg)
             usleep(200);
             continue;
         }
+        rl_request req = {.size = sizeof req, .endpoint = "/api",
+                          .user = user, .cost = 1};
+        rl_result res = RL_RESULT_INIT;
         snprintf(user, sizeof user, "t%d-%llu", p->id, p->done % 1000);
-        deny(p->lim, user);
+        if (rl_check(p->lim, &req, &res) == RL_OK && !res.allowed)
+            p->denied++; /* each user's first check passes */
         p->done++;
     }
     return NULL;
@@ -206,7 +210,7 @@ static int delivery(const options *o, const rh_server *srv, const char *uri,
     rl_limiter *lim = make_limiter(uri, err);
     pthread_t th[THREADS];
     pacer p[THREADS];
-    unsigned long long offered = 0;
+    unsigned long long offered = 0, checks = 0;
     size_t len;
     redisContext *c;
     redisReply *r;
@@ -222,10 +226,23 @@ static int delivery(const options *o, const rh_server *srv, const char *uri,
     }
     for (int t = 0; t < THREADS; t++) {
         pthread_join(th[t], NULL);
-        offered += p[t].done;
+        offered += p[t].denied;
+        checks += p[t].done;
     }
-    usleep(500000); /* let the sender finish, then read its counts */
-    rl_metrics_write(lim, text, sizeof text, &len);
+    /* Let the sender finish (every event sent or counted lost, 10 s at
+     * most), then read its counts. */
+    for (int i = 0; i < 1000; i++) {
+        rl_metrics_write(lim, text, sizeof text, &len);
+        if (metric(text, "ratelimit_events_sent_total") +
+                metric(text, "ratelimit_events_dropped_total"
+                             "{reason=\"ring_full\"}") +
+                metric(text, "ratelimit_events_dropped_total"
+                             "{reason=\"redis_away\"}") +
+                metric(text, "ratelimit_events_dropped_total"
+                             "{reason=\"rejected\"}") >= (double)offered)
+            break;
+        usleep(10000);
+    }
     rl_limiter_free(lim);
     c = rh_connect(srv);
     r = c ? redisCommand(c, "XLEN " STREAM) : NULL;
@@ -236,6 +253,7 @@ static int delivery(const options *o, const rh_server *srv, const char *uri,
     f.ref[0] = (double)offered;
     f.ref_name[0] = "denials";
     xnum(&f, "seconds", (double)o->seconds);
+    xnum(&f, "checks", (double)checks);
     xnum(&f, "rate_target", (double)o->rate);
     xnum(&f, "dropped_ring_full",
          metric(text, "ratelimit_events_dropped_total{reason=\"ring_full\"}"));

@@ -34,7 +34,7 @@ enum { EV_STORE, EV_FALLBACK, EV_CLOSED };
 enum { EV_KEY_PLAIN, EV_KEY_HASHED, EV_KEY_NONE };
 
 typedef struct event {
-    int64_t ts_ms;                  /* wall clock, epoch ms            */
+    int64_t ts_ms;                  /* coarse wall clock, epoch ms     */
     int64_t cost;
     uint8_t how;                    /* EV_*                            */
     uint8_t would;                  /* 1: mode log (would-deny)        */
