@@ -33,7 +33,9 @@
 #define EV_IDLE_MS 2          /* the ring was empty: look again in   */
 #define EV_BACKOFF_MIN_MS 100 /* reconnect tries, doubling up to ... */
 #define EV_BACKOFF_MAX_MS 2000
-#define EV_ARGS 19            /* XADD's arguments for one event      */
+/* XADD's arguments for one event: XADD stream MAXLEN ~ n * (6), then
+ * 7 fields and their values (rule key ts cost decided mode limiter). */
+#define EV_ARGS (6 + 2 * 7)
 
 static const char *const how_names[] = {"store", "fallback", "closed"};
 
