@@ -18,7 +18,8 @@
  * free, the target is >= 0.97; ratio_paired is the median over rounds of
  * each round's own ratio (its two blocks ran back to back), which cancels
  * a shared machine's drift better.  After each case the on-limiter's text is
- * rendered once (rl_metrics_write) and its bytes and time printed.
+ * rendered once (rl_metrics_write) and its bytes and time printed; last,
+ * the rendering of a limiter with 1000 rules (the median of 21).
  *
  *   metricsbench [--json] [--quick] [--keys N] [--calls N] [--rounds N]
  */
@@ -317,6 +318,71 @@ static int bench_case(const options *o, const char *keys,
     return rc;
 }
 
+/* One /metrics rendering with RENDER_RULES rules, each charged once:
+ * the median time of RENDER_RUNS, and the bytes. */
+#define RENDER_RULES 1000
+#define RENDER_RUNS 21
+
+static int render_big(const options *o, char *err)
+{
+    size_t cap = RENDER_RULES * 220 + 64, at, len = 0;
+    char *rules = malloc(cap), *text = malloc(1 << 22);
+    double us[RENDER_RUNS];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    figure f = {0};
+    int rc = -1;
+
+    if (!rules || !text || !cfg)
+        goto out;
+    at = (size_t)snprintf(rules, cap, "{\"rules\":[");
+    for (int i = 0; i < RENDER_RULES; i++)
+        at += (size_t)snprintf(rules + at, cap - at,
+                               "%s{\"rule_id\":\"rule-%04d\",\"dimension\":"
+                               "\"user\",\"match\":{\"endpoint\":\"/r%d\"},"
+                               "\"limit\":100,\"window_seconds\":60}",
+                               i ? "," : "", i, i);
+    snprintf(rules + at, cap - at, "]}");
+    if (rl_config_set(cfg, "rules", rules) != RL_OK ||
+        (rc = rl_limiter_new(&lim, cfg)) != RL_OK) {
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+        rc = -1;
+        goto out;
+    }
+    for (int i = 0; i < RENDER_RULES; i++) {
+        char ep[16];
+        rl_request req = {.size = sizeof req, .endpoint = ep, .user = "u",
+                          .cost = 1};
+        rl_result res = RL_RESULT_INIT;
+        snprintf(ep, sizeof ep, "/r%d", i);
+        rl_check(lim, &req, &res);
+    }
+    for (int k = 0; k < RENDER_RUNS; k++) {
+        uint64_t t0 = now_ns();
+        if ((rc = rl_metrics_write(lim, text, 1 << 22, &len)) != RL_OK) {
+            set_err(err, "rl_metrics_write", rc, errtext(lim));
+            goto out;
+        }
+        us[k] = (double)(now_ns() - t0) / 1e3;
+    }
+    qsort(us, RENDER_RUNS, sizeof us[0], cmp_double);
+    f.name = "metrics_render_1000_rules";
+    f.value = us[RENDER_RUNS / 2];
+    f.unit = "us";
+    xnum(&f, "bytes", (double)len);
+    xnum(&f, "rules", RENDER_RULES);
+    xnum(&f, "min_us", us[0]);
+    xnum(&f, "max_us", us[RENDER_RUNS - 1]);
+    emit_figure(&f, o->json, &layout);
+    rc = 0;
+out:
+    rl_limiter_free(lim);
+    rl_config_free(cfg);
+    free(rules);
+    free(text);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -352,6 +418,8 @@ int main(int argc, char **argv)
     }
     for (int deny = 0; deny <= 1 && rc == 0; deny++)
         rc = bench_case(&o, keys, seqs, deny, err);
+    if (rc == 0)
+        rc = render_big(&o, err);
     if (rc)
         fprintf(stderr, "metricsbench: %s\n", err);
     free(keys);
