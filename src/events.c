@@ -37,9 +37,12 @@ static int64_t wall_ms(void)
 void events_push(events *e, const char *rule_id, const char *key,
                  size_t key_len, int64_t cost, int would, int how)
 {
-    uint64_t pos = atomic_load_explicit(&e->head, memory_order_relaxed);
+    uint64_t pos;
     ev_cell *c;
 
+    if (e->sample > 1 && metrics_self()->event_tick++ % e->sample != 0)
+        return;
+    pos = atomic_load_explicit(&e->head, memory_order_relaxed);
     for (;;) {
         c = &e->cells[pos & e->mask];
         uint64_t seq = atomic_load_explicit(&c->seq, memory_order_acquire);
@@ -140,6 +143,7 @@ int events_start(events **out, const events_opts *o)
     e->maxlen = o->maxlen;
     e->timeout_ms = o->timeout_ms;
     e->key_mode = o->key_mode;
+    e->sample = (uint32_t)o->sample;
     if (o->hash_key)
         memcpy(e->hash_key, o->hash_key, sizeof e->hash_key);
     else

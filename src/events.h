@@ -58,6 +58,7 @@ typedef struct events_opts {
     int64_t maxlen;                 /* XADD MAXLEN ~                   */
     int64_t ring;                   /* cells (rounded up to 2^k)       */
     int key_mode;                   /* EV_KEY_*                        */
+    int64_t sample;                 /* 1 denial in this many, per thread */
     const uint64_t *hash_key;       /* NULL: a random one              */
     int64_t timeout_ms;             /* connect and each reply          */
 } events_opts;
@@ -75,6 +76,7 @@ typedef struct events {
     redis_uri uri;
     char *stream;
     int64_t maxlen, timeout_ms;
+    uint32_t sample;                /* events_sample                   */
     int key_mode;
     uint64_t hash_key[2];
     char limiter_id[128];
@@ -92,7 +94,8 @@ int events_start(events **out, const events_opts *o);
  * timeouts) and free everything.  NULL: nothing. */
 void events_stop(events *e);
 
-/* Request path: queue one event; a full ring drops it (counted). */
+/* Request path: queue one event (or, with events_sample N, one denial
+ * in N of this thread's); a full ring drops it (counted). */
 void events_push(events *e, const char *rule_id, const char *key,
                  size_t key_len, int64_t cost, int would, int how);
 

@@ -92,6 +92,7 @@ static int start_events(rl_limiter *lim, const rl_config *cfg)
         .maxlen = cfg->events_maxlen,
         .ring = cfg->events_ring,
         .key_mode = (int)cfg->events_key,
+        .sample = cfg->events_sample,
         .hash_key = lim->keyed_layout ? lim->layout_key : NULL,
         .timeout_ms = cfg->connect_timeout_ms,
     };

@@ -82,6 +82,7 @@ typedef struct metrics_conf {
 typedef struct metrics_thread {
     unsigned slot;
     unsigned tick;
+    unsigned event_tick;  /* picks the denials sampled (events.h) */
 } metrics_thread;
 
 /* Initial-exec: one %fs-relative load, no __tls_get_addr call on the

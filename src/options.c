@@ -96,6 +96,8 @@ static const opt_def opt_table[] = {
         "the stream's length cap (XADD MAXLEN ~)"),
     NUM("events_ring", OPT_INT, events_ring, 64, 1048576, "4096",
         "events queued for the sender at most"),
+    NUM("events_sample", OPT_INT, events_sample, 1, 1000000, "1",
+        "one denial in this many (per thread) becomes an event"),
     ENUM("events_key", events_key, "plain|hashed|none", "hashed",
          "the client key in an event: as is, hashed, or left out"),
 };

@@ -4,6 +4,7 @@
  * entries with the right fields (XRANGE); the key as is, hashed under
  * hash_key, or left out; a ring that fills while the server hangs drops
  * and counts, and every event is either in the stream or counted lost;
+ * events_sample keeps one denial in N;
  * a killed server's events are counted lost; bad options are refused.
  */
 #include <check.h>
@@ -28,8 +29,10 @@ static const char rules[] =
     "{\"rule_id\":\"l\",\"dimension\":\"user\",\"match\":{\"endpoint\":\"/l\"},"
     "\"limit\":1,\"window_seconds\":3600,\"mode\":\"log\"}]}";
 
-static rl_limiter *events_limiter(const char *uri, const char *key_mode,
-                                  const char *ring)
+static rl_limiter *events_limiter_sampled(const char *uri,
+                                          const char *key_mode,
+                                          const char *ring,
+                                          const char *sample)
 {
     rl_config *cfg = rl_config_new();
     rl_limiter *lim = NULL;
@@ -42,9 +45,17 @@ static rl_limiter *events_limiter(const char *uri, const char *key_mode,
     ck_assert_int_eq(rl_config_set(cfg, "connect_timeout_ms", "5000"), RL_OK);
     if (ring)
         ck_assert_int_eq(rl_config_set(cfg, "events_ring", ring), RL_OK);
+    if (sample)
+        ck_assert_int_eq(rl_config_set(cfg, "events_sample", sample), RL_OK);
     ck_assert_msg(rl_limiter_new(&lim, cfg) == RL_OK, "%s", rl_errmsg(NULL));
     rl_config_free(cfg);
     return lim;
+}
+
+static rl_limiter *events_limiter(const char *uri, const char *key_mode,
+                                  const char *ring)
+{
+    return events_limiter_sampled(uri, key_mode, ring, NULL);
 }
 
 static int check(rl_limiter *lim, const char *ep, const char *user)
@@ -251,6 +262,26 @@ START_TEST(redis_away_counted)
 }
 END_TEST
 
+/* events_sample 4: of 12 denials from one thread, 3 become entries. */
+START_TEST(sampled)
+{
+    rh_server srv;
+    char uri[256];
+    rl_limiter *lim;
+
+    ck_assert_int_eq(rh_start(&srv, NULL), 0);
+    lim = events_limiter_sampled(rh_uri(&srv, uri, sizeof uri), "none", NULL,
+                                 "4");
+    for (int i = 0; i < 14; i++) /* 2 pass, 12 denied */
+        check(lim, "/e", "u1");
+    settle(lim, 3);
+    ck_assert_int_eq(xlen(&srv), 3);
+    ck_assert(lost(lim) == 0);
+    rl_limiter_free(lim);
+    rh_stop(&srv);
+}
+END_TEST
+
 START_TEST(bad_options)
 {
     rl_config *cfg = rl_config_new();
@@ -264,6 +295,7 @@ START_TEST(bad_options)
     ck_assert_int_eq(rl_config_set(cfg, "events_stream", "a b"), RL_EOPTION);
     ck_assert_int_eq(rl_config_set(cfg, "events_stream", ""), RL_EOPTION);
     ck_assert_int_eq(rl_config_set(cfg, "events_key", "raw"), RL_EOPTION);
+    ck_assert_int_eq(rl_config_set(cfg, "events_sample", "0"), RL_EOPTION);
     rl_config_free(cfg);
 }
 END_TEST
@@ -279,6 +311,7 @@ static Suite *events_suite(void)
         tcase_add_test(tc, key_hashed_or_left_out);
         tcase_add_test(tc, ring_full_drops_counted);
         tcase_add_test(tc, redis_away_counted);
+        tcase_add_test(tc, sampled);
     }
     tcase_set_timeout(tc, 60);
     suite_add_tcase(s, tc);
