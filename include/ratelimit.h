@@ -419,6 +419,52 @@ typedef struct rl_stats {
  * RL_STATS_SIZE_MIN).  Any thread, any time; lock-free. */
 RL_EXPORT int rl_stats_get(const rl_limiter *lim, rl_stats *out);
 
+/* ---- metrics (Prometheus) -------------------------------------------------- */
+/*
+ * A writer of metrics text: called with the next n bytes (not
+ * NUL-terminated, at most a few KiB, valid during the call only).  Return
+ * 0 to go on; anything else stops the writing.
+ */
+typedef int rl_metrics_write_fn(void *arg, const char *p, size_t n);
+
+/*
+ * Write lim's metrics in the Prometheus text exposition format 0.0.4
+ * (Content-Type: text/plain; version=0.0.4), for any HTTP server's
+ * /metrics: per rule (label rule), its charges checked, allowed, denied,
+ * would-deny (mode log), near-limit (passed with less than option
+ * near_limit_pct % of the limit left), decided by failure mode open,
+ * fallback or closed, and its limit and window as gauges; per store shard
+ * (label shard: a Redis server or each master of a cluster, "host:port"),
+ * the breaker's state, opens and closes, store errors, timeouts,
+ * redirects and connections replaced; a histogram of checks' latency
+ * (label store: memory, redis, redis-cluster; 10 us to 100 ms); the rule
+ * set's version, loads and load failures (label reason); the fleet size.
+ * Every name starts with ratelimit_; rl_metrics_write(3) lists them.
+ * Their number is bounded by rules and shards, never by client keys.
+ * With the option metrics=0 the per-rule and latency counts stay empty.
+ *
+ * rl_metrics_write_cb() hands the text to fn(arg, p, n) piece by piece,
+ * from the calling thread, before it returns.  RL_OK, RL_EINVAL (NULL
+ * lim or fn), RL_ENOMEM, or RL_EIO when fn returned non-zero (nothing
+ * more is written).
+ *
+ * rl_metrics_write() writes it into buf (cap bytes, NUL-terminated) and
+ * sets *len to its length.  RL_ERANGE when it does not fit: *len is then
+ * the size buf needs (NUL included) and buf holds a truncated text;
+ * rules or shards added before the next call may need more, so leave
+ * room.  RL_EINVAL for a NULL lim or len, or a NULL buf with cap > 0.
+ *
+ * Both: any thread, any time, beside checks and rule loads, which they
+ * never block (the counters are read lock-free and the rule set is
+ * copied out before any byte is written).  They allocate, read every
+ * rule's counters and may take a few milliseconds with thousands of
+ * rules: a scrape's call, not the request path's.
+ */
+RL_EXPORT int rl_metrics_write_cb(const rl_limiter *lim,
+                                  rl_metrics_write_fn *fn, void *arg);
+RL_EXPORT int rl_metrics_write(const rl_limiter *lim, char *buf, size_t cap,
+                               size_t *len);
+
 /* ---- asynchronous checks ---------------------------------------------- */
 /*
  * Start a check without blocking and learn its result in your own event

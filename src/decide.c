@@ -8,13 +8,18 @@
  * When the store failed, each rule follows its failure mode instead
  * (degrade): open allows, closed denies for a second, fallback asks the
  * local memory store at limit / fleet_size, drained to match whenever
- * Redis denies (follow_denials).  The request path (request.c)
- * and any other caller of the store hand their answers here, so every way
- * a check is made decides alike.  Nothing here allocates or locks.
+ * Redis denies (follow_denials).  Either way each charge is counted into
+ * its rule's metrics (count_rules, metrics.h).  The request path
+ * (request.c) and any other caller of the store hand their answers here,
+ * so every way a check is made decides and counts alike.  Nothing here
+ * allocates; the only lock is the fallback store's segment lock (a failed
+ * store, or a fallback rule Redis denied).
  */
 #include "decide.h"
 #include "dryrun.h"
 #include "error.h"
+#include "events.h"
+#include "metrics.h"
 
 #include <string.h>
 #include <time.h>
@@ -82,6 +87,50 @@ static size_t fold(rl_result *res, const store_op *ops,
     return best;
 }
 
+/* The metrics' name of a failure mode's flag (0: none). */
+static int failure_metric(unsigned how)
+{
+    return how == RL_FLAG_FAIL_OPEN     ? RM_FAIL_OPEN
+           : how == RL_FLAG_FALLBACK    ? RM_FALLBACK
+           : how == RL_FLAG_FAIL_CLOSED ? RM_FAIL_CLOSED
+                                        : 0;
+}
+
+/* Each charge into its rule's metrics (metrics.h): its decision d[i], and
+ * how[i] the failure mode that stood in for the store (how NULL: the
+ * store decided). */
+static void count_rules(const rl_limiter *lim, const store_op *ops,
+                        const algo_decision *d, size_t n,
+                        const unsigned *how)
+{
+    unsigned slot;
+
+    if (!lim->mconf.on)
+        return;
+    slot = metrics_self()->slot;
+    for (size_t i = 0; i < n; i++)
+        metrics_note(ops[i].rule->met, slot, &d[i], ops[i].soft,
+                     how ? failure_metric(how[i]) : 0, ops[i].rule->ap.limit,
+                     lim->mconf.near_pct);
+}
+
+/* Each charge denied, or would-be denied, as a rejection event
+ * (events.h); how as count_rules(). */
+static void note_denials(const rl_limiter *lim, const store_op *ops,
+                         const algo_decision *d, size_t n,
+                         const unsigned *how)
+{
+    if (!lim->events)
+        return;
+    for (size_t i = 0; i < n; i++)
+        if (!d[i].allowed)
+            events_push(lim->events, ops[i].rule->id, ops[i].key,
+                        ops[i].key_len, ops[i].cost, ops[i].soft,
+                        !how                               ? EV_STORE
+                        : how[i] == RL_FLAG_FAIL_CLOSED    ? EV_CLOSED
+                                                           : EV_FALLBACK);
+}
+
 /* A rule's share of its limit when this limiter decides alone. */
 static void fallback_rule(const rl_limiter *lim, const rl_rule *rule,
                           rl_rule *local)
@@ -147,6 +196,8 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
     for (size_t k = 0; k < nf; k++)
         d[map[k]] = fd[k];
     best = fold(res, ops, d, n, now);
+    count_rules(lim, ops, d, n, how);
+    note_denials(lim, ops, d, n, how);
     res->flags |= how[best];
     if (how[best] == RL_FLAG_FAIL_OPEN)
         stats_add(&lim->counts, ST_FAIL_OPEN);
@@ -201,6 +252,8 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
         return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
     else {
         fold(res, ops, d, n, now);
+        count_rules(lim, ops, d, n, NULL);
+        note_denials(lim, ops, d, n, NULL);
         if (lim->fallback && !res->allowed)
             follow_denials(lim, ops, n, d);
     }

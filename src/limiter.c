@@ -11,6 +11,7 @@
  * work on.
  */
 #include "limiter.h"
+#include "events.h"
 #include "options.h"
 #include "error.h"
 #include "sized.h"
@@ -82,6 +83,26 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
     return rc == RL_OK ? RL_OK : rl_fail(NULL, rc, "%s", err);
 }
 
+/* Option events_redis: the ring and its sender thread. */
+static int start_events(rl_limiter *lim, const rl_config *cfg)
+{
+    events_opts o = {
+        .uri = cfg->events_redis,
+        .stream = cfg->events_stream ? cfg->events_stream
+                                     : EVENTS_STREAM_DEFAULT,
+        .maxlen = cfg->events_maxlen,
+        .ring = cfg->events_ring,
+        .key_mode = (int)cfg->events_key,
+        .sample = cfg->events_sample,
+        .hash_key = lim->keyed_layout ? lim->layout_key : NULL,
+        .timeout_ms = cfg->connect_timeout_ms,
+    };
+
+    if (!cfg->events_redis)
+        return RL_OK;
+    return events_start(&lim->events, &o);
+}
+
 static int load_initial_rules(rl_limiter *lim, const rl_config *cfg)
 {
     int rc = RL_OK;
@@ -129,7 +150,12 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
     rules_state_init(&lim->rstate);
     lim->log_fn = cfg->log_fn;
     lim->log_arg = cfg->log_arg;
-    if ((rc = open_store(lim, cfg)) != RL_OK ||
+    lim->mconf = (metrics_conf){.on = cfg->metrics != 0,
+                                .near_pct = cfg->near_limit_pct};
+    if ((rc = open_store(lim, cfg)) == RL_OK &&
+        strcmp(lim->store->vt->name, "memory") == 0)
+        lim->mconf.sample_mask = METRICS_SAMPLE_MEMORY - 1;
+    if (rc != RL_OK || (rc = start_events(lim, cfg)) != RL_OK ||
         (rc = load_initial_rules(lim, cfg)) != RL_OK) {
         rl_limiter_free(lim);
         return rc;
@@ -143,6 +169,7 @@ RL_EXPORT void rl_limiter_free(rl_limiter *lim)
     if (!lim)
         return;
     rules_source_stop(lim); /* first: its thread swaps rules in */
+    events_stop(lim->events);
     store_free(lim->store);
     store_free(lim->fallback);
     ruleset_free(rcu_peek(&lim->rules));

@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 
+#include "metrics.h"
 #include "rcu.h"
 #include "ratelimit.h"
 #include "rules_load.h"
@@ -19,9 +20,13 @@ struct rl_limiter {
     rl_store *store;
     rl_store *fallback;        /* memory store for rules in mode fallback,
                                   when a remote store fails; else NULL   */
+    metrics_conf mconf;        /* options metrics, near_limit_pct: read
+                                  by every check, beside store           */
     _Atomic int64_t fleet_size; /* the fallback allows limit / fleet_size;
                                    counted by heartbeats with "auto"     */
     stats counts;              /* behind rl_stats_get()                  */
+    metrics_hist latency;      /* behind rl_metrics_write(): checks' time */
+    struct events *events;     /* rejection events (events.h), or NULL   */
     rules_state rstate;        /* behind rl_rules_status_get()           */
     struct rules_source *source; /* option rules_source's thread, or NULL */
     uint64_t layout_key[2];    /* option hash_key, parsed                */

@@ -35,6 +35,7 @@ static int check_hash_key(const opt_def *o, const char *value)
 }
 
 static int check_rules_key(const opt_def *o, const char *value);
+static int check_events_redis(const opt_def *o, const char *value);
 static int check_hash_key(const opt_def *o, const char *value);
 
 #define OFF(field) offsetof(struct rl_config, field)
@@ -86,6 +87,21 @@ static const opt_def opt_table[] = {
         "0: do not verify the server (insecure)"),
     TXT("sentinel_password", sentinel_password, 1, 255, NULL, NULL, NULL,
         "redis-sentinel://: the sentinels' AUTH password"),
+    NUM("metrics", OPT_BOOL, metrics, 0, 1, "1", "0: count nothing for rl_metrics_write"),
+    NUM("near_limit_pct", OPT_INT, near_limit_pct, 0, 100, "20",
+        "a pass with less than this % of the limit left is near-limit"),
+    TXT("events_redis", events_redis, 0, 0, "redis://, unix://", check_events_redis, NULL,
+        "where rejection events go (a Redis Stream); not set: none"),
+    TXT("events_stream", events_stream, 1, RULES_KEY_MAX, NULL, check_rules_key,
+        EVENTS_STREAM_DEFAULT, "the stream's key"),
+    NUM("events_maxlen", OPT_INT, events_maxlen, 1, 1000000000, "100000",
+        "the stream's length cap (XADD MAXLEN ~)"),
+    NUM("events_ring", OPT_INT, events_ring, 64, 1048576, "4096",
+        "events queued for the sender at most"),
+    NUM("events_sample", OPT_INT, events_sample, 1, 1000000, "1",
+        "one denial in this many (per thread) becomes an event"),
+    ENUM("events_key", events_key, "plain|hashed|none", "hashed",
+         "the client key in an event: as is, hashed, or left out"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])
@@ -267,6 +283,22 @@ static int check_rules_source(const opt_def *o, const char *value)
         return rl_fail(NULL, RL_EOPTION, "%s: rediss:// (TLS) is not "
                        "supported for the rules source; use file:PATH or "
                        "a redis:// or unix:// server", o->name);
+    return RL_OK;
+}
+
+/* Where the events go: a plain Redis server (the sender has no TLS). */
+static int check_events_redis(const opt_def *o, const char *value)
+{
+    redis_uri u;
+    char why[200];
+
+    if (redis_uri_parse(value, &u, why, sizeof why) != 0)
+        return rl_fail(NULL, RL_EOPTION, "%s: %s (expected redis:// or "
+                       "unix://)", o->name, why);
+    if (u.tls)
+        return rl_fail(NULL, RL_EOPTION, "%s: rediss:// (TLS) is not "
+                       "supported for events; use redis:// or unix://",
+                       o->name);
     return RL_OK;
 }
 

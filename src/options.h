@@ -43,6 +43,14 @@ struct rl_config {
     char *tls_key_file;         /*   and its key                      */
     int64_t tls_verify;         /*   0: the server is not verified    */
     char *sentinel_password;    /* redis-sentinel://: the sentinels'  */
+    int64_t metrics;            /* 0: no counting for rl_metrics_write */
+    int64_t near_limit_pct;     /* near-limit: less than this % left  */
+    char *events_redis;         /* rejection events' server; NULL: off */
+    char *events_stream;        /*   their stream's key               */
+    int64_t events_maxlen;      /*   its cap (XADD MAXLEN ~)          */
+    int64_t events_ring;        /*   the ring's cells                 */
+    int64_t events_key;         /*   EV_KEY_*: plain, hashed, none    */
+    int64_t events_sample;      /*   1 denial in N per thread          */
     rl_log_fn *log_fn;          /* messages; NULL: silent             */
     void *log_arg;
 };
@@ -50,6 +58,7 @@ struct rl_config {
 #define STORE_DEFAULT "memory://"
 #define FLEET_NAME_DEFAULT "default"
 #define RULES_KEY_DEFAULT "rl:rules"
+#define EVENTS_STREAM_DEFAULT "rl:events"
 #define RULES_KEY_MAX 128           /* bytes in rules_key             */
 #define RULES_REFRESH_DEFAULT_S 30
 

@@ -10,7 +10,9 @@
  * the store's per-segment locks are the only ones on the path.
  * rl_check_many() does the same for many requests, handing the store up
  * to 64 of them in one call (a chunk), so Redis decides them in one round
- * trip.
+ * trip.  With the option metrics on, the checks' time goes into the
+ * latency histogram (timer_start/timer_stop: every check on Redis, one in
+ * METRICS_SAMPLE_MEMORY per thread on the memory store).
  *
  * Named dimensions cost one look-up per request dimension, not one string
  * compare per rule: the rule set gave each name its rules count by a
@@ -27,20 +29,43 @@
  */
 #include "request.h"
 #include "decide.h"
+#include "clock.h"
 #include "error.h"
+#include "metrics.h"
 #include "rule_index.h"
 #include "sized.h"
 
 #include <string.h>
 
+/* The start of a check, when it is one this thread times (metrics.h:
+ * sampled on the memory store); else 0. */
+static int64_t timer_start(const rl_limiter *lim)
+{
+    return lim->mconf.on &&
+                   (metrics_self()->tick++ & lim->mconf.sample_mask) == 0
+               ? clock_mono_ns()
+               : 0;
+}
+
+/* `count` checks started at t0 (0: not timed) are decided: their time
+ * into the latency histogram. */
+static void timer_stop(rl_limiter *lim, int64_t t0, size_t count)
+{
+    if (t0 && count)
+        metrics_observe(&lim->latency, metrics_self()->slot,
+                        clock_mono_ns() - t0, count);
+}
+
 static int run(rl_limiter *lim, const store_op *ops, size_t n,
                rl_result *res)
 {
     algo_decision d[RL_OPS_MAX];
-    int64_t now = 0;
+    int64_t now = 0, t0 = timer_start(lim);
     int rc = lim->store->vt->check(lim->store, ops, n, d, &now);
 
-    return decide_settle(lim, ops, n, d, now, rc, res);
+    rc = decide_settle(lim, ops, n, d, now, rc, res);
+    timer_stop(lim, t0, 1);
+    return rc;
 }
 
 static int check_cost(const rl_limiter *lim, int64_t cost)
@@ -358,6 +383,7 @@ _Static_assert(MANY_OPS >= RL_OPS_MAX, "a chunk holds any one request");
 static void chunk_run(rl_limiter *lim, chunk *c, const many_io *io)
 {
     rl_store *st = lim->store;
+    int64_t t0 = timer_start(lim);
 
     if (c->nreq && st->vt->check_many &&
         st->vt->check_many(st, c->req, c->nreq) != RL_OK)
@@ -376,6 +402,7 @@ static void chunk_run(rl_limiter *lim, chunk *c, const many_io *io)
         if (io->codes[k] == RL_OK)
             sized_fill(io_result(io, k), &res, io->span);
     }
+    timer_stop(lim, t0, c->nreq);
     c->nreq = c->nops = c->used = 0;
 }
 

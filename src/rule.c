@@ -169,6 +169,7 @@ int rule_copy(rl_rule *dst, const rl_rule *src)
     dst->prev = NULL;
     dst->nprev = 0;
     dst->dry = NULL;
+    dst->met = NULL;
     return set_match(dst, src->endpoint, src->tier);
 }
 

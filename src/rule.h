@@ -35,6 +35,7 @@ enum rl_failure { RL_FAIL_FALLBACK, RL_FAIL_OPEN, RL_FAIL_CLOSED };
 #define RL_TIER_MAX 63
 
 struct dryrun; /* src/dryrun.h */
+struct rule_metrics; /* src/metrics.h */
 /*
  * A rule's shape: the numbers that give its stored state its units, named.
  * A window's counts mean the same under any limit, so its shape is the
@@ -83,6 +84,8 @@ typedef struct rl_rule {
     struct dryrun *dry;          /* dry-run counters (mode "log", or
                                     kept from an earlier log mode);
                                     NULL: none                         */
+    struct rule_metrics *met;    /* its metrics (metrics.h); NULL with
+                                    the option metrics=0               */
 } rl_rule;
 
 /* Fill *r from one JSON rule object.  Strict: unknown fields, wrong types

@@ -18,6 +18,7 @@
 #include "limiter.h"
 #include "rules_load.h"
 #include "dryrun.h"
+#include "metrics.h"
 #include "rules_file.h"
 #include "ruleset_delta.h"
 #include "clock.h"
@@ -147,9 +148,10 @@ static int swap_locked(rl_limiter *lim, rl_ruleset *next, const swap_how *how,
      * had: the shapes they replaced (so each client's state is converted,
      * not lost) and their dry-run counters. */
     ruleset_inherit(next, cur);
-    if (dryrun_inherit(next, cur) != RL_OK) {
+    if (dryrun_inherit(next, cur) != RL_OK ||
+        (lim->mconf.on && metrics_inherit(next, cur) != RL_OK)) {
         ruleset_free(next);
-        return snprintf(err, errlen, "out of memory for dry-run counters"),
+        return snprintf(err, errlen, "out of memory for rule counters"),
                RL_ENOMEM;
     }
     out->version = version;

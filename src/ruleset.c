@@ -8,6 +8,7 @@
  */
 #include "ruleset.h"
 #include "dryrun.h"
+#include "metrics.h"
 #include "hash.h"
 #include "rule_index.h"
 
@@ -27,6 +28,7 @@ void ruleset_free(rl_ruleset *rs)
     if (!rs)
         return;
     dryrun_detach(rs);
+    metrics_detach(rs);
     for (size_t i = 0; i < rs->n; i++)
         rule_clear(&rs->rules[i]);
     free(rs->rules);

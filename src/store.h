@@ -61,6 +61,21 @@ struct store_async {
 
 struct rnode_stats;
 
+/* One shard of a remote store (a Redis server; a master of a cluster), as
+ * the metrics show it (rl_metrics_write). */
+#define STORE_ADDR_MAX 264     /* "host:port" (host up to 255) or a path */
+#define STORE_SHARDS_MAX 128   /* shards a store reports, at most        */
+typedef struct store_shard {
+    char addr[STORE_ADDR_MAX];
+    int breaker_state;         /* RL_BREAKER_*                          */
+    int64_t opens, closes;     /* the breaker's                         */
+    int64_t errors;            /* calls failed with no connection up, or
+                                  on a connection found stuck            */
+    int64_t timeouts;          /* calls given up at their deadline       */
+    int64_t redirects;         /* MOVED and ASK answers followed         */
+    int64_t reconnects;        /* connections replaced                   */
+} store_shard;
+
 typedef struct store_vtable {
     const char *name;
     /* Decide ops[0..n), n <= RL_OPS_MAX, all-or-nothing: unless every
@@ -87,6 +102,10 @@ typedef struct store_vtable {
     /* Tests and benchmarks: a Redis store's I/O counters (summed over its
      * nodes).  NULL: not a Redis store. */
     void (*io_stats)(rl_store *s, struct rnode_stats *st);
+    /* Metrics: the store's shards into out[0..max), each read lock-free;
+     * returns how many there are (more than max: only max filled).
+     * NULL: no shards (the memory store). */
+    size_t (*shards)(rl_store *s, store_shard *out, size_t max);
 } store_vtable;
 
 struct rl_store {

@@ -805,6 +805,26 @@ static void cluster_io_stats(rl_store *s, rnode_stats *st)
     st->tryagain = atomic_load(&c->tryagain);
 }
 
+/* Metrics: the masters that own slots now, each a shard. */
+static size_t cluster_shards(rl_store *s, store_shard *out, size_t max)
+{
+    cluster_store *c = (cluster_store *)s;
+    unsigned char owns[MAX_NODES] = {0};
+    size_t n = 0;
+
+    for (int k = 0; k < NSLOTS; k++) {
+        unsigned i = atomic_load_explicit(&c->owner[k], memory_order_relaxed);
+        if (i < MAX_NODES)
+            owns[i] = 1;
+    }
+    for (int i = 0; i < atomic_load(&c->nnodes); i++) {
+        rnode *nd = atomic_load(&c->nodes[i].node);
+        if (nd && owns[i] && n++ < max)
+            store_redis_shard(nd, c->nodes[i].addr, &out[n - 1]);
+    }
+    return n;
+}
+
 static const store_vtable cluster_vtable = {
     .name = "redis-cluster",
     .check = cluster_check,
@@ -814,6 +834,7 @@ static const store_vtable cluster_vtable = {
     .start = cluster_start,
     .set_clock = cluster_set_clock,
     .io_stats = cluster_io_stats,
+    .shards = cluster_shards,
 };
 
 /* The fleet's key lives where its slot does. */

@@ -8,7 +8,7 @@
  * Cluster, where slots must be kept apart, is store_cluster.c.  The two
  * share the node and its options (store_redis_node_opts) and nothing
  * else: what tests and benchmarks reach in either goes through the
- * store's vtable (set_clock, io_stats).
+ * store's vtable (set_clock, io_stats, shards).
  */
 #include "store_redis.h"
 #include "fleet.h"
@@ -30,6 +30,7 @@ typedef struct redis_store {
     int64_t timeout_ms;
     rl_clock clock;            /* tests: the time passed to the script */
     fleet fl;                  /* heartbeats, with fleet_size "auto"   */
+    char addr[STORE_ADDR_MAX]; /* "host:port" or the socket's path     */
 } redis_store;
 
 static int64_t deadline(const redis_store *r)
@@ -112,6 +113,31 @@ static void redis_io_stats(rl_store *s, rnode_stats *st)
     rnode_stats_add(((redis_store *)s)->node, st);
 }
 
+void store_redis_shard(rnode *nd, const char *addr, store_shard *out)
+{
+    breaker *b = rnode_breaker(nd);
+    rnode_stats st = {0};
+
+    rnode_stats_add(nd, &st);
+    snprintf(out->addr, sizeof out->addr, "%s", addr);
+    out->breaker_state = atomic_load(&b->state);
+    out->opens = atomic_load(&b->opens);
+    out->closes = atomic_load(&b->closes);
+    out->errors = st.down_fails + st.stuck;
+    out->timeouts = st.timeouts;
+    out->redirects = st.moved + st.asks;
+    out->reconnects = st.reconnects;
+}
+
+static size_t redis_shards(rl_store *s, store_shard *out, size_t max)
+{
+    redis_store *r = (redis_store *)s;
+
+    if (max)
+        store_redis_shard(r->node, r->addr, out);
+    return 1;
+}
+
 static const store_vtable redis_vtable = {
     .name = "redis",
     .check = redis_check,
@@ -121,6 +147,7 @@ static const store_vtable redis_vtable = {
     .start = redis_start,
     .set_clock = redis_set_clock,
     .io_stats = redis_io_stats,
+    .shards = redis_shards,
 };
 
 void store_redis_node_opts(rnode_opts *o, const store_options *opt,
@@ -191,6 +218,11 @@ int store_redis_open(const redis_uri *u, const store_options *opt,
         return snprintf(err, errlen, "store \"%s\": %s", shown, why),
                RL_ESTORE;
     }
+    if (no.io.uri.is_unix)
+        snprintf(r->addr, sizeof r->addr, "%s", no.io.uri.path);
+    else
+        snprintf(r->addr, sizeof r->addr, "%s:%d", no.io.uri.host,
+                 no.io.uri.port);
     rc = rnode_open(&r->node, &no, why, sizeof why);
     SSL_CTX_free(no.io.tls); /* the node's I/O holds its own reference */
     if (rc != RL_OK) {

@@ -44,6 +44,10 @@ void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg);
 typedef rnode_stats store_redis_stats;
 void store_redis_stats_get(rl_store *s, store_redis_stats *st);
 
+/* One node as a shard of the metrics (store_vtable.shards): its address,
+ * breaker and I/O counters.  Either Redis store. */
+void store_redis_shard(rnode *nd, const char *addr, store_shard *out);
+
 /* The TLS client context for u (NULL in *ctx when u is not rediss://)
  * from opt's tls_* options; the caller frees it (SSL_CTX_free).  0, or -1
  * with the reason in err. */

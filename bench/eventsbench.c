@@ -1,0 +1,313 @@
+/*
+ * eventsbench.c -- what rejection events (option events_redis) cost and
+ * deliver, against a private redis-server (the test harness starts one).
+ *
+ * "cost": ns per rl_check() on the memory store, every check denied (a
+ * limit of 1 spent by a first charge of each of --keys users), with
+ * events on beside the same limiter with events off, measured in the same
+ * run: --rounds rounds of a block of --calls checks on each, alternating
+ * which goes first; the median over rounds, and p99 of single checks
+ * (one in 16 timed).  ratio = on / off in checks/s.
+ *
+ * "delivery": 8 threads deny at --rate checks/s in all (paced against the
+ * clock) for --seconds; once every event is sent or counted lost (10 s
+ * at most) the figures are the events offered, sent, dropped
+ * (ring full, Redis away, refused), and the stream's length (XLEN) beside
+ * its cap (events_maxlen, MAXLEN ~).
+ *
+ *   eventsbench [--json] [--quick] [--keys N] [--calls N] [--rounds N]
+ *               [--rate N] [--seconds N]
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "benchutil.h"
+#include "ratelimit.h"
+#include "redis_harness.h"
+
+#define OFF 0
+#define ON 1
+#define THREADS 8
+#define MAX_ROUNDS 1000
+#define KEY_STRIDE 16
+#define STREAM "rl:events"
+#define MAXLEN "100000"
+
+typedef struct options {
+    unsigned long long keys, calls, rounds, rate, seconds;
+    int json;
+} options;
+
+static const char rules[] =
+    "{\"rules\":[{\"rule_id\":\"r\",\"dimension\":\"user\",\"match\":"
+    "{\"endpoint\":\"/api\"},\"limit\":1,\"window_seconds\":3600}]}";
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){100000, 20000, 40, 100000, 10, 0};
+    for (int i = 1; i < argc; i++) {
+        unsigned long long *dst = NULL;
+        if (strcmp(argv[i], "--json") == 0)
+            o->json = 1;
+        else if (strcmp(argv[i], "--quick") == 0)
+            o->keys = 10000, o->calls = 5000, o->rounds = 10, o->seconds = 2;
+        else if (strcmp(argv[i], "--keys") == 0)
+            dst = &o->keys;
+        else if (strcmp(argv[i], "--calls") == 0)
+            dst = &o->calls;
+        else if (strcmp(argv[i], "--rounds") == 0)
+            dst = &o->rounds;
+        else if (strcmp(argv[i], "--rate") == 0)
+            dst = &o->rate;
+        else if (strcmp(argv[i], "--seconds") == 0)
+            dst = &o->seconds;
+        else {
+            fprintf(stderr, "usage: eventsbench [--json] [--quick] [--keys N] "
+                            "[--calls N] [--rounds N] [--rate N] "
+                            "[--seconds N]\n");
+            return 2;
+        }
+        if (dst && (i + 1 >= argc || parse_count(argv[++i], dst) != 0))
+            return 2;
+    }
+    if (!o->keys || o->calls < 100 || !o->rounds || o->rounds > MAX_ROUNDS ||
+        !o->rate || !o->seconds)
+        return 2;
+    return 0;
+}
+
+static rl_limiter *make_limiter(const char *events_uri, char *err)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc = RL_EOPTION;
+
+    if (cfg && rl_config_set(cfg, "rules", rules) == RL_OK &&
+        rl_config_set(cfg, "events_maxlen", MAXLEN) == RL_OK &&
+        (!events_uri ||
+         rl_config_set(cfg, "events_redis", events_uri) == RL_OK))
+        rc = rl_limiter_new(&lim, cfg);
+    if (rc != RL_OK)
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+    rl_config_free(cfg);
+    return lim;
+}
+
+static int deny(rl_limiter *lim, const char *user)
+{
+    rl_request req = {.size = sizeof req, .endpoint = "/api", .user = user,
+                      .cost = 1};
+    rl_result res = RL_RESULT_INIT;
+
+    return rl_check(lim, &req, &res);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* ---- cost ----------------------------------------------------------------- */
+
+static int cost(const options *o, rl_limiter **lim, const char *keys)
+{
+    static double ns[2][MAX_ROUNDS];
+    hist h[2] = {0};
+    uint64_t st = 0xE7E7;
+    static const text_layout layout = {22, 10, 1, 9, 10, 3};
+    figure f = {0};
+
+    for (size_t i = 0; i < o->keys; i++) /* spend each user's one */
+        for (int w = OFF; w <= ON; w++)
+            if (deny(lim[w], keys + i * KEY_STRIDE) != RL_OK)
+                return -1;
+    for (unsigned long long r = 0; r < o->rounds; r++)
+        for (int k = 0; k < 2; k++) {
+            int w = (int)((r + (unsigned long long)k) % 2);
+            uint64_t t0 = now_ns();
+            for (size_t i = 0; i < o->calls; i++) {
+                const char *u = keys + pick(&st, o->keys) * KEY_STRIDE;
+                uint64_t t1 = (i & 15) ? 0 : now_ns();
+                deny(lim[w], u);
+                if (t1)
+                    hist_add(&h[w], now_ns() - t1);
+            }
+            ns[w][r] = (double)(now_ns() - t0) / (double)o->calls;
+            usleep(1000); /* let the sender drain beside, not within */
+        }
+    for (int w = OFF; w <= ON; w++)
+        qsort(ns[w], o->rounds, sizeof ns[w][0], cmp_double);
+    f.name = "events_cost_deny_1t";
+    f.value = 1e9 / ns[ON][o->rounds / 2];
+    f.unit = "checks/s";
+    f.nrefs = 1;
+    f.ref[0] = 1e9 / ns[OFF][o->rounds / 2];
+    f.ref_name[0] = "events_off";
+    xnum(&f, "ns", ns[ON][o->rounds / 2]);
+    xnum(&f, "ref_ns", ns[OFF][o->rounds / 2]);
+    xnum(&f, "p99_ns", hist_pct(&h[ON], 0.99));
+    xnum(&f, "ref_p99_ns", hist_pct(&h[OFF], 0.99));
+    emit_figure(&f, o->json, &layout);
+    return 0;
+}
+
+/* ---- delivery ------------------------------------------------------------- */
+
+typedef struct pacer {
+    rl_limiter *lim;
+    double per_ns;            /* checks per ns, this thread's share */
+    uint64_t t0, until;
+    unsigned long long done, denied;
+    int id;
+} pacer;
+
+static void *pace(void *arg)
+{
+    pacer *p = arg;
+    char user[32];
+
+    for (uint64_t now = now_ns(); now < p->until; now = now_ns()) {
+        double due = (double)(now - p->t0) * p->per_ns;
+        if ((double)p->done >= due) {
+            usleep(200);
+            continue;
+        }
+        rl_request req = {.size = sizeof req, .endpoint = "/api",
+                          .user = user, .cost = 1};
+        rl_result res = RL_RESULT_INIT;
+        snprintf(user, sizeof user, "t%d-%llu", p->id, p->done % 1000);
+        if (rl_check(p->lim, &req, &res) == RL_OK && !res.allowed)
+            p->denied++; /* each user's first check passes */
+        p->done++;
+    }
+    return NULL;
+}
+
+static double metric(const char *text, const char *series)
+{
+    size_t n = strlen(series);
+
+    for (const char *p = text; p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+        if (strncmp(p, series, n) == 0 && p[n] == ' ')
+            return strtod(p + n + 1, NULL);
+    return -1;
+}
+
+static int delivery(const options *o, const rh_server *srv, const char *uri,
+                    char *err)
+{
+    static char text[1 << 16];
+    static const text_layout layout = {22, 10, 1, 9, 10, 3};
+    rl_limiter *lim = make_limiter(uri, err);
+    pthread_t th[THREADS];
+    pacer p[THREADS];
+    unsigned long long offered = 0, checks = 0;
+    size_t len;
+    redisContext *c;
+    redisReply *r;
+    figure f = {0};
+
+    if (!lim)
+        return -1;
+    for (int t = 0; t < THREADS; t++) {
+        p[t] = (pacer){.lim = lim, .per_ns = (double)o->rate / THREADS / 1e9,
+                       .t0 = now_ns(), .id = t};
+        p[t].until = p[t].t0 + o->seconds * 1000000000ULL;
+        pthread_create(&th[t], NULL, pace, &p[t]);
+    }
+    for (int t = 0; t < THREADS; t++) {
+        pthread_join(th[t], NULL);
+        offered += p[t].denied;
+        checks += p[t].done;
+    }
+    /* Let the sender finish (every event sent or counted lost, 10 s at
+     * most), then read its counts. */
+    for (int i = 0; i < 1000; i++) {
+        rl_metrics_write(lim, text, sizeof text, &len);
+        if (metric(text, "ratelimit_events_sent_total") +
+                metric(text, "ratelimit_events_dropped_total"
+                             "{reason=\"ring_full\"}") +
+                metric(text, "ratelimit_events_dropped_total"
+                             "{reason=\"redis_away\"}") +
+                metric(text, "ratelimit_events_dropped_total"
+                             "{reason=\"rejected\"}") >= (double)offered)
+            break;
+        usleep(10000);
+    }
+    rl_limiter_free(lim);
+    c = rh_connect(srv);
+    r = c ? redisCommand(c, "XLEN " STREAM) : NULL;
+    f.name = "events_delivery_8t";
+    f.value = metric(text, "ratelimit_events_sent_total");
+    f.unit = "events";
+    f.nrefs = 1;
+    f.ref[0] = (double)offered;
+    f.ref_name[0] = "denials";
+    xnum(&f, "seconds", (double)o->seconds);
+    xnum(&f, "checks", (double)checks);
+    xnum(&f, "rate_target", (double)o->rate);
+    xnum(&f, "dropped_ring_full",
+         metric(text, "ratelimit_events_dropped_total{reason=\"ring_full\"}"));
+    xnum(&f, "dropped_redis_away",
+         metric(text, "ratelimit_events_dropped_total{reason=\"redis_away\"}"));
+    xnum(&f, "dropped_rejected",
+         metric(text, "ratelimit_events_dropped_total{reason=\"rejected\"}"));
+    xnum(&f, "stream_len", r && r->type == REDIS_REPLY_INTEGER
+                               ? (double)r->integer : -1);
+    xnum(&f, "maxlen", atof(MAXLEN));
+    emit_figure(&f, o->json, &layout);
+    freeReplyObject(r);
+    redisFree(c);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    rh_server srv;
+    char err[ERRLEN] = "", uri[256], *keys;
+    rl_limiter *lim[2] = {NULL, NULL};
+    int rc = parse_args(argc, argv, &o);
+
+    if (rc)
+        return rc;
+    if (!rh_available() || rh_start(&srv, NULL) != 0) {
+        fprintf(stderr, "eventsbench: cannot start redis-server\n");
+        return 1;
+    }
+    rh_uri(&srv, uri, sizeof uri);
+    if (!(keys = malloc(o.keys * KEY_STRIDE)))
+        return 1;
+    for (size_t i = 0; i < o.keys; i++)
+        snprintf(keys + i * KEY_STRIDE, KEY_STRIDE, "%u", (unsigned)i);
+    if (o.json)
+        printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
+               "\"rounds\":%llu,\"rate\":%llu,\"seconds\":%llu,"
+               "\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
+               o.keys, o.calls, o.rounds, o.rate, o.seconds,
+               rl_version_string(), loadavg1());
+    rc = !(lim[OFF] = make_limiter(NULL, err)) ||
+         !(lim[ON] = make_limiter(uri, err)) || cost(&o, lim, keys) != 0;
+    rl_limiter_free(lim[OFF]);
+    rl_limiter_free(lim[ON]);
+    if (!rc) {
+        redisContext *c = rh_connect(&srv);
+        freeReplyObject(redisCommand(c, "DEL " STREAM));
+        redisFree(c);
+        rc = delivery(&o, &srv, uri, err) != 0;
+    }
+    if (rc)
+        fprintf(stderr, "eventsbench: %s\n", err);
+    free(keys);
+    rh_stop(&srv);
+    return rc;
+}
