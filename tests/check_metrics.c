@@ -399,6 +399,13 @@ START_TEST(redis_shard)
     RULE_EQ(t, "denied_total", "c", 4);
     RULE_EQ(t, "checks_total", "c", 7);
     RULE_EQ(t, "fail_open_total", "f", 0);
+    /* Failures in one time slice are one (breaker.h): the breaker opens
+     * once calls have kept failing for breaker_failures - 1 slices. */
+    for (int i = 0; i < 500 && shard_value(lim, "breaker_opens_total",
+                                           shard) < 1; i++) {
+        check_ep(lim, "/o");
+        usleep(10000);
+    }
     ck_assert(shard_value(lim, "breaker_opens_total", shard) >= 1);
     ck_assert(shard_value(lim, "breaker_state", shard) != 0);
 
