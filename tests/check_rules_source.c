@@ -163,6 +163,19 @@ static rl_rules_status status(rl_limiter *lim)
     return st;
 }
 
+/* Wait until the hook has heard a line holding needle (a refusal is
+ * counted a moment before it is logged). */
+static void wait_heard(int level, const char *needle)
+{
+    int64_t start = now_ms();
+
+    while (!heard_has(level, needle)) {
+        ck_assert_msg(now_ms() - start < 5000 * SLOW, "never logged: %s",
+                      needle);
+        sleep_ms(2);
+    }
+}
+
 /* Wait until the status says at least `bad` / `stale` refusals. */
 static void wait_refusals(rl_limiter *lim, uint64_t bad, uint64_t stale)
 {
@@ -332,8 +345,8 @@ START_TEST(push_reaches_two_limiters_within_a_second)
     ck_assert_int_eq(st.loads, 2);
     ck_assert_int_eq(st.refused_bad + st.refused_stale, 0);
     ck_assert_int_gt(st.last_read_ms, 1700000000000LL);
-    ck_assert(heard_has(RL_LOG_INFO, "rules version 2 (1 rules) taken from "
-                        "redis 127.0.0.1:"));
+    wait_heard(RL_LOG_INFO, "rules version 2 (1 rules) taken from "
+                        "redis 127.0.0.1:");
     rl_limiter_free(a);
     rl_limiter_free(b);
 }
@@ -468,7 +481,7 @@ START_TEST(bad_old_and_same_version_snapshots_are_refused)
 
     publish("{\"version\": 6, \"rules\": [", 6);           /* bad JSON */
     wait_refusals(lim, 1, 0);
-    ck_assert(heard_has(RL_LOG_WARN, "refused, version 5 stays in force"));
+    wait_heard(RL_LOG_WARN, "refused, version 5 stays in force");
     publish("{\"version\": 6, \"rules\": [{\"rule_id\": \"r\", "
             "\"dimension\": \"user\", \"limit\": 0, \"window_seconds\": 60}]}",
             6);                                            /* invalid rule */
@@ -478,13 +491,13 @@ START_TEST(bad_old_and_same_version_snapshots_are_refused)
                   "%s", st.last_refusal);
     publish_set(4, 1);                                     /* older */
     wait_refusals(lim, 2, 1);
-    ck_assert(heard_has(RL_LOG_WARN, "version 4 is older than the version 5"));
+    wait_heard(RL_LOG_WARN, "version 4 is older than the version 5");
     publish(set_json(buf, sizeof buf, 5, 2), 5);           /* same version */
     wait_refusals(lim, 2, 2);
-    ck_assert(heard_has(RL_LOG_WARN, "version 5 is the same as the version"));
+    wait_heard(RL_LOG_WARN, "version 5 is the same as the version");
     publish(set_json(buf, sizeof buf, -1, 2), 6);          /* no version */
     wait_refusals(lim, 3, 2);
-    ck_assert(heard_has(RL_LOG_WARN, "version: required"));
+    wait_heard(RL_LOG_WARN, "version: required");
     /* a rule id with ESC and CR: refused, and no control byte reaches the
      * status or the log */
     publish("{\"version\": 6, \"rules\": [{\"rule_id\": \"r\\u001b[31m\\r\","
@@ -549,7 +562,7 @@ START_TEST(away_at_start_uses_rules_file_then_follows_the_source)
     ck_assert_int_eq(st.origin, RL_RULES_FROM_LAST_GOOD);
     ck_assert_int_eq(st.source, RL_SOURCE_DOWN);
     ck_assert_int_ge(st.source_errors, 1);
-    ck_assert(heard_has(RL_LOG_WARN, "starting from the last good copy"));
+    wait_heard(RL_LOG_WARN, "starting from the last good copy");
     ck_assert_int_eq(enforced(lim), 4);
     /* Redis comes up (empty); the change is published there */
     ck_assert_int_eq(rh_restart(&srv), 0);
@@ -560,7 +573,7 @@ START_TEST(away_at_start_uses_rules_file_then_follows_the_source)
     st = status(lim);
     ck_assert_int_eq(st.origin, RL_RULES_FROM_SOURCE);
     ck_assert_int_eq(st.source, RL_SOURCE_UP);
-    ck_assert(heard_has(RL_LOG_INFO, "answers again"));
+    wait_heard(RL_LOG_INFO, "answers again");
     rl_limiter_free(lim);
 }
 END_TEST
@@ -590,7 +603,7 @@ START_TEST(away_at_start_without_a_file_fails_unless_degraded)
     ck_assert_int_eq(st.version, 0);
     ck_assert_int_eq(st.origin, RL_RULES_FROM_NONE);
     ck_assert_int_eq(st.source, RL_SOURCE_DOWN);
-    ck_assert(heard_has(RL_LOG_WARN, "starting with no rules"));
+    wait_heard(RL_LOG_WARN, "starting with no rules");
     ck_assert_int_eq(enforced(lim), -1);
     ck_assert_int_eq(rh_restart(&srv), 0);
     publish_set(1, 6);
@@ -677,7 +690,7 @@ START_TEST(passwords_stay_out_of_messages)
     ck_assert_int_eq(rl_config_set(cfg, "degraded_start", "1"), RL_OK);
     ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
     rl_config_free(cfg);
-    ck_assert(heard_has(RL_LOG_WARN, "AUTH"));
+    wait_heard(RL_LOG_WARN, "AUTH");
     heard_is_clean("wrong-pw-2");
     rl_limiter_free(lim);
     rh_stop(&pw);
