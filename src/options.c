@@ -262,11 +262,8 @@ static int check_rules_source(const opt_def *o, const char *value)
     if (strcmp(value, "store") != 0 &&
         redis_uri_parse(value, &u, why, sizeof why) != 0)
         return rl_fail(NULL, RL_EOPTION, "%s: %s (expected store, "
-                       "redis://, unix:// or file:PATH)", o->name, why);
-    if (strcmp(value, "store") != 0 && u.tls)
-        return rl_fail(NULL, RL_EOPTION, "%s: rediss:// (TLS) is not "
-                       "supported for the rules source; use file:PATH or "
-                       "a redis:// or unix:// server", o->name);
+                       "redis://, rediss://, unix:// or file:PATH)", o->name,
+                       why);
     return RL_OK;
 }
 
