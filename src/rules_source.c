@@ -3,7 +3,8 @@
  * limiter that keeps the limiter's rules in step with a rule set kept
  * elsewhere, off the request path.
  *
- * Redis (redis://, unix://, or "store": the store's own server): the key
+ * Redis (redis://, rediss:// with the tls_* options, unix://, or "store":
+ * the store's own server): the key
  * rules_key holds the whole set as JSON with its version; whoever changes
  * it PUBLISHes on the channel of the same name (contracts.md section 2).
  * The thread keeps two connections of its own: one SUBSCRIBEd (a message
@@ -32,10 +33,10 @@
  *
  * Stopping: every wait of the thread is a poll() that includes an eventfd
  * rl_limiter_free() writes to; no wait is a blocking hiredis call
- * (rules_redis.c) but the dry-run report's pipeline, bounded by the
- * socket timeout (io_ms, at most 1 s), so the thread ends within
- * milliseconds whatever the server does, or within io_ms while a report
- * is out.  The thread blocks every signal: SIGPIPE from a closed
+ * (rules_redis.c) but the dry-run report's pipeline on a plain server,
+ * bounded by the socket timeout (io_ms, at most 1 s), so the thread ends
+ * within milliseconds whatever the server does, or within io_ms while a
+ * report is out.  The thread blocks every signal: SIGPIPE from a closed
  * socket becomes EPIPE, and the program's signals go to its own threads.
  *
  * Locks: none of the request path.  A swap takes the limiter's load lock
