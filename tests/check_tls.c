@@ -9,8 +9,10 @@
  * refused, with one it works; tls_verify=0 is the only way past a failed
  * verification; a connection killed by the server comes back resuming
  * its TLS session; the rules source (rules_source=rediss://) reads its
- * snapshot and follows a push over TLS, and refuses a stranger CA; a Redis
- * Cluster over TLS (tls-cluster yes) decides through its redirects.
+ * snapshot, follows a push and writes its dry-run reports over TLS,
+ * gives way to rl_limiter_free() while the server hangs, and refuses a
+ * stranger CA; a Redis Cluster over TLS (tls-cluster yes) decides through
+ * its redirects.
  */
 #include <check.h>
 #include <pthread.h>
@@ -18,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dryrun_report.h"
 #include "limiter.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
@@ -558,6 +561,80 @@ START_TEST(the_rules_source_refuses_a_stranger_ca)
 }
 END_TEST
 
+/* The source's tick writes the dry-run report of a rule in mode log on
+ * its TLS connection (rr_replies), and it reads in Redis as counted. */
+START_TEST(the_rules_source_reports_dry_runs_over_tls)
+{
+    rh_server s;
+    char uri[256], msg[512], err[200];
+    const char *opts[] = {"tls_ca_file", cert("ca.crt"), NULL};
+    const char *set = "{\"version\":1,\"rules\":[{\"rule_id\":\"r\","
+                      "\"dimension\":\"user\",\"limit\":1,"
+                      "\"window_seconds\":60,\"mode\":\"log\"}]}";
+    rl_limiter *lim;
+    rl_result res = RL_RESULT_INIT;
+    dryrun_report rep;
+    redisContext *c;
+    redisReply *r;
+    int64_t start;
+
+    start_tls(&s, "server.crt", "no");
+    c = rh_connect(&s);
+    ck_assert_ptr_nonnull(c);
+    r = redisCommand(c, "SET rl:rules %s", set);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "SET failed");
+    freeReplyObject(r);
+    tls_uri(uri, sizeof uri, "127.0.0.1", s.tls_port);
+    ck_assert_msg(open_followed(&lim, uri, opts, msg, sizeof msg) == RL_OK,
+                  "%s", msg);
+    for (int k = 0; k < 3; k++) { /* mode log: all allowed, 2 would deny */
+        ck_assert_int_eq(rl_allow(lim, "user:a", "r", 1, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, 1);
+    }
+    for (start = now_ms(); now_ms() - start < WAIT_MS; sleep_ms(50)) {
+        ck_assert_int_eq(dryrun_fetch(c, "r", &rep, err, sizeof err), RL_OK);
+        if (rep.limiters == 1)
+            break;
+    }
+    ck_assert_int_eq(rep.limiters, 1);
+    ck_assert_int_eq(rep.checks, 3);
+    ck_assert_int_eq(rep.would_deny, 2);
+    redisFree(c);
+    rl_limiter_free(lim);
+    rh_stop(&s);
+}
+END_TEST
+
+/* A read over TLS waiting on a hung server gives way to
+ * rl_limiter_free() at once. */
+START_TEST(the_rules_source_frees_promptly_while_tls_hangs)
+{
+    rh_server s;
+    char uri[256], msg[512];
+    const char *opts[] = {"tls_ca_file", cert("ca.crt"), "connect_timeout_ms",
+                          "10000", "rules_refresh_s", "1", NULL};
+    rl_limiter *lim;
+    int64_t start, took;
+
+    start_tls(&s, "server.crt", "no");
+    publish_rules(&s, 1, 1);
+    tls_uri(uri, sizeof uri, "127.0.0.1", s.tls_port);
+    ck_assert_msg(open_followed(&lim, uri, opts, msg, sizeof msg) == RL_OK,
+                  "%s", msg);
+    ck_assert_int_eq(rh_pause(&s), 0);
+    sleep_ms(1500); /* a pull is now waiting on the hung server */
+    start = now_ms();
+    rl_limiter_free(lim);
+    took = now_ms() - start;
+    printf("rules source over TLS: free while Redis hangs: %lld ms\n",
+           (long long)took);
+    ck_assert_msg(took < 500 * SLOW, "rl_limiter_free took %lld ms",
+                  (long long)took);
+    ck_assert_int_eq(rh_resume(&s), 0);
+    rh_stop(&s);
+}
+END_TEST
+
 START_TEST(the_rules_source_takes_rediss)
 {
     rl_config *cfg = rl_config_new();
@@ -590,6 +667,8 @@ int main(void)
         tcase_add_test(one, a_killed_connection_comes_back_resuming_its_session);
         tcase_add_test(one, the_rules_source_follows_a_tls_server);
         tcase_add_test(one, the_rules_source_refuses_a_stranger_ca);
+        tcase_add_test(one, the_rules_source_reports_dry_runs_over_tls);
+        tcase_add_test(one, the_rules_source_frees_promptly_while_tls_hangs);
         suite_add_tcase(s, one);
     }
     if (rh_cluster_available()) {
