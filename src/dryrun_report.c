@@ -255,7 +255,9 @@ static int read_replies(redisContext *c, int cmds, char *why, size_t len)
     return rc;
 }
 
-int dryrun_publish(rl_limiter *lim, redisContext *c, const char *limiter_id)
+int dryrun_publish_via(rl_limiter *lim, redisContext *c,
+                       const char *limiter_id, dryrun_replies_fn replies,
+                       void *arg)
 {
     char why[128] = "";
     int cmds = 0, rules, rc;
@@ -266,12 +268,18 @@ int dryrun_publish(rl_limiter *lim, redisContext *c, const char *limiter_id)
         return rl_fail(lim, RL_EINVAL, "dryrun_publish: the limiter id must "
                        "be 1..%d bytes of 0x21..0x7e", DRYRUN_LIMITER_ID_MAX);
     rules = queue_fields(lim, c, limiter_id, &cmds);
-    rc = read_replies(c, cmds, why, sizeof why);
+    rc = replies ? replies(arg, cmds, why, sizeof why)
+                 : read_replies(c, cmds, why, sizeof why);
     if (rules < 0) /* the commands queued before are read all the same */
         return rl_fail(lim, rules, "dryrun_publish: out of memory");
     if (rc != RL_OK)
         return rl_fail(lim, rc, "dryrun_publish: %s", why);
     return rules;
+}
+
+int dryrun_publish(rl_limiter *lim, redisContext *c, const char *limiter_id)
+{
+    return dryrun_publish_via(lim, c, limiter_id, NULL, NULL);
 }
 
 int dryrun_fetch(redisContext *c, const char *rule_id, dryrun_report *r,

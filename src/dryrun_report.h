@@ -81,6 +81,14 @@ uint64_t dryrun_report_distinct(const dryrun_report *r);
  */
 int dryrun_publish(rl_limiter *lim, redisContext *c, const char *limiter_id);
 
+/* The same, but the commands queued on c are sent and their `cmds`
+ * replies read by replies(arg, ...) (a connection whose bytes hiredis
+ * cannot carry itself: TLS): RL_OK, or RL_ESTORE with the reason in why. */
+typedef int (*dryrun_replies_fn)(void *arg, int cmds, char *why, size_t len);
+int dryrun_publish_via(rl_limiter *lim, redisContext *c,
+                       const char *limiter_id, dryrun_replies_fn replies,
+                       void *arg);
+
 /* A limiter id for dryrun_publish(), unique to this limiter instance:
  * "<host>:<pid>-<16 random hex digits>" (a restarted process writes a
  * field of its own and leaves the old one to expire: the merge sums both)

@@ -70,7 +70,7 @@ static const opt_def opt_table[] = {
     ENUM("redis_layout", redis_compact, "plain|compact", "plain", "how state is kept in Redis"),
     TXT("hash_key", hash_key, 0, 0, "32 hex digits", check_hash_key,
         NULL, "the compact layout's client hash key, the same on every limiter of a fleet"),
-    TXT("rules_source", rules_source, 0, 0, "store, redis://, unix://, file:path",
+    TXT("rules_source", rules_source, 0, 0, "store, redis://, rediss://, unix://, file:path",
         check_rules_source, NULL, "where live rules come from"),
     TXT("rules_key", rules_key, 1, RULES_KEY_MAX, NULL, check_rules_key, RULES_KEY_DEFAULT,
         "the rule set's Redis key and channel"),
@@ -278,11 +278,8 @@ static int check_rules_source(const opt_def *o, const char *value)
     if (strcmp(value, "store") != 0 &&
         redis_uri_parse(value, &u, why, sizeof why) != 0)
         return rl_fail(NULL, RL_EOPTION, "%s: %s (expected store, "
-                       "redis://, unix:// or file:PATH)", o->name, why);
-    if (strcmp(value, "store") != 0 && u.tls)
-        return rl_fail(NULL, RL_EOPTION, "%s: rediss:// (TLS) is not "
-                       "supported for the rules source; use file:PATH or "
-                       "a redis:// or unix:// server", o->name);
+                       "redis://, rediss://, unix:// or file:PATH)", o->name,
+                       why);
     return RL_OK;
 }
 

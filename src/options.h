@@ -32,7 +32,7 @@ struct rl_config {
     int64_t redis_compact;      /* redis_layout "compact": 1          */
     char *hash_key;             /* the compact layout's SipHash key,
                                    32 hex digits; NULL: the default    */
-    char *rules_source;         /* "store", redis://, unix://, file:  */
+    char *rules_source;         /* "store", redis[s]://, unix://, file: */
     char *rules_key;            /* snapshot key and channel           */
     int64_t rules_refresh_s;    /* the timed pull                     */
     int64_t rules_push;         /* 0: no SUBSCRIBE, pull only         */

@@ -156,12 +156,10 @@ static int set_peer_name(SSL *ssl, const char *host)
            SSL_set1_host(ssl, host) == 1;
 }
 
-SSL *rtls_handshake(SSL_CTX *ctx, int fd, const char *host, int port,
-                    SSL_SESSION *sess, int64_t deadline_ms, char *err,
-                    size_t errlen)
+SSL *rtls_new(SSL_CTX *ctx, int fd, const char *host, int port,
+              SSL_SESSION *sess, char *err, size_t errlen)
 {
     SSL *ssl;
-    int ret;
 
     ERR_clear_error();
     if (!(ssl = SSL_new(ctx)) || SSL_set_fd(ssl, fd) != 1 ||
@@ -171,6 +169,18 @@ SSL *rtls_handshake(SSL_CTX *ctx, int fd, const char *host, int port,
         SSL_free(ssl);
         return NULL;
     }
+    return ssl;
+}
+
+SSL *rtls_handshake(SSL_CTX *ctx, int fd, const char *host, int port,
+                    SSL_SESSION *sess, int64_t deadline_ms, char *err,
+                    size_t errlen)
+{
+    SSL *ssl = rtls_new(ctx, fd, host, port, sess, err, errlen);
+    int ret;
+
+    if (!ssl)
+        return NULL;
     while ((errno = 0, ret = SSL_connect(ssl)) != 1)
         if (rtls_wait(ssl, fd, ret, deadline_ms, host, port, err, errlen)) {
             SSL_free(ssl);

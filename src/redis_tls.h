@@ -38,6 +38,13 @@ typedef struct rtls_opts {
  * or neither).  NULL with the reason in err. */
 SSL_CTX *rtls_ctx_new(const rtls_opts *o, char *err, size_t errlen);
 
+/* A connection on socket fd to host:port, ready for SSL_connect (what
+ * rtls_handshake does first; for a caller that waits on more than the
+ * socket): SNI and the name or IP check set, *sess offered.  NULL with
+ * the reason in err. */
+SSL *rtls_new(SSL_CTX *ctx, int fd, const char *host, int port,
+              SSL_SESSION *sess, char *err, size_t errlen);
+
 /* Handshake on connected socket fd (non-blocking from here on) to
  * host:port by deadline_ms (CLOCK_MONOTONIC): SNI and the name check for
  * a host name, the IP check for an IP literal; *sess, if set, offered for

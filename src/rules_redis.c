@@ -1,10 +1,14 @@
 /*
  * rules_redis.c -- see rules_redis.h.  Every wait is a poll() on the
  * socket and the stop descriptor with a deadline; hiredis only formats
- * commands, writes small ones and parses replies.  The thread that calls
- * these blocks every signal (rules_source.c), so a write to a server that
- * closed the connection fails with EPIPE instead of raising SIGPIPE in
- * the program.
+ * commands, writes small ones (plain) and parses replies.  Over TLS the
+ * bytes of hiredis' output buffer go out through SSL_write and what
+ * SSL_read returns is fed to its reader; a read takes everything OpenSSL
+ * can decrypt, until it wants more from the socket, so nothing waits in
+ * OpenSSL's buffers while the thread polls the socket.  The thread that
+ * calls these blocks every signal (rules_source.c), so a write to a
+ * server that closed the connection fails with EPIPE instead of raising
+ * SIGPIPE in the program.
  */
 #include "rules_redis.h"
 #include "clock.h"
@@ -21,7 +25,11 @@
 #include <strings.h>
 #include <sys/socket.h>
 
+#include <hiredis/sds.h>
+#include <openssl/err.h>
+
 #define FAIL(...) fail(err, errlen, __VA_ARGS__)
+#define TLS_CHUNK 16384 /* one TLS record's worth read at a time */
 
 __attribute__((format(printf, 3, 4)))
 static int fail(char *err, size_t errlen, const char *fmt, ...)
@@ -64,43 +72,143 @@ static int wait_ready(int fd, short events, int stop_fd, int64_t deadline_ms)
     }
 }
 
-/* Send what the context has queued, then wait for one reply. */
-static redisReply *finish(redisContext *c, int stop_fd, int64_t deadline_ms,
-                          int *rc, const char *what, char *err,
-                          size_t errlen)
+/* ---- the bytes: hiredis' own socket I/O, or OpenSSL ------------------ */
+
+/* After an OpenSSL call on c returned ret <= 0: wait for what it wants
+ * (RR_OK: call again), or why not. */
+static int tls_wait(rr_conn *c, int ret, int stop_fd, int64_t deadline_ms,
+                    const char *what, char *err, size_t errlen)
+{
+    int e = SSL_get_error(c->ssl, ret), w;
+    char why[256];
+
+    if (e != SSL_ERROR_WANT_READ && e != SSL_ERROR_WANT_WRITE) {
+        rtls_error(c->ssl, ret, c->host, c->port, why, sizeof why);
+        return FAIL("%s: %s", what, why);
+    }
+    w = wait_ready(c->c->fd, e == SSL_ERROR_WANT_READ ? POLLIN : POLLOUT,
+                   stop_fd, deadline_ms);
+    if (w == 1)
+        return RR_OK;
+    return w == 0 ? FAIL("%s: no answer in time", what) : RR_STOPPED;
+}
+
+/* Send everything queued in the context's output buffer. */
+static int send_queued(rr_conn *c, int stop_fd, int64_t deadline_ms,
+                       const char *what, char *err, size_t errlen)
+{
+    int done = 0, ret, rc;
+
+    if (!c->ssl) { /* blocking, under the socket's send timeout */
+        while (!done)
+            if (redisBufferWrite(c->c, &done) != REDIS_OK)
+                return FAIL("%s: %s", what, c->c->errstr);
+        return RR_OK;
+    }
+    while (sdslen(c->c->obuf) > 0) {
+        size_t len = sdslen(c->c->obuf);
+        ERR_clear_error();
+        errno = 0;
+        ret = SSL_write(c->ssl, c->c->obuf, len > INT_MAX ? INT_MAX : (int)len);
+        if (ret > 0)
+            sdsrange(c->c->obuf, ret, -1);
+        else if ((rc = tls_wait(c, ret, stop_fd, deadline_ms, what, err,
+                                errlen)) != RR_OK)
+            return rc;
+    }
+    return RR_OK;
+}
+
+/* TLS: feed the reader all OpenSSL can decrypt now.  1: something read;
+ * 0: nothing (wait for the socket); RR_ERROR (the server closed, or the
+ * connection failed). */
+static int tls_fill(rr_conn *c, const char *what, char *err, size_t errlen)
+{
+    char buf[TLS_CHUNK], why[256];
+    int ret, e, got = 0;
+
+    for (;;) {
+        ERR_clear_error();
+        errno = 0;
+        if ((ret = SSL_read(c->ssl, buf, sizeof buf)) > 0) {
+            if (redisReaderFeed(c->c->reader, buf, (size_t)ret) != REDIS_OK)
+                return FAIL("%s: out of memory", what);
+            got = 1;
+            continue;
+        }
+        e = SSL_get_error(c->ssl, ret);
+        if (e == SSL_ERROR_WANT_READ || e == SSL_ERROR_WANT_WRITE)
+            return got;
+        rtls_error(c->ssl, ret, c->host, c->port, why, sizeof why);
+        return FAIL("%s: %s", what, why);
+    }
+}
+
+/* One reply parsed from what arrives, by deadline_ms. */
+static redisReply *read_one(rr_conn *c, int stop_fd, int64_t deadline_ms,
+                            int *rc, const char *what, char *err,
+                            size_t errlen)
 {
     void *reply = NULL;
-    int done = 0, w;
+    int w, got;
 
     *rc = RR_ERROR;
-    while (!done) {
-        if (redisBufferWrite(c, &done) != REDIS_OK) {
-            FAIL("%s: %s", what, c->errstr);
-            return NULL;
-        }
-    }
     for (;;) {
-        if (redisGetReplyFromReader(c, &reply) != REDIS_OK) {
-            FAIL("%s: %s", what, c->errstr);
+        if (redisGetReplyFromReader(c->c, &reply) != REDIS_OK) {
+            FAIL("%s: %s", what, c->c->errstr);
             return NULL;
         }
         if (reply) {
             *rc = RR_OK;
             return reply;
         }
-        if ((w = wait_ready(c->fd, POLLIN, stop_fd, deadline_ms)) != 1) {
+        if (c->ssl && (got = tls_fill(c, what, err, errlen)) != 0) {
+            if (got < 0)
+                return NULL;
+            continue;
+        }
+        if ((w = wait_ready(c->c->fd, POLLIN, stop_fd, deadline_ms)) != 1) {
             *rc = w == 0 ? FAIL("%s: no answer in time", what) : RR_STOPPED;
             return NULL;
         }
-        if (redisBufferRead(c) != REDIS_OK) {
-            FAIL("%s: %s", what, c->errstr);
+        if (!c->ssl && redisBufferRead(c->c) != REDIS_OK) {
+            FAIL("%s: %s", what, c->c->errstr);
             return NULL;
         }
     }
 }
 
+/* Send what the context has queued, then wait for one reply. */
+static redisReply *finish(rr_conn *c, int stop_fd, int64_t deadline_ms,
+                          int *rc, const char *what, char *err,
+                          size_t errlen)
+{
+    if ((*rc = send_queued(c, stop_fd, deadline_ms, what, err, errlen)) !=
+        RR_OK)
+        return NULL;
+    return read_one(c, stop_fd, deadline_ms, rc, what, err, errlen);
+}
+
+int rr_replies(rr_conn *c, int n, int stop_fd, int64_t deadline_ms, char *err,
+               size_t errlen)
+{
+    int rc = send_queued(c, stop_fd, deadline_ms, "pipeline", err, errlen),
+        first = RR_OK;
+    redisReply *r;
+
+    for (int i = 0; i < n && rc == RR_OK; i++) {
+        if (!(r = read_one(c, stop_fd, deadline_ms, &rc, "pipeline", err,
+                           errlen)))
+            break;
+        if (r->type == REDIS_REPLY_ERROR && first == RR_OK)
+            first = FAIL("%.200s", r->str);
+        freeReplyObject(r);
+    }
+    return rc != RR_OK ? rc : first;
+}
+
 /* One command, its reply (an error reply is RR_ERROR, reply freed). */
-static redisReply *call(redisContext *c, int stop_fd, int64_t deadline_ms,
+static redisReply *call(rr_conn *c, int stop_fd, int64_t deadline_ms,
                         int *rc, char *err, size_t errlen, const char *what,
                         const char *fmt, ...)
 {
@@ -108,9 +216,9 @@ static redisReply *call(redisContext *c, int stop_fd, int64_t deadline_ms,
     va_list ap;
 
     va_start(ap, fmt);
-    if (redisvAppendCommand(c, fmt, ap) != REDIS_OK) {
+    if (redisvAppendCommand(c->c, fmt, ap) != REDIS_OK) {
         va_end(ap);
-        *rc = FAIL("%s: %s", what, c->errstr);
+        *rc = FAIL("%s: %s", what, c->c->errstr);
         return NULL;
     }
     va_end(ap);
@@ -123,20 +231,33 @@ static redisReply *call(redisContext *c, int stop_fd, int64_t deadline_ms,
     return r;
 }
 
-/* Wait for a non-blocking connect, then make the socket blocking with a
- * timeout: from here on the context is a sync one. */
-static int settle(redisContext *c, int stop_fd, int64_t deadline_ms,
+/* Wait for a non-blocking connect; plain, make the socket blocking with
+ * a timeout (from here on the context is a sync one); TLS, keep it
+ * non-blocking and handshake. */
+static int settle(rr_conn *k, SSL_CTX *tls, int stop_fd, int64_t deadline_ms,
                   int64_t io_timeout_ms, char *err, size_t errlen)
 {
     struct timeval tv = {.tv_sec = io_timeout_ms / 1000,
                          .tv_usec = (io_timeout_ms % 1000) * 1000};
     socklen_t sl = sizeof(int);
-    int w = wait_ready(c->fd, POLLOUT, stop_fd, deadline_ms), e = 0;
+    redisContext *c = k->c;
+    int w = wait_ready(c->fd, POLLOUT, stop_fd, deadline_ms), e = 0, ret;
+    char why[256];
 
     if (w != 1)
         return w == 0 ? FAIL("connect: no answer in time") : RR_STOPPED;
     if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &e, &sl) != 0 || e != 0)
         return FAIL("connect: %s", strerror(e ? e : errno));
+    if (tls) {
+        if (!(k->ssl = rtls_new(tls, c->fd, k->host, k->port, NULL, why,
+                                sizeof why)))
+            return FAIL("connect: %s", why);
+        while ((ERR_clear_error(), errno = 0, ret = SSL_connect(k->ssl)) != 1)
+            if ((w = tls_wait(k, ret, stop_fd, deadline_ms, "connect", err,
+                              errlen)) != RR_OK)
+                return w;
+        return RR_OK;
+    }
     if (fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) & ~O_NONBLOCK) != 0)
         return FAIL("connect: fcntl: %s", strerror(errno));
     c->flags |= REDIS_BLOCK;
@@ -145,43 +266,77 @@ static int settle(redisContext *c, int stop_fd, int64_t deadline_ms,
     return RR_OK;
 }
 
-redisContext *rr_connect(const redis_uri *u, int stop_fd, int64_t deadline_ms,
-                         int64_t io_timeout_ms, int *rc, char *err,
-                         size_t errlen)
+/* AUTH and SELECT as u says. */
+static int hello(rr_conn *c, const redis_uri *u, int stop_fd,
+                 int64_t deadline_ms, char *err, size_t errlen)
 {
-    redisContext *c = u->is_unix ? redisConnectUnixNonBlock(u->path)
-                                 : redisConnectNonBlock(u->host, u->port);
     redisReply *r = NULL;
+    int rc = RR_OK;
 
-    if (!c || c->err) {
-        *rc = FAIL("connect: %s", c ? c->errstr : "out of memory");
-        redisFree(c);
-        return NULL;
-    }
-    if ((*rc = settle(c, stop_fd, deadline_ms, io_timeout_ms, err,
-                      errlen)) != RR_OK)
-        goto fail;
     if (u->password[0] && u->user[0])
-        r = call(c, stop_fd, deadline_ms, rc, err, errlen, "AUTH",
+        r = call(c, stop_fd, deadline_ms, &rc, err, errlen, "AUTH",
                  "AUTH %s %s", u->user, u->password);
     else if (u->password[0])
-        r = call(c, stop_fd, deadline_ms, rc, err, errlen, "AUTH",
+        r = call(c, stop_fd, deadline_ms, &rc, err, errlen, "AUTH",
                  "AUTH %s", u->password);
     if (u->password[0] && !r)
-        goto fail;
+        return rc;
     freeReplyObject(r);
     r = NULL;
-    if (u->db && !(r = call(c, stop_fd, deadline_ms, rc, err, errlen,
+    if (u->db && !(r = call(c, stop_fd, deadline_ms, &rc, err, errlen,
                             "SELECT", "SELECT %d", u->db)))
-        goto fail;
+        return rc;
     freeReplyObject(r);
-    return c;
+    return RR_OK;
+}
+
+rr_conn *rr_connect(const redis_uri *u, SSL_CTX *tls, int stop_fd,
+                    int64_t deadline_ms, int64_t io_timeout_ms, int *rc,
+                    char *err, size_t errlen)
+{
+    rr_conn *k = calloc(1, sizeof *k);
+
+    if (!k) {
+        *rc = FAIL("connect: out of memory");
+        return NULL;
+    }
+    snprintf(k->host, sizeof k->host, "%s", u->host);
+    k->port = u->port;
+    k->c = u->is_unix ? redisConnectUnixNonBlock(u->path)
+                      : redisConnectNonBlock(u->host, u->port);
+    if (!k->c || k->c->err) {
+        *rc = FAIL("connect: %s", k->c ? k->c->errstr : "out of memory");
+        goto fail;
+    }
+    if (u->tls && (u->is_unix || !tls)) {
+        *rc = FAIL("connect: TLS needs a host and a TLS context");
+        goto fail;
+    }
+    if ((*rc = settle(k, u->tls ? tls : NULL, stop_fd, deadline_ms,
+                      io_timeout_ms, err, errlen)) != RR_OK ||
+        (*rc = hello(k, u, stop_fd, deadline_ms, err, errlen)) != RR_OK)
+        goto fail;
+    return k;
 fail:
-    redisFree(c);
+    rr_close(k);
     return NULL;
 }
 
-int rr_read(redisContext *c, const char *key, int stop_fd, int64_t deadline_ms,
+int rr_fd(const rr_conn *c)
+{
+    return c->c->fd;
+}
+
+void rr_close(rr_conn *c)
+{
+    if (!c)
+        return;
+    rtls_free(c->ssl); /* before the socket closes */
+    redisFree(c->c);
+    free(c);
+}
+
+int rr_read(rr_conn *c, const char *key, int stop_fd, int64_t deadline_ms,
             char **buf, size_t *len, char *err, size_t errlen)
 {
     redisReply *r;
@@ -224,7 +379,7 @@ int rr_read(redisContext *c, const char *key, int stop_fd, int64_t deadline_ms,
     return RR_OK;
 }
 
-int rr_subscribe(redisContext *c, const char *channel, int stop_fd,
+int rr_subscribe(rr_conn *c, const char *channel, int stop_fd,
                  int64_t deadline_ms, char *err, size_t errlen)
 {
     redisReply *r;
@@ -240,16 +395,12 @@ int rr_subscribe(redisContext *c, const char *channel, int stop_fd,
     return ok ? RR_OK : FAIL("SUBSCRIBE: unexpected reply");
 }
 
-int rr_ping(redisContext *c, char *err, size_t errlen)
+int rr_ping(rr_conn *c, int stop_fd, int64_t deadline_ms, char *err,
+            size_t errlen)
 {
-    int done = 0;
-
-    if (redisAppendCommand(c, "PING") != REDIS_OK)
-        return FAIL("PING: %s", c->errstr);
-    while (!done)
-        if (redisBufferWrite(c, &done) != REDIS_OK)
-            return FAIL("PING: %s", c->errstr);
-    return RR_OK;
+    if (redisAppendCommand(c->c, "PING") != REDIS_OK)
+        return FAIL("PING: %s", c->c->errstr);
+    return send_queued(c, stop_fd, deadline_ms, "PING", err, errlen);
 }
 
 /* The kind of a push: "message", "pong", ...; "" if not one. */
@@ -263,17 +414,18 @@ static const char *push_kind(const redisReply *r)
     return "";
 }
 
-int rr_drain(redisContext *c, int *messages, int *pongs, char *err,
+int rr_drain(rr_conn *c, int *messages, int *pongs, char *err,
              size_t errlen)
 {
     void *reply;
 
     *messages = *pongs = 0;
-    if (redisBufferRead(c) != REDIS_OK)
-        return FAIL("subscription: %s", c->errstr);
+    if (c->ssl ? tls_fill(c, "subscription", err, errlen) < 0
+               : redisBufferRead(c->c) != REDIS_OK)
+        return c->ssl ? RR_ERROR : FAIL("subscription: %s", c->c->errstr);
     for (;;) {
-        if (redisGetReplyFromReader(c, &reply) != REDIS_OK)
-            return FAIL("subscription: %s", c->errstr);
+        if (redisGetReplyFromReader(c->c, &reply) != REDIS_OK)
+            return FAIL("subscription: %s", c->c->errstr);
         if (!reply)
             return RR_OK;
         if (strcmp(push_kind(reply), "message") == 0)

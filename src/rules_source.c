@@ -3,7 +3,8 @@
  * limiter that keeps the limiter's rules in step with a rule set kept
  * elsewhere, off the request path.
  *
- * Redis (redis://, unix://, or "store": the store's own server): the key
+ * Redis (redis://, rediss:// with the tls_* options, unix://, or "store":
+ * the store's own server): the key
  * rules_key holds the whole set as JSON with its version; whoever changes
  * it PUBLISHes on the channel of the same name (contracts.md section 2).
  * The thread keeps two connections of its own: one SUBSCRIBEd (a message
@@ -32,10 +33,10 @@
  *
  * Stopping: every wait of the thread is a poll() that includes an eventfd
  * rl_limiter_free() writes to; no wait is a blocking hiredis call
- * (rules_redis.c) but the dry-run report's pipeline, bounded by the
- * socket timeout (io_ms, at most 1 s), so the thread ends within
- * milliseconds whatever the server does, or within io_ms while a report
- * is out.  The thread blocks every signal: SIGPIPE from a closed
+ * (rules_redis.c) but the dry-run report's pipeline on a plain server,
+ * bounded by the socket timeout (io_ms, at most 1 s), so the thread ends
+ * within milliseconds whatever the server does, or within io_ms while a
+ * report is out.  The thread blocks every signal: SIGPIPE from a closed
  * socket becomes EPIPE, and the program's signals go to its own threads.
  *
  * Locks: none of the request path.  A swap takes the limiter's load lock
@@ -80,6 +81,7 @@ typedef struct rules_source {
     rl_limiter *lim;
     int kind;                      /* SRC_*                               */
     redis_uri uri;                 /* SRC_REDIS                           */
+    SSL_CTX *tls;                  /* rediss://: from the tls_* options   */
     char key[RULES_KEY_MAX + 1];   /* snapshot key and channel            */
     char path[PATH_MAX];           /* SRC_FILE                            */
     char *save;                    /* rules_file to keep up to date, or NULL */
@@ -101,7 +103,7 @@ typedef struct rules_source {
     int have_taken, have_refused;
     int health, empty;             /* HEALTH_*; the key held nothing       */
     int running;                   /* past the start handshake             */
-    redisContext *cmd, *sub;
+    rr_conn *cmd, *sub;
     char id[DRYRUN_LIMITER_ID_MAX + 1]; /* this limiter in dry-run reports */
     int64_t backoff_ms, next_try_ms, next_pull_ms, next_tick_ms, ping_due_ms;
     rwatch watch;
@@ -234,8 +236,8 @@ static int redis_read(rules_source *s, int64_t deadline, int *held,
 
 static void redis_lost(rules_source *s, const char *why)
 {
-    redisFree(s->cmd);
-    redisFree(s->sub);
+    rr_close(s->cmd);
+    rr_close(s->sub);
     s->cmd = s->sub = NULL;
     s->ping_due_ms = 0;
     went_down(s, why);
@@ -265,14 +267,14 @@ static void redis_connect(rules_source *s)
     int rc = RR_OK;
 
     if (!s->cmd)
-        s->cmd = rr_connect(&s->uri, s->stop_fd, deadline, s->io_ms, &rc,
+        s->cmd = rr_connect(&s->uri, s->tls, s->stop_fd, deadline, s->io_ms, &rc,
                             err, sizeof err);
     if (s->cmd && s->push && !s->sub) {
-        s->sub = rr_connect(&s->uri, s->stop_fd, deadline, s->io_ms, &rc,
+        s->sub = rr_connect(&s->uri, s->tls, s->stop_fd, deadline, s->io_ms, &rc,
                             err, sizeof err);
         if (s->sub && (rc = rr_subscribe(s->sub, s->key, s->stop_fd,
                                          deadline, err, sizeof err)) != RR_OK) {
-            redisFree(s->sub);
+            rr_close(s->sub);
             s->sub = NULL;
         }
     }
@@ -286,6 +288,15 @@ static void redis_connect(rules_source *s)
     redis_pull(s);
 }
 
+/* dryrun_publish_via()'s replies over TLS. */
+static int report_replies(void *arg, int cmds, char *why, size_t len)
+{
+    rules_source *s = arg;
+
+    return rr_replies(s->cmd, cmds, s->stop_fd, clock_mono_ms() + s->io_ms,
+                      why, len) == RR_OK ? RL_OK : RL_ESTORE;
+}
+
 static void redis_tick(rules_source *s)
 {
     char err[MSG_MAX];
@@ -293,15 +304,20 @@ static void redis_tick(rules_source *s)
 
     s->next_tick_ms = now + TICK_MS;
     if (s->sub && !s->ping_due_ms) {
-        if (rr_ping(s->sub, err, sizeof err) != RR_OK)
+        if (rr_ping(s->sub, s->stop_fd, now + s->io_ms, err, sizeof err) !=
+            RR_OK)
             redis_lost(s, err);
         else
             s->ping_due_ms = now + s->connect_ms;
     }
     /* The dry-run reports of the rules in mode log, on the reading
-     * connection (a blocking pipeline under its socket timeout, io_ms:
-     * the one wait of this thread that the stop eventfd cannot cut). */
-    if (s->cmd && dryrun_publish(s->lim, s->cmd, s->id) == RL_ESTORE)
+     * connection (plain: a blocking pipeline under its socket timeout,
+     * io_ms, the one wait of this thread that the stop eventfd cannot
+     * cut; TLS: rr_replies(), which it can). */
+    if (s->cmd && (s->cmd->ssl ? dryrun_publish_via(s->lim, s->cmd->c, s->id,
+                                                    report_replies, s)
+                               : dryrun_publish(s->lim, s->cmd->c, s->id)) ==
+                      RL_ESTORE)
         redis_lost(s, "dry-run report: the connection failed");
 }
 
@@ -309,7 +325,8 @@ static void redis_tick(rules_source *s)
 static void redis_wait(rules_source *s)
 {
     struct pollfd p[2] = {{.fd = s->stop_fd, .events = POLLIN},
-                          {.fd = s->sub ? s->sub->fd : -1, .events = POLLIN}};
+                          {.fd = s->sub ? rr_fd(s->sub) : -1,
+                           .events = POLLIN}};
     int64_t until = s->next_tick_ms, now = clock_mono_ms();
     char err[MSG_MAX];
     int messages = 0, pongs = 0;
@@ -363,10 +380,10 @@ static int redis_first(rules_source *s, char *err, size_t errlen)
     int64_t deadline = clock_mono_ms() + s->connect_ms;
     int rc, held = 0;
 
-    s->cmd = rr_connect(&s->uri, s->stop_fd, deadline, s->io_ms, &rc, err,
+    s->cmd = rr_connect(&s->uri, s->tls, s->stop_fd, deadline, s->io_ms, &rc, err,
                         errlen);
     if (s->cmd && redis_read(s, deadline, &held, err, errlen) != 0) {
-        redisFree(s->cmd);
+        rr_close(s->cmd);
         s->cmd = NULL;
     }
     if (!s->cmd)
@@ -455,8 +472,8 @@ static void *source_main(void *arg)
         redis_loop(s);
     else
         file_loop(s);
-    redisFree(s->cmd);
-    redisFree(s->sub);
+    rr_close(s->cmd);
+    rr_close(s->sub);
     s->cmd = s->sub = NULL;
     return NULL;
 }
@@ -478,6 +495,21 @@ static int spawn(rules_source *s)
 
 /* ---- start and stop --------------------------------------------------- */
 
+/* rediss://: the client context of the tls_* options, as the store's
+ * (verification on unless tls_verify=0).  RL_OK or RL_EOPTION. */
+static int tls_context(rules_source *s, const struct rl_config *cfg)
+{
+    rtls_opts o = {.ca_file = cfg->tls_ca_file, .ca_dir = cfg->tls_ca_dir,
+                   .cert_file = cfg->tls_cert_file,
+                   .key_file = cfg->tls_key_file,
+                   .verify = (int)cfg->tls_verify};
+    char why[256];
+
+    if (!(s->tls = rtls_ctx_new(&o, why, sizeof why)))
+        return rl_fail(NULL, RL_EOPTION, "rules_source: %s", why);
+    return RL_OK;
+}
+
 /* What cfg->rules_source names, into s.  RL_OK or RL_EOPTION. */
 static int resolve(rules_source *s, const struct rl_config *cfg)
 {
@@ -494,19 +526,19 @@ static int resolve(rules_source *s, const struct rl_config *cfg)
     }
     if (strcmp(src, "store") == 0) {
         uri = cfg->store ? cfg->store : "memory://";
-        if (strncmp(uri, "redis://", 8) && strncmp(uri, "unix://", 7)) {
+        if (strncmp(uri, "redis://", 8) && strncmp(uri, "rediss://", 9) &&
+            strncmp(uri, "unix://", 7)) {
             char shown[128];
             redis_uri_redact(uri, shown, sizeof shown);
             return rl_fail(NULL, RL_EOPTION, "rules_source: \"store\" needs "
-                           "a redis:// or unix:// store, not \"%s\" (no "
-                           "TLS for the rules source)", shown);
+                           "a redis://, rediss:// or unix:// store, not "
+                           "\"%s\"", shown);
         }
     }
     if (redis_uri_parse(uri, &s->uri, why, sizeof why) != 0)
         return rl_fail(NULL, RL_EOPTION, "rules_source: %s", why);
-    if (s->uri.tls) /* rules_redis.c reads through hiredis 0.14: no TLS */
-        return rl_fail(NULL, RL_EOPTION, "rules_source: rediss:// (TLS) is "
-                       "not supported for the rules source");
+    if (s->uri.tls && tls_context(s, cfg) != RL_OK)
+        return RL_EOPTION;
     s->kind = SRC_REDIS;
     snprintf(s->key, sizeof s->key, "%s",
              cfg->rules_key ? cfg->rules_key : RULES_KEY_DEFAULT);
@@ -641,6 +673,7 @@ void rules_source_stop(rl_limiter *lim)
         close(s->stop_fd);
     pthread_mutex_destroy(&s->mu);
     pthread_cond_destroy(&s->cv);
+    SSL_CTX_free(s->tls);
     free(s->save);
     free(s);
     lim->source = NULL;

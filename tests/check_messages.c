@@ -221,7 +221,7 @@ START_TEST(no_shape_of_uri_shows_its_password)
         "redis-cluster://app:" M1 "/" M2 "@127.0.0.1:1",
         "unix:///:" M1 M2 "@/nonexistent/redis.sock", /* after the path */
         "unix://:" M1 M2 "@relative.sock",
-        "rediss://:" M1 M2 "@127.0.0.1",           /* no TLS yet */
+        "rediss://:" M1 M2 "@127.0.0.1:1",         /* nothing listens */
         "redis:/:" M1 M2 "@127.0.0.1",             /* mistyped schemes */
         "Redis://:" M1 M2 "@127.0.0.1",
         "redis-clutser://:" M1 M2 "@127.0.0.1:1",

@@ -801,8 +801,9 @@ START_TEST(options_are_checked)
     /* "store" on a memory store names no server */
     ck_assert_int_eq(rl_config_set(cfg, "rules_source", "store"), RL_OK);
     ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_EOPTION);
-    ck_assert_ptr_nonnull(strstr(rl_errmsg(NULL), "needs a redis:// or "
-                                                  "unix:// store"));
+    ck_assert_ptr_nonnull(strstr(rl_errmsg(NULL), "needs a redis://, "
+                                                  "rediss:// or unix:// "
+                                                  "store"));
     /* rules and a source: one or the other */
     ck_assert_int_eq(rl_config_set(cfg, "rules_source", "file:/nonexistent"),
                      RL_OK);

@@ -8,8 +8,11 @@
  * the checks fall back); mutual TLS without a client certificate is
  * refused, with one it works; tls_verify=0 is the only way past a failed
  * verification; a connection killed by the server comes back resuming
- * its TLS session; the rules source refuses rediss:// plainly; a Redis
- * Cluster over TLS (tls-cluster yes) decides through its redirects.
+ * its TLS session; the rules source (rules_source=rediss://) reads its
+ * snapshot, follows a push and writes its dry-run reports over TLS,
+ * gives way to rl_limiter_free() while the server hangs, and refuses a
+ * stranger CA; a Redis Cluster over TLS (tls-cluster yes) decides through
+ * its redirects.
  */
 #include <check.h>
 #include <pthread.h>
@@ -17,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dryrun_report.h"
 #include "limiter.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
@@ -450,16 +454,194 @@ END_TEST
 
 /* ---- the rules source ------------------------------------------------------ */
 
-START_TEST(the_rules_source_says_it_has_no_tls)
+/* The snapshot and its PUBLISH, written over the server's plain port
+ * (contracts.md section 2: ratelimitd's part). */
+static void publish_rules(const rh_server *s, long long version, int limit)
+{
+    redisContext *c = rh_connect(s);
+    char text[256];
+    redisReply *r;
+
+    ck_assert_ptr_nonnull(c);
+    snprintf(text, sizeof text, "{\"version\":%lld,\"rules\":[{\"rule_id\":"
+             "\"r\",\"dimension\":\"user\",\"limit\":%d,"
+             "\"window_seconds\":60}]}", version, limit);
+    r = redisCommand(c, "SET rl:rules %s", text);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "SET failed");
+    freeReplyObject(r);
+    r = redisCommand(c, "PUBLISH rl:rules %lld", version);
+    ck_assert_msg(r && r->type == REDIS_REPLY_INTEGER, "PUBLISH failed");
+    freeReplyObject(r);
+    redisFree(c);
+}
+
+/* A limiter on memory:// whose rules come from `source`. */
+static int open_followed(rl_limiter **lim, const char *source,
+                         const char *const *opts, char *msg, size_t len)
+{
+    rl_config *cfg = rl_config_new();
+    int rc;
+
+    ck_assert_int_eq(rl_config_set(cfg, "rules_source", source), RL_OK);
+    /* an hour between timed reads: a change seen sooner came by push */
+    ck_assert_int_eq(rl_config_set(cfg, "rules_refresh_s", "3600"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "connect_timeout_ms", "2000"), RL_OK);
+    ck_assert_int_eq(rl_config_set_log(cfg, capture, NULL), RL_OK);
+    for (int i = 0; opts && opts[i]; i += 2)
+        ck_assert_msg(rl_config_set(cfg, opts[i], opts[i + 1]) == RL_OK,
+                      "%s: %s", opts[i], rl_errmsg(NULL));
+    *lim = NULL;
+    rc = rl_limiter_new(lim, cfg);
+    snprintf(msg, len, "%s", rc == RL_OK ? "" : rl_errmsg(NULL));
+    rl_config_free(cfg);
+    return rc;
+}
+
+/* rules_source=rediss://: the snapshot read at start over TLS, a pushed
+ * change followed (SUBSCRIBE over TLS), the limit it sets enforced. */
+START_TEST(the_rules_source_follows_a_tls_server)
+{
+    rh_server s;
+    char uri[256], msg[512];
+    const char *opts[] = {"tls_ca_file", cert("ca.crt"), NULL};
+    rl_limiter *lim;
+    rl_result res = RL_RESULT_INIT;
+    int64_t start;
+
+    start_tls(&s, "server.crt", "no");
+    publish_rules(&s, 1, 1);
+    tls_uri(uri, sizeof uri, "127.0.0.1", s.tls_port);
+    ck_assert_msg(open_followed(&lim, uri, opts, msg, sizeof msg) == RL_OK,
+                  "%s", msg);
+    ck_assert_int_eq(rl_rules_version(lim), 1);
+    ck_assert_int_eq(rl_allow(lim, "user:a", "r", 1, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 1);
+    ck_assert_int_eq(rl_allow(lim, "user:a", "r", 1, &res), RL_OK);
+    ck_assert_int_eq(res.allowed, 0); /* limit 1 */
+    publish_rules(&s, 2, 5);
+    for (start = now_ms(); rl_rules_version(lim) != 2; sleep_ms(5))
+        ck_assert_msg(now_ms() - start < WAIT_MS, "version 2 not taken");
+    printf("rules source over TLS: a push taken after %lld ms\n",
+           (long long)(now_ms() - start));
+    ck_assert_int_eq(rl_allow(lim, "user:b", "r", 1, &res), RL_OK);
+    ck_assert_int_eq(res.remaining, 4); /* limit 5 */
+    rl_limiter_free(lim);
+    rh_stop(&s);
+}
+END_TEST
+
+/* A CA that did not sign the server's certificate: the limiter is not
+ * made, and the message says why (no password); with degraded_start it
+ * starts without rules and the log says why. */
+START_TEST(the_rules_source_refuses_a_stranger_ca)
+{
+    rh_server s;
+    char uri[256], msg[512], want[160];
+    const char *opts[] = {"tls_ca_file", cert("other.crt"), NULL};
+    const char *degraded[] = {"tls_ca_file", cert("other.crt"),
+                              "degraded_start", "1", NULL};
+    rl_limiter *lim;
+
+    start_tls(&s, "server.crt", "no");
+    publish_rules(&s, 1, 1);
+    tls_uri(uri, sizeof uri, "127.0.0.1", s.tls_port);
+    snprintf(want, sizeof want, "TLS to 127.0.0.1:%d: certificate verify "
+             "failed: self-signed certificate in certificate chain", s.tls_port);
+    ck_assert_int_eq(open_followed(&lim, uri, opts, msg, sizeof msg),
+                     RL_ESTORE);
+    ck_assert_msg(strstr(msg, want), "\"%s\" does not say \"%s\"", msg, want);
+    ck_assert_msg(!strstr(msg, PASSWORD), "the password in \"%s\"", msg);
+    ck_assert_int_eq(open_followed(&lim, uri, degraded, msg, sizeof msg),
+                     RL_OK);
+    ck_assert_msg(heard_says(want), "logged: %s", heard);
+    ck_assert_msg(!heard_says(PASSWORD), "the password logged");
+    ck_assert_int_eq(rl_rules_version(lim), 0);
+    rl_limiter_free(lim);
+    rh_stop(&s);
+}
+END_TEST
+
+/* The source's tick writes the dry-run report of a rule in mode log on
+ * its TLS connection (rr_replies), and it reads in Redis as counted. */
+START_TEST(the_rules_source_reports_dry_runs_over_tls)
+{
+    rh_server s;
+    char uri[256], msg[512], err[200];
+    const char *opts[] = {"tls_ca_file", cert("ca.crt"), NULL};
+    const char *set = "{\"version\":1,\"rules\":[{\"rule_id\":\"r\","
+                      "\"dimension\":\"user\",\"limit\":1,"
+                      "\"window_seconds\":60,\"mode\":\"log\"}]}";
+    rl_limiter *lim;
+    rl_result res = RL_RESULT_INIT;
+    dryrun_report rep;
+    redisContext *c;
+    redisReply *r;
+    int64_t start;
+
+    start_tls(&s, "server.crt", "no");
+    c = rh_connect(&s);
+    ck_assert_ptr_nonnull(c);
+    r = redisCommand(c, "SET rl:rules %s", set);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "SET failed");
+    freeReplyObject(r);
+    tls_uri(uri, sizeof uri, "127.0.0.1", s.tls_port);
+    ck_assert_msg(open_followed(&lim, uri, opts, msg, sizeof msg) == RL_OK,
+                  "%s", msg);
+    for (int k = 0; k < 3; k++) { /* mode log: all allowed, 2 would deny */
+        ck_assert_int_eq(rl_allow(lim, "user:a", "r", 1, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, 1);
+    }
+    for (start = now_ms(); now_ms() - start < WAIT_MS; sleep_ms(50)) {
+        ck_assert_int_eq(dryrun_fetch(c, "r", &rep, err, sizeof err), RL_OK);
+        if (rep.limiters == 1)
+            break;
+    }
+    ck_assert_int_eq(rep.limiters, 1);
+    ck_assert_int_eq(rep.checks, 3);
+    ck_assert_int_eq(rep.would_deny, 2);
+    redisFree(c);
+    rl_limiter_free(lim);
+    rh_stop(&s);
+}
+END_TEST
+
+/* A read over TLS waiting on a hung server gives way to
+ * rl_limiter_free() at once. */
+START_TEST(the_rules_source_frees_promptly_while_tls_hangs)
+{
+    rh_server s;
+    char uri[256], msg[512];
+    const char *opts[] = {"tls_ca_file", cert("ca.crt"), "connect_timeout_ms",
+                          "10000", "rules_refresh_s", "1", NULL};
+    rl_limiter *lim;
+    int64_t start, took;
+
+    start_tls(&s, "server.crt", "no");
+    publish_rules(&s, 1, 1);
+    tls_uri(uri, sizeof uri, "127.0.0.1", s.tls_port);
+    ck_assert_msg(open_followed(&lim, uri, opts, msg, sizeof msg) == RL_OK,
+                  "%s", msg);
+    ck_assert_int_eq(rh_pause(&s), 0);
+    sleep_ms(1500); /* a pull is now waiting on the hung server */
+    start = now_ms();
+    rl_limiter_free(lim);
+    took = now_ms() - start;
+    printf("rules source over TLS: free while Redis hangs: %lld ms\n",
+           (long long)took);
+    ck_assert_msg(took < 500 * SLOW, "rl_limiter_free took %lld ms",
+                  (long long)took);
+    ck_assert_int_eq(rh_resume(&s), 0);
+    rh_stop(&s);
+}
+END_TEST
+
+START_TEST(the_rules_source_takes_rediss)
 {
     rl_config *cfg = rl_config_new();
 
     ck_assert_int_eq(rl_config_set(cfg, "rules_source",
                                    "rediss://:" PASSWORD "@127.0.0.1:1/0"),
-                     RL_EOPTION);
-    ck_assert_ptr_nonnull(strstr(rl_errmsg(NULL), "rediss:// (TLS) is not "
-                                 "supported for the rules source"));
-    ck_assert_ptr_null(strstr(rl_errmsg(NULL), PASSWORD));
+                     RL_OK);
     rl_config_free(cfg);
 }
 END_TEST
@@ -471,7 +653,7 @@ int main(void)
 
     tcase_add_unchecked_fixture(opts, make_certs, remove_certs);
     tcase_add_test(opts, files_that_cannot_be_read_are_named);
-    tcase_add_test(opts, the_rules_source_says_it_has_no_tls);
+    tcase_add_test(opts, the_rules_source_takes_rediss);
     suite_add_tcase(s, opts);
     if (rh_available()) {
         tcase_set_timeout(one, 60 * SLOW);
@@ -483,6 +665,10 @@ int main(void)
         tcase_add_test(one, an_expired_certificate_is_refused);
         tcase_add_test(one, mutual_tls_needs_the_client_certificate);
         tcase_add_test(one, a_killed_connection_comes_back_resuming_its_session);
+        tcase_add_test(one, the_rules_source_follows_a_tls_server);
+        tcase_add_test(one, the_rules_source_refuses_a_stranger_ca);
+        tcase_add_test(one, the_rules_source_reports_dry_runs_over_tls);
+        tcase_add_test(one, the_rules_source_frees_promptly_while_tls_hangs);
         suite_add_tcase(s, one);
     }
     if (rh_cluster_available()) {

@@ -53,7 +53,7 @@ int rlctl_cmd_dryrun(const rlctl_opts *o, int argc, char **argv)
     static const struct option opts[] = {
         {"redis", required_argument, NULL, 'r'}, {NULL, 0, NULL, 0}};
     const char *uri = NULL, *id;
-    redisContext *c;
+    rr_conn *c;
     dryrun_report rep;
     redis_uri u;
     char err[256], name[300];
@@ -74,19 +74,19 @@ int rlctl_cmd_dryrun(const rlctl_opts *o, int argc, char **argv)
     if (redis_uri_parse(uri, &u, err, sizeof err))
         return fprintf(stderr, "rlctl dryrun: --redis: %s\n", err),
                RLCTL_USAGE;
-    if (u.tls) /* rules_redis.c's connection: hiredis 0.14, no TLS */
+    if (u.tls) /* dryrun_fetch() reads a blocking hiredis context */
         return fprintf(stderr, "rlctl dryrun: --redis: rediss:// (TLS) is "
                        "not supported; use redis:// or unix://\n"),
                RLCTL_USAGE;
-    c = rr_connect(&u, -1, mono_ms() + o->timeout_ms, o->timeout_ms, &rc,
+    c = rr_connect(&u, NULL, -1, mono_ms() + o->timeout_ms, o->timeout_ms, &rc,
                    err, sizeof err);
     if (!c) { /* the server by address, never by its URI (a password) */
         rr_name(&u, name, sizeof name);
         return fprintf(stderr, "rlctl dryrun: redis %s: %s\n", name, err),
                RLCTL_UNREACHABLE;
     }
-    rc = dryrun_fetch(c, id, &rep, err, sizeof err);
-    redisFree(c);
+    rc = dryrun_fetch(c->c, id, &rep, err, sizeof err);
+    rr_close(c);
     if (rc != 0)
         return fprintf(stderr, "rlctl dryrun: %s\n", err),
                RLCTL_UNREACHABLE;
