@@ -11,6 +11,10 @@
  * the least-privileged Redis ACL user README.md gives it (ratelimitd, the
  * limiters, rlctl dryrun's reader; tests/acl_rules.h), whose passwords
  * hold '@' and '/' as they are; ratelimitd's log shows none of them.
+ * And again over TLS only (rediss://: ratelimitd publishes, the limiters
+ * read and subscribe, all verifying the server against a CA made by
+ * openssl at test time); ratelimitd told a stranger CA says why it cannot
+ * publish.
  *
  * The limiters are child processes (a limiter per process, as in a
  * fleet), driven over pipes by a line protocol: "allow KEY RULE COST"
@@ -33,6 +37,7 @@
 #include "redis_harness.h"
 #include "rld_harness.h"
 #include "timeutil.h"
+#include "tls_certs.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLOW 4 /* sanitizer builds: check memory and races, not time */
@@ -52,6 +57,8 @@ static char token_file[320];
 static char uri[256];        /* the limiters' store and rules source */
 static char rld_uri[256];    /* ratelimitd's --redis                 */
 static char report_uri[256]; /* rlctl dryrun's --redis              */
+static char certs[128];      /* the TLS case: the certificates' dir  */
+static char ca_file[200];    /*   the CA every party trusts ("": plain) */
 
 #define RLD_PASSWORD "rld@pw/1"
 #define LIMITER_PASSWORD "lim@pw/2"
@@ -112,6 +119,8 @@ static void worker_main(int in, int out, const char *const *opts)
     rl_config_set(cfg, "timeout_ms", "1000");
     for (int i = 0; opts && opts[i]; i += 2)
         rl_config_set(cfg, opts[i], opts[i + 1]);
+    if (ca_file[0])
+        rl_config_set(cfg, "tls_ca_file", ca_file);
     if (rl_limiter_new(&lim, cfg) != RL_OK) {
         fprintf(to, "error %s\n", rl_errmsg(NULL));
         fflush(to);
@@ -236,7 +245,8 @@ static long long service_version(void)
  * rule put. */
 static void start_all(void)
 {
-    const char *args[] = {"--redis", rld_uri, NULL};
+    const char *args[] = {"--redis", rld_uri, ca_file[0] ? "--tls-ca-file"
+                          : NULL, ca_file, NULL};
     FILE *f;
 
     memset(&service, 0, sizeof service);
@@ -275,10 +285,33 @@ static void acl_setup(void)
     start_all();
 }
 
+/* Redis over TLS only (its plaintext port is the harness's own), every
+ * party on rediss:// with the CA. */
+static void tls_setup(void)
+{
+    rh_tls t = {.auth_clients = "no"};
+    char cert[200], key[200];
+
+    ck_assert_int_eq(tls_certs_make(certs, sizeof certs), 0);
+    snprintf(ca_file, sizeof ca_file, "%s/ca.crt", certs);
+    snprintf(cert, sizeof cert, "%s/server.crt", certs);
+    snprintf(key, sizeof key, "%s/server.key", certs);
+    t.cert_file = cert;
+    t.key_file = key;
+    t.ca_file = ca_file;
+    ck_assert_int_eq(rh_start_tls(&redis, NULL, &t), 0);
+    snprintf(uri, sizeof uri, "rediss://127.0.0.1:%d/0", redis.tls_port);
+    strcpy(rld_uri, uri);
+    start_all();
+}
+
 static void teardown(void)
 {
     rld_cleanup(&service);
     rh_stop(&redis);
+    if (certs[0])
+        tls_certs_remove(certs);
+    certs[0] = ca_file[0] = '\0';
 }
 
 /* ---- tests -------------------------------------------------------------------- */
@@ -568,10 +601,38 @@ START_TEST(ratelimitd_as_its_user_logs_no_password)
 }
 END_TEST
 
+/* ratelimitd given a CA that did not sign the server's certificate: it
+ * starts (Redis may come later), stores the change, publishes nothing, and
+ * its log says why; /healthz says Redis is down. */
+START_TEST(ratelimitd_refuses_a_stranger_ca)
+{
+    char other[200], tail[4096];
+    const char *args[] = {"--redis", rld_uri, "--tls-ca-file", other, NULL};
+    rld d = {0};
+    rld_resp r;
+    int64_t start = now_ms();
+
+    snprintf(other, sizeof other, "%s/other.crt", certs);
+    ck_assert_int_eq(rld_start(&d, args), 0);
+    for (;; sleep_ms(20)) {
+        rld_log_tail(&d, tail, sizeof tail);
+        if (strstr(tail, "certificate verify failed"))
+            break;
+        ck_assert_msg(now_ms() - start < WAIT_MS, "%s", tail);
+    }
+    ck_assert_int_eq(rld_http(&d, "GET", "/healthz", NULL, NULL, NULL, 0, &r),
+                     200);
+    ck_assert_msg(strstr(r.body, "\"redis\":\"down\""), "%s", r.body);
+    rld_resp_free(&r);
+    rld_cleanup(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("control");
-    TCase *tc = tcase_create("fleet"), *acl = tcase_create("acl");
+    TCase *tc = tcase_create("fleet"), *acl = tcase_create("acl"),
+          *tls = tcase_create("tls");
 
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, setup, teardown);
@@ -590,6 +651,14 @@ static Suite *suite(void)
     tcase_add_test(acl, dry_run_then_enforce);
     tcase_add_test(acl, rlctl_exit_codes_and_output);
     suite_add_tcase(s, acl);
+    tcase_set_timeout(tls, 120);
+    tcase_add_checked_fixture(tls, tls_setup, teardown);
+    tcase_add_test(tls, put_is_enforced_by_both_within_a_second);
+    tcase_add_test(tls, pull_alone_follows_within_the_refresh_interval);
+    tcase_add_test(tls, delete_stops_enforcement);
+    tcase_add_test(tls, stale_if_match_changes_nothing);
+    tcase_add_test(tls, ratelimitd_refuses_a_stranger_ca);
+    suite_add_tcase(s, tls);
     return s;
 }
 

@@ -36,6 +36,7 @@
 
 typedef struct flags {
     const char *listen, *db, *redis, *key, *token_file, *port_file;
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file;
     long long max_body, threads, redis_timeout_ms;
     int read_auth;
 } flags;
@@ -46,6 +47,8 @@ static void usage(FILE *f)
         "usage: ratelimitd --token-file PATH [--db PATH] [--listen ADDR:PORT]\n"
         "                  [--redis URI|@FILE] [--redis-key NAME]\n"
         "                  [--redis-timeout-ms MS] [--read-auth]\n"
+        "                  [--tls-ca-file FILE] [--tls-ca-dir DIR]\n"
+        "                  [--tls-cert-file FILE --tls-key-file FILE]\n"
         "                  [--max-body BYTES] [--threads N]\n"
         "                  [--port-file PATH]\n"
         "defaults: --listen " DEFAULT_LISTEN " --db " DEFAULT_DB
@@ -76,6 +79,10 @@ static int parse_flags(int argc, char **argv, flags *f)
         {"redis", required_argument, 0, 'r'},
         {"redis-key", required_argument, 0, 'k'},
         {"redis-timeout-ms", required_argument, 0, 'T'},
+        {"tls-ca-file", required_argument, 0, 'C'},
+        {"tls-ca-dir", required_argument, 0, 'D'},
+        {"tls-cert-file", required_argument, 0, 'E'},
+        {"tls-key-file", required_argument, 0, 'K'},
         {"token-file", required_argument, 0, 't'},
         {"read-auth", no_argument, 0, 'a'},
         {"max-body", required_argument, 0, 'm'},
@@ -95,6 +102,10 @@ static int parse_flags(int argc, char **argv, flags *f)
         case 'd': f->db = optarg; break;
         case 'r': f->redis = optarg; break;
         case 'k': f->key = optarg; break;
+        case 'C': f->tls_ca_file = optarg; break;
+        case 'D': f->tls_ca_dir = optarg; break;
+        case 'E': f->tls_cert_file = optarg; break;
+        case 'K': f->tls_key_file = optarg; break;
         case 't': f->token_file = optarg; break;
         case 'p': f->port_file = optarg; break;
         case 'a': f->read_auth = 1; break;
@@ -223,7 +234,11 @@ static int start(const flags *f, parts *p)
         goto fail;
     if (f->redis) {
         publisher_opts po = {.key = f->key,
-                             .timeout_ms = (int)f->redis_timeout_ms};
+                             .timeout_ms = (int)f->redis_timeout_ms,
+                             .tls_ca_file = f->tls_ca_file,
+                             .tls_ca_dir = f->tls_ca_dir,
+                             .tls_cert_file = f->tls_cert_file,
+                             .tls_key_file = f->tls_key_file};
         if (!(u = redis_uri(f->redis, uri, sizeof uri)))
             return -1;
         po.uri = u;

@@ -2,8 +2,8 @@
  * publish.c -- the rule set to Redis, off the request path (see
  * ratelimitd.h and contracts.md section 2).
  *
- * One thread owns one blocking hiredis connection (connect and command
- * timeouts).  Handlers only hand it the newest snapshot (publisher_offer():
+ * One thread owns one blocking connection (redis_link.c: connect and
+ * command timeouts; TLS for rediss://, verified like the library's).  Handlers only hand it the newest snapshot (publisher_offer():
  * a mutex and a signal, never I/O).  The thread sends each newer snapshot in
  * one script call that, atomically, SETs the snapshot key only if the
  * version it holds is older and then PUBLISHes the new version on the
@@ -18,6 +18,8 @@
  * keeps "redis" in /healthz true.
  */
 #include "ratelimitd.h"
+#include "redis_link.h"
+#include "redis_tls.h"
 #include "redis_uri.h"
 
 #include <hiredis/hiredis.h>
@@ -59,9 +61,12 @@ struct publisher {
     pthread_cond_t cv;      /* an offer or stop                         */
     snapshot *newest;       /* under mu                                 */
     int stop;               /* under mu                                 */
-    atomic_int up;
+    atomic_int up;          /* 1 up, 0 down, -1 not yet known: the first
+                               failure is logged too */
+    SSL_CTX *tls;           /* rediss://: the client context; else NULL */
     /* the thread's own */
-    redisContext *ctx;
+    rlink link;
+    int linked;             /* link is open                             */
     int64_t sent;           /* version the key holds, -1 = not known    */
     int64_t retry_ms;       /* current backoff                          */
     int64_t next_try_ms;    /* no connect before this, even when offered */
@@ -93,9 +98,9 @@ static void drop(publisher *p, const char *why)
     char msg[256];
 
     snprintf(msg, sizeof msg, "%s", why);
-    if (p->ctx) {
-        redisFree(p->ctx);
-        p->ctx = NULL;
+    if (p->linked) {
+        rlink_close(&p->link);
+        p->linked = 0;
     }
     set_up(p, 0, msg);
     p->retry_ms = p->retry_ms ? p->retry_ms * 2 : RETRY_MIN_MS;
@@ -105,12 +110,12 @@ static void drop(publisher *p, const char *why)
 }
 
 /* A reply that is not an error; frees it. */
-static int reply_ok(redisContext *ctx, redisReply *r, char *why, size_t len)
+static int reply_ok(const rlink *l, redisReply *r, char *why, size_t len)
 {
     int ok = r && r->type != REDIS_REPLY_ERROR;
 
     if (!ok)
-        snprintf(why, len, "%s", r ? r->str : ctx->errstr);
+        snprintf(why, len, "%s", r ? r->str : l->errstr);
     if (r)
         freeReplyObject(r);
     return ok;
@@ -119,28 +124,22 @@ static int reply_ok(redisContext *ctx, redisReply *r, char *why, size_t len)
 static int connect_redis(publisher *p)
 {
     const redis_uri *u = &p->uri;
-    struct timeval tv = {p->timeout_ms / 1000, (p->timeout_ms % 1000) * 1000};
-    char why[256] = "";
-    redisContext *c = u->is_unix ? redisConnectUnixWithTimeout(u->path, tv)
-                                 : redisConnectWithTimeout(u->host, u->port,
-                                                           tv);
+    rlink *l = &p->link;
+    char why[512] = "";
 
-    if (!c || c->err) {
-        snprintf(why, sizeof why, "connect: %s", c ? c->errstr : "no memory");
-        redisFree(c);
-        drop(p, why);
+    if (rlink_open(l, u, p->tls, NULL, p->timeout_ms, why, sizeof why)) {
+        drop(p, why); /* "connect to host:port: ..." or the TLS reason */
         return -1;
     }
-    p->ctx = c;
-    if (redisSetTimeout(c, tv) != REDIS_OK ||
-        (u->password[0] &&
-         !reply_ok(c, u->user[0] ? redisCommand(c, "AUTH %s %s", u->user,
-                                                u->password)
-                                 : redisCommand(c, "AUTH %s", u->password),
+    p->linked = 1;
+    if ((u->password[0] &&
+         !reply_ok(l, u->user[0] ? rlink_command(l, "AUTH %s %s", u->user,
+                                                 u->password)
+                                 : rlink_command(l, "AUTH %s", u->password),
                    why, sizeof why)) ||
-        (u->db && !reply_ok(c, redisCommand(c, "SELECT %d", u->db), why,
+        (u->db && !reply_ok(l, rlink_command(l, "SELECT %d", u->db), why,
                             sizeof why))) {
-        drop(p, why[0] ? why : "setting the timeout");
+        drop(p, why);
         return -1;
     }
     p->sent = -1;
@@ -149,15 +148,15 @@ static int connect_redis(publisher *p)
 
 static int publish(publisher *p, const snapshot *s)
 {
-    redisReply *r = redisCommand(p->ctx, "EVAL %s 1 %s %lld %b", script,
+    redisReply *r = rlink_command(&p->link, "EVAL %s 1 %s %lld %b", script,
                                  p->key, (long long)s->version, s->json,
                                  s->len);
     char why[256];
 
     if (!r || r->type != REDIS_REPLY_INTEGER) {
-        snprintf(why, sizeof why, "publish: %s",
+        snprintf(why, sizeof why, "publish: %.200s",
                  r && r->type == REDIS_REPLY_ERROR ? r->str
-                 : r ? "unexpected reply" : p->ctx->errstr);
+                 : r ? "unexpected reply" : p->link.errstr);
         if (r)
             freeReplyObject(r);
         drop(p, why);
@@ -183,13 +182,13 @@ static int64_t round_once(publisher *p, const snapshot *s)
 {
     char why[256];
 
-    if (!p->ctx && connect_redis(p))
+    if (!p->linked && connect_redis(p))
         return p->retry_ms;
     if (s && s->version > p->sent) {
         if (publish(p, s))
             return p->retry_ms;
     } else if (now_ms() - p->last_ok_ms >= HEARTBEAT_MS) {
-        if (!reply_ok(p->ctx, redisCommand(p->ctx, "PING"), why,
+        if (!reply_ok(&p->link, rlink_command(&p->link, "PING"), why,
                       sizeof why)) {
             drop(p, why);
             return p->retry_ms;
@@ -225,7 +224,7 @@ static void *run(void *arg)
     while (!p->stop) {
         snapshot *s;
         int64_t ms = p->next_try_ms - now_ms();
-        if (!p->ctx && ms > 0) { /* backing off: offers do not hurry it */
+        if (!p->linked && ms > 0) { /* backing off: offers do not hurry it */
             wait_ms(p, ms);
             continue;
         }
@@ -237,7 +236,7 @@ static void *run(void *arg)
         /* Sleep unless a newer set came in during the round and the
          * connection is fit to send it. */
         if (!p->stop && ms > 0 &&
-            !(p->ctx && p->newest && p->newest->version > p->sent))
+            !(p->linked && p->newest && p->newest->version > p->sent))
             wait_ms(p, ms);
     }
     pthread_mutex_unlock(&p->mu);
@@ -258,13 +257,17 @@ int publisher_start(publisher **out, const publisher_opts *o, char *err,
         free(p);
         return snprintf(err, errlen, "--redis: %s", why), -1;
     }
-    if (p->uri.tls) { /* its connection is hiredis 0.14's: no TLS */
-        free(p);
-        return snprintf(err, errlen, "--redis: rediss:// (TLS) is not "
-                        "supported by ratelimitd; use redis:// or unix://"),
-               -1;
+    if (p->uri.tls) {
+        rtls_opts t = {.ca_file = o->tls_ca_file, .ca_dir = o->tls_ca_dir,
+                       .cert_file = o->tls_cert_file,
+                       .key_file = o->tls_key_file, .verify = 1};
+        if (!(p->tls = rtls_ctx_new(&t, why, sizeof why))) {
+            free(p);
+            return snprintf(err, errlen, "--redis: %s", why), -1;
+        }
     }
     if (strlen(o->key) == 0 || strlen(o->key) >= sizeof p->key) {
+        SSL_CTX_free(p->tls);
         free(p);
         return snprintf(err, errlen, "--redis-key: 1..%d bytes",
                         KEY_MAX - 1), -1;
@@ -273,6 +276,7 @@ int publisher_start(publisher **out, const publisher_opts *o, char *err,
     redis_uri_redact(o->uri, p->shown, sizeof p->shown);
     p->timeout_ms = o->timeout_ms;
     p->sent = -1;
+    atomic_init(&p->up, -1);
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -281,6 +285,7 @@ int publisher_start(publisher **out, const publisher_opts *o, char *err,
     if (pthread_create(&p->thread, NULL, run, p) != 0) {
         pthread_mutex_destroy(&p->mu);
         pthread_cond_destroy(&p->cv);
+        SSL_CTX_free(p->tls);
         free(p);
         return snprintf(err, errlen, "cannot start the publisher thread"),
                -1;
@@ -307,7 +312,7 @@ const char *publisher_state(publisher *p)
 {
     if (!p)
         return "off";
-    return atomic_load(&p->up) ? "up" : "down";
+    return atomic_load(&p->up) == 1 ? "up" : "down";
 }
 
 void publisher_stop(publisher *p)
@@ -319,8 +324,9 @@ void publisher_stop(publisher *p)
     pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     pthread_join(p->thread, NULL);
-    if (p->ctx)
-        redisFree(p->ctx);
+    if (p->linked)
+        rlink_close(&p->link);
+    SSL_CTX_free(p->tls);
     snapshot_unref(p->newest);
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);

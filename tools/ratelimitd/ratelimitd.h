@@ -136,6 +136,9 @@ typedef struct publisher_opts {
     const char *uri;      /* redis://[user:pass@]host:port/db or unix://  */
     const char *key;      /* snapshot key, also the channel's name       */
     int timeout_ms;       /* connect and command timeout                 */
+    /* rediss://: trusted CAs (file or directory; neither: the system's),
+     * an optional client certificate and key (mutual TLS). */
+    const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file;
 } publisher_opts;
 
 /* Check the URI and start the thread (Redis may be away: it keeps
