@@ -601,6 +601,40 @@ START_TEST(ratelimitd_as_its_user_logs_no_password)
 }
 END_TEST
 
+/* A limiter writing rejection events (events_redis) and rlctl events
+ * reading them: each denial one line, the key's backslash escaped. */
+START_TEST(rlctl_events_shows_rejections)
+{
+    const char *opts[] = {"events_redis", uri, "events_key", "plain", NULL};
+    char out[4096], args[600], *line;
+    worker a;
+    int64_t start = now_ms();
+    int n = 0;
+
+    worker_start(&a, opts);
+    for (int i = 0; i < 5; i++) /* limit 3: 2 denials */
+        allowed(&a, "user:x\\y", "r");
+    for (;; sleep_ms(20)) {
+        redisContext *c = rh_connect(&redis);
+        redisReply *r = redisCommand(c, "XLEN rl:events");
+        long long len = r && r->type == REDIS_REPLY_INTEGER ? r->integer : 0;
+        freeReplyObject(r);
+        redisFree(c);
+        if (len == 2)
+            break;
+        ck_assert_msg(now_ms() - start < WAIT_MS, "XLEN %lld", len);
+    }
+    snprintf(args, sizeof args, "events --redis '%s' --count 5", uri);
+    ck_assert_int_eq(rlctl(out, sizeof out, args), 0);
+    for (line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), n++)
+        ck_assert_msg(strstr(line, " rule=r key=user:x\\x5cy ts=") &&
+                      strstr(line, " decided=store mode=enforce "),
+                      "%s", line);
+    ck_assert_int_eq(n, 2);
+    worker_stop(&a);
+}
+END_TEST
+
 /* ratelimitd given a CA that did not sign the server's certificate: it
  * starts (Redis may come later), stores the change, publishes nothing, and
  * its log says why; /healthz says Redis is down. */
@@ -642,6 +676,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stale_if_match_changes_nothing);
     tcase_add_test(tc, dry_run_then_enforce);
     tcase_add_test(tc, rlctl_exit_codes_and_output);
+    tcase_add_test(tc, rlctl_events_shows_rejections);
     suite_add_tcase(s, tc);
     tcase_set_timeout(acl, 120);
     tcase_add_checked_fixture(acl, acl_setup, teardown);

@@ -30,6 +30,8 @@ static const char usage[] =
     "                                charge KEY under RULE in a store\n"
     "  dryrun RULE --redis URI       what a rule in mode log would have\n"
     "                                rejected, fleet-wide\n"
+    "  events --redis URI [--stream S] [--count N] [--follow]\n"
+    "                                the rejection events, newest N\n"
     "environment: RLCTL_SERVER, RLCTL_TOKEN_FILE\n"
     "exit: 0 done, 1 refused, 2 usage, 3 unreachable\n";
 
@@ -43,7 +45,7 @@ static const command commands[] = {
     {"put", rlctl_cmd_put},         {"delete", rlctl_cmd_delete},
     {"history", rlctl_cmd_history}, {"mode", rlctl_cmd_mode},
     {"watch", rlctl_cmd_watch},     {"check", rlctl_cmd_check},
-    {"dryrun", rlctl_cmd_dryrun},
+    {"dryrun", rlctl_cmd_dryrun},   {"events", rlctl_cmd_events},
 };
 
 /* A server URL: http:// or https://, without a trailing slash. */

@@ -74,5 +74,6 @@ int rlctl_cmd_mode(const rlctl_opts *o, int argc, char **argv);
 int rlctl_cmd_watch(const rlctl_opts *o, int argc, char **argv);
 int rlctl_cmd_check(const rlctl_opts *o, int argc, char **argv);
 int rlctl_cmd_dryrun(const rlctl_opts *o, int argc, char **argv);
+int rlctl_cmd_events(const rlctl_opts *o, int argc, char **argv);
 
 #endif
