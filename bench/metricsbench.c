@@ -19,9 +19,13 @@
  * each round's own ratio (its two blocks ran back to back), which cancels
  * a shared machine's drift better.  After each case the on-limiter's text is
  * rendered once (rl_metrics_write) and its bytes and time printed; last,
- * the rendering of a limiter with 1000 rules (the median of 21).
+ * the rendering of a limiter with 1000 rules (the median of 21).  With
+ * --store URI (a Redis server) the same cases run on that store, the
+ * figures named redis_*; both limiters share its keys (a user's count is
+ * the two limiters' together: the deny case denies alike on both).
  *
  *   metricsbench [--json] [--quick] [--keys N] [--calls N] [--rounds N]
+ *                [--store URI]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -43,6 +47,7 @@
 typedef struct options {
     unsigned long long keys, calls, rounds;
     int json;
+    const char *store;      /* NULL: the memory store */
 } options;
 
 typedef struct worker {
@@ -67,12 +72,13 @@ static void usage(FILE *f)
                "  --calls N   checks per timed block (default 20000)\n"
                "  --rounds N  blocks per limiter and thread (default 40, "
                "max 1000)\n"
-               "  --quick     10000 keys, 5000 calls, 10 rounds\n");
+               "  --quick     10000 keys, 5000 calls, 10 rounds\n"
+               "  --store URI run on this store (e.g. redis://127.0.0.1:6379)\n");
 }
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){100000, 20000, 40, 0};
+    *o = (options){100000, 20000, 40, 0, NULL};
     for (int i = 1; i < argc; i++) {
         unsigned long long *dst = NULL;
         if (strcmp(argv[i], "--json") == 0)
@@ -85,6 +91,8 @@ static int parse_args(int argc, char **argv, options *o)
             dst = &o->calls;
         else if (strcmp(argv[i], "--rounds") == 0)
             dst = &o->rounds;
+        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
+            o->store = argv[++i];
         else if (strcmp(argv[i], "--help") == 0) {
             usage(stdout);
             return 1;
@@ -105,7 +113,8 @@ static int parse_args(int argc, char **argv, options *o)
     return 0;
 }
 
-static rl_limiter *make_limiter(int metrics, long long limit, char *err)
+static rl_limiter *make_limiter(const options *o, int metrics,
+                                long long limit, char *err)
 {
     char rules[1024];
     rl_config *cfg = rl_config_new();
@@ -120,7 +129,9 @@ static rl_limiter *make_limiter(int metrics, long long limit, char *err)
              "{\"rule_id\":\"all\",\"dimension\":\"global\",\"limit\":"
              "1000000000,\"window_seconds\":3600}]}", limit);
     if (!cfg || rl_config_set(cfg, "metrics", metrics ? "1" : "0") != RL_OK ||
-        rl_config_set(cfg, "rules", rules) != RL_OK) {
+        rl_config_set(cfg, "rules", rules) != RL_OK ||
+        (o->store && (rl_config_set(cfg, "store", o->store) != RL_OK ||
+                      rl_config_set(cfg, "timeout_ms", "1000") != RL_OK))) {
         set_err(err, "rl_config_set", RL_EOPTION, errtext(NULL));
         rl_config_free(cfg);
         return NULL;
@@ -289,14 +300,16 @@ static double render(rl_limiter *lim, double *us)
 static int bench_case(const options *o, const char *keys,
                       uint32_t *const *seqs, int deny, char *err)
 {
-    static const char *names[2][2] = {
-        {"metrics_check_pass_1t", "metrics_check_pass_2t"},
-        {"metrics_check_deny_1t", "metrics_check_deny_2t"}};
+    static const char *names[2][2][2] = {
+        {{"metrics_check_pass_1t", "metrics_check_pass_2t"},
+         {"metrics_check_deny_1t", "metrics_check_deny_2t"}},
+        {{"redis_metrics_check_pass_1t", "redis_metrics_check_pass_2t"},
+         {"redis_metrics_check_deny_1t", "redis_metrics_check_deny_2t"}}};
     long long limit = deny ? 1 : 1000000000LL;
-    rl_limiter *lim[2] = {make_limiter(0, limit, err), NULL};
+    rl_limiter *lim[2] = {make_limiter(o, 0, limit, err), NULL};
     int rc = -1;
 
-    if (lim[ENF] && (lim[LOG] = make_limiter(1, limit, err))) {
+    if (lim[ENF] && (lim[LOG] = make_limiter(o, 1, limit, err))) {
         worker w = {.lim = {lim[ENF], lim[LOG]}};
         rc = 0;
         for (size_t i = 0; i < o->keys && rc == 0; i++)
@@ -310,7 +323,8 @@ static int bench_case(const options *o, const char *keys,
         double us = 0, bytes;
         if ((rc = run_case(o, lim, keys, seqs, threads, &r, err)) == 0) {
             bytes = render(lim[LOG], &us);
-            emit_case(o, names[deny][threads - 1], threads, &r, bytes, us);
+            emit_case(o, names[o->store != NULL][deny][threads - 1],
+                      threads, &r, bytes, us);
         }
     }
     rl_limiter_free(lim[ENF]);
@@ -418,7 +432,7 @@ int main(int argc, char **argv)
     }
     for (int deny = 0; deny <= 1 && rc == 0; deny++)
         rc = bench_case(&o, keys, seqs, deny, err);
-    if (rc == 0)
+    if (rc == 0 && !o.store)
         rc = render_big(&o, err);
     if (rc)
         fprintf(stderr, "metricsbench: %s\n", err);
