@@ -18,7 +18,6 @@
  * decide_cached() answers from it before the store is asked.
  */
 #include "decide.h"
-#include "clock.h"
 #include "deny_cache.h"
 #include "dryrun.h"
 #include "error.h"
@@ -242,15 +241,16 @@ static void follow_denials(rl_limiter *lim, const store_op *ops, size_t n,
     }
 }
 
-/* The store's denials of enforced charges into the deny cache. */
+/* The store's denials of enforced charges (its clock read now_store)
+ * into the deny cache. */
 static void remember_denials(rl_limiter *lim, const store_op *ops, size_t n,
-                             const algo_decision *d)
+                             const algo_decision *d, int64_t now_store)
 {
-    int64_t now = clock_mono_ms();
+    int64_t now = store_local_ms(lim->store);
 
     for (size_t i = 0; i < n; i++)
         if (!d[i].allowed)
-            deny_cache_put(lim->deny, &ops[i], &d[i], now);
+            deny_cache_put(lim->deny, &ops[i], &d[i], now, now_store);
 }
 
 int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
@@ -262,7 +262,7 @@ int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
 
     if (!lim->deny)
         return 0;
-    now = clock_mono_ms();
+    now = store_local_ms(lim->store);
     for (size_t i = 0; i < n; i++)
         if (deny_cache_get(lim->deny, &ops[i], now, &d) &&
             (at == n || d.retry_ms > best.retry_ms)) {
@@ -271,7 +271,8 @@ int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
         }
     if (at == n)
         return 0;
-    fill_result(res, ops[at].rule, &best, 1, clock_wall_ms());
+    /* now 0: the stored reset is already never before the retry's end */
+    fill_result(res, ops[at].rule, &best, 1, 0);
     res->flags = RL_FLAG_CACHED;
     count_rules(lim, &ops[at], &best, 1, NULL);
     stats_add(&lim->counts, ST_CHECKS);
@@ -296,7 +297,7 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
         count_rules(lim, ops, d, n, NULL);
         note_denials(lim, ops, d, n, NULL);
         if (lim->deny && !res->allowed)
-            remember_denials(lim, ops, n, d);
+            remember_denials(lim, ops, n, d, now);
         if (lim->fallback && !res->allowed)
             follow_denials(lim, ops, n, d);
     }

@@ -71,8 +71,11 @@ static uint64_t fingerprint(const deny_cache *c, const store_op *op)
 }
 
 void deny_cache_put(deny_cache *c, const store_op *op,
-                    const algo_decision *d, int64_t now_mono)
+                    const algo_decision *d, int64_t now_mono,
+                    int64_t now_store)
 {
+    int64_t reset = d->reset_ms > now_store + d->retry_ms
+                        ? d->reset_ms : now_store + d->retry_ms;
     uint64_t fp, s;
     deny_slot *e;
 
@@ -89,7 +92,7 @@ void deny_cache_put(deny_cache *c, const store_op *op,
     atomic_store_explicit(&e->fp, fp, memory_order_relaxed);
     atomic_store_explicit(&e->until, now_mono + d->retry_ms,
                           memory_order_relaxed);
-    atomic_store_explicit(&e->reset_ms, d->reset_ms, memory_order_relaxed);
+    atomic_store_explicit(&e->reset_ms, reset, memory_order_relaxed);
     atomic_store_explicit(&e->cost, op->cost, memory_order_relaxed);
     atomic_store_explicit(&e->seq, s + 2, memory_order_release);
 }

@@ -28,11 +28,14 @@ typedef struct deny_cache deny_cache;
 deny_cache *deny_cache_new(size_t entries);
 void deny_cache_free(deny_cache *c);
 
-/* Op's charge had the denial d from the store at local monotonic time
- * now_mono (ms): remember it until now_mono + d->retry_ms.  Only denials
- * of enforced rules with a cost above 0 are kept. */
+/* Op's charge had the denial d from the store, whose clock read
+ * now_store (epoch ms), at local monotonic time now_mono (ms): remember it
+ * until now_mono + d->retry_ms, with the reset the store reports (never
+ * before its retry: now_store + d->retry_ms).  Only denials of enforced
+ * rules with a cost above 0 are kept. */
 void deny_cache_put(deny_cache *c, const store_op *op,
-                    const algo_decision *d, int64_t now_mono);
+                    const algo_decision *d, int64_t now_mono,
+                    int64_t now_store);
 
 /* Is op's charge denied by a live entry (one whose cost was no more than
  * op's)?  1 with *d the denial as the store would give it now (remaining
