@@ -18,6 +18,7 @@
  * decide_cached() answers from it before the store is asked.
  */
 #include "decide.h"
+#include "clock.h"
 #include "deny_cache.h"
 #include "dryrun.h"
 #include "error.h"
@@ -246,7 +247,7 @@ static void follow_denials(rl_limiter *lim, const store_op *ops, size_t n,
 static void remember_denials(rl_limiter *lim, const store_op *ops, size_t n,
                              const algo_decision *d, int64_t now_store)
 {
-    int64_t now = store_local_ms(lim->store);
+    int64_t now = clock_mono_ms();
 
     for (size_t i = 0; i < n; i++)
         if (!d[i].allowed)
@@ -262,7 +263,7 @@ int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
 
     if (!lim->deny)
         return 0;
-    now = store_local_ms(lim->store);
+    now = clock_mono_ms();
     for (size_t i = 0; i < n; i++)
         if (deny_cache_get(lim->deny, &ops[i], now, &d) &&
             (at == n || d.retry_ms > best.retry_ms)) {

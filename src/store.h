@@ -110,18 +110,7 @@ typedef struct store_vtable {
 
 struct rl_store {
     const store_vtable *vt;
-    rl_clock local;            /* the limiter's own time beside the store
-                                  (the deny cache's, monotonic); tests
-                                  drive it with the store's clock      */
 };
-
-/* The limiter's own monotonic ms beside store s: the deny cache's time.
- * A test that drives a Redis store's clock (store_redis_set_clock)
- * drives this one too. */
-static inline int64_t store_local_ms(const rl_store *s)
-{
-    return s->local.fn ? s->local.fn(s->local.arg) : clock_mono_ms();
-}
 
 /* Options a store may read, taken from the limiter's configuration. */
 typedef struct store_options {

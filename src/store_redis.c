@@ -261,8 +261,6 @@ rnode *store_redis_node(rl_store *s)
 
 void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
 {
-    s->local.fn = fn;
-    s->local.arg = arg;
     if (s->vt->set_clock)
         s->vt->set_clock(s, fn, arg);
 }
