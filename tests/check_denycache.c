@@ -23,6 +23,8 @@
 #include "redis_harness.h"
 #include "testutil.h"
 
+#include <poll.h>
+#include <pthread.h>
 #include <time.h>
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
@@ -368,6 +370,132 @@ START_TEST(allow_and_many_use_it)
 }
 END_TEST
 
+/* rl_check_start: a cached denial is settled at once (queued, called back
+ * from rl_async_process like any other) without Redis. */
+static void async_done(rl_async_check *chk, int rc)
+{
+    *(int *)chk->data = rc == RL_OK ? 1 : -1;
+}
+
+static rl_result check_async(rl_async *a, const char *user)
+{
+    rl_request req = RL_REQUEST_INIT;
+    rl_result res = RL_RESULT_INIT;
+    rl_async_check chk = RL_ASYNC_CHECK_INIT;
+    int done = 0;
+    int64_t t0 = mono_ms();
+
+    req.user = user;
+    req.cost = 1;
+    chk.cb = async_done;
+    chk.data = &done;
+    chk.result = &res;
+    ck_assert_int_eq(rl_check_start(a, &req, &chk), RL_OK);
+    while (!done) {
+        struct pollfd p = {.fd = rl_async_fd(a), .events = POLLIN};
+        poll(&p, 1, 50);
+        rl_async_process(a);
+        ck_assert_msg(mono_ms() - t0 < WAIT_MS, "no callback");
+    }
+    ck_assert_int_eq(done, 1);
+    return res;
+}
+
+START_TEST(async_uses_it)
+{
+    rl_limiter *lim = open_limiter(NULL, "[{\"rule_id\":\"tb\","
+                                   "\"dimension\":\"user\",\"algorithm\":"
+                                   "\"token_bucket\",\"limit\":10,"
+                                   "\"window_seconds\":10}]");
+    rl_async *a = NULL;
+    rl_result r;
+    long long before;
+
+    ck_assert_int_eq(rl_async_new(lim, 16, &a), RL_OK);
+    for (int i = 0; i < 10; i++)
+        ck_assert(check_async(a, "as").allowed);
+    r = check_async(a, "as");
+    ck_assert(!r.allowed);
+    ck_assert_int_eq(r.flags, 0);
+    before = evalsha_calls();
+    for (int i = 0; i < 100; i++) {
+        r = check_async(a, "as");
+        ck_assert(!r.allowed);
+        ck_assert_int_eq(r.flags, RL_FLAG_CACHED);
+    }
+    ck_assert_int_eq(evalsha_calls() - before, 0);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* Threads at once on the table: two abusive clients read and rewrite
+ * their slots while others are admitted on keys of their own; every
+ * answer is whole (a cached one is a denial of its own rule with a
+ * retry no longer than a second), for TSan and ASan to watch. */
+#define THREADS 4
+
+typedef struct hammer {
+    rl_limiter *lim;
+    int id;
+    long long cached, admitted;
+} hammer;
+
+static void *hammer_run(void *arg)
+{
+    hammer *h = arg;
+    char user[32];
+    rl_request req = RL_REQUEST_INIT;
+
+    snprintf(user, sizeof user, "abuser%d", h->id % 2);
+    req.user = user;
+    req.cost = 1;
+    for (int i = 0; i < 3000; i++) {
+        rl_result res = RL_RESULT_INIT;
+        if (h->id >= 2 && i % 2) { /* an innocent one now and then */
+            snprintf(user, sizeof user, "fresh%d-%d", h->id, i);
+        } else {
+            snprintf(user, sizeof user, "abuser%d", h->id % 2);
+        }
+        if (rl_check(h->lim, &req, &res) != RL_OK)
+            return "rl_check failed";
+        if (res.flags & RL_FLAG_CACHED) {
+            if (res.allowed || res.remaining != 0 || res.limit != 10 ||
+                res.retry_after_ms < 1 || res.retry_after_ms > 1000 ||
+                strcmp(res.rule_id, "tb") != 0)
+                return "a torn cached answer";
+            h->cached++;
+        }
+        h->admitted += res.allowed != 0;
+    }
+    return NULL;
+}
+
+START_TEST(threads_share_the_table)
+{
+    rl_limiter *lim = open_limiter("64", "[{\"rule_id\":\"tb\","
+                                   "\"dimension\":\"user\",\"algorithm\":"
+                                   "\"token_bucket\",\"limit\":10,"
+                                   "\"window_seconds\":10}]");
+    pthread_t t[THREADS];
+    hammer h[THREADS];
+    long long cached = 0;
+
+    for (int i = 0; i < THREADS; i++) {
+        h[i] = (hammer){.lim = lim, .id = i};
+        ck_assert_int_eq(pthread_create(&t[i], NULL, hammer_run, &h[i]), 0);
+    }
+    for (int i = 0; i < THREADS; i++) {
+        void *err;
+        pthread_join(t[i], &err);
+        ck_assert_msg(err == NULL, "thread %d: %s", i, (const char *)err);
+        cached += h[i].cached;
+    }
+    ck_assert_int_gt(cached, 0);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("denycache");
@@ -386,6 +514,8 @@ int main(void)
     tcase_add_test(tc, smaller_cost_asks_redis);
     tcase_add_test(tc, log_rules_not_cached);
     tcase_add_test(tc, allow_and_many_use_it);
+    tcase_add_test(tc, async_uses_it);
+    tcase_add_test(tc, threads_share_the_table);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
