@@ -94,7 +94,8 @@ enum {
 #define RL_FLAG_SOFT 0x01      /* a rule in mode "log" would have rejected   */
 #define RL_FLAG_FAIL_OPEN 0x02 /* allowed because the store failed (open)    */
 #define RL_FLAG_FALLBACK 0x04  /* decided by the local fallback limiter      */
-#define RL_FLAG_CACHED 0x08    /* reserved (a local deny cache): never set    */
+#define RL_FLAG_CACHED 0x08    /* a denial Redis gave, answered locally until
+                                  it ends (option deny_cache)                */
 #define RL_FLAG_NO_RULE 0x10   /* rl_check(): no rule matched the request    */
 #define RL_FLAG_FAIL_CLOSED 0x20 /* denied because the store failed (closed) */
 

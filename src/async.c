@@ -11,8 +11,9 @@
  * fallback, statistics), the rule set released, and the slot pushed on
  * the context's completion stack.  rl_async_process(), in the owner's
  * thread, takes the stack and runs the callbacks in completion order.  A
- * store that decides at once (the memory store) and a request no rule
- * matches are settled inside rl_check_start() and pushed the same way, so
+ * store that decides at once (the memory store), a request no rule
+ * matches and one the deny cache answers (decide_cached) are settled
+ * inside rl_check_start() and pushed the same way, so
  * a callback never runs inside rl_check_start().
  *
  * Locks and wake-ups: none taken here.  The completion stack is a
@@ -256,8 +257,9 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
     a->in_flight++;
     s->chk = chk;
     chk->internal = s;
-    if (n == 0) {
-        decide_no_rule(lim, &s->res);
+    if (n == 0 || decide_cached(lim, s->ops, n, &s->res)) {
+        if (n == 0)
+            decide_no_rule(lim, &s->res);
         s->rc = RL_OK;
         rcu_read_unlock(&lim->rules, s->tok);
         push_done(s);

@@ -13,9 +13,13 @@
  * (request.c) and any other caller of the store hand their answers here,
  * so every way a check is made decides and counts alike.  Nothing here
  * allocates; the only lock is the fallback store's segment lock (a failed
- * store, or a fallback rule Redis denied).
+ * store, or a fallback rule Redis denied).  Redis's denials of enforced
+ * rules are kept in the deny cache (deny_cache.h) when it is on, and
+ * decide_cached() answers from it before the store is asked.
  */
 #include "decide.h"
+#include "clock.h"
+#include "deny_cache.h"
 #include "dryrun.h"
 #include "error.h"
 #include "events.h"
@@ -238,6 +242,45 @@ static void follow_denials(rl_limiter *lim, const store_op *ops, size_t n,
     }
 }
 
+/* The store's denials of enforced charges (its clock read now_store)
+ * into the deny cache. */
+static void remember_denials(rl_limiter *lim, const store_op *ops, size_t n,
+                             const algo_decision *d, int64_t now_store)
+{
+    int64_t now = clock_mono_ms();
+
+    for (size_t i = 0; i < n; i++)
+        if (!d[i].allowed)
+            deny_cache_put(lim->deny, &ops[i], &d[i], now, now_store);
+}
+
+int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
+                  rl_result *res)
+{
+    algo_decision d, best = {0};
+    size_t at = n;
+    int64_t now;
+
+    if (!lim->deny)
+        return 0;
+    now = clock_mono_ms();
+    for (size_t i = 0; i < n; i++)
+        if (deny_cache_get(lim->deny, &ops[i], now, &d) &&
+            (at == n || d.retry_ms > best.retry_ms)) {
+            best = d;
+            at = i;
+        }
+    if (at == n)
+        return 0;
+    /* now 0: the stored reset is already never before the retry's end */
+    fill_result(res, ops[at].rule, &best, 1, 0);
+    res->flags = RL_FLAG_CACHED;
+    count_rules(lim, &ops[at], &best, 1, NULL);
+    stats_add(&lim->counts, ST_CHECKS);
+    stats_add(&lim->counts, ST_DENIED);
+    return 1;
+}
+
 /* The store's answer for one request into its result: the decisions
  * folded, or, when the store failed, each rule's failure mode. */
 int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
@@ -254,6 +297,8 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
         fold(res, ops, d, n, now);
         count_rules(lim, ops, d, n, NULL);
         note_denials(lim, ops, d, n, NULL);
+        if (lim->deny && !res->allowed)
+            remember_denials(lim, ops, n, d, now);
         if (lim->fallback && !res->allowed)
             follow_denials(lim, ops, n, d);
     }

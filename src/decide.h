@@ -20,6 +20,18 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
                   const algo_decision *d, int64_t now_ms, int rc,
                   rl_result *res);
 
+/*
+ * The deny cache (deny_cache.h): when one of the request's enforced
+ * charges ops[0..n) has a live cached denial, *res (full size) is that
+ * denial as Redis would give it (the longest-lived one if several; allowed
+ * 0, remaining 0, retry counted down to its end, RL_FLAG_CACHED), the
+ * check is counted, and 1 is returned: the request needs no store.  A
+ * request denied by one rule is denied whatever the others say (the store
+ * charges all or none), so one live denial is enough.  0: ask the store.
+ */
+int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
+                  rl_result *res);
+
 /* A request no rule matches passes: *res (full size) says so
  * (RL_FLAG_NO_RULE), and the statistics count it. */
 void decide_no_rule(rl_limiter *lim, rl_result *res);

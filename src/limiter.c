@@ -12,6 +12,7 @@
  */
 #include "limiter.h"
 #include "events.h"
+#include "deny_cache.h"
 #include "options.h"
 #include "error.h"
 #include "sized.h"
@@ -155,6 +156,10 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
     if ((rc = open_store(lim, cfg)) == RL_OK &&
         strcmp(lim->store->vt->name, "memory") == 0)
         lim->mconf.sample_mask = METRICS_SAMPLE_MEMORY - 1;
+    if (rc == RL_OK && cfg->deny_cache &&
+        strcmp(lim->store->vt->name, "memory") != 0 &&
+        !(lim->deny = deny_cache_new((size_t)cfg->deny_cache)))
+        rc = rl_fail(NULL, RL_ENOMEM, "creating the deny cache");
     if (rc != RL_OK || (rc = start_events(lim, cfg)) != RL_OK ||
         (rc = load_initial_rules(lim, cfg)) != RL_OK) {
         rl_limiter_free(lim);
@@ -170,6 +175,7 @@ RL_EXPORT void rl_limiter_free(rl_limiter *lim)
         return;
     rules_source_stop(lim); /* first: its thread swaps rules in */
     events_stop(lim->events);
+    deny_cache_free(lim->deny);
     store_free(lim->store);
     store_free(lim->fallback);
     ruleset_free(rcu_peek(&lim->rules));

@@ -27,6 +27,8 @@ struct rl_limiter {
     stats counts;              /* behind rl_stats_get()                  */
     metrics_hist latency;      /* behind rl_metrics_write(): checks' time */
     struct events *events;     /* rejection events (events.h), or NULL   */
+    struct deny_cache *deny;   /* Redis's denials kept (deny_cache.h), or
+                                  NULL: option deny_cache 0, memory store */
     rules_state rstate;        /* behind rl_rules_status_get()           */
     struct rules_source *source; /* option rules_source's thread, or NULL */
     uint64_t layout_key[2];    /* option hash_key, parsed                */

@@ -102,6 +102,8 @@ static const opt_def opt_table[] = {
         "one denial in this many (per thread) becomes an event"),
     ENUM("events_key", events_key, "plain|hashed|none", "hashed",
          "the client key in an event: as is, hashed, or left out"),
+    NUM("deny_cache", OPT_INT, deny_cache, 0, 16777216, "4096",
+        "Redis denials answered locally until they end (entries); 0: off"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])

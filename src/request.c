@@ -12,7 +12,9 @@
  * to 64 of them in one call (a chunk), so Redis decides them in one round
  * trip.  With the option metrics on, the checks' time goes into the
  * latency histogram (timer_start/timer_stop: every check on Redis, one in
- * METRICS_SAMPLE_MEMORY per thread on the memory store).
+ * METRICS_SAMPLE_MEMORY per thread on the memory store).  Before the
+ * store is asked, a request with a live denial in the deny cache
+ * (option deny_cache, Redis stores) is answered from it (decide_cached).
  *
  * Named dimensions cost one look-up per request dimension, not one string
  * compare per rule: the rule set gave each name its rules count by a
@@ -61,8 +63,13 @@ static int run(rl_limiter *lim, const store_op *ops, size_t n,
 {
     algo_decision d[RL_OPS_MAX];
     int64_t now = 0, t0 = timer_start(lim);
-    int rc = lim->store->vt->check(lim->store, ops, n, d, &now);
+    int rc;
 
+    if (decide_cached(lim, ops, n, res)) {
+        timer_stop(lim, t0, 1);
+        return RL_OK;
+    }
+    rc = lim->store->vt->check(lim->store, ops, n, d, &now);
     rc = decide_settle(lim, ops, n, d, now, rc, res);
     timer_stop(lim, t0, 1);
     return rc;
@@ -411,7 +418,8 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
                      const many_io *io, size_t k)
 {
     const rl_request *req = io_req(io, k);
-    size_t n = 0;
+    rl_result res = {0};
+    size_t n = 0, used;
     int rc;
 
     if (req->size != io->req_stride || io_result(io, k)->size !=
@@ -421,19 +429,22 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
     sized_zero(io_result(io, k), io->span);
     if (c->nreq == STORE_MANY_MAX)
         chunk_run(lim, c, io);
+    used = c->used;
     rc = request_collect(lim, rs, req, c->ops + c->nops,
                          MANY_OPS - c->nops, c->keys, sizeof c->keys,
                          &c->used, &n);
     if (rc == REQUEST_NEED_ROOM) {
         chunk_run(lim, c, io);
+        used = c->used;
         rc = request_collect(lim, rs, req, c->ops, MANY_OPS, c->keys,
                              sizeof c->keys, &c->used, &n);
     }
     if (rc != RL_OK)
         return rc;
-    if (n == 0) {
-        rl_result res = {0};
-        decide_no_rule(lim, &res);
+    if (n == 0 || decide_cached(lim, c->ops + c->nops, n, &res)) {
+        if (n == 0)
+            decide_no_rule(lim, &res);
+        c->used = used; /* a cached denial: its keys are not needed */
         sized_fill(io_result(io, k), &res, io->span);
         return RL_OK;
     }

@@ -83,6 +83,9 @@ static rl_limiter *open_with(const char *store, const char *n1,
     ck_assert_int_eq(rl_config_set(cfg, "rules", RULES), RL_OK);
     /* a loaded CI machine can stall a loopback reply past 5 ms */
     ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
+    /* Redis's own answers (its calls and refunds, a restarted node's
+     * empty state): no local deny cache (tests/check_denycache.c). */
+    ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
     if (n1)
         ck_assert_int_eq(rl_config_set(cfg, n1, v1), RL_OK);
     if (n2)

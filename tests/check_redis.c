@@ -69,6 +69,10 @@ static rl_limiter *open_limiter(const char *store, const char *extra_name,
     /* A loaded 2-core CI machine can stall a loopback reply past the 5 ms
      * default; only the timeout test below wants a tight one. */
     ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
+    /* This suite counts what Redis itself answers (its calls, a restart's
+     * empty state, a fallback after it denied): no local deny cache,
+     * which tests/check_denycache.c covers. */
+    ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
     if (extra_name)
         ck_assert_int_eq(rl_config_set(cfg, extra_name, extra_value), RL_OK);
     rc = rl_limiter_new(&lim, cfg);

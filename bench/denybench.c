@@ -1,0 +1,223 @@
+/*
+ * denybench.c -- what the deny cache (option deny_cache) spares Redis:
+ * one abusive client checking at full speed against a private
+ * redis-server (the test harness starts one), with the cache on (the
+ * default, 4096 entries) beside the same run with deny_cache=0 (the
+ * reference), back to back.
+ *
+ * The client's rule is a token bucket of --limit tokens a minute; the
+ * client spends them first, then calls rl_check() in a loop for
+ * --seconds, admitted only when a token comes back (a denial lasts
+ * 60000 / limit ms).  The figures: Redis calls per check (EVALSHA calls
+ * from INFO commandstats over the loop / the loop's checks; the target
+ * with the cache is <= 0.01), checks per second, and the admissions in
+ * each run (the same rule, so about the same number: the cache must not
+ * change who is let in).
+ *
+ *   denybench [--json] [--quick] [--seconds N] [--limit N]
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchutil.h"
+#include "ratelimit.h"
+#include "redis_harness.h"
+
+#define OFF 0 /* deny_cache=0: the reference */
+#define ON 1  /* the default                 */
+
+typedef struct options {
+    unsigned long long seconds, limit;
+    int json;
+} options;
+
+typedef struct run {
+    unsigned long long checks, admitted, cached, calls;
+    double secs;
+} run;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: denybench [--json] [--quick] [--seconds N] "
+               "[--limit N]\n"
+               "Redis calls per check for one abusive client, deny cache "
+               "on beside off.\n"
+               "  --seconds N  each run's length (default 5)\n"
+               "  --limit N    the client's tokens a minute (default 600)\n"
+               "  --quick      2 seconds\n");
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){5, 600, 0};
+    for (int i = 1; i < argc; i++) {
+        unsigned long long *dst = NULL;
+        if (strcmp(argv[i], "--json") == 0)
+            o->json = 1;
+        else if (strcmp(argv[i], "--quick") == 0)
+            o->seconds = 2;
+        else if (strcmp(argv[i], "--seconds") == 0)
+            dst = &o->seconds;
+        else if (strcmp(argv[i], "--limit") == 0)
+            dst = &o->limit;
+        else {
+            usage(strcmp(argv[i], "--help") == 0 ? stdout : stderr);
+            return strcmp(argv[i], "--help") == 0 ? -1 : 2;
+        }
+        if (dst && (++i == argc || parse_count(argv[i], dst) != 0 ||
+                    *dst == 0)) {
+            usage(stderr);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static double evalsha_calls(const rh_server *srv)
+{
+    redisContext *c = rh_connect(srv);
+    redisReply *r = c ? redisCommand(c, "INFO commandstats") : NULL;
+    const char *want = "cmdstat_evalsha:calls=", *at;
+    double calls = -1;
+
+    if (r && r->type == REDIS_REPLY_STRING)
+        calls = (at = strstr(r->str, want)) ? atof(at + strlen(want)) : 0;
+    if (r)
+        freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return calls;
+}
+
+static rl_limiter *make_limiter(const char *uri, const options *o, int on,
+                                char *err)
+{
+    char rules[256];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc = RL_ENOMEM;
+
+    snprintf(rules, sizeof rules,
+             "[{\"rule_id\":\"abuse\",\"dimension\":\"user\","
+             "\"algorithm\":\"token_bucket\",\"limit\":%llu,"
+             "\"window_seconds\":60}]", o->limit);
+    if (cfg && (rc = rl_config_set(cfg, "store", uri)) == RL_OK &&
+        (rc = rl_config_set(cfg, "rules", rules)) == RL_OK &&
+        (rc = rl_config_set(cfg, "timeout_ms", "1000")) == RL_OK &&
+        (on || (rc = rl_config_set(cfg, "deny_cache", "0")) == RL_OK))
+        rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    if (rc != RL_OK)
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+    return lim;
+}
+
+/* The client's tokens spent, then --seconds of checks at full speed. */
+static int abuse(rl_limiter *lim, const rh_server *srv, const options *o,
+                 const char *user, run *out, char *err)
+{
+    rl_request req = RL_REQUEST_INIT;
+    rl_result res = RL_RESULT_INIT;
+    uint64_t t0, end;
+    double before;
+    int rc;
+
+    req.user = user;
+    req.cost = 1;
+    *out = (run){0};
+    do { /* spend the bucket */
+        if ((rc = rl_check(lim, &req, &res)) != RL_OK) {
+            set_err(err, "rl_check", rc, errtext(lim));
+            return -1;
+        }
+    } while (res.allowed);
+    before = evalsha_calls(srv);
+    t0 = now_ns();
+    end = t0 + o->seconds * 1000000000ULL;
+    while (now_ns() < end) {
+        for (int i = 0; i < 64; i++) {
+            if ((rc = rl_check(lim, &req, &res)) != RL_OK) {
+                set_err(err, "rl_check", rc, errtext(lim));
+                return -1;
+            }
+            out->checks++;
+            out->admitted += res.allowed != 0;
+            out->cached += (res.flags & RL_FLAG_CACHED) != 0;
+        }
+    }
+    out->secs = (double)(now_ns() - t0) / 1e9;
+    out->calls = (unsigned long long)(evalsha_calls(srv) - before);
+    return before < 0 ? -1 : 0;
+}
+
+static void report(const options *o, const run r[2])
+{
+    static const text_layout t = {30, 12, 4, 10, 22, 4};
+    figure f = {.name = "deny_redis_calls_per_check",
+                .value = (double)r[ON].calls / (double)r[ON].checks,
+                .unit = "calls", .nrefs = 1,
+                .ref = {(double)r[OFF].calls / (double)r[OFF].checks},
+                .ref_name = {"deny_cache=0"}};
+
+    if (!o->json)
+        print_columns(&t);
+    xnum(&f, "target", 0.01);
+    xnum(&f, "calls_per_million_checks",
+         1e6 * (double)r[ON].calls / (double)r[ON].checks);
+    xnum(&f, "checks", (double)r[ON].checks);
+    xnum(&f, "calls", (double)r[ON].calls);
+    xnum(&f, "cached", (double)r[ON].cached);
+    xnum(&f, "admitted", (double)r[ON].admitted);
+    xnum(&f, "checks_ref", (double)r[OFF].checks);
+    xnum(&f, "calls_ref", (double)r[OFF].calls);
+    xnum(&f, "admitted_ref", (double)r[OFF].admitted);
+    emit_figure(&f, o->json, &t);
+    f = (figure){.name = "deny_checks_per_s",
+                 .value = (double)r[ON].checks / r[ON].secs,
+                 .unit = "checks/s", .nrefs = 1,
+                 .ref = {(double)r[OFF].checks / r[OFF].secs},
+                 .ref_name = {"deny_cache=0"}};
+    emit_figure(&f, o->json, &t);
+    f = (figure){.name = "deny_admitted", .value = (double)r[ON].admitted,
+                 .unit = "requests", .nrefs = 1,
+                 .ref = {(double)r[OFF].admitted},
+                 .ref_name = {"deny_cache=0"}};
+    xnum(&f, "expected", (double)o->limit * (double)o->seconds / 60.0);
+    emit_figure(&f, o->json, &t);
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    rh_server srv;
+    run r[2];
+    char err[ERRLEN] = "", uri[256];
+    uint64_t t_start = now_ns();
+    int rc = parse_args(argc, argv, &o);
+
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    if (!rh_available() || rh_start(&srv, NULL) != 0) {
+        fprintf(stderr, "denybench: cannot start redis-server\n");
+        return 1;
+    }
+    rh_uri(&srv, uri, sizeof uri);
+    if (o.json)
+        printf("{\"name\":\"params\",\"seconds\":%llu,\"limit\":%llu,"
+               "\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
+               o.seconds, o.limit, rl_version_string(), loadavg1());
+    for (int on = OFF; on <= ON && rc == 0; on++) {
+        rl_limiter *lim = make_limiter(uri, &o, on, err);
+        rc = !lim || abuse(lim, &srv, &o, on ? "abuser-on" : "abuser-off",
+                           &r[on], err) != 0;
+        rl_limiter_free(lim);
+    }
+    if (rc)
+        fprintf(stderr, "denybench: %s\n", err);
+    else
+        report(&o, r);
+    rh_stop(&srv);
+    print_done("denybench", o.json, t_start);
+    return rc;
+}
