@@ -276,6 +276,9 @@ int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
     fill_result(res, ops[at].rule, &best, 1, 0);
     res->flags = RL_FLAG_CACHED;
     count_rules(lim, &ops[at], &best, 1, NULL);
+    if (lim->events) /* each denial an event, this one told apart */
+        events_push(lim->events, ops[at].rule->id, ops[at].key,
+                    ops[at].key_len, ops[at].cost, 0, EV_CACHE);
     stats_add(&lim->counts, ST_CHECKS);
     stats_add(&lim->counts, ST_DENIED);
     return 1;

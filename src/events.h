@@ -27,8 +27,9 @@
 #include "redis_uri.h"
 
 /* How a denial was decided: by the store, or, the store having failed,
- * by the local fallback or failure mode closed. */
-enum { EV_STORE, EV_FALLBACK, EV_CLOSED };
+ * by the local fallback or failure mode closed, or by the deny cache
+ * repeating a denial of the store's (deny_cache.h). */
+enum { EV_STORE, EV_FALLBACK, EV_CLOSED, EV_CACHE };
 /* events_key: the key as is, hashed (SipHash-1-3 under hash_key, else a
  * key random to this limiter), or left out. */
 enum { EV_KEY_PLAIN, EV_KEY_HASHED, EV_KEY_NONE };

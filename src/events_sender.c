@@ -37,7 +37,8 @@
  * 7 fields and their values (rule key ts cost decided mode limiter). */
 #define EV_ARGS (6 + 2 * 7)
 
-static const char *const how_names[] = {"store", "fallback", "closed"};
+static const char *const how_names[] = {"store", "fallback", "closed",
+                                        "cache"};
 
 typedef struct sender {
     events *e;

@@ -609,7 +609,7 @@ START_TEST(rlctl_events_shows_rejections)
     char out[4096], args[600], *line;
     worker a;
     int64_t start = now_ms();
-    int n = 0;
+    int n = 0, store = 0, cache = 0;
 
     worker_start(&a, opts);
     for (int i = 0; i < 5; i++) /* limit 3: 2 denials */
@@ -626,11 +626,16 @@ START_TEST(rlctl_events_shows_rejections)
     }
     snprintf(args, sizeof args, "events --redis '%s' --count 5", uri);
     ck_assert_int_eq(rlctl(out, sizeof out, args), 0);
-    for (line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), n++)
+    for (line = strtok(out, "\n"); line; line = strtok(NULL, "\n"), n++) {
         ck_assert_msg(strstr(line, " rule=r key=user:x\\x5cy ts=") &&
-                      strstr(line, " decided=store mode=enforce "),
-                      "%s", line);
+                      strstr(line, " mode=enforce "), "%s", line);
+        store += strstr(line, " decided=store ") != NULL;
+        cache += strstr(line, " decided=cache ") != NULL;
+    }
+    /* Redis's denial, then the deny cache's repeat of it */
     ck_assert_int_eq(n, 2);
+    ck_assert_int_eq(store, 1);
+    ck_assert_int_eq(cache, 1);
     worker_stop(&a);
 }
 END_TEST
