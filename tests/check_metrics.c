@@ -335,6 +335,9 @@ static rl_limiter *redis_limiter(const char *uri)
     ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "200"), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", "2"), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "breaker_cooldown_ms", "100"), RL_OK);
+    /* every check asks the server: the shard's counts are the judge (a
+     * client the waits below exhaust would be answered from the cache) */
+    ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
     rl_config_set_log(cfg, NULL, NULL);
     ck_assert_msg(rl_limiter_new(&lim, cfg) == RL_OK, "%s", rl_errmsg(NULL));
     rl_config_free(cfg);
