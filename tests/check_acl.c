@@ -542,7 +542,7 @@ START_TEST(cluster_as_the_user)
     rl_request req[30];
     rl_result res[30];
     int codes[30], slot, src, to = -1;
-    store_redis_stats st = {0};
+    store_redis_stats st = {0}, at_end = {0};
     rl_request two = {.size = sizeof(rl_request), .endpoint = "/two", .user = "refund",
                       .ip = "10.9.9.9", .cost = 1};
     rl_result one = RL_RESULT_INIT;
@@ -578,11 +578,16 @@ START_TEST(cluster_as_the_user)
     ck_assert_int_eq(rh_cluster_migrate_begin(&cl, slot, to), 0);
     ck_assert_int_eq(admitted(lim, "user:moving", "sw", 2), 2);
     ck_assert_int_ge(rh_cluster_migrate_keys(&cl, slot, 1000), 0);
+    store_redis_stats_get(limiter_store(lim), &at_end);
     ck_assert_int_eq(rh_cluster_migrate_end(&cl, slot, to), 0);
     ck_assert_int_eq(admitted(lim, "user:moving", "sw", 2), 1);
     store_redis_stats_get(limiter_store(lim), &st);
     ck_assert_int_ge(st.asks, 1);
-    ck_assert_int_ge(st.moved, 1);
+    /* MOVED, unless a refresh of the map (asked for by the ASK) read the
+     * move from the target first, as in check_cluster; the counts above
+     * are the judge either way */
+    if (st.moved == 0)
+        ck_assert_int_gt(st.refreshes, at_end.refreshes);
     /* a request whose ip rule (another slot) denies: its user rule is
      * refunded there */
     ck_assert_uint_ne(rh_key_slot("user:refund", 11),
