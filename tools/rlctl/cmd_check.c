@@ -59,6 +59,13 @@ static int open_limiter(const rlctl_opts *o, const char *store,
         return fprintf(stderr, "rlctl check: out of memory\n"),
                RLCTL_UNREACHABLE;
     rc = rl_config_set(cfg, "store", store);
+    if (rc == RL_OK) { /* one operator's check waits as --timeout says,
+                        * not the request path's 5 ms default */
+        char ms[24];
+        snprintf(ms, sizeof ms, "%ld",
+                 o->timeout_ms > 60000 ? 60000L : (long)o->timeout_ms);
+        rc = rl_config_set(cfg, "timeout_ms", ms);
+    }
     if (rc == RL_OK && rules)
         rc = rl_config_set(cfg, "rules_file", rules);
     if (rc != RL_OK) {
