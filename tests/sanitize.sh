@@ -80,7 +80,16 @@ for f in $lib_srcs; do
     $CC $cflags $san -c "$f" -o "$o"
     objs="$objs $o"
 done
-pass=0 fail=0
+pass=0 fail=0 failed=
+# run_logged NAME CMD...: run CMD (no fork), its output teed to
+# $out/NAME.log; on failure NAME joins $failed.
+run_logged() {
+    _name=$1; shift
+    if { CK_FORK=no "$@"; echo "rc=$?" >"$out/$_name.rc"; } 2>&1 | tee "$out/$_name.log"; then :; fi
+    [ "$(cat "$out/$_name.rc")" = rc=0 ] && return 0
+    failed="$failed $_name"
+    return 1
+}
 $CC $cflags $san -c "$src/tests/redis_harness.c" -o "$out/redis_harness.o"
 $CC $cflags $san -c "$out/lua_test_script.c" -o "$out/lua_test_script.o"
 if [ -n "$rld_libs" ]; then
@@ -106,10 +115,16 @@ for t in "$src"/tests/check_*.c; do
         extra="$(pkg-config --cflags --libs libevent libuv)"
     fi
     $CC $cflags $san "$t" $objs "$out/redis_harness.o" "$out/lua_test_script.o" $extra $libs -o "$out/$name"
-    # No fork: the sanitizer sees every test in one process.
-    if CK_FORK=no "$out/$name"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    # No fork: the sanitizer sees every test in one process.  The output
+    # goes to the screen and to $out/$name.log; a failed suite's log is
+    # shown again at the end, where a CI tail sees it.
+    if run_logged "$name" "$out/$name"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 done
 $CC $cflags $san "$src"/tests/fuzz/*.c $rld_pure $objs $libs -o "$out/fuzz_run"
-if "$out/fuzz_run" "$src/tests/fuzz/corpus" 300; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
-echo "$mode: $pass passed, $fail failed"
+if run_logged fuzz_run "$out/fuzz_run" "$src/tests/fuzz/corpus" 300; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+for name in $failed; do
+    echo "==== $mode: $name failed; its log's last lines ($out/$name.log):"
+    grep -v '^$' "$out/$name.log" | tail -40
+done
+echo "$mode: $pass passed, $fail failed${failed:+ (}${failed# }${failed:+)}"
 [ "$fail" -eq 0 ]
