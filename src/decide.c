@@ -97,6 +97,7 @@ static int failure_metric(unsigned how)
     return how == RL_FLAG_FAIL_OPEN     ? RM_FAIL_OPEN
            : how == RL_FLAG_FALLBACK    ? RM_FALLBACK
            : how == RL_FLAG_FAIL_CLOSED ? RM_FAIL_CLOSED
+           : how == RL_FLAG_CACHED      ? RM_CACHED
                                         : 0;
 }
 
@@ -260,6 +261,7 @@ int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
     algo_decision d, best = {0};
     size_t at = n;
     int64_t now;
+    const unsigned how = RL_FLAG_CACHED;
 
     if (!lim->deny)
         return 0;
@@ -275,7 +277,7 @@ int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
     /* now 0: the stored reset is already never before the retry's end */
     fill_result(res, ops[at].rule, &best, 1, 0);
     res->flags = RL_FLAG_CACHED;
-    count_rules(lim, &ops[at], &best, 1, NULL);
+    count_rules(lim, &ops[at], &best, 1, &how);
     if (lim->events) /* each denial an event, this one told apart */
         events_push(lim->events, ops[at].rule->id, ops[at].key,
                     ops[at].key_len, ops[at].cost, 0, EV_CACHE);

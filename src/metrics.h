@@ -43,6 +43,7 @@ enum rule_metric {
     RM_FAIL_OPEN,   /* the store failed: decided by failure mode open      */
     RM_FALLBACK,    /*   ... by the local fallback                        */
     RM_FAIL_CLOSED, /*   ... by failure mode closed                       */
+    RM_CACHED,      /* a denial answered by the deny cache (deny_cache.h) */
     RM_COUNT
 };
 
@@ -113,7 +114,8 @@ static inline void metrics_add(_Atomic uint64_t *c, unsigned slot,
 /* Count one charge of a rule in slot `slot` (m NULL: metrics off,
  * nothing counted): the store's decision d, whether the rule is in mode
  * log (soft), and how a failed store was stood in for (RM_FAIL_OPEN,
- * RM_FALLBACK, RM_FAIL_CLOSED; 0: the store decided). */
+ * RM_FALLBACK, RM_FAIL_CLOSED), or that the deny cache answered
+ * (RM_CACHED); 0: the store decided. */
 static inline void metrics_note(struct rule_metrics *m, unsigned slot,
                                 const algo_decision *d, int soft, int how,
                                 int64_t limit, int64_t near_pct)

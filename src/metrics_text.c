@@ -180,6 +180,8 @@ static const struct {
      "Charges decided by the local fallback (the store failed)."},
     {RM_FAIL_CLOSED, "rule_fail_closed_total",
      "Charges decided by failure mode closed (the store failed)."},
+    {RM_CACHED, "rule_cached_total",
+     "Denials answered by the local deny cache, Redis not asked."},
 };
 
 static void write_rules(mw *w, const snap *s)

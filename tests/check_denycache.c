@@ -6,7 +6,8 @@
  * asked meanwhile (INFO commandstats: EVALSHA calls); it is admitted again
  * at the end; a rule changed by a new rule set drops its denials; a larger
  * cost is not answered by a smaller one's denial; rules in mode log are
- * not cached; deny_cache 0 asks Redis every time.
+ * not cached; deny_cache 0 asks Redis every time; the rule's metrics count
+ * the cached denials (rule_cached_total) beside Redis's.
  *
  * Redis decides by its own clock (TIME), so the figures Redis gives are
  * read from its answers and the cached ones compared with them; waits
@@ -103,6 +104,24 @@ static long long evalsha_calls(void)
     return calls;
 }
 
+/* The rule's counter `family` in the metrics text (rl_metrics_write),
+ * or -1 if absent. */
+static long long rule_metric(rl_limiter *lim, const char *family,
+                             const char *rule)
+{
+    static char buf[1 << 16];
+    char series[128];
+    size_t len, n;
+
+    ck_assert_int_eq(rl_metrics_write(lim, buf, sizeof buf, &len), RL_OK);
+    n = (size_t)snprintf(series, sizeof series,
+                         "ratelimit_rule_%s{rule=\"%s\"} ", family, rule);
+    for (const char *p = buf; p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+        if (strncmp(p, series, n) == 0)
+            return atoll(p + n);
+    return -1;
+}
+
 static rl_result check_user(rl_limiter *lim, const char *user, int64_t cost)
 {
     rl_request req = RL_REQUEST_INIT;
@@ -177,6 +196,11 @@ START_TEST(abusive_client_answered_locally)
     ck_assert_int_eq(calls, 1);
     ck_assert_msg(calls * 100 <= checks, "%lld Redis calls in %lld checks",
                   calls, checks);
+    /* metrics: 10 + 1 admitted by Redis; its denial and the checks-1
+     * answered from the cache denied, those counted as cached */
+    ck_assert_int_eq(rule_metric(lim, "allowed_total", "tb"), 11);
+    ck_assert_int_eq(rule_metric(lim, "denied_total", "tb"), checks);
+    ck_assert_int_eq(rule_metric(lim, "cached_total", "tb"), checks - 1);
     /* another client was never touched */
     ck_assert(check_user(lim, "innocent", 1).allowed);
     rl_limiter_free(lim);
