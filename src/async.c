@@ -14,7 +14,8 @@
  * store that decides at once (the memory store), a request no rule
  * matches and one the deny cache answers (decide_cached) are settled
  * inside rl_check_start() and pushed the same way, so
- * a callback never runs inside rl_check_start().
+ * a callback never runs inside rl_check_start().  A check is timed
+ * (metrics.h) from its start to its settling, as a blocking one is.
  *
  * Locks and wake-ups: none taken here.  The completion stack is a
  * lock-free (Treiber) stack: any thread pushes, the owner takes it whole
@@ -50,6 +51,7 @@ struct aslot {
     char keys[RL_OPS_MAX * (RL_KEY_MAX + 1)];
     rl_result res;               /* the full result, copied out by span */
     size_t span;                 /* bytes of the caller's result to fill */
+    int64_t t0;                  /* request_timer_start(), 0: not timed  */
     int rc;
     rcu_token tok;
     rl_async *owner;
@@ -94,6 +96,7 @@ static void store_done(store_async *sa)
 
     s->rc = decide_settle(lim, s->ops, sa->q.n, s->d, sa->q.now_ms,
                           sa->q.rc, &s->res);
+    request_timer_stop(lim, s->t0, 1);
     rcu_read_unlock(&lim->rules, s->tok);
     push_done(s);
 }
@@ -257,7 +260,9 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
     a->in_flight++;
     s->chk = chk;
     chk->internal = s;
+    s->t0 = n ? request_timer_start(lim) : 0; /* as rl_check times it */
     if (n == 0 || decide_cached(lim, s->ops, n, &s->res)) {
+        request_timer_stop(lim, s->t0, 1);
         if (n == 0)
             decide_no_rule(lim, &s->res);
         s->rc = RL_OK;

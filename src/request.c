@@ -11,7 +11,7 @@
  * rl_check_many() does the same for many requests, handing the store up
  * to 64 of them in one call (a chunk), so Redis decides them in one round
  * trip.  With the option metrics on, the checks' time goes into the
- * latency histogram (timer_start/timer_stop: every check on Redis, one in
+ * latency histogram (request_timer_start/_stop: every check on Redis, one in
  * METRICS_SAMPLE_MEMORY per thread on the memory store).  Before the
  * store is asked, a request with a live denial in the deny cache
  * (option deny_cache, Redis stores) is answered from it (decide_cached).
@@ -39,9 +39,7 @@
 
 #include <string.h>
 
-/* The start of a check, when it is one this thread times (metrics.h:
- * sampled on the memory store); else 0. */
-static int64_t timer_start(const rl_limiter *lim)
+int64_t request_timer_start(const rl_limiter *lim)
 {
     return lim->mconf.on &&
                    (metrics_self()->tick++ & lim->mconf.sample_mask) == 0
@@ -49,9 +47,7 @@ static int64_t timer_start(const rl_limiter *lim)
                : 0;
 }
 
-/* `count` checks started at t0 (0: not timed) are decided: their time
- * into the latency histogram. */
-static void timer_stop(rl_limiter *lim, int64_t t0, size_t count)
+void request_timer_stop(rl_limiter *lim, int64_t t0, size_t count)
 {
     if (t0 && count)
         metrics_observe(&lim->latency, metrics_self()->slot,
@@ -62,16 +58,16 @@ static int run(rl_limiter *lim, const store_op *ops, size_t n,
                rl_result *res)
 {
     algo_decision d[RL_OPS_MAX];
-    int64_t now = 0, t0 = timer_start(lim);
+    int64_t now = 0, t0 = request_timer_start(lim);
     int rc;
 
     if (decide_cached(lim, ops, n, res)) {
-        timer_stop(lim, t0, 1);
+        request_timer_stop(lim, t0, 1);
         return RL_OK;
     }
     rc = lim->store->vt->check(lim->store, ops, n, d, &now);
     rc = decide_settle(lim, ops, n, d, now, rc, res);
-    timer_stop(lim, t0, 1);
+    request_timer_stop(lim, t0, 1);
     return rc;
 }
 
@@ -390,7 +386,7 @@ _Static_assert(MANY_OPS >= RL_OPS_MAX, "a chunk holds any one request");
 static void chunk_run(rl_limiter *lim, chunk *c, const many_io *io)
 {
     rl_store *st = lim->store;
-    int64_t t0 = timer_start(lim);
+    int64_t t0 = request_timer_start(lim);
 
     if (c->nreq && st->vt->check_many &&
         st->vt->check_many(st, c->req, c->nreq) != RL_OK)
@@ -409,7 +405,7 @@ static void chunk_run(rl_limiter *lim, chunk *c, const many_io *io)
         if (io->codes[k] == RL_OK)
             sized_fill(io_result(io, k), &res, io->span);
     }
-    timer_stop(lim, t0, c->nreq);
+    request_timer_stop(lim, t0, c->nreq);
     c->nreq = c->nops = c->used = 0;
 }
 

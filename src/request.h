@@ -23,4 +23,13 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
                     const rl_request *req, store_op *ops, size_t max_ops,
                     char *keys, size_t keys_len, size_t *used, size_t *n);
 
+/* The start of a check, when it is one the calling thread times
+ * (metrics.h: sampled on the memory store); else 0. */
+int64_t request_timer_start(const rl_limiter *lim);
+
+/* `count` checks started at t0 (0: not timed) are decided: their time
+ * into the latency histogram, in the calling thread's slot (an async
+ * check's I/O thread may stop what its owner started). */
+void request_timer_stop(rl_limiter *lim, int64_t t0, size_t count);
+
 #endif

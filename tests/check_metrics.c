@@ -11,6 +11,7 @@
  * it is back, and a unix socket path that needs escaping.
  */
 #include <check.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -354,6 +355,40 @@ static int check_ep(rl_limiter *lim, const char *ep)
     return res.allowed;
 }
 
+static void async_done(rl_async_check *chk, int rc)
+{
+    ck_assert_int_eq(rc, RL_OK);
+    ck_assert(chk->result->allowed);
+    (*(int *)chk->data)++;
+}
+
+/* n checks of endpoint ep started at once on the async API, waited for
+ * on its descriptor (each completes: the store answers or times out). */
+static void check_ep_async(rl_limiter *lim, const char *ep, int n)
+{
+    rl_request req = {.size = sizeof req, .endpoint = ep, .user = "u",
+                      .cost = 1};
+    rl_result res[8];
+    rl_async_check chk[8];
+    rl_async *a;
+    int done = 0;
+
+    ck_assert_int_le(n, 8);
+    ck_assert_int_eq(rl_async_new(lim, 8, &a), RL_OK);
+    for (int i = 0; i < n; i++) {
+        res[i] = (rl_result)RL_RESULT_INIT;
+        chk[i] = (rl_async_check){.size = sizeof chk[i], .cb = async_done,
+                                  .data = &done, .result = &res[i]};
+        ck_assert_int_eq(rl_check_start(a, &req, &chk[i]), RL_OK);
+    }
+    while (done < n) {
+        struct pollfd p = {.fd = rl_async_fd(a), .events = POLLIN};
+        ck_assert_int_ge(poll(&p, 1, 10000), 1);
+        ck_assert_int_ge(rl_async_process(a), 0);
+    }
+    rl_async_free(a);
+}
+
 static double shard_value(rl_limiter *lim, const char *family,
                           const char *shard)
 {
@@ -384,6 +419,12 @@ START_TEST(redis_shard)
     RULE_EQ(t, "fail_open_total", "o", 0);
     ck_assert(value(t, "ratelimit_check_duration_seconds_count"
                        "{store=\"redis\"}") == 9);
+    /* async checks are counted and timed as blocking ones are */
+    check_ep_async(lim, "/o", 5);
+    t = metrics(lim);
+    RULE_EQ(t, "checks_total", "o", 8);
+    ck_assert(value(t, "ratelimit_check_duration_seconds_count"
+                       "{store=\"redis\"}") == 14);
     ck_assert(shard_value(lim, "breaker_state", shard) == 0);
     ck_assert(shard_value(lim, "breaker_opens_total", shard) == 0);
     ck_assert(shard_value(lim, "errors_total", shard) == 0);
@@ -401,6 +442,7 @@ START_TEST(redis_shard)
     RULE_EQ(t, "fail_closed_total", "c", 4);
     RULE_EQ(t, "denied_total", "c", 4);
     RULE_EQ(t, "checks_total", "c", 7);
+    RULE_EQ(t, "checks_total", "o", 12);
     RULE_EQ(t, "fail_open_total", "f", 0);
     /* Failures in one time slice are one (breaker.h): the breaker opens
      * once calls have kept failing for breaker_failures - 1 slices. */
