@@ -19,7 +19,8 @@
  * each round's own ratio (its two blocks ran back to back), which cancels
  * a shared machine's drift better.  After each case the on-limiter's text is
  * rendered once (rl_metrics_write) and its bytes and time printed; last,
- * the rendering of a limiter with 1000 rules (the median of 21).  With
+ * the rendering of a limiter with 1000 rules (the median of 21; on the
+ * --store given, its shards counted: a cluster's masters).  With
  * --store URI (a Redis server) the same cases run on that store, the
  * figures named redis_*; both limiters share its keys (a user's count is
  * the two limiters' together: the deny case denies alike on both).
@@ -332,8 +333,19 @@ static int bench_case(const options *o, const char *keys,
     return rc;
 }
 
+/* The shards in a metrics text: its breaker_state series. */
+static int count_shards(const char *text)
+{
+    const char *want = "\nratelimit_store_breaker_state{";
+    int n = 0;
+
+    for (const char *p = text; (p = strstr(p, want)); p++)
+        n++;
+    return n;
+}
+
 /* One /metrics rendering with RENDER_RULES rules, each charged once:
- * the median time of RENDER_RUNS, and the bytes. */
+ * the median time of RENDER_RUNS, the bytes and the shards. */
 #define RENDER_RULES 1000
 #define RENDER_RUNS 21
 
@@ -358,6 +370,7 @@ static int render_big(const options *o, char *err)
                                i ? "," : "", i, i);
     snprintf(rules + at, cap - at, "]}");
     if (rl_config_set(cfg, "rules", rules) != RL_OK ||
+        (o->store && rl_config_set(cfg, "store", o->store) != RL_OK) ||
         (rc = rl_limiter_new(&lim, cfg)) != RL_OK) {
         set_err(err, "rl_limiter_new", rc, errtext(NULL));
         rc = -1;
@@ -385,6 +398,7 @@ static int render_big(const options *o, char *err)
     f.unit = "us";
     xnum(&f, "bytes", (double)len);
     xnum(&f, "rules", RENDER_RULES);
+    xnum(&f, "shards", count_shards(text));
     xnum(&f, "min_us", us[0]);
     xnum(&f, "max_us", us[RENDER_RUNS - 1]);
     emit_figure(&f, o->json, &layout);
