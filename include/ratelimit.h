@@ -552,8 +552,12 @@ RL_EXPORT int rl_async_process(rl_async *a);
 RL_EXPORT size_t rl_async_in_flight(const rl_async *a);
 
 /* ---- response headers and body ---------------------------------------- */
-/* Options for the header calls. */
-#define RL_HEADERS_IETF 0x01 /* add RateLimit-Policy and RateLimit (draft-10) */
+/* Options for the header calls (rl_headers(3)). */
+#define RL_HEADERS_IETF 0x01 /* add RateLimit-Policy and RateLimit as
+                                draft-ietf-httpapi-ratelimit-headers-11
+                                reads them: t the effective window        */
+#define RL_HEADERS_DRAFT10 0x02 /* with RL_HEADERS_IETF: the draft-10 form
+                                   1.0 wrote (t the seconds to reset_at)  */
 
 /* Output sizes that always suffice: headers rl_headers() may write, bytes
  * (with the NUL) of rl_headers_format() and of rl_body_format(). */

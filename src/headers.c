@@ -2,15 +2,19 @@
  * headers.c -- the HTTP side of a decision.  rl_headers(), rl_headers_format()
  * and rl_body_format() turn an rl_result into response headers and a 429
  * body: the de facto X-RateLimit-Limit / -Remaining / -Reset trio, plus
- * Retry-After on a denial and, on request, the IETF
- * draft-ietf-httpapi-ratelimit-headers-10 pair RateLimit-Policy / RateLimit.
- * Nothing here allocates, keeps state or trusts the rl_result: every number
+ * Retry-After on a denial and, on request, the IETF pair RateLimit-Policy /
+ * RateLimit of draft-ietf-httpapi-ratelimit-headers: by default as -11
+ * reads it (r the available quota, t the effective window within which the
+ * client should spend no more than r, a Retry-After never before that
+ * window's end), or with RL_HEADERS_DRAFT10 byte for byte as 1.0 wrote the
+ * draft-10 form (t the seconds until reset_at).  Nothing here allocates, keeps state or trusts the rl_result: every number
  * is clamped, the rule id is read within its array and reduced to
  * [A-Za-z0-9._:-], so no output byte can be a control character, CR, LF or
  * DEL whatever the result holds.
  */
 #include "ratelimit.h"
 
+#include <stddef.h>
 #include <string.h>
 #include <time.h>
 
@@ -19,6 +23,12 @@
 
 /* The most headers one call writes: the trio, Retry-After, the IETF pair. */
 #define MAX_HEADERS RL_HEADERS_MAX
+
+/* Every option bit rl_headers() knows. */
+#define KNOWN_OPTIONS ((unsigned)(RL_HEADERS_IETF | RL_HEADERS_DRAFT10))
+
+/* Milliseconds per second, for the effective window's rounding. */
+#define MS_PER_S 1000
 
 /* Bytes of rule_id ever read: up to the NUL or the whole array. */
 #define POLICY_MAX (RL_RULE_ID_MAX + 1)
@@ -145,13 +155,139 @@ static int count_headers(const rl_result *r, unsigned options)
            ((options & RL_HEADERS_IETF) ? 2 : 0);
 }
 
+/* The seconds from now until reset_at, never negative: the draft-10 "t". */
+static int64_t seconds_to_reset(const rl_result *r)
+{
+    int64_t now = (int64_t)time(NULL);
+
+    if (now < 0)
+        now = 0;
+    /* reset_at > now >= 0, so the subtraction cannot overflow. */
+    return r->reset_at > now ? r->reset_at - now : 0;
+}
+
+static int64_t realtime_ms(void)
+{
+    struct timespec ts;
+
+    if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_sec < 0)
+        return 0;
+    return (int64_t)ts.tv_sec * MS_PER_S + ts.tv_nsec / 1000000;
+}
+
+/* The seconds until reset_at, rounded up, at millisecond precision when the
+ * result carries reset_at_ms (1.0.0 and later), else as draft-10 counts. */
+static int64_t seconds_to_reset_ms(const rl_result *r)
+{
+    int64_t now, d;
+
+    if (r->size < offsetof(rl_result, reset_at_ms) + sizeof(r->reset_at_ms) ||
+        r->reset_at_ms <= 0)
+        return seconds_to_reset(r);
+    now = realtime_ms();
+    /* reset_at_ms > 0 and now >= 0: no overflow either way. */
+    d = r->reset_at_ms > now ? r->reset_at_ms - now : 0;
+    return d / MS_PER_S + (d % MS_PER_S != 0);
+}
+
+/* Whole seconds the policy (q units per w seconds) takes to grant `units`,
+ * rounded up: the shortest window over which units keep to its pace.  All
+ * arguments are clamped Structured Field Integers (q >= 0, w >= 1). */
+static int64_t seconds_for(int64_t units, int64_t q, int64_t w)
+{
+    if (units == 0)
+        return 0;
+    if (q == 0 || units > (INT64_MAX - q) / w)
+        return SF_INT_MAX;
+    return clamp_sf((units * w + q - 1) / q, 0);
+}
+
+/* Whole units the policy grants in `secs` seconds, rounded down. */
+static int64_t units_in(int64_t secs, int64_t q, int64_t w)
+{
+    if (q != 0 && secs > INT64_MAX / q)
+        return SF_INT_MAX;
+    return secs * q / w;
+}
+
+/*
+ * The draft-11 service limit: r the units the client may spend now, t the
+ * effective window within which it should spend no more than r.  Admitted:
+ * t runs to reset_at (the window's end, the bucket full again) and is never
+ * shorter than the policy takes to grant r, so r / t never advertises more
+ * than q / w (draft-11 section 6 asks for that cap).  Denied: t is the wait
+ * Retry-After carries, so Retry-After is never before the window's end, and
+ * r is cut to what the policy grants in t.
+ */
+static void service_limit(const rl_result *res, int64_t *r, int64_t *t)
+{
+    int64_t q = clamp_sf(res->limit, 0), w = clamp_sf(res->window, 1);
+    int64_t avail = clamp_sf(res->remaining, 0), win, pace;
+
+    if (res->allowed == 0) {
+        win = clamp_sf(retry_after_of(res), 1);
+        pace = units_in(win, q, w);
+        *r = avail < pace ? avail : pace;
+        *t = win;
+        return;
+    }
+    win = clamp_sf(seconds_to_reset_ms(res), 0);
+    pace = seconds_for(avail, q, w);
+    *r = avail;
+    *t = win > pace ? win : pace;
+}
+
+/* RateLimit-Policy and RateLimit into out[0] and out[1]. */
+static void ietf_pair(const rl_result *result, unsigned options,
+                      rl_header *out)
+{
+    char policy[POLICY_MAX + 1];
+    int64_t r, t;
+    sbuf sb;
+
+    policy_of(result, policy);
+    if (options & RL_HEADERS_DRAFT10) {
+        r = clamp_sf(result->remaining, 0);
+        t = clamp_sf(seconds_to_reset(result), 0);
+    } else {
+        service_limit(result, &r, &t);
+    }
+
+    set_name(&out[0], "RateLimit-Policy");
+    sb_init(&sb, out[0].value, sizeof(out[0].value));
+    sb_puts(&sb, "\"");
+    sb_puts(&sb, policy);
+    sb_puts(&sb, "\";q=");
+    sb_uint(&sb, clamp_sf(result->limit, 0));
+    sb_puts(&sb, ";w=");
+    sb_uint(&sb, clamp_sf(result->window, 1));
+
+    set_name(&out[1], "RateLimit");
+    sb_init(&sb, out[1].value, sizeof(out[1].value));
+    sb_puts(&sb, "\"");
+    sb_puts(&sb, policy);
+    sb_puts(&sb, "\";r=");
+    sb_uint(&sb, r);
+    sb_puts(&sb, ";t=");
+    sb_uint(&sb, t);
+}
+
+/* Is options a combination rl_headers() accepts?  RL_HEADERS_DRAFT10 only
+ * qualifies RL_HEADERS_IETF: alone it would silently do nothing. */
+static int options_valid(unsigned options)
+{
+    if (options & ~KNOWN_OPTIONS)
+        return 0;
+    return !(options & RL_HEADERS_DRAFT10) || (options & RL_HEADERS_IETF);
+}
+
 RL_EXPORT int rl_headers(const rl_result *result, unsigned options,
                          rl_header *out, size_t max)
 {
     int n, i = 0;
 
     if (result == NULL || out == NULL || result->size < RL_RESULT_SIZE_MIN ||
-        (options & ~(unsigned)RL_HEADERS_IETF))
+        !options_valid(options))
         return RL_EINVAL;
     n = count_headers(result, options);
     if (max < (size_t)n)
@@ -168,36 +304,8 @@ RL_EXPORT int rl_headers(const rl_result *result, unsigned options,
         set_number(&out[i++], retry_after_of(result));
     }
     if (options & RL_HEADERS_IETF) {
-        char policy[POLICY_MAX + 1];
-        int64_t now = (int64_t)time(NULL);
-        int64_t reset_in;
-        sbuf sb;
-
-        policy_of(result, policy);
-        if (now < 0)
-            now = 0;
-        /* reset_at > now >= 0, so the subtraction cannot overflow. */
-        reset_in = result->reset_at > now ? result->reset_at - now : 0;
-
-        set_name(&out[i], "RateLimit-Policy");
-        sb_init(&sb, out[i].value, sizeof(out[i].value));
-        sb_puts(&sb, "\"");
-        sb_puts(&sb, policy);
-        sb_puts(&sb, "\";q=");
-        sb_uint(&sb, clamp_sf(result->limit, 0));
-        sb_puts(&sb, ";w=");
-        sb_uint(&sb, clamp_sf(result->window, 1));
-        i++;
-
-        set_name(&out[i], "RateLimit");
-        sb_init(&sb, out[i].value, sizeof(out[i].value));
-        sb_puts(&sb, "\"");
-        sb_puts(&sb, policy);
-        sb_puts(&sb, "\";r=");
-        sb_uint(&sb, clamp_sf(result->remaining, 0));
-        sb_puts(&sb, ";t=");
-        sb_uint(&sb, clamp_sf(reset_in, 0));
-        i++;
+        ietf_pair(result, options, &out[i]);
+        i += 2;
     }
     return i;
 }

@@ -1,8 +1,10 @@
 /*
  * check_headers.c -- tests for rl_headers(), rl_headers_format() and
  * rl_body_format(): exact header names and values for allowed and denied
- * results, clamping, the IETF draft-10 pair, rule id sanitisation, buffer
+ * results, clamping, the IETF pair (draft-11 by default, draft-10 with
+ * RL_HEADERS_DRAFT10) on hand-made results, rule id sanitisation, buffer
  * bounds, argument checks, and a property test over random rl_results.
+ * check_headers_ietf.c drives the pair from real limiters, per algorithm.
  */
 #include <check.h>
 #include <limits.h>
@@ -281,6 +283,9 @@ START_TEST(test_ietf_default_policy)
 
     ck_assert_int_eq(n, 5);
     assert_header(h, n, 3, "RateLimit-Policy", "\"default\";q=10;w=1");
+    /* draft-11: 9 units at 10 per second take 1 s, the shortest window. */
+    assert_header(h, n, 4, "RateLimit", "\"default\";r=9;t=1");
+    n = rl_headers(&r, RL_HEADERS_IETF | RL_HEADERS_DRAFT10, h, 8);
     assert_header(h, n, 4, "RateLimit", "\"default\";r=9;t=0");
 }
 END_TEST
@@ -304,17 +309,23 @@ START_TEST(test_ietf_reset_in_past)
 {
     rl_result r = make_result(1, 10, 9, (int64_t)time(NULL) - 100, 0, 60, "p");
     rl_header h[8];
-    int n = rl_headers(&r, RL_HEADERS_IETF, h, 8);
+    int n = rl_headers(&r, RL_HEADERS_IETF | RL_HEADERS_DRAFT10, h, 8);
 
     ck_assert_int_eq(n, 5);
     assert_header(h, n, 4, "RateLimit", "\"p\";r=9;t=0");
+    /* draft-11: the window is never shorter than 9 units take at 10/60 s. */
+    n = rl_headers(&r, RL_HEADERS_IETF, h, 8);
+    assert_header(h, n, 4, "RateLimit", "\"p\";r=9;t=54");
 
     r.reset_at = INT64_MIN;
     r.remaining = -7;
     r.limit = -7;
-    n = rl_headers(&r, RL_HEADERS_IETF, h, 8);
-    assert_header(h, n, 3, "RateLimit-Policy", "\"p\";q=0;w=60");
-    assert_header(h, n, 4, "RateLimit", "\"p\";r=0;t=0");
+    for (int mode = 0; mode < 2; mode++) {
+        n = rl_headers(&r, RL_HEADERS_IETF | (mode ? RL_HEADERS_DRAFT10 : 0),
+                       h, 8);
+        assert_header(h, n, 3, "RateLimit-Policy", "\"p\";q=0;w=60");
+        assert_header(h, n, 4, "RateLimit", "\"p\";r=0;t=0");
+    }
 }
 END_TEST
 
@@ -345,7 +356,7 @@ START_TEST(test_policy_sanitised)
     ck_assert_int_eq(n, 5);
     assert_header(h, n, 3, "RateLimit-Policy",
                   "\"a__Set-Cookie:_x__\";q=10;w=60");
-    assert_header(h, n, 4, "RateLimit", "\"a__Set-Cookie:_x__\";r=9;t=0");
+    assert_header(h, n, 4, "RateLimit", "\"a__Set-Cookie:_x__\";r=9;t=54");
     split_ietf(h[3].value, pol, sizeof(pol), "q", &q, "w", &w);
     ck_assert_str_eq(pol, "a__Set-Cookie:_x__");
     split_ietf(h[4].value, pol, sizeof(pol), "r", &rem, "t", &t);
@@ -416,8 +427,8 @@ START_TEST(test_rule_id_not_terminated)
     snprintf(expect, sizeof(expect), "\"%s\";q=999999999999999;w=999999999999999",
              sixty_four);
     assert_header(h, n, 4, "RateLimit-Policy", expect);
-    snprintf(expect, sizeof(expect), "\"%s\";r=999999999999999;t=999999999999999",
-             sixty_four);
+    /* Denied: t is Retry-After's 5 s, r what q / w grants in them. */
+    snprintf(expect, sizeof(expect), "\"%s\";r=5;t=5", sixty_four);
     assert_header(h, n, 5, "RateLimit", expect);
     ck_assert_ptr_null(strchr(h[4].value, 'Z'));
     ck_assert_ptr_null(strchr(h[5].value, 'Z'));
@@ -482,11 +493,17 @@ START_TEST(test_format_ietf_exact)
                          "X-RateLimit-Reset: 0\r\n"
                          "Retry-After: 4\r\n"
                          "RateLimit-Policy: \"login\";q=10;w=10\r\n"
-                         "RateLimit: \"login\";r=0;t=0\r\n";
+                         "RateLimit: \"login\";r=0;t=4\r\n";
     int n = rl_headers_format(&r, RL_HEADERS_IETF, buf, sizeof(buf));
 
     ck_assert_int_eq(n, (int)strlen(expect));
     ck_assert_str_eq(buf, expect);
+    /* draft-10 as 1.0 wrote it: t counts to reset_at (0, in the past). */
+    n = rl_headers_format(&r, RL_HEADERS_IETF | RL_HEADERS_DRAFT10, buf,
+                          sizeof(buf));
+    ck_assert_int_eq(n, (int)strlen(expect));
+    ck_assert_str_eq(strstr(buf, "RateLimit: "),
+                     "RateLimit: \"login\";r=0;t=0\r\n");
 }
 END_TEST
 
@@ -585,7 +602,8 @@ START_TEST(test_unknown_options)
     rl_result r = make_result(1, 10, 9, 100, 0, 60, "p");
     rl_header h[6];
     char buf[256];
-    const unsigned bad[] = {0x02, 0x04, 0x80, 0x03, 0x80000000u, UINT_MAX};
+    /* 0x02 is RL_HEADERS_DRAFT10, which only qualifies RL_HEADERS_IETF. */
+    const unsigned bad[] = {0x02, 0x04, 0x80, 0x06, 0x80000000u, UINT_MAX};
 
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         strcpy(buf, "untouched");
@@ -596,6 +614,8 @@ START_TEST(test_unknown_options)
     }
     ck_assert_int_eq(rl_headers(&r, 0, h, 6), 3);
     ck_assert_int_eq(rl_headers(&r, RL_HEADERS_IETF, h, 6), 5);
+    ck_assert_int_eq(rl_headers(&r, RL_HEADERS_IETF | RL_HEADERS_DRAFT10, h, 6),
+                     5);
 }
 END_TEST
 
@@ -735,6 +755,25 @@ static const char *check_value(const char *v, size_t cap)
     return NULL;
 }
 
+/*
+ * draft-11's promises on one RateLimit value: r / t never above q / w, and
+ * a denial's t equal to Retry-After (never before the window's end).  Only
+ * judged where every number is below 2^31, so the products are exact.
+ */
+static const char *draft11_promises(const rl_result *res, long long r,
+                                    long long t)
+{
+    const long long small = 1LL << 31;
+    long long q = res->limit, w = res->window < 1 ? 1 : res->window;
+
+    if (!res->allowed && res->retry_after >= 1 && res->retry_after < small &&
+        t != res->retry_after)
+        return "denied: t is not Retry-After";
+    if (q < 1 || q >= small || w >= small || r >= small || t >= small)
+        return NULL;
+    return r * w <= q * t ? NULL : "r / t above q / w";
+}
+
 /* One random result through all three calls; NULL or what is wrong. */
 static const char *property_once(const rl_result *r, unsigned options)
 {
@@ -762,6 +801,9 @@ static const char *property_once(const rl_result *r, unsigned options)
         if ((err = parse_ietf(h[n - 1].value, pol, sizeof(pol), "r", &a, "t",
                               &b)) != NULL)
             return err;
+        if (!(options & RL_HEADERS_DRAFT10) &&
+            (err = draft11_promises(r, a, b)) != NULL)
+            return err;
     }
 
     len = rl_headers_format(r, options, buf, sizeof(buf));
@@ -786,11 +828,22 @@ START_TEST(test_property_random_results)
     int denied = 0, ietf = 0;
 
     for (int iter = 0; iter < 100000; iter++) {
-        unsigned options = (unsigned)(xorshift64(&seed) & 1);
+        static const unsigned modes[] = {
+            0, RL_HEADERS_IETF, RL_HEADERS_IETF | RL_HEADERS_DRAFT10,
+            RL_HEADERS_IETF};
+        unsigned options = modes[xorshift64(&seed) % 4];
         const char *err;
 
         random_fill(&r, sizeof(r), &seed);
         r.size = sizeof(r);
+        if (iter % 3 == 0) { /* numbers a rule could give */
+            r.limit = (int64_t)(xorshift64(&seed) % 1000);
+            r.remaining = (int64_t)(xorshift64(&seed) % 1200);
+            r.window = (int64_t)(xorshift64(&seed) % 4000);
+            r.retry_after = (int64_t)(xorshift64(&seed) % 4000);
+            r.reset_at_ms = (int64_t)time(NULL) * 1000 +
+                            (int64_t)(xorshift64(&seed) % 5000000);
+        }
         /* Bias the interesting cases now and then. */
         if (iter % 4 == 0)
             r.allowed = 0;
@@ -805,7 +858,7 @@ START_TEST(test_property_random_results)
     }
     /* The generator really exercised both paths. */
     ck_assert_int_gt(denied, 20000);
-    ck_assert_int_gt(ietf, 40000);
+    ck_assert_int_gt(ietf, 60000);
 }
 END_TEST
 
