@@ -446,7 +446,7 @@ int main(int argc, char **argv)
     }
     for (int deny = 0; deny <= 1 && rc == 0; deny++)
         rc = bench_case(&o, keys, seqs, deny, err);
-    if (rc == 0 && !o.store)
+    if (rc == 0)
         rc = render_big(&o, err);
     if (rc)
         fprintf(stderr, "metricsbench: %s\n", err);
