@@ -42,14 +42,16 @@ gw_redis_start() {
 }
 
 # gw_start NAME ARGS...: a gateway on a free loopback port, its log in
-# $dir/NAME.log; sets gw_port.  Returns 1 (the log on stderr) when it
+# $dir/NAME.log; sets gw_port (call it in the script's own shell, not in
+# a subshell, so that gw_cleanup knows its pid).  Returns 1 (the log on stderr) when it
 # exits instead of listening.
 gw_start() {
     name=$1
     shift
     rm -f "$dir/$name.port"
+    # stdout too away from the caller's: a $(...) would wait for it.
     "$GATEWAY" --listen 127.0.0.1:0 --port-file "$dir/$name.port" "$@" \
-        2>"$dir/$name.log" &
+        >/dev/null 2>"$dir/$name.log" &
     pid=$!
     for i in $(seq 200); do
         if [ -s "$dir/$name.port" ]; then
