@@ -67,6 +67,8 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
         .log_fn = cfg->log_fn,
         .log_arg = cfg->log_arg,
         .sentinel_password = cfg->sentinel_password,
+        .shm_size = cfg->shm_size,
+        .hash_key = lim->layout_key,
     };
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];
@@ -77,9 +79,13 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
                         siphash_key_parse(cfg->hash_key, lim->layout_key) == 0;
     /* "auto" starts at 1 until the first heartbeat counts the fleet. */
     atomic_store(&lim->fleet_size, cfg->fleet_size ? cfg->fleet_size : 1);
+    if (!lim->keyed_layout)
+        opt.hash_key = NULL;
     rc = store_open(uri, &opt, &lim->store, err, sizeof err);
 
-    if (rc == RL_OK && strcmp(lim->store->vt->name, "memory") != 0)
+    /* memory:// and shm:// decide locally: no fallback beside them */
+    if (rc == RL_OK && strcmp(lim->store->vt->name, "memory") != 0 &&
+        strcmp(lim->store->vt->name, "shm") != 0)
         rc = store_open("memory://", &opt, &lim->fallback, err, sizeof err);
     return rc == RL_OK ? RL_OK : rl_fail(NULL, rc, "%s", err);
 }

@@ -131,10 +131,12 @@ typedef struct store_options {
     void *log_arg;
     const char *sentinel_password; /* redis-sentinel://: AUTH to the
                                       sentinels (NULL: none)           */
+    int64_t shm_size;            /* shm://: the region's bytes (0: default) */
+    const uint64_t *hash_key;    /* option hash_key (NULL: not set)     */
 } store_options;
 
-/* Open the store a URI names ("memory://", "redis://...", "unix://...",
- * "redis-cluster://...", "redis-sentinel://...").  Returns RL_OK, or
+/* Open the store a URI names ("memory://", "shm://NAME", "redis://...",
+ * "unix://...", "redis-cluster://...", "redis-sentinel://...").  Returns RL_OK, or
  * RL_ESTORE with the reason in err. */
 int store_open(const char *uri, const store_options *opt, rl_store **out,
                char *err, size_t errlen);
