@@ -619,9 +619,9 @@ void store_shm_test_hold(rl_store *s, unsigned seg, int torn)
 
     (void)seg_lock(m, seg);
     for (uint32_t i = 0; torn && i < m->cap; i++) {
-        if (sl[i].fp) { /* as if killed halfway through writing it */
+        if (sl[i].fp) { /* as if killed with one word written */
             m->seg[seg].dirty_slot = i + 1;
-            sl[i].a = -1;
+            sl[i].b += 500;
             break;
         }
     }
