@@ -72,7 +72,7 @@ static const opt_def opt_table[] = {
         "the breaker's time open before a probe"),
     ENUM("redis_layout", redis_compact, "plain|compact", "plain", "how state is kept in Redis"),
     TXT("hash_key", hash_key, 0, 0, "32 hex digits", check_hash_key,
-        NULL, "the compact layout's client hash key, the same on every limiter of a fleet"),
+        NULL, "the client hash key (compact layout, a new shm:// region), the same on every limiter of a fleet"),
     TXT("rules_source", rules_source, 0, 0, "store, redis://, rediss://, unix://, file:path",
         check_rules_source, NULL, "where live rules come from"),
     TXT("rules_key", rules_key, 1, RULES_KEY_MAX, NULL, check_rules_key, RULES_KEY_DEFAULT,

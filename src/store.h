@@ -78,6 +78,10 @@ typedef struct store_shard {
 
 typedef struct store_vtable {
     const char *name;
+    /* 1: decides on this host, at memory speed, and cannot fail over
+     * (memory://, shm://): no fallback store and no deny cache beside it,
+     * latency sampled as the memory store's. */
+    int local;
     /* Decide ops[0..n), n <= RL_OPS_MAX, all-or-nothing: unless every
      * non-soft op passes, nothing is charged; when they all pass, every op
      * that passed is charged (soft ones included).  Fill out[0..n) and

@@ -252,6 +252,7 @@ static void mem_free(rl_store *s)
  * check() never blocks, so a started request is decided at once. */
 static const store_vtable mem_vtable = {
     .name = "memory",
+    .local = 1,
     .check = mem_check,
     .free = mem_free,
 };

@@ -357,6 +357,7 @@ static void shm_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
  * never waits on I/O (only on a segment lock, held for a few slots). */
 static const store_vtable shm_vtable = {
     .name = "shm",
+    .local = 1,
     .check = shm_check,
     .free = shm_free,
     .set_clock = shm_set_clock,
