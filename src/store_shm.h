@@ -13,7 +13,7 @@
 #define STORE_SHM_NAME_MAX 64       /* bytes of NAME                     */
 #define STORE_SHM_SIZE_MIN (1LL << 20)  /* option shm_size, bytes        */
 #define STORE_SHM_SIZE_MAX (1LL << 34)
-#define STORE_SHM_SIZE_DEFAULT 16777216 /* 16 MiB: 524288 slots */
+#define STORE_SHM_SIZE_DEFAULT 16777216 /* 16 MiB: 523008 slots, 444416 live */
 
 /* Open (or create) the region shm://NAME names.  RL_OK; RL_EOPTION for a
  * bad name, size or a region that does not match; RL_ESTORE when the
