@@ -67,6 +67,8 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
         .log_fn = cfg->log_fn,
         .log_arg = cfg->log_arg,
         .sentinel_password = cfg->sentinel_password,
+        .shm_size = cfg->shm_size,
+        .hash_key = lim->layout_key,
     };
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];
@@ -77,9 +79,12 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
                         siphash_key_parse(cfg->hash_key, lim->layout_key) == 0;
     /* "auto" starts at 1 until the first heartbeat counts the fleet. */
     atomic_store(&lim->fleet_size, cfg->fleet_size ? cfg->fleet_size : 1);
+    if (!lim->keyed_layout)
+        opt.hash_key = NULL;
     rc = store_open(uri, &opt, &lim->store, err, sizeof err);
 
-    if (rc == RL_OK && strcmp(lim->store->vt->name, "memory") != 0)
+    /* memory:// and shm:// decide locally: no fallback beside them */
+    if (rc == RL_OK && !lim->store->vt->local)
         rc = store_open("memory://", &opt, &lim->fallback, err, sizeof err);
     return rc == RL_OK ? RL_OK : rl_fail(NULL, rc, "%s", err);
 }
@@ -153,11 +158,9 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
     lim->log_arg = cfg->log_arg;
     lim->mconf = (metrics_conf){.on = cfg->metrics != 0,
                                 .near_pct = cfg->near_limit_pct};
-    if ((rc = open_store(lim, cfg)) == RL_OK &&
-        strcmp(lim->store->vt->name, "memory") == 0)
+    if ((rc = open_store(lim, cfg)) == RL_OK && lim->store->vt->local)
         lim->mconf.sample_mask = METRICS_SAMPLE_MEMORY - 1;
-    if (rc == RL_OK && cfg->deny_cache &&
-        strcmp(lim->store->vt->name, "memory") != 0 &&
+    if (rc == RL_OK && cfg->deny_cache && !lim->store->vt->local &&
         !(lim->deny = deny_cache_new((size_t)cfg->deny_cache)))
         rc = rl_fail(NULL, RL_ENOMEM, "creating the deny cache");
     if (rc != RL_OK || (rc = start_events(lim, cfg)) != RL_OK ||

@@ -20,8 +20,9 @@
  * by a failure mode); no lock, no allocation, no system call.
  *
  * The latency histogram is slotted the same way, in the limiter.  A clock
- * read costs as much as a memory-store check's counting, so on the memory
- * store one check in METRICS_SAMPLE_MEMORY per thread is timed; on the
+ * read costs as much as a memory-store check's counting, so on the local
+ * stores (memory://, shm://) one check in METRICS_SAMPLE_MEMORY per thread
+ * is timed; on the
  * Redis stores, whose checks take a round trip, every one.  The option
  * metrics=0 gives no blocks and reads no clock: nothing counted.
  */

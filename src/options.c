@@ -15,6 +15,7 @@
 #include "log.h"
 #include "redis_uri.h"
 #include "siphash.h"
+#include "store_shm.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -58,6 +59,8 @@ static const opt_def opt_table[] = {
     NUM("timeout_ms", OPT_INT, timeout_ms, 1, 60000, "5", "longest a check waits for Redis"),
     NUM("memory_max_bytes", OPT_BYTES, memory_max_bytes, 1 << 20, INT64_MAX / 2, "1073741824",
         "cap on the memory store"),
+    NUM("shm_size", OPT_BYTES, shm_size, STORE_SHM_SIZE_MIN, STORE_SHM_SIZE_MAX,
+        STR(STORE_SHM_SIZE_DEFAULT), "shm://NAME: the shared region's size"),
     NUM("connect_timeout_ms", OPT_INT, connect_timeout_ms, 1, 60000, "1000", "a Redis (re)connect"),
     NUM("redis_connections", OPT_INT, redis_connections, 1, 16, "2", "connections per server"),
     NUM("degraded_start", OPT_BOOL, degraded_start, 0, 1, "0", "1: start while Redis is away"),
@@ -69,7 +72,7 @@ static const opt_def opt_table[] = {
         "the breaker's time open before a probe"),
     ENUM("redis_layout", redis_compact, "plain|compact", "plain", "how state is kept in Redis"),
     TXT("hash_key", hash_key, 0, 0, "32 hex digits", check_hash_key,
-        NULL, "the compact layout's client hash key, the same on every limiter of a fleet"),
+        NULL, "the client hash key (compact layout, a new shm:// region), the same on every limiter of a fleet"),
     TXT("rules_source", rules_source, 0, 0, "store, redis://, rediss://, unix://, file:path",
         check_rules_source, NULL, "where live rules come from"),
     TXT("rules_key", rules_key, 1, RULES_KEY_MAX, NULL, check_rules_key, RULES_KEY_DEFAULT,
@@ -250,8 +253,14 @@ static int set_option(struct rl_config *cfg, const opt_def *o, const char *v)
 
 static int check_store(const opt_def *o, const char *value)
 {
+    char why[160];
+
     if (!*value)
         return rl_fail(NULL, RL_EOPTION, "%s: empty URI", o->name);
+    if (strncmp(value, STORE_SHM_SCHEME, strlen(STORE_SHM_SCHEME)) == 0 &&
+        store_shm_name_check(value + strlen(STORE_SHM_SCHEME), why,
+                             sizeof why) != 0)
+        return rl_fail(NULL, RL_EOPTION, "%s: %s", o->name, why);
     return RL_OK;
 }
 

@@ -21,6 +21,7 @@ struct rl_config {
     char *rules;              /* JSON loaded at create, if set        */
     int64_t timeout_ms;       /* one check's wait for the store       */
     int64_t memory_max_bytes; /* cap on the memory store              */
+    int64_t shm_size;         /* shm://NAME: the region's bytes        */
     int64_t connect_timeout_ms; /* a Redis (re)connect                */
     int64_t redis_connections;  /* pipelined connections per server   */
     int64_t degraded_start;     /* 1: start while Redis is away       */

@@ -7,6 +7,7 @@
 #include "store_memory.h"
 #include "store_redis.h"
 #include "store_sentinel.h"
+#include "store_shm.h"
 #include "redis_uri.h"
 
 #include <stdio.h>
@@ -20,6 +21,8 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
     *out = NULL;
     if (strcmp(uri, "memory://") == 0 || strcmp(uri, "memory") == 0)
         return store_memory_new(opt, out, err, errlen);
+    if (strncmp(uri, STORE_SHM_SCHEME, strlen(STORE_SHM_SCHEME)) == 0)
+        return store_shm_new(uri, opt, out, err, errlen);
     if (strncmp(uri, "redis://", 8) == 0 || strncmp(uri, "unix://", 7) == 0 ||
         strncmp(uri, "rediss://", 9) == 0)
         return store_redis_new(uri, opt, out, err, errlen);
@@ -32,7 +35,7 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
     redis_uri_redact(uri, shown, sizeof shown);
     return snprintf(err, errlen,
                     "store \"%s\": unknown scheme (expected memory://, "
-                    "redis://, rediss://, unix://, redis-cluster://, "
+                    "shm://NAME, redis://, rediss://, unix://, redis-cluster://, "
                     "rediss-cluster://, redis-sentinel:// or "
                     "rediss-sentinel://)", shown),
            RL_ESTORE;

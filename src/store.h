@@ -78,6 +78,10 @@ typedef struct store_shard {
 
 typedef struct store_vtable {
     const char *name;
+    /* 1: decides on this host, at memory speed, and cannot fail over
+     * (memory://, shm://): no fallback store and no deny cache beside it,
+     * latency sampled as the memory store's. */
+    int local;
     /* Decide ops[0..n), n <= RL_OPS_MAX, all-or-nothing: unless every
      * non-soft op passes, nothing is charged; when they all pass, every op
      * that passed is charged (soft ones included).  Fill out[0..n) and
@@ -131,10 +135,12 @@ typedef struct store_options {
     void *log_arg;
     const char *sentinel_password; /* redis-sentinel://: AUTH to the
                                       sentinels (NULL: none)           */
+    int64_t shm_size;            /* shm://: the region's bytes (0: default) */
+    const uint64_t *hash_key;    /* option hash_key (NULL: not set)     */
 } store_options;
 
-/* Open the store a URI names ("memory://", "redis://...", "unix://...",
- * "redis-cluster://...", "redis-sentinel://...").  Returns RL_OK, or
+/* Open the store a URI names ("memory://", "shm://NAME", "redis://...",
+ * "unix://...", "redis-cluster://...", "redis-sentinel://...").  Returns RL_OK, or
  * RL_ESTORE with the reason in err. */
 int store_open(const char *uri, const store_options *opt, rl_store **out,
                char *err, size_t errlen);

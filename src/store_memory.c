@@ -39,12 +39,14 @@
  * would pass memory_max_bytes the segment stops growing; a new key then
  * evicts, among the 16 slots from its home on, the entry that expires
  * soonest (that client starts afresh; evictions are counted).  Entries are
- * removed by shifting their run back, so no tombstones pile up.
+ * removed by shifting their run back, so no tombstones pile up.  The
+ * table's entry and probing code is slots.c, which the shared-memory store
+ * (store_shm.c) uses too; growing, and the cap, are this file's.
  */
 #include "store_memory.h"
-#include "hash.h"
 #include "ratelimit.h"
 #include "siphash.h"
+#include "slots.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -57,14 +59,8 @@
 _Static_assert(NSEG == STORE_MEMORY_SEGMENTS, "the header says how many");
 #define SEG_MIN_CAP 16u
 #define LOAD_NUM 85 /* max load, percent */
-#define EVICT_WINDOW 16u
 
-typedef struct entry {
-    uint64_t fp;      /* 0 = empty slot                          */
-    int64_t a, b;     /* algo_state                              */
-    uint32_t c;
-    uint32_t expires; /* seconds since the store's epoch         */
-} entry;
+typedef slot_entry entry;
 
 typedef struct segment {
     pthread_mutex_t lock;
@@ -84,11 +80,6 @@ typedef struct mem_store {
     segment seg[NSEG];
 } mem_store;
 
-static uint32_t home_of(uint64_t fp, uint32_t cap)
-{
-    return (uint32_t)(((uint64_t)(uint32_t)fp * cap) >> 32);
-}
-
 static uint32_t max_used_of(uint32_t cap)
 {
     return (uint32_t)((uint64_t)cap * LOAD_NUM / 100);
@@ -103,23 +94,6 @@ static uint32_t expiry_of(const mem_store *m, int64_t expires_ms)
     return s > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)s;
 }
 
-static int is_dead(const entry *e, uint32_t now_s)
-{
-    return e->expires < now_s;
-}
-
-/* Find fp's live entry, or NULL.  Expired entries count as absent. */
-static entry *find(segment *g, uint64_t fp, uint32_t now_s)
-{
-    for (uint32_t i = home_of(fp, g->cap);; i = (i + 1 == g->cap) ? 0 : i + 1) {
-        entry *e = &g->slots[i];
-        if (e->fp == 0)
-            return NULL;
-        if (e->fp == fp)
-            return is_dead(e, now_s) ? NULL : e;
-    }
-}
-
 /* Copy the live entries of g into a table of new_cap slots. */
 static int rebuild(mem_store *m, segment *g, uint32_t new_cap, uint32_t now_s)
 {
@@ -130,9 +104,9 @@ static int rebuild(mem_store *m, segment *g, uint32_t new_cap, uint32_t now_s)
         return -1;
     for (uint32_t i = 0; i < g->cap; i++) {
         entry *e = &g->slots[i];
-        if (e->fp == 0 || is_dead(e, now_s))
+        if (e->fp == 0 || slots_dead(e, now_s))
             continue;
-        uint32_t j = home_of(e->fp, new_cap);
+        uint32_t j = slots_home(e->fp, new_cap);
         while (slots[j].fp)
             j = (j + 1 == new_cap) ? 0 : j + 1;
         slots[j] = *e;
@@ -159,7 +133,7 @@ static int make_room(mem_store *m, segment *g, uint32_t now_s)
     int64_t extra = (int64_t)(grown - g->cap) * (int64_t)sizeof(entry);
 
     for (uint32_t i = 0; i < g->cap; i++)
-        live += g->slots[i].fp && !is_dead(&g->slots[i], now_s);
+        live += g->slots[i].fp && !slots_dead(&g->slots[i], now_s);
     if (g->used - live >= g->cap / 32 + 1)
         return rebuild(m, g, g->cap, now_s);
     if (atomic_load(&m->bytes) + extra > m->max_bytes)
@@ -167,75 +141,32 @@ static int make_room(mem_store *m, segment *g, uint32_t now_s)
     return rebuild(m, g, grown, now_s);
 }
 
-/* The slot to hold fp: its own (even if expired), else the first expired
- * slot on its path, else the empty slot ending the path. */
-static entry *slot_for(segment *g, uint64_t fp, uint32_t now_s, int *is_new)
-{
-    entry *reuse = NULL;
-
-    for (uint32_t i = home_of(fp, g->cap);; i = (i + 1 == g->cap) ? 0 : i + 1) {
-        entry *e = &g->slots[i];
-        if (e->fp == fp) {
-            *is_new = 0;
-            return e;
-        }
-        if (e->fp == 0) {
-            *is_new = reuse == NULL;
-            return reuse ? reuse : e;
-        }
-        if (!reuse && is_dead(e, now_s))
-            reuse = e;
-    }
-}
-
-/* Remove the entry at slot i, shifting later entries of the same probe run
- * back so every remaining key stays reachable from its home slot. */
-static void delete_at(segment *g, uint32_t i)
-{
-    uint32_t j = i;
-
-    for (;;) {
-        g->slots[i].fp = 0;
-        for (;;) {
-            j = (j + 1 == g->cap) ? 0 : j + 1;
-            if (g->slots[j].fp == 0) {
-                g->used--;
-                return;
-            }
-            uint32_t h = home_of(g->slots[j].fp, g->cap);
-            /* Move it if its home is not cyclically within (i, j]. */
-            if (i <= j ? (h <= i || h > j) : (h <= i && h > j))
-                break;
-        }
-        g->slots[i] = g->slots[j];
-        i = j;
-    }
-}
-
-/* At the cap: evict the entry that expires soonest among the EVICT_WINDOW
- * slots from fp's home on (or the next occupied one if all are empty). */
+/* At the cap: evict near fp's home (slots_evict_near), counted. */
 static void evict_near(segment *g, uint64_t fp)
 {
-    uint32_t i = home_of(fp, g->cap), best = UINT32_MAX;
-
-    for (uint32_t k = 0; k < g->cap && (k < EVICT_WINDOW || best == UINT32_MAX);
-         k++) {
-        if (g->slots[i].fp &&
-            (best == UINT32_MAX || g->slots[i].expires < g->slots[best].expires))
-            best = i;
-        i = (i + 1 == g->cap) ? 0 : i + 1;
-    }
-    if (best != UINT32_MAX) {
-        delete_at(g, best);
+    if (slots_evict_near(g->slots, g->cap, fp)) {
+        g->used--;
         g->evictions++;
     }
+}
+
+/* Lock the segments seg[0..n) in ascending order (no deadlock); returns
+ * how many distinct segments are in segs[]. */
+static size_t lock_all(mem_store *m, const uint32_t *seg, size_t n,
+                       uint32_t *segs)
+{
+    size_t k = slots_lock_order(seg, n, segs);
+
+    for (size_t i = 0; i < k; i++)
+        pthread_mutex_lock(&m->seg[segs[i]].lock);
+    return k;
 }
 
 static void store_entry(mem_store *m, segment *g, uint64_t fp,
                         const algo_state *st, uint32_t expires, uint32_t now_s)
 {
     int is_new;
-    entry *e = slot_for(g, fp, now_s, &is_new);
+    entry *e = slots_for(g->slots, g->cap, fp, now_s, &is_new);
 
     if (is_new && g->used + 1 > g->max_used) {
         /* At the cap a full scan finds nothing to free until entries
@@ -245,7 +176,7 @@ static void store_entry(mem_store *m, segment *g, uint64_t fp,
                 g->full_until = now_s + 1;
             evict_near(g, fp);
         }
-        e = slot_for(g, fp, now_s, &is_new);
+        e = slots_for(g->slots, g->cap, fp, now_s, &is_new);
     }
     g->used += is_new;
     e->fp = fp;
@@ -253,77 +184,6 @@ static void store_entry(mem_store *m, segment *g, uint64_t fp,
     e->b = st->b;
     e->c = st->c;
     e->expires = expires;
-}
-
-static uint64_t fingerprint(uint64_t state_seed, uint64_t key_hash)
-{
-    uint64_t fp = hash_mix(state_seed, key_hash);
-    return fp ? fp : 1;
-}
-
-static int cmp_u32(const void *a, const void *b)
-{
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Lock the segments seg[0..n) in ascending order (no deadlock); returns
- * how many distinct segments are in segs[]. */
-static size_t lock_all(mem_store *m, const uint32_t *seg, size_t n,
-                       uint32_t *segs)
-{
-    size_t k = 0;
-
-    memcpy(segs, seg, n * sizeof *segs);
-    if (n > 1)
-        qsort(segs, n, sizeof *segs, cmp_u32);
-    for (size_t i = 0; i < n; i++)
-        if (k == 0 || segs[k - 1] != segs[i])
-            segs[k++] = segs[i];
-    for (size_t i = 0; i < k; i++)
-        pthread_mutex_lock(&m->seg[segs[i]].lock);
-    return k;
-}
-
-/* The state of op's client under its rule: its entry (fp); else, while
- * the rule's previous shapes may still hold one, the newest found there,
- * converted to the current shape as at the change (*from gets that
- * entry's fingerprint, to be dropped when the new state is written); else
- * fresh.  A client's entries of every shape share its segment. */
-static void load_state(segment *g, const store_op *op, uint64_t fp,
-                       uint64_t key_hash, int64_t now, uint32_t now_s,
-                       algo_state *st, uint64_t *from)
-{
-    const rl_rule *r = op->rule;
-    entry *e = find(g, fp, now_s);
-
-    *from = 0;
-    *st = e ? (algo_state){e->a, e->b, e->c} : (algo_state){0, 0, 0};
-    for (int k = 0; !e && k < r->nprev; k++) {
-        const rule_shape *p = &r->prev[k];
-        uint64_t pfp;
-        if (p->until_ms <= now)
-            continue;
-        pfp = fingerprint(p->state_seed, key_hash);
-        if ((e = find(g, pfp, now_s))) {
-            algo_state old = {e->a, e->b, e->c};
-            algo_convert(&p->ap, &old, &r->ap, p->since_ms, now, st);
-            *from = pfp;
-        }
-    }
-}
-
-/* Remove fp's entry, if any (live or expired). */
-static void drop(segment *g, uint64_t fp)
-{
-    for (uint32_t i = home_of(fp, g->cap);; i = (i + 1 == g->cap) ? 0 : i + 1) {
-        if (g->slots[i].fp == 0)
-            return;
-        if (g->slots[i].fp == fp) {
-            delete_at(g, i);
-            return;
-        }
-    }
 }
 
 static int mem_check(rl_store *s, const store_op *ops, size_t n,
@@ -342,7 +202,7 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
         return RL_EINVAL;
     for (i = 0; i < n; i++) {
         kh[i] = siphash13(ops[i].key, ops[i].key_len, m->hash_key);
-        fps[i] = fingerprint(ops[i].rule->shape.state_seed, kh[i]);
+        fps[i] = slots_fingerprint(ops[i].rule->shape.state_seed, kh[i]);
         seg[i] = (uint32_t)(kh[i] >> (64 - SEG_BITS));
     }
     nseg = lock_all(m, seg, n, segs);
@@ -354,8 +214,9 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
 
     /* Decide every charge on a copy of the state... */
     for (i = 0; i < n; i++) {
-        load_state(&m->seg[seg[i]], &ops[i], fps[i], kh[i], now, now_s,
-                   &st[i], &from[i]);
+        segment *g = &m->seg[seg[i]];
+        slots_load_state(g->slots, g->cap, &ops[i], fps[i], kh[i], now,
+                         now_s, &st[i], &from[i]);
         algo_apply(&ops[i].rule->ap, &st[i], now, ops[i].cost, &out[i]);
         all &= out[i].allowed || ops[i].soft;
     }
@@ -364,9 +225,10 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     for (i = 0; all && i < n; i++) {
         if (!out[i].allowed || !out[i].changed)
             continue;
+        segment *g = &m->seg[seg[i]];
         if (from[i])
-            drop(&m->seg[seg[i]], from[i]);
-        store_entry(m, &m->seg[seg[i]], fps[i], &st[i],
+            g->used -= (uint32_t)slots_drop(g->slots, g->cap, from[i]);
+        store_entry(m, g, fps[i], &st[i],
                     expiry_of(m, out[i].expires_ms), now_s);
     }
     for (i = nseg; i-- > 0;)
@@ -390,6 +252,7 @@ static void mem_free(rl_store *s)
  * check() never blocks, so a started request is decided at once. */
 static const store_vtable mem_vtable = {
     .name = "memory",
+    .local = 1,
     .check = mem_check,
     .free = mem_free,
 };
@@ -445,7 +308,7 @@ static int64_t displacement(const segment *g)
         uint32_t h;
         if (!g->slots[i].fp)
             continue;
-        h = home_of(g->slots[i].fp, g->cap);
+        h = slots_home(g->slots[i].fp, g->cap);
         sum += i >= h ? i - h : g->cap - h + i;
     }
     return sum;

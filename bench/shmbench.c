@@ -1,0 +1,209 @@
+/*
+ * shmbench.c -- what the shared-memory store (shm://NAME) costs beside the
+ * memory store (memory://, the reference), in the same run: checks per
+ * second of 1 and of 2 processes, each process its own limiter calling
+ * rl_allow() in a loop over --keys clients (uniformly drawn) of one token
+ * bucket rule that admits them all.  With memory:// each process has its
+ * own table; with shm:// they share one region (and its segment locks),
+ * which is the point of it.  Two figures for each: checks per second
+ * (wall clock, summed over the processes) and checks per CPU second (each
+ * process's user + system time), the second steadier on a busy machine.  The region is 8 MiB (the clients fill about
+ * 40 % of its slots); it is removed at the end.
+ *
+ *   shmbench [--json] [--quick] [--seconds N] [--keys N]
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "benchutil.h"
+#include "ratelimit.h"
+
+#define PROCS_MAX 2
+
+typedef struct tally {
+    long long n;   /* checks, -1: failed */
+    double cpu_s;  /* user + system seconds of the loop */
+} tally;
+
+typedef struct options {
+    unsigned long long seconds, keys;
+    int json;
+} options;
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: shmbench [--json] [--quick] [--seconds N] [--keys N]\n"
+               "rl_allow() per second on shm:// beside memory://, 1 and 2 "
+               "processes.\n"
+               "  --seconds N  each run's length (default 3)\n"
+               "  --keys N     clients drawn from (default 100k)\n"
+               "  --quick      1 second\n");
+}
+
+static int parse_args(int argc, char **argv, options *o)
+{
+    *o = (options){3, 100000, 0};
+    for (int i = 1; i < argc; i++) {
+        unsigned long long *dst = NULL;
+        if (strcmp(argv[i], "--json") == 0)
+            o->json = 1;
+        else if (strcmp(argv[i], "--quick") == 0)
+            o->seconds = 1;
+        else if (strcmp(argv[i], "--seconds") == 0)
+            dst = &o->seconds;
+        else if (strcmp(argv[i], "--keys") == 0)
+            dst = &o->keys;
+        else {
+            usage(strcmp(argv[i], "--help") == 0 ? stdout : stderr);
+            return strcmp(argv[i], "--help") == 0 ? -1 : 2;
+        }
+        if (dst && (++i == argc || parse_count(argv[i], dst) != 0 ||
+                    *dst == 0)) {
+            usage(stderr);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+static rl_limiter *make_limiter(const char *uri, char *err)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc = RL_ENOMEM;
+
+    if (cfg && (rc = rl_config_set(cfg, "store", uri)) == RL_OK &&
+        (rc = rl_config_set(cfg, "shm_size", "8M")) == RL_OK &&
+        (rc = rl_config_set(cfg, "rules",
+                            "[{\"rule_id\":\"api\",\"dimension\":\"user\","
+                            "\"algorithm\":\"token_bucket\","
+                            "\"limit\":1000000,\"window_seconds\":1}]")) ==
+            RL_OK)
+        rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    if (rc != RL_OK)
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+    return lim;
+}
+
+/* A process: its limiter, the start signal (the pipe's end), then checks
+ * for --seconds; its count (or -1) on out_fd. */
+static void worker(const char *uri, const options *o, int start_fd,
+                   int out_fd, int id)
+{
+    char err[ERRLEN], key[32], b;
+    rl_limiter *lim = make_limiter(uri, err);
+    rl_result res = RL_RESULT_INIT;
+    uint64_t rng = 0x5eed + (uint64_t)id, end;
+    long long n = -1;
+    struct rusage r0, r1;
+    tally t;
+
+    if (!lim)
+        fprintf(stderr, "shmbench: %s\n", err);
+    while (read(start_fd, &b, 1) > 0)
+        ;
+    getrusage(RUSAGE_SELF, &r0);
+    if (lim) {
+        n = 0;
+        end = now_ns() + o->seconds * 1000000000ULL;
+        while (now_ns() < end) {
+            for (int i = 0; i < 256; i++, n++) {
+                snprintf(key, sizeof key, "u%llu",
+                         (unsigned long long)pick(&rng, o->keys));
+                if (rl_allow(lim, key, "api", 1, &res) != RL_OK) {
+                    n = -1;
+                    goto out;
+                }
+            }
+        }
+    }
+out:
+    getrusage(RUSAGE_SELF, &r1);
+    t = (tally){n, rusage_seconds(&r1) - rusage_seconds(&r0)};
+    rl_limiter_free(lim);
+    _exit(write(out_fd, &t, sizeof t) == sizeof t && n >= 0 ? 0 : 1);
+}
+
+/* procs processes on uri at once: their checks per second, summed, and
+ * per CPU second into *per_cpu; -1 when one failed. */
+static double run(const char *uri, const options *o, int procs,
+                  double *per_cpu)
+{
+    int start[2], out[2], failed = 0;
+    pid_t pid[PROCS_MAX];
+    long long total = 0;
+    double cpu = 0;
+    tally t;
+
+    if (pipe(start) != 0 || pipe(out) != 0)
+        return -1;
+    for (int i = 0; i < procs; i++) {
+        if ((pid[i] = fork()) < 0)
+            return -1;
+        if (pid[i] == 0) {
+            close(start[1]);
+            worker(uri, o, start[0], out[1], i);
+        }
+    }
+    close(start[0]);
+    usleep(200000); /* let them open their limiters before the start */
+    close(start[1]);
+    close(out[1]);
+    for (int i = 0; i < procs; i++) {
+        int status;
+        waitpid(pid[i], &status, 0);
+        failed |= !WIFEXITED(status) || WEXITSTATUS(status) != 0;
+        if (read(out[0], &t, sizeof t) == sizeof t && t.n > 0) {
+            total += t.n;
+            cpu += t.cpu_s;
+        }
+    }
+    close(out[0]);
+    *per_cpu = cpu > 0 ? (double)total / cpu : -1;
+    return failed ? -1 : (double)total / (double)o->seconds;
+}
+
+int main(int argc, char **argv)
+{
+    static const text_layout t = {26, 12, 0, 12, 12, 3};
+    options o;
+    char shm_uri[96], region[64];
+    uint64_t t0 = now_ns();
+    int rc = parse_args(argc, argv, &o), bad = 0;
+
+    if (rc)
+        return rc < 0 ? 0 : rc;
+    snprintf(region, sizeof region, "/rlbench-%ld", (long)getpid());
+    snprintf(shm_uri, sizeof shm_uri, "shm://%s", region + 1);
+    if (!o.json)
+        print_columns(&t);
+    for (int procs = 1; procs <= PROCS_MAX; procs++) {
+        double mem_cpu, shm_cpu;
+        double mem = run("memory://", &o, procs, &mem_cpu);
+        double shm = run(shm_uri, &o, procs, &shm_cpu);
+        figure f = {.name = procs == 1 ? "shm_checks_1proc"
+                                       : "shm_checks_2procs",
+                    .value = shm, .unit = "checks/s", .nrefs = 1,
+                    .ref = {mem}, .ref_name = {"memory://"}};
+        figure c = {.name = procs == 1 ? "shm_checks_per_cpu_1proc"
+                                       : "shm_checks_per_cpu_2procs",
+                    .value = shm_cpu, .unit = "checks/cpu-s", .nrefs = 1,
+                    .ref = {mem_cpu}, .ref_name = {"memory://"}};
+        xnum(&f, "processes", procs);
+        xnum(&f, "keys", (double)o.keys);
+        xnum(&f, "seconds", (double)o.seconds);
+        xnum(&c, "processes", procs);
+        bad |= mem < 0 || shm < 0;
+        emit_figure(&f, o.json, &t);
+        emit_figure(&c, o.json, &t);
+    }
+    shm_unlink(region);
+    print_done("shmbench", o.json, t0);
+    return bad ? 1 : 0;
+}
