@@ -226,3 +226,29 @@ def test_store_error_is_a_rate_limit_error():
     assert issubclass(StoreError, RateLimitError)
     assert issubclass(RuleParseError, RuleError)
     assert issubclass(InvalidArgumentError, ValueError)
+
+
+def _from_last_good(tmp_path, **kw):
+    """A limiter whose rules source cannot be read: rl_limiter_new itself
+    logs that it starts from the last good copy (rules_file)."""
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps(ruleset(rule("r", 3), version=4)))
+    return Limiter(rules=good, rules_source=f"file:{tmp_path}/missing.json",
+                   **kw)
+
+
+def test_log_messages_reach_a_callable_or_stderr_or_nowhere(tmp_path, capfd):
+    got = []
+    with _from_last_good(tmp_path, log=lambda lv, m: got.append((lv, m))) \
+            as lim:
+        assert lim.rules_status()["origin"] == 4  # RL_RULES_FROM_LAST_GOOD
+        assert lim.rules_version == 4
+    warn = [m for lv, m in got if lv == 4 and "last good copy" in m]
+    assert len(warn) == 1 and "missing.json" in warn[0]
+    assert capfd.readouterr().err == ""
+    with _from_last_good(tmp_path):
+        pass
+    assert "libratelimit: rules source file" in capfd.readouterr().err
+    with _from_last_good(tmp_path, log=False):
+        pass
+    assert capfd.readouterr().err == ""

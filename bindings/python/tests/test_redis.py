@@ -143,3 +143,4 @@ def test_the_gil_is_released_while_a_check_waits(own_redis):
     # with the GIL held the counter stood still for the whole call
     assert rc == 0 and raw.flags & Flags.FAIL_OPEN and c1 - c0 >= 0.45
     assert [x for x in cticks if c0 + 0.2 <= x <= c1 - 0.05] == []
+
