@@ -210,8 +210,8 @@ class Limiter:
         other dimension names ("tenant", "header:x-api-version") to values;
         user, api_key and ip are the shortcuts.  A request no rule applies
         to passes with Flags.NO_RULE."""
-        req, keep = _request(endpoint, tier, user, api_key, ip, dimensions,
-                             cost)
+        req, _keep = _request(endpoint, tier, user, api_key, ip, dimensions,
+                              cost)
         res = _abi.sized(_abi.rl_result)
         h = self._enter()
         try:
@@ -220,7 +220,6 @@ class Limiter:
                 raise self._error(rc, h)
         finally:
             self._leave()
-        del keep
         return Result(res)
 
     def check_many(self, requests):
@@ -243,12 +242,15 @@ class Limiter:
             last = self._error(rc, h) if rc != 0 else None
         finally:
             self._leave()
+        # rl_errmsg() describes the last failure; the others get the
+        # code's text.
+        failed = [i for i in range(n) if codes[i] != 0]
         out = []
         for i in range(n):
             if codes[i] == 0:
                 out.append(Result(results[i]))
-            elif last is not None and codes[i] == rc:
-                out.append(last)
+            elif last is not None and i == failed[-1]:
+                out.append(error_for(codes[i], last.message))
             else:
                 out.append(error_for(codes[i], self._lib.rl_strerror(
                     codes[i]).decode()))
