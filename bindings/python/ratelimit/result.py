@@ -54,23 +54,26 @@ class Result:
                 f"limit={self.limit}, retry_after={self.retry_after}, "
                 f"rule_id={self.rule_id!r}, flags={self.flags!r})")
 
-    def headers(self, ietf=False):
+    def headers(self, ietf=False, draft10=False):
         """The response headers (rl_headers()) as a list of (name, value)
         str pairs: X-RateLimit-Limit, -Remaining, -Reset, Retry-After when
-        denied, and with ietf=True RateLimit-Policy and RateLimit."""
+        denied, and with ietf=True RateLimit-Policy and RateLimit (draft-11
+        meaning; draft10=True: the draft-10 one, rl_headers(3))."""
         out = (_abi.rl_header * _abi.RL_HEADERS_MAX)()
-        n = _lib.lib().rl_headers(ctypes.byref(self._raw), _options(ietf),
+        n = _lib.lib().rl_headers(ctypes.byref(self._raw),
+                                  _options(ietf, draft10),
                                   out, _abi.RL_HEADERS_MAX)
         if n < 0:
             raise error_for(n, "rl_headers failed")
         return [(h.name.decode("ascii"), h.value.decode("ascii"))
                 for h in out[:n]]
 
-    def headers_text(self, ietf=False):
+    def headers_text(self, ietf=False, draft10=False):
         """The same as one "Name: value\\r\\n" block (rl_headers_format())."""
         buf = ctypes.create_string_buffer(_abi.RL_HEADERS_FORMAT_MAX)
         n = _lib.lib().rl_headers_format(ctypes.byref(self._raw),
-                                         _options(ietf), buf, len(buf))
+                                         _options(ietf, draft10), buf,
+                                         len(buf))
         if n < 0:
             raise error_for(n, "rl_headers_format failed")
         return buf.raw[:n].decode("ascii")
@@ -86,5 +89,8 @@ class Result:
         return buf.raw[:n]
 
 
-def _options(ietf):
-    return _abi.RL_HEADERS_IETF if ietf else 0
+def _options(ietf, draft10):
+    if draft10 and not ietf:
+        raise ValueError("draft10=True needs ietf=True")
+    return ((_abi.RL_HEADERS_IETF if ietf else 0) |
+            (_abi.RL_HEADERS_DRAFT10 if draft10 else 0))

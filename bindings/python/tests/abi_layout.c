@@ -103,6 +103,7 @@ int main(void)
     printf("RL_HEADERS_FORMAT_MAX %d\n", RL_HEADERS_FORMAT_MAX);
     printf("RL_BODY_FORMAT_MAX %d\n", RL_BODY_FORMAT_MAX);
     printf("RL_HEADERS_IETF %d\n", RL_HEADERS_IETF);
+    printf("RL_HEADERS_DRAFT10 %d\n", RL_HEADERS_DRAFT10);
     printf("RL_COST_MAX %lld\n", (long long)RL_COST_MAX);
     printf("RL_EINVAL %d\nRL_ENOMEM %d\nRL_ENORULE %d\nRL_ERULE %d\n",
            RL_EINVAL, RL_ENOMEM, RL_ENORULE, RL_ERULE);

@@ -55,7 +55,8 @@ def test_every_struct_and_member_matches(layout):
 
 def test_constants_and_codes_match(layout):
     for name in ("RL_HEADERS_MAX", "RL_HEADERS_FORMAT_MAX",
-                 "RL_BODY_FORMAT_MAX", "RL_HEADERS_IETF", "RL_COST_MAX"):
+                 "RL_BODY_FORMAT_MAX", "RL_HEADERS_IETF", "RL_HEADERS_DRAFT10",
+                 "RL_COST_MAX"):
         assert (getattr(_abi, name),) == layout[name], name
     for code in ErrorCode:
         assert (int(code),) == layout[code.name], code.name

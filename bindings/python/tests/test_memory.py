@@ -57,7 +57,12 @@ def test_headers_and_body_as_the_library_writes_them(lim):
     assert text == "".join(f"{n}: {v}\r\n" for n, v in no.headers())
     ietf = dict(no.headers(ietf=True))
     assert ietf["RateLimit-Policy"] == '"per-user";q=10;w=60'
-    assert ietf["RateLimit"].startswith('"per-user";r=0;t=')
+    # draft-11: a denial's t is its Retry-After; draft-10: the window's end
+    assert ietf["RateLimit"] == '"per-user";r=0;t=%d' % no.retry_after
+    d10 = dict(no.headers(ietf=True, draft10=True))
+    assert d10["RateLimit"].startswith('"per-user";r=0;t=')
+    with pytest.raises(ValueError):
+        no.headers(draft10=True)
 
 
 def test_check_by_endpoint_tier_and_named_dimensions():
