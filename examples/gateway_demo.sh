@@ -34,8 +34,9 @@ if command -v redis-server >/dev/null 2>&1 && gw_redis_start; then
     store="redis://127.0.0.1:$redis_port/0"
     echo "redis-server $(redis-server --version | sed 's/.*v=\([^ ]*\).*/\1/') on 127.0.0.1:$redis_port"
     expect=100
-elif gw_start probe --store "shm://rl-gateway-demo-$$" $common 2>/dev/null; then
-    store="shm://rl-gateway-demo-$$"
+elif gw_shm="rl-gateway-demo-$$" &&
+     gw_start probe --store "shm://$gw_shm" $common 2>/dev/null; then
+    store="shm://$gw_shm"
     echo "redis-server is not installed: the three gateways share $store"
     echo "(the limit holds across the processes of this host)"
     expect=100

@@ -4,6 +4,7 @@
 # round-robin with curl, and the clean-up.  Sourced with these set:
 #   GATEWAY  the examples/gateway binary
 #   dir      a scratch directory (removed by gw_cleanup)
+#   gw_shm   (optional) a shm:// region's name, unlinked by gw_cleanup
 # Plain POSIX sh; every process started here is stopped by its pid.
 
 gw_pids=""
@@ -17,6 +18,8 @@ gw_cleanup() {
         wait "$redis_pid" 2>/dev/null
     fi
     gw_pids="" redis_pid=""
+    # a shm:// region outlives its processes (ratelimit(3)): remove it
+    [ -n "${gw_shm:-}" ] && rm -f "/dev/shm/$gw_shm"
     rm -rf "$dir"
 }
 
