@@ -155,17 +155,6 @@ static int count_headers(const rl_result *r, unsigned options)
            ((options & RL_HEADERS_IETF) ? 2 : 0);
 }
 
-/* The seconds from now until reset_at, never negative: the draft-10 "t". */
-static int64_t seconds_to_reset(const rl_result *r)
-{
-    int64_t now = (int64_t)time(NULL);
-
-    if (now < 0)
-        now = 0;
-    /* reset_at > now >= 0, so the subtraction cannot overflow. */
-    return r->reset_at > now ? r->reset_at - now : 0;
-}
-
 static int64_t realtime_ms(void)
 {
     struct timespec ts;
@@ -173,6 +162,17 @@ static int64_t realtime_ms(void)
     if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_sec < 0)
         return 0;
     return (int64_t)ts.tv_sec * MS_PER_S + ts.tv_nsec / 1000000;
+}
+
+/* The seconds from now until reset_at, never negative: the draft-10 "t".
+ * Now is CLOCK_REALTIME, as for draft-11, not time(): glibc's time() reads
+ * the coarse clock, a tick behind, so the two could differ by a second. */
+static int64_t seconds_to_reset(const rl_result *r)
+{
+    int64_t now = realtime_ms() / MS_PER_S;
+
+    /* reset_at > now >= 0, so the subtraction cannot overflow. */
+    return r->reset_at > now ? r->reset_at - now : 0;
 }
 
 /* The seconds until reset_at, rounded up, at millisecond precision when the
