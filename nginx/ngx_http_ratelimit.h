@@ -9,7 +9,7 @@
  * ngx_http_ratelimit_conf.c (directive parsers and the check `nginx -t`
  * runs on the limiter settings), ngx_http_ratelimit_worker.c (one limiter
  * and one rl_async per worker, its descriptor in nginx's event loop),
- * ngx_http_ratelimit_handler.c (the preaccess handler: start a check,
+ * ngx_http_ratelimit_handler.c (the rewrite-phase handler: start a check,
  * suspend, resume) and ngx_http_ratelimit_response.c (the headers on every
  * response and the rejection).
  *

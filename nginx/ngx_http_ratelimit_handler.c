@@ -1,5 +1,5 @@
 /*
- * ngx_http_ratelimit_handler.c -- the preaccess-phase handler: describe
+ * ngx_http_ratelimit_handler.c -- the rewrite-phase handler: describe
  * the request (endpoint, tier, cost, dimensions from the location's
  * complex values) as an rl_request, start its check, and either go on at
  * once (the answer was ready) or suspend the request's phases until the

@@ -1,9 +1,15 @@
 /*
  * ngx_http_ratelimit_module.c -- the nginx module's table: its directives
  * (ngx_http_ratelimit_module(8) describes each), its configuration's
- * creation and merging, and its place in the request: a preaccess-phase
- * handler (beside limit_req, before authentication costs anything) and a
- * header filter.  The parsers live in ngx_http_ratelimit_conf.c, the
+ * creation and merging, and its place in the request: a handler at the
+ * head of the location's rewrite phase and a header filter.  The rewrite
+ * phase, not limit_req's preaccess one: `return` and `rewrite` end or
+ * move a request in that phase, and a location that answers with
+ * `return` must be limited too.  A phase runs its handlers in the reverse
+ * of their registration, and a dynamic module registers after the
+ * rewrite module, so the check comes before the location's rewrite
+ * directives (a dimension's value comes from a variable or a map, not
+ * from a `set` of that location).  The parsers live in ngx_http_ratelimit_conf.c, the
  * worker's limiter in ngx_http_ratelimit_worker.c.
  *
  * Copyright (c) 2026 the libratelimit developers.  MIT licence.
@@ -163,7 +169,7 @@ static ngx_int_t ngx_http_ratelimit_init(ngx_conf_t *cf)
     ngx_http_handler_pt *h;
 
     cmcf = ngx_http_conf_get_module_main_conf(cf, ngx_http_core_module);
-    h = ngx_array_push(&cmcf->phases[NGX_HTTP_PREACCESS_PHASE].handlers);
+    h = ngx_array_push(&cmcf->phases[NGX_HTTP_REWRITE_PHASE].handlers);
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_ratelimit_handler;

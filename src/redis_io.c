@@ -154,6 +154,9 @@ struct rio {
     rio_ticket *phead, *ptail; /* checks taken, not sent yet            */
     rio_ticket *rhead, *rtail; /* raw calls taken, not sent yet         */
     rio_ticket *fhead, *ftail; /* done with: back to the pool next turn */
+    char rbuf[RBUF];           /* on_readable's: not a thread-local, whose
+                                  64 KiB a dlopen()ed library (an nginx
+                                  module, ctypes) cannot get in static TLS */
     rconnector *connector;
     pthread_t loop_th;
     int loop_started;
@@ -624,11 +627,11 @@ static void deliver(rio *r, int i, redisReply *rep)
 
 static void on_readable(rio *r, int i)
 {
-    static _Thread_local char buf[RBUF];
+    char *buf = r->rbuf;
     conn *c = &r->c[i];
 
     while (c->fd >= 0) {
-        ssize_t n = conn_read(r, i, buf, sizeof buf);
+        ssize_t n = conn_read(r, i, buf, sizeof r->rbuf);
         void *rep;
         if (n < 0 && errno == EINTR)
             continue;
