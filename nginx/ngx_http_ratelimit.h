@@ -56,6 +56,7 @@ typedef struct {
     ngx_str_t store;                  /* URI, NUL-terminated           */
     ngx_str_t rules_file;             /* path, or empty                */
     ngx_str_t rules_source;           /* URI, or empty                 */
+    ngx_str_t rules_text;             /* rules_file as the master read it */
     ngx_array_t *options;             /* ngx_keyval_t, NUL-terminated   */
     ngx_uint_t max_in_flight;
     ngx_flag_t used;                  /* some location has ratelimit on */

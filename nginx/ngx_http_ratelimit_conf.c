@@ -184,12 +184,46 @@ char *ngx_http_ratelimit_cost(ngx_conf_t *cf, ngx_command_t *cmd, void *conf)
     return NGX_CONF_OK;
 }
 
+/* What an rl_config made from mcf is for. */
+enum {
+    NGX_HTTP_RATELIMIT_FOR_VALUES,  /* every setting, to check its value */
+    NGX_HTTP_RATELIMIT_FOR_CHECK,   /* a limiter the master frees: no rules
+                                       source, no events sender          */
+    NGX_HTTP_RATELIMIT_FOR_WORKER   /* the worker's: the rules as text    */
+};
+
+/* The rules: the file (read by the library), the text the master read
+ * from it, or the rules source with its last good copy. */
+static ngx_int_t ngx_http_ratelimit_set_rules(rl_config *cfg,
+                                              ngx_http_ratelimit_main_conf_t *mcf,
+                                              ngx_uint_t use, ngx_log_t *log)
+{
+    ngx_int_t rc = NGX_OK;
+
+    if (mcf->rules_source.len && use != NGX_HTTP_RATELIMIT_FOR_CHECK) {
+        rc = ngx_http_ratelimit_set(cfg, "rules_source",
+                                    (char *)mcf->rules_source.data, log);
+        if (rc == NGX_OK && mcf->rules_file.len)
+            rc = ngx_http_ratelimit_set(cfg, "rules_file",
+                                        (char *)mcf->rules_file.data, log);
+        return rc;
+    }
+    if (mcf->rules_source.len)
+        return NGX_OK;
+    if (use == NGX_HTTP_RATELIMIT_FOR_WORKER && mcf->rules_text.len)
+        return ngx_http_ratelimit_set(cfg, "rules",
+                                      (char *)mcf->rules_text.data, log);
+    if (mcf->rules_file.len)
+        rc = ngx_http_ratelimit_set(cfg, "rules_file",
+                                    (char *)mcf->rules_file.data, log);
+    return rc;
+}
+
 /* The limiter settings of mcf as an rl_config.  A worker starts while
  * Redis is away (degraded_start 1, which ratelimit_option may turn off):
  * its rules' failure modes decide until the store is back. */
 static rl_config *ngx_http_ratelimit_make(ngx_http_ratelimit_main_conf_t *mcf,
-                                          ngx_flag_t with_source,
-                                          ngx_log_t *log)
+                                          ngx_uint_t use, ngx_log_t *log)
 {
     rl_config *cfg = rl_config_new();
     ngx_keyval_t *kv = mcf->options->elts;
@@ -200,15 +234,11 @@ static rl_config *ngx_http_ratelimit_make(ngx_http_ratelimit_main_conf_t *mcf,
     rc = ngx_http_ratelimit_set(cfg, "store", (char *)mcf->store.data, log);
     if (rc == NGX_OK)
         rc = ngx_http_ratelimit_set(cfg, "degraded_start", "1", log);
-    if (rc == NGX_OK && mcf->rules_file.len &&
-        (with_source || mcf->rules_source.len == 0))
-        rc = ngx_http_ratelimit_set(cfg, "rules_file",
-                                    (char *)mcf->rules_file.data, log);
-    if (rc == NGX_OK && with_source && mcf->rules_source.len)
-        rc = ngx_http_ratelimit_set(cfg, "rules_source",
-                                    (char *)mcf->rules_source.data, log);
+    if (rc == NGX_OK)
+        rc = ngx_http_ratelimit_set_rules(cfg, mcf, use, log);
     for (ngx_uint_t i = 0; rc == NGX_OK && i < mcf->options->nelts; i++) {
-        if (!with_source && ngx_strcmp(kv[i].key.data, "events_redis") == 0)
+        if (use == NGX_HTTP_RATELIMIT_FOR_CHECK &&
+            ngx_strcmp(kv[i].key.data, "events_redis") == 0)
             continue;
         rc = ngx_http_ratelimit_set(cfg, (char *)kv[i].key.data,
                                     (char *)kv[i].value.data, log);
@@ -223,7 +253,36 @@ static rl_config *ngx_http_ratelimit_make(ngx_http_ratelimit_main_conf_t *mcf,
 rl_config *ngx_http_ratelimit_config(ngx_http_ratelimit_main_conf_t *mcf,
                                      ngx_log_t *log)
 {
-    return ngx_http_ratelimit_make(mcf, 1, log);
+    return ngx_http_ratelimit_make(mcf, NGX_HTTP_RATELIMIT_FOR_WORKER, log);
+}
+
+/* The rules file's text, read by the master (workers run as another user,
+ * who may not read it; and every worker takes the set `nginx -t` took). */
+static ngx_int_t ngx_http_ratelimit_read_rules(ngx_conf_t *cf,
+                                               ngx_http_ratelimit_main_conf_t *mcf)
+{
+    FILE *f = fopen((char *)mcf->rules_file.data, "r");
+    u_char *text;
+    size_t n;
+
+    if (f == NULL) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, ngx_errno, "ratelimit: "
+                           "cannot open \"%V\"", &mcf->rules_file);
+        return NGX_ERROR;
+    }
+    text = ngx_pnalloc(cf->pool, RL_RULES_TEXT_MAX + 1);
+    n = text ? fread(text, 1, RL_RULES_TEXT_MAX + 1, f) : 0;
+    fclose(f);
+    if (text == NULL || n > RL_RULES_TEXT_MAX) {
+        ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratelimit: \"%V\" is "
+                           "larger than %d bytes", &mcf->rules_file,
+                           RL_RULES_TEXT_MAX);
+        return NGX_ERROR;
+    }
+    text[n] = '\0';
+    mcf->rules_text.data = text;
+    mcf->rules_text.len = n;
+    return NGX_OK;
 }
 
 /*
@@ -239,11 +298,11 @@ char *ngx_http_ratelimit_validate(ngx_conf_t *cf,
     rl_limiter *lim;
     int rc;
 
-    cfg = ngx_http_ratelimit_make(mcf, 1, cf->log);
+    cfg = ngx_http_ratelimit_make(mcf, NGX_HTTP_RATELIMIT_FOR_VALUES, cf->log);
     if (cfg == NULL)
         return NGX_CONF_ERROR;
     rl_config_free(cfg);
-    cfg = ngx_http_ratelimit_make(mcf, 0, cf->log);
+    cfg = ngx_http_ratelimit_make(mcf, NGX_HTTP_RATELIMIT_FOR_CHECK, cf->log);
     if (cfg == NULL)
         return NGX_CONF_ERROR;
     rl_config_set_log(cfg, NULL, NULL);
@@ -255,5 +314,8 @@ char *ngx_http_ratelimit_validate(ngx_conf_t *cf,
         return NGX_CONF_ERROR;
     }
     rl_limiter_free(lim);
+    if (mcf->rules_file.len && mcf->rules_source.len == 0 &&
+        ngx_http_ratelimit_read_rules(cf, mcf) != NGX_OK)
+        return NGX_CONF_ERROR;
     return NGX_CONF_OK;
 }
