@@ -240,7 +240,11 @@ def main():
     test_bad_directives(module, tmp)
     test_memory(module, rules)
     redis = Redis(tmp)
-    http = f"ratelimit_store {redis.uri};\n    ratelimit_rules {rules};"
+    # A check waits up to 1 s for Redis: on a loaded machine the default
+    # 5 ms would hand some to the local fallback, and the counts would not
+    # be Redis's alone.
+    http = (f"ratelimit_store {redis.uri};\n    ratelimit_rules {rules};\n"
+            "    ratelimit_option timeout_ms 1000;")
     a = b = None
     try:
         a = Nginx(module, http=http, server=SERVER, workers=2).start()
