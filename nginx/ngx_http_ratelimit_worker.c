@@ -114,6 +114,18 @@ void ngx_http_ratelimit_detach(ngx_http_ratelimit_state_t *st)
     }
 }
 
+/* The library's own reports (a rules source's takes and refusals, Redis
+ * away at start) into the error log.  Called from its threads too: nginx
+ * logs from its thread pool's threads the same way (one write(2) a line). */
+static void ngx_http_ratelimit_log(void *arg, int level, const char *msg)
+{
+    ngx_uint_t l = level <= RL_LOG_ERROR  ? NGX_LOG_ERR
+                   : level == RL_LOG_WARN ? NGX_LOG_WARN
+                                          : NGX_LOG_INFO;
+
+    ngx_log_error(l, (ngx_log_t *)arg, 0, "ratelimit: %s", msg);
+}
+
 /* The library's threads take no signal meant for the worker (nginx's
  * handlers only set flags its own thread must see interrupt epoll_wait):
  * they are created with every signal blocked. */
@@ -169,6 +181,7 @@ ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
     cfg = ngx_http_ratelimit_config(mcf, cycle->log);
     if (cfg == NULL)
         return NGX_ERROR;
+    rl_config_set_log(cfg, ngx_http_ratelimit_log, cycle->log);
     rc = ngx_http_ratelimit_new_limiter(&mcf->lim, cfg);
     rl_config_free(cfg);
     if (rc != RL_OK) {
