@@ -38,6 +38,11 @@
 #define NGX_HTTP_RATELIMIT_IN_FLIGHT_MAX 65536
 #define NGX_HTTP_RATELIMIT_IN_FLIGHT_DEFAULT 1024
 
+/* A check in flight holds a timer this long (the library's longest
+ * timeout_ms, by which every check completes), so a worker told to quit
+ * gracefully waits for its checks instead of dropping their requests. */
+#define NGX_HTTP_RATELIMIT_GUARD_MS 60000
+
 /* The request's per-check state (ngx_http_ratelimit_state_t.phase). */
 #define NGX_HTTP_RATELIMIT_NONE 0
 #define NGX_HTTP_RATELIMIT_PENDING 1
@@ -95,6 +100,7 @@ typedef struct {
     ngx_http_request_t *r;
     ngx_http_ratelimit_job_t *job;
     ngx_event_t resume;               /* posted by the completion        */
+    ngx_event_t guard;                /* timer while in flight           */
 } ngx_http_ratelimit_state_t;
 
 /* A check in flight: the worker's memory, since the library writes the

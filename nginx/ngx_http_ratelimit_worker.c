@@ -18,7 +18,9 @@
  * request's resume event, which nginx runs after this turn's I/O events.
  * An answer ready at once (the memory store, no rule matched, the deny
  * cache) is taken right after rl_check_start(), in the handler, and the
- * request goes on without suspending.
+ * request goes on without suspending.  A check that waits holds a timer
+ * (the guard), as nginx's own waits do, so a gracefully quitting worker
+ * stays until its checks are answered.
  *
  * Copyright (c) 2026 the libratelimit developers.  MIT licence.
  */
@@ -52,12 +54,22 @@ static void ngx_http_ratelimit_ready(ngx_event_t *ev)
     rl_async_process(mcf->async);
 }
 
+/* The guard's timer: never due before the check completes. */
+static void ngx_http_ratelimit_guard(ngx_event_t *ev)
+{
+    ngx_log_error(NGX_LOG_ALERT, ev->log, 0,
+                  "ratelimit: a check outlived the longest timeout");
+}
+
 static void ngx_http_ratelimit_done(rl_async_check *chk, int rc)
 {
     ngx_http_ratelimit_job_t *job = chk->data;
     ngx_http_ratelimit_state_t *st = job->st;
 
     if (st != NULL) {
+        if (st->guard.timer_set) {
+            ngx_del_timer(&st->guard);
+        }
         st->res = job->res;
         st->rc = rc;
         st->phase = NGX_HTTP_RATELIMIT_DONE;
@@ -100,6 +112,12 @@ int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
     st->in_handler = 1;
     rl_async_process(mcf->async);
     st->in_handler = 0;
+    if (st->phase == NGX_HTTP_RATELIMIT_PENDING) {
+        st->guard.handler = ngx_http_ratelimit_guard;
+        st->guard.data = st;
+        st->guard.log = st->r->connection->log;
+        ngx_add_timer(&st->guard, NGX_HTTP_RATELIMIT_GUARD_MS);
+    }
     return RL_OK;
 }
 
@@ -111,6 +129,9 @@ void ngx_http_ratelimit_detach(ngx_http_ratelimit_state_t *st)
     }
     if (st->resume.posted) {
         ngx_delete_posted_event(&st->resume);
+    }
+    if (st->guard.timer_set) {
+        ngx_del_timer(&st->guard);
     }
 }
 

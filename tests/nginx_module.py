@@ -156,12 +156,24 @@ def test_memory(module, rules):
         n.stop()
 
 
-def test_outage(a, redis):
-    for path in ("/open", "/closed", "/fallback"):
-        curl(a.url(path + "?user=warm"))
+def test_outage(module, rules, redis):
+    # One worker: the fallback's local limit is each worker's own.
+    a = Nginx(module, server=SERVER, http=f"""
+    ratelimit_store {redis.uri};
+    ratelimit_rules {rules};
+    ratelimit_option timeout_ms 100;""").start()
+    try:
+        for path in ("/open", "/closed", "/fallback"):
+            curl(a.url(path + "?user=warm"))
+        outage(a, redis)
+    finally:
+        a.stop()
+
+
+def outage(a, redis):
     redis.signal(signal.SIGSTOP)
     try:
-        opened = [curl(a.url("/open?user=o"))for _ in range(6)]
+        opened = [curl(a.url("/open?user=o")) for _ in range(6)]
         closed = [curl(a.url("/closed?user=c"))[:2] for _ in range(3)]
         fb = [curl(a.url("/fallback?user=f"))[0] for _ in range(8)]
     finally:
@@ -252,7 +264,7 @@ def main():
         test_fleet(a, b)
         test_wrk(a, b)
         test_ietf_and_status(a)
-        test_outage(a, redis)
+        test_outage(module, rules, redis)
         test_abort(module, rules, redis)
     finally:
         for n in (a, b):
