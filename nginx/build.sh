@@ -9,9 +9,10 @@
 # --add-dynamic-module=this folder, objects in a build directory of ours,
 # then `make modules`.  The module links the library statically, from the
 # libtool convenience archive of TOP_BUILDDIR (default: the source tree):
-# its objects are PIC, its symbols hidden but the public rl_* ones, so the
-# .so carries its own libratelimit, whatever (if any) libratelimit.so.1 is
-# installed, and loads from anywhere without an rpath into a build tree.
+# its objects are PIC, and none of its symbols is exported from the module
+# (nginx/config: --exclude-libs), so the .so carries its own libratelimit,
+# whatever (if any) libratelimit.so.1 is installed, and loads from anywhere
+# without an rpath into a build tree.
 # The result: TOP_BUILDDIR/nginx/objs/ngx_http_ratelimit_module.so.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
