@@ -154,9 +154,7 @@ struct rio {
     rio_ticket *phead, *ptail; /* checks taken, not sent yet            */
     rio_ticket *rhead, *rtail; /* raw calls taken, not sent yet         */
     rio_ticket *fhead, *ftail; /* done with: back to the pool next turn */
-    char rbuf[RBUF];           /* on_readable's: not a thread-local, whose
-                                  64 KiB a dlopen()ed library (an nginx
-                                  module, ctypes) cannot get in static TLS */
+    char rbuf[RBUF];           /* what a read brings, before the reader  */
     rconnector *connector;
     pthread_t loop_th;
     int loop_started;
@@ -627,11 +625,15 @@ static void deliver(rio *r, int i, redisReply *rep)
 
 static void on_readable(rio *r, int i)
 {
+    /* The loop's own buffer, not a thread-local one: a 64 KiB TLS block
+     * does not fit the static TLS a dlopen()ed library gets (the Python
+     * binding, an nginx module), and metrics_me's initial-exec model
+     * makes the whole block static. */
     char *buf = r->rbuf;
     conn *c = &r->c[i];
 
     while (c->fd >= 0) {
-        ssize_t n = conn_read(r, i, buf, sizeof r->rbuf);
+        ssize_t n = conn_read(r, i, buf, RBUF);
         void *rep;
         if (n < 0 && errno == EINTR)
             continue;
@@ -657,7 +659,7 @@ static void on_readable(rio *r, int i)
         }
         /* TLS: on until it wants more, for what OpenSSL holds
          * decrypted does not wake epoll. */
-        if (!c->ssl && (size_t)n < sizeof buf)
+        if (!c->ssl && (size_t)n < RBUF)
             return;
     }
 }
