@@ -180,8 +180,14 @@ static ngx_int_t ngx_http_ratelimit_begin(ngx_http_request_t *r,
         ngx_uint_t level = st->rc == RL_EINVAL ? NGX_LOG_INFO : NGX_LOG_ERR;
 
         st->phase = NGX_HTTP_RATELIMIT_DONE;
-        ngx_log_error(level, r->connection->log, 0, "ratelimit: %s",
-                      rl_errmsg(mcf->lim));
+        if (st->rc == RL_EBUSY) { /* the jobs, not the library, ran out */
+            ngx_log_error(level, r->connection->log, 0, "ratelimit: %ui "
+                          "checks in flight (ratelimit_max_in_flight)",
+                          mcf->max_in_flight);
+        } else {
+            ngx_log_error(level, r->connection->log, 0, "ratelimit: %s",
+                          rl_errmsg(mcf->lim));
+        }
         return ngx_http_ratelimit_status_of(st->rc);
     }
     if (st->phase == NGX_HTTP_RATELIMIT_DONE)

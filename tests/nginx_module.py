@@ -190,11 +190,21 @@ def test_abort(module, rules, redis):
     n = Nginx(module, server=SERVER, http=f"""
     ratelimit_store {redis.uri};
     ratelimit_rules {rules};
-    ratelimit_option timeout_ms 3000;""").start()
+    ratelimit_option timeout_ms 3000;
+    ratelimit_max_in_flight 1;""").start()
     try:
         check(curl(n.url("/open?user=ab"))[0] == 200, "abort: server up")
         redis.signal(signal.SIGSTOP)
-        st = curl(n.url("/open?user=ab"), timeout=0.5)[0]
+        first = []
+        t = threading.Thread(target=lambda: first.append(
+            curl(n.url("/open?user=ab"), timeout=0.5)[0]))
+        t.start()
+        time.sleep(0.2)  # its check is in flight, the worker's only one
+        busy = curl(n.url("/open?user=ab3"))[0]
+        t.join()
+        st = first[0]
+        check(busy == 503 and "1 checks in flight" in n.log(),
+              f"beyond ratelimit_max_in_flight: 503, logged ({busy})")
         time.sleep(0.3)
         redis.signal(signal.SIGCONT)
         time.sleep(0.3)  # the check completes for a request gone
