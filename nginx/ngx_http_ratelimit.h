@@ -1,0 +1,156 @@
+/*
+ * ngx_http_ratelimit.h -- what the nginx module's files share: its
+ * configuration (the http block's limiter settings, each location's
+ * request description), the per-request state, and the worker's async
+ * context.
+ *
+ * The module is split by concern: ngx_http_ratelimit_module.c (the module
+ * table, the directives and the phase/filter registration),
+ * ngx_http_ratelimit_conf.c (directive parsers and the check `nginx -t`
+ * runs on the limiter settings), ngx_http_ratelimit_worker.c (one limiter
+ * and one rl_async per worker, its descriptor in nginx's event loop),
+ * ngx_http_ratelimit_handler.c (the rewrite-phase handler: start a check,
+ * suspend, resume) and ngx_http_ratelimit_response.c (the headers on every
+ * response and the rejection).
+ *
+ * Copyright (c) 2026 the libratelimit developers.  MIT licence.
+ */
+#ifndef NGX_HTTP_RATELIMIT_H
+#define NGX_HTTP_RATELIMIT_H
+
+#include <ngx_config.h>
+#include <ngx_core.h>
+#include <ngx_http.h>
+
+#include <ratelimit.h>
+
+/* The store a limiter uses when no ratelimit_store is given: one constant,
+ * changed here only. */
+#define NGX_HTTP_RATELIMIT_STORE_DEFAULT "memory://"
+
+/* ratelimit_status bounds and default. */
+#define NGX_HTTP_RATELIMIT_STATUS_MIN 400
+#define NGX_HTTP_RATELIMIT_STATUS_MAX 599
+#define NGX_HTTP_RATELIMIT_STATUS_DEFAULT 429
+
+/* ratelimit_max_in_flight: checks one worker has in flight at once (the
+ * library's bound on rl_async_new). */
+#define NGX_HTTP_RATELIMIT_IN_FLIGHT_MAX 65536
+#define NGX_HTTP_RATELIMIT_IN_FLIGHT_DEFAULT 1024
+
+/* A check in flight holds a timer this long (the library's longest
+ * timeout_ms, by which every check completes), so a worker told to quit
+ * gracefully waits for its checks instead of dropping their requests. */
+#define NGX_HTTP_RATELIMIT_GUARD_MS 60000
+
+/* The request's per-check state (ngx_http_ratelimit_state_t.phase). */
+#define NGX_HTTP_RATELIMIT_NONE 0
+#define NGX_HTTP_RATELIMIT_PENDING 1
+#define NGX_HTTP_RATELIMIT_DONE 2
+
+/* One ratelimit_dimension: a name and the complex value giving it. */
+typedef struct {
+    ngx_str_t name;                   /* NUL-terminated                 */
+    ngx_http_complex_value_t value;
+} ngx_http_ratelimit_dim_t;
+
+typedef struct ngx_http_ratelimit_job_s ngx_http_ratelimit_job_t;
+
+/* The http block's settings, and the worker's limiter made from them. */
+typedef struct {
+    ngx_str_t store;                  /* URI, NUL-terminated           */
+    ngx_str_t rules_file;             /* path, or empty                */
+    ngx_str_t rules_source;           /* URI, or empty                 */
+    ngx_str_t rules_text;             /* rules_file as the master read it */
+    ngx_array_t *options;             /* ngx_keyval_t, NUL-terminated   */
+    ngx_uint_t max_in_flight;
+    ngx_flag_t used;                  /* some location has ratelimit on */
+
+    /* The worker's (ngx_http_ratelimit_worker.c). */
+    rl_limiter *lim;
+    rl_async *async;
+    ngx_connection_t *conn;           /* rl_async_fd in the event loop  */
+    ngx_http_ratelimit_job_t *jobs;   /* max_in_flight of them          */
+    ngx_http_ratelimit_job_t *free;
+} ngx_http_ratelimit_main_conf_t;
+
+/* A location's description of its requests. */
+typedef struct {
+    ngx_flag_t enable;
+    ngx_array_t *dims;                /* ngx_http_ratelimit_dim_t        */
+    ngx_http_complex_value_t *endpoint; /* NULL: $uri                    */
+    ngx_http_complex_value_t *tier;   /* NULL: none                      */
+    ngx_http_complex_value_t *cost;   /* NULL: 1                         */
+    ngx_flag_t ietf;
+    ngx_uint_t status;
+} ngx_http_ratelimit_loc_conf_t;
+
+/*
+ * A request's check, in the request's pool (found again through the pool
+ * cleanup that owns it, so an internal redirect does not charge twice).
+ * While a check is in flight, job points at the worker's job and the job
+ * back at this state; the pool cleanup cuts both ways, so a completion
+ * for a request already gone touches nothing of it.
+ */
+typedef struct {
+    ngx_uint_t phase;                 /* NGX_HTTP_RATELIMIT_*            */
+    ngx_uint_t in_handler;            /* completion inside the handler   */
+    int rc;                           /* the check's RL_OK or RL_E*      */
+    rl_result res;
+    ngx_http_request_t *r;
+    ngx_http_ratelimit_job_t *job;
+    ngx_event_t resume;               /* posted by the completion        */
+    ngx_event_t guard;                /* timer while in flight           */
+} ngx_http_ratelimit_state_t;
+
+/* A check in flight: the worker's memory, since the library writes the
+ * result and calls back even after the request is gone. */
+struct ngx_http_ratelimit_job_s {
+    rl_async_check chk;
+    rl_result res;
+    ngx_http_ratelimit_state_t *st;   /* NULL once the request is gone  */
+    ngx_http_ratelimit_main_conf_t *mcf;
+    ngx_http_ratelimit_job_t *next;   /* free list                       */
+};
+
+extern ngx_module_t ngx_http_ratelimit_module;
+
+/* ngx_http_ratelimit_conf.c: directive parsers. */
+char *ngx_http_ratelimit_store(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_ratelimit_rules(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+char *ngx_http_ratelimit_option(ngx_conf_t *cf, ngx_command_t *cmd,
+                                void *conf);
+char *ngx_http_ratelimit_dimension(ngx_conf_t *cf, ngx_command_t *cmd,
+                                   void *conf);
+char *ngx_http_ratelimit_cost(ngx_conf_t *cf, ngx_command_t *cmd, void *conf);
+/* Build an rl_config from mcf (store and rules as given); NULL with a
+ * message logged on cf's log or log. */
+rl_config *ngx_http_ratelimit_config(ngx_http_ratelimit_main_conf_t *mcf,
+                                     ngx_log_t *log);
+/* `nginx -t`'s check: the settings make a limiter (rules parsed, store
+ * URI understood); NGX_CONF_OK or NGX_CONF_ERROR after logging why. */
+char *ngx_http_ratelimit_validate(ngx_conf_t *cf,
+                                  ngx_http_ratelimit_main_conf_t *mcf);
+
+/* ngx_http_ratelimit_worker.c */
+ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle);
+void ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle);
+/* Start st's check of req: RL_OK (the state is PENDING or, when the
+ * answer came at once, DONE) or the library's refusal code. */
+int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
+                             ngx_http_ratelimit_state_t *st,
+                             const rl_request *req);
+/* The request's pool is going: detach st from its job. */
+void ngx_http_ratelimit_detach(ngx_http_ratelimit_state_t *st);
+
+/* ngx_http_ratelimit_handler.c */
+ngx_int_t ngx_http_ratelimit_handler(ngx_http_request_t *r);
+ngx_http_ratelimit_state_t *ngx_http_ratelimit_state(ngx_http_request_t *r);
+
+/* ngx_http_ratelimit_response.c */
+ngx_int_t ngx_http_ratelimit_filter_init(ngx_conf_t *cf);
+/* The answer to a request the check rejected or could not decide. */
+ngx_int_t ngx_http_ratelimit_reject(ngx_http_request_t *r,
+                                    ngx_http_ratelimit_state_t *st);
+
+#endif

@@ -1,0 +1,89 @@
+/*
+ * ngx_http_ratelimit_response.c -- what a response says of its check.
+ * A header filter adds the library's headers (rl_headers: X-RateLimit-*,
+ * Retry-After on a denial, the IETF pair when ratelimit_ietf_headers is
+ * on) to every response of a checked request, admitted, rejected or an
+ * error page alike; a request no rule applied to (RL_FLAG_NO_RULE) gets
+ * none, having no limit to tell.  A rejected request is answered here
+ * with the location's status and the library's JSON body
+ * (rl_body_format), as application/json.
+ *
+ * Copyright (c) 2026 the libratelimit developers.  MIT licence.
+ */
+#include "ngx_http_ratelimit.h"
+
+static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
+
+/* Add one header, its name and value copied into the request pool. */
+static ngx_int_t ngx_http_ratelimit_add(ngx_http_request_t *r,
+                                        const rl_header *h)
+{
+    ngx_table_elt_t *e = ngx_list_push(&r->headers_out.headers);
+
+    if (e == NULL)
+        return NGX_ERROR;
+    e->hash = 1;
+    e->key.len = ngx_strlen(h->name);
+    e->key.data = ngx_pnalloc(r->pool, e->key.len);
+    e->value.len = ngx_strlen(h->value);
+    e->value.data = ngx_pnalloc(r->pool, e->value.len);
+    if (e->key.data == NULL || e->value.data == NULL)
+        return NGX_ERROR;
+    ngx_memcpy(e->key.data, h->name, e->key.len);
+    ngx_memcpy(e->value.data, h->value, e->value.len);
+#if (nginx_version >= 1023000)
+    e->next = NULL;
+#endif
+    return NGX_OK;
+}
+
+static ngx_int_t ngx_http_ratelimit_header_filter(ngx_http_request_t *r)
+{
+    ngx_http_ratelimit_loc_conf_t *lcf;
+    ngx_http_ratelimit_state_t *st;
+    rl_header h[RL_HEADERS_MAX];
+    int n;
+
+    if (r != r->main)
+        return ngx_http_next_header_filter(r);
+    st = ngx_http_ratelimit_state(r);
+    if (st == NULL || st->phase != NGX_HTTP_RATELIMIT_DONE ||
+        st->rc != RL_OK || (st->res.flags & RL_FLAG_NO_RULE))
+        return ngx_http_next_header_filter(r);
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
+    n = rl_headers(&st->res, lcf->ietf ? RL_HEADERS_IETF : 0, h,
+                   RL_HEADERS_MAX);
+    for (int i = 0; i < n; i++)
+        if (ngx_http_ratelimit_add(r, &h[i]) != NGX_OK)
+            return NGX_ERROR;
+    return ngx_http_next_header_filter(r);
+}
+
+ngx_int_t ngx_http_ratelimit_filter_init(ngx_conf_t *cf)
+{
+    ngx_http_next_header_filter = ngx_http_top_header_filter;
+    ngx_http_top_header_filter = ngx_http_ratelimit_header_filter;
+    return NGX_OK;
+}
+
+ngx_int_t ngx_http_ratelimit_reject(ngx_http_request_t *r,
+                                    ngx_http_ratelimit_state_t *st)
+{
+    static ngx_str_t json = ngx_string("application/json");
+    ngx_http_ratelimit_loc_conf_t *lcf;
+    ngx_http_complex_value_t cv;
+    u_char *body;
+    int len;
+
+    lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
+    body = ngx_pnalloc(r->pool, RL_BODY_FORMAT_MAX);
+    if (body == NULL)
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    len = rl_body_format(&st->res, (char *)body, RL_BODY_FORMAT_MAX);
+    if (len < 0)
+        return NGX_HTTP_INTERNAL_SERVER_ERROR;
+    ngx_memzero(&cv, sizeof(cv));
+    cv.value.data = body;
+    cv.value.len = (size_t)len;
+    return ngx_http_send_response(r, lcf->status, &json, &cv);
+}

@@ -1,0 +1,149 @@
+"""nginx_harness.py -- real nginx and redis-server processes for the nginx
+module's test (tests/nginx_module.py) and benchmark (bench/nginxbench.py).
+
+Each server runs in the foreground of a child process (nginx with
+`-g 'daemon off;'`, redis-server without daemonize) on a free loopback
+port, nginx with a prefix of its own under a temporary directory; stop()
+ends it by its pid and waits.  Requests go through curl, the client an
+operator would use.  Python standard library only.
+"""
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+NGINX = os.environ.get("NGINX", "/usr/sbin/nginx")
+REDIS_SERVER = os.environ.get("REDIS_SERVER", "redis-server")
+START_TIMEOUT_S = 10.0
+
+
+def free_port():
+    """A loopback port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port, proc, what):
+    """Wait until port accepts a connection; fail if proc died first."""
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{what} exited with {proc.returncode}")
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    raise RuntimeError(f"{what} does not listen on {port}")
+
+
+class Redis:
+    """A private redis-server: no persistence, loopback only."""
+
+    def __init__(self, tmp):
+        self.port = free_port()
+        self.proc = subprocess.Popen(
+            [REDIS_SERVER, "--port", str(self.port), "--bind", "127.0.0.1",
+             "--save", "", "--appendonly", "no", "--dir", tmp],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_port(self.port, self.proc, "redis-server")
+
+    @property
+    def uri(self):
+        return f"redis://127.0.0.1:{self.port}"
+
+    def signal(self, sig):
+        os.kill(self.proc.pid, sig)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+            self.proc.kill()
+            self.proc.wait()
+
+
+CONF = """{load}
+error_log {prefix}/error.log info;
+pid {prefix}/nginx.pid;
+worker_processes {workers};
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/tmp;
+    proxy_temp_path {prefix}/tmp;
+    fastcgi_temp_path {prefix}/tmp;
+    uwsgi_temp_path {prefix}/tmp;
+    scgi_temp_path {prefix}/tmp;
+{http}
+    server {{
+        listen 127.0.0.1:{port};
+{server}
+    }}
+}}
+"""
+
+
+class Nginx:
+    """One nginx instance: module (a .so path, or None for none), the
+    http block's extra text, the server block's text."""
+
+    def __init__(self, module, http="", server="", workers=1):
+        self.prefix = tempfile.mkdtemp(prefix="rl-nginx-")
+        os.mkdir(os.path.join(self.prefix, "tmp"))
+        self.port = free_port()
+        self.conf = os.path.join(self.prefix, "nginx.conf")
+        load = f"load_module {module};" if module else ""
+        with open(self.conf, "w") as f:
+            f.write(CONF.format(load=load, prefix=self.prefix,
+                                workers=workers, port=self.port, http=http,
+                                server=server))
+        self.proc = None
+
+    def test(self):
+        """`nginx -t`: (exit status, what it printed)."""
+        p = subprocess.run([NGINX, "-t", "-p", self.prefix, "-c", self.conf],
+                           capture_output=True, text=True)
+        return p.returncode, p.stdout + p.stderr
+
+    def start(self):
+        self.proc = subprocess.Popen(
+            [NGINX, "-p", self.prefix, "-c", self.conf, "-g", "daemon off;"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        wait_port(self.port, self.proc, "nginx")
+        return self
+
+    def url(self, path):
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def log(self):
+        with open(os.path.join(self.prefix, "error.log")) as f:
+            return f.read()
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGQUIT)  # graceful: workers exit
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        subprocess.run(["rm", "-rf", self.prefix])
+
+
+def curl(url, timeout=10, extra=()):
+    """GET url with curl: (status, {lower-case header: value}, body)."""
+    p = subprocess.run(["curl", "-s", "-i", "--max-time", str(timeout),
+                        *extra, url], capture_output=True)
+    raw = p.stdout.decode("latin-1")
+    head, _, body = raw.partition("\r\n\r\n")
+    lines = head.split("\r\n")
+    if not lines[0].startswith("HTTP/"):
+        return 0, {}, ""
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split()[1]), headers, body

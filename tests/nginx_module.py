@@ -1,0 +1,290 @@
+"""nginx_module.py -- ngx_http_ratelimit_module in the real nginx, driven by
+curl and wrk, against a real redis-server (tests/nginx_harness.py).
+
+    python3 tests/nginx_module.py MODULE.so
+
+  - two nginx instances on one Redis enforce one fleet-wide limit: 60
+    requests alternating between them, exactly 20 admitted; then two wrk
+    runs at once, one on each, exactly the limit of 50 admitted;
+  - every response carries X-RateLimit-*; a rejection has Retry-After and
+    the library's JSON body; the IETF pair on request; ratelimit_status;
+  - the memory store (its answers come at once, in the handler);
+  - Redis stopped (SIGSTOP): an `open` rule admits, a `closed` one
+    rejects with Retry-After 1, a `fallback` one decides locally (its
+    limit of 5); a client that goes away while its check waits leaves
+    the worker serving;
+  - `nginx -t` refuses bad directives with the library's messages.
+
+Prints PASS/FAIL lines; exit 0 when all passed, 1 otherwise.
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from nginx_harness import Nginx, Redis, curl  # noqa: E402
+
+RULES = {"version": 1, "rules": [
+    {"rule_id": "fleet", "dimension": "user", "match": {"endpoint": "/fleet"},
+     "limit": 20, "window_seconds": 86400, "algorithm": "token_bucket"},
+    {"rule_id": "wrk", "dimension": "user", "match": {"endpoint": "/wrk"},
+     "limit": 50, "window_seconds": 86400, "algorithm": "token_bucket"},
+    {"rule_id": "ietf", "dimension": "api_key", "match": {"endpoint": "/ietf"},
+     "limit": 2, "window_seconds": 86400, "algorithm": "token_bucket"},
+    {"rule_id": "open", "dimension": "user", "match": {"endpoint": "/open"},
+     "limit": 3, "window_seconds": 86400, "algorithm": "token_bucket",
+     "failure_mode": "open"},
+    {"rule_id": "closed", "dimension": "user",
+     "match": {"endpoint": "/closed"}, "limit": 3, "window_seconds": 86400,
+     "algorithm": "token_bucket", "failure_mode": "closed"},
+    {"rule_id": "fallback", "dimension": "user",
+     "match": {"endpoint": "/fallback"}, "limit": 5, "window_seconds": 86400,
+     "algorithm": "token_bucket", "failure_mode": "fallback"},
+]}
+
+SERVER = """
+        location / {
+            ratelimit on;
+            ratelimit_dimension user $arg_user;
+            ratelimit_dimension api_key $http_x_api_key;
+            return 200 "ok\\n";
+        }
+        location /ietf {
+            ratelimit on;
+            ratelimit_dimension api_key $http_x_api_key;
+            ratelimit_ietf_headers on;
+            ratelimit_status 503;
+            return 200 "ok\\n";
+        }
+        location /free { return 200 "free\\n"; }
+"""
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    print(("PASS: " if ok else "FAIL: ") + what, flush=True)
+    if ok:
+        passed += 1
+    else:
+        failed += 1
+
+
+def has_trio(h):
+    return all(f"x-ratelimit-{n}" in h for n in ("limit", "remaining", "reset"))
+
+
+def test_fleet(a, b):
+    codes, trio = [], True
+    for i in range(60):
+        st, h, body = curl((a if i % 2 == 0 else b).url("/fleet?user=u1"))
+        codes.append(st)
+        trio = trio and has_trio(h)
+        if st == 429:
+            last429 = (h, body)
+    check(codes.count(200) == 20 and codes.count(429) == 40,
+          f"two instances, one Redis: 20 of 60 admitted "
+          f"(got {codes.count(200)} 200s, {codes.count(429)} 429s)")
+    check(codes[:20] == [200] * 20, "the first 20 admitted, then rejected")
+    check(trio, "every response carries X-RateLimit-Limit/-Remaining/-Reset")
+    h, body = last429
+    check(h.get("x-ratelimit-limit") == "20" and
+          h.get("x-ratelimit-remaining") == "0", "429: Limit 20, Remaining 0")
+    check(h.get("retry-after", "").isdigit() and int(h["retry-after"]) >= 1,
+          f"429 carries Retry-After ({h.get('retry-after')})")
+    check(h.get("content-type") == "application/json", "429 is JSON")
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        doc = {}
+    check(doc.get("error") == "rate_limited" and
+          doc.get("retryAfter") == int(h.get("retry-after", "-1")),
+          f"429 body is rl_body_format's ({body!r})")
+
+
+def wrk_admitted(url, out):
+    p = subprocess.run(["wrk", "-t1", "-c4", "-d2s", url],
+                       capture_output=True, text=True)
+    total = re.search(r"(\d+) requests in", p.stdout)
+    non2xx = re.search(r"Non-2xx or 3xx responses: (\d+)", p.stdout)
+    out.append(int(total.group(1)) - (int(non2xx.group(1)) if non2xx else 0)
+               if total else -1)
+
+
+def test_wrk(a, b):
+    got = []
+    runs = [threading.Thread(target=wrk_admitted, args=(n.url(
+        "/wrk?user=w"), got)) for n in (a, b)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    check(len(got) == 2 and -1 not in got and sum(got) == 50,
+          f"wrk on both instances at once: exactly 50 admitted ({got})")
+
+
+def test_ietf_and_status(a):
+    key = ["-H", "X-Api-Key: k1"]
+    codes = [curl(a.url("/ietf"), extra=key)[0] for _ in range(3)]
+    st, h, _ = curl(a.url("/ietf"), extra=key)
+    check(codes == [200, 200, 503] and st == 503,
+          f"ratelimit_status 503 answers the rejection ({codes + [st]})")
+    check("ratelimit-policy" in h and "ratelimit" in h and has_trio(h),
+          "ratelimit_ietf_headers on: RateLimit-Policy and RateLimit too")
+    st, h, _ = curl(a.url("/free"))
+    check(st == 200 and "x-ratelimit-limit" not in h,
+          "a location without ratelimit: no headers")
+    st, h, _ = curl(a.url("/norule"))
+    check(st == 200 and "x-ratelimit-limit" not in h,
+          "no rule matched: admitted, no headers")
+
+
+def test_memory(module, rules):
+    n = Nginx(module, http=f"ratelimit_rules {rules};", server=SERVER).start()
+    try:
+        codes = [curl(n.url("/fleet?user=m"))[0] for _ in range(25)]
+        check(codes.count(200) == 20 and codes[20:] == [429] * 5,
+              f"memory:// (answers at once): 20 of 25 ({codes})")
+    finally:
+        n.stop()
+
+
+def test_outage(module, rules, redis):
+    # One worker: the fallback's local limit is each worker's own.
+    a = Nginx(module, server=SERVER, http=f"""
+    ratelimit_store {redis.uri};
+    ratelimit_rules {rules};
+    ratelimit_option timeout_ms 100;""").start()
+    try:
+        for path in ("/open", "/closed", "/fallback"):
+            curl(a.url(path + "?user=warm"))
+        outage(a, redis)
+    finally:
+        a.stop()
+
+
+def outage(a, redis):
+    redis.signal(signal.SIGSTOP)
+    try:
+        opened = [curl(a.url("/open?user=o")) for _ in range(6)]
+        closed = [curl(a.url("/closed?user=c"))[:2] for _ in range(3)]
+        fb = [curl(a.url("/fallback?user=f"))[0] for _ in range(8)]
+    finally:
+        redis.signal(signal.SIGCONT)
+    check(all(r[0] == 200 and has_trio(r[1]) for r in opened),
+          "Redis stopped: open rule admits all 6 (limit 3), with headers")
+    check(all(s == 429 and h.get("retry-after") == "1" for s, h in closed),
+          "Redis stopped: closed rule rejects, Retry-After 1")
+    check(fb == [200] * 5 + [429] * 3,
+          f"Redis stopped: fallback rule decides locally, 5 of 8 ({fb})")
+
+
+def test_abort(module, rules, redis):
+    n = Nginx(module, server=SERVER, http=f"""
+    ratelimit_store {redis.uri};
+    ratelimit_rules {rules};
+    ratelimit_option timeout_ms 3000;
+    ratelimit_max_in_flight 1;""").start()
+    try:
+        check(curl(n.url("/open?user=ab"))[0] == 200, "abort: server up")
+        redis.signal(signal.SIGSTOP)
+        first = []
+        t = threading.Thread(target=lambda: first.append(
+            curl(n.url("/open?user=ab"), timeout=0.5)[0]))
+        t.start()
+        time.sleep(0.2)  # its check is in flight, the worker's only one
+        busy = curl(n.url("/open?user=ab3"))[0]
+        t.join()
+        st = first[0]
+        check(busy == 503 and "1 checks in flight" in n.log(),
+              f"beyond ratelimit_max_in_flight: 503, logged ({busy})")
+        time.sleep(0.3)
+        redis.signal(signal.SIGCONT)
+        time.sleep(0.3)  # the check completes for a request gone
+        st2 = curl(n.url("/open?user=ab2"))[0]
+        log = n.log()
+        check(st == 0 and "client prematurely closed connection" in log,
+              "a client gone while its check waits: request ended")
+        check(st2 == 200 and "exited on signal" not in log and
+              "[alert]" not in log, "the worker goes on serving")
+    finally:
+        redis.signal(signal.SIGCONT)
+        n.stop()
+
+
+BAD = [
+    ("ratelimit_status 200;", "", "value must be between 400 and 599"),
+    ("ratelimit_store foo://x;", "", 'store "foo://x": unknown scheme'),
+    ("ratelimit_rules /nonexistent/rules.json;", "",
+     "/nonexistent/rules.json"),
+    ("ratelimit_rules {badjson};", "", "rules"),
+    ("ratelimit_option no_such_option 1;", "", "no_such_option"),
+    ("ratelimit_option timeout_ms 0;", "", "timeout_ms"),
+    ("ratelimit_option store memory://;", "", "has its own directive"),
+    ("", "location /x { ratelimit_dimension Bad $arg_x; }",
+     'bad dimension name "Bad"'),
+    ("", "location /x { ratelimit_cost -3; }", 'bad cost "-3"'),
+]
+
+
+def test_bad_directives(module, tmp):
+    bad = os.path.join(tmp, "bad.json")
+    with open(bad, "w") as f:
+        f.write('{"rules": [{"rule_id": "x", "limit": 1}]}')
+    for http, server, want in BAD:
+        http = http.replace("{badjson}", bad)
+        n = Nginx(module, http=http, server=server)
+        rc, out = n.test()
+        n.stop()
+        check(rc != 0 and want in out,
+              f"nginx -t refuses `{http or server}`: "
+              f"{out.strip().splitlines()[0] if out.strip() else ''}")
+    n = Nginx(module, http="ratelimit_store redis://127.0.0.1:1;",
+              server=SERVER)
+    rc, out = n.test()
+    n.stop()
+    check(rc == 0, "nginx -t accepts a Redis store that is down now")
+
+
+def main():
+    module = os.path.abspath(sys.argv[1])
+    tmp = tempfile.mkdtemp(prefix="rl-nginx-test-")
+    rules = os.path.join(tmp, "rules.json")
+    with open(rules, "w") as f:
+        json.dump(RULES, f)
+    test_bad_directives(module, tmp)
+    test_memory(module, rules)
+    redis = Redis(tmp)
+    # A check waits up to 1 s for Redis: on a loaded machine the default
+    # 5 ms would hand some to the local fallback, and the counts would not
+    # be Redis's alone.
+    http = (f"ratelimit_store {redis.uri};\n    ratelimit_rules {rules};\n"
+            "    ratelimit_option timeout_ms 1000;")
+    a = b = None
+    try:
+        a = Nginx(module, http=http, server=SERVER, workers=2).start()
+        b = Nginx(module, http=http, server=SERVER, workers=2).start()
+        test_fleet(a, b)
+        test_wrk(a, b)
+        test_ietf_and_status(a)
+        test_outage(module, rules, redis)
+        test_abort(module, rules, redis)
+    finally:
+        for n in (a, b):
+            if n:
+                n.stop()
+        redis.stop()
+        subprocess.run(["rm", "-rf", tmp])
+    print(f"{passed} passed, {failed} failed")
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
