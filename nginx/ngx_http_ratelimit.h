@@ -25,8 +25,12 @@
 #include <ratelimit.h>
 
 /* The store a limiter uses when no ratelimit_store is given: one constant,
- * changed here only. */
-#define NGX_HTTP_RATELIMIT_STORE_DEFAULT "memory://"
+ * changed here only.  A shared-memory region the workers of this host
+ * share (one limit for all of them, ratelimit(3)), made by the first
+ * worker (as the workers' user), removed when the master exits. */
+#define NGX_HTTP_RATELIMIT_SHM_SCHEME "shm://"
+#define NGX_HTTP_RATELIMIT_STORE_DEFAULT NGX_HTTP_RATELIMIT_SHM_SCHEME "nginx-ratelimit"
+#define NGX_HTTP_RATELIMIT_SHM_NAME_MAX 64 /* the library's bound on NAME */
 
 /* ratelimit_status bounds and default. */
 #define NGX_HTTP_RATELIMIT_STATUS_MIN 400
@@ -135,6 +139,9 @@ char *ngx_http_ratelimit_validate(ngx_conf_t *cf,
 /* ngx_http_ratelimit_worker.c */
 ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle);
 void ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle);
+/* The master exits: a shm:// region the workers made is removed (its
+ * limits end with this nginx; a reload keeps them). */
+void ngx_http_ratelimit_exit_master(ngx_cycle_t *cycle);
 /* Start st's check of req: RL_OK (the state is PENDING or, when the
  * answer came at once, DONE) or the library's refusal code. */
 int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,

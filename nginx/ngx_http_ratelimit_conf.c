@@ -232,6 +232,13 @@ static rl_config *ngx_http_ratelimit_make(ngx_http_ratelimit_main_conf_t *mcf,
     if (cfg == NULL)
         return NULL;
     rc = ngx_http_ratelimit_set(cfg, "store", (char *)mcf->store.data, log);
+    /* The master's check limiter leaves a shm:// region alone (its URI,
+     * name included, was checked just now): made by root, 0600, it would
+     * shut out the workers; the first worker makes it. */
+    if (rc == NGX_OK && use == NGX_HTTP_RATELIMIT_FOR_CHECK &&
+        ngx_strncmp(mcf->store.data, NGX_HTTP_RATELIMIT_SHM_SCHEME,
+                    sizeof(NGX_HTTP_RATELIMIT_SHM_SCHEME) - 1) == 0)
+        rc = ngx_http_ratelimit_set(cfg, "store", "memory://", log);
     if (rc == NGX_OK)
         rc = ngx_http_ratelimit_set(cfg, "degraded_start", "1", log);
     if (rc == NGX_OK)

@@ -91,7 +91,7 @@ ngx_module_t ngx_http_ratelimit_module = {
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
     ngx_http_ratelimit_exit_process,
-    NULL,                                  /* exit master */
+    ngx_http_ratelimit_exit_master,
     NGX_MODULE_V1_PADDING
 };
 

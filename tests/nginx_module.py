@@ -8,7 +8,9 @@ curl and wrk, against a real redis-server (tests/nginx_harness.py).
     runs at once, one on each, exactly the limit of 50 admitted;
   - every response carries X-RateLimit-*; a rejection has Retry-After and
     the library's JSON body; the IETF pair on request; ratelimit_status;
-  - the memory store (its answers come at once, in the handler);
+  - the default store, shm://nginx-ratelimit: 2 workers share one limit,
+    the master removes the region when it exits; the memory store (its
+    answers come at once, in the handler);
   - Redis stopped (SIGSTOP): an `open` rule admits, a `closed` one
     rejects with Retry-After 1, a `fallback` one decides locally (its
     limit of 5); a client that goes away while its check waits leaves
@@ -146,8 +148,29 @@ def test_ietf_and_status(a):
           "no rule matched: admitted, no headers")
 
 
+SHM_DEFAULT = "/dev/shm/nginx-ratelimit"  # the module's default store
+
+
+def test_default_shm(module, rules):
+    """No ratelimit_store: the workers share one shm:// region, made by a
+    worker, removed by the master when it exits."""
+    if os.path.exists(SHM_DEFAULT):
+        os.unlink(SHM_DEFAULT)
+    n = Nginx(module, http=f"ratelimit_rules {rules};", server=SERVER,
+              workers=2).start()
+    try:
+        codes = [curl(n.url("/fleet?user=s"))[0] for _ in range(25)]
+        check(codes.count(200) == 20 and codes[20:] == [429] * 5,
+              f"default shm://nginx-ratelimit, 2 workers: 20 of 25 ({codes})")
+        check(os.path.exists(SHM_DEFAULT), "the region exists while it runs")
+    finally:
+        n.stop()
+    check(not os.path.exists(SHM_DEFAULT), "the master removed the region")
+
+
 def test_memory(module, rules):
-    n = Nginx(module, http=f"ratelimit_rules {rules};", server=SERVER).start()
+    n = Nginx(module, http=f"ratelimit_store memory://;\n"
+              f"    ratelimit_rules {rules};", server=SERVER).start()
     try:
         codes = [curl(n.url("/fleet?user=m"))[0] for _ in range(25)]
         check(codes.count(200) == 20 and codes[20:] == [429] * 5,
@@ -260,6 +283,7 @@ def main():
     with open(rules, "w") as f:
         json.dump(RULES, f)
     test_bad_directives(module, tmp)
+    test_default_shm(module, rules)
     test_memory(module, rules)
     redis = Redis(tmp)
     # A check waits up to 1 s for Redis: on a loaded machine the default
