@@ -144,6 +144,21 @@ static void worker_main(int in, int out, const char *const *opts)
 }
 
 /* opts: NULL-terminated name, value pairs of more options. */
+static long long version_of(worker *w);
+
+/* The limiter runs a rule set from the source (the service put one at
+ * setup): its first read may finish after rl_limiter_new() returned (a
+ * slow one, under a sanitizer: ASan once saw RL_ENORULE). */
+static void worker_has_rules(worker *w)
+{
+    int64_t start = now_ms();
+
+    while (version_of(w) < 1) {
+        ck_assert_msg(now_ms() - start < WAIT_MS, "no rule set read");
+        sleep_ms(5);
+    }
+}
+
 static void worker_start(worker *w, const char *const *opts)
 {
     int down[2], up[2];
@@ -164,6 +179,7 @@ static void worker_start(worker *w, const char *const *opts)
     w->from = fdopen(up[0], "r");
     ck_assert_ptr_nonnull(fgets(line, sizeof line, w->from));
     ck_assert_msg(strcmp(line, "ready\n") == 0, "limiter: %s", line);
+    worker_has_rules(w);
 }
 
 static void worker_stop(worker *w)
