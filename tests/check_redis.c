@@ -440,7 +440,9 @@ START_TEST(a_hung_server_costs_one_timeout)
     rl_result res = RL_RESULT_INIT;
     struct timespec a, b;
 
-    admitted(lim, "user:1", "sw", 1);
+    /* Redis deciding first (on a loaded machine one 20 ms deadline can
+     * pass before the first answer: the fallback decides, not a fault) */
+    await_redis(lim, "user:1");
     ck_assert_int_eq(rh_pause(&srv), 0);
     for (int i = 0; i < 5; i++) {
         clock_gettime(CLOCK_MONOTONIC, &a);
