@@ -847,6 +847,94 @@ START_TEST(lua_design_note_numbers)
 }
 END_TEST
 
+/* One script call of nreq one-key requests of rule ap, request i on key
+ * keys[i] (names repeat), all at `now`, costs cost[i]: the script reads
+ * every key up front (one MGET) and must still see, for a name charged by
+ * an earlier request of the same call, that charge.  Decisions into d. */
+static void lua_batch(const algo_params *ap, const char *const *keys,
+                      const int64_t *cost, int nreq, int64_t now,
+                      algo_decision *d)
+{
+    enum { MAXR = 24, MAXARG = 16 + 6 * MAXR };
+    char num[MAXARG][24];
+    const char *argv[MAXARG];
+    size_t lens[MAXARG];
+    int c = 0;
+    redisReply *r;
+
+    ck_assert_int_le(nreq, MAXR);
+#define NUM(v) (snprintf(num[c], sizeof num[c], "%lld", (long long)(v)), \
+                argv[c] = num[c], c++)
+    argv[c++] = "EVAL";
+    argv[c++] = rl_lua_check_test;
+    NUM(nreq);
+    for (int i = 0; i < nreq; i++)
+        argv[c++] = keys[i];
+    NUM(now);
+    argv[c++] = "c";
+    NUM(11); /* the requests' part, after the one rule at ARGV[4..10] */
+    NUM(ap->algo), NUM(ap->limit), NUM(ap->burst), NUM(ap->window_ms);
+    NUM(ap->p), NUM(ap->q), NUM(0);
+    NUM(nreq);
+    for (int i = 0; i < nreq; i++) {
+        NUM(1), NUM(4), NUM(cost[i]), NUM(0);
+        argv[c++] = "";
+    }
+#undef NUM
+    for (int i = 0; i < c; i++)
+        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
+    r = redisCommandArgv(ctx, c, argv, lens);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY &&
+                  r->elements == 4 * (size_t)nreq + 1,
+                  "script reply type %d (%s)", r->type,
+                  r->type == REDIS_REPLY_ERROR ? r->str : "");
+    for (int i = 0; i < nreq; i++) {
+        d[i].allowed = r->element[4 * i]->integer == 1;
+        d[i].remaining = r->element[4 * i + 1]->integer;
+        d[i].reset_ms = r->element[4 * i + 2]->integer;
+        d[i].retry_ms = r->element[4 * i + 3]->integer;
+    }
+    freeReplyObject(r);
+}
+
+/* A batch naming the same clients again and again, every algorithm: each
+ * request decided as the C maths decide the same requests one by one. */
+START_TEST(batch_repeated_keys_same_decisions)
+{
+    int64_t base = test_base();
+
+    for (int algo = 0; algo < 4; algo++)
+        for (int round = 0; round < 20; round++) {
+            algo_params ap = random_params(algo);
+            algo_state st[3] = {{0}, {0}, {0}};
+            char names[3][64];
+            const char *keys[24];
+            int64_t cost[24], t = base + (int64_t)rnd(100000);
+            algo_decision c, l[24];
+            int who[24], n = 2 + (int)rnd(23);
+
+            for (int k = 0; k < 3; k++)
+                snprintf(names[k], sizeof names[k], "rl:{batch}:%s-%d-%d",
+                         algo_name(algo), round, k);
+            for (int s = 0; s < 3; s++) { /* three calls, time moving */
+                for (int i = 0; i < n; i++) {
+                    who[i] = (int)rnd(3);
+                    keys[i] = names[who[i]];
+                    cost[i] = next_cost(&ap);
+                }
+                lua_batch(&ap, keys, cost, n, t, l);
+                for (int i = 0; i < n; i++) {
+                    algo_apply(&ap, &st[who[i]], t, cost[i], &c);
+                    same_decision(&c, &l[i], "C vs Lua batch", &ap, i, base,
+                                  t, cost[i]);
+                }
+                t = next_time(&ap, t, base);
+            }
+        }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lua");
@@ -860,6 +948,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, sliding_window_same_decisions);
     tcase_add_test(tc, cross_slot_mode_same_decisions);
+    tcase_add_test(tc, batch_repeated_keys_same_decisions);
     tcase_add_test(tc, token_bucket_same_decisions);
     tcase_add_test(tc, fixed_window_same_decisions);
     tcase_add_test(tc, gcra_same_decisions);
