@@ -57,9 +57,12 @@ local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
 local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
 local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
 local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund}
-local cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
-local cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
-local crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
+local cread, cwrite, crefund
+if compact_layout then
+  cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
+  cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
+  crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
+end
 
 -- State of a plain key as (a, b, c, found); all zero when it does not
 -- exist.
@@ -168,7 +171,7 @@ end end
 -- it too.
 local PREFETCH = 1000
 local vals, dirty
-if not cross and #KEYS > 0 and ARGV[arg + 4] == '' then
+if not cross and #KEYS > 1 and not compact_layout then
   vals, dirty = {}, {}
   for i = 1, #KEYS, PREFETCH do
     local j = i + PREFETCH - 1
