@@ -57,9 +57,12 @@ local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
 local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
 local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
 local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund}
-local cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
-local cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
-local crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
+local cread, cwrite, crefund
+if compact_layout then
+  cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
+  cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
+  crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
+end
 
 -- State of a plain key as (a, b, c, found); all zero when it does not
 -- exist.
@@ -122,10 +125,12 @@ if ARGV[2] == 'r' then
       if cost > 0 then
         if field ~= '' then
           crefund[algo](K[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 2]), now)
-        elseif call('EXISTS', K[key]) == 1 then
-          local a, b, c = read(K[key], algo, burst, w, p, q)
-          a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 2]), w))
-          write(K[key], algo, burst, w, p, q, a, b, c)
+        else
+          local a, b, c, found = read(K[key], algo, burst, w, p, q)
+          if found then
+            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 2]), w))
+            write(K[key], algo, burst, w, p, q, a, b, c)
+          end
         end
       end
       key, arg = key + 1, arg + stride
@@ -158,6 +163,24 @@ if converts then migrate = function(kname, field, algo, limit, burst, w, p, q, r
   return 0, 0, 0
 end end
 
+-- The plain layout on one server (keys declared): every key's value is
+-- read up front, by one MGET per PREFETCH keys instead of a GET each (a
+-- redis.call costs more than the command it runs); vals[i] is KEYS[i]'s
+-- value, false for none.  A name this call writes or deletes is marked
+-- dirty, and read again by a GET when a later request of the batch names
+-- it too.
+local PREFETCH = 1000
+local vals, dirty
+if not cross and #KEYS > 1 and not compact_layout then
+  vals, dirty = {}, {}
+  for i = 1, #KEYS, PREFETCH do
+    local j = i + PREFETCH - 1
+    if j > #KEYS then j = #KEYS end
+    local part = call('MGET', unpack(KEYS, i, j))
+    for t = 1, #part do vals[i + t - 1] = part[t] end
+  end
+end
+
 -- The state of one op under its rule: its own, or migrate()'s.  In a
 -- cluster batch it runs under pcall: a key this node cannot serve raises
 -- (every read comes before any write of its request, so a request
@@ -171,10 +194,17 @@ local function load_op(kname, field, algo, limit, burst, w, p, q, moved, ri)
 end
 
 -- Write a charged state (and delete the state it was converted from).
+-- (The main loop below inlines the plain layout's common cases of
+-- load_op() and store(): a Lua function call costs about what a division
+-- and a comparison do.)
 local function store(kname, field, sa, sb, sw, sp, sq, a, b, c, old)
   if field == '' then
     write(kname, sa, sb, sw, sp, sq, a, b, c)
     if old then call('DEL', old[1]) end
+    if dirty then
+      dirty[kname] = true
+      if old then dirty[old[1]] = true end
+    end
   elseif not old then
     cwrite[sa](kname, field, sb, sw, sp, sq, a, b, c, now)
   else
@@ -202,6 +232,15 @@ for r = 1, nreq do
     if not here then
     elseif cross then
       here, a, b, c, old = pcall(load_op, K[key], field, algo, limit, burst, w, p, q, moved, ri)
+    elseif field == '' and not moved then -- load_op's common case, inline
+      local value
+      if vals and not dirty[K[key]] then value = vals[key]
+      else value = call('GET', K[key]) end
+      if value then
+        a, b, c = load[algo](burst, w, p, q, value, call('PEXPIRETIME', K[key]))
+      else
+        a, b, c = 0, 0, 0
+      end
     else
       a, b, c, old = load_op(K[key], field, algo, limit, burst, w, p, q, moved, ri)
     end
@@ -213,7 +252,11 @@ for r = 1, nreq do
         if k ~= 1 then -- held back until every rule of the request passed
           npending = npending + 1
           pending[npending] = {K[key], field, algo, burst, w, p, q, a, b, c, old}
-        else -- one rule: nothing to hold back, write now
+        elseif field == '' and not old then -- one rule: write now (store()
+          local value, exp = save[algo](burst, w, p, q, a, b, c) -- inline)
+          call('SET', K[key], value, 'PXAT', format('%d', exp))
+          if dirty then dirty[K[key]] = true end
+        else
           store(K[key], field, algo, burst, w, p, q, a, b, c, old)
         end
       end

@@ -77,13 +77,30 @@
 -- clock that does not go back), within a double's exact range like the
 -- algorithms' own debt + cost*p.
 
-local function hname(base, e)
+-- A script builds its functions on every call, and most stores use one
+-- layout: the functions below are made only when this call's first key
+-- names a field (check.lua: the 4th value of the first key, after the
+-- requests' count and the first request's key count).
+local compact_layout
+do
+  local reqs = tonumber(ARGV[3])
+  if reqs < 0 then reqs = -reqs end
+  compact_layout = ARGV[reqs + 5] ~= ''
+end
+local hname, hput, life, vread, vwrite
+local fixed_window_cread, fixed_window_cwrite, window_crefund
+local sliding_window_cread, sliding_window_cwrite
+local token_bucket_cread, token_bucket_cwrite, bucket_crefund
+local gcra_cread, gcra_cwrite
+if compact_layout then
+
+function hname(base, e)
   return base .. ':' .. str(e)
 end
 
 -- HSET, and when it created the field, the hash's expiry: the first write
 -- of any client into an epoch sets it, later ones set the same time again.
-local function hput(hash, field, value, exp)
+function hput(hash, field, value, exp)
   if call('HSET', hash, field, str(value)) == 1 then
     call('PEXPIREAT', hash, str(exp))
   end
@@ -91,18 +108,18 @@ end
 
 -- Windows -----------------------------------------------------------------
 
-local function fixed_window_cread(base, field, burst, w, p, q, now)
+function fixed_window_cread(base, field, burst, w, p, q, now)
   local idx = idiv(now, w)
   local v = call('HGET', hname(base, idx), field)
   if v then return idx, tonumber(v), 0, true end
   return 0, 0, 0, false
 end
 
-local function fixed_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
+function fixed_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
   hput(hname(base, a), field, b, (a + 1) * w)
 end
 
-local function sliding_window_cread(base, field, burst, w, p, q, now)
+function sliding_window_cread(base, field, burst, w, p, q, now)
   local idx = idiv(now, w)
   local cur = call('HGET', hname(base, idx), field)
   local prev = call('HGET', hname(base, idx - 1), field)
@@ -112,12 +129,12 @@ local function sliding_window_cread(base, field, burst, w, p, q, now)
 end
 
 -- c, the previous window's count, already lives in its own hash.
-local function sliding_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
+function sliding_window_cwrite(base, field, burst, w, p, q, a, b, c, now)
   hput(hname(base, a), field, b, (a + 2) * w)
 end
 
 -- Both windows: take the cost back from the window it was charged in.
-local function window_crefund(base, field, burst, w, p, q, cost, at, now)
+function window_crefund(base, field, burst, w, p, q, cost, at, now)
   local hash = hname(base, idiv(at, w))
   local v = call('HGET', hash, field)
   if v then
@@ -129,14 +146,14 @@ end
 
 -- Buckets -----------------------------------------------------------------
 
-local function life(burst, p, q)
+function life(burst, p, q)
   return ceil_div(burst * p, q) + 2
 end
 
 -- The virtual time of `field` relative to its epoch's start, that start
 -- (ms) and the hash holding it; nil when neither the current epoch nor the
 -- previous one has it (the state is fresh).
-local function vread(base, field, now, l)
+function vread(base, field, now, l)
   local e = idiv(now, l)
   local hash = hname(base, e)
   local v = call('HGET', hash, field)
@@ -152,14 +169,14 @@ end
 -- Store a virtual time given relative to the current epoch's start.  It
 -- is never negative here: a charged state's refill time (token bucket) or
 -- TAT (GCRA) is never before now.
-local function vwrite(base, field, now, l, v)
+function vwrite(base, field, now, l, v)
   local e = idiv(now, l)
   hput(hname(base, e), field, v, (e + 2) * l)
 end
 
 -- Take cost*p off the virtual time, in the hash it was read from; below
 -- that epoch's start (0) the state is fresh, and is kept as 0.
-local function bucket_crefund(base, field, burst, w, p, q, cost, at, now)
+function bucket_crefund(base, field, burst, w, p, q, cost, at, now)
   local v, start, hash = vread(base, field, now, life(burst, p, q))
   if v then
     v = v - cost * p
@@ -168,7 +185,7 @@ local function bucket_crefund(base, field, burst, w, p, q, cost, at, now)
   end
 end
 
-local function token_bucket_cread(base, field, burst, w, p, q, now)
+function token_bucket_cread(base, field, burst, w, p, q, now)
   local cap = burst * p
   local v, start = vread(base, field, now, life(burst, p, q))
   if not v then return 0, 0, 0, false end
@@ -179,19 +196,19 @@ local function token_bucket_cread(base, field, burst, w, p, q, now)
   return t * q + cap - v, start + t, 0, true
 end
 
-local function token_bucket_cwrite(base, field, burst, w, p, q, a, b, c, now)
+function token_bucket_cwrite(base, field, burst, w, p, q, a, b, c, now)
   local l = life(burst, p, q)
   vwrite(base, field, now, l, (b - idiv(now, l) * l) * q + burst * p - a)
 end
 
-local function gcra_cread(base, field, burst, w, p, q, now)
+function gcra_cread(base, field, burst, w, p, q, now)
   local v, start = vread(base, field, now, life(burst, p, q))
   if not v then return 0, 0, 0, false end
   local ms = idiv(v, q)
   return start + ms, v - ms * q, 0, true
 end
 
-local function gcra_cwrite(base, field, burst, w, p, q, a, b, c, now)
+function gcra_cwrite(base, field, burst, w, p, q, a, b, c, now)
   local l = life(burst, p, q)
   vwrite(base, field, now, l, (a - idiv(now, l) * l) * q + b)
 end
@@ -204,8 +221,11 @@ end
 -- previous epoch).  A sliding window's previous count, if any, lives in
 -- no hash of the new shape yet: it goes into the previous window's.
 -- (Made only for a call that may convert: see convert.lua.)
+
+end -- compact_layout
+
 local compact_move
-if converts then compact_move = function(base, field, algo, burst, w, p, q, a, b, c,
+if converts and compact_layout then compact_move = function(base, field, algo, burst, w, p, q, a, b, c,
                                          obase, oalgo, oburst, ow, op, oq, now)
   if algo == 0 then
     if c > 0 then hput(hname(base, a - 1), field, c, (a + 1) * w) end

@@ -26,7 +26,7 @@ local function fixed_window_load(burst, w, p, q, value, exp)
 end
 
 local function fixed_window_save(burst, w, p, q, a, b, c)
-  return str(b), (a + 1) * w
+  return format('%d', b), (a + 1) * w
 end
 
 local function fixed_window_refund(burst, w, p, q, a, b, c, cost, idx)

@@ -35,7 +35,7 @@ local function gcra_load(burst, w, p, q, value, exp)
 end
 
 local function gcra_save(burst, w, p, q, a, b, c)
-  if b > 0 then return str(b), a + 1 end
+  if b > 0 then return format('%d', b), a + 1 end
   return '0', a
 end
 

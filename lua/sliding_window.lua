@@ -47,8 +47,8 @@ local function sliding_window_load(burst, w, p, q, value, exp)
 end
 
 local function sliding_window_save(burst, w, p, q, a, b, c)
-  if c > 0 then return str(c) .. format('%010d', b), (a + 2) * w end
-  return str(b), (a + 2) * w
+  if c > 0 then return format('%d%010d', c, b), (a + 2) * w end
+  return format('%d', b), (a + 2) * w
 end
 
 local function sliding_window_refund(burst, w, p, q, a, b, c, cost, idx)

@@ -39,7 +39,7 @@ local function token_bucket_load(burst, w, p, q, value, exp)
 end
 
 local function token_bucket_save(burst, w, p, q, a, b, c)
-  return str(a), b + ceil_div(burst * p - a, q)
+  return format('%d', a), b + ceil_div(burst * p - a, q)
 end
 
 local function token_bucket_refund(burst, w, p, q, a, b, c, cost, idx)

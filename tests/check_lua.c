@@ -847,6 +847,184 @@ START_TEST(lua_design_note_numbers)
 }
 END_TEST
 
+/* One script call of nreq one-key requests of rule ap, request i on key
+ * keys[i] (names repeat), all at `now`, costs cost[i]: the script reads
+ * every key up front (one MGET) and must still see, for a name charged by
+ * an earlier request of the same call, that charge.  fields: the compact
+ * layout's (NULL: the plain layout).  Decisions into d. */
+static void lua_batch(const algo_params *ap, const char *const *keys,
+                      const char *const *fields, const int64_t *cost,
+                      int nreq, int64_t now, algo_decision *d)
+{
+    enum { MAXR = 24, MAXARG = 16 + 6 * MAXR };
+    char num[MAXARG][24];
+    const char *argv[MAXARG];
+    size_t lens[MAXARG];
+    int c = 0;
+    redisReply *r;
+
+    char sha[41];
+
+    ck_assert_int_le(nreq, MAXR);
+    /* by its SHA1: the 35 KB script in every call would grow and shrink
+     * the connection's buffers, which used_memory counts */
+    r = redisCommand(ctx, "SCRIPT LOAD %b", rl_lua_check_test,
+                     rl_lua_check_test_len);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STRING && r->len == 40,
+                  "SCRIPT LOAD");
+    memcpy(sha, r->str, 41);
+    freeReplyObject(r);
+#define NUM(v) (snprintf(num[c], sizeof num[c], "%lld", (long long)(v)), \
+                argv[c] = num[c], c++)
+    argv[c++] = "EVALSHA";
+    argv[c++] = sha;
+    NUM(nreq);
+    for (int i = 0; i < nreq; i++)
+        argv[c++] = keys[i];
+    NUM(now);
+    argv[c++] = "c";
+    NUM(11); /* the requests' part, after the one rule at ARGV[4..10] */
+    NUM(ap->algo), NUM(ap->limit), NUM(ap->burst), NUM(ap->window_ms);
+    NUM(ap->p), NUM(ap->q), NUM(0);
+    NUM(nreq);
+    for (int i = 0; i < nreq; i++) {
+        NUM(1), NUM(4), NUM(cost[i]), NUM(0);
+        argv[c++] = fields ? fields[i] : "";
+    }
+#undef NUM
+    for (int i = 0; i < c; i++)
+        lens[i] = strlen(argv[i]);
+    r = redisCommandArgv(ctx, c, argv, lens);
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY &&
+                  r->elements == 4 * (size_t)nreq + 1,
+                  "script reply type %d (%s)", r->type,
+                  r->type == REDIS_REPLY_ERROR ? r->str : "");
+    for (int i = 0; i < nreq; i++) {
+        d[i].allowed = r->element[4 * i]->integer == 1;
+        d[i].remaining = r->element[4 * i + 1]->integer;
+        d[i].reset_ms = r->element[4 * i + 2]->integer;
+        d[i].retry_ms = r->element[4 * i + 3]->integer;
+    }
+    freeReplyObject(r);
+}
+
+/* A batch naming the same clients again and again, every algorithm: each
+ * request decided as the C maths decide the same requests one by one. */
+START_TEST(batch_repeated_keys_same_decisions)
+{
+    int64_t base = test_base();
+
+    for (int algo = 0; algo < 4; algo++)
+        for (int round = 0; round < 20; round++) {
+            algo_params ap = random_params(algo);
+            algo_state st[3] = {{0}, {0}, {0}};
+            char names[3][64];
+            const char *keys[24];
+            int64_t cost[24], t = base + (int64_t)rnd(100000);
+            algo_decision c, l[24];
+            int who[24], n = 2 + (int)rnd(23);
+
+            for (int k = 0; k < 3; k++)
+                snprintf(names[k], sizeof names[k], "rl:{batch}:%s-%d-%d",
+                         algo_name(algo), round, k);
+            for (int s = 0; s < 3; s++) { /* three calls, time moving */
+                for (int i = 0; i < n; i++) {
+                    who[i] = (int)rnd(3);
+                    keys[i] = names[who[i]];
+                    cost[i] = next_cost(&ap);
+                }
+                lua_batch(&ap, keys, NULL, cost, n, t, l);
+                for (int i = 0; i < n; i++) {
+                    algo_apply(&ap, &st[who[i]], t, cost[i], &c);
+                    same_decision(&c, &l[i], "C vs Lua batch", &ap, i, base,
+                                  t, cost[i]);
+                }
+                t = next_time(&ap, t, base);
+            }
+        }
+}
+END_TEST
+
+/* MEMORY USAGE summed over the keys matching pattern. */
+static long long memory_usage(const char *pattern)
+{
+    long long sum = 0;
+    redisReply *r = cmd("KEYS %s", pattern);
+
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    for (size_t i = 0; i < r->elements; i++)
+        sum += cmd_int("MEMORY USAGE %s SAMPLES 0", r->element[i]->str);
+    freeReplyObject(r);
+    return sum;
+}
+
+/* What the state of one (client, rule) costs in Redis memory, used_memory
+ * grown over `clients` new clients of one rule charged once, in batches
+ * of 24 (compact: MEMORY USAGE of its hashes, over the clients; the
+ * server's own allocations move used_memory more than a few hashes do): the bound README states (plain layout <= 144 bytes, compact <= 48),
+ * with 24-byte key names, as the README's figure has them.  The
+ * state's format is what bounds it: a value Redis keeps as an integer (no
+ * string of its own), the rest of the state in the key's expiry. */
+static double bytes_per_client(int algo, int compact, int clients)
+{
+    algo_params ap;
+    char err[200], names[24][96], fields[24][16];
+    const char *keys[24], *fp[24];
+    int64_t cost[24], now = test_base();
+    algo_decision d[24];
+    long long before;
+
+    ck_assert_int_eq(algo_params_init(&ap, algo, 1000, 0, 60000, err,
+                                      sizeof err), 0);
+    freeReplyObject(cmd("FLUSHALL"));
+    keys[0] = "warm-up"; /* the script cached, its buffers grown */
+    cost[0] = 1;
+    lua_batch(&ap, keys, NULL, cost, 1, now, d);
+    before = rh_info_int(&srv, "memory", "used_memory");
+    for (int i = 0; i < clients; i += 24) {
+        for (int j = 0; j < 24; j++) {
+            if (compact) {
+                uint64_t h = rnd(UINT64_MAX);
+                snprintf(names[j], sizeof names[j], "rlc:{%u}:r1:%c60000",
+                         (unsigned)(h & 15), algo_name(algo)[0]);
+                snprintf(fields[j], sizeof fields[j], "%u",
+                         (unsigned)((h >> 16) % 2147483647u));
+            } else {
+                snprintf(names[j], sizeof names[j], "rl:{u%011d}:r1:%c60",
+                         i + j, algo_name(algo)[0]); /* 24 bytes */
+            }
+            keys[j] = names[j];
+            fp[j] = fields[j];
+            cost[j] = 1;
+        }
+        lua_batch(&ap, keys, compact ? fp : NULL, cost, 24, now, d);
+        for (int j = 0; j < 24; j++)
+            ck_assert(d[j].allowed);
+    }
+    if (!compact)
+        return (double)(rh_info_int(&srv, "memory", "used_memory") -
+                        before) / clients;
+    return (double)memory_usage("rlc:*") / clients;
+}
+
+START_TEST(state_size_bound)
+{
+    for (int algo = 0; algo < 4; algo++) {
+        /* 170 x 24 = 4080 keys: the key space's tables (4096 slots) are
+         * as full as at the million the README measures */
+        double plain = bytes_per_client(algo, 0, 24 * 170);
+        double compact = bytes_per_client(algo, 1, 24 * 80);
+        fprintf(stderr, "state_size_bound: %s: plain %.1f B, compact %.1f B "
+                "per (client, rule)\n", algo_name(algo), plain, compact);
+        ck_assert_msg(plain <= 144, "%s plain: %.1f B per client",
+                      algo_name(algo), plain);
+        ck_assert_msg(compact <= 48, "%s compact: %.1f B per client",
+                      algo_name(algo), compact);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lua");
@@ -860,6 +1038,8 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, sliding_window_same_decisions);
     tcase_add_test(tc, cross_slot_mode_same_decisions);
+    tcase_add_test(tc, batch_repeated_keys_same_decisions);
+    tcase_add_test(tc, state_size_bound);
     tcase_add_test(tc, token_bucket_same_decisions);
     tcase_add_test(tc, fixed_window_same_decisions);
     tcase_add_test(tc, gcra_same_decisions);
