@@ -168,7 +168,8 @@ end end
 -- redis.call costs more than the command it runs); vals[i] is KEYS[i]'s
 -- value, false for none.  A name this call writes or deletes is marked
 -- dirty, and read again by a GET when a later request of the batch names
--- it too.
+-- it too.  A user whose ACL lacks +mget (set up before 1.1) is not
+-- refused: the MGET's error sends every key back to its own GET.
 local PREFETCH = 1000
 local vals, dirty
 if not cross and #KEYS > 1 and not compact_layout then
@@ -176,7 +177,8 @@ if not cross and #KEYS > 1 and not compact_layout then
   for i = 1, #KEYS, PREFETCH do
     local j = i + PREFETCH - 1
     if j > #KEYS then j = #KEYS end
-    local part = call('MGET', unpack(KEYS, i, j))
+    local part = redis.pcall('MGET', unpack(KEYS, i, j))
+    if part.err then vals, dirty = nil, nil break end
     for t = 1, #part do vals[i + t - 1] = part[t] end
   end
 end

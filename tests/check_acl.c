@@ -325,10 +325,10 @@ START_TEST(compact_layout_every_algorithm_and_a_changed_rule)
 }
 END_TEST
 
-START_TEST(check_many_as_the_user)
+/* 64 requests of 16 clients in one rl_check_many (one script call):
+ * each client admitted exactly 3 times, every answer Redis's. */
+static void many_exact(rl_limiter *lim)
 {
-    const char *opts[] = {"rules", rules, NULL};
-    rl_limiter *lim = open_as_user(uri, opts);
     rl_request req[64];
     rl_result res[64];
     int codes[64], ok[16] = {0};
@@ -348,8 +348,40 @@ START_TEST(check_many_as_the_user)
     }
     for (int u = 0; u < 16; u++)
         ck_assert_int_eq(ok[u], 3);
+}
+
+START_TEST(check_many_as_the_user)
+{
+    const char *opts[] = {"rules", rules, NULL};
+    rl_limiter *lim = open_as_user(uri, opts);
+
+    many_exact(lim);
     rl_limiter_free(lim);
     nothing_went_wrong();
+}
+END_TEST
+
+/* A user set up before the script read batches with MGET (no +mget):
+ * refused the MGET, the script reads key by key, decisions the same. */
+START_TEST(check_many_without_mget)
+{
+    const char *opts[] = {"rules", rules, NULL};
+    rl_limiter *lim;
+    redisReply *r;
+    int refused = 0;
+
+    freeReplyObject(admin(&srv, "ACL SETUSER %s -mget", USER));
+    freeReplyObject(admin(&srv, "ACL LOG RESET"));
+    lim = open_as_user(uri, opts);
+    many_exact(lim);
+    r = admin(&srv, "ACL LOG");
+    for (size_t i = 0; r->type == REDIS_REPLY_ARRAY && i < r->elements; i++)
+        for (size_t k = 0; k + 1 < r->element[i]->elements; k += 2)
+            refused += strcmp(r->element[i]->element[k]->str, "object") == 0 &&
+                       strcmp(r->element[i]->element[k + 1]->str, "mget") == 0;
+    freeReplyObject(r);
+    ck_assert_msg(refused > 0, "the script never tried MGET");
+    rl_limiter_free(lim);
 }
 END_TEST
 
@@ -632,6 +664,7 @@ int main(void)
         tcase_add_test(one, plain_layout_every_algorithm_and_a_changed_rule);
         tcase_add_test(one, compact_layout_every_algorithm_and_a_changed_rule);
         tcase_add_test(one, check_many_as_the_user);
+        tcase_add_test(one, check_many_without_mget);
         tcase_add_test(one, lost_scripts_connections_and_the_fallback);
         tcase_add_test(one, fleet_auto_counts_its_members);
         tcase_add_test(one, rules_source_push_and_pull);
