@@ -274,16 +274,25 @@ int store_memory_new(const store_options *opt, rl_store **out, char *err,
     m->epoch_s = clock_now_ms(&m->clock) / 1000 - 1;
     m->max_bytes = opt->memory_max_bytes;
     siphash_random_key(m->hash_key);
+    pthread_mutexattr_t ma;
+    /* Adaptive: a waiter spins a moment before it sleeps.  A segment is
+     * held for a few hundred ns, so on a hot key (a global rule) 2 threads
+     * spent most of a check in futex sleeps and wakes: 2.1-2.6 us per
+     * check each (metricsbench, 2 threads), 1.4-1.6 us adaptive. */
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
     for (unsigned i = 0; i < NSEG; i++) {
         segment *g = &m->seg[i];
-        pthread_mutex_init(&g->lock, NULL);
+        pthread_mutex_init(&g->lock, &ma);
         g->cap = SEG_MIN_CAP;
         g->max_used = max_used_of(g->cap);
         if (!(g->slots = calloc(g->cap, sizeof(entry)))) {
+            pthread_mutexattr_destroy(&ma);
             mem_free(&m->base);
             return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
         }
     }
+    pthread_mutexattr_destroy(&ma);
     atomic_init(&m->bytes, floor_bytes);
     *out = &m->base;
     return RL_OK;
