@@ -2,7 +2,7 @@
 and p99 latency from wrk through nginx with the module beside the same
 nginx without it, on a location answering `return 200 "ok"`.
 
-    python3 bench/nginxbench.py MODULE.so [--stores memory://,redis]
+    python3 bench/nginxbench.py MODULE.so [--stores memory://,shm,redis]
         [--seconds 5] [--rounds 3] [--connections 32] [--workers 1]
         [--json]
 
@@ -95,7 +95,7 @@ def report(args, names, got):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("module")
-    ap.add_argument("--stores", default="memory://,redis")
+    ap.add_argument("--stores", default="memory://,shm,redis")
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=32)
@@ -114,6 +114,8 @@ def main():
             if s == "redis":
                 redis = redis or Redis(tmp)
                 stores["redis (private)"] = redis.uri
+            elif s == "shm":  # a region of its own, removed by nginx's exit
+                stores["shm:// (private)"] = f"shm://rl-nginxbench-{os.getpid()}"
             else:
                 stores[s] = s
         if not args.json:
