@@ -5,7 +5,11 @@
  * hot_usec_per_call (the same script from redis-benchmark -c 64 -P 16, a busy
  * Redis runs a script faster) and beside a pipelined INCR + PEXPIRE pair or
  * the peer's figure (--peer-usec): the server-side cost in units of the
- * simplest counter.
+ * simplest counter.  Each algorithm's line also carries floor_usec_per_key:
+ * what the least a read-modify-write script can do per key costs the same
+ * server in the same run, batched like the library's calls (one TIME and
+ * one MGET per call; per key a tonumber, an add, a format and a SET with
+ * PXAT), so what is left above it is the algorithm's own Lua.
  */
 #include "redisbench.h"
 /* ---- usec_per_call (group 3) ------------------------------------------------- */
@@ -65,6 +69,90 @@ static int usec_pair(unsigned long long nk, unsigned long long m,
     }
     if (cmdstat_get("incr", incr, err) || cmdstat_get("pexpire", pexp, err))
         return -1;
+    return 0;
+}
+
+/* ---- the floor script: the least a script must do per key ------------------- */
+
+static const char floor_lua[] =
+    "local t = redis.call('TIME')\n"
+    "local exp = string.format('%d', t[1] * 1000 + 60000)\n"
+    "local v = redis.call('MGET', unpack(KEYS))\n"
+    "for i = 1, #KEYS do\n"
+    "  redis.call('SET', KEYS[i], string.format('%d', (tonumber(v[i]) or 0) + 1),\n"
+    "             'PXAT', exp)\n"
+    "end\n"
+    "return #KEYS\n";
+
+/* One pipelined run of `calls` calls of the floor script, `batch` random
+ * keys of nk each (pass 0: keys *next, *next + 1, ... in order, so that
+ * every key exists once the fill is done). */
+static int floor_calls(const char *sha, int pass, unsigned long long calls,
+                       unsigned long long batch, unsigned long long nk,
+                       uint64_t *rng, unsigned long long *next, char *err)
+{
+    char nb[24], keys[64][24];
+    const char *argv[3 + 64];
+
+    snprintf(nb, sizeof nb, "%llu", batch);
+    argv[0] = "EVALSHA", argv[1] = sha, argv[2] = nb;
+    for (unsigned long long c = 0; c < calls; c++) {
+        for (unsigned long long b = 0; b < batch; b++) {
+            unsigned long long k = pass == 0 ? (*next)++ % nk : pick(rng, nk);
+            snprintf(keys[b], sizeof keys[b], "fl:%llu", k);
+            argv[3 + b] = keys[b];
+        }
+        redisAppendCommandArgv(ctl, (int)(3 + batch), argv, NULL);
+    }
+    for (unsigned long long c = 0; c < calls; c++) {
+        redisReply *rep = NULL;
+        if (redisGetReply(ctl, (void **)&rep) != REDIS_OK) {
+            snprintf(err, ERRLEN, "floor script: %s", ctl->errstr);
+            return -1;
+        }
+        int bad = rep->type != REDIS_REPLY_INTEGER;
+        freeReplyObject(rep);
+        if (bad) {
+            snprintf(err, ERRLEN, "floor script: unexpected reply");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The floor's usec per key over about m keys, in batches of `batch` (the
+ * library's mean checks per call, 1..64). */
+static int usec_floor(unsigned long long nk, unsigned long long m,
+                      unsigned long long batch, double *per_key, char *err)
+{
+    uint64_t rng = 0xF100DULL;
+    unsigned long long next = 0;
+    redisReply *r;
+    cmdstat cs;
+    char sha[48];
+
+    if (flush_wait(err))
+        return -1;
+    r = redisCommand(ctl, "SCRIPT LOAD %s", floor_lua);
+    if (!r || r->type != REDIS_REPLY_STRING || r->len >= sizeof sha) {
+        snprintf(err, ERRLEN, "SCRIPT LOAD of the floor script failed");
+        if (r)
+            freeReplyObject(r);
+        return -1;
+    }
+    memcpy(sha, r->str, r->len + 1);
+    freeReplyObject(r);
+    while (next < nk)
+        if (floor_calls(sha, 0, 100, batch, nk, &rng, &next, err))
+            return -1;
+    if (ctl_ok(err, "CONFIG RESETSTAT"))
+        return -1;
+    for (unsigned long long done = 0; done < m; done += 100 * batch)
+        if (floor_calls(sha, 1, 100, batch, nk, &rng, &next, err))
+            return -1;
+    if (cmdstat_get("evalsha", &cs, err))
+        return -1;
+    *per_key = cs.usec_per_call / (double)batch;
     return 0;
 }
 
@@ -152,7 +240,8 @@ static int usec_hot(const options *o, const char *sha, int a,
 static void usec_emit(const options *o, int a, unsigned long long nk,
                       unsigned long long m, const usec_lib *u,
                       const cmdstat *hot, const cmdstat *hotpxt,
-                      const cmdstat *incr, const cmdstat *pexp)
+                      const cmdstat *incr, const cmdstat *pexp,
+                      unsigned long long batch, double floor_us)
 {
     double checks = (double)m, pair = incr->usec_per_call +
                                       pexp->usec_per_call;
@@ -198,6 +287,9 @@ static void usec_emit(const options *o, int a, unsigned long long nk,
              checks);
     xnum(&f, "hot_usec_per_call", hot->usec_per_call);
     xnum(&f, "hot_pexpiretime_per_check", hotpxt->calls / hot->calls);
+    xnum(&f, "floor_batch", (double)batch);
+    xnum(&f, "floor_usec_per_key", floor_us);
+    xnum(&f, "over_floor", f.value / floor_us);
     xnum(&f, "incr_usec", incr->usec_per_call);
     xnum(&f, "pexpire_usec", pexp->usec_per_call);
     xnum(&f, "fallback", (double)u->fb);
@@ -216,12 +308,19 @@ int group_usec(const options *o, const char *sha, char *err)
     for (int a = 0; a < 4; a++) {
         cmdstat hot, hotpxt;
         char tmpl[128];
+        unsigned long long batch;
+        double floor_us;
         usec_lib u;
 
         if (usec_library(o, a, nk, m, &u, tmpl, sizeof tmpl, err) ||
             usec_hot(o, sha, a, nk, m, tmpl, &hot, &hotpxt, err))
             return -1;
-        usec_emit(o, a, nk, m, &u, &hot, &hotpxt, &incr, &pexp);
+        batch = (unsigned long long)((double)m / u.cs.calls + 0.5);
+        batch = batch < 1 ? 1 : batch > 64 ? 64 : batch;
+        if (usec_floor(nk, m, batch, &floor_us, err))
+            return -1;
+        usec_emit(o, a, nk, m, &u, &hot, &hotpxt, &incr, &pexp, batch,
+                  floor_us);
     }
     return 0;
 }
