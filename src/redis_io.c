@@ -8,14 +8,14 @@
  * the loop if it sleeps and would act on it.
  * The loop takes the whole queue at the start of each turn, fails what
  * passed its deadline, and gives each idle connection (one with no batch
- * in flight) the next batch: up to BATCH_MAX queued requests encoded as
- * one script call (redis_script.c).  Requests that queue while every
- * connection has a batch out wait for the next turn, which is what
- * batches 64 concurrent checks into a few script calls.  Replies are read
- * as they come (non-blocking sockets, epoll) and matched in order to what
- * each connection waits for; a batch's answer completes each of its
- * requests.  NOSCRIPT (a restarted or flushed server) sends the same
- * requests again at once as EVAL, within their deadlines.
+ * in flight) the next batch (redis_batch.c): up to BATCH_MAX queued
+ * requests encoded as one script call (redis_script.c).  Requests that
+ * queue while every connection has a batch out wait for the next turn,
+ * which is what batches 64 concurrent checks into a few script calls.
+ * Replies are read as they come (non-blocking sockets, epoll) and matched
+ * in order to what each connection waits for; a batch's answer completes
+ * each of its requests.  NOSCRIPT (a restarted or flushed server) sends
+ * the same requests again at once as EVAL, within their deadlines.
  *
  * Locks and wake-ups, all of them:
  *  - `mu` guards the queue, the ticket pool, the connector's hand-over
@@ -62,6 +62,7 @@
  * after DONE or GONE (or inside `done`, called by the loop).
  */
 #include "redis_io.h"
+#include "redis_io_loop.h"
 #include "redis_connector.h"
 #include "redis_tls.h"
 #include "ratelimit.h"
@@ -81,89 +82,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#define BATCH_MAX 64          /* requests per batch                      */
-#define OWN_MAX 15            /* per-call mode: requests with a call of
-                                 their own per batch (each may need an
-                                 ASKING reply too)                       */
-#define RING 128              /* calls a connection may wait for         */
-#define RBUF 65536
-#define IDLE_TICK_MS 1000     /* the loop's longest sleep, all idle      */
-#define BUSY_TICK_MS 100      /* ... with calls out (stuck detection)    */
-
-enum { E_BATCH, E_RAW };
-
-/* What a connection waits for, in order. */
-typedef struct entry {
-    int kind;
-    int nrep, got;
-    redisReply *rep[RIO_MAX_REPLIES];
-    rio_ticket *tk;           /* E_RAW; NULL once it left               */
-    int64_t sent_ns;
-} entry;
-
-/* A connection's batch in flight: slot j is tk[j], NULL once it left
- * at its deadline (its answer is then read and dropped); job[j] is its
- * job while claimed (encoding the call, reading the answer), else NULL. */
-typedef struct batch {
-    int active, nb, eval;
-    rio_ticket *tk[BATCH_MAX];
-    rio_job *job[BATCH_MAX];
-    size_t n[BATCH_MAX];
-    int flags[BATCH_MAX];
-} batch;
-
-typedef struct conn {
-    int fd;                   /* -1: down, the connector works on it    */
-    SSL *ssl;                 /* rediss://: TLS over fd; NULL plain     */
-    int rd_wants_out;         /* TLS: a read waits for writable         */
-    int wr_wants_in;          /* TLS: a write waits for readable        */
-    redisReader *reader;
-    resp_buf out;             /* bytes not written yet: out.p[off..len) */
-    size_t off;
-    int pollout;
-    entry ring[RING];
-    unsigned head, count;
-    batch b;
-    int64_t last_reply_ns;
-} conn;
-
-enum { S_CALLS, S_WRITES, S_TIMEOUTS, S_RECONNECTS, S_DOWN, S_STUCK,
-       S_BATCHES, S_CHECKS, S_NOSCRIPT, S_MOVED, S_ASKS, S_ELSEWHERE,
-       S_TLS, S_RESUMED, S_COUNT };
-
-struct rio {
-    rio_opts o;
-    script_ctx sx;
-    /* shared: under mu */
-    pthread_mutex_t mu;
-    rio_ticket *qhead, *qtail;
-    tk_pool pool;
-    int ready_fd[RIO_MAX_CONNS];
-    SSL *ready_ssl[RIO_MAX_CONNS];
-    int stop;
-    int drop;                  /* rio_retarget: close what is up          */
-    /* shared: atomics */
-    _Atomic int sleeping, queued, nup;
-    _Atomic int64_t wake_at;
-    _Atomic int64_t st[S_COUNT];
-    int efd, epfd;
-    /* the loop's own */
-    conn c[RIO_MAX_CONNS];
-    int nconns;
-    unsigned rr;
-    rio_ticket *phead, *ptail; /* checks taken, not sent yet            */
-    rio_ticket *rhead, *rtail; /* raw calls taken, not sent yet         */
-    rio_ticket *fhead, *ftail; /* done with: back to the pool next turn */
-    char rbuf[RBUF];           /* what a read brings, before the reader  */
-    rconnector *connector;
-    pthread_t loop_th;
-    int loop_started;
-};
-
-static void stat_add(rio *r, int k, int64_t v)
-{
-    atomic_fetch_add_explicit(&r->st[k], v, memory_order_relaxed);
-}
+/* The loop's types and its batch half: redis_io_loop.h, redis_batch.c. */
 
 static void wake_fd(int fd)
 {
@@ -187,7 +106,7 @@ static void recycle(rio *r, rio_ticket *t)
 
 /* Claim t's job; 0 when its caller left at its deadline (a timeout,
  * counted here, once), the ticket then recycled. */
-static int take(rio *r, rio_ticket *t)
+int rio_loop_take(rio *r, rio_ticket *t)
 {
     if (tk_claim(t))
         return 1;
@@ -198,7 +117,7 @@ static int take(rio *r, rio_ticket *t)
 
 /* t is claimed and its answer (or failure) is in its job: tell the
  * submitter (its callback, or DONE and a wake-up), then recycle. */
-static void finish(rio *r, rio_ticket *t)
+void rio_loop_finish(rio *r, rio_ticket *t)
 {
     rio_job *j = t->job;
 
@@ -221,11 +140,11 @@ static void fail(rio *r, rio_ticket *t, int stat)
         recycle(r, t);
         return;
     }
-    if (!take(r, t))
+    if (!rio_loop_take(r, t))
         return;
     if (stat >= 0)
         stat_add(r, stat, 1);
-    finish(r, t);
+    rio_loop_finish(r, t);
 }
 
 void rio_wait(rio_job *j)
@@ -376,230 +295,19 @@ static void flush(rio *r, int i)
     }
 }
 
-static entry *push_entry(conn *c, int kind, int nrep, rio_ticket *tk)
-{
-    entry *e = &c->ring[(c->head + c->count++) % RING];
-
-    *e = (entry){.kind = kind, .nrep = nrep, .tk = tk,
-                 .sent_ns = clock_mono_ns()};
-    return e;
-}
-
-/* ---- batches ----------------------------------------------------------- */
-
-/* Encode c's batch as its calls into c->out; the number of replies, or 0
- * when out of memory (nothing kept). */
-static int encode_batch(rio *r, conn *c)
-{
-    batch *b = &c->b;
-    size_t was = c->out.len;
-    rio_job *shared[BATCH_MAX];
-    int ns = 0, nrep = 0;
-
-    if (!r->o.per_call) {
-        script_put(&r->sx, &c->out, b->job, b->nb, 'c', b->eval);
-        nrep = 1;
-    } else {
-        for (int j = 0; j < b->nb; j++)
-            if (!b->flags[j])
-                shared[ns++] = b->job[j];
-        if (ns) {
-            script_put(&r->sx, &c->out, shared, ns, 'C', b->eval);
-            nrep++;
-        }
-        for (int j = 0; j < b->nb; j++) {
-            if (!b->flags[j])
-                continue;
-            if (b->flags[j] & RN_ASKING) {
-                script_put_asking(&c->out);
-                nrep++;
-            }
-            script_put(&r->sx, &c->out, &b->job[j], 1, 'c', b->eval);
-            nrep++;
-        }
-    }
-    if (c->out.oom) {
-        c->out.oom = 0;
-        c->out.len = was;
-        return 0;
-    }
-    return nrep;
-}
-
-/* Send c's batch (b->tk[0..nb) claimed, b->job[] their jobs), then let
- * go of the jobs; they fail if it cannot be encoded. */
-static void send_batch(rio *r, int i)
-{
-    conn *c = &r->c[i];
-    int nrep = encode_batch(r, c);
-
-    for (int j = 0; j < c->b.nb; j++) {
-        if (nrep)
-            tk_release(c->b.tk[j]);
-        else
-            finish(r, c->b.tk[j]);
-        c->b.job[j] = NULL;
-    }
-    if (!nrep) {
-        c->b.active = 0;
-        return;
-    }
-    c->b.active = 1;
-    push_entry(c, E_BATCH, nrep, NULL);
-    stat_add(r, S_CALLS, nrep);
-    stat_add(r, S_BATCHES, 1);
-    stat_add(r, S_CHECKS, c->b.nb);
-}
-
-/* The next batch from the queue of checks onto idle connection i: the
- * oldest first; in per-call mode a request that would be one own call
- * too many stays queued, in its place, for the next batch, as does one
- * not to be sent before a later time. */
-static void next_batch(rio *r, int i, int64_t now)
-{
-    batch *b = &r->c[i].b;
-    rio_ticket *skipped = NULL, *last_skipped = NULL;
-    int own = 0;
-
-    b->nb = 0;
-    b->eval = 0;
-    while (r->phead && b->nb < BATCH_MAX) {
-        rio_ticket *t = r->phead;
-        int flags = r->o.per_call ? t->flags : 0;
-        r->phead = t->next;
-        t->next = NULL;
-        if ((flags && own == OWN_MAX) || t->not_before_ns > now) {
-            if (last_skipped)
-                last_skipped->next = t;
-            else
-                skipped = t;
-            last_skipped = t;
-            continue;
-        }
-        if (!take(r, t)) /* its caller left */
-            continue;
-        own += flags != 0;
-        b->tk[b->nb] = t;
-        b->job[b->nb] = t->job;
-        b->n[b->nb] = t->n;
-        b->flags[b->nb++] = flags;
-    }
-    if (!r->phead)
-        r->ptail = last_skipped;
-    if (skipped) {
-        last_skipped->next = r->phead;
-        r->phead = skipped;
-    }
-    if (b->nb)
-        send_batch(r, i);
-}
-
-/* Per-call answer: the shared "C" call's, then each own call's (after
- * ASKING's +OK).  Slots whose call met NOSCRIPT are marked in redo[]. */
-static int answer_calls(rio *r, conn *c, entry *e, int *redo)
-{
-    batch *b = &c->b;
-    rio_job *shared[BATCH_MAX];
-    size_t sn[BATCH_MAX];
-    int at[BATCH_MAX], ns = 0, k = 0, na = 0;
-
-    for (int j = 0; j < b->nb; j++)
-        if (!b->flags[j]) {
-            at[ns] = j;
-            shared[ns] = b->job[j];
-            sn[ns++] = b->n[j];
-        }
-    if (ns && script_parse(e->rep[k++], shared, sn, ns) == 1)
-        for (int j = 0; j < ns; j++)
-            if (shared[j])
-                na += redo[at[j]] = 1;
-    for (int j = 0; j < ns; j++)
-        if (shared[j] && shared[j]->why.status == RN_ELSEWHERE)
-            stat_add(r, S_ELSEWHERE, 1);
-    for (int j = 0; j < b->nb; j++) {
-        rio_job *jb = b->job[j];
-        if (!b->flags[j])
-            continue;
-        k += (b->flags[j] & RN_ASKING) != 0; /* +OK */
-        if (script_parse(e->rep[k++], &b->job[j], &b->n[j], 1) == 1) {
-            if (jb)
-                na += redo[j] = 1;
-        } else if (jb && jb->why.status == RN_MOVED) {
-            stat_add(r, S_MOVED, 1);
-        } else if (jb && jb->why.status == RN_ASK) {
-            stat_add(r, S_ASKS, 1);
-        }
-    }
-    return na;
-}
-
-/* Claim the batch's jobs for reading its answer; those whose callers
- * left are dropped from it. */
-static void claim_batch(rio *r, batch *b)
-{
-    for (int j = 0; j < b->nb; j++) {
-        rio_ticket *t = b->tk[j];
-        if (t && !take(r, t))
-            t = b->tk[j] = NULL;
-        b->job[j] = t ? t->job : NULL;
-    }
-}
-
-/* A batch's replies are all in: answer its requests; those that met
- * NOSCRIPT go again at once as EVAL (once). */
-static void answer_batch(rio *r, int i, entry *e)
-{
-    conn *c = &r->c[i];
-    batch *b = &c->b;
-    int redo[BATCH_MAX] = {0}, na = 0, nb = 0;
-
-    claim_batch(r, b);
-    if (!r->o.per_call) {
-        if (script_parse(e->rep[0], b->job, b->n, b->nb) == 1)
-            for (int j = 0; j < b->nb; j++)
-                if (b->job[j])
-                    na += redo[j] = 1;
-    } else {
-        na = answer_calls(r, c, e, redo);
-    }
-    if (na && !b->eval) {
-        stat_add(r, S_NOSCRIPT, 1);
-        for (int j = 0; j < b->nb; j++) { /* the others are answered */
-            if (!b->tk[j])
-                continue;
-            if (!redo[j]) {
-                finish(r, b->tk[j]);
-                continue;
-            }
-            b->tk[nb] = b->tk[j];
-            b->job[nb] = b->job[j];
-            b->n[nb] = b->n[j];
-            b->flags[nb++] = b->flags[j];
-        }
-        b->nb = nb;
-        b->eval = 1;
-        send_batch(r, i);
-        return;
-    }
-    b->active = 0;
-    for (int j = 0; j < b->nb; j++)
-        if (b->tk[j])
-            finish(r, b->tk[j]);
-}
-
 /* ---- replies ------------------------------------------------------------- */
 
 static void entry_done(rio *r, int i, entry *e)
 {
     if (e->kind == E_BATCH) {
-        answer_batch(r, i, e);
-    } else if (e->tk && take(r, e->tk)) {
+        rbatch_answer(r, i, e);
+    } else if (e->tk && rio_loop_take(r, e->tk)) {
         rio_job *j = e->tk->job;
         memcpy(j->replies, e->rep, (size_t)e->nrep * sizeof *e->rep);
         e->got = 0; /* the caller owns them now */
         j->rc = RL_OK;
         j->why.status = RN_OK;
-        finish(r, e->tk);
+        rio_loop_finish(r, e->tk);
     }
     free_replies(e);
 }
@@ -781,7 +489,7 @@ static void dispatch(rio *r, int64_t now)
             rio_ticket *t = r->rhead;
             r->rhead = t->next;
             t->next = NULL;
-            if (!take(r, t)) /* its caller left */
+            if (!rio_loop_take(r, t)) /* its caller left */
                 continue;
             resp_raw(&c->out, t->job->raw, t->job->raw_len);
             tk_release(t);
@@ -794,7 +502,7 @@ static void dispatch(rio *r, int64_t now)
     for (int k = 0; r->phead && k < r->nconns; k++) {
         int i = (int)(r->rr++ % (unsigned)r->nconns);
         if (r->c[i].fd >= 0 && !r->c[i].b.active && r->c[i].count < RING - 1)
-            next_batch(r, i, now);
+            rbatch_next(r, i, now);
     }
 }
 

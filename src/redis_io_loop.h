@@ -1,0 +1,128 @@
+/*
+ * redis_io_loop.h -- the I/O loop's own types, shared by its two halves:
+ * redis_io.c (the queue, the connections, the replies, the loop's turn)
+ * and redis_batch.c (a connection's batch: gathered from the queue,
+ * encoded as script calls, answered from their replies).  Nothing here is
+ * for the rest of the library, which speaks redis_io.h; only the loop
+ * thread touches a conn, an entry or a batch (see redis_io.c).
+ */
+#ifndef RL_REDIS_IO_LOOP_H
+#define RL_REDIS_IO_LOOP_H
+
+#include <openssl/ssl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "redis_connector.h"
+#include "redis_io.h"
+#include "redis_script.h"
+#include "redis_ticket.h"
+#include "resp.h"
+
+#define BATCH_MAX 64          /* requests per batch                      */
+#define OWN_MAX 15            /* per-call mode: requests with a call of
+                                 their own per batch (each may need an
+                                 ASKING reply too)                       */
+#define RING 128              /* calls a connection may wait for         */
+#define RBUF 65536
+#define IDLE_TICK_MS 1000     /* the loop's longest sleep, all idle      */
+#define BUSY_TICK_MS 100      /* ... with calls out (stuck detection)    */
+
+enum { E_BATCH, E_RAW };
+
+/* What a connection waits for, in order. */
+typedef struct entry {
+    int kind;
+    int nrep, got;
+    redisReply *rep[RIO_MAX_REPLIES];
+    rio_ticket *tk;           /* E_RAW; NULL once it left               */
+    int64_t sent_ns;
+} entry;
+
+/* A connection's batch in flight: slot j is tk[j], NULL once it left
+ * at its deadline (its answer is then read and dropped); job[j] is its
+ * job while claimed (encoding the call, reading the answer), else NULL. */
+typedef struct batch {
+    int active, nb, eval;
+    rio_ticket *tk[BATCH_MAX];
+    rio_job *job[BATCH_MAX];
+    size_t n[BATCH_MAX];
+    int flags[BATCH_MAX];
+} batch;
+
+typedef struct conn {
+    int fd;                   /* -1: down, the connector works on it    */
+    SSL *ssl;                 /* rediss://: TLS over fd; NULL plain     */
+    int rd_wants_out;         /* TLS: a read waits for writable         */
+    int wr_wants_in;          /* TLS: a write waits for readable        */
+    redisReader *reader;
+    resp_buf out;             /* bytes not written yet: out.p[off..len) */
+    size_t off;
+    int pollout;
+    entry ring[RING];
+    unsigned head, count;
+    batch b;
+    int64_t last_reply_ns;
+} conn;
+
+enum { S_CALLS, S_WRITES, S_TIMEOUTS, S_RECONNECTS, S_DOWN, S_STUCK,
+       S_BATCHES, S_CHECKS, S_NOSCRIPT, S_MOVED, S_ASKS, S_ELSEWHERE,
+       S_TLS, S_RESUMED, S_COUNT };
+
+struct rio {
+    rio_opts o;
+    script_ctx sx;
+    /* shared: under mu */
+    pthread_mutex_t mu;
+    rio_ticket *qhead, *qtail;
+    tk_pool pool;
+    int ready_fd[RIO_MAX_CONNS];
+    SSL *ready_ssl[RIO_MAX_CONNS];
+    int stop;
+    int drop;                  /* rio_retarget: close what is up          */
+    /* shared: atomics */
+    _Atomic int sleeping, queued, nup;
+    _Atomic int64_t wake_at;
+    _Atomic int64_t st[S_COUNT];
+    int efd, epfd;
+    /* the loop's own */
+    conn c[RIO_MAX_CONNS];
+    int nconns;
+    unsigned rr;
+    rio_ticket *phead, *ptail; /* checks taken, not sent yet            */
+    rio_ticket *rhead, *rtail; /* raw calls taken, not sent yet         */
+    rio_ticket *fhead, *ftail; /* done with: back to the pool next turn */
+    char rbuf[RBUF];           /* what a read brings, before the reader  */
+    rconnector *connector;
+    pthread_t loop_th;
+    int loop_started;
+};
+
+static inline void stat_add(rio *r, int k, int64_t v)
+{
+    atomic_fetch_add_explicit(&r->st[k], v, memory_order_relaxed);
+}
+
+/* Note that connection c waits for a reply (or nrep) next. */
+static inline entry *push_entry(conn *c, int kind, int nrep, rio_ticket *tk)
+{
+    entry *e = &c->ring[(c->head + c->count++) % RING];
+
+    *e = (entry){.kind = kind, .nrep = nrep, .tk = tk,
+                 .sent_ns = clock_mono_ns()};
+    return e;
+}
+
+/* redis_io.c: claim t's job (0: its caller left at its deadline; the
+ * ticket is recycled and the timeout counted); and, t claimed with its
+ * answer or failure in its job, tell the submitter and recycle t. */
+int rio_loop_take(rio *r, rio_ticket *t);
+void rio_loop_finish(rio *r, rio_ticket *t);
+
+/* redis_batch.c: the next batch from the queue of checks onto idle
+ * connection i, sent; and the answer of connection i's batch, whose
+ * replies are all in e. */
+void rbatch_next(rio *r, int i, int64_t now);
+void rbatch_answer(rio *r, int i, entry *e);
+
+#endif
