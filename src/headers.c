@@ -12,6 +12,7 @@
  * [A-Za-z0-9._:-], so no output byte can be a control character, CR, LF or
  * DEL whatever the result holds.
  */
+#include "clock.h"
 #include "ratelimit.h"
 
 #include <stddef.h>
@@ -155,21 +156,12 @@ static int count_headers(const rl_result *r, unsigned options)
            ((options & RL_HEADERS_IETF) ? 2 : 0);
 }
 
-static int64_t realtime_ms(void)
-{
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_REALTIME, &ts) != 0 || ts.tv_sec < 0)
-        return 0;
-    return (int64_t)ts.tv_sec * MS_PER_S + ts.tv_nsec / 1000000;
-}
-
 /* The seconds from now until reset_at, never negative: the draft-10 "t".
  * Now is CLOCK_REALTIME, as for draft-11, not time(): glibc's time() reads
  * the coarse clock, a tick behind, so the two could differ by a second. */
 static int64_t seconds_to_reset(const rl_result *r)
 {
-    int64_t now = realtime_ms() / MS_PER_S;
+    int64_t now = clock_wall_ms() / MS_PER_S;
 
     /* reset_at > now >= 0, so the subtraction cannot overflow. */
     return r->reset_at > now ? r->reset_at - now : 0;
@@ -184,7 +176,7 @@ static int64_t seconds_to_reset_ms(const rl_result *r)
     if (r->size < offsetof(rl_result, reset_at_ms) + sizeof(r->reset_at_ms) ||
         r->reset_at_ms <= 0)
         return seconds_to_reset(r);
-    now = realtime_ms();
+    now = clock_wall_ms();
     /* reset_at_ms > 0 and now >= 0: no overflow either way. */
     d = r->reset_at_ms > now ? r->reset_at_ms - now : 0;
     return d / MS_PER_S + (d % MS_PER_S != 0);
