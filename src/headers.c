@@ -17,7 +17,6 @@
 
 #include <stddef.h>
 #include <string.h>
-#include <time.h>
 
 /* Largest Integer a Structured Field (RFC 8941 section 3.3.1) may carry. */
 #define SF_INT_MAX 999999999999999LL
