@@ -2,14 +2,13 @@
 headers and body as the library formats them, errors raised with the
 library's code and message, rule loading, threads."""
 import json
-import threading
 
 import pytest
 
 from ratelimit import (ErrorCode, FileReadError, Flags, InvalidArgumentError,
                        Limiter, NoSuchRuleError, OptionError, RateLimitError,
                        RuleError, RuleParseError, StoreError)
-from rlhelp import rule, ruleset
+from rlhelp import on_threads, rule, ruleset
 
 
 @pytest.fixture
@@ -178,19 +177,11 @@ def test_threads_share_one_exact_limit():
     threads, calls, limit = 8, 250, 1000
     allowed = [0] * threads
     with Limiter(rules=ruleset(rule("shared", limit))) as lim:
-        start = threading.Barrier(threads)
-
         def worker(i):
-            start.wait()
             for _ in range(calls):
                 if lim.allow("user:hot", "shared"):
                     allowed[i] += 1
-        ts = [threading.Thread(target=worker, args=(i,))
-              for i in range(threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        on_threads(threads, worker)
         assert sum(allowed) == limit
         st = lim.stats()
         assert (st["checks"], st["allowed"], st["denied"]) == \

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ratelimit import ErrorCode, Flags, Limiter, StoreError, _abi, _lib
-from rlhelp import rule, ruleset
+from rlhelp import on_threads, rule, ruleset
 import redis_server
 
 # Long enough that no check of a loaded machine times out into a failure
@@ -41,12 +41,7 @@ def test_threads_on_redis_admit_exactly_the_limit(redis):
             for _ in range(calls):
                 if lim.check(endpoint="/x", user="hot"):
                     allowed[i] += 1
-        ts = [threading.Thread(target=worker, args=(i,))
-              for i in range(threads)]
-        for t in ts:
-            t.start()
-        for t in ts:
-            t.join()
+        on_threads(threads, worker)
         st = lim.stats()
     assert sum(allowed) == limit
     assert st["fail_closed"] == st["fail_open"] == st["fallback"] == 0
