@@ -269,13 +269,14 @@ for r = 1, nreq do
       a, b, c, old = load_op(K[key], field, algo, limit, burst, w, p, q, moved, ri)
     end
     local soft = ARGV[arg + 2]
-    if here and soft ~= '0' and soft ~= '1' then -- a lease: "-least"
-      ok, changed, remaining, reset, retry, a, b, c =
-        lease(algo, limit, burst, w, p, q, a, b, c, cost, -tonumber(soft))
-      if not ok then all = false end
-    elseif here then
-      ok, changed, remaining, reset, retry, a, b, c =
-        apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
+    if here then
+      if soft == '0' or soft == '1' then
+        ok, changed, remaining, reset, retry, a, b, c =
+          apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
+      else -- a lease: "-least"
+        ok, changed, remaining, reset, retry, a, b, c =
+          lease(algo, limit, burst, w, p, q, a, b, c, cost, -tonumber(soft))
+      end
       if not ok and soft ~= '1' then all = false end
       if ok and changed then
         if k ~= 1 then -- held back until every rule of the request passed
