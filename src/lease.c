@@ -16,6 +16,7 @@
 
 #include <sched.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -40,7 +41,8 @@ struct lease_table {
     uint64_t key[2];          /* SipHash key, random to the limiter    */
     size_t mask;
     rl_store *store;
-    lease_slot *slot;
+    lease_slot *slot;         /* 64-byte aligned, inside mem           */
+    void *mem;
 };
 
 /* What a slot gave up, to go back to the store once its lock is dropped. */
@@ -59,11 +61,13 @@ lease_table *lease_new(size_t entries, rl_store *store)
 
     while (n < entries)
         n <<= 1;
-    if (!t || !(t->slot = aligned_alloc(64, n * sizeof t->slot[0]))) {
+    /* calloc: a large table's pages stay untouched (not resident) until
+     * a grant lands in them; one slot more to align the first to 64 */
+    if (!t || !(t->mem = calloc(n + 1, sizeof t->slot[0]))) {
         free(t);
         return NULL;
     }
-    memset(t->slot, 0, n * sizeof t->slot[0]);
+    t->slot = (lease_slot *)(((uintptr_t)t->mem + 63) & ~(uintptr_t)63);
     siphash_random_key(t->key);
     t->mask = n - 1;
     t->store = store;
@@ -154,7 +158,7 @@ void lease_free(lease_table *t)
         if (give_back(t, &b, wait) != RL_OK)
             wait = 0; /* the store is away: do not wait for each */
     }
-    free(t->slot);
+    free(t->mem);
     free(t);
 }
 
