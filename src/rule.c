@@ -429,7 +429,8 @@ static int parse_numbers(json_t **v, rl_rule *r, char *err, size_t errlen)
  * RULE_LEASE_MIN and at most half of what the rule admits at once (its
  * limit; a bucket's burst), so a fleet's leases never hold the whole of
  * it between two limiters.  Not on mode "log" rules (they charge
- * nothing that a lease could hold). */
+ * nothing that a lease could hold), and only on the four algorithms the
+ * lease's bound is stated for (lease.h). */
 static int parse_lease(json_t *v, rl_rule *r, char *err, size_t errlen)
 {
     int64_t most = r->ap.burst ? r->ap.burst : r->ap.limit;
@@ -444,6 +445,9 @@ static int parse_lease(json_t *v, rl_rule *r, char *err, size_t errlen)
                         "the %s), got %lld", RULE_LEASE_MIN, (long long)most,
                         r->ap.burst ? "burst" : "limit",
                         (long long)r->lease), -1;
+    if (r->ap.algo > RL_ALGO_GCRA) /* e.g. a log of timestamps: exact */
+        return snprintf(err, errlen, "lease: not with algorithm %s",
+                        algo_name(r->ap.algo)), -1;
     if (r->mode == RL_MODE_LOG)
         return snprintf(err, errlen, "lease: not with mode \"log\" (it "
                         "charges nothing to lease)"), -1;
