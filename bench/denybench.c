@@ -349,6 +349,8 @@ static void report_lease(const options *o, const run r[2])
     xnum(&f, "target", 0.01);
     /* once the limit is spent the rest are denials the deny cache
      * answers: the calls over the admitted checks alone, too */
+    xnum(&f, "calls_per_million_checks",
+         1e6 * (double)r[ON].calls / (double)r[ON].checks);
     xnum(&f, "calls_per_admitted",
          (double)r[ON].calls / (double)(r[ON].admitted ? r[ON].admitted : 1));
     xnum(&f, "fleet", (double)o->fleet);
