@@ -114,21 +114,33 @@ static uint64_t fingerprint(const lease_table *t, const store_op *op)
     return h ? h : 1;
 }
 
+/* *b: `units` charged at charged_ms under the rule (id, shape, window)
+ * for the client key, to go back to the store. */
+static void back_set(lease_back *b, const char *id, const rule_shape *shape,
+                     int64_t window_s, const uint64_t *layout_key,
+                     const char *key, size_t key_len, int64_t units,
+                     int64_t charged_ms)
+{
+    memset(&b->rule, 0, sizeof b->rule);
+    memcpy(b->rule.id, id, sizeof b->rule.id);
+    b->rule.shape = *shape;
+    b->rule.ap = shape->ap;
+    b->rule.window_s = window_s;
+    b->units = units;
+    b->charged_ms = charged_ms;
+    b->layout_key = layout_key;
+    b->key_len = key_len;
+    memcpy(b->key, key, key_len);
+    b->key[key_len] = '\0';
+}
+
 /* Empty slot e (locked), its unspent units into *b (b->units 0: none). */
 static void slot_release(lease_slot *e, lease_back *b)
 {
-    b->units = e->fp ? e->left : 0;
-    if (b->units > 0) {
-        memset(&b->rule, 0, sizeof b->rule);
-        memcpy(b->rule.id, e->id, sizeof b->rule.id);
-        b->rule.shape = e->shape;
-        b->rule.ap = e->shape.ap;
-        b->rule.window_s = e->window_s;
-        b->charged_ms = e->charged_ms;
-        b->layout_key = e->layout_key;
-        b->key_len = e->key_len;
-        memcpy(b->key, e->key, e->key_len + 1);
-    }
+    b->units = 0;
+    if (e->fp && e->left > 0)
+        back_set(b, e->id, &e->shape, e->window_s, e->layout_key, e->key,
+                 e->key_len, e->left, e->charged_ms);
     e->fp = 0;
     e->left = 0;
 }
@@ -226,23 +238,6 @@ static int64_t grant_until(const store_op *op, const algo_decision *d,
     return t0_mono + life;
 }
 
-/* op's `units` charged at now_store, to go back as they are. */
-static void back_of(const store_op *op, int64_t units, int64_t now_store,
-                    lease_back *b)
-{
-    memset(&b->rule, 0, sizeof b->rule);
-    memcpy(b->rule.id, op->rule->id, sizeof b->rule.id);
-    b->rule.shape = op->rule->shape;
-    b->rule.ap = op->rule->ap;
-    b->rule.window_s = op->rule->window_s;
-    b->units = units;
-    b->charged_ms = now_store;
-    b->layout_key = op->layout_key;
-    b->key_len = op->key_len;
-    memcpy(b->key, op->key, op->key_len);
-    b->key[op->key_len] = '\0';
-}
-
 /* Fill empty slot e (locked) with op's grant of `units`. */
 static void slot_fill(lease_slot *e, uint64_t fp, const store_op *op,
                       const algo_decision *d, int64_t units, int64_t until,
@@ -286,7 +281,8 @@ void lease_put(lease_table *t, const store_op *op, const algo_decision *d,
     slot_unlock(e);
     give_back(t, &old, 0);
     if (!kept) { /* the slot is another's, or op's still holds units */
-        back_of(op, units, now_store, &mine);
+        back_set(&mine, op->rule->id, &op->rule->shape, op->rule->window_s,
+                 op->layout_key, op->key, op->key_len, units, now_store);
         give_back(t, &mine, 0);
     }
 }

@@ -22,7 +22,9 @@
  * token bucket, GCRA).  A fixed window's grants end with their window, so
  * every unit admitted in a window was charged in it: never over the
  * limit; instead up to fleet_size x (N - 1) units may stay unspent at the
- * window's end (under-admission).
+ * window's end (under-admission), plus per limiter what its threads'
+ * simultaneous leases gave back while the limit looked spent to a check
+ * denied meanwhile (up to (threads - 1) x (N - 1)).
  *
  * The table: a fixed array of slots allocated at start (option
  * lease_entries, rounded up to a power of two; 0: none), direct-mapped

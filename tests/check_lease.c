@@ -183,6 +183,7 @@ static long long rule_metric(rl_limiter *lim, const char *family,
 
 typedef struct member {
     rl_limiter *lim;
+    int64_t limit;            /* the rule's, as results must say */
     long long admitted, checks, leased;
     const char *err;
 } member;
@@ -206,7 +207,7 @@ static void *spend(void *arg)
             break;
         m->admitted++;
         m->leased += (res.flags & RL_FLAG_LEASED) != 0;
-        if (res.remaining < 0 || res.limit != LIMIT) {
+        if (res.remaining < 0 || res.limit != m->limit) {
             m->err = "a bad result";
             break;
         }
@@ -236,8 +237,10 @@ START_TEST(fleet_admits_within_the_bound)
              "%lld,\"lease\":%d}]", algo, LIMIT, (long long)window, LEASE);
     inside_one_window(window);
     flush();
-    for (int i = 0; i < FLEET; i++)
+    for (int i = 0; i < FLEET; i++) {
         m[i].lim = open_on(NULL, rules, NULL);
+        m[i].limit = LIMIT;
+    }
     calls = script_calls();
     t0 = mono_ms();
     for (int i = 0; i < FLEET; i++)
@@ -273,6 +276,41 @@ START_TEST(fleet_admits_within_the_bound)
                  (long long)window);
         ck_assert_int_eq(redis_int(key), admitted);
     }
+}
+END_TEST
+
+/* Threads of one limiter share its grant: two that miss at once both
+ * lease, and the second's units go back at once instead of being added
+ * (a limiter holds at most lease - 1 per pair); never over the limit,
+ * under it by at most threads x (lease - 1) (units given back while the
+ * limit looked spent to a thread denied meanwhile), and Redis counts
+ * exactly what was admitted once the limiter is freed. */
+START_TEST(threads_share_one_limiters_grant)
+{
+    member m[4] = {{0}};
+    pthread_t t[4];
+    long long admitted = 0;
+    rl_limiter *lim;
+
+    inside_one_window(3600);
+    flush();
+    lim = open_on(NULL, "[{\"rule_id\":\"fw\",\"dimension\":\"user\","
+                  "\"algorithm\":\"fixed_window\",\"limit\":20000,"
+                  "\"window_seconds\":3600,\"lease\":100}]", NULL);
+    for (int i = 0; i < 4; i++) {
+        m[i].lim = lim;
+        m[i].limit = 20000;
+        ck_assert_int_eq(pthread_create(&t[i], NULL, spend, &m[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        ck_assert_msg(m[i].err == NULL, "thread %d: %s", i, m[i].err);
+        admitted += m[i].admitted;
+    }
+    ck_assert_int_le(admitted, 20000);
+    ck_assert_int_ge(admitted, 20000 - 4 * 99);
+    rl_limiter_free(lim);
+    ck_assert_int_eq(redis_int("rl:{user:partner}:fw:f3600"), admitted);
 }
 END_TEST
 
@@ -393,6 +431,47 @@ START_TEST(rule_change_drops_grants)
 }
 END_TEST
 
+/* Every algorithm, in both Redis layouts: a limiter that spent 3 of a
+ * lease of 100 gives the other 97 back at rl_limiter_free(), so the next
+ * limiter's first check sees 996 of 1000 left. */
+START_TEST(given_back_in_every_algorithm_and_layout)
+{
+    static const char *const names[] = {"fixed_window", "sliding_window",
+                                        "token_bucket", "gcra"};
+    const char *layout = _i & 1 ? "compact" : "plain";
+    char rules[300], uri[1024];
+    rl_limiter *lim;
+    rl_config *cfg;
+    rl_result r;
+
+    snprintf(rules, sizeof rules, "[{\"rule_id\":\"x\",\"dimension\":"
+             "\"user\",\"algorithm\":\"%s\",\"limit\":1000,"
+             "\"window_seconds\":3600,\"lease\":100}]", names[_i / 2]);
+    inside_one_window(3600);
+    flush();
+    for (int round = 0; round < 2; round++) {
+        cfg = rl_config_new();
+        ck_assert_int_eq(rl_config_set(cfg, "store",
+                                       rh_uri(&srv, uri, sizeof uri)), RL_OK);
+        ck_assert_int_eq(rl_config_set(cfg, "redis_layout", layout), RL_OK);
+        ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "2000"), RL_OK);
+        ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+        ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+        rl_config_free(cfg);
+        for (int i = 0; i < (round ? 1 : 3); i++) {
+            r = check_user(lim, "u", 1);
+            ck_assert(r.allowed);
+            ck_assert_int_eq(r.flags, i ? RL_FLAG_LEASED : 0);
+            ck_assert_msg(r.remaining == (round ? 996 : 999 - i),
+                          "%s %s round %d check %d: remaining %lld",
+                          names[_i / 2], layout, round, i,
+                          (long long)r.remaining);
+        }
+        rl_limiter_free(lim);
+    }
+}
+END_TEST
+
 /* Redis away (stopped): the grant held keeps serving; then the rule's
  * failure mode (closed) decides. */
 START_TEST(grant_serves_while_redis_is_away)
@@ -490,9 +569,11 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_loop_test(tc, fleet_admits_within_the_bound, 0,
                         (int)(sizeof algos / sizeof algos[0]));
+    tcase_add_test(tc, threads_share_one_limiters_grant);
     tcase_add_test(tc, lease_spent_locally_and_given_back);
     tcase_add_test(tc, lease_takes_what_is_left);
     tcase_add_test(tc, rule_change_drops_grants);
+    tcase_add_loop_test(tc, given_back_in_every_algorithm_and_layout, 0, 8);
     tcase_add_test(tc, grant_serves_while_redis_is_away);
     tcase_add_test(tc, memory_store_ignores_leases);
     tcase_add_test(tc, bad_leases_refused);
