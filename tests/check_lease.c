@@ -25,6 +25,8 @@
 
 #include "ratelimit.h"
 #include "redis_harness.h"
+#include "rule.h"
+#include "rule_json.h"
 #include "testutil.h"
 
 #define FLEET 8           /* limiters spending one client's limit      */
@@ -556,6 +558,38 @@ START_TEST(bad_leases_refused)
 }
 END_TEST
 
+/* The field round-trips through the canonical writer (rule_json.h):
+ * written when set, absent when not. */
+START_TEST(lease_round_trips)
+{
+    static const char *const src[] = {
+        "{\"rule_id\":\"r\",\"dimension\":\"user\",\"limit\":100,"
+        "\"window_seconds\":60,\"lease\":50}",
+        "{\"rule_id\":\"r\",\"dimension\":\"user\",\"limit\":100,"
+        "\"window_seconds\":60}"};
+
+    for (int i = 0; i < 2; i++) {
+        json_t *in = json_loads(src[i], 0, NULL), *out;
+        rl_rule r;
+        char err[256];
+
+        ck_assert_ptr_nonnull(in);
+        ck_assert_int_eq(rule_from_json(in, &r, err, sizeof err), 0);
+        ck_assert_int_eq(r.lease, i ? 0 : 50);
+        out = rule_to_json(&r);
+        ck_assert_ptr_nonnull(out);
+        if (i)
+            ck_assert_ptr_null(json_object_get(out, "lease"));
+        else
+            ck_assert_int_eq(json_integer_value(json_object_get(out, "lease")),
+                             50);
+        json_decref(out);
+        json_decref(in);
+        rule_clear(&r);
+    }
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lease");
@@ -577,6 +611,7 @@ int main(void)
     tcase_add_test(tc, grant_serves_while_redis_is_away);
     tcase_add_test(tc, memory_store_ignores_leases);
     tcase_add_test(tc, bad_leases_refused);
+    tcase_add_test(tc, lease_round_trips);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
