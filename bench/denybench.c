@@ -14,11 +14,27 @@
  * each run (the same rule, so about the same number: the cache must not
  * change who is let in).
  *
- *   denybench [--json] [--quick] [--seconds N] [--limit N]
+ * Then leases (a rule's "lease", src/lease.h): a partner at --partner
+ * requests a minute (1M by default) checked by --fleet limiters at once
+ * (threads of this one process, each its own rl_limiter, as a fleet's
+ * processes would be), for --seconds, with "lease": --lease beside the
+ * same rule without one (the reference), both runs inside one fixed
+ * window (the bench waits for a new minute when too little of this one
+ * is left).  The figures: Redis calls per check (EVALSHA and EVAL calls
+ * over the run / its checks; target <= 0.01), checks per second, and
+ * the admissions beside the limit and beside the documented bound (a
+ * fixed window: never above the limit, at most fleet x (lease - 1)
+ * below it when the fleet stops asking).
+ *
+ *   denybench [--json] [--quick] [--seconds N] [--limit N] [--fleet N]
+ *             [--lease N] [--partner N]
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "benchutil.h"
 #include "ratelimit.h"
@@ -30,7 +46,10 @@
 typedef struct options {
     unsigned long long seconds, limit;
     int json;
+    unsigned long long fleet, lease, partner;
 } options;
+
+#define FLEET_MAX 64
 
 typedef struct run {
     unsigned long long checks, admitted, cached, calls;
@@ -45,12 +64,18 @@ static void usage(FILE *f)
                "on beside off.\n"
                "  --seconds N  each run's length (default 5)\n"
                "  --limit N    the client's tokens a minute (default 600)\n"
+               "  --fleet N    limiters sharing the leased rule (default 8, "
+               "at most 64)\n"
+               "  --lease N    units per lease (default 1000)\n"
+               "  --partner N  the leased rule's limit a minute (default "
+               "1000000)\n"
                "  --quick      2 seconds\n");
 }
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){5, 600, 0};
+    *o = (options){.seconds = 5, .limit = 600, .fleet = 8, .lease = 1000,
+                   .partner = 1000000};
     for (int i = 1; i < argc; i++) {
         unsigned long long *dst = NULL;
         if (strcmp(argv[i], "--json") == 0)
@@ -61,6 +86,12 @@ static int parse_args(int argc, char **argv, options *o)
             dst = &o->seconds;
         else if (strcmp(argv[i], "--limit") == 0)
             dst = &o->limit;
+        else if (strcmp(argv[i], "--fleet") == 0)
+            dst = &o->fleet;
+        else if (strcmp(argv[i], "--lease") == 0)
+            dst = &o->lease;
+        else if (strcmp(argv[i], "--partner") == 0)
+            dst = &o->partner;
         else {
             usage(strcmp(argv[i], "--help") == 0 ? stdout : stderr);
             return strcmp(argv[i], "--help") == 0 ? -1 : 2;
@@ -71,16 +102,23 @@ static int parse_args(int argc, char **argv, options *o)
             return 2;
         }
     }
+    if (o->fleet > FLEET_MAX || o->lease < 2 || o->lease > o->partner / 2) {
+        usage(stderr);
+        return 2;
+    }
     return 0;
 }
 
-static double evalsha_calls(const rh_server *srv)
+/* Calls of the command `cmd` so far (INFO commandstats); -1: unknown. */
+static double calls_of(const rh_server *srv, const char *cmd)
 {
     redisContext *c = rh_connect(srv);
     redisReply *r = c ? redisCommand(c, "INFO commandstats") : NULL;
-    const char *want = "cmdstat_evalsha:calls=", *at;
+    char want[64];
+    const char *at;
     double calls = -1;
 
+    snprintf(want, sizeof want, "cmdstat_%s:calls=", cmd);
     if (r && r->type == REDIS_REPLY_STRING)
         calls = (at = strstr(r->str, want)) ? atof(at + strlen(want)) : 0;
     if (r)
@@ -88,6 +126,11 @@ static double evalsha_calls(const rh_server *srv)
     if (c)
         redisFree(c);
     return calls;
+}
+
+static double evalsha_calls(const rh_server *srv)
+{
+    return calls_of(srv, "evalsha");
 }
 
 static rl_limiter *make_limiter(const char *uri, const options *o, int on,
@@ -187,6 +230,156 @@ static void report(const options *o, const run r[2])
     emit_figure(&f, o->json, &t);
 }
 
+/* ---- leases ------------------------------------------------------------- */
+
+typedef struct member {
+    rl_limiter *lim;
+    uint64_t end;
+    const char *user;
+    unsigned long long checks, admitted, leased;
+    int rc;
+} member;
+
+/* One limiter of the fleet: the partner's checks at full speed. */
+static void *partner_checks(void *arg)
+{
+    member *m = arg;
+    rl_request req = RL_REQUEST_INIT;
+    rl_result res = RL_RESULT_INIT;
+
+    req.user = m->user;
+    req.cost = 1;
+    while (now_ns() < m->end && m->rc == RL_OK)
+        for (int i = 0; i < 64 && m->rc == RL_OK; i++) {
+            m->rc = rl_check(m->lim, &req, &res);
+            m->checks++;
+            m->admitted += res.allowed != 0;
+            m->leased += (res.flags & RL_FLAG_LEASED) != 0;
+        }
+    return NULL;
+}
+
+static rl_limiter *lease_limiter(const char *uri, const options *o, int on,
+                                 char *err)
+{
+    char rules[256], lease[48] = "";
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc = RL_ENOMEM;
+
+    if (on)
+        snprintf(lease, sizeof lease, ",\"lease\":%llu", o->lease);
+    snprintf(rules, sizeof rules,
+             "[{\"rule_id\":\"partner\",\"dimension\":\"user\","
+             "\"algorithm\":\"fixed_window\",\"limit\":%llu,"
+             "\"window_seconds\":60%s}]", o->partner, lease);
+    if (cfg && (rc = rl_config_set(cfg, "store", uri)) == RL_OK &&
+        (rc = rl_config_set(cfg, "rules", rules)) == RL_OK &&
+        (rc = rl_config_set(cfg, "timeout_ms", "1000")) == RL_OK)
+        rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    if (rc != RL_OK)
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+    return lim;
+}
+
+/* Both runs inside one minute's window: wait for the next minute when
+ * fewer seconds than they need are left in this one. */
+static void lease_window(const options *o)
+{
+    struct timespec ts;
+    long long need = 2 * (long long)o->seconds + 4, left;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    left = 60 - ts.tv_sec % 60;
+    if (need < 60 && left < need)
+        usleep((useconds_t)(left * 1000000 - ts.tv_nsec / 1000 + 100000));
+}
+
+/* The fleet checks the partner for --seconds, leases on or off. */
+static int lease_fleet(const char *uri, const rh_server *srv,
+                       const options *o, int on, run *out, char *err)
+{
+    member m[FLEET_MAX] = {{0}};
+    pthread_t t[FLEET_MAX];
+    double before;
+    uint64_t t0;
+    size_t n = 0;
+    int rc = 0;
+
+    *out = (run){0};
+    for (; n < o->fleet; n++)
+        if (!(m[n].lim = lease_limiter(uri, o, on, err)))
+            break;
+    before = evalsha_calls(srv) + calls_of(srv, "eval");
+    t0 = now_ns();
+    for (size_t i = 0; n == o->fleet && i < n; i++) {
+        m[i].end = t0 + o->seconds * 1000000000ULL;
+        m[i].user = on ? "partner-on" : "partner-off";
+        pthread_create(&t[i], NULL, partner_checks, &m[i]);
+    }
+    for (size_t i = 0; n == o->fleet && i < n; i++) {
+        pthread_join(t[i], NULL);
+        if (m[i].rc != RL_OK && !rc) {
+            set_err(err, "rl_check", m[i].rc, errtext(m[i].lim));
+            rc = -1;
+        }
+        out->checks += m[i].checks;
+        out->admitted += m[i].admitted;
+        out->cached += m[i].leased;
+    }
+    out->secs = (double)(now_ns() - t0) / 1e9;
+    out->calls = (unsigned long long)(evalsha_calls(srv) +
+                                      calls_of(srv, "eval") - before);
+    for (size_t i = 0; i < n; i++)
+        rl_limiter_free(m[i].lim);
+    return n == o->fleet ? rc : -1;
+}
+
+static void report_lease(const options *o, const run r[2])
+{
+    static const text_layout t = {30, 12, 4, 10, 22, 4};
+    double held = (double)o->fleet * (double)(o->lease - 1);
+    figure f = {.name = "lease_redis_calls_per_check",
+                .value = (double)r[ON].calls / (double)r[ON].checks,
+                .unit = "calls", .nrefs = 1,
+                .ref = {(double)r[OFF].calls / (double)r[OFF].checks},
+                .ref_name = {"no lease"}};
+
+    xnum(&f, "target", 0.01);
+    /* once the limit is spent the rest are denials the deny cache
+     * answers: the calls over the admitted checks alone, too */
+    xnum(&f, "calls_per_million_checks",
+         1e6 * (double)r[ON].calls / (double)r[ON].checks);
+    xnum(&f, "calls_per_admitted",
+         (double)r[ON].calls / (double)(r[ON].admitted ? r[ON].admitted : 1));
+    xnum(&f, "fleet", (double)o->fleet);
+    xnum(&f, "lease", (double)o->lease);
+    xnum(&f, "checks", (double)r[ON].checks);
+    xnum(&f, "calls", (double)r[ON].calls);
+    xnum(&f, "leased", (double)r[ON].cached);
+    xnum(&f, "checks_ref", (double)r[OFF].checks);
+    xnum(&f, "calls_ref", (double)r[OFF].calls);
+    xnum(&f, "admitted_ref", (double)r[OFF].admitted);
+    emit_figure(&f, o->json, &t);
+    f = (figure){.name = "lease_checks_per_s",
+                 .value = (double)r[ON].checks / r[ON].secs,
+                 .unit = "checks/s", .nrefs = 1,
+                 .ref = {(double)r[OFF].checks / r[OFF].secs},
+                 .ref_name = {"no lease"}};
+    emit_figure(&f, o->json, &t);
+    /* a fixed window: never above the limit; when the partner asks
+     * beyond it, at most fleet x (lease - 1) below (held, unspent) */
+    f = (figure){.name = "lease_admitted", .value = (double)r[ON].admitted,
+                 .unit = "requests", .nrefs = 2,
+                 .ref = {(double)o->partner, (double)o->partner - held},
+                 .ref_name = {"the limit", "limit - fleet*(lease-1)"}};
+    xnum(&f, "bound_over", 0);
+    xnum(&f, "bound_under", held);
+    xnum(&f, "admitted_ref", (double)r[OFF].admitted);
+    emit_figure(&f, o->json, &t);
+}
+
 int main(int argc, char **argv)
 {
     options o;
@@ -205,18 +398,26 @@ int main(int argc, char **argv)
     rh_uri(&srv, uri, sizeof uri);
     if (o.json)
         printf("{\"name\":\"params\",\"seconds\":%llu,\"limit\":%llu,"
+               "\"fleet\":%llu,\"lease\":%llu,\"partner\":%llu,"
                "\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
-               o.seconds, o.limit, rl_version_string(), loadavg1());
+               o.seconds, o.limit, o.fleet, o.lease, o.partner,
+               rl_version_string(), loadavg1());
     for (int on = OFF; on <= ON && rc == 0; on++) {
         rl_limiter *lim = make_limiter(uri, &o, on, err);
         rc = !lim || abuse(lim, &srv, &o, on ? "abuser-on" : "abuser-off",
                            &r[on], err) != 0;
         rl_limiter_free(lim);
     }
+    if (!rc)
+        report(&o, r);
+    if (!rc)
+        lease_window(&o);
+    for (int on = OFF; on <= ON && rc == 0; on++)
+        rc = lease_fleet(uri, &srv, &o, on, &r[on], err) != 0;
     if (rc)
         fprintf(stderr, "denybench: %s\n", err);
     else
-        report(&o, r);
+        report_lease(&o, r);
     rh_stop(&srv);
     print_done("denybench", o.json, t_start);
     return rc;

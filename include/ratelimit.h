@@ -98,6 +98,8 @@ enum {
                                   it ends (option deny_cache)                */
 #define RL_FLAG_NO_RULE 0x10   /* rl_check(): no rule matched the request    */
 #define RL_FLAG_FAIL_CLOSED 0x20 /* denied because the store failed (closed) */
+#define RL_FLAG_LEASED 0x40    /* allowed from units this limiter leased
+                                  from Redis (a rule's "lease"): no call  */
 
 /*
  * The answer to one check.  Filled by rl_allow(), rl_check() and

@@ -33,7 +33,10 @@
 --          its keys, followed by 4 values per key:
 --   the index in ARGV of its rule's first value,
 --   cost,
---   "c": soft ("1": mode log, a denial vetoes nothing)
+--   "c": soft ("1": mode log, a denial vetoes nothing); a negative
+--        number -m: a lease of cost units, or as many as are left but at
+--        least m (lease() below); its answer's allowed is the units
+--        charged
 --   "r": the time the charge was made at (ms)
 --   field: "" for the plain layout, else the client's field in the compact
 --          layout (a decimal integer below 2^31)
@@ -214,6 +217,25 @@ local function store(kname, field, sa, sb, sw, sp, sq, a, b, c, old)
   end
 end
 
+-- A lease (src/lease.h): charge `want` units, or when fewer are left as
+-- many as are, but at least `least` (the request's own cost; below that
+-- the answer is the request's own denial).  ok is the units charged
+-- (a number) instead of true.
+local function lease(algo, limit, burst, w, p, q, a, b, c, want, least)
+  local ok, changed, remaining, reset, retry, na, nb, nc =
+    apply[algo](limit, burst, w, p, q, a, b, c, now, want)
+  if ok then return want, changed, remaining, reset, retry, na, nb, nc end
+  local take = remaining
+  if take > least then
+    ok, changed, remaining, reset, retry, na, nb, nc =
+      apply[algo](limit, burst, w, p, q, a, b, c, now, take)
+    if ok then return take, changed, remaining, reset, retry, na, nb, nc end
+  end
+  ok, changed, remaining, reset, retry, na, nb, nc =
+    apply[algo](limit, burst, w, p, q, a, b, c, now, least)
+  return ok and least, changed, remaining, reset, retry, na, nb, nc
+end
+
 -- Costs and key counts repeat too (mostly "1"): parsed when they change.
 local out, pending, n, ks, k, cs, cost = {}, {}, 0
 for r = 1, nreq do
@@ -246,10 +268,16 @@ for r = 1, nreq do
     else
       a, b, c, old = load_op(K[key], field, algo, limit, burst, w, p, q, moved, ri)
     end
+    local soft = ARGV[arg + 2]
     if here then
-      ok, changed, remaining, reset, retry, a, b, c =
-        apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
-      if not ok and ARGV[arg + 2] ~= '1' then all = false end
+      if soft == '0' or soft == '1' then
+        ok, changed, remaining, reset, retry, a, b, c =
+          apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
+      else -- a lease: "-least"
+        ok, changed, remaining, reset, retry, a, b, c =
+          lease(algo, limit, burst, w, p, q, a, b, c, cost, -tonumber(soft))
+      end
+      if not ok and soft ~= '1' then all = false end
       if ok and changed then
         if k ~= 1 then -- held back until every rule of the request passed
           npending = npending + 1
@@ -263,7 +291,7 @@ for r = 1, nreq do
         end
       end
     end
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok and 1 or 0, remaining, reset, retry
+    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok == true and 1 or ok or 0, remaining, reset, retry
     n = n + 4
     key, arg = key + 1, arg + stride
   end

@@ -51,6 +51,8 @@ typedef struct algo_decision {
     int64_t reset_ms;   /* epoch ms: window end / bucket full              */
     int64_t retry_ms;   /* ms until this cost could pass; 0 when allowed   */
     int64_t expires_ms; /* epoch ms after which the state equals fresh     */
+    int64_t granted;    /* a lease's charge (store_op.lease_min): the units
+                           the store charged, cost or fewer; else 0       */
 } algo_decision;
 
 /* Parse an algorithm name ("sliding_window", "token_bucket", "fixed_window",

@@ -98,6 +98,7 @@ static int failure_metric(unsigned how)
            : how == RL_FLAG_FALLBACK    ? RM_FALLBACK
            : how == RL_FLAG_FAIL_CLOSED ? RM_FAIL_CLOSED
            : how == RL_FLAG_CACHED      ? RM_CACHED
+           : how == RL_FLAG_LEASED      ? RM_LEASED
                                         : 0;
 }
 
@@ -178,12 +179,14 @@ static int degrade(rl_limiter *lim, const store_op *ops, size_t n,
         how[i] = 0;
         switch (rule->failure) {
         case RL_FAIL_OPEN:
-            d[i] = (algo_decision){1, 0, rule->ap.limit,
-                                   now + rule->ap.window_ms, 0, 0};
+            d[i] = (algo_decision){.allowed = 1,
+                                   .remaining = rule->ap.limit,
+                                   .reset_ms = now + rule->ap.window_ms};
             how[i] = RL_FLAG_FAIL_OPEN;
             break;
         case RL_FAIL_CLOSED:
-            d[i] = (algo_decision){0, 0, 0, now + 1000, 1000, 0};
+            d[i] = (algo_decision){.reset_ms = now + 1000,
+                                   .retry_ms = 1000};
             how[i] = RL_FLAG_FAIL_CLOSED;
             break;
         default:
@@ -314,6 +317,20 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
             stats_add(&lim->counts, ST_SOFT);
     }
     return rc;
+}
+
+void decide_leased(rl_limiter *lim, const store_op *ops, size_t n,
+                   const algo_decision *d, rl_result *res)
+{
+    unsigned how[RL_OPS_MAX];
+
+    for (size_t i = 0; i < n; i++)
+        how[i] = RL_FLAG_LEASED;
+    fold(res, ops, d, n, 0); /* all admitted: the time is not read */
+    count_rules(lim, ops, d, n, how);
+    res->flags |= RL_FLAG_LEASED;
+    stats_add(&lim->counts, ST_CHECKS);
+    stats_add(&lim->counts, ST_ALLOWED);
 }
 
 /* A request no rule matches passes. */

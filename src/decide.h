@@ -32,6 +32,13 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
 int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
                   rl_result *res);
 
+/* Every charge of the request ops[0..n) was admitted from a lease
+ * (lease.h), d[i] each one's: *res (full size) is the tightest of them,
+ * flagged RL_FLAG_LEASED, and the check is counted (each charge as
+ * leased in its rule's metrics). */
+void decide_leased(rl_limiter *lim, const store_op *ops, size_t n,
+                   const algo_decision *d, rl_result *res);
+
 /* A request no rule matches passes: *res (full size) says so
  * (RL_FLAG_NO_RULE), and the statistics count it. */
 void decide_no_rule(rl_limiter *lim, rl_result *res);

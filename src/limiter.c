@@ -13,6 +13,7 @@
 #include "limiter.h"
 #include "events.h"
 #include "deny_cache.h"
+#include "lease.h"
 #include "options.h"
 #include "error.h"
 #include "sized.h"
@@ -163,6 +164,9 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
     if (rc == RL_OK && cfg->deny_cache && !lim->store->vt->local &&
         !(lim->deny = deny_cache_new((size_t)cfg->deny_cache)))
         rc = rl_fail(NULL, RL_ENOMEM, "creating the deny cache");
+    if (rc == RL_OK && cfg->lease_entries && lim->store->vt->give_back &&
+        !(lim->lease = lease_new((size_t)cfg->lease_entries, lim->store)))
+        rc = rl_fail(NULL, RL_ENOMEM, "creating the lease table");
     if (rc != RL_OK || (rc = start_events(lim, cfg)) != RL_OK ||
         (rc = load_initial_rules(lim, cfg)) != RL_OK) {
         rl_limiter_free(lim);
@@ -179,6 +183,7 @@ RL_EXPORT void rl_limiter_free(rl_limiter *lim)
     rules_source_stop(lim); /* first: its thread swaps rules in */
     events_stop(lim->events);
     deny_cache_free(lim->deny);
+    lease_free(lim->lease); /* gives back what grants hold: before the store */
     store_free(lim->store);
     store_free(lim->fallback);
     ruleset_free(rcu_peek(&lim->rules));

@@ -29,6 +29,9 @@ struct rl_limiter {
     struct events *events;     /* rejection events (events.h), or NULL   */
     struct deny_cache *deny;   /* Redis's denials kept (deny_cache.h), or
                                   NULL: option deny_cache 0, memory store */
+    struct lease_table *lease; /* rules' leases (lease.h), or NULL:
+                                  option lease_entries 0, a store
+                                  without give_back                   */
     rules_state rstate;        /* behind rl_rules_status_get()           */
     struct rules_source *source; /* option rules_source's thread, or NULL */
     uint64_t layout_key[2];    /* option hash_key, parsed                */

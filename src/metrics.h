@@ -45,6 +45,8 @@ enum rule_metric {
     RM_FALLBACK,    /*   ... by the local fallback                        */
     RM_FAIL_CLOSED, /*   ... by failure mode closed                       */
     RM_CACHED,      /* a denial answered by the deny cache (deny_cache.h) */
+    RM_LEASED,      /* admitted from a lease, Redis not asked (lease.h)   */
+    RM_LEASE_FULL,  /* a leased rule charged plainly: its slot was taken  */
     RM_COUNT
 };
 

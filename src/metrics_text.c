@@ -182,6 +182,11 @@ static const struct {
      "Charges decided by failure mode closed (the store failed)."},
     {RM_CACHED, "rule_cached_total",
      "Denials answered by the local deny cache, Redis not asked."},
+    {RM_LEASED, "rule_leased_total",
+     "Charges admitted from units leased from Redis, Redis not asked."},
+    {RM_LEASE_FULL, "rule_lease_full_total",
+     "Charges of a leased rule sent to Redis plainly: the lease table's "
+     "slot was another's."},
 };
 
 static void write_rules(mw *w, const snap *s)

@@ -107,6 +107,9 @@ static const opt_def opt_table[] = {
          "the client key in an event: as is, hashed, or left out"),
     NUM("deny_cache", OPT_INT, deny_cache, 0, 16777216, "4096",
         "Redis denials answered locally until they end (entries); 0: off"),
+    NUM("lease_entries", OPT_INT, lease_entries, 0, 16777216, "1024",
+        "grants of rules' leases kept (entries, one per client and rule); "
+        "0: leases off"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])

@@ -148,6 +148,33 @@ int rnode_refund(rnode *r, const store_op *ops, size_t n,
     return sent;
 }
 
+int rnode_give_back(rnode *r, const store_op *op, int64_t units,
+                    int64_t charged_ms, int64_t timeout_ms)
+{
+    char stack[CMD_STACK];
+    resp_buf b = RESP_BUF(stack, sizeof stack);
+    store_op one = *op;
+    algo_decision d = {.allowed = 1, .changed = 1};
+    rio_job j = {.ops = &one, .n = 1, .out = &d, .now_ms = charged_ms};
+    rio_job *jp = &j;
+    redisReply *rep = NULL;
+    int rc = RL_ESTORE;
+
+    one.cost = units;
+    one.lease_min = 0;
+    script_put(&r->sx, &b, &jp, 1, 'r', timeout_ms > 0); /* waited: EVAL */
+    if (!b.oom && timeout_ms <= 0)
+        rc = rio_send(r->io, b.p, b.len, 1);
+    else if (!b.oom &&
+             (rc = rio_call(r->io, b.p, b.len, 1, &rep, timeout_ms)) == RL_OK)
+    {
+        rc = rep->type == REDIS_REPLY_INTEGER ? RL_OK : RL_ESTORE;
+        freeReplyObject(rep);
+    }
+    resp_release(&b);
+    return rc == RL_OK ? RL_OK : RL_ESTORE;
+}
+
 /* ---- lifecycle ------------------------------------------------------------ */
 
 void rnode_close(rnode *r)

@@ -65,6 +65,12 @@ void rnode_start(rnode *n, rnode_async *a);
 int rnode_refund(rnode *n, const store_op *ops, size_t nops,
                  const algo_decision *out, int64_t now_ms);
 
+/* A lease's unspent units (lease.h): give back `units` of op's charge
+ * made at charged_ms.  timeout_ms 0: sent without waiting; else the
+ * answer is waited for that long.  RL_OK or RL_ESTORE. */
+int rnode_give_back(rnode *n, const store_op *op, int64_t units,
+                    int64_t charged_ms, int64_t timeout_ms);
+
 /* 1 if a connection is up. */
 int rnode_is_up(rnode *n);
 

@@ -174,9 +174,14 @@ static void put_ops(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
             size_t flen = 0, klen = 0;
             int64_t nold = old ? old_shapes(x, op->rule, now) : 0;
             resp_num(b, rule_at(&t, op->rule, rule_len(nold), &is_new));
-            resp_num(b, mode == 'r' && !(d->allowed && d->changed)
-                            ? 0 : op->cost);
-            resp_num(b, mode != 'r' ? op->soft : jobs[j]->now_ms);
+            resp_num(b, mode != 'r'                     ? op->cost
+                        : !(d->allowed && d->changed) ? 0
+                        : d->granted                  ? d->granted
+                                                      : op->cost);
+            /* a lease sends its least, negated, where soft goes */
+            resp_num(b, mode == 'r'        ? jobs[j]->now_ms
+                        : op->lease_min > 0 ? -op->lease_min
+                                            : op->soft);
             if (x->compact || cross)
                 klen = redis_key(op, x->compact, key, field, &flen);
             resp_arg(b, field, flen);
@@ -265,7 +270,10 @@ static void fill(rio_job *j, redisReply **el)
 {
     for (size_t i = 0; i < j->n; i++, el += 4) {
         algo_decision *d = &j->out[i];
-        d->allowed = el[0]->integer == 1;
+        /* a lease's answer is the units it charged, else 1 or 0 */
+        d->allowed = el[0]->integer >= 1;
+        d->granted = j->ops[i].lease_min > 0 && d->allowed
+                         ? el[0]->integer : 0;
         d->changed = d->allowed && j->ops[i].cost > 0;
         d->remaining = el[1]->integer;
         d->reset_ms = el[2]->integer;

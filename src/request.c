@@ -14,7 +14,9 @@
  * latency histogram (request_timer_start/_stop: every check on Redis, one in
  * METRICS_SAMPLE_MEMORY per thread on the memory store).  Before the
  * store is asked, a request with a live denial in the deny cache
- * (option deny_cache, Redis stores) is answered from it (decide_cached).
+ * (option deny_cache, Redis stores) is answered from it (decide_cached),
+ * and a request of leased rules is decided by lease_check.h (rl_allow and
+ * rl_check; rl_check_many charges leased rules plainly).
  *
  * Named dimensions cost one look-up per request dimension, not one string
  * compare per rule: the rule set gave each name its rules count by a
@@ -33,6 +35,7 @@
 #include "decide.h"
 #include "clock.h"
 #include "error.h"
+#include "lease_check.h"
 #include "metrics.h"
 #include "rule_index.h"
 #include "sized.h"
@@ -64,6 +67,10 @@ static int run(rl_limiter *lim, const store_op *ops, size_t n,
     if (decide_cached(lim, ops, n, res)) {
         request_timer_stop(lim, t0, 1);
         return RL_OK;
+    }
+    if (lease_check(lim, ops, n, res, &rc)) {
+        request_timer_stop(lim, t0, 1);
+        return rc;
     }
     rc = lim->store->vt->check(lim->store, ops, n, d, &now);
     rc = decide_settle(lim, ops, n, d, now, rc, res);

@@ -27,7 +27,8 @@ static const char *const failure_names[] = {"fallback", "open", "closed"};
  * found by its length first, starting after the field found last, so a
  * rule written in the canonical order costs one comparison per member. */
 enum { F_RULE_ID, F_DIMENSION, F_MATCH, F_LIMIT, F_WINDOW, F_BURST,
-       F_ALGORITHM, F_MODE, F_FAILURE, F_VERSION, F_UPDATED, RULE_FIELDS };
+       F_ALGORITHM, F_MODE, F_FAILURE, F_VERSION, F_UPDATED, F_LEASE,
+       RULE_FIELDS };
 enum { M_ENDPOINT, M_TIER, MATCH_FIELDS };
 
 typedef struct field_name {
@@ -49,7 +50,8 @@ static const field_name rule_fields[RULE_FIELDS] = {
     [F_MODE] = {NAME("mode")},
     [F_FAILURE] = {NAMES("failure_mode", "failureMode")},
     [F_VERSION] = {NAME("version")},
-    [F_UPDATED] = {NAMES("updated_at", "updatedAt")}};
+    [F_UPDATED] = {NAMES("updated_at", "updatedAt")},
+    [F_LEASE] = {NAME("lease")}};
 static const field_name match_fields[MATCH_FIELDS] = {
     [M_ENDPOINT] = {NAME("endpoint")}, [M_TIER] = {NAME("tier")}};
 
@@ -423,6 +425,35 @@ static int parse_numbers(json_t **v, rl_rule *r, char *err, size_t errlen)
     return algo_params_init(&r->ap, algo, limit, burst, window, err, errlen);
 }
 
+/* "lease": units a limiter takes from Redis at once (lease.h), at least
+ * RULE_LEASE_MIN and at most half of what the rule admits at once (its
+ * limit; a bucket's burst), so a fleet's leases never hold the whole of
+ * it between two limiters.  Not on mode "log" rules (they charge
+ * nothing that a lease could hold), and only on the four algorithms the
+ * lease's bound is stated for (lease.h). */
+static int parse_lease(json_t *v, rl_rule *r, char *err, size_t errlen)
+{
+    int64_t most = r->ap.burst ? r->ap.burst : r->ap.limit;
+    int got = get_int(v, "lease", &r->lease, err, errlen);
+
+    if (got <= 0)
+        return got;
+    most /= 2;
+    if (most < RULE_LEASE_MIN || r->lease < RULE_LEASE_MIN ||
+        r->lease > most)
+        return snprintf(err, errlen, "lease: must be %d..%lld (at most half "
+                        "the %s), got %lld", RULE_LEASE_MIN, (long long)most,
+                        r->ap.burst ? "burst" : "limit",
+                        (long long)r->lease), -1;
+    if (r->ap.algo > RL_ALGO_GCRA) /* e.g. a log of timestamps: exact */
+        return snprintf(err, errlen, "lease: not with algorithm %s",
+                        algo_name(r->ap.algo)), -1;
+    if (r->mode == RL_MODE_LOG)
+        return snprintf(err, errlen, "lease: not with mode \"log\" (it "
+                        "charges nothing to lease)"), -1;
+    return 0;
+}
+
 static int parse_meta(json_t **v, rl_rule *r, char *err, size_t errlen)
 {
     const char *updated;
@@ -472,7 +503,8 @@ static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
                    errlen) ||
         parse_numbers(v, r, err, errlen) ||
         parse_match(v[F_MATCH], r, err, errlen) ||
-        parse_meta(v, r, err, errlen))
+        parse_meta(v, r, err, errlen) ||
+        parse_lease(v[F_LEASE], r, err, errlen))
         return -1;
     return 0;
 }

@@ -33,6 +33,7 @@ enum rl_mode { RL_MODE_ENFORCE, RL_MODE_LOG };
 enum rl_failure { RL_FAIL_FALLBACK, RL_FAIL_OPEN, RL_FAIL_CLOSED };
 
 #define RL_TIER_MAX 63
+#define RULE_LEASE_MIN 2 /* a lease of 1 unit saves no call */
 
 struct dryrun; /* src/dryrun.h */
 struct rule_metrics; /* src/metrics.h */
@@ -86,6 +87,8 @@ typedef struct rl_rule {
                                     NULL: none                         */
     struct rule_metrics *met;    /* its metrics (metrics.h); NULL with
                                     the option metrics=0               */
+    int64_t lease;               /* units a limiter leases at once on a
+                                    Redis store (lease.h); 0: none     */
 } rl_rule;
 
 /* Fill *r from one JSON rule object.  Strict: unknown fields, wrong types

@@ -45,6 +45,8 @@ json_t *rule_to_json(const rl_rule *r)
           add(o, "version", json_integer(r->version));
     if (!bad && r->updated_at[0])
         bad = add(o, "updated_at", json_string(r->updated_at));
+    if (!bad && r->lease)
+        bad = add(o, "lease", json_integer(r->lease));
     if (bad) {
         json_decref(o);
         return NULL;

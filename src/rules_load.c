@@ -19,6 +19,7 @@
 #include "rules_load.h"
 #include "dryrun.h"
 #include "metrics.h"
+#include "lease.h"
 #include "rules_file.h"
 #include "ruleset_delta.h"
 #include "clock.h"
@@ -156,6 +157,8 @@ static int swap_locked(rl_limiter *lim, rl_ruleset *next, const swap_how *how,
     }
     out->version = version;
     out->old = rcu_swap(&lim->rules, next);
+    if (lim->lease) /* no check reads the old set now */
+        lease_drop_changed(lim->lease, next);
     pthread_mutex_lock(&lim->rstate.mu);
     lim->rstate.version = version;
     lim->rstate.origin = how->origin;

@@ -28,6 +28,13 @@ typedef struct store_op {
     size_t key_len;
     int64_t cost;
     int soft;             /* mode "log": a denial vetoes nothing */
+    int lease_min;        /* > 0: a lease (lease.h): charge cost units, or
+                             if fewer are left as many as are, at least
+                             lease_min (the request's own cost, <=
+                             RL_COST_MAX); the decision's granted says
+                             how many.  Stores with give_back only.
+                             (Here, in soft's padding: a store_op stays
+                             48 bytes.) */
     const uint64_t *layout_key; /* option hash_key (the compact layout's
                                    SipHash key); NULL: not set */
 } store_op;
@@ -110,6 +117,13 @@ typedef struct store_vtable {
      * returns how many there are (more than max: only max filled).
      * NULL: no shards (the memory store). */
     size_t (*shards)(rl_store *s, store_shard *out, size_t max);
+    /* Leases (lease.h): give back `units` of what op's charge made at
+     * charged_ms (the store's clock) took, as Lua's refund op does (a
+     * fixed window only while that window lasts).  wait 0: sent without
+     * waiting for the answer; 1: waited for, at most timeout_ms.
+     * Returns RL_OK or RL_ESTORE.  NULL: no leases on this store. */
+    int (*give_back)(rl_store *s, const store_op *op, int64_t units,
+                     int64_t charged_ms, int wait);
 } store_vtable;
 
 struct rl_store {

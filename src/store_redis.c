@@ -138,6 +138,15 @@ static size_t redis_shards(rl_store *s, store_shard *out, size_t max)
     return 1;
 }
 
+static int redis_give_back(rl_store *s, const store_op *op, int64_t units,
+                           int64_t charged_ms, int wait)
+{
+    redis_store *r = (redis_store *)s;
+
+    return rnode_give_back(r->node, op, units, charged_ms,
+                           wait ? r->timeout_ms : 0);
+}
+
 static const store_vtable redis_vtable = {
     .name = "redis",
     .check = redis_check,
@@ -148,6 +157,7 @@ static const store_vtable redis_vtable = {
     .set_clock = redis_set_clock,
     .io_stats = redis_io_stats,
     .shards = redis_shards,
+    .give_back = redis_give_back,
 };
 
 void store_redis_node_opts(rnode_opts *o, const store_options *opt,

@@ -42,7 +42,8 @@ static rl_store *open_memory(int64_t max_bytes)
 static int charge(rl_store *s, const rl_rule *r, const char *key,
                   int64_t cost, algo_decision *d)
 {
-    store_op op = {r, key, strlen(key), cost, 0, NULL};
+    store_op op = {.rule = r, .key = key, .key_len = strlen(key),
+                   .cost = cost};
     int64_t now;
 
     ck_assert_int_eq(s->vt->check(s, &op, 1, d, &now), RL_OK);
@@ -84,8 +85,10 @@ START_TEST(denied_charges_change_nothing)
                             "\"limit\":10,\"window_seconds\":60}");
     rl_rule small = make_rule("{\"rule_id\":\"small\",\"dimension\":\"ip\","
                               "\"limit\":2,\"window_seconds\":60}");
-    store_op ops[2] = {{&big, "user:1", 6, 1, 0, NULL},
-                       {&small, "ip:9", 4, 1, 0, NULL}};
+    store_op ops[2] = {{.rule = &big, .key = "user:1", .key_len = 6,
+                        .cost = 1},
+                       {.rule = &small, .key = "ip:9", .key_len = 4,
+                        .cost = 1}};
     algo_decision d[2];
     int64_t now;
     int passed = 0;

@@ -19,6 +19,7 @@ class Flags(enum.IntFlag):
     CACHED = 0x08       # a Redis denial answered locally (deny_cache)
     NO_RULE = 0x10      # check(): no rule matched the request
     FAIL_CLOSED = 0x20  # denied because the store failed (closed)
+    LEASED = 0x40       # allowed from units leased from Redis (a rule's lease)
 
 
 class Result:
