@@ -101,9 +101,24 @@ static int failure_metric(unsigned how)
                                         : 0;
 }
 
+/* The charges the store decided, each into its rule's metrics; shared
+ * is a constant at each call (count_rules), so the loop has one kind of
+ * add and no failure-mode test. */
+static inline void count_decided(const store_op *ops, const algo_decision *d,
+                                 size_t n, unsigned slot, int shared,
+                                 int64_t near_pct)
+{
+    for (size_t i = 0; i < n; i++) {
+        const rl_rule *rule = ops[i].rule;
+        if (rule->met)
+            metrics_note_decided(rule->met, slot, shared, &d[i],
+                                 ops[i].soft, rule->ap.limit, near_pct);
+    }
+}
+
 /* Each charge into its rule's metrics (metrics.h): its decision d[i], and
  * how[i] the failure mode that stood in for the store (how NULL: the
- * store decided). */
+ * store decided, the common case, count_decided). */
 static void count_rules(const rl_limiter *lim, const store_op *ops,
                         const algo_decision *d, size_t n,
                         const unsigned *how)
@@ -113,10 +128,15 @@ static void count_rules(const rl_limiter *lim, const store_op *ops,
     if (!lim->mconf.on)
         return;
     slot = metrics_self()->slot;
-    for (size_t i = 0; i < n; i++)
-        metrics_note(ops[i].rule->met, slot, &d[i], ops[i].soft,
-                     how ? failure_metric(how[i]) : 0, ops[i].rule->ap.limit,
-                     lim->mconf.near_pct);
+    if (how)
+        for (size_t i = 0; i < n; i++)
+            metrics_note(ops[i].rule->met, slot, &d[i], ops[i].soft,
+                         failure_metric(how[i]), ops[i].rule->ap.limit,
+                         lim->mconf.near_pct);
+    else if (slot == METRICS_SHARED)
+        count_decided(ops, d, n, slot, 1, lim->mconf.near_pct);
+    else
+        count_decided(ops, d, n, slot, 0, lim->mconf.near_pct);
 }
 
 /* Each charge denied, or would-be denied, as a rejection event
