@@ -98,9 +98,9 @@ static void usage(FILE *f)
                "checks/s of rl_check() with metrics on, beside metrics off.\n"
                "  --keys N       distinct users (default 100000)\n"
                "  --calls N      checks per timed block (default 2000)\n"
-               "  --pairs N      ABBA pairs per instance (default 25, max "
+               "  --pairs N      ABBA pairs per instance (default 40, max "
                "1000)\n"
-               "  --instances N  fresh limiter pairs per case (default 4, "
+               "  --instances N  fresh limiter pairs per case (default 8, "
                "max 16)\n"
                "  --quick        10000 keys, 1000 calls, 10 pairs, 2 "
                "instances\n"
@@ -111,7 +111,7 @@ static void usage(FILE *f)
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){100000, 2000, 25, 4, 0, 0, NULL};
+    *o = (options){100000, 2000, 40, 8, 0, 0, NULL};
     for (int i = 1; i < argc; i++) {
         unsigned long long *dst = NULL;
         if (strcmp(argv[i], "--json") == 0)
