@@ -317,7 +317,7 @@ static int run_instance(const options *o, rl_limiter **lim, const char *keys,
     return rc;
 }
 
-static const text_layout layout = {34, 10, 1, 12, 11, 3};
+static const text_layout layout = {40, 10, 1, 12, 11, 3};
 
 static void emit_case(const options *o, const bench_case *c, result *r,
                       double bytes, double render_us, double load0)
