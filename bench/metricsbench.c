@@ -1,32 +1,51 @@
 /*
  * metricsbench.c -- what the metrics (rl_metrics_write(3)) cost the
- * request path: checks per second of rl_check() on the memory store with
- * the option metrics=1, beside the same limiter with metrics=0 measured in
- * the same run (the reference).
+ * request path: checks per CPU second of rl_check() on the memory store
+ * with the option metrics=1, beside the same limiter with metrics=0
+ * measured in the same run (the reference).  Issue 10's target: >= 0.97x.
  *
- * Two limiters hold the same three rules a request to /api is charged
- * (per user, per ip, global; an hour's window) and the same --keys users,
- * already charged once; one counts metrics (per rule: one atomic add per
- * charge on its thread's cache line; the latency histogram: two clock
- * reads and two adds per check), the other not.  Two cases: "pass" (a
- * limit of 10^9) and "deny" (a per-user limit of 1, spent by that first
- * charge).  Each thread runs --rounds rounds; a round times one block of
- * --calls checks on each limiter, back to back, alternating which goes
- * first, so drift on a shared machine lands on both alike.  A figure is
- * checks/s from the median over rounds of the block's mean ns per check
- * (2 threads: the threads' mean per round), ratio = on / off: 1.00 is
- * free, the target is >= 0.97; ratio_paired is the median over rounds of
- * each round's own ratio (its two blocks ran back to back), which cancels
- * a shared machine's drift better.  After each case the on-limiter's text is
- * rendered once (rl_metrics_write) and its bytes and time printed; last,
+ * Two limiters hold the same three rules a request to /api is charged (an
+ * hour's window) and the same --keys users, each charged once before the
+ * timing; one counts metrics (per rule: one add per charge on its
+ * thread's own cache line; one check in 64 timed into the latency
+ * histogram), the other not.  The cases:
+ *   pass / deny     a limit of 10^9, or a per-user limit of 1 spent by
+ *                   that first charge;
+ *   1t / 2t         1 or 2 threads, each on its own half of the users;
+ *   (global)        rules per user, per ip, and one global rule: every
+ *                   check of every thread charges the global rule's one
+ *                   key, so 2 threads contend on its store segment (a
+ *                   property of the store, not of the metrics);
+ *   _distinct       rules per user, per ip, per api_key: 2 threads share
+ *                   no key, so what differs is the metrics' own cost.
+ *
+ * The measurement, made for a shared 2-core machine: a pair is four timed
+ * blocks of --calls checks, off on on off (ABBA; the next pair on off off
+ * on), all threads on the same limiter at once (a barrier before each
+ * block), so a drift over the pair lands on both sides alike.  A pair's
+ * ratio is its off time over its on time (1.00: free), in each thread's
+ * CPU time (CLOCK_THREAD_CPUTIME_ID: a block's checks, not the other
+ * programs that held the core meanwhile; ratio_paired_wall is the same
+ * by the wall clock, which on a loaded machine mostly measures them).  The layout of a
+ * memory store's table follows its random hash key, and which limiter is
+ * made first moves the figures too; metrics=0 beside metrics=0 differs
+ * by a few % from that alone.  So each case makes --instances fresh
+ * pairs of limiters (the first made alternating) and runs --pairs pairs
+ * on each; the figure's ratio_paired is the median of all pairs' ratios,
+ * with its min, quartiles and max.  value and ref are checks per CPU
+ * second of a thread, from the median over pairs of the mean CPU ns a
+ * check.  The case named aa_* runs
+ * the same with metrics off on both sides: the bench's own resolution
+ * (--aa: every case so).  After each case the last on-limiter's text is
+ * rendered once (rl_metrics_write) and its bytes and time given; last,
  * the rendering of a limiter with 1000 rules (the median of 21; on the
- * --store given, its shards counted: a cluster's masters).  With
- * --store URI (a Redis server) the same cases run on that store, the
- * figures named redis_*; both limiters share its keys (a user's count is
- * the two limiters' together: the deny case denies alike on both).
+ * --store given, its shards counted: a cluster's masters).  With --store
+ * URI (a Redis server) the same cases run on that store, the figures
+ * named redis_*; both limiters share its keys, and as a check there
+ * waits for a round trip, ratio_paired_wall is the figure that counts.
  *
- *   metricsbench [--json] [--quick] [--keys N] [--calls N] [--rounds N]
- *                [--store URI]
+ *   metricsbench [--json] [--quick] [--aa] [--keys N] [--calls N]
+ *                [--pairs N] [--instances N] [--store URI]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -40,25 +59,34 @@
 #include "benchutil.h"
 #include "ratelimit.h"
 
-#define ENF 0 /* metrics off: the reference */
-#define LOG 1 /* metrics on                  */
+#define OFF 0 /* metrics off: the reference */
+#define ON 1  /* metrics on                  */
 #define KEY_STRIDE 16
-#define MAX_ROUNDS 1000
+#define MAX_PAIRS 1000      /* per instance */
+#define MAX_INSTANCES 16
+#define BLOCKS 4            /* a pair: A B B A */
 
 typedef struct options {
-    unsigned long long keys, calls, rounds;
-    int json;
+    unsigned long long keys, calls, pairs, instances;
+    int json, aa;
     const char *store;      /* NULL: the memory store */
 } options;
+
+/* A case: its rules and threads. */
+typedef struct bench_case {
+    const char *name;       /* after "metrics_check_" */
+    int deny, threads, distinct, aa;
+} bench_case;
 
 typedef struct worker {
     rl_limiter *lim[2];
     const char *keys;
-    uint32_t *seq;          /* calls key indexes */
+    uint32_t *seq;          /* calls key indexes, this thread's users */
     size_t calls;
-    int rounds;
+    int pairs, first;       /* first: the side that opens pair 0 */
     pthread_barrier_t *bar;
-    double ns[2][MAX_ROUNDS]; /* out: mean ns per check, per round */
+    double ns[MAX_PAIRS][2];   /* out: per pair and side, CPU ns a check */
+    double wall[MAX_PAIRS][2]; /*      ... and wall ns                   */
     unsigned long long denied[2];
     int rc;
     char err[ERRLEN];
@@ -66,32 +94,43 @@ typedef struct worker {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: metricsbench [--json] [--quick] [--keys N] "
-               "[--calls N] [--rounds N]\n"
-               "checks/s of rl_check() with metrics on, beside metrics off.\n"
-               "  --keys N    distinct users (default 100000)\n"
-               "  --calls N   checks per timed block (default 20000)\n"
-               "  --rounds N  blocks per limiter and thread (default 40, "
-               "max 1000)\n"
-               "  --quick     10000 keys, 5000 calls, 10 rounds\n"
-               "  --store URI run on this store (e.g. redis://127.0.0.1:6379)\n");
+    fprintf(f, "usage: metricsbench [--json] [--quick] [--aa] [--keys N] "
+               "[--calls N] [--pairs N] [--instances N] [--store URI]\n"
+               "checks per CPU second of rl_check() with metrics on, beside "
+               "metrics off.\n"
+               "  --keys N       distinct users (default 100000)\n"
+               "  --calls N      checks per timed block (default 2000)\n"
+               "  --pairs N      ABBA pairs per instance (default 40, max "
+               "1000)\n"
+               "  --instances N  fresh limiter pairs per case (default 8, "
+               "max 16)\n"
+               "  --quick        10000 keys, 1000 calls, 10 pairs, 2 "
+               "instances\n"
+               "  --aa           every case with metrics off on both sides\n"
+               "  --store URI    run on this store (e.g. "
+               "redis://127.0.0.1:6379)\n");
 }
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){100000, 20000, 40, 0, NULL};
+    *o = (options){100000, 2000, 40, 8, 0, 0, NULL};
     for (int i = 1; i < argc; i++) {
         unsigned long long *dst = NULL;
         if (strcmp(argv[i], "--json") == 0)
             o->json = 1;
+        else if (strcmp(argv[i], "--aa") == 0)
+            o->aa = 1;
         else if (strcmp(argv[i], "--quick") == 0)
-            o->keys = 10000, o->calls = 5000, o->rounds = 10;
+            o->keys = 10000, o->calls = 1000, o->pairs = 10,
+            o->instances = 2;
         else if (strcmp(argv[i], "--keys") == 0)
             dst = &o->keys;
         else if (strcmp(argv[i], "--calls") == 0)
             dst = &o->calls;
-        else if (strcmp(argv[i], "--rounds") == 0)
-            dst = &o->rounds;
+        else if (strcmp(argv[i], "--pairs") == 0)
+            dst = &o->pairs;
+        else if (strcmp(argv[i], "--instances") == 0)
+            dst = &o->instances;
         else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
             o->store = argv[++i];
         else if (strcmp(argv[i], "--help") == 0) {
@@ -106,8 +145,9 @@ static int parse_args(int argc, char **argv, options *o)
             return 2;
         }
     }
-    if (!o->keys || o->keys > 100000000ULL || o->calls < 100 ||
-        !o->rounds || o->rounds > MAX_ROUNDS) {
+    if (o->keys < 2 || o->keys > 100000000ULL || o->calls < 100 ||
+        !o->pairs || o->pairs > MAX_PAIRS || !o->instances ||
+        o->instances > MAX_INSTANCES) {
         usage(stderr);
         return 2;
     }
@@ -115,7 +155,7 @@ static int parse_args(int argc, char **argv, options *o)
 }
 
 static rl_limiter *make_limiter(const options *o, int metrics,
-                                long long limit, char *err)
+                                const bench_case *c, char *err)
 {
     char rules[1024];
     rl_config *cfg = rl_config_new();
@@ -127,8 +167,9 @@ static rl_limiter *make_limiter(const options *o, int metrics,
              "\"match\":{\"endpoint\":\"/api\"},\"limit\":%lld,"
              "\"window_seconds\":3600},{\"rule_id\":\"ip\",\"dimension\":"
              "\"ip\",\"limit\":1000000000,\"window_seconds\":3600},"
-             "{\"rule_id\":\"all\",\"dimension\":\"global\",\"limit\":"
-             "1000000000,\"window_seconds\":3600}]}", limit);
+             "{\"rule_id\":\"all\",\"dimension\":\"%s\",\"limit\":"
+             "1000000000,\"window_seconds\":3600}]}",
+             c->deny ? 1LL : 1000000000LL, c->distinct ? "api_key" : "global");
     if (!cfg || rl_config_set(cfg, "metrics", metrics ? "1" : "0") != RL_OK ||
         rl_config_set(cfg, "rules", rules) != RL_OK ||
         (o->store && (rl_config_set(cfg, "store", o->store) != RL_OK ||
@@ -143,39 +184,59 @@ static rl_limiter *make_limiter(const options *o, int metrics,
     return lim;
 }
 
-static int check(worker *w, int which, const char *user)
+static int check(worker *w, int side, const char *user)
 {
-    rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .ip = user, .cost = 1};
+    rl_request req = {.size = sizeof(rl_request), .endpoint = "/api",
+                      .user = user, .ip = user, .api_key = user, .cost = 1};
     rl_result res = RL_RESULT_INIT;
-    int rc = rl_check(w->lim[which], &req, &res);
+    int rc = rl_check(w->lim[side], &req, &res);
 
     if (rc != RL_OK) {
-        set_err(w->err, "rl_check", rc, errtext(w->lim[which]));
+        set_err(w->err, "rl_check", rc, errtext(w->lim[side]));
         return w->rc = rc;
     }
-    w->denied[which] += !res.allowed;
+    w->denied[side] += !res.allowed;
     return RL_OK;
+}
+
+/* The calling thread's CPU time, ns: time it ran, not time it waited
+ * for a core other programs held (the wall clock counts both). */
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* One timed block of w->calls checks on side `side`: CPU and wall ns per
+ * check added to the pair's (each of its two blocks counts half). */
+static void block(worker *w, int p, int side)
+{
+    uint64_t t0, c0;
+
+    pthread_barrier_wait(w->bar);
+    t0 = now_ns();
+    c0 = thread_cpu_ns();
+    for (size_t i = 0; i < w->calls && w->rc == 0; i++)
+        check(w, side, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
+    w->ns[p][side] += (double)(thread_cpu_ns() - c0) / (double)w->calls / 2;
+    w->wall[p][side] += (double)(now_ns() - t0) / (double)w->calls / 2;
 }
 
 static void *worker_main(void *arg)
 {
     worker *w = arg;
 
-    for (int which = ENF; which <= LOG; which++) /* warm-up, untimed */
+    for (int side = OFF; side <= ON; side++) /* warm-up, untimed */
         for (size_t i = 0; i < w->calls && w->rc == 0; i++)
-            check(w, which, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
-    w->denied[ENF] = w->denied[LOG] = 0;
-    for (int r = 0; r < w->rounds; r++) {
-        for (int k = 0; k < 2; k++) {
-            int which = (r + k) % 2; /* alternate which goes first */
-            uint64_t t0;
-
-            pthread_barrier_wait(w->bar);
-            t0 = now_ns();
-            for (size_t i = 0; i < w->calls && w->rc == 0; i++)
-                check(w, which, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
-            w->ns[which][r] = (double)(now_ns() - t0) / (double)w->calls;
-        }
+            check(w, side, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
+    w->denied[OFF] = w->denied[ON] = 0;
+    for (int p = 0; p < w->pairs; p++) {
+        int a = (w->first + p) % 2; /* A B B A, then B A A B */
+        w->ns[p][OFF] = w->ns[p][ON] = w->wall[p][OFF] = w->wall[p][ON] = 0;
+        for (int k = 0; k < BLOCKS; k++)
+            block(w, p, k == 0 || k == BLOCKS - 1 ? a : !a);
     }
     return NULL;
 }
@@ -187,47 +248,45 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A case's pairs over its instances: per pair, the threads' mean ns per
+ * check on each side, and off / on. */
 typedef struct result {
-    double median[2], mean[2];
-    double paired;           /* median over rounds of off ns / on ns */
+    double ns[2][MAX_PAIRS * MAX_INSTANCES];
+    double ratio[MAX_PAIRS * MAX_INSTANCES];
+    double wall_ratio[MAX_PAIRS * MAX_INSTANCES];
+    size_t n;
     unsigned long long denied[2];
 } result;
 
-/* Per round, the threads' mean; then the median and mean over rounds. */
-static void summarize(worker *w, int threads, int rounds, result *out)
+static void collect(const worker *w, int threads, int pairs, result *out)
 {
-    double per_round[MAX_ROUNDS];
-
-    for (int which = ENF; which <= LOG; which++) {
-        double sum = 0;
-        for (int r = 0; r < rounds; r++) {
-            per_round[r] = 0;
-            for (int t = 0; t < threads; t++)
-                per_round[r] += w[t].ns[which][r] / threads;
-            sum += per_round[r];
+    for (int p = 0; p < pairs; p++) {
+        double on = 0, off = 0, won = 0, woff = 0;
+        for (int t = 0; t < threads; t++) {
+            on += w[t].ns[p][ON] / threads, off += w[t].ns[p][OFF] / threads;
+            won += w[t].wall[p][ON], woff += w[t].wall[p][OFF];
         }
-        qsort(per_round, (size_t)rounds, sizeof *per_round, cmp_double);
-        out->median[which] = per_round[rounds / 2];
-        out->mean[which] = sum / rounds;
-        out->denied[which] = 0;
-        for (int t = 0; t < threads; t++)
-            out->denied[which] += w[t].denied[which];
+        out->wall_ratio[out->n] = woff / won;
+        out->ns[ON][out->n] = on;
+        out->ns[OFF][out->n] = off;
+        out->ratio[out->n++] = off / on;
     }
-    /* Paired: each round's two blocks ran back to back, so their ratio
-     * cancels the drift of a shared machine better than the medians'. */
-    for (int r = 0; r < rounds; r++) {
-        double on = 0, off = 0;
-        for (int t = 0; t < threads; t++)
-            on += w[t].ns[LOG][r], off += w[t].ns[ENF][r];
-        per_round[r] = off / on;
-    }
-    qsort(per_round, (size_t)rounds, sizeof *per_round, cmp_double);
-    out->paired = per_round[rounds / 2];
+    for (int t = 0; t < threads; t++)
+        for (int side = OFF; side <= ON; side++)
+            out->denied[side] += w[t].denied[side];
 }
 
-static int run_case(const options *o, rl_limiter **lim, const char *keys,
-                    uint32_t *const *seqs, int threads, result *out,
-                    char *err)
+/* The q-quantile of the n sorted values v (nearest rank). */
+static double quantile(const double *v, size_t n, double q)
+{
+    size_t i = (size_t)(q * (double)(n - 1) + 0.5);
+
+    return v[i < n ? i : n - 1];
+}
+
+static int run_instance(const options *o, rl_limiter **lim, const char *keys,
+                        uint32_t *const *seqs, int threads, int first,
+                        result *out, char *err)
 {
     static worker w[2];
     pthread_t tid[2];
@@ -236,9 +295,9 @@ static int run_case(const options *o, rl_limiter **lim, const char *keys,
 
     pthread_barrier_init(&bar, NULL, (unsigned)threads);
     for (int t = 0; t < threads; t++) {
-        w[t] = (worker){.lim = {lim[ENF], lim[LOG]}, .keys = keys,
+        w[t] = (worker){.lim = {lim[OFF], lim[ON]}, .keys = keys,
                         .seq = seqs[t], .calls = (size_t)o->calls,
-                        .rounds = (int)o->rounds, .bar = &bar};
+                        .pairs = (int)o->pairs, .first = first, .bar = &bar};
         if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0) {
             fprintf(stderr, "metricsbench: pthread_create failed\n");
             exit(1);
@@ -254,32 +313,48 @@ static int run_case(const options *o, rl_limiter **lim, const char *keys,
         }
     }
     if (rc == 0)
-        summarize(w, threads, (int)o->rounds, out);
+        collect(w, threads, (int)o->pairs, out);
     return rc;
 }
 
-static const text_layout layout = {24, 10, 1, 4, 14, 3};
+static const text_layout layout = {40, 10, 1, 12, 11, 3};
 
-static void emit_case(const options *o, const char *name, int threads,
-                      const result *r, double bytes, double render_us)
+static void emit_case(const options *o, const bench_case *c, result *r,
+                      double bytes, double render_us, double load0)
 {
+    char name[96];
     figure f = {0};
+    size_t n = r->n;
 
+    snprintf(name, sizeof name, "%s%smetrics_check_%s",
+             o->store ? "redis_" : "", c->aa ? "aa_" : "", c->name);
+    qsort(r->ns[ON], n, sizeof(double), cmp_double);
+    qsort(r->ns[OFF], n, sizeof(double), cmp_double);
+    qsort(r->ratio, n, sizeof(double), cmp_double);
+    qsort(r->wall_ratio, n, sizeof(double), cmp_double);
     f.name = name;
-    f.value = 1e9 / r->median[LOG];
-    f.unit = "checks/s";
+    f.value = 1e9 / quantile(r->ns[ON], n, 0.5);
+    f.unit = "checks/cpu-s";
     f.nrefs = 1;
-    f.ref[0] = 1e9 / r->median[ENF];
+    f.ref[0] = 1e9 / quantile(r->ns[OFF], n, 0.5);
     f.ref_name[0] = "metrics_off";
-    xnum(&f, "threads", threads);
-    xnum(&f, "ratio_paired", r->paired);
-    xnum(&f, "ns", r->median[LOG]);
-    xnum(&f, "ref_ns", r->median[ENF]);
-    xnum(&f, "mean_ns", r->mean[LOG]);
-    xnum(&f, "ref_mean_ns", r->mean[ENF]);
-    xnum(&f, "denied", (double)r->denied[LOG]);
+    xnum(&f, "threads", c->threads);
+    xstr(&f, "keys", c->distinct ? "distinct" : "global_rule");
+    xstr(&f, "on_side", c->aa ? "metrics_off" : "metrics_on");
+    xnum(&f, "ratio_paired", quantile(r->ratio, n, 0.5));
+    xnum(&f, "ratio_min", r->ratio[0]);
+    xnum(&f, "ratio_p25", quantile(r->ratio, n, 0.25));
+    xnum(&f, "ratio_p75", quantile(r->ratio, n, 0.75));
+    xnum(&f, "ratio_max", r->ratio[n - 1]);
+    xnum(&f, "ratio_paired_wall", quantile(r->wall_ratio, n, 0.5));
+    xnum(&f, "pairs", (double)n);
+    xnum(&f, "ns", quantile(r->ns[ON], n, 0.5));
+    xnum(&f, "ref_ns", quantile(r->ns[OFF], n, 0.5));
+    xnum(&f, "denied", (double)r->denied[ON]);
     xnum(&f, "metrics_bytes", bytes);
     xnum(&f, "metrics_render_us", render_us);
+    xnum(&f, "loadavg_start", load0);
+    xnum(&f, "loadavg_end", loadavg1());
     emit_figure(&f, o->json, &layout);
 }
 
@@ -296,40 +371,52 @@ static double render(rl_limiter *lim, double *us)
     return (double)len;
 }
 
-/* One case (pass or deny) on 1 and 2 threads, on fresh limiters whose
- * users have each been charged once. */
-static int bench_case(const options *o, const char *keys,
-                      uint32_t *const *seqs, int deny, char *err)
+/* A fresh pair of limiters (side `first` made first), every user charged
+ * once on each. */
+static int make_pair(const options *o, const bench_case *c, const char *keys,
+                     int first, rl_limiter **lim, char *err)
 {
-    static const char *names[2][2][2] = {
-        {{"metrics_check_pass_1t", "metrics_check_pass_2t"},
-         {"metrics_check_deny_1t", "metrics_check_deny_2t"}},
-        {{"redis_metrics_check_pass_1t", "redis_metrics_check_pass_2t"},
-         {"redis_metrics_check_deny_1t", "redis_metrics_check_deny_2t"}}};
-    long long limit = deny ? 1 : 1000000000LL;
-    rl_limiter *lim[2] = {make_limiter(o, 0, limit, err), NULL};
-    int rc = -1;
+    worker w = {0};
+    int rc = 0;
 
-    if (lim[ENF] && (lim[LOG] = make_limiter(o, 1, limit, err))) {
-        worker w = {.lim = {lim[ENF], lim[LOG]}};
-        rc = 0;
-        for (size_t i = 0; i < o->keys && rc == 0; i++)
-            for (int which = ENF; which <= LOG && rc == 0; which++)
-                rc = check(&w, which, keys + i * KEY_STRIDE);
-        if (rc)
-            memcpy(err, w.err, ERRLEN);
+    lim[OFF] = lim[ON] = NULL;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        int side = k ? !first : first;
+        if (!(lim[side] = make_limiter(o, side == ON && !c->aa, c, err)))
+            rc = -1;
     }
-    for (int threads = 1; threads <= 2 && rc == 0; threads++) {
-        result r;
-        double us = 0, bytes;
-        if ((rc = run_case(o, lim, keys, seqs, threads, &r, err)) == 0) {
-            bytes = render(lim[LOG], &us);
-            emit_case(o, names[o->store != NULL][deny][threads - 1],
-                      threads, &r, bytes, us);
-        }
+    w.lim[OFF] = lim[OFF];
+    w.lim[ON] = lim[ON];
+    for (size_t i = 0; i < o->keys && rc == 0; i++)
+        for (int side = OFF; side <= ON && rc == 0; side++)
+            rc = check(&w, side, keys + i * KEY_STRIDE);
+    if (rc > 0)
+        memcpy(err, w.err, ERRLEN);
+    return rc;
+}
+
+/* One case over its instances. */
+static int bench_case_run(const options *o, const bench_case *c,
+                          const char *keys, uint32_t *const *seqs, char *err)
+{
+    static result r;
+    rl_limiter *lim[2] = {NULL, NULL};
+    double us = 0, bytes = -1, load0 = loadavg1();
+    int rc = 0;
+
+    r.n = 0;
+    r.denied[OFF] = r.denied[ON] = 0;
+    for (int i = 0; i < (int)o->instances && rc == 0; i++) {
+        int first = i % 2;
+        if ((rc = make_pair(o, c, keys, first, lim, err)) == 0)
+            rc = run_instance(o, lim, keys, seqs, c->threads, first, &r, err);
+        if (rc == 0)
+            bytes = render(lim[ON], &us);
+        rl_limiter_free(lim[OFF]);
+        rl_limiter_free(lim[ON]);
     }
-    rl_limiter_free(lim[ENF]);
-    rl_limiter_free(lim[LOG]);
+    if (rc == 0)
+        emit_case(o, c, &r, bytes, us, load0);
     return rc;
 }
 
@@ -411,6 +498,18 @@ out:
     return rc;
 }
 
+/* The control first (metrics off on both sides: the bench's own
+ * resolution), then every case (--aa: each as a control too). */
+static const bench_case cases[] = {
+    {"pass_1t", 0, 1, 0, 1},
+    {"pass_1t", 0, 1, 0, 0},
+    {"pass_2t", 0, 2, 0, 0},
+    {"pass_2t_distinct", 0, 2, 1, 0},
+    {"deny_1t", 1, 1, 0, 0},
+    {"deny_2t", 1, 2, 0, 0},
+    {"deny_2t_distinct", 1, 2, 1, 0},
+};
+
 int main(int argc, char **argv)
 {
     options o;
@@ -429,23 +528,29 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < o.keys; i++)
         snprintf(keys + i * KEY_STRIDE, KEY_STRIDE, "%u", (unsigned)i);
-    for (int t = 0; t < 2; t++) {
+    for (int t = 0; t < 2; t++) { /* thread t: the users i % 2 == t */
         uint64_t st = 0xD27A0000ULL + (uint64_t)t;
         for (size_t i = 0; i < o.calls; i++)
-            seqs[t][i] = (uint32_t)pick(&st, o.keys);
+            seqs[t][i] = (uint32_t)(2 * pick(&st, o.keys / 2) + (uint64_t)t);
     }
     if (o.json)
         printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
-               "\"rounds\":%llu,\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
-               o.keys, o.calls, o.rounds, rl_version_string(), loadavg1());
+               "\"pairs\":%llu,\"instances\":%llu,\"library\":\"%s\","
+               "\"loadavg_1m\":%.2f}\n", o.keys, o.calls, o.pairs,
+               o.instances, rl_version_string(), loadavg1());
     else {
-        printf("metricsbench: libratelimit %s, keys=%llu, calls=%llu x %llu "
-               "rounds, loadavg=%.2f\n", rl_version_string(), o.keys,
-               o.calls, o.rounds, loadavg1());
+        printf("metricsbench: libratelimit %s, keys=%llu, calls=%llu, "
+               "%llu ABBA pairs x %llu instances, loadavg=%.2f\n",
+               rl_version_string(), o.keys, o.calls, o.pairs, o.instances,
+               loadavg1());
         print_columns(&layout);
     }
-    for (int deny = 0; deny <= 1 && rc == 0; deny++)
-        rc = bench_case(&o, keys, seqs, deny, err);
+    for (size_t i = o.aa; i < sizeof cases / sizeof cases[0] && rc == 0;
+         i++) {
+        bench_case c = cases[i];
+        c.aa |= o.aa;
+        rc = bench_case_run(&o, &c, keys, seqs, err);
+    }
     if (rc == 0)
         rc = render_big(&o, err);
     if (rc)

@@ -102,9 +102,41 @@ static int failure_metric(unsigned how)
                                         : 0;
 }
 
+/* The charges the store decided, each into its rule's metrics; shared
+ * is a constant at each call (count_decided_rules), so the loop has one kind of
+ * add and no failure-mode test. */
+static inline __attribute__((always_inline)) void
+count_decided(const store_op *ops, const algo_decision *d, size_t n,
+              unsigned slot, int shared, int64_t near_pct)
+{
+    for (size_t i = 0; i < n; i++) {
+        const rl_rule *rule = ops[i].rule;
+        if (rule->met)
+            metrics_note_decided(rule->met, slot, shared, &d[i],
+                                 ops[i].soft, rule->ap.limit, near_pct);
+    }
+}
+
+/* The charges the store decided into their rules' metrics: the common
+ * case, inlined into decide_settle() (no call, no saved registers). */
+static inline __attribute__((always_inline)) void
+count_decided_rules(const rl_limiter *lim, const store_op *ops,
+                    const algo_decision *d, size_t n)
+{
+    unsigned slot;
+
+    if (!lim->mconf.on)
+        return;
+    slot = metrics_self()->slot;
+    if (slot == METRICS_SHARED)
+        count_decided(ops, d, n, slot, 1, lim->mconf.near_pct);
+    else
+        count_decided(ops, d, n, slot, 0, lim->mconf.near_pct);
+}
+
 /* Each charge into its rule's metrics (metrics.h): its decision d[i], and
- * how[i] the failure mode that stood in for the store (how NULL: the
- * store decided). */
+ * how[i] the failure mode that stood in for the store, or that the deny
+ * cache answered. */
 static void count_rules(const rl_limiter *lim, const store_op *ops,
                         const algo_decision *d, size_t n,
                         const unsigned *how)
@@ -116,7 +148,7 @@ static void count_rules(const rl_limiter *lim, const store_op *ops,
     slot = metrics_self()->slot;
     for (size_t i = 0; i < n; i++)
         metrics_note(ops[i].rule->met, slot, &d[i], ops[i].soft,
-                     how ? failure_metric(how[i]) : 0, ops[i].rule->ap.limit,
+                     failure_metric(how[i]), ops[i].rule->ap.limit,
                      lim->mconf.near_pct);
 }
 
@@ -303,7 +335,7 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
         return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
     else {
         fold(res, ops, d, n, now);
-        count_rules(lim, ops, d, n, NULL);
+        count_decided_rules(lim, ops, d, n);
         note_denials(lim, ops, d, n, NULL);
         if (lim->deny && !res->allowed)
             remember_denials(lim, ops, n, d, now);
