@@ -13,7 +13,6 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
   local now, debt = rl_now(), ARGV[2] == 'd'
   local ld = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
   local sv = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
-  local rf = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund}
   local cr, cw, crf -- the compact layout's (check.lua makes its own later)
   if compact_layout then
     cr = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
@@ -28,6 +27,16 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
     return 2 * w
   end
 
+  -- A bucket's (level, refill time) from its level at now, avail: below
+  -- empty, a refill time in the future (settle.c's bucket_normal).
+  local function bucket_normal(burst, p, q, now, avail)
+    local cap = burst * p
+    if avail > cap then avail = cap end
+    if avail < -cap then avail = -cap end
+    if avail >= 0 then return avail, now, 0 end
+    return 0, now + ceil_div(-avail, q), 0
+  end
+
   local function bucket_debt(burst, w, p, q, a, b, c, now, cost)
     local cap, t = burst * p, b
     local level = a
@@ -37,11 +46,15 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
       else level = level + (now - t) * q end
       t = now
     end
-    local avail = level - (t - now) * q - cost * p
-    if avail < -cap then avail = -cap end
-    if avail >= 0 then return avail, now, c end
-    return 0, now + ceil_div(-avail, q), c
+    return bucket_normal(burst, p, q, now, level - (t - now) * q - cost * p)
   end
+
+  -- A bucket's refund: one in debt (refill time after now) pays it first.
+  local function bucket_refund(burst, w, p, q, a, b, c, cost, idx)
+    if b > now then return bucket_normal(burst, p, q, now, a - (b - now) * q + cost * p) end
+    return token_bucket_refund(burst, w, p, q, a, b, c, cost, idx)
+  end
+  local rf = {[0] = sliding_window_refund, bucket_refund, fixed_window_refund, gcra_refund}
 
   local function gcra_debt(burst, w, p, q, a, b, c, now, cost)
     local cap = burst * p
@@ -79,12 +92,18 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
   local function settle_one(kname, field, algo, limit, burst, w, p, q, cost, at)
     local a, b, c, found
     if field ~= '' then
-      if not debt then
+      if not debt and algo ~= 1 then
         crf[algo](kname, field, burst, w, p, q, cost, at, now)
         return
       end
-      a, b, c = cr[algo](kname, field, burst, w, p, q, now)
-      a, b, c = charge(algo, limit, burst, w, p, q, a, b, c, cost)
+      a, b, c, found = cr[algo](kname, field, burst, w, p, q, now)
+      if debt then a, b, c = charge(algo, limit, burst, w, p, q, a, b, c, cost)
+      elseif found and b > now then -- a bucket in debt pays it first
+        a, b, c = bucket_refund(burst, w, p, q, a, b, c, cost, 0)
+      else
+        crf[algo](kname, field, burst, w, p, q, cost, at, now)
+        return
+      end
       cw[algo](kname, field, burst, w, p, q, a, b, c, now)
       return
     end

@@ -58,15 +58,36 @@ static int64_t expiry(const algo_params *ap, const algo_state *st)
     }
 }
 
-/* Give back cost charged at at_ms (lua: each algorithm's _refund). */
+/* A bucket's level at now, from (level, refill time) kept in debt form:
+ * below empty it is a refill time in the future, and what is left of the
+ * debt then counts against a refund or a new debt. */
+static void bucket_normal(const algo_params *ap, algo_state *st, int64_t now,
+                          int64_t avail)
+{
+    int64_t cap = ap->burst * ap->p;
+
+    if (avail > cap)
+        avail = cap;
+    if (avail < -cap)
+        avail = -cap;
+    st->a = avail >= 0 ? avail : 0;
+    st->b = avail >= 0 ? now : now + ceil_div(-avail, ap->q);
+}
+
+/* Give back cost charged at at_ms (lua: each algorithm's _refund); a
+ * bucket in debt (its refill time after now) pays the debt first. */
 static int refund(const algo_params *ap, algo_state *st, int64_t cost,
-                  int64_t at)
+                  int64_t at, int64_t now)
 {
     int64_t idx = at / ap->window_ms, owed, ms;
 
     switch (ap->algo) {
     case RL_ALGO_TOKEN_BUCKET:
-        st->a = min64(st->a + cost * ap->p, ap->burst * ap->p);
+        if (st->b > now)
+            bucket_normal(ap, st, now, st->a - (st->b - now) * ap->q +
+                                           cost * ap->p);
+        else
+            st->a = min64(st->a + cost * ap->p, ap->burst * ap->p);
         return 1;
     case RL_ALGO_GCRA: /* TAT - cost*p/q, exactly */
         owed = cost * ap->p - st->b;
@@ -109,10 +130,7 @@ static void bucket_debt(const algo_params *ap, algo_state *st, int64_t now,
         t = now;
     }
     avail = level - (t - now) * ap->q - cost * ap->p;
-    if (avail < -cap)
-        avail = -cap;
-    st->a = avail >= 0 ? avail : 0;
-    st->b = avail >= 0 ? now : now + ceil_div(-avail, ap->q);
+    bucket_normal(ap, st, now, avail);
 }
 
 /* GCRA's debt: the arrival time moves on by cost, at most two bursts
@@ -159,7 +177,7 @@ int settle_state(const algo_params *ap, int debt, int64_t cost,
 
     if (!found)
         *st = (algo_state){0};
-    if (!debt && (!found || !refund(ap, st, cost, at_ms)))
+    if (!debt && (!found || !refund(ap, st, cost, at_ms, now_ms)))
         return 0;
     if (debt) {
         cost = min64(cost, burst); /* more is never kept: bounds the maths */

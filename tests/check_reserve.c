@@ -455,6 +455,100 @@ START_TEST(edges)
 }
 END_TEST
 
+/* ---- the stores agree ----------------------------------------------------- */
+
+#define LOCKSTEP 3   /* memory, redis plain, redis compact */
+#define LIVE_MAX 8   /* reservations held at once           */
+
+static uint64_t rnd_state;
+
+static uint64_t rnd(uint64_t n)
+{
+    rnd_state = rnd_state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (rnd_state >> 33) % n;
+}
+
+/* One step of the random walk on every limiter: a check, a reserve, a
+ * settle, or time passing.  The answers must be the same everywhere. */
+static void step(rl_limiter **lim, rl_reservation (*live)[LIVE_MAX],
+                 const char **live_ep, int *nlive, int s)
+{
+    static const char *const eps[] = {"/fw", "/sw", "/tb", "/gc"};
+    const char *ep = eps[rnd(4)];
+    uint64_t what = rnd(10);
+    rl_result res[LOCKSTEP];
+    int rc[LOCKSTEP];
+
+    if (what < 2) {
+        clock_add((int64_t)rnd(8000));
+        return;
+    }
+    if (what >= 7 && *nlive > 0) {
+        int k = (int)rnd((uint64_t)*nlive);
+        int64_t actual = (int64_t)rnd(90);
+        for (int j = 0; j < LOCKSTEP; j++)
+            rc[j] = settle(lim[j], live_ep[k], "walk", &live[j][k], actual);
+        for (int j = 1; j < LOCKSTEP; j++)
+            ck_assert_msg(rc[j] == rc[0], "step %d: settle %s rc %d vs %d "
+                          "(%s)", s, live_ep[k], rc[j], rc[0],
+                          rl_errmsg(lim[j]));
+        for (int j = 0; j < LOCKSTEP; j++)
+            live[j][k] = live[j][*nlive - 1];
+        live_ep[k] = live_ep[--*nlive];
+        return;
+    }
+    for (int j = 0; j < LOCKSTEP; j++) {
+        rl_request r = req_of(ep, "walk", (int64_t)rnd(1) + (what < 5 ? 1 : 30));
+        res[j] = (rl_result)RL_RESULT_INIT;
+        if (what < 5 || *nlive == LIVE_MAX) {
+            rc[j] = rl_check(lim[j], &r, &res[j]);
+        } else {
+            live[j][*nlive] = (rl_reservation)RL_RESERVATION_INIT;
+            rc[j] = rl_reserve(lim[j], &r, &live[j][*nlive], &res[j]);
+        }
+        ck_assert_msg(rc[j] == RL_OK, "%s", rl_errmsg(lim[j]));
+    }
+    for (int j = 1; j < LOCKSTEP; j++)
+        ck_assert_msg(res[j].allowed == res[0].allowed &&
+                          res[j].remaining == res[0].remaining &&
+                          res[j].reset_at_ms == res[0].reset_at_ms,
+                      "step %d %s: store %d says %d/%lld/%lld, memory "
+                      "%d/%lld/%lld", s, ep, j, res[j].allowed,
+                      (long long)res[j].remaining,
+                      (long long)res[j].reset_at_ms, res[0].allowed,
+                      (long long)res[0].remaining,
+                      (long long)res[0].reset_at_ms);
+    if (what >= 5 && *nlive < LIVE_MAX && res[0].allowed)
+        live_ep[(*nlive)++] = ep;
+}
+
+/* A random walk of checks, reserves, refunds, debts and time on the
+ * memory store and on Redis in both layouts, in lockstep: every answer
+ * the same (the C maths and lua/settle.lua agree). */
+START_TEST(stores_agree)
+{
+    static const int kinds[LOCKSTEP] = {K_MEMORY, K_REDIS, K_COMPACT};
+    rl_limiter *lim[LOCKSTEP];
+    rl_reservation live[LOCKSTEP][LIVE_MAX];
+    const char *live_ep[LIVE_MAX];
+    int nlive = 0;
+
+    if (!up(K_REDIS))
+        return;
+    for (int j = 0; j < LOCKSTEP; j++) {
+        kind = kinds[j];
+        lim[j] = open_kind();
+    }
+    kind = K_REDIS;
+    rnd_state = getenv("RSV_SEED") ? strtoull(getenv("RSV_SEED"), NULL, 10) : 20261202;
+    for (int s = 0; s < (getenv("RSV_STEPS") ? atoi(getenv("RSV_STEPS")) : 1500); s++)
+        step(lim, live, live_ep, &nlive, s);
+    for (int j = 0; j < LOCKSTEP; j++)
+        rl_limiter_free(lim[j]);
+    down();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reserve");
@@ -470,6 +564,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, two_rules, 0, K_N);
     tcase_add_loop_test(tc, concurrent_exact, 0, K_N);
     tcase_add_loop_test(tc, edges, 0, K_CLUSTER);
+    tcase_add_test(tc, stores_agree);
     suite_add_tcase(s, tc);
     return s;
 }
