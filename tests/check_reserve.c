@@ -57,6 +57,7 @@ static rh_server srv;
 static rh_cluster cl;
 static char shm_name[64];
 static int kind;
+static const char *timeout_ms = "2000";
 
 /* A time 10-20 minutes ahead of the wall clock, at the start of a minute
  * that is also a multiple of 100 s (both windows begin there) + 1 s. */
@@ -119,7 +120,7 @@ static rl_limiter *open_kind(void)
         rh_uri(&srv, uri, sizeof uri);
     ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "2000"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", timeout_ms), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
     if (kind == K_COMPACT)
         ck_assert_int_eq(rl_config_set(cfg, "redis_layout", "compact"),
@@ -549,6 +550,57 @@ START_TEST(stores_agree)
 }
 END_TEST
 
+/* ---- the store away ------------------------------------------------------- */
+
+/* Until a check of cost 0 is answered by Redis again (at most 10 s). */
+static void wait_up(rl_limiter *lim)
+{
+    rl_request r = req_of("/big", "probe", 0);
+    rl_result res = RL_RESULT_INIT;
+
+    for (int i = 0; i < 1000; i++) {
+        ck_assert_int_eq(rl_check(lim, &r, &res), RL_OK);
+        if (!(res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN)))
+            return;
+        usleep(10000);
+    }
+    ck_abort_msg("Redis did not come back");
+}
+
+/* Redis stopped (SIGSTOP): a reserve follows the rule's failure mode and
+ * leaves nothing to settle; a settle fails with RL_ESTORE and, called
+ * again once Redis is back, settles once -- or finds the first call
+ * applied after all (RL_ESETTLED): either way the refund counts once. */
+START_TEST(store_away)
+{
+    rl_reservation rsv, degraded = RL_RESERVATION_INIT;
+    rl_request r = req_of("/fw", "u12", 100);
+    rl_result res = RL_RESULT_INIT;
+    int rc = RL_ESTORE;
+
+    timeout_ms = "300";
+    if (!up(K_REDIS))
+        return;
+    rl_limiter *lim = open_kind();
+    reserve(lim, "/fw", "u12", 100, &rsv);
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    ck_assert_int_eq(rl_reserve(lim, &r, &degraded, &res), RL_OK);
+    ck_assert(res.allowed && (res.flags & RL_FLAG_FALLBACK));
+    SETTLE_OK(lim, "/fw", "u12", &degraded, 0); /* nothing to settle */
+    ck_assert_int_eq(settle(lim, "/fw", "u12", &rsv, 30), RL_ESTORE);
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    wait_up(lim);
+    for (int i = 0; i < 100 && rc == RL_ESTORE; i++)
+        if ((rc = settle(lim, "/fw", "u12", &rsv, 30)) == RL_ESTORE)
+            usleep(20000);
+    ck_assert_msg(rc == RL_OK || rc == RL_ESETTLED, "%d: %s", rc,
+                  rl_errmsg(lim));
+    ck_assert_int_eq(drain(lim, "/fw", "u12", 300), 70);
+    rl_limiter_free(lim);
+    down();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("reserve");
@@ -565,6 +617,7 @@ static Suite *suite(void)
     tcase_add_loop_test(tc, concurrent_exact, 0, K_N);
     tcase_add_loop_test(tc, edges, 0, K_CLUSTER);
     tcase_add_test(tc, stores_agree);
+    tcase_add_test(tc, store_away);
     suite_add_tcase(s, tc);
     return s;
 }
