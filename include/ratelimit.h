@@ -317,8 +317,10 @@ RL_EXPORT int rl_reserve(rl_limiter *lim, const rl_request *req,
  * calling again settles the rest.  With memory_max_bytes reached (or a
  * full shm:// region) a marker can be evicted like any entry, and a
  * second settle then applies again.  The deny cache keeps a denial it
- * holds until it ends.  Any thread; blocks at most the store's timeout;
- * allocates nothing.  There is no asynchronous form.
+ * holds until it ends.  A settle is not a check (not counted in the
+ * statistics or metrics).  Any thread (one struct not settled by two at
+ * once); blocks at most the store's timeout; allocates nothing.  There
+ * is no asynchronous form.
  */
 RL_EXPORT int rl_settle(rl_limiter *lim, const rl_request *req,
                         rl_reservation *rsv, int64_t actual);
