@@ -578,7 +578,7 @@ START_TEST(store_away)
     rl_result res = RL_RESULT_INIT;
     int rc = RL_ESTORE;
 
-    timeout_ms = "300";
+    timeout_ms = "1000";
     if (!up(K_REDIS))
         return;
     rl_limiter *lim = open_kind();
