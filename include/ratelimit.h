@@ -21,7 +21,7 @@
  *     is a no-op.  Strings passed in are copied; nothing keeps a pointer to
  *     the caller's memory after the call returns.
  *   - Structs the caller allocates (rl_result, rl_request, rl_stats,
- *     rl_dryrun, rl_rules_status, rl_reservation) can grow without breaking compiled
+ *     rl_dryrun, rl_rules_status) can grow without breaking compiled
  *     callers: each starts with `size_t size`, which the caller sets to
  *     sizeof the struct it was compiled with (RL_RESULT_INIT,
  *     RL_REQUEST_INIT, RL_STATS_INIT, RL_DRYRUN_INIT and
