@@ -4,7 +4,7 @@
 -- (ARGV[3] the index of the requests' part after the table of rules, one
 -- request, 4 values per key: the rule's index, cost, the charge's time,
 -- field), and KEYS holds the n state keys, then for each its marker
--- rlr:{<its hash tag>}:<charge id>:<reservation id> (same slot).  Per key:
+-- rl:{<its hash tag>}:~r:<charge id>:<reservation id> (same slot).  Per key:
 -- settled only while the charge can still count (its time plus the rule's
 -- state life) and when SET NX makes its marker, alive that long; then its
 -- state is changed.  Returns the number of keys settled now.

@@ -2,10 +2,12 @@
  * redis_settle.c -- see redis_settle.h.
  *
  * The marker of op i of reservation id is the key
- * rlr:{<tag>}:<op id>:<reservation id> (ids in hex), where <tag> is the
- * hash tag of the op's state key (the text between its first '{' and the
- * next '}', as Redis Cluster reads it), so marker and state share a slot
- * and one script call declares both.
+ * rl:{<tag>}:~r:<op id>:<reservation id> (ids in hex), where <tag> is
+ * the hash tag of the op's state key (the text between its first '{' and
+ * the next '}', as Redis Cluster reads it), so marker and state share a
+ * slot and one script call declares both.  It is no state key's name (a
+ * state key's tag is followed by a rule id, which has no '~'), and it
+ * falls under the ACL pattern ~rl:{* the limiters' user already has.
  */
 #include "redis_settle.h"
 #include "cluster_reply.h"
@@ -32,7 +34,7 @@ static size_t marker_name(const char *key, size_t klen, uint64_t op_id,
         key = open + 1;
         tlen = (size_t)(close - key);
     }
-    return (size_t)snprintf(buf, MARKER_MAX, "rlr:{%.*s}:%016llx:%016llx",
+    return (size_t)snprintf(buf, MARKER_MAX, "rl:{%.*s}:~r:%016llx:%016llx",
                             (int)tlen, key, (unsigned long long)op_id,
                             (unsigned long long)id);
 }
