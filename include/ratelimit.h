@@ -86,8 +86,11 @@ enum {
     RL_EOPTION = -7,   /* unknown configuration option or bad value            */
     RL_ESTORE = -8,    /* the store URI is not supported or the store failed   */
     RL_ERANGE = -9,    /* an output buffer is too small                        */
-    RL_EBUSY = -10     /* rl_check_start(): the loop context's checks in
+    RL_EBUSY = -10,    /* rl_check_start(): the loop context's checks in
                           flight are at its maximum                           */
+    RL_ESETTLED = -11  /* rl_settle(): this reservation was settled already
+                          (by this struct, a copy of it, or another process),
+                          or it has expired: nothing changed                  */
 };
 
 /* rl_result.flags */
@@ -235,6 +238,94 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
  */
 RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
                             rl_result *results, int *codes, size_t n);
+
+/* ---- reserve, then settle ---------------------------------------------- */
+/*
+ * For a cost known only after the work is done (the tokens an LLM
+ * produced, the bytes sent): rl_reserve() charges an estimate and returns
+ * a reservation; rl_settle() with the real cost refunds the difference or
+ * charges it, atomically in the store, at most once.
+ *
+ * The reservation is the caller's, sized as every growable struct (size
+ * first: `rl_reservation rsv = RL_RESERVATION_INIT;`).  Its contents are
+ * the library's (do not read or change them); it holds no pointer, so it
+ * may be kept as long as the caller likes, across rule reloads, copied,
+ * or handed to another process of the fleet (same store) to settle: the
+ * charged rules' identities (rule id, shape and client key, hashed), the
+ * charge's time by the store's clock, the estimate, a random 64-bit id.
+ */
+#define RL_RESERVATION_WORDS 40
+typedef struct rl_reservation {
+    size_t size;                           /* in: sizeof(rl_reservation) */
+    uint64_t opaque[RL_RESERVATION_WORDS]; /* the library's              */
+} rl_reservation;
+
+/* The first layout of rl_reservation is the whole of it. */
+#define RL_RESERVATION_SIZE_MIN sizeof(rl_reservation)
+#define RL_RESERVATION_INIT { .size = sizeof(rl_reservation) }
+
+/*
+ * Decide *req exactly as rl_check() would, with req->cost as the
+ * estimate, and fill *rsv when the request is admitted (allowed 1);
+ * otherwise *rsv is cleared (nothing to settle).  The same rules, deny
+ * cache, failure modes, statistics and metrics as rl_check() (a reserve
+ * counts as one check).  A reservation admitted by a failure mode (the
+ * store failed: open, fallback) or that matched no rule charged nothing
+ * the store keeps: settling it does nothing.  Rules in mode "log" are
+ * charged as by rl_check() and are never settled.  Returns what rl_check()
+ * returns, plus RL_EINVAL for a NULL rsv or rsv->size below
+ * RL_RESERVATION_SIZE_MIN, and RL_ERULE when a matching rule's algorithm
+ * cannot give back part of a charge (nothing is charged then).  Any
+ * thread; blocks at most the store's timeout; allocates nothing.
+ */
+RL_EXPORT int rl_reserve(rl_limiter *lim, const rl_request *req,
+                         rl_reservation *rsv, rl_result *result);
+
+/*
+ * Settle the reservation *rsv of request *req (the same request rl_reserve()
+ * was given: equal strings, any memory; req->cost is not read) at its real
+ * cost `actual` (0..RL_COST_MAX), for every rule the reservation charged
+ * that still matches req with the same shape (a rule removed or reshaped
+ * since is skipped: its state is gone or converted):
+ *   actual < estimate: estimate - actual is refunded as of the charge's
+ *     time: a window gives it back only while the window it was charged
+ *     in still counts (fixed: the same window; sliding: it or the next,
+ *     as the previous window), never below zero; a bucket gets the tokens
+ *     back, never above its burst (GCRA: its arrival time moves back);
+ *   actual > estimate: actual - estimate is charged now, unconditionally
+ *     (the work is done): the client goes into debt and later checks are
+ *     denied until it is paid back.  A bucket (token_bucket, gcra) holds
+ *     at most one burst of debt past empty; a window counts it up to its
+ *     limit (it denies until the window moves on; more is not carried);
+ *   actual == estimate: nothing to change, no store call (only this
+ *     struct is marked settled; a copy could still settle once).
+ * Each charged rule is settled at most once, atomically with a marker in
+ * the store (Redis: a key beside the client's state, same hash slot;
+ * memory://, shm://: an entry of the store's table), so a second settle of
+ * the same reservation -- this struct, a copy, another process -- is
+ * refused with RL_ESETTLED and changes nothing.  A reservation can be
+ * settled while its charge still counts: until the charge's time plus its
+ * rule's state life (a fixed window's length, two for a sliding window, a
+ * bucket's time to refill from empty); after that it has expired, its
+ * charge stands, and rl_settle() returns RL_ESETTLED.  A reservation never
+ * settled simply expires, charged.
+ * Returns RL_OK (settled; also when nothing was left to settle),
+ * RL_ESETTLED, RL_EINVAL (a NULL argument, a size below its struct's
+ * RL_*_SIZE_MIN, rsv not filled by an admitting rl_reserve(), a bad
+ * actual or request), RL_ESTORE (the store could not be reached: nothing
+ * is known to have changed; call again, a settle already applied is not
+ * applied twice).  On a Redis Cluster each rule is settled in its own
+ * slot; a settle that fails midway may have settled some rules, and
+ * calling again settles the rest.  With memory_max_bytes reached (or a
+ * full shm:// region) a marker can be evicted like any entry, and a
+ * second settle then applies again.  The deny cache keeps a denial it
+ * holds until it ends.  A settle is not a check (not counted in the
+ * statistics or metrics).  Any thread (one struct not settled by two at
+ * once); blocks at most the store's timeout; allocates nothing.  There
+ * is no asynchronous form.
+ */
+RL_EXPORT int rl_settle(rl_limiter *lim, const rl_request *req,
+                        rl_reservation *rsv, int64_t actual);
 
 /* ---- rules ------------------------------------------------------------ */
 /* The most bytes of rule-set JSON the library reads: a file, a string, a

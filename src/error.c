@@ -42,6 +42,7 @@ RL_EXPORT const char *rl_strerror(int code)
     case RL_ESTORE: return "store error";
     case RL_ERANGE: return "buffer too small";
     case RL_EBUSY: return "too many checks in flight";
+    case RL_ESETTLED: return "reservation already settled or expired";
     default: return "unknown error";
     }
 }

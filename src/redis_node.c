@@ -10,6 +10,7 @@
  * sleep in rio_wait(); started ones hear from the I/O thread.
  */
 #include "redis_node.h"
+#include "redis_settle.h"
 #include "ratelimit.h"
 #include "redis_script.h"
 #include "sha1.h"
@@ -172,6 +173,33 @@ int rnode_give_back(rnode *r, const store_op *op, int64_t units,
         freeReplyObject(rep);
     }
     resp_release(&b);
+    return rc == RL_OK ? RL_OK : RL_ESTORE;
+}
+
+int rnode_settle(rnode *r, const store_settle *ss, size_t from, size_t n,
+                 int asking, int64_t timeout_ms, size_t *settled,
+                 rnode_reply *why)
+{
+    int nrep = asking ? 2 : 1, rc = 1;
+
+    why->status = RN_ERROR;
+    for (int eval = 0; eval < 2 && rc == 1; eval++) { /* NOSCRIPT: EVAL */
+        char stack[CMD_STACK];
+        resp_buf b = RESP_BUF(stack, sizeof stack);
+        redisReply *rep[2];
+
+        if (asking)
+            script_put_asking(&b);
+        settle_put(&r->sx, &b, ss, from, n, eval);
+        rc = b.oom ? RL_ESTORE
+                   : rio_call(r->io, b.p, b.len, nrep, rep, timeout_ms);
+        resp_release(&b);
+        if (rc != RL_OK)
+            return RL_ESTORE;
+        rc = settle_parse(rep[nrep - 1], settled, why);
+        for (int k = 0; k < nrep; k++)
+            freeReplyObject(rep[k]);
+    }
     return rc == RL_OK ? RL_OK : RL_ESTORE;
 }
 

@@ -71,6 +71,14 @@ int rnode_refund(rnode *n, const store_op *ops, size_t nops,
 int rnode_give_back(rnode *n, const store_op *op, int64_t units,
                     int64_t charged_ms, int64_t timeout_ms);
 
+/* Settle ss->ops[from..from+n) in one script call (redis_settle.h),
+ * preceded by ASKING when `asking`, waiting at most timeout_ms.  RL_OK
+ * with *settled the ops settled now, or RL_ESTORE with why->status
+ * (RN_MOVED, RN_ASK with why->addr; RN_ERROR). */
+int rnode_settle(rnode *n, const store_settle *ss, size_t from, size_t nops,
+                 int asking, int64_t timeout_ms, size_t *settled,
+                 rnode_reply *why);
+
 /* 1 if a connection is up. */
 int rnode_is_up(rnode *n);
 

@@ -22,6 +22,8 @@ const sized_type sized_rules_status =
     SIZED(rl_rules_status, RL_RULES_STATUS_SIZE_MIN, "RL_RULES_STATUS_INIT");
 const sized_type sized_async_check =
     SIZED(rl_async_check, RL_ASYNC_CHECK_SIZE_MIN, "RL_ASYNC_CHECK_INIT");
+const sized_type sized_reservation =
+    SIZED(rl_reservation, RL_RESERVATION_SIZE_MIN, "RL_RESERVATION_INIT");
 
 size_t sized_span(const void *owner, const char *what, const sized_type *t,
                   size_t size)

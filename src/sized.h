@@ -26,6 +26,7 @@ typedef struct sized_type {
 
 extern const sized_type sized_result, sized_request, sized_stats,
     sized_dryrun, sized_rules_status, sized_async_check;
+extern const sized_type sized_reservation;
 
 /*
  * The bytes of the caller's struct (of `size`, named in the message as

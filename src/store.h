@@ -19,6 +19,7 @@
 #include "clock.h"
 #include "ratelimit.h"
 #include "rule.h"
+#include "settle.h"
 
 #define RL_OPS_MAX 32 /* charges in one request: rules one request matches */
 
@@ -124,6 +125,15 @@ typedef struct store_vtable {
      * Returns RL_OK or RL_ESTORE.  NULL: no leases on this store. */
     int (*give_back)(rl_store *s, const store_op *op, int64_t units,
                      int64_t charged_ms, int wait);
+    /* rl_settle(): settle ss->ops[0..n) (settle.h), each op at most once
+     * per reservation (a marker kept beside its state until the charge's
+     * time plus its rule's state life, made in the same atomic step as
+     * the state's change), each op's marker and state together; an op
+     * whose marker exists or whose charge has expired is skipped.  Sets
+     * *settled to the ops settled by this call.  Returns RL_OK or
+     * RL_ESTORE (an op may then be settled or not: a call again settles
+     * what is left).  NULL: the store cannot settle. */
+    int (*settle)(rl_store *s, const store_settle *ss, size_t *settled);
 } store_vtable;
 
 struct rl_store {

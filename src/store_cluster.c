@@ -557,6 +557,62 @@ static size_t cluster_shards(rl_store *s, store_shard *out, size_t max)
     return n;
 }
 
+/* ---- settling a reservation ------------------------------------------- */
+
+/* Settle op i of ss on the master of its slot (its state and its marker
+ * share the slot), following redirects as route() does, within the
+ * store's timeout; *settled grows by what it settled. */
+static int settle_op(cluster_store *c, const store_settle *ss, size_t i,
+                     int64_t deadline_ns, size_t *settled)
+{
+    unsigned slot = redis_key_slot(&ss->ops[i], c->nopts.io.compact);
+    unsigned idx = atomic_load_explicit(&c->owner[slot],
+                                        memory_order_relaxed);
+    int asking = 0;
+
+    for (int t = 0; t < TRIES && mono_ns() < deadline_ns; t++) {
+        rnode *nd = node_at(c, idx);
+        int64_t left = (deadline_ns - mono_ns()) / 1000000;
+        rnode_reply why;
+        size_t k = 0;
+        int to;
+        if (!nd)
+            break;
+        if (rnode_settle(nd, ss, i, 1, asking, left > 0 ? left : 1, &k,
+                         &why) == RL_OK) {
+            *settled += k;
+            return RL_OK;
+        }
+        atomic_store(&c->want, 1);
+        if ((why.status != RN_MOVED && why.status != RN_ASK) ||
+            (to = cmap_find_node(c, why.addr)) < 0)
+            return RL_ESTORE;
+        if (!node_at(c, (unsigned)to)) {
+            want_open(c, to);
+            return RL_ESTORE; /* a call again finds it open */
+        }
+        asking = why.status == RN_ASK;
+        idx = (unsigned)to;
+    }
+    return RL_ESTORE;
+}
+
+/* Each op in its own slot's call: a reservation's rules may lie in many
+ * slots, and each is settled at most once on its own. */
+static int cluster_settle(rl_store *s, const store_settle *ss,
+                          size_t *settled)
+{
+    cluster_store *c = (cluster_store *)s;
+    int64_t deadline_ns = mono_ns() + c->timeout_ms * 1000000;
+    int rc = RL_OK;
+
+    *settled = 0;
+    for (size_t i = 0; i < ss->n; i++)
+        if (settle_op(c, ss, i, deadline_ns, settled) != RL_OK)
+            rc = RL_ESTORE;
+    return rc;
+}
+
 static const store_vtable cluster_vtable = {
     .name = "redis-cluster",
     .check = cluster_check,
@@ -567,6 +623,7 @@ static const store_vtable cluster_vtable = {
     .set_clock = cluster_set_clock,
     .io_stats = cluster_io_stats,
     .shards = cluster_shards,
+    .settle = cluster_settle,
 };
 
 /* The fleet's key lives where its slot does. */

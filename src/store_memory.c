@@ -248,6 +248,64 @@ static void mem_free(rl_store *s)
     free(m);
 }
 
+/* ---- settling a reservation (settle.h) ---------------------------------- */
+
+/* Settle op i of ss in its segment g (locked): its marker written if
+ * absent, and its state changed.  1 if settled now. */
+static int mem_settle_op(mem_store *m, segment *g, const store_settle *ss,
+                         size_t i, uint64_t kh, int64_t now, uint32_t now_s)
+{
+    const store_op *op = &ss->ops[i];
+    int64_t until = settle_until(&op->rule->ap, ss->at_ms), exp;
+    uint64_t mfp = slots_fingerprint(settle_marker_seed(ss->op_id[i], ss->id),
+                                     kh);
+    uint64_t fp = slots_fingerprint(op->rule->shape.state_seed, kh);
+    algo_state st = {0};
+    uint32_t keep = 0;
+    entry *e;
+
+    if (now > until || slots_find(g->slots, g->cap, mfp, now_s))
+        return 0;
+    store_entry(m, g, mfp, &st, expiry_of(m, until), now_s);
+    if ((e = slots_find(g->slots, g->cap, fp, now_s))) {
+        st = (algo_state){.a = e->a, .b = e->b, .c = e->c};
+        keep = e->expires; /* a refund never shortens a state's life */
+    }
+    if (settle_state(&op->rule->ap, ss->debt, op->cost, ss->at_ms, now, &st,
+                     e != NULL, &exp)) {
+        uint32_t x = expiry_of(m, exp);
+        store_entry(m, g, fp, &st, x > keep ? x : keep, now_s);
+    }
+    return 1;
+}
+
+static int mem_settle(rl_store *s, const store_settle *ss, size_t *settled)
+{
+    mem_store *m = (mem_store *)s;
+    uint64_t kh[RL_OPS_MAX];
+    uint32_t seg[RL_OPS_MAX], segs[RL_OPS_MAX], now_s;
+    int64_t now, rel_s;
+    size_t nseg, i;
+
+    *settled = 0;
+    if (ss->n == 0 || ss->n > RL_OPS_MAX)
+        return RL_EINVAL;
+    for (i = 0; i < ss->n; i++) {
+        kh[i] = siphash13(ss->ops[i].key, ss->ops[i].key_len, m->hash_key);
+        seg[i] = (uint32_t)(kh[i] >> (64 - SEG_BITS));
+    }
+    nseg = lock_all(m, seg, ss->n, segs);
+    now = clock_now_ms(&m->clock);
+    rel_s = now / 1000 - m->epoch_s;
+    now_s = rel_s < 0 ? 0 : rel_s > UINT32_MAX ? UINT32_MAX : (uint32_t)rel_s;
+    for (i = 0; i < ss->n; i++)
+        *settled += (size_t)mem_settle_op(m, &m->seg[seg[i]], ss, i, kh[i],
+                                          now, now_s);
+    for (i = nseg; i-- > 0;)
+        pthread_mutex_unlock(&m->seg[segs[i]].lock);
+    return RL_OK;
+}
+
 /* No breaker, no check_many (one check each is as cheap), no start:
  * check() never blocks, so a started request is decided at once. */
 static const store_vtable mem_vtable = {
@@ -255,6 +313,7 @@ static const store_vtable mem_vtable = {
     .local = 1,
     .check = mem_check,
     .free = mem_free,
+    .settle = mem_settle,
 };
 
 int store_memory_new(const store_options *opt, rl_store **out, char *err,

@@ -53,6 +53,16 @@ static int redis_check_many(rl_store *s, store_req *reqs, size_t n)
     return rnode_check_many(r->node, reqs, n, deadline(r), NULL);
 }
 
+static int redis_settle(rl_store *s, const store_settle *ss, size_t *settled)
+{
+    redis_store *r = (redis_store *)s;
+    rnode_reply why;
+
+    *settled = 0;
+    return rnode_settle(r->node, ss, 0, ss->n, 0, r->timeout_ms, settled,
+                        &why);
+}
+
 /* ---- started requests ----------------------------------------------------- */
 
 _Static_assert(sizeof(rnode_async) <= STORE_ASYNC_SPACE,
@@ -158,6 +168,7 @@ static const store_vtable redis_vtable = {
     .io_stats = redis_io_stats,
     .shards = redis_shards,
     .give_back = redis_give_back,
+    .settle = redis_settle,
 };
 
 void store_redis_node_opts(rnode_opts *o, const store_options *opt,

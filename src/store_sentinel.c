@@ -387,6 +387,11 @@ static void sen_io_stats(rl_store *s, rnode_stats *st)
     INNER(s)->vt->io_stats(INNER(s), st);
 }
 
+static int sen_settle(rl_store *s, const store_settle *ss, size_t *settled)
+{
+    return INNER(s)->vt->settle(INNER(s), ss, settled);
+}
+
 static void sen_free(rl_store *base)
 {
     sentinel_store *s = (sentinel_store *)base;
@@ -418,6 +423,7 @@ static const store_vtable sentinel_vtable = {
     .start = sen_start,
     .set_clock = sen_set_clock,
     .io_stats = sen_io_stats,
+    .settle = sen_settle,
 };
 
 /* ---- opening ------------------------------------------------------------ */

@@ -353,6 +353,66 @@ static void shm_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
     m->clock_arg = arg;
 }
 
+/* ---- settling a reservation (settle.h) ---------------------------------- */
+
+/* Settle op i of ss in segment si (locked), as the memory store does:
+ * its marker written if absent, its state changed.  1 if settled now. */
+static int shm_settle_op(shm_store *m, uint32_t si, const store_settle *ss,
+                         size_t i, uint64_t kh, int64_t now, uint32_t now_s)
+{
+    const store_op *op = &ss->ops[i];
+    shm_segment *g = &m->seg[si];
+    slot_entry *sl = seg_slots(m, si), *e;
+    int64_t until = settle_until(&op->rule->ap, ss->at_ms), exp;
+    uint64_t mfp = slots_fingerprint(settle_marker_seed(ss->op_id[i], ss->id),
+                                     kh);
+    uint64_t fp = slots_fingerprint(op->rule->shape.state_seed, kh);
+    algo_state st = {0};
+    uint32_t keep = 0;
+
+    if (now > until || slots_find(sl, m->cap, mfp, now_s))
+        return 0;
+    store_entry(m, g, sl, mfp, &st, expiry_of(m, until), now_s);
+    if ((e = slots_find(sl, m->cap, fp, now_s))) {
+        st = (algo_state){.a = e->a, .b = e->b, .c = e->c};
+        keep = e->expires; /* a refund never shortens a state's life */
+    }
+    if (settle_state(&op->rule->ap, ss->debt, op->cost, ss->at_ms, now, &st,
+                     e != NULL, &exp)) {
+        uint32_t x = expiry_of(m, exp);
+        store_entry(m, g, sl, fp, &st, x > keep ? x : keep, now_s);
+    }
+    return 1;
+}
+
+static int shm_settle(rl_store *s, const store_settle *ss, size_t *settled)
+{
+    shm_store *m = (shm_store *)s;
+    uint64_t kh[RL_OPS_MAX];
+    uint32_t seg[RL_OPS_MAX], segs[RL_OPS_MAX], now_s;
+    int64_t now;
+    int nseg;
+
+    *settled = 0;
+    if (ss->n == 0 || ss->n > RL_OPS_MAX)
+        return RL_EINVAL;
+    for (size_t i = 0; i < ss->n; i++) {
+        kh[i] = siphash13(ss->ops[i].key, ss->ops[i].key_len,
+                          m->hdr->hash_key);
+        seg[i] = seg_of(kh[i]);
+    }
+    if ((nseg = lock_all(m, seg, ss->n, segs)) < 0)
+        return RL_ESTORE;
+    now = now_ms(m);
+    now_s = seconds_of(m, now);
+    for (size_t i = 0; i < ss->n; i++)
+        *settled += (size_t)shm_settle_op(m, seg[i], ss, i, kh[i], now,
+                                          now_s);
+    while (nseg-- > 0)
+        pthread_mutex_unlock(&m->seg[segs[nseg]].lock);
+    return RL_OK;
+}
+
 /* No breaker, no check_many, no start: like the memory store's, a check
  * never waits on I/O (only on a segment lock, held for a few slots). */
 static const store_vtable shm_vtable = {
@@ -361,6 +421,7 @@ static const store_vtable shm_vtable = {
     .check = shm_check,
     .free = shm_free,
     .set_clock = shm_set_clock,
+    .settle = shm_settle,
 };
 
 /* ---- creating and attaching ------------------------------------------- */

@@ -361,6 +361,38 @@ START_TEST(check_many_as_the_user)
 }
 END_TEST
 
+/* Reserve, then settle, as the user, in both layouts: the settle's
+ * markers (rl:{<tag>}:~r:...) fall under the key pattern it has. */
+START_TEST(reserve_and_settle_as_the_user)
+{
+    static const char *const layouts[] = {"plain", "compact"};
+
+    for (int l = 0; l < 2; l++) {
+        const char *opts[] = {"rules", rules, "redis_layout", layouts[l],
+                              NULL};
+        rl_limiter *lim = open_as_user(l ? uri_unix : uri, opts);
+        char user[32], key[40];
+        rl_request req = {.size = sizeof(rl_request), .endpoint = "/bucket",
+                          .user = user, .cost = 8};
+        rl_reservation rsv = RL_RESERVATION_INIT, copy;
+        rl_result res = RL_RESULT_INIT;
+
+        snprintf(user, sizeof user, "rsv-%s", layouts[l]);
+        snprintf(key, sizeof key, "user:%s", user);
+        ck_assert_int_eq(rl_reserve(lim, &req, &rsv, &res), RL_OK);
+        ck_assert(res.allowed && !(res.flags & DECIDED_ELSEWHERE));
+        copy = rsv;
+        ck_assert_msg(rl_settle(lim, &req, &rsv, 3) == RL_OK, "%s: %s",
+                      layouts[l], rl_errmsg(lim));
+        ck_assert_int_eq(rl_settle(lim, &req, &copy, 3), RL_ESETTLED);
+        /* 10 - 8 + 5 given back */
+        ck_assert_int_eq(admitted(lim, key, "bucket", 10), 7);
+        rl_limiter_free(lim);
+    }
+    nothing_went_wrong();
+}
+END_TEST
+
 /* A user set up before the script read batches with MGET (no +mget):
  * refused the MGET, the script reads key by key, decisions the same. */
 START_TEST(check_many_without_mget)
@@ -665,6 +697,7 @@ int main(void)
         tcase_add_test(one, compact_layout_every_algorithm_and_a_changed_rule);
         tcase_add_test(one, check_many_as_the_user);
         tcase_add_test(one, check_many_without_mget);
+        tcase_add_test(one, reserve_and_settle_as_the_user);
         tcase_add_test(one, lost_scripts_connections_and_the_fallback);
         tcase_add_test(one, fleet_auto_counts_its_members);
         tcase_add_test(one, rules_source_push_and_pull);

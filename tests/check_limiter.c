@@ -938,11 +938,12 @@ START_TEST(strerror_names_every_code)
         {RL_ESTORE, "store error"},
         {RL_ERANGE, "buffer too small"},
         {RL_EBUSY, "too many checks in flight"},
+        {RL_ESETTLED, "reservation already settled or expired"},
     };
 
     for (size_t i = 0; i < sizeof codes / sizeof codes[0]; i++)
         ck_assert_str_eq(rl_strerror(codes[i].code), codes[i].text);
-    ck_assert_str_eq(rl_strerror(-11), "unknown error");
+    ck_assert_str_eq(rl_strerror(-12), "unknown error");
     ck_assert_str_eq(rl_strerror(1), "unknown error");
     ck_assert_str_eq(rl_strerror(-2147483647 - 1), "unknown error");
 }

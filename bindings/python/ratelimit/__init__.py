@@ -17,8 +17,8 @@ from . import _lib
 from .errors import (BufferTooSmallError, BusyError, ErrorCode,
                      FileReadError, InvalidArgumentError, NoSuchRuleError,
                      OptionError, OutOfMemoryError, RateLimitError,
-                     RuleError, RuleParseError, StoreError)
-from .limiter import Limiter
+                     RuleError, RuleParseError, SettledError, StoreError)
+from .limiter import Limiter, Reservation
 from .result import Flags, Result
 
 __all__ = [
@@ -26,6 +26,7 @@ __all__ = [
     "InvalidArgumentError", "OutOfMemoryError", "NoSuchRuleError",
     "RuleError", "RuleParseError", "FileReadError", "OptionError",
     "StoreError", "BufferTooSmallError", "BusyError", "library_version",
+    "Reservation", "SettledError",
 ]
 
 

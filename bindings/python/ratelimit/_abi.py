@@ -24,6 +24,7 @@ RL_HEADERS_FORMAT_MAX = 396
 RL_BODY_FORMAT_MAX = 58
 RL_RULES_REFUSAL_MAX = 256
 RL_ERANGE = -9
+RL_RESERVATION_WORDS = 40
 
 
 class rl_result(Structure):
@@ -111,10 +112,17 @@ class rl_header(Structure):
     _fields_ = [("name", c_char * 24), ("value", c_char * 104)]
 
 
+class rl_reservation(Structure):
+    _fields_ = [
+        ("size", c_size_t),
+        ("opaque", c_uint64 * RL_RESERVATION_WORDS),
+    ]
+
+
 # Every mirrored struct, by its C name (the ABI test walks this).
 STRUCTS = {cls.__name__: cls for cls in
            (rl_result, rl_dim, rl_request, rl_dryrun, rl_rules_status,
-            rl_stats, rl_header)}
+            rl_stats, rl_header, rl_reservation)}
 
 
 def sized(cls):
@@ -155,6 +163,10 @@ _PROTOTYPES = {
     "rl_headers_format": (c_int, [POINTER(rl_result), c_uint, c_char_p,
                                   c_size_t]),
     "rl_body_format": (c_int, [POINTER(rl_result), c_char_p, c_size_t]),
+    "rl_reserve": (c_int, [c_void_p, POINTER(rl_request),
+                           POINTER(rl_reservation), POINTER(rl_result)]),
+    "rl_settle": (c_int, [c_void_p, POINTER(rl_request),
+                          POINTER(rl_reservation), c_int64]),
 }
 
 

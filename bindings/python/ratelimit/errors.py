@@ -21,6 +21,7 @@ class ErrorCode(enum.IntEnum):
     RL_ESTORE = -8
     RL_ERANGE = -9
     RL_EBUSY = -10
+    RL_ESETTLED = -11
 
 
 class RateLimitError(Exception):
@@ -77,6 +78,11 @@ class BusyError(RateLimitError):
     """RL_EBUSY."""
 
 
+class SettledError(RateLimitError):
+    """RL_ESETTLED: the reservation was settled already (it, a copy,
+    another process) or has expired; nothing changed."""
+
+
 _BY_CODE = {
     ErrorCode.RL_EINVAL: InvalidArgumentError,
     ErrorCode.RL_ENOMEM: OutOfMemoryError,
@@ -88,6 +94,7 @@ _BY_CODE = {
     ErrorCode.RL_ESTORE: StoreError,
     ErrorCode.RL_ERANGE: BufferTooSmallError,
     ErrorCode.RL_EBUSY: BusyError,
+    ErrorCode.RL_ESETTLED: SettledError,
 }
 
 

@@ -256,6 +256,44 @@ class Limiter:
                     codes[i]).decode()))
         return out
 
+    # ---- reserve, then settle -------------------------------------------
+    def reserve(self, endpoint=None, tier=None, *, user=None, api_key=None,
+                ip=None, dimensions=None, cost=1):
+        """Decide the request as check() does, with cost as an estimate
+        (rl_reserve()).  Returns (Result, Reservation), the reservation
+        None when the request is denied; settle it once the real cost is
+        known."""
+        kw = dict(endpoint=endpoint, tier=tier, user=user, api_key=api_key,
+                  ip=ip, dimensions=dimensions, cost=cost)
+        req, _keep = _request(**kw)
+        res = _abi.sized(_abi.rl_result)
+        rsv = _abi.sized(_abi.rl_reservation)
+        h = self._enter()
+        try:
+            rc = self._lib.rl_reserve(h, ctypes.byref(req), ctypes.byref(rsv),
+                                      ctypes.byref(res))
+            if rc != 0:
+                raise self._error(rc, h)
+        finally:
+            self._leave()
+        return Result(res), (Reservation(rsv, kw) if res.allowed else None)
+
+    def settle(self, reservation, actual):
+        """Settle the reservation at the real cost actual (rl_settle()):
+        the difference refunded, or charged as a debt.  SettledError when
+        it was settled already (a copy, another process) or expired;
+        StoreError when the store could not be reached (call again)."""
+        req, _keep = _request(**reservation.request)
+        h = self._enter()
+        try:
+            rc = self._lib.rl_settle(h, ctypes.byref(req),
+                                     ctypes.byref(reservation.raw),
+                                     _cost(actual))
+            if rc != 0:
+                raise self._error(rc, h)
+        finally:
+            self._leave()
+
     # ---- rules ---------------------------------------------------------
     def load_rules(self, rules):
         """Replace the rule set, all or nothing (rl_rules_load_file() for
@@ -338,6 +376,27 @@ class Limiter:
 def _fields(st):
     return {name: getattr(st, name) for name, _ in st._fields_
             if name != "size"}
+
+
+class Reservation:
+    """What Limiter.reserve() charged: the library's rl_reservation (raw)
+    and the request it was made for, which Limiter.settle() sends again.
+    to_bytes()/from_bytes() carry it to another process of the fleet."""
+
+    def __init__(self, raw, request):
+        self.raw = raw
+        self.request = dict(request)
+
+    def to_bytes(self):
+        return bytes(self.raw)
+
+    @classmethod
+    def from_bytes(cls, data, request):
+        raw = _abi.rl_reservation.from_buffer_copy(data)
+        return cls(raw, request)
+
+    def copy(self):
+        return Reservation.from_bytes(self.to_bytes(), self.request)
 
 
 def _request(endpoint=None, tier=None, user=None, api_key=None, ip=None,

@@ -90,6 +90,9 @@ static void stats_layout(void)
     STRUCT(rl_header);
     MEMBER(rl_header, name);
     MEMBER(rl_header, value);
+    STRUCT(rl_reservation);
+    MEMBER(rl_reservation, size);
+    MEMBER(rl_reservation, opaque);
 }
 
 int main(void)
@@ -110,5 +113,6 @@ int main(void)
     printf("RL_EPARSE %d\nRL_EIO %d\nRL_EOPTION %d\nRL_ESTORE %d\n",
            RL_EPARSE, RL_EIO, RL_EOPTION, RL_ESTORE);
     printf("RL_ERANGE %d\nRL_EBUSY %d\n", RL_ERANGE, RL_EBUSY);
+    printf("RL_ESETTLED %d\n", RL_ESETTLED);
     return 0;
 }

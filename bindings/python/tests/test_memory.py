@@ -7,7 +7,7 @@ import pytest
 
 from ratelimit import (ErrorCode, FileReadError, Flags, InvalidArgumentError,
                        Limiter, NoSuchRuleError, OptionError, RateLimitError,
-                       RuleError, RuleParseError, StoreError)
+                       RuleError, RuleParseError, SettledError, StoreError)
 from rlhelp import on_threads, rule, ruleset
 
 
@@ -248,3 +248,18 @@ def test_log_messages_reach_a_callable_or_stderr_or_nowhere(tmp_path, capfd):
     with _from_last_good(tmp_path, log=False):
         pass
     assert capfd.readouterr().err == ""
+
+
+def test_reserve_then_settle():
+    with Limiter(rules=ruleset(rule("tokens", 100))) as lim:
+        res, rsv = lim.reserve(user="7", cost=100)
+        assert res.allowed and rsv is not None
+        copy = rsv.copy()
+        lim.settle(rsv, 30)
+        with pytest.raises(SettledError) as e:
+            lim.settle(copy, 30)
+        assert e.value.code == ErrorCode.RL_ESETTLED
+        admitted = sum(bool(lim.check(user="7")) for _ in range(100))
+        assert admitted == 70
+        res, rsv = lim.reserve(user="7", cost=1)
+        assert not res.allowed and rsv is None
