@@ -23,7 +23,7 @@
 --          shapes (only then does the script make the functions that
 --          convert; convert.lua).  Per rule:
 --            algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window,
---            3 gcra), limit, burst, window ms, p, q (one unit per p/q ms),
+--            3 gcra, 4 sliding_log: plain layout only), limit, burst, window ms, p, q (one unit per p/q ms),
 --            the number of shapes it replaced that may still hold state
 --            ("r": always 0), and when that is not 0: its shape (the key
 --            name's last part: "s60", "t60:100:20"), then for each of
@@ -53,10 +53,10 @@
 -- the next request converts it again, alike).  Only the keys of changed
 -- rules pay for this, and only on a miss.
 
-local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
-local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
-local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
-local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund}
+local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra, sliding_log}
+local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load, sliding_log_load}
+local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save, sliding_log_save}
+local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund, sliding_log_refund}
 local cread, cwrite, crefund
 if compact_layout then
   cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
@@ -128,7 +128,8 @@ if ARGV[2] == 'r' then
         else
           local a, b, c, found = read(K[key], algo, burst, w, p, q)
           if found then
-            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 2]), w))
+            local at = tonumber(ARGV[arg + 2])
+            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(at, w), at)
             write(K[key], algo, burst, w, p, q, a, b, c)
           end
         end
@@ -152,7 +153,8 @@ if converts then migrate = function(kname, field, algo, limit, burst, w, p, q, r
     local fw, fp, fq = tonumber(ARGV[x + 3]), tonumber(ARGV[x + 4]), tonumber(ARGV[x + 5])
     local old = stem .. ARGV[x + 6]
     local a, b, c, found
-    if field == '' then a, b, c, found = read(old, fa, fb, fw, fp, fq)
+    if fa == 4 or algo == 4 then -- a log converts to nothing: left to expire
+    elseif field == '' then a, b, c, found = read(old, fa, fb, fw, fp, fq)
     else a, b, c, found = cread[fa](old, field, fb, fw, fp, fq, now) end
     if found then
       a, b, c = convert(fa, fl, fb, fw, fp, fq, a, b, c, algo, limit, burst, w, p, q, tonumber(ARGV[x + 7]), now)
