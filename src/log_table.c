@@ -204,9 +204,12 @@ int log_table_reserve(log_table *lt, uint64_t fp, size_t need,
                       uint32_t now_s, const log_budget *b)
 {
     const log_slot *have = log_table_find(lt, fp, now_s);
-    uint32_t cur = have ? have->cap : 0, cap = times_for(need);
+    uint32_t cur = have ? have->cap : 0, cap;
     log_slot *e;
 
+    if (have && cur >= need) /* the common case: room already */
+        return 0;
+    cap = times_for(need);
     if (need > cur)
         within_budget(lt, fp, ((int64_t)cap - cur) * (int64_t)sizeof(int64_t),
                       now_s, b);
