@@ -54,7 +54,7 @@
 -- rules pay for this, and only on a miss.
 
 local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra, sliding_log}
-local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load, sliding_log_load}
+local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
 local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save, sliding_log_save}
 local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund, sliding_log_refund}
 local cread, cwrite, crefund
@@ -69,6 +69,7 @@ end
 local function read(key, algo, burst, w, p, q)
   local value = call('GET', key)
   if not value then return 0, 0, 0, false end
+  if algo == 4 then return value, 0, 0, true end -- a log: no expiry needed
   local a, b, c = load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
   return a, b, c, true
 end
@@ -240,7 +241,9 @@ for r = 1, nreq do
       local value
       if vals and not dirty[K[key]] then value = vals[key]
       else value = call('GET', K[key]) end
-      if value then
+      if algo == 4 then -- a sliding log: the value is its state
+        a, b, c = value or 0, 0, 0
+      elseif value then
         a, b, c = load[algo](burst, w, p, q, value, call('PEXPIRETIME', K[key]))
       else
         a, b, c = 0, 0, 0

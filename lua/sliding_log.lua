@@ -3,7 +3,8 @@
 -- in src/algo.c (src/algo.h has the rule).  State: a = the log, a string
 -- of 6-byte big-endian times in ms, oldest first (6 bytes reach the year
 -- 10889; 6 x limit bytes at most, limit <= RL_LOG_LIMIT_MAX); 0 when the
--- client has none; b and c unused.  The key expires when its newest time
+-- client has none; b and c unused.  check.lua reads the value as it is
+-- (no PEXPIRETIME: the times say when it expires).  The key expires when its newest time
 -- leaves the window.  A check reads one position per step of a binary
 -- search (the first time still counting) and, when it charges, writes
 -- the log cut at that point with the charge's times appended: its Lua
@@ -54,10 +55,6 @@ local function sliding_log(limit, burst, w, p, q, a, b, c, now, cost)
         string.rep(struct.pack('>I6', now), cost)
   end
   return ok, changed, remaining, reset, retry, s, 0, 0
-end
-
-local function sliding_log_load(burst, w, p, q, value, exp)
-  return value, 0, 0
 end
 
 -- An empty log (all refunded) is saved as expired: SET ... PXAT 1
