@@ -23,8 +23,9 @@
 --          shapes (only then does the script make the functions that
 --          convert; convert.lua).  Per rule:
 --            algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window,
---            3 gcra, 4 sliding_log: plain layout only), limit, burst, window ms, p, q (one unit per p/q ms),
---            the number of shapes it replaced that may still hold state
+--            3 gcra, 4 sliding_log: plain layout only), limit, burst,
+--            window ms, p, q (one unit per p/q ms), the number of
+--            shapes it replaced that may still hold state
 --            ("r": always 0), and when that is not 0: its shape (the key
 --            name's last part: "s60", "t60:100:20"), then for each of
 --            those shapes (newest first) algorithm, limit, burst, window
