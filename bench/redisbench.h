@@ -76,8 +76,11 @@ extern char **environ;
 #define EDGE_FIRE2 200
 #define MAX_KEYS 1000000000ULL
 
-static const char *const algo_names[4] = {"sliding_window", "token_bucket",
-                                          "fixed_window", "gcra"};
+/* The first 4 run in every group; sliding_log (its limit capped at
+ * RL_LOG_LIMIT_MAX) in usec_per_call and bytes_per_key only. */
+#define ALGOS_ALL 5
+static const char *const algo_names[ALGOS_ALL] = {
+    "sliding_window", "token_bucket", "fixed_window", "gcra", "sliding_log"};
 
 /* ---- options -------------------------------------------------------- */
 

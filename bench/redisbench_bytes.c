@@ -3,80 +3,108 @@
  * used_memory grown per client when --mem-keys new clients are each checked
  * once, per algorithm, beside 144 B, the leanest peer layout measured here;
  * the mean key-name length (from SCAN) is printed with it, as it is part of
- * the cost.
+ * the cost.  Then bytes_per_key_sliding_log_10: clients that each spent a
+ * limit of 10 (a login limit), ten times checked, beside the same under
+ * sliding_window (whose state does not grow with the count): a log's
+ * cost per admitted request.
  */
 #include "redisbench.h"
 /* ---- bytes_per_key (group 4) ------------------------------------------------- */
 
-int group_bytes(const options *o, char *err)
+#define LOG_LIMIT 10 /* bytes_per_key_*_10: each client spends this */
+
+/* n new clients of algorithm a (limit `limit`), each checked `passes`
+ * times; the figure `name`, beside `ref` (named ref_name). */
+static int bytes_one(const options *o, int a, long long limit, int passes,
+                     const char *name, double ref, const char *ref_name,
+                     double *value, char *err)
 {
     unsigned long long n = o->mem_keys;
+    char rule[400], rules[512], ks[128];
+    rl_limiter *lim = NULL;
+    job j;
+    unsigned long long fb = 0, den = 0;
+    double before, after, dbsize = 0, expires = 0, name_bytes = 0;
+    char example[128];
+    redisReply *r;
+    figure f = {0};
+    uint64_t t0;
 
-    for (int a = 0; a < 4; a++) {
-        char rule[400], rules[512], ks[128], name[48];
-        rl_limiter *lim = NULL;
-        job j;
-        unsigned long long fb = 0, den = 0;
-        double before, after, dbsize = 0, expires = 0, name_bytes = 0;
-        char example[128];
-        redisReply *r;
-        figure f = {0};
-        uint64_t t0;
-
-        one_rule(rule, sizeof rule, "b", a, SLOW_LIMIT, SLOW_WINDOW_S, 0);
-        snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
-        if (flush_wait(err) || clients_wait(ctl, 1, err) ||
-            used_memory_settled(ctl, &before, err))
-            return -1;
-        if (make_limiter(o, rules, &lim, err) != RL_OK)
-            return -1;
+    one_rule(rule, sizeof rule, "b", a, limit, SLOW_WINDOW_S, 0);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
+    if (flush_wait(err) || clients_wait(ctl, 1, err) ||
+        used_memory_settled(ctl, &before, err))
+        return -1;
+    if (make_limiter(o, rules, &lim, err) != RL_OK)
+        return -1;
+    t0 = now_ns();
+    for (int p = 0; p < passes; p++) { /* each pass: every client once */
         memset(&j, 0, sizeof j);
         j.lim = lim;
         j.rule_id = "b";
         j.total = n;
-        t0 = now_ns();
         if (run_job(&j, FILL_THREADS, &fb, &den, err)) {
             rl_limiter_free(lim);
             return -1;
         }
-        t0 = now_ns() - t0;
-        /* Measure with the same clients connected as before: ours only. */
-        rl_limiter_free(lim);
-        if (clients_wait(ctl, 1, err) || used_memory_settled(ctl, &after, err))
-            return -1;
-        if ((r = ctl_cmd(err, "DBSIZE")) == NULL)
-            return -1;
-        dbsize = (double)r->integer;
-        freeReplyObject(r);
-        if (info_str(ctl, "keyspace", "db0", ks, sizeof ks, err))
-            return -1;
-        expires = kv_num(ks, "expires");
-        if (key_lengths(&name_bytes, example, sizeof example, err))
-            return -1;
-        if (dbsize != (double)n || fb != 0) {
-            snprintf(err, ERRLEN, "bytes_per_key %s: %.0f keys in Redis, "
-                     "expected %llu (%llu fallback results)", algo_names[a],
-                     dbsize, n, fb);
-            return -1;
-        }
-        snprintf(name, sizeof name, "bytes_per_key_%s", algo_names[a]);
-        f.name = name;
-        f.value = (after - before) / (double)n;
-        f.unit = "B";
-        f.nrefs = 1;
-        f.ref[0] = PEER_BYTES_PER_KEY;
-        f.ref_name[0] = "peer_gcra_string_35B_names";
-        xnum(&f, "keys", (double)n);
-        xnum(&f, "key_name_bytes_mean", name_bytes);
-        xstr(&f, "key_example", example);
-        xnum(&f, "peer_key_name_bytes", 35);
-        xnum(&f, "used_memory_before", before);
-        xnum(&f, "used_memory_after", after);
-        xnum(&f, "expires", expires);
-        xnum(&f, "target_max", PEER_BYTES_PER_KEY);
-        xnum(&f, "fill_checks_per_s", (double)n / ((double)t0 / 1e9));
-        xnum(&f, "denied", (double)den);
-        emit(o, &f);
     }
+    t0 = now_ns() - t0;
+    /* Measure with the same clients connected as before: ours only. */
+    rl_limiter_free(lim);
+    if (clients_wait(ctl, 1, err) || used_memory_settled(ctl, &after, err))
+        return -1;
+    if ((r = ctl_cmd(err, "DBSIZE")) == NULL)
+        return -1;
+    dbsize = (double)r->integer;
+    freeReplyObject(r);
+    if (info_str(ctl, "keyspace", "db0", ks, sizeof ks, err))
+        return -1;
+    expires = kv_num(ks, "expires");
+    if (key_lengths(&name_bytes, example, sizeof example, err))
+        return -1;
+    if (dbsize != (double)n || fb != 0 || den != 0) {
+        snprintf(err, ERRLEN, "%s: %.0f keys in Redis, expected %llu "
+                 "(%llu fallback results, %llu denied)", name, dbsize, n,
+                 fb, den);
+        return -1;
+    }
+    f.name = name;
+    f.value = *value = (after - before) / (double)n;
+    f.unit = "B";
+    f.nrefs = 1;
+    f.ref[0] = ref;
+    f.ref_name[0] = ref_name;
+    xnum(&f, "keys", (double)n);
+    xnum(&f, "checks_per_key", passes);
+    xnum(&f, "key_name_bytes_mean", name_bytes);
+    xstr(&f, "key_example", example);
+    xnum(&f, "peer_key_name_bytes", 35);
+    xnum(&f, "used_memory_before", before);
+    xnum(&f, "used_memory_after", after);
+    xnum(&f, "expires", expires);
+    xnum(&f, "target_max", PEER_BYTES_PER_KEY);
+    xnum(&f, "fill_checks_per_s",
+         (double)n * passes / ((double)t0 / 1e9));
+    emit(o, &f);
     return 0;
+}
+
+int group_bytes(const options *o, char *err)
+{
+    char name[48];
+    double v, sw10;
+
+    for (int a = 0; a < ALGOS_ALL; a++) {
+        snprintf(name, sizeof name, "bytes_per_key_%s", algo_names[a]);
+        if (bytes_one(o, a, SLOW_LIMIT, 1, name, PEER_BYTES_PER_KEY,
+                      "peer_gcra_string_35B_names", &v, err))
+            return -1;
+    }
+    if (bytes_one(o, 0, LOG_LIMIT, LOG_LIMIT, "bytes_per_key_sliding_window_10",
+                  PEER_BYTES_PER_KEY, "peer_gcra_string_35B_names", &sw10,
+                  err))
+        return -1;
+    return bytes_one(o, 4, LOG_LIMIT, LOG_LIMIT,
+                     "bytes_per_key_sliding_log_10", sw10,
+                     "sliding_window_10", &v, err);
 }

@@ -305,7 +305,7 @@ int group_usec(const options *o, const char *sha, char *err)
 
     if (usec_pair(nk, m, &incr, &pexp, err))
         return -1;
-    for (int a = 0; a < 4; a++) {
+    for (int a = 0; a < ALGOS_ALL; a++) {
         cmdstat hot, hotpxt;
         char tmpl[128];
         unsigned long long batch;

@@ -23,8 +23,9 @@
 --          shapes (only then does the script make the functions that
 --          convert; convert.lua).  Per rule:
 --            algorithm (0 sliding_window, 1 token_bucket, 2 fixed_window,
---            3 gcra), limit, burst, window ms, p, q (one unit per p/q ms),
---            the number of shapes it replaced that may still hold state
+--            3 gcra, 4 sliding_log: plain layout only), limit, burst,
+--            window ms, p, q (one unit per p/q ms), the number of
+--            shapes it replaced that may still hold state
 --            ("r": always 0), and when that is not 0: its shape (the key
 --            name's last part: "s60", "t60:100:20"), then for each of
 --            those shapes (newest first) algorithm, limit, burst, window
@@ -56,10 +57,10 @@
 -- the next request converts it again, alike).  Only the keys of changed
 -- rules pay for this, and only on a miss.
 
-local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
+local apply = {[0] = sliding_window, token_bucket, fixed_window, gcra, sliding_log}
 local load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
-local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
-local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund}
+local save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save, sliding_log_save}
+local refund = {[0] = sliding_window_refund, token_bucket_refund, fixed_window_refund, gcra_refund, sliding_log_refund}
 local cread, cwrite, crefund
 if compact_layout then
   cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
@@ -72,6 +73,7 @@ end
 local function read(key, algo, burst, w, p, q)
   local value = call('GET', key)
   if not value then return 0, 0, 0, false end
+  if algo == 4 then return value, 0, 0, true end -- a log: no expiry needed
   local a, b, c = load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
   return a, b, c, true
 end
@@ -131,7 +133,8 @@ if ARGV[2] == 'r' then
         else
           local a, b, c, found = read(K[key], algo, burst, w, p, q)
           if found then
-            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(tonumber(ARGV[arg + 2]), w))
+            local at = tonumber(ARGV[arg + 2])
+            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(at, w), at)
             write(K[key], algo, burst, w, p, q, a, b, c)
           end
         end
@@ -155,7 +158,8 @@ if converts then migrate = function(kname, field, algo, limit, burst, w, p, q, r
     local fw, fp, fq = tonumber(ARGV[x + 3]), tonumber(ARGV[x + 4]), tonumber(ARGV[x + 5])
     local old = stem .. ARGV[x + 6]
     local a, b, c, found
-    if field == '' then a, b, c, found = read(old, fa, fb, fw, fp, fq)
+    if fa == 4 or algo == 4 then -- a log converts to nothing: left to expire
+    elseif field == '' then a, b, c, found = read(old, fa, fb, fw, fp, fq)
     else a, b, c, found = cread[fa](old, field, fb, fw, fp, fq, now) end
     if found then
       a, b, c = convert(fa, fl, fb, fw, fp, fq, a, b, c, algo, limit, burst, w, p, q, tonumber(ARGV[x + 7]), now)
@@ -260,7 +264,9 @@ for r = 1, nreq do
       local value
       if vals and not dirty[K[key]] then value = vals[key]
       else value = call('GET', K[key]) end
-      if value then
+      if algo == 4 then -- a sliding log: the value is its state
+        a, b, c = value or 0, 0, 0
+      elseif value then
         a, b, c = load[algo](burst, w, p, q, value, call('PEXPIRETIME', K[key]))
       else
         a, b, c = 0, 0, 0

@@ -37,6 +37,8 @@ local convert
 if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
                                     algo, limit, burst, w, p, q, since, now)
   local fbucket, bucket = falgo == 1 or falgo == 3, algo == 1 or algo == 3
+  -- a log is no level: into or out of sliding_log starts fresh (algo.c)
+  if falgo == 4 or algo == 4 then return 0, 0, 0 end
   if falgo == algo and fw == w and
      (not bucket or (flimit == limit and fburst == burst)) then
     return a, b, c

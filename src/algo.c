@@ -1,6 +1,6 @@
 /*
- * algo.c -- token bucket, GCRA, fixed window and sliding window counter,
- * and the carrying of a client's level across a rule change.
+ * algo.c -- token bucket, GCRA, fixed window, sliding window counter and
+ * sliding log, and the carrying of a client's level across a rule change.
  *
  * All four share one shape: bring the state up to `now` (refill, or roll the
  * window), test whether `cost` fits, charge it if it does, and report what
@@ -17,7 +17,7 @@
 #include <string.h>
 
 static const char *const names[] = {"sliding_window", "token_bucket",
-                                    "fixed_window", "gcra"};
+                                    "fixed_window", "gcra", "sliding_log"};
 
 int algo_from_name(const char *name)
 {
@@ -58,11 +58,17 @@ int algo_params_init(algo_params *ap, int algo, int64_t limit, int64_t burst,
                      int64_t window_s, char *err, size_t errlen)
 {
     memset(ap, 0, sizeof *ap);
-    if (algo < 0 || algo > RL_ALGO_GCRA)
+    if (algo < 0 || algo > RL_ALGO_SLIDING_LOG)
         return snprintf(err, errlen, "algorithm: unknown"), -1;
     if (limit < 1 || limit > RL_LIMIT_MAX)
         return snprintf(err, errlen, "limit: must be 1..%lld, got %lld",
                         (long long)RL_LIMIT_MAX, (long long)limit), -1;
+    if (algo == RL_ALGO_SLIDING_LOG && limit > RL_LOG_LIMIT_MAX)
+        return snprintf(err, errlen,
+                        "limit: sliding_log keeps one time per request, so "
+                        "its limit is at most %lld, got %lld; use "
+                        "sliding_window for higher limits",
+                        (long long)RL_LOG_LIMIT_MAX, (long long)limit), -1;
     if (window_s < 1 || window_s > RL_WINDOW_MAX)
         return snprintf(err, errlen,
                         "window_seconds: must be 1..%lld, got %lld",
@@ -254,6 +260,10 @@ void algo_apply(const algo_params *ap, algo_state *st, int64_t now_ms,
                 int64_t cost, algo_decision *d)
 {
     switch (ap->algo) {
+    case RL_ALGO_SLIDING_LOG: /* a log is no algo_state: never admit */
+        memset(d, 0, sizeof *d);
+        deny(d, ap->window_ms);
+        break;
     case RL_ALGO_TOKEN_BUCKET: token_bucket(ap, st, now_ms, cost, d); break;
     case RL_ALGO_GCRA: gcra(ap, st, now_ms, cost, d); break;
     case RL_ALGO_FIXED_WINDOW: fixed_window(ap, st, now_ms, cost, d); break;
@@ -273,7 +283,8 @@ int64_t algo_state_life_ms(const algo_params *ap)
     switch (ap->algo) {
     case RL_ALGO_TOKEN_BUCKET:
     case RL_ALGO_GCRA: return ceil_div(ap->burst * ap->p, ap->q) + 1;
-    case RL_ALGO_FIXED_WINDOW: return ap->window_ms;
+    case RL_ALGO_FIXED_WINDOW:
+    case RL_ALGO_SLIDING_LOG: return ap->window_ms;
     default: return 2 * ap->window_ms;
     }
 }
@@ -366,11 +377,15 @@ int algo_convert(const algo_params *from, const algo_state *st,
     int64_t fresh = is_bucket(from->algo) ? from->burst : 0;
     algo_state live;
 
-    if (algo_same_units(from, to)) {
+    if (algo_same_units(from, to) && from->algo != RL_ALGO_SLIDING_LOG) {
         *out = *st;
         return 1;
     }
     memset(out, 0, sizeof *out);
+    /* A log is no level: a change into or out of sliding_log (or of its
+     * window) starts fresh, in every store (ratelimit(7)). */
+    if (from->algo == RL_ALGO_SLIDING_LOG || to->algo == RL_ALGO_SLIDING_LOG)
+        return 0;
     live = live_at(from, st, now_ms);
     if (level_at(from, &live, now_ms, &t) == fresh)
         return 0;
@@ -392,4 +407,76 @@ int algo_convert(const algo_params *from, const algo_state *st,
     out->a = t / to->window_ms;
     out->b = used > to->limit ? to->limit : used;
     return 1;
+}
+
+/* The index of the first of t[0..n) that still counts at `now`: the
+ * first x with x + w > now (t is sorted). */
+static size_t log_first_live(const int64_t *t, size_t n, int64_t now,
+                             int64_t w)
+{
+    size_t lo = 0, hi = n;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (t[mid] + w > now)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* The rule of the sliding log is in algo.h, above the declaration. */
+void algo_log_apply(const algo_params *ap, const int64_t *t, size_t n,
+                    int64_t now_ms, int64_t cost, algo_decision *d,
+                    size_t *drop, int64_t *at)
+{
+    int64_t w = ap->window_ms, now = now_ms, live, newest;
+    size_t first;
+
+    if (n && t[n - 1] > now) /* clock went back: stay at the newest seen */
+        now = t[n - 1];
+    first = log_first_live(t, n, now, w);
+    live = (int64_t)(n - first);
+    *drop = first;
+    *at = now;
+    if (cost > ap->limit) {
+        deny(d, w);
+    } else if (live + cost <= ap->limit) {
+        live += cost;
+        d->allowed = 1;
+        d->changed = cost > 0;
+        d->retry_ms = 0;
+    } else {
+        /* the (live + cost - limit)-th oldest live unit must leave; with
+         * a limit lowered below the log's length, it may be later ones */
+        deny(d, t[first + (size_t)(live + cost - ap->limit) - 1] + w - now);
+    }
+    d->remaining = live >= ap->limit ? 0 : ap->limit - live;
+    newest = d->changed ? now : n ? t[n - 1] : now;
+    d->reset_ms = first < n ? t[first] + w : d->changed ? now + w : now;
+    d->expires_ms = newest + w;
+}
+
+size_t algo_log_commit(int64_t *t, size_t n, size_t drop, int64_t at,
+                       int64_t cost)
+{
+    size_t m = n - drop;
+
+    if (drop)
+        memmove(t, t + drop, m * sizeof *t);
+    for (int64_t i = 0; i < cost; i++)
+        t[m++] = at;
+    return m;
+}
+
+size_t algo_log_refund(int64_t *t, size_t n, int64_t at, int64_t cost)
+{
+    size_t i = 0, k;
+
+    while (i < n && t[i] < at)
+        i++;
+    k = n - i < (size_t)cost ? n - i : (size_t)cost;
+    memmove(t + i, t + i + k, (n - i - k) * sizeof *t);
+    return n - k;
 }

@@ -24,8 +24,14 @@ enum rl_algo {
     RL_ALGO_SLIDING_WINDOW = 0, /* two counters, weighted estimate: default */
     RL_ALGO_TOKEN_BUCKET,       /* level + last refill                       */
     RL_ALGO_FIXED_WINDOW,       /* one counter per aligned window            */
-    RL_ALGO_GCRA                /* theoretical arrival time                  */
+    RL_ALGO_GCRA,               /* theoretical arrival time                  */
+    RL_ALGO_SLIDING_LOG         /* one time per admitted unit: exact         */
 };
+
+/* The largest limit a sliding_log rule may have: its state is one time
+ * per admitted unit, so this bounds a client's log (8 B per time in the
+ * memory store, 6 B in Redis). */
+#define RL_LOG_LIMIT_MAX 1000
 
 #define RL_LIMIT_MAX 1000000000LL     /* per window                        */
 #define RL_WINDOW_MAX (31LL * 86400)  /* seconds: 31 days                  */
@@ -56,7 +62,7 @@ typedef struct algo_decision {
 } algo_decision;
 
 /* Parse an algorithm name ("sliding_window", "token_bucket", "fixed_window",
- * "gcra"); returns the enum value or -1. */
+ * "gcra", "sliding_log"); returns the enum value or -1. */
 int algo_from_name(const char *name);
 const char *algo_name(int algo);
 
@@ -66,7 +72,8 @@ int algo_params_init(algo_params *ap, int algo, int64_t limit, int64_t burst,
                      int64_t window_s, char *err, size_t errlen);
 
 /* Decide a charge of `cost` (0..RL_COST_MAX) at `now_ms`.  Updates *st only
- * when the charge is admitted with cost > 0 (d->changed). */
+ * when the charge is admitted with cost > 0 (d->changed).  Not for
+ * RL_ALGO_SLIDING_LOG, whose state is a log (algo_log_apply). */
 void algo_apply(const algo_params *ap, algo_state *st, int64_t now_ms,
                 int64_t cost, algo_decision *d);
 
@@ -113,5 +120,37 @@ int64_t algo_state_life_ms(const algo_params *ap);
 int algo_convert(const algo_params *from, const algo_state *st,
                  const algo_params *to, int64_t since_ms, int64_t now_ms,
                  algo_state *out);
+
+/*
+ * The sliding log: exact.  Its state is the times of the units it
+ * admitted, oldest first (t[0..n)); a unit admitted at time x counts
+ * while now < x + W.  With now' = max(now, newest time) (a clock that went
+ * back stays at the newest time seen) and `live` the units still counting
+ * at now':
+ *   allowed   iff live + cost <= limit (a cost above the limit: never,
+ *             retry one window); then `cost` times now' are appended;
+ *   remaining limit - live (after the charge), at least 0;
+ *   retry     until the (live + cost - limit)-th oldest live unit leaves;
+ *   reset     when the oldest live unit leaves (now' when there is none);
+ *   expires   when the newest leaves: newest + W.
+ * algo_log_apply decides without writing: *drop gets how many of t[] no
+ * longer count, *at the time a charge is written at; algo_log_commit
+ * then keeps the charge (when d->changed).  lua/sliding_log.lua repeats
+ * the same steps.
+ */
+void algo_log_apply(const algo_params *ap, const int64_t *t, size_t n,
+                    int64_t now_ms, int64_t cost, algo_decision *d,
+                    size_t *drop, int64_t *at);
+
+/* Drop t[0..drop) and append `cost` times `at`: the caller's array holds
+ * n - drop + cost.  Returns the new count. */
+size_t algo_log_commit(int64_t *t, size_t n, size_t drop, int64_t at,
+                       int64_t cost);
+
+/* Refund a charge of `cost` made at `at`: remove the `cost` oldest
+ * entries at or after `at` (a charge's times are `at`, or later when the
+ * clock had gone back; any later entry removed instead of one of them
+ * leaves the log counting longer, never less).  Returns the new count. */
+size_t algo_log_refund(int64_t *t, size_t n, int64_t at, int64_t cost);
 
 #endif

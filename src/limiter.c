@@ -45,6 +45,21 @@ rl_store *limiter_store(rl_limiter *lim)
 
 /* ---- lifecycle -------------------------------------------------------- */
 
+/* A sliding log is as long as its limit: the stores whose state per
+ * client is fixed-size cannot keep it, and say so when a rule set holds
+ * one (rules_load.c). */
+static const char *log_refusal(const rl_store *s, const rl_config *cfg)
+{
+    if (strcmp(s->vt->name, "shm") == 0)
+        return "shm:// keeps a fixed 32-byte state per client, and a log "
+               "does not fit: use memory:// or a Redis store";
+    if (!s->vt->local && cfg->redis_compact)
+        return "redis_layout compact keeps a fixed state per client in "
+               "shared hashes, and a log does not fit: use the plain "
+               "layout";
+    return NULL;
+}
+
 static int open_store(rl_limiter *lim, const rl_config *cfg)
 {
     store_options opt = {
@@ -87,6 +102,8 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
     /* memory:// and shm:// decide locally: no fallback beside them */
     if (rc == RL_OK && !lim->store->vt->local)
         rc = store_open("memory://", &opt, &lim->fallback, err, sizeof err);
+    if (rc == RL_OK)
+        lim->log_refused = log_refusal(lim->store, cfg);
     return rc == RL_OK ? RL_OK : rl_fail(NULL, rc, "%s", err);
 }
 

@@ -36,6 +36,8 @@ struct rl_limiter {
     struct rules_source *source; /* option rules_source's thread, or NULL */
     uint64_t layout_key[2];    /* option hash_key, parsed                */
     int keyed_layout;          /* 1: hash_key is set                     */
+    const char *log_refused;   /* why the store cannot keep a
+                                  sliding_log rule's log; NULL: it can   */
     rl_log_fn *log_fn;         /* what the library says on its own;
                                   NULL: silent                           */
     void *log_arg;

@@ -177,8 +177,9 @@ int rule_copy(rl_rule *dst, const rl_rule *src)
 
 void rule_shape_init(rule_shape *s, const char *id, const algo_params *ap)
 {
-    static const char letter[] = "stfg"; /* enum rl_algo order */
-    int n = snprintf(s->name, sizeof s->name, "%c%lld", letter[ap->algo & 3],
+    static const char letter[] = "stfgl"; /* enum rl_algo order */
+    int n = snprintf(s->name, sizeof s->name, "%c%lld",
+                     letter[(unsigned)ap->algo % (sizeof letter - 1)],
                      (long long)(ap->window_ms / 1000));
 
     if (ap->algo == RL_ALGO_TOKEN_BUCKET || ap->algo == RL_ALGO_GCRA)
@@ -400,7 +401,8 @@ static int parse_dimension(json_t *v, rl_rule *r, char *err, size_t errlen)
 static int parse_numbers(json_t **v, rl_rule *r, char *err, size_t errlen)
 {
     static const char *const algos[] = {"sliding_window", "token_bucket",
-                                        "fixed_window", "gcra"};
+                                        "fixed_window", "gcra",
+                                        "sliding_log"};
     int64_t limit = 0, window = 0, burst = 0;
     int algo, got;
 

@@ -42,7 +42,8 @@ struct rule_metrics; /* src/metrics.h */
  * A window's counts mean the same under any limit, so its shape is the
  * algorithm's letter and the window in seconds ("s60"); a bucket's level
  * and times are in units of its rate and size, so its shape adds the limit
- * and the burst ("t60:100:20").  Stores name a client's state by the rule
+ * and the burst ("t60:100:20").  A sliding log's times too mean the same
+ * under any limit ("l60").  Stores name a client's state by the rule
  * id and the shape: a state is never read in another shape's units.
  */
 #define RULE_SHAPE_MAX 32      /* "g2678400:1000000000:1000000000" + NUL */

@@ -124,6 +124,19 @@ typedef struct swap_out {
     int stale;        /* refused as not newer                       */
 } swap_out;
 
+/* A rule the store cannot keep (limiter.c's log_refused): refuse the
+ * set, naming the rule and why.  0: every rule can be kept. */
+static int store_refuses(const rl_limiter *lim, const rl_ruleset *next,
+                         char *err, size_t errlen)
+{
+    for (size_t i = 0; lim->log_refused && i < next->n; i++)
+        if (next->rules[i].ap.algo == RL_ALGO_SLIDING_LOG)
+            return snprintf(err, errlen,
+                            "rule \"%s\": algorithm sliding_log: %s",
+                            next->rules[i].id, lim->log_refused), -1;
+    return 0;
+}
+
 /* The swap proper, under the load lock: number `next`, let it inherit
  * from the set in force and swap it in.  RL_OK with out->old the set
  * replaced (free it once the lock is released: rcu_swap() has waited
@@ -139,7 +152,8 @@ static int swap_locked(rl_limiter *lim, rl_ruleset *next, const swap_how *how,
     first = lim->rstate.loads == 0;
     pthread_mutex_unlock(&lim->rstate.mu);
     out->n = next->n;
-    if ((version = number(next, cur, how, first, &out->stale, err,
+    if (store_refuses(lim, next, err, errlen) ||
+        (version = number(next, cur, how, first, &out->stale, err,
                           errlen)) < 0) {
         ruleset_free(next);
         return RL_ERULE;

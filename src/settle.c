@@ -13,9 +13,9 @@
 
 int settle_algo_ok(int algo)
 {
-    /* The four of algo.h all give back part of a charge.  An algorithm
-     * added later that cannot (say, a log of whole charges) is left out
-     * here, and rl_reserve() refuses its rules. */
+    /* The four counting algorithms give back part of a charge in
+     * settle.lua and here.  sliding_log (a time per unit) has no settle
+     * maths yet: rl_reserve() refuses its rules (RL_ERULE). */
     return algo == RL_ALGO_SLIDING_WINDOW || algo == RL_ALGO_TOKEN_BUCKET ||
            algo == RL_ALGO_FIXED_WINDOW || algo == RL_ALGO_GCRA;
 }

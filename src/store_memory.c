@@ -42,8 +42,14 @@
  * removed by shifting their run back, so no tombstones pile up.  The
  * table's entry and probing code is slots.c, which the shared-memory store
  * (store_shm.c) uses too; growing, and the cap, are this file's.
+ *
+ * A sliding_log rule's state is a log of times, not a slot: each segment
+ * keeps those in a log_table beside its slots (log_table.c), under the
+ * same lock and within the same memory_max_bytes.  A log starts fresh
+ * when its rule's shape changes (algo_convert).
  */
 #include "store_memory.h"
+#include "log_table.h"
 #include "ratelimit.h"
 #include "siphash.h"
 #include "slots.h"
@@ -68,6 +74,7 @@ typedef struct segment {
     uint32_t cap, used, max_used;
     uint32_t full_until;  /* at the cap: don't rescan before this second */
     int64_t evictions;
+    log_table logs;       /* sliding_log rules' logs (log_table.h)      */
 } __attribute__((aligned(64))) segment;
 
 typedef struct mem_store {
@@ -186,6 +193,42 @@ static void store_entry(mem_store *m, segment *g, uint64_t fp,
     e->expires = expires;
 }
 
+static int is_log(const store_op *op)
+{
+    return op->rule->ap.algo == RL_ALGO_SLIDING_LOG;
+}
+
+/* A sliding_log op: decided on its log (*need: the times it holds if
+ * the charge is kept; drop, at: for log_table_commit). */
+static void decide_log(segment *g, const store_op *op, uint64_t fp,
+                       int64_t now, uint32_t now_s, algo_decision *d,
+                       size_t *need, size_t *drop, int64_t *at)
+{
+    const log_slot *l = log_table_find(&g->logs, fp, now_s);
+    size_t n = l ? l->n : 0;
+
+    algo_log_apply(&op->rule->ap, l ? l->t : NULL, n, now, op->cost, d,
+                   drop, at);
+    *need = n - *drop + (size_t)op->cost;
+}
+
+/* Room, before anything is kept, for every log that is charged: all or
+ * nothing holds even when memory runs out. */
+static int reserve_logs(mem_store *m, const store_op *ops, size_t n,
+                        const uint32_t *seg, const uint64_t *fps,
+                        const algo_decision *out, const size_t *need,
+                        uint32_t now_s)
+{
+    log_budget b = {.bytes = &m->bytes, .max_bytes = m->max_bytes};
+
+    for (size_t i = 0; i < n; i++)
+        if (is_log(&ops[i]) && out[i].allowed && out[i].changed &&
+            log_table_reserve(&m->seg[seg[i]].logs, fps[i], need[i], now_s,
+                              &b) != 0)
+            return -1;
+    return 0;
+}
+
 static int mem_check(rl_store *s, const store_op *ops, size_t n,
                      algo_decision *out, int64_t *now_ms)
 {
@@ -193,10 +236,11 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     uint64_t fps[RL_OPS_MAX], kh[RL_OPS_MAX], from[RL_OPS_MAX];
     uint32_t seg[RL_OPS_MAX], segs[RL_OPS_MAX];
     algo_state st[RL_OPS_MAX];
-    int64_t now, rel_s;
+    size_t need[RL_OPS_MAX], drop[RL_OPS_MAX];
+    int64_t now, rel_s, at[RL_OPS_MAX];
     uint32_t now_s;
     size_t nseg, i;
-    int all = 1;
+    int all = 1, rc = RL_OK;
 
     if (n == 0 || n > RL_OPS_MAX)
         return RL_EINVAL;
@@ -215,17 +259,29 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     /* Decide every charge on a copy of the state... */
     for (i = 0; i < n; i++) {
         segment *g = &m->seg[seg[i]];
-        slots_load_state(g->slots, g->cap, &ops[i], fps[i], kh[i], now,
-                         now_s, &st[i], &from[i]);
-        algo_apply(&ops[i].rule->ap, &st[i], now, ops[i].cost, &out[i]);
+        if (is_log(&ops[i])) {
+            decide_log(g, &ops[i], fps[i], now, now_s, &out[i], &need[i],
+                       &drop[i], &at[i]);
+        } else {
+            slots_load_state(g->slots, g->cap, &ops[i], fps[i], kh[i], now,
+                             now_s, &st[i], &from[i]);
+            algo_apply(&ops[i].rule->ap, &st[i], now, ops[i].cost, &out[i]);
+        }
         all &= out[i].allowed || ops[i].soft;
     }
+    if (all && reserve_logs(m, ops, n, seg, fps, out, need, now_s) != 0)
+        all = 0, rc = RL_ESTORE; /* out of memory: nothing kept */
     /* ...and keep the charges only if all of them pass (a migrated state
      * leaves its old shape's entry then, and only then). */
     for (i = 0; all && i < n; i++) {
         if (!out[i].allowed || !out[i].changed)
             continue;
         segment *g = &m->seg[seg[i]];
+        if (is_log(&ops[i])) {
+            log_table_commit(&g->logs, fps[i], drop[i], at[i], ops[i].cost,
+                             expiry_of(m, out[i].expires_ms));
+            continue;
+        }
         if (from[i])
             g->used -= (uint32_t)slots_drop(g->slots, g->cap, from[i]);
         store_entry(m, g, fps[i], &st[i],
@@ -234,16 +290,19 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     for (i = nseg; i-- > 0;)
         pthread_mutex_unlock(&m->seg[segs[i]].lock);
     *now_ms = now;
-    return RL_OK;
+    return rc;
 }
 
 static void mem_free(rl_store *s)
 {
     mem_store *m = (mem_store *)s;
 
+    log_budget b = {.bytes = &m->bytes, .max_bytes = m->max_bytes};
+
     for (unsigned i = 0; i < NSEG; i++) {
         pthread_mutex_destroy(&m->seg[i].lock);
         free(m->seg[i].slots);
+        log_table_free(&m->seg[i].logs, &b);
     }
     free(m);
 }
@@ -392,7 +451,7 @@ void store_memory_stats_get(rl_store *s, store_memory_stats *st)
         pthread_mutex_lock(&g->lock);
         st->slots += g->used;
         st->capacity += g->cap;
-        st->evictions += g->evictions;
+        st->evictions += g->evictions + g->logs.evictions;
         if (g->used > st->seg_max)
             st->seg_max = g->used;
         st->displacement += displacement(g);

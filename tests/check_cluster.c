@@ -297,6 +297,56 @@ START_TEST(no_rule_charged_across_masters)
 }
 END_TEST
 
+/* The same with a sliding_log rule by user: the refunds take its times
+ * out of the log, leaving the 2 that passed (2 x 6 bytes). */
+START_TEST(log_refunded_across_masters)
+{
+    static const char rules[] =
+        "[{\"rule_id\":\"lu\",\"dimension\":\"user\",\"limit\":10,"
+        "\"window_seconds\":60,\"algorithm\":\"sliding_log\","
+        "\"match\":{\"endpoint\":\"/both\"}},"
+        " {\"rule_id\":\"li\",\"dimension\":\"ip\",\"limit\":2,"
+        "\"window_seconds\":60,\"match\":{\"endpoint\":\"/both\"}}]";
+    rl_limiter *lim;
+    rl_request req = {.size = sizeof(rl_request), .endpoint = "/both", .ip = "10.0.0.1", .cost = 1};
+    char user[32], key[64];
+    int from = 0, passed = 0, a, ip_node;
+    long long len = -1;
+    store_redis_stats st;
+    rl_result res = RL_RESULT_INIT;
+
+    up(2000);
+    ip_node = rh_cluster_master_of(&cl, (int)slot_of("ip:10.0.0.1"));
+    a = first_master(ip_node);
+    user_where(user, sizeof user, &from, -1, a);
+    req.user = user + 5;
+    lim = open_with(uri, "rules", rules, NULL, NULL);
+    for (int i = 0; i < 6; i++) {
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+        ck_assert_int_eq(res.flags & RL_FLAG_FALLBACK, 0);
+        passed += res.allowed;
+    }
+    ck_assert_int_eq(passed, 2);
+    snprintf(key, sizeof key, "rl:{%s}:lu:l60", user);
+    redisContext *ctx = rh_connect(&cl.node[a]);
+    for (int i = 0; i < 200 && len != 12; i++) { /* refunds: not waited */
+        redisReply *r = redisCommand(ctx, "STRLEN %s", key);
+        len = r->integer;
+        freeReplyObject(r);
+        if (len != 12)
+            sleep_ms(5);
+    }
+    ck_assert_int_eq(len, 12);
+    redisFree(ctx);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_eq(st.refunds, 4);
+    ck_assert_int_eq(rl_allow(lim, user, "lu", 0, &res), RL_OK);
+    ck_assert_int_eq(res.remaining, 8);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
 /* ---- resharding while checks run ------------------------------------- */
 
 typedef struct hammer {
@@ -1002,6 +1052,7 @@ static Suite *suite(void)
     tcase_add_test(tc, routes_by_slot_with_exact_limits);
     tcase_add_test(tc, routes_by_slot_with_exact_limits_compact);
     tcase_add_test(tc, no_rule_charged_across_masters);
+    tcase_add_test(tc, log_refunded_across_masters);
     tcase_add_test(tc, reshard_follows_ask_and_moved);
     tcase_add_test(tc, tryagain_while_a_clients_keys_are_split);
     tcase_add_test(tc, failover_degrades_only_the_dead_masters_keys);

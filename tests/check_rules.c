@@ -222,7 +222,7 @@ START_TEST(unknown_algorithm_lists_allowed)
 {
     fails(with("\"algorithm\":\"leaky\""), RL_ERULE,
           "algorithm: unknown value \"leaky\" (one of sliding_window "
-          "token_bucket fixed_window gcra)");
+          "token_bucket fixed_window gcra sliding_log)");
 }
 END_TEST
 

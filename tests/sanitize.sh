@@ -47,7 +47,7 @@ esac
 
 # The scripts the library embeds, and the test build of them.
 lua="$src/lua/common.lua"
-algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $src/lua/sliding_window.lua $src/lua/convert.lua $src/lua/compact.lua"
+algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $src/lua/sliding_window.lua $src/lua/sliding_log.lua $src/lua/convert.lua $src/lua/compact.lua"
 sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
 sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
 # The library's sources: src/*.c, less an in-tree build's generated

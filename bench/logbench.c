@@ -1,0 +1,213 @@
+/*
+ * logbench.c -- what a sliding_log check costs beside a sliding_window
+ * check of the same rule, on the memory store and (with --port) on Redis.
+ *
+ * The workload is the sliding log's: a login-like rule, limit 1000 per day
+ * (the log's cap), by user, keys drawn uniformly from --keys clients, cost
+ * 1, never denied over the run (--checks per round spread over the
+ * clients: their logs grow to checks x rounds / keys times).  Per store,
+ * rounds alternate the two algorithms (each on a limiter of its own, so
+ * state is never shared) and the median checks/s of each is printed,
+ * sliding_log's as the figure, sliding_window's as its reference:
+ *   memory: one thread calling rl_allow();
+ *   redis (--port P, 127.0.0.1; bench/redisbench.sh runs it on a private
+ *   server: sh bench/redisbench.sh bench/logbench --json): 16 threads
+ *   calling rl_allow() (the store batches what queues up into one script
+ *   call).
+ *
+ *   logbench [--json] [--keys N] [--checks N] [--rounds N] [--port P]
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchutil.h"
+#include "ratelimit.h"
+
+#define MAX_ROUNDS 64
+#define MAX_THREADS 16
+#define LOG_LIMIT 1000 /* RL_LOG_LIMIT_MAX: the largest limit a log takes */
+
+typedef struct options {
+    unsigned long long keys, checks, rounds, port;
+    int json;
+} options;
+
+typedef struct job {
+    rl_limiter *lim;
+    const options *o;
+    uint64_t seed;
+    unsigned long long n, denied;
+    int rc;
+} job;
+
+static const text_layout layout = {36, 12, 0, 9, 16, 3};
+static const char *const algos[2] = {"sliding_log", "sliding_window"};
+
+static void *run(void *arg)
+{
+    job *j = arg;
+    rl_result res = RL_RESULT_INIT;
+    char key[32];
+
+    for (unsigned long long i = 0; i < j->n && j->rc == RL_OK; i++) {
+        snprintf(key, sizeof key, "user:%llu",
+                 (unsigned long long)pick(&j->seed, j->o->keys));
+        j->rc = rl_allow(j->lim, key, "login", 1, &res);
+        j->denied += !res.allowed;
+    }
+    return NULL;
+}
+
+/* One round on lim: checks/s over `threads` threads. */
+static double round_rate(rl_limiter *lim, const options *o, int threads,
+                         uint64_t seed, unsigned long long *denied, char *err)
+{
+    pthread_t th[MAX_THREADS];
+    job jobs[MAX_THREADS];
+    uint64_t t0 = now_ns();
+
+    for (int i = 0; i < threads; i++) {
+        jobs[i] = (job){.lim = lim, .o = o, .seed = seed + (uint64_t)i,
+                        .n = o->checks / (unsigned long long)threads};
+        pthread_create(&th[i], NULL, run, &jobs[i]);
+    }
+    for (int i = 0; i < threads; i++)
+        pthread_join(th[i], NULL);
+    t0 = now_ns() - t0;
+    for (int i = 0; i < threads; i++) {
+        *denied += jobs[i].denied;
+        if (jobs[i].rc != RL_OK) {
+            set_err(err, "rl_allow", jobs[i].rc, errtext(lim));
+            return -1;
+        }
+    }
+    return (double)(o->checks / (unsigned long long)threads * threads) /
+           ((double)t0 / 1e9);
+}
+
+static rl_limiter *limiter(const char *store, const char *algo, char *err)
+{
+    char rules[256];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc;
+
+    snprintf(rules, sizeof rules,
+             "[{\"rule_id\":\"login\",\"dimension\":\"user\",\"limit\":%d,"
+             "\"window_seconds\":86400,\"algorithm\":\"%s\"}]",
+             LOG_LIMIT, algo);
+    rc = rl_config_set(cfg, "store", store);
+    if (rc == RL_OK)
+        rc = rl_config_set(cfg, "timeout_ms", "1000");
+    if (rc == RL_OK)
+        rc = rl_config_set(cfg, "rules", rules);
+    if (rc == RL_OK)
+        rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    if (rc != RL_OK)
+        set_err(err, store, rc, errtext(NULL));
+    return lim;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Both algorithms on `store`, rounds alternating; one figure. */
+static int bench_store(const options *o, const char *label,
+                       const char *store, int threads, char *err)
+{
+    double rate[2][MAX_ROUNDS], med[2];
+    unsigned long long denied[2] = {0, 0};
+    rl_limiter *lim[2] = {NULL, NULL};
+    char name[64];
+    figure f = {0};
+    int rc = -1;
+
+    for (int a = 0; a < 2; a++)
+        if (!(lim[a] = limiter(store, algos[a], err)))
+            goto out;
+    for (unsigned long long r = 0; r < o->rounds; r++)
+        for (int a = 0; a < 2; a++)
+            if ((rate[a][r] = round_rate(lim[a], o, threads, 1000 * r + 7,
+                                         &denied[a], err)) < 0)
+                goto out;
+    for (int a = 0; a < 2; a++) {
+        qsort(rate[a], o->rounds, sizeof rate[a][0], cmp_double);
+        med[a] = rate[a][o->rounds / 2];
+    }
+    snprintf(name, sizeof name, "checks_per_s_sliding_log_%s", label);
+    f.name = name;
+    f.value = med[0];
+    f.unit = "checks/s";
+    f.nrefs = 1;
+    f.ref[0] = med[1];
+    f.ref_name[0] = "sliding_window";
+    xnum(&f, "threads", threads);
+    xnum(&f, "keys", (double)o->keys);
+    xnum(&f, "checks_per_round", (double)o->checks);
+    xnum(&f, "rounds", (double)o->rounds);
+    xnum(&f, "log_times_per_key_at_end",
+         (double)(o->checks * o->rounds) / (double)o->keys);
+    xnum(&f, "denied_log", (double)denied[0]);
+    xnum(&f, "denied_window", (double)denied[1]);
+    emit_figure(&f, o->json, &layout);
+    rc = 0;
+out:
+    rl_limiter_free(lim[0]);
+    rl_limiter_free(lim[1]);
+    return rc;
+}
+
+static int parse(int argc, char **argv, options *o)
+{
+    *o = (options){.keys = 10000, .checks = 200000, .rounds = 5};
+    for (int i = 1; i < argc; i++) {
+        unsigned long long *v = NULL;
+        if (strcmp(argv[i], "--json") == 0) { o->json = 1; continue; }
+        if (strcmp(argv[i], "--keys") == 0) v = &o->keys;
+        else if (strcmp(argv[i], "--checks") == 0) v = &o->checks;
+        else if (strcmp(argv[i], "--rounds") == 0) v = &o->rounds;
+        else if (strcmp(argv[i], "--port") == 0) v = &o->port;
+        if (!v || i + 1 == argc || parse_count(argv[++i], v) != 0)
+            return -1;
+    }
+    return o->keys && o->checks >= MAX_THREADS && o->rounds &&
+                   o->rounds <= MAX_ROUNDS && o->port < 65536
+               ? 0 : -1;
+}
+
+int main(int argc, char **argv)
+{
+    options o;
+    char err[ERRLEN] = "", uri[64];
+    uint64_t t0 = now_ns();
+
+    if (parse(argc, argv, &o) != 0) {
+        fprintf(stderr, "usage: logbench [--json] [--keys N] [--checks N] "
+                        "[--rounds N (<= %d)] [--port P]\n", MAX_ROUNDS);
+        return 2;
+    }
+    if (!o.json)
+        print_columns(&layout);
+    if (bench_store(&o, "memory", "memory://", 1, err) != 0)
+        goto fail;
+    if (o.port) {
+        snprintf(uri, sizeof uri, "redis://127.0.0.1:%llu", o.port);
+        if (bench_store(&o, "redis", uri, MAX_THREADS, err) != 0)
+            goto fail;
+    }
+    print_done("logbench", o.json, t0);
+    return 0;
+fail:
+    fprintf(stderr, "logbench: %s\n", err);
+    return 1;
+}
