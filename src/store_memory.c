@@ -177,6 +177,15 @@ static size_t lock_all(mem_store *m, const uint32_t *seg, size_t n,
     return k;
 }
 
+/* A state and its expiry into an entry that holds the same client. */
+static void keep_state(entry *e, const algo_state *st, uint32_t expires)
+{
+    e->a = st->a;
+    e->b = st->b;
+    e->c = st->c;
+    e->expires = expires;
+}
+
 static void store_entry(mem_store *m, segment *g, uint64_t fp,
                         const algo_state *st, uint32_t expires, uint32_t now_s)
 {
@@ -195,10 +204,7 @@ static void store_entry(mem_store *m, segment *g, uint64_t fp,
     }
     g->used += is_new;
     e->fp = fp;
-    e->a = st->a;
-    e->b = st->b;
-    e->c = st->c;
-    e->expires = expires;
+    keep_state(e, st, expires);
 }
 
 /* Start loading fp's home slot into the cache before the segment's lock
@@ -221,6 +227,7 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     uint64_t fps[RL_OPS_MAX], kh[RL_OPS_MAX], from[RL_OPS_MAX];
     uint32_t seg[RL_OPS_MAX], segs[RL_OPS_MAX];
     algo_state st[RL_OPS_MAX];
+    entry *hit[RL_OPS_MAX];
     int64_t now, rel_s;
     uint32_t now_s;
     size_t nseg, i;
@@ -244,8 +251,8 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     /* Decide every charge on a copy of the state... */
     for (i = 0; i < n; i++) {
         segment *g = &m->seg[seg[i]];
-        slots_load_state(g->slots, g->cap, &ops[i], fps[i], kh[i], now,
-                         now_s, &st[i], &from[i]);
+        hit[i] = slots_load_state(g->slots, g->cap, &ops[i], fps[i], kh[i],
+                                  now, now_s, &st[i], &from[i]);
         algo_apply(&ops[i].rule->ap, &st[i], now, ops[i].cost, &out[i]);
         all &= out[i].allowed || ops[i].soft;
     }
@@ -255,10 +262,14 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
         if (!out[i].allowed || !out[i].changed)
             continue;
         segment *g = &m->seg[seg[i]];
+        uint32_t expires = expiry_of(m, out[i].expires_ms);
+        if (n == 1 && hit[i]) { /* nothing moved since it was found */
+            keep_state(hit[i], &st[i], expires);
+            continue;
+        }
         if (from[i])
             g->used -= (uint32_t)slots_drop(g->slots, g->cap, from[i]);
-        store_entry(m, g, fps[i], &st[i],
-                    expiry_of(m, out[i].expires_ms), now_s);
+        store_entry(m, g, fps[i], &st[i], expires, now_s);
     }
     for (i = nseg; i-- > 0;)
         pthread_mutex_unlock(&m->seg[segs[i]].lock);
