@@ -40,11 +40,17 @@
  * a ratio below 1 against design_note is within budget, and the ratio
  * against bare_hash_table says how close the store is to a minimal table.
  * Rules use a limit of 10^9 so nothing is denied (a denial takes the same
- * path); any denial is counted in the "denied" field.
+ * path); any denial is counted in the "denied" field.  (3) Scaling:
+ * "mem_check_scaling_2t" is 2 threads' checks per second, each thread on
+ * keys of its own (even or odd indexes), over 1 thread's, untimed; the
+ * reference is the bare lookup's same ratio in the same run (what the 2
+ * cores give a lock-free read at the moment).  Issue 11's targets ride
+ * along as target_max_ratio (the 1-thread untimed mean over the bare
+ * lookup's) and target_min (the scaling).
  *
- * Latency lives in rlbench_latency.c, memory in rlbench_memory.c, the
- * reference table in rlbench_bare.c, the rest they share in
- * rlbench_util.c and rlbench.h; this file reads the command line, runs the
+ * Latency lives in rlbench_latency.c, scaling in rlbench_scaling.c,
+ * memory in rlbench_memory.c, the reference table in rlbench_bare.c, the
+ * rest they share in rlbench_util.c and rlbench.h; this file reads the command line, runs the
  * figures and prints them.
  */
 #include "rlbench.h"
@@ -59,7 +65,8 @@ static void usage(FILE *f)
             "[--samples N] [--algo NAME]\n"
             "\n"
             "Measures libratelimit's memory store: ns per rl_allow() (p50, p99;\n"
-            "1 and 2 threads) and bytes per tracked key, each beside a reference\n"
+            "1 and 2 threads), 2 threads' checks/s on keys of their own over 1\n"
+            "thread's, and bytes per tracked key, each beside a reference\n"
             "measured in the same run.  ratio = value / ref.\n"
             "\n"
             "  --json       one JSON object per line (first: name \"params\")\n"
@@ -241,10 +248,31 @@ static void emit_latency(const options *o, int threads, const lat_figs *lib,
         } else {
             xnum(&f, "cpu_share", lib->cpu_share);
             xnum(&f, "ref_cpu_share", ref_x[i]);
+            if (threads == 1)
+                xnum(&f, "target_max_ratio", TARGET_UNTIMED_RATIO_1T);
         }
         xnum(&f, "denied", (double)lib->denied);
         emit(o, &f);
     }
+}
+
+static void emit_scaling(const options *o, const scale_figs *s)
+{
+    figure f = {0};
+
+    f.name = "mem_check_scaling_2t";
+    f.value = s->ratio[LIB];
+    f.unit = "x";
+    f.nrefs = 1;
+    f.ref[0] = s->ratio[REF];
+    f.ref_name[0] = "bare_hash_lookup";
+    xnum(&f, "checks_per_s_1t", s->per_s_1t[LIB]);
+    xnum(&f, "checks_per_s_2t", s->per_s_2t[LIB]);
+    xnum(&f, "ref_per_s_1t", s->per_s_1t[REF]);
+    xnum(&f, "ref_per_s_2t", s->per_s_2t[REF]);
+    xnum(&f, "keys", (double)o->keys);
+    xnum(&f, "target_min", TARGET_SCALING_2T);
+    emit(o, &f);
 }
 
 static void emit_memory(const options *o, const char *name, size_t n,
@@ -391,13 +419,15 @@ static int lat_prefill(const options *o, const lat_input *in,
     return 0;
 }
 
-/* 1. Latency: the timer's own cost, then 1 and 2 threads. */
+/* 1. Latency: the timer's own cost, then 1 and 2 threads; then the
+ * scaling of 2 threads on keys of their own. */
 static int measure_latency(const options *o, char *err)
 {
     lat_input in = {0};
     rl_limiter *lim = NULL;
     bare_table tab = {NULL, 0, 0};
     figure f = {0};
+    scale_figs sf;
     int rc = -1;
 
     if (lat_input_make(o, &in, err) != 0)
@@ -416,6 +446,10 @@ static int measure_latency(const options *o, char *err)
             goto out;
         emit_latency(o, threads, &lf[LIB], &lf[REF]);
     }
+    if (run_scaling(lim, &tab, in.keys, in.nkeys, in.seqs, in.nseq, &sf,
+                    err) != 0)
+        goto out;
+    emit_scaling(o, &sf);
     rc = 0;
 out:
     rl_limiter_free(lim);

@@ -120,6 +120,20 @@ int run_latency(rl_limiter *lim, const bare_table *tab,
 
 double timer_overhead(uint32_t *buf, size_t n);
 
+/* Checks per second on threads over keys of their own (rlbench_scaling.c),
+ * [LIB] and [REF]. */
+typedef struct scale_figs {
+    double per_s_1t[2], per_s_2t[2];
+    double ratio[2]; /* per_s_2t / per_s_1t */
+} scale_figs;
+
+#define TARGET_UNTIMED_RATIO_1T 1.5 /* issue 11: library / bare lookup */
+#define TARGET_SCALING_2T 1.8       /* issue 11: 2 threads / 1 thread  */
+
+int run_scaling(rl_limiter *lim, const bare_table *tab, const char *keys,
+                size_t nkeys, uint32_t *const *seqs, size_t nseq,
+                scale_figs *out, char *err);
+
 void mem_limiter(const options *o, size_t n, mem_result *r);
 
 void mem_table(const options *o, size_t n, mem_result *r);

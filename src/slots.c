@@ -134,15 +134,19 @@ uint32_t slots_purge(slot_entry *s, uint32_t cap, uint32_t now_s)
     return removed;
 }
 
-void slots_load_state(slot_entry *s, uint32_t cap, const store_op *op,
-                      uint64_t fp, uint64_t key_hash, int64_t now,
-                      uint32_t now_s, algo_state *st, uint64_t *from)
+slot_entry *slots_load_state(slot_entry *s, uint32_t cap, const store_op *op,
+                             uint64_t fp, uint64_t key_hash, int64_t now,
+                             uint32_t now_s, algo_state *st, uint64_t *from)
 {
     const rl_rule *r = op->rule;
     slot_entry *e = slots_find(s, cap, fp, now_s);
 
     *from = 0;
-    *st = e ? (algo_state){e->a, e->b, e->c} : (algo_state){0, 0, 0};
+    if (e) {
+        *st = (algo_state){e->a, e->b, e->c};
+        return e;
+    }
+    *st = (algo_state){0, 0, 0};
     for (int k = 0; !e && k < r->nprev; k++) {
         const rule_shape *p = &r->prev[k];
         uint64_t pfp;
@@ -155,6 +159,7 @@ void slots_load_state(slot_entry *s, uint32_t cap, const store_op *op,
             *from = pfp;
         }
     }
+    return NULL;
 }
 
 static int cmp_u32(const void *a, const void *b)
@@ -167,9 +172,12 @@ size_t slots_lock_order(const uint32_t *seg, size_t n, uint32_t *segs)
 {
     size_t k = 0;
 
+    if (n == 1) { /* the usual request: one rule */
+        segs[0] = seg[0];
+        return 1;
+    }
     memcpy(segs, seg, n * sizeof *segs);
-    if (n > 1)
-        qsort(segs, n, sizeof *segs, cmp_u32);
+    qsort(segs, n, sizeof *segs, cmp_u32);
     for (size_t i = 0; i < n; i++)
         if (k == 0 || segs[k - 1] != segs[i])
             segs[k++] = segs[i];

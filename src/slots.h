@@ -72,10 +72,12 @@ uint32_t slots_purge(slot_entry *s, uint32_t cap, uint32_t now_s);
  * the rule's previous shapes may still hold one, the newest found there,
  * converted to the current shape as at the change (*from gets that
  * entry's fingerprint, to be dropped when the new state is written); else
- * fresh.  A client's entries of every shape share its segment. */
-void slots_load_state(slot_entry *s, uint32_t cap, const store_op *op,
-                      uint64_t fp, uint64_t key_hash, int64_t now,
-                      uint32_t now_s, algo_state *st, uint64_t *from);
+ * fresh.  A client's entries of every shape share its segment.  Returns
+ * fp's own live entry (where the new state goes, as long as nothing else
+ * was written to the table since), or NULL. */
+slot_entry *slots_load_state(slot_entry *s, uint32_t cap, const store_op *op,
+                             uint64_t fp, uint64_t key_hash, int64_t now,
+                             uint32_t now_s, algo_state *st, uint64_t *from);
 
 /* The distinct segments of seg[0..n), ascending (the order to lock them
  * in, so two checks never deadlock), into segs; returns how many. */
