@@ -437,6 +437,32 @@ static int spend(rl_limiter *lim, const char *key, int tries)
     return got;
 }
 
+/* Leases and reservations give back part of a charge, which a log of
+ * times has no rule for: a lease on a log is refused at load, and
+ * rl_reserve refuses a request a log rule applies to, charging nothing. */
+START_TEST(no_lease_no_reservation)
+{
+    rl_limiter *lim = limiter_with("[]");
+    rl_request req = {.size = sizeof req, .endpoint = "/login",
+                      .user = "eve", .cost = 1};
+    rl_reservation rsv = RL_RESERVATION_INIT;
+    rl_result res = RL_RESULT_INIT;
+
+    ck_assert_int_eq(load(lim, 10, 60, "sliding_log", ",\"lease\":2"),
+                     RL_ERULE);
+    ck_assert_msg(strstr(rl_errmsg(lim), "lease"), "%s", rl_errmsg(lim));
+    ck_assert_int_eq(load(lim, 2, 60, "sliding_log", ""), RL_OK);
+    ck_assert_int_eq(rl_reserve(lim, &req, &rsv, &res), RL_ERULE);
+    ck_assert_msg(strstr(rl_errmsg(lim), "login"), "%s", rl_errmsg(lim));
+    for (int i = 0; i < 5; i++) { /* nothing was charged: 2 pass */
+        ck_assert_int_eq(rl_check(lim, &req, &res), RL_OK);
+        ck_assert_int_eq(res.allowed, i < 2);
+    }
+    rl_limiter_free(lim);
+}
+END_TEST
+
+
 /* A limit change keeps the log (its times mean the same under any
  * limit); a change of window or of algorithm starts fresh, and the log
  * of a former shape is left to expire (found again if the rule goes
@@ -660,6 +686,7 @@ int main(void)
     tcase_add_test(tc, refund_to_empty_deletes);
     tcase_add_test(tc, limit_cap_refused);
     tcase_add_test(tc, fixed_size_stores_refuse);
+    tcase_add_test(tc, no_lease_no_reservation);
     tcase_add_test(tc, rule_changes_memory);
     tcase_add_test(tc, rule_changes_redis);
     tcase_add_test(tc, all_or_nothing_memory);
