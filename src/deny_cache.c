@@ -50,25 +50,6 @@ void deny_cache_free(deny_cache *c)
     free(c);
 }
 
-/* The fingerprint of op's (rule id and numbers, key); never 0. */
-static uint64_t fingerprint(const deny_cache *c, const store_op *op)
-{
-    const algo_params *ap = &op->rule->ap;
-    int64_t nums[4] = {ap->algo, ap->limit, ap->burst, ap->window_ms};
-    char buf[sizeof nums + RL_RULE_ID_MAX + 1 + RL_KEY_MAX];
-    size_t idlen = strnlen(op->rule->id, RL_RULE_ID_MAX), at = 0;
-    size_t klen = op->key_len < RL_KEY_MAX ? op->key_len : RL_KEY_MAX;
-    uint64_t h;
-
-    memcpy(buf, nums, sizeof nums);
-    at += sizeof nums;
-    memcpy(buf + at, op->rule->id, idlen);
-    at += idlen;
-    buf[at++] = '\0';
-    memcpy(buf + at, op->key, klen);
-    h = siphash13(buf, at + klen, c->key);
-    return h ? h : 1;
-}
 
 void deny_cache_put(deny_cache *c, const store_op *op,
                     const algo_decision *d, int64_t now_mono,
@@ -81,7 +62,7 @@ void deny_cache_put(deny_cache *c, const store_op *op,
 
     if (d->allowed || op->soft || op->cost <= 0 || d->retry_ms <= 0)
         return;
-    fp = fingerprint(c, op);
+    fp = store_op_fingerprint(op, 0, c->key);
     e = &c->slot[fp & c->mask];
     s = atomic_load_explicit(&e->seq, memory_order_relaxed);
     if ((s & 1) || !atomic_compare_exchange_strong_explicit(
@@ -106,7 +87,7 @@ int deny_cache_get(deny_cache *c, const store_op *op, int64_t now_mono,
 
     if (op->soft || op->cost <= 0)
         return 0;
-    fp = fingerprint(c, op);
+    fp = store_op_fingerprint(op, 0, c->key);
     e = &c->slot[fp & c->mask];
     s = atomic_load_explicit(&e->seq, memory_order_acquire);
     if ((s & 1) || atomic_load_explicit(&e->fp, memory_order_relaxed) != fp)

@@ -93,26 +93,6 @@ static void slot_unlock(lease_slot *e)
     atomic_store_explicit(&e->lock, 0, memory_order_release);
 }
 
-/* The fingerprint of op's (rule id and numbers, lease, key); never 0. */
-static uint64_t fingerprint(const lease_table *t, const store_op *op)
-{
-    const algo_params *ap = &op->rule->ap;
-    int64_t nums[5] = {ap->algo, ap->limit, ap->burst, ap->window_ms,
-                       op->rule->lease};
-    char buf[sizeof nums + RL_RULE_ID_MAX + 1 + RL_KEY_MAX];
-    size_t idlen = strnlen(op->rule->id, RL_RULE_ID_MAX), at = 0;
-    size_t klen = op->key_len < RL_KEY_MAX ? op->key_len : RL_KEY_MAX;
-    uint64_t h;
-
-    memcpy(buf, nums, sizeof nums);
-    at += sizeof nums;
-    memcpy(buf + at, op->rule->id, idlen);
-    at += idlen;
-    buf[at++] = '\0';
-    memcpy(buf + at, op->key, klen);
-    h = siphash13(buf, at + klen, t->key);
-    return h ? h : 1;
-}
 
 /* *b: `units` charged at charged_ms under the rule (id, shape, window)
  * for the client key, to go back to the store. */
@@ -177,7 +157,7 @@ void lease_free(lease_table *t)
 int lease_take(lease_table *t, const store_op *op, int64_t now_mono,
                algo_decision *d)
 {
-    uint64_t fp = fingerprint(t, op);
+    uint64_t fp = store_op_fingerprint(op, op->rule->lease, t->key);
     lease_slot *e = &t->slot[fp & t->mask];
     lease_back b = {.units = 0};
     int hit = 0;
@@ -200,7 +180,7 @@ int lease_take(lease_table *t, const store_op *op, int64_t now_mono,
 
 void lease_untake(lease_table *t, const store_op *op, int64_t units)
 {
-    uint64_t fp = fingerprint(t, op);
+    uint64_t fp = store_op_fingerprint(op, op->rule->lease, t->key);
     lease_slot *e = &t->slot[fp & t->mask];
 
     slot_lock(e);
@@ -211,7 +191,7 @@ void lease_untake(lease_table *t, const store_op *op, int64_t units)
 
 int lease_room(lease_table *t, const store_op *op, int64_t now_mono)
 {
-    uint64_t fp = fingerprint(t, op);
+    uint64_t fp = store_op_fingerprint(op, op->rule->lease, t->key);
     lease_slot *e = &t->slot[fp & t->mask];
     int room;
 
@@ -262,7 +242,7 @@ static void slot_fill(lease_slot *e, uint64_t fp, const store_op *op,
 void lease_put(lease_table *t, const store_op *op, const algo_decision *d,
                int64_t t0_mono, int64_t now_store)
 {
-    uint64_t fp = fingerprint(t, op);
+    uint64_t fp = store_op_fingerprint(op, op->rule->lease, t->key);
     lease_slot *e = &t->slot[fp & t->mask];
     int64_t units = d->granted - op->cost;
     int64_t until = grant_until(op, d, t0_mono, now_store);

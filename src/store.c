@@ -9,6 +9,8 @@
 #include "store_sentinel.h"
 #include "store_shm.h"
 #include "redis_uri.h"
+#include "rule.h"
+#include "siphash.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -39,4 +41,24 @@ int store_open(const char *uri, const store_options *opt, rl_store **out,
                     "rediss-cluster://, redis-sentinel:// or "
                     "rediss-sentinel://)", shown),
            RL_ESTORE;
+}
+
+uint64_t store_op_fingerprint(const store_op *op, int64_t extra,
+                              const uint64_t key[2])
+{
+    const algo_params *ap = &op->rule->ap;
+    int64_t nums[5] = {ap->algo, ap->limit, ap->burst, ap->window_ms, extra};
+    char buf[sizeof nums + RL_RULE_ID_MAX + 1 + RL_KEY_MAX];
+    size_t idlen = strnlen(op->rule->id, RL_RULE_ID_MAX), at = 0;
+    size_t klen = op->key_len < RL_KEY_MAX ? op->key_len : RL_KEY_MAX;
+    uint64_t h;
+
+    memcpy(buf, nums, sizeof nums);
+    at += sizeof nums;
+    memcpy(buf + at, op->rule->id, idlen);
+    at += idlen;
+    buf[at++] = '\0';
+    memcpy(buf + at, op->key, klen);
+    h = siphash13(buf, at + klen, key);
+    return h ? h : 1;
 }

@@ -169,6 +169,13 @@ typedef struct store_options {
 int store_open(const char *uri, const store_options *opt, rl_store **out,
                char *err, size_t errlen);
 
+/* A keyed hash of what names op's state in a local table (the deny
+ * cache, the lease table): its rule's id and numbers, `extra` (a table's
+ * own number of the rule, e.g. its lease; 0 if none) and its client key,
+ * with the table's SipHash key.  Never 0 (0 marks a free slot). */
+uint64_t store_op_fingerprint(const store_op *op, int64_t extra,
+                              const uint64_t key[2]);
+
 static inline void store_free(rl_store *s)
 {
     if (s)
