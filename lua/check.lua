@@ -83,14 +83,20 @@ local function write(key, algo, burst, w, p, q, a, b, c)
   call('SET', key, value, 'PXAT', str(exp))
 end
 
+-- ---- per call ----
+-- (The line above ends what the function library makes once, at load:
+-- lua/embed.sh --library puts the rest, and settle.lua, in its callback.)
+
 local now = rl_now()
 local cross = ARGV[2] == 'C'
 local arg = tonumber(ARGV[3])
-if arg < 0 then arg = -arg end -- negative: the table has replaced shapes
+local converting = arg < 0 -- the table has replaced shapes
+if converting then arg = -arg end
 local nreq = tonumber(ARGV[arg])
 local key = 1
 local K, stride = KEYS, 4
 arg = arg + 1
+local compact = ARGV[arg + 4] ~= '' -- the first key names a field
 
 if cross then -- the key names follow each key's 4 values
   K, stride = {}, 5
@@ -150,7 +156,7 @@ end
 -- converted, and what names that old state (to be deleted when the new
 -- one is written); else fresh.
 local migrate
-if converts then migrate = function(kname, field, algo, limit, burst, w, p, q, ri)
+if converting then migrate = function(kname, field, algo, limit, burst, w, p, q, ri)
   local x = ri + 8
   local stem = string.sub(kname, 1, #kname - #ARGV[ri + 7])
   for j = 1, tonumber(ARGV[ri + 6]) do
@@ -179,7 +185,7 @@ end end
 -- refused: the MGET's error sends every key back to its own GET.
 local PREFETCH = 1000
 local vals, dirty
-if not cross and #KEYS > 1 and not compact_layout then
+if not cross and #KEYS > 1 and not compact then
   vals, dirty = {}, {}
   for i = 1, #KEYS, PREFETCH do
     local j = i + PREFETCH - 1
