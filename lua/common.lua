@@ -2,6 +2,7 @@
 -- common.lua -- helpers every libratelimit script shares.  The line above,
 -- first in the concatenated script, lets one call touch keys of many slots
 -- of one Redis Cluster node (check.lua's "C" mode): batches per master.
+-- (The function library drops it: its function carries the same flag.)
 --
 -- Redis runs Lua 5.1, where every number is a double.  The C library keeps
 -- all quantities below 2^52 (rule validation guarantees it), where doubles

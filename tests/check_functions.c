@@ -7,7 +7,8 @@
  * again as EVAL, the connection calls EVALSHA until it connects again,
  * and FCALLs after that); a user whose ACL lacks FUNCTION and FCALL (the
  * README's least-privilege rule) is served by EVALSHA, one granted them
- * by FCALL.  Every other Redis suite runs with the default, functions on.
+ * by FCALL; on Redis Cluster every master is FCALLed.  Every other Redis
+ * suite runs with the default, functions on.
  */
 #include <check.h>
 #include <hiredis/hiredis.h>
@@ -67,10 +68,11 @@ static void admin(const char *fmt, const char *arg)
     redisFree(c);
 }
 
-/* The calls of `command` INFO commandstats counts so far (0: none). */
-static long long calls_of(const char *command)
+/* The calls of `command` INFO commandstats of server s counts so far
+ * (0: none). */
+static long long calls_on(const rh_server *s, const char *command)
 {
-    redisContext *c = rh_connect(&srv);
+    redisContext *c = rh_connect(s);
     redisReply *r;
     char field[64];
     const char *at;
@@ -86,6 +88,11 @@ static long long calls_of(const char *command)
     freeReplyObject(r);
     redisFree(c);
     return n;
+}
+
+static long long calls_of(const char *command)
+{
+    return calls_on(&srv, command);
 }
 
 static rl_limiter *open_on(const char *store, const char *functions)
@@ -261,10 +268,36 @@ START_TEST(granted_functions_are_called)
 }
 END_TEST
 
+/* ---- Redis Cluster: every master loads the library --------------------------- */
+
+START_TEST(every_cluster_master_is_fcalled)
+{
+    rh_cluster cl;
+    char seeds[1024], key[32];
+    rl_limiter *lim;
+
+    ck_assert_int_eq(rh_cluster_start(&cl, 3, 0, 2000), 0);
+    ck_assert_ptr_nonnull(rh_cluster_uri(&cl, 0, seeds, sizeof seeds));
+    lim = open_on(seeds, NULL);
+    for (int i = 0; i < 300; i++) { /* keys over every master's slots */
+        snprintf(key, sizeof key, "user:%d", i);
+        ck_assert_int_eq(allow(lim, key, "sw"), 1);
+    }
+    ck_assert_int_eq(admitted(lim, "user:exact", 60), LIMIT);
+    for (int i = 0; i < cl.n; i++) {
+        ck_assert_msg(calls_on(&cl.node[i], "fcall") > 0,
+                      "master %d: no FCALL", i);
+        ck_assert_int_eq(calls_on(&cl.node[i], "evalsha"), 0);
+    }
+    rl_limiter_free(lim);
+    ck_assert_int_eq(rh_cluster_stop(&cl), 0);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("functions");
-    TCase *tc = tcase_create("server");
+    TCase *tc = tcase_create("server"), *cluster = tcase_create("cluster");
 
     if (rh_available()) {
         tcase_set_timeout(tc, 60);
@@ -274,6 +307,11 @@ int main(void)
         tcase_add_test(tc, least_privilege_falls_back_to_evalsha);
         tcase_add_test(tc, granted_functions_are_called);
         suite_add_tcase(s, tc);
+    }
+    if (rh_cluster_available()) {
+        tcase_set_timeout(cluster, 120);
+        tcase_add_test(cluster, every_cluster_master_is_fcalled);
+        suite_add_tcase(s, cluster);
     }
     return run_suite(s);
 }
