@@ -254,8 +254,11 @@ void script_put_asking(resp_buf *b)
 
 /* ---- the answer ---------------------------------------------------------- */
 
-/* Redis 7's answer to an FCALL of a function it does not have. */
+/* Redis 7's answer to an FCALL of a function it does not have, and to
+ * one the user may not run (an ACL with +function|load but not +fcall):
+ * both are met as NOSCRIPT, the connection falls back to EVALSHA. */
 #define SCRIPT_NO_FUNCTION "ERR Function not found"
+#define SCRIPT_NO_FCALL "NOPERM"
 
 /* An error reply's meaning; the address of a redirect into why->addr.
  * -1: NOSCRIPT, or no such function. */
@@ -265,7 +268,9 @@ static int classify(const redisReply *rep, rnode_reply *why)
     int slot;
 
     if (strncmp(s, "NOSCRIPT", 8) == 0 ||
-        strncmp(s, SCRIPT_NO_FUNCTION, sizeof SCRIPT_NO_FUNCTION - 1) == 0)
+        strncmp(s, SCRIPT_NO_FUNCTION, sizeof SCRIPT_NO_FUNCTION - 1) == 0 ||
+        (strncmp(s, SCRIPT_NO_FCALL, sizeof SCRIPT_NO_FCALL - 1) == 0 &&
+         strstr(s, "'fcall'")))
         return -1;
     why->addr[0] = 0;
     switch (cluster_redirect_parse(s, rep->len, &slot, why->addr,

@@ -228,12 +228,15 @@ END_TEST
 
 /* ---- ACL: the rights decide the command ------------------------------------ */
 
-/* The README's user; granted: plus FCALL and FUNCTION LOAD. */
+/* The README's user; granted: 2 plus FCALL and FUNCTION LOAD, 1 plus
+ * FUNCTION LOAD alone. */
 static void user_uri(int granted, char *buf, size_t len)
 {
     acl_create(&srv, USER, PASSWORD);
-    if (granted)
+    if (granted == 2)
         admin("ACL SETUSER " USER " +fcall +function|load%s", "");
+    if (granted == 1)
+        admin("ACL SETUSER " USER " +function|load%s", "");
     snprintf(buf, len, "redis://%s:%s@127.0.0.1:%d/0", USER, PASSWORD,
              srv.port);
 }
@@ -259,11 +262,28 @@ START_TEST(granted_functions_are_called)
     rl_limiter *lim;
     long long f0 = calls_of("fcall"), e0 = calls_of("evalsha");
 
-    user_uri(1, as_user, sizeof as_user);
+    user_uri(2, as_user, sizeof as_user);
     lim = open_on(as_user, NULL);
     ck_assert_int_eq(admitted(lim, "user:acl", 60), LIMIT);
     ck_assert_int_ge(calls_of("fcall") - f0, 60);
     ck_assert_int_eq(calls_of("evalsha") - e0, 0);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* A user who may load the library but not call it: its first FCALL is
+ * refused (NOPERM), met as NOSCRIPT: the batch goes again as EVAL, the
+ * connection EVALSHAs from then on; no check fails. */
+START_TEST(load_without_fcall_falls_back_too)
+{
+    char as_user[512];
+    rl_limiter *lim;
+    long long e0 = calls_of("evalsha");
+
+    user_uri(1, as_user, sizeof as_user);
+    lim = open_on(as_user, NULL);
+    ck_assert_int_eq(admitted(lim, "user:acl", 60), LIMIT);
+    ck_assert_int_ge(calls_of("evalsha") - e0, 50);
     rl_limiter_free(lim);
 }
 END_TEST
@@ -306,6 +326,7 @@ int main(void)
         tcase_add_test(tc, function_flush_under_load_decides_every_check);
         tcase_add_test(tc, least_privilege_falls_back_to_evalsha);
         tcase_add_test(tc, granted_functions_are_called);
+        tcase_add_test(tc, load_without_fcall_falls_back_too);
         suite_add_tcase(s, tc);
     }
     if (rh_cluster_available()) {
