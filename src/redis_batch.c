@@ -8,10 +8,9 @@
  * its keys or follow an ASK; when every reply is in, each job is claimed
  * and answered (rbatch_answer), and those that met NOSCRIPT (a flushed or
  * restarted server) or an FCALL's missing (FUNCTION FLUSH) or refused
- * (NOPERM) function go
- * again at once, once, as EVAL; the connection then calls EVALSHA until
- * it connects again (and FUNCTION LOADs again).  Runs in the loop
- * thread only; see redis_io.c for the claims that make a job safe to read
+ * (NOPERM) function go again at once, once, as EVAL; the connection then
+ * calls EVALSHA until it connects again (and FUNCTION LOADs again).  Runs
+ * in the loop thread only; see redis_io.c for the claims that make a job safe to read
  * and write here.
  */
 #include "redis_io_loop.h"
