@@ -162,8 +162,8 @@ static int check_master(rlink *l, char *err, size_t errlen)
 }
 
 /* Connect (and handshake), AUTH, SELECT, check the role (need_master),
- * the version, SCRIPT LOAD, FUNCTION LOAD; returns a non-blocking fd (and *ssl), or -1
- * with the reason in err. */
+ * the version, SCRIPT LOAD, FUNCTION LOAD; returns a non-blocking fd (and
+ * *ssl), or -1 with the reason in err. */
 int rconnector_handshake(const rio_opts *o, const char *sha,
                          SSL_SESSION **sess, SSL **ssl, int *fcall,
                          char *err, size_t errlen)
