@@ -179,6 +179,9 @@ int cmdstats_find(const cmdstats *cs, const char *name);
 double cs_calls(const cmdstats *cs, const char *name);
 
 double cs_usec(const cmdstats *cs, const char *name);
+/* The same for the script, EVALSHA and FCALL (redis_functions) together. */
+double cs_script_calls(const cmdstats *cs);
+double cs_script_usec(const cmdstats *cs);
 
 int flush_wait(redisContext *c, char *err);
 

@@ -238,20 +238,20 @@ static int usec_emit(const options *o, int l, int a, const bytes_run *r,
                      double *plain_usec, char *err)
 {
     const cmdstats *cs = &r->cs;
-    double checks = (double)o->usec_checks, calls = cs_calls(cs, "evalsha");
-    int ev = cmdstats_find(cs, "evalsha");
+    double checks = (double)o->usec_checks, calls = cs_script_calls(cs);
+    int ev = cmdstats_find(cs, "evalsha"), fc = cmdstats_find(cs, "fcall");
     char name[64], per_check[MAX_CMDS][48];
     figure f = {0};
 
     if (calls < 1) {
-        snprintf(err, ERRLEN, "usec_per_call %s %s: no EVALSHA call",
+        snprintf(err, ERRLEN, "usec_per_call %s %s: no script call",
                  layouts[l], algo_names[a]);
         return -1;
     }
     snprintf(name, sizeof name, "usec_per_call_%s_%s", layouts[l],
              algo_names[a]);
     f.name = name;
-    f.value = cs_usec(cs, "evalsha") / checks;
+    f.value = cs_script_usec(cs) / checks;
     f.unit = "us";
     if (l == 1) {
         f.nrefs = 1;
@@ -264,14 +264,16 @@ static int usec_emit(const options *o, int l, int a, const bytes_run *r,
     xstr(&f, "algorithm", algo_names[a]);
     xnum(&f, "checks", checks);
     xnum(&f, "evalsha_calls", calls);
-    xnum(&f, "evalsha_usec_per_call", cs_usec(cs, "evalsha") / calls);
-    xnum(&f, "evalsha_failed", ev >= 0 ? cs->failed[ev] : 0);
+    xnum(&f, "evalsha_usec_per_call", cs_script_usec(cs) / calls);
+    xnum(&f, "evalsha_failed", (ev >= 0 ? cs->failed[ev] : 0) +
+                                   (fc >= 0 ? cs->failed[fc] : 0));
     xnum(&f, "checks_per_call", checks / calls);
     xnum(&f, "clients", (double)o->usec_clients);
     xnum(&f, "threads", THREADS);
     xnum(&f, "existing_share", cs_calls(cs, "pexpiretime") / checks);
     for (int i = 0; i < cs->n; i++) {
         if (strcmp(cs->name[i], "evalsha") == 0 ||
+            strcmp(cs->name[i], "fcall") == 0 ||
             strncmp(cs->name[i], "config|", 7) == 0 ||
             strcmp(cs->name[i], "info") == 0)
             continue;

@@ -83,12 +83,12 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
     xnum(&f, "denied", (double)t->denied);
     xnum(&f, "servers", nservers);
     xnum(&f, "server_usec_per_check",
-         (double)t->calls > 0 ? cs_usec(cs, "evalsha") / (double)t->calls
+         (double)t->calls > 0 ? cs_script_usec(cs) / (double)t->calls
                               : NAN);
-    xnum(&f, "evalsha_calls", cs_calls(cs, "evalsha"));
+    xnum(&f, "evalsha_calls", cs_script_calls(cs));
     xnum(&f, "checks_per_batch", calls > 0 ? checks / calls : NAN);
     xnum(&f, "evalsha_calls_per_check",
-         (double)t->calls > 0 ? cs_calls(cs, "evalsha") / (double)t->calls
+         (double)t->calls > 0 ? cs_script_calls(cs) / (double)t->calls
                               : NAN);
     xnum(&f, "client_cpu", cu.client);
     xnum(&f, "redis_cpu", cu.redis);

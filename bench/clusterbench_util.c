@@ -152,6 +152,17 @@ double cs_usec(const cmdstats *cs, const char *name)
     return i < 0 ? 0 : cs->usec[i];
 }
 
+/* The script's calls, EVALSHA and FCALL (redis_functions) together. */
+double cs_script_calls(const cmdstats *cs)
+{
+    return cs_calls(cs, "evalsha") + cs_calls(cs, "fcall");
+}
+
+double cs_script_usec(const cmdstats *cs)
+{
+    return cs_usec(cs, "evalsha") + cs_usec(cs, "fcall");
+}
+
 /* FLUSHALL and wait until lazy freeing (if any) is over. */
 int flush_wait(redisContext *c, char *err)
 {

@@ -130,7 +130,7 @@ static double calls_of(const rh_server *srv, const char *cmd)
 
 static double evalsha_calls(const rh_server *srv)
 {
-    return calls_of(srv, "evalsha");
+    return calls_of(srv, "evalsha") + calls_of(srv, "fcall");
 }
 
 static rl_limiter *make_limiter(const char *uri, const options *o, int on,

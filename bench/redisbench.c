@@ -22,9 +22,11 @@
  * threads each deciding 32 requests per rl_check_many() call (rule by
  * user, the same keys), against the same -c 64 -P 16 reference; each
  * request's latency is its call's.  (3) usec_per_call: the server's
- * cmdstat_evalsha usec_per_call (INFO commandstats, after CONFIG RESETSTAT)
- * over a fixed number of checks of existing keys by 64 threads, per
- * algorithm, beside hot_usec_per_call, the same script and arguments from
+ * usec_per_call of the script's calls (INFO commandstats cmdstat_fcall, or
+ * cmdstat_evalsha with redis_functions=0, after CONFIG RESETSTAT) over a
+ * fixed number of checks of existing keys by 64 threads, per algorithm,
+ * both ways, and lone_usec_per_call (one thread: one check per call),
+ * beside hot_usec_per_call, the same script and arguments from
  * redis-benchmark -c 64 -P 16 (a Redis kept busy runs a script faster);
  * reference: an INCR + PEXPIRE pair on existing keys, pipelined, or the
  * peer library's figure given with --peer-usec.  (4) bytes_per_key: per

@@ -94,6 +94,7 @@ typedef struct options {
     double peer_usec;           /* < 0: not given                          */
     const char *only;
     int json, quick, force;
+    int evalsha;                /* set by a group: redis_functions=0      */
 } options;
 
 typedef struct cmdstat {
@@ -204,6 +205,7 @@ redisReply *ctl_cmd(char *err, const char *fmt, ...);
 int ctl_ok(char *err, const char *fmt, ...);
 
 int cmdstat_get(const char *cmd, cmdstat *cs, char *err);
+int cmdstat_script(cmdstat *cs, char *err);
 
 int flush_wait(char *err);
 

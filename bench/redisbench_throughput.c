@@ -339,7 +339,7 @@ static int tp_window(const options *o, tp_run *run, tp_side *s, char *err)
         atomic_store(&run->phase, 0); /* stop counting; keep the load on */
     s->t1 = now_ns();
     store_redis_stats_get(limiter_store(run->lim), &s->s1);
-    if (cpu_take(&s->c1, err) || cmdstat_get("evalsha", &s->cs, err) ||
+    if (cpu_take(&s->c1, err) || cmdstat_script(&s->cs, err) ||
         cmdstat_get("pexpiretime", &s->pxt, err))
         rc = -1;
     atomic_store(&run->phase, 2);

@@ -1,15 +1,20 @@
 /*
  * redisbench_usec.c -- group 3 of redisbench: usec_per_call, what one check
- * costs the server (INFO commandstats of EVALSHA after CONFIG RESETSTAT) over a
- * fixed number of checks of existing keys by 64 threads, per algorithm, beside
- * hot_usec_per_call (the same script from redis-benchmark -c 64 -P 16, a busy
- * Redis runs a script faster) and beside a pipelined INCR + PEXPIRE pair or
- * the peer's figure (--peer-usec): the server-side cost in units of the
- * simplest counter.  Each algorithm's line also carries floor_usec_per_key:
- * what the least a read-modify-write script can do per key costs the same
- * server in the same run, batched like the library's calls (one TIME and
- * one MGET per call; per key a tonumber, an add, a format and a SET with
- * PXAT), so what is left above it is the algorithm's own Lua.
+ * costs the server (INFO commandstats of the script's calls: FCALLs of the
+ * function library, the default, after CONFIG RESETSTAT) over a fixed
+ * number of checks of existing keys by 64 threads, per algorithm, beside
+ * the same checks' cost as EVALSHA (redis_functions=0,
+ * evalsha_usec_per_check), hot_usec_per_call (the script from
+ * redis-benchmark -c 64 -P 16 as EVALSHA, a busy Redis runs a script
+ * faster) and beside a pipelined INCR + PEXPIRE pair or the peer's figure
+ * (--peer-usec): the server-side cost in units of the simplest counter.
+ * Each algorithm's line also carries floor_usec_per_key: what the least a
+ * read-modify-write script can do per key costs the same server in the
+ * same run, batched like the library's calls (one TIME and one MGET per
+ * call; per key a tonumber, an add, a format and a SET with PXAT), so
+ * what is left above it is the algorithm's own Lua.  A second line per
+ * algorithm, lone_usec_per_call: one thread, so one check per call, FCALL
+ * beside EVALSHA and the floor script with one key.
  */
 #include "redisbench.h"
 /* ---- usec_per_call (group 3) ------------------------------------------------- */
@@ -157,11 +162,12 @@ static int usec_floor(unsigned long long nk, unsigned long long m,
 }
 
 /* The library: every one of nk keys checked once (so the measured checks
- * find state), then m checks of them counted; the key template of what
- * it wrote in tmpl. */
+ * find state), then m checks of them counted, by `threads` threads (1: a
+ * lone check per call); the key template of what it wrote in tmpl.  The
+ * script's calls are FCALLs, or EVALSHAs with o->evalsha. */
 static int usec_library(const options *o, int a, unsigned long long nk,
-                        unsigned long long m, usec_lib *u, char *tmpl,
-                        size_t tmpllen, char *err)
+                        unsigned long long m, int threads, usec_lib *u,
+                        char *tmpl, size_t tmpllen, char *err)
 {
     rl_limiter *lim = NULL;
     job j;
@@ -182,14 +188,14 @@ static int usec_library(const options *o, int a, unsigned long long nk,
     }
     j.total = m;
     j.nkeys = nk;
-    if (run_job(&j, USEC_THREADS, &u->fb, &u->den, err)) {
+    if (run_job(&j, threads, &u->fb, &u->den, err)) {
         rl_limiter_free(lim);
         return -1;
     }
     rl_limiter_free(lim);
     if (key_template(tmpl, tmpllen, err))
         return -1;
-    if (cmdstat_get("evalsha", &u->cs, err) ||
+    if (cmdstat_script(&u->cs, err) ||
         cmdstat_get("get", &u->get, err) ||
         cmdstat_get("mget", &u->mget, err) ||
         cmdstat_get("set", &u->set, err) ||
@@ -200,7 +206,7 @@ static int usec_library(const options *o, int a, unsigned long long nk,
      * there are fewer calls than checks: the figure is Redis CPU per
      * CHECK, total script time over checks made. */
     if (u->cs.calls < 1 || u->cs.failed > 0) {
-        snprintf(err, ERRLEN, "usec_per_call %s: %.0f EVALSHA calls "
+        snprintf(err, ERRLEN, "usec_per_call %s: %.0f script calls "
                  "(%.0f failed) for %llu checks", algo_names[a], u->cs.calls,
                  u->cs.failed, m);
         return -1;
@@ -239,7 +245,7 @@ static int usec_hot(const options *o, const char *sha, int a,
 
 static void usec_emit(const options *o, int a, unsigned long long nk,
                       unsigned long long m, const usec_lib *u,
-                      const cmdstat *hot, const cmdstat *hotpxt,
+                      const usec_lib *off, const cmdstat *hot, const cmdstat *hotpxt,
                       const cmdstat *incr, const cmdstat *pexp,
                       unsigned long long batch, double floor_us)
 {
@@ -285,6 +291,10 @@ static void usec_emit(const options *o, int a, unsigned long long nk,
           set->calls * set->usec_per_call +
           pxt->calls * pxt->usec_per_call + tim->calls * tim->usec_per_call) /
              checks);
+    /* the same checks with redis_functions=0: EVALSHA */
+    xnum(&f, "evalsha_usec_per_check",
+         off->cs.calls * off->cs.usec_per_call / checks);
+    xnum(&f, "evalsha_checks_per_call", checks / off->cs.calls);
     xnum(&f, "hot_usec_per_call", hot->usec_per_call);
     xnum(&f, "hot_pexpiretime_per_check", hotpxt->calls / hot->calls);
     xnum(&f, "floor_batch", (double)batch);
@@ -297,11 +307,63 @@ static void usec_emit(const options *o, int a, unsigned long long nk,
     emit(o, &f);
 }
 
+/* The lone check, one per call (one thread), as the function library's
+ * FCALL (the value) beside the same checks' EVALSHA (redis_functions=0)
+ * and beside the floor script given one key per call, in the same run:
+ * issue 11's "<= 6 us for a lone check". */
+static void lone_emit(const options *o, int a, unsigned long long m,
+                      const usec_lib *on, const usec_lib *off,
+                      double floor_us)
+{
+    char name[48];
+    figure f = {0};
+
+    snprintf(name, sizeof name, "lone_usec_per_call_%s", algo_names[a]);
+    f.name = name;
+    f.value = on->cs.usec_per_call;
+    f.unit = "us";
+    f.nrefs = 2;
+    f.ref[0] = off->cs.usec_per_call;
+    f.ref_name[0] = "evalsha";
+    f.ref[1] = floor_us;
+    f.ref_name[1] = "floor_script_1_key";
+    xnum(&f, "checks", (double)m);
+    xnum(&f, "fcall_calls", on->cs.calls);
+    xnum(&f, "evalsha_calls", off->cs.calls);
+    xnum(&f, "fcall_checks_per_call", (double)m / on->cs.calls);
+    xnum(&f, "evalsha_checks_per_call", (double)m / off->cs.calls);
+    xnum(&f, "threads", 1);
+    xnum(&f, "fallback", (double)(on->fb + off->fb));
+    emit(o, &f);
+}
+
+/* The lone check's three runs (lone_emit); its key template in tmpl. */
+static int usec_lone(const options *o, int a, unsigned long long nk,
+                     unsigned long long m, char *tmpl, size_t tmpllen,
+                     char *err)
+{
+    options off = *o;
+    usec_lib on, ev;
+    double floor_us;
+
+    off.evalsha = 1;
+    if (usec_library(o, a, nk, m, 1, &on, tmpl, tmpllen, err) ||
+        usec_library(&off, a, nk, m, 1, &ev, tmpl, tmpllen, err) ||
+        usec_floor(nk, m, 1, &floor_us, err))
+        return -1;
+    lone_emit(o, a, m, &on, &ev, floor_us);
+    return 0;
+}
+
 int group_usec(const options *o, const char *sha, char *err)
 {
     unsigned long long nk = o->keys < USEC_KEYS ? o->keys : USEC_KEYS;
     unsigned long long m = o->usec_checks;
+    unsigned long long lone = m / 5 < 1000 ? 1000 : m / 5;
+    options off = *o;
     cmdstat incr, pexp;
+
+    off.evalsha = 1;
 
     if (usec_pair(nk, m, &incr, &pexp, err))
         return -1;
@@ -310,17 +372,22 @@ int group_usec(const options *o, const char *sha, char *err)
         char tmpl[128];
         unsigned long long batch;
         double floor_us;
-        usec_lib u;
+        usec_lib u, uoff;
 
-        if (usec_library(o, a, nk, m, &u, tmpl, sizeof tmpl, err) ||
+        if (usec_library(&off, a, nk, m, USEC_THREADS, &uoff, tmpl,
+                         sizeof tmpl, err) ||
+            usec_library(o, a, nk, m, USEC_THREADS, &u, tmpl, sizeof tmpl,
+                         err) ||
             usec_hot(o, sha, a, nk, m, tmpl, &hot, &hotpxt, err))
             return -1;
         batch = (unsigned long long)((double)m / u.cs.calls + 0.5);
         batch = batch < 1 ? 1 : batch > 64 ? 64 : batch;
         if (usec_floor(nk, m, batch, &floor_us, err))
             return -1;
-        usec_emit(o, a, nk, m, &u, &hot, &hotpxt, &incr, &pexp, batch,
+        usec_emit(o, a, nk, m, &u, &uoff, &hot, &hotpxt, &incr, &pexp, batch,
                   floor_us);
+        if (usec_lone(o, a, nk, lone, tmpl, sizeof tmpl, err))
+            return -1;
     }
     return 0;
 }

@@ -101,6 +101,24 @@ int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
     return 0;
 }
 
+/* The library's script calls: EVALSHA and FCALL (redis_functions)
+ * together, usec_per_call their mean. */
+int cmdstat_script(cmdstat *cs, char *err)
+{
+    cmdstat f;
+
+    if (cmdstat_get("evalsha", cs, err) || cmdstat_get("fcall", &f, err))
+        return -1;
+    if (cs->calls + f.calls > 0)
+        cs->usec_per_call = (cs->calls * cs->usec_per_call +
+                             f.calls * f.usec_per_call) /
+                            (cs->calls + f.calls);
+    cs->calls += f.calls;
+    cs->failed += f.failed;
+    cs->rejected += f.rejected;
+    return 0;
+}
+
 /* FLUSHALL and wait until lazy freeing (if any) is over. */
 int flush_wait(char *err)
 {
@@ -265,6 +283,12 @@ int make_limiter(const options *o, const char *rules,
      * that would be decided by the fallback, which is counted as an error. */
     if ((rc = rl_config_set(cfg, "timeout_ms", "1000")) != RL_OK) {
         set_err(err, "rl_config_set(timeout_ms)", rc, errtext(NULL));
+        rl_config_free(cfg);
+        return rc;
+    }
+    if (o->evalsha &&
+        (rc = rl_config_set(cfg, "redis_functions", "0")) != RL_OK) {
+        set_err(err, "rl_config_set(redis_functions)", rc, errtext(NULL));
         rl_config_free(cfg);
         return rc;
     }

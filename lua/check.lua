@@ -83,112 +83,10 @@ local function write(key, algo, burst, w, p, q, a, b, c)
   call('SET', key, value, 'PXAT', str(exp))
 end
 
-local now = rl_now()
-local cross = ARGV[2] == 'C'
-local arg = tonumber(ARGV[3])
-if arg < 0 then arg = -arg end -- negative: the table has replaced shapes
-local nreq = tonumber(ARGV[arg])
-local key = 1
-local K, stride = KEYS, 4
-arg = arg + 1
-
-if cross then -- the key names follow each key's 4 values
-  K, stride = {}, 5
-  local a, j = arg, 0
-  for r = 1, nreq do
-    local k = tonumber(ARGV[a])
-    a = a + 1
-    for i = 1, k do
-      j = j + 1
-      K[j] = ARGV[a + 4]
-      a = a + 5
-    end
-  end
-end
-
--- Each key names its rule by the index in ARGV of the rule's first value;
--- the numbers are parsed again only when the next key's rule differs (Lua
--- 5.1 interns strings, so the test is a pointer comparison): a batch's
--- keys mostly share their rule, and tonumber (strtod) is a good part of a
--- check's time in Redis.  (The functions below take what they need as
--- arguments: the script builds its functions on every call, and each
--- local a function captures costs there.)
-local cur, ri, algo, limit, burst, w, p, q, moved
-
-if ARGV[2] == 'r' then
-  for r = 1, nreq do
-    local k = tonumber(ARGV[arg])
-    arg = arg + 1
-    for i = 1, k do
-      if ARGV[arg] ~= cur then
-        cur = ARGV[arg]
-        ri = tonumber(cur)
-        algo, burst = tonumber(ARGV[ri]), tonumber(ARGV[ri + 2])
-        w, p, q = tonumber(ARGV[ri + 3]), tonumber(ARGV[ri + 4]), tonumber(ARGV[ri + 5])
-      end
-      local cost, field = tonumber(ARGV[arg + 1]), ARGV[arg + 3]
-      if cost > 0 then
-        if field ~= '' then
-          crefund[algo](K[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 2]), now)
-        else
-          local a, b, c, found = read(K[key], algo, burst, w, p, q)
-          if found then
-            local at = tonumber(ARGV[arg + 2])
-            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(at, w), at)
-            write(K[key], algo, burst, w, p, q, a, b, c)
-          end
-        end
-      end
-      key, arg = key + 1, arg + stride
-    end
-  end
-  return key - 1
-end
-
--- A client with no state under its rule's current shape (the rule at
--- ARGV[ri], which replaced shapes): the newest state under one of those,
--- converted, and what names that old state (to be deleted when the new
--- one is written); else fresh.
-local migrate
-if converts then migrate = function(kname, field, algo, limit, burst, w, p, q, ri)
-  local x = ri + 8
-  local stem = string.sub(kname, 1, #kname - #ARGV[ri + 7])
-  for j = 1, tonumber(ARGV[ri + 6]) do
-    local fa, fl, fb = tonumber(ARGV[x]), tonumber(ARGV[x + 1]), tonumber(ARGV[x + 2])
-    local fw, fp, fq = tonumber(ARGV[x + 3]), tonumber(ARGV[x + 4]), tonumber(ARGV[x + 5])
-    local old = stem .. ARGV[x + 6]
-    local a, b, c, found
-    if fa == 4 or algo == 4 then -- a log converts to nothing: left to expire
-    elseif field == '' then a, b, c, found = read(old, fa, fb, fw, fp, fq)
-    else a, b, c, found = cread[fa](old, field, fb, fw, fp, fq, now) end
-    if found then
-      a, b, c = convert(fa, fl, fb, fw, fp, fq, a, b, c, algo, limit, burst, w, p, q, tonumber(ARGV[x + 7]), now)
-      return a, b, c, {old, fa, fb, fw, fp, fq}
-    end
-    x = x + 8
-  end
-  return 0, 0, 0
-end end
-
--- The plain layout on one server (keys declared): every key's value is
--- read up front, by one MGET per PREFETCH keys instead of a GET each (a
--- redis.call costs more than the command it runs); vals[i] is KEYS[i]'s
--- value, false for none.  A name this call writes or deletes is marked
--- dirty, and read again by a GET when a later request of the batch names
--- it too.  A user whose ACL lacks +mget (set up before 1.1) is not
--- refused: the MGET's error sends every key back to its own GET.
-local PREFETCH = 1000
-local vals, dirty
-if not cross and #KEYS > 1 and not compact_layout then
-  vals, dirty = {}, {}
-  for i = 1, #KEYS, PREFETCH do
-    local j = i + PREFETCH - 1
-    if j > #KEYS then j = #KEYS end
-    local part = redis.pcall('MGET', unpack(KEYS, i, j))
-    if part.err then vals, dirty = nil, nil break end
-    for t = 1, #part do vals[i + t - 1] = part[t] end
-  end
-end
+-- What a call sets before it runs the functions below (they are made
+-- once, in the function library, and see each call's through these):
+-- its time, the names it wrote (a batch's prefetch), and its migrate().
+local now, dirty, migrate
 
 -- The state of one op under its rule: its own, or migrate()'s.  In a
 -- cluster batch it runs under pcall: a key this node cannot serve raises
@@ -238,6 +136,116 @@ local function lease(algo, limit, burst, w, p, q, a, b, c, want, least)
   ok, changed, remaining, reset, retry, na, nb, nc =
     apply[algo](limit, burst, w, p, q, a, b, c, now, least)
   return ok and least, changed, remaining, reset, retry, na, nb, nc
+end
+
+-- ---- per call ----
+-- (The line above ends what the function library makes once, at load:
+-- lua/embed.sh --library puts the rest, and settle.lua, in its callback.)
+
+now, dirty, migrate = rl_now(), nil, nil
+local cross = ARGV[2] == 'C'
+local arg = tonumber(ARGV[3])
+local converting = arg < 0 -- the table has replaced shapes
+if converting then arg = -arg end
+local nreq = tonumber(ARGV[arg])
+local key = 1
+local K, stride = KEYS, 4
+arg = arg + 1
+local compact = ARGV[arg + 4] ~= '' -- the first key names a field
+
+if cross then -- the key names follow each key's 4 values
+  K, stride = {}, 5
+  local a, j = arg, 0
+  for r = 1, nreq do
+    local k = tonumber(ARGV[a])
+    a = a + 1
+    for i = 1, k do
+      j = j + 1
+      K[j] = ARGV[a + 4]
+      a = a + 5
+    end
+  end
+end
+
+-- Each key names its rule by the index in ARGV of the rule's first value;
+-- the numbers are parsed again only when the next key's rule differs (Lua
+-- 5.1 interns strings, so the test is a pointer comparison): a batch's
+-- keys mostly share their rule, and tonumber (strtod) is a good part of a
+-- check's time in Redis.
+local cur, ri, algo, limit, burst, w, p, q, moved
+
+if ARGV[2] == 'r' then
+  for r = 1, nreq do
+    local k = tonumber(ARGV[arg])
+    arg = arg + 1
+    for i = 1, k do
+      if ARGV[arg] ~= cur then
+        cur = ARGV[arg]
+        ri = tonumber(cur)
+        algo, burst = tonumber(ARGV[ri]), tonumber(ARGV[ri + 2])
+        w, p, q = tonumber(ARGV[ri + 3]), tonumber(ARGV[ri + 4]), tonumber(ARGV[ri + 5])
+      end
+      local cost, field = tonumber(ARGV[arg + 1]), ARGV[arg + 3]
+      if cost > 0 then
+        if field ~= '' then
+          crefund[algo](K[key], field, burst, w, p, q, cost, tonumber(ARGV[arg + 2]), now)
+        else
+          local a, b, c, found = read(K[key], algo, burst, w, p, q)
+          if found then
+            local at = tonumber(ARGV[arg + 2])
+            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(at, w), at)
+            write(K[key], algo, burst, w, p, q, a, b, c)
+          end
+        end
+      end
+      key, arg = key + 1, arg + stride
+    end
+  end
+  return key - 1
+end
+
+-- A client with no state under its rule's current shape (the rule at
+-- ARGV[ri], which replaced shapes): the newest state under one of those,
+-- converted, and what names that old state (to be deleted when the new
+-- one is written); else fresh.
+if converting then migrate = function(kname, field, algo, limit, burst, w, p, q, ri)
+  local x = ri + 8
+  local stem = string.sub(kname, 1, #kname - #ARGV[ri + 7])
+  for j = 1, tonumber(ARGV[ri + 6]) do
+    local fa, fl, fb = tonumber(ARGV[x]), tonumber(ARGV[x + 1]), tonumber(ARGV[x + 2])
+    local fw, fp, fq = tonumber(ARGV[x + 3]), tonumber(ARGV[x + 4]), tonumber(ARGV[x + 5])
+    local old = stem .. ARGV[x + 6]
+    local a, b, c, found
+    if fa == 4 or algo == 4 then -- a log converts to nothing: left to expire
+    elseif field == '' then a, b, c, found = read(old, fa, fb, fw, fp, fq)
+    else a, b, c, found = cread[fa](old, field, fb, fw, fp, fq, now) end
+    if found then
+      a, b, c = convert(fa, fl, fb, fw, fp, fq, a, b, c, algo, limit, burst, w, p, q, tonumber(ARGV[x + 7]), now)
+      return a, b, c, {old, fa, fb, fw, fp, fq}
+    end
+    x = x + 8
+  end
+  return 0, 0, 0
+end end
+
+-- The plain layout on one server (keys declared): every key's value is
+-- read up front, by one MGET per PREFETCH keys instead of a GET each (a
+-- redis.call costs more than the command it runs); vals[i] is KEYS[i]'s
+-- value, false for none.  A name this call writes or deletes is marked
+-- dirty, and read again by a GET when a later request of the batch names
+-- it too.  A user whose ACL lacks +mget (set up before 1.1) is not
+-- refused: the MGET's error sends every key back to its own GET.
+local PREFETCH = 1000
+local vals
+if not cross and #KEYS > 1 and not compact then
+  vals, dirty = {}, {}
+  for i = 1, #KEYS, PREFETCH do
+    local j = i + PREFETCH - 1
+    if j > #KEYS then j = #KEYS end
+    local part = redis.pcall('MGET', unpack(KEYS, i, j))
+    if part.err then vals, dirty = nil, nil break end
+    for t = 1, #part do vals[i + t - 1] = part[t] end
+  end
 end
 
 -- Costs and key counts repeat too (mostly "1"): parsed when they change.

@@ -2,6 +2,7 @@
 -- common.lua -- helpers every libratelimit script shares.  The line above,
 -- first in the concatenated script, lets one call touch keys of many slots
 -- of one Redis Cluster node (check.lua's "C" mode): batches per master.
+-- (The function library drops it: its function carries the same flag.)
 --
 -- Redis runs Lua 5.1, where every number is a double.  The C library keeps
 -- all quantities below 2^52 (rule validation guarantees it), where doubles
@@ -12,7 +13,7 @@
 -- The algorithms take and return plain numbers, never tables: a script
 -- runs on every check, and allocations are most of what Lua costs here.
 
-local floor, format, tonumber, call = math.floor, string.format, tonumber, redis.call
+local floor, format, tonumber, call -- set below
 
 -- floor(a / b) for integers a >= 0, b > 0.  (a - a % b) / b is
 -- floor(a / b) without a call to math.floor (Lua computes a % b as
@@ -40,3 +41,9 @@ local function at_least_1(retry)
   if retry > 0 then return retry end
   return 1
 end
+
+-- The globals every script uses, kept in locals (a local is read faster).
+-- A function library may read no globals at load (Redis gives its load an
+-- environment of its own): there this is the first thing a call does.
+-- ---- per call ----
+floor, format, tonumber, call = math.floor, string.format, _G.tonumber, redis.call

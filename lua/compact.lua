@@ -77,16 +77,8 @@
 -- clock that does not go back), within a double's exact range like the
 -- algorithms' own debt + cost*p.
 
--- A script builds its functions on every call, and most stores use one
--- layout: the functions below are made only when this call's first key
--- names a field (check.lua: the 4th value of the first key, after the
--- requests' count and the first request's key count).
-local compact_layout
-do
-  local reqs = tonumber(ARGV[3])
-  if reqs < 0 then reqs = -reqs end
-  compact_layout = ARGV[reqs + 5] ~= ''
-end
+-- Made only when parts.lua says this call uses the compact layout (the
+-- function library, library.lua, makes them once, at load).
 local hname, hput, life, vread, vwrite
 local fixed_window_cread, fixed_window_cwrite, window_crefund
 local sliding_window_cread, sliding_window_cwrite

@@ -24,11 +24,8 @@
 -- state under a rule's current shape but has one under a shape the rule
 -- replaced.
 
--- A script builds its functions on every call, and most calls convert
--- nothing: `converts` says whether this one may (check.lua's ARGV[3] is
--- negative when a rule of its table carries replaced shapes), and the
--- functions that convert and move states are made only then.
-local converts = string.byte(ARGV[3]) == 45 -- '-'
+-- Made only when parts.lua says this call may convert (the function
+-- library, library.lua, makes it once, at load).
 
 -- The state (a, b, c) kept under (falgo, flimit, fburst, fw, fp, fq) as a
 -- state under (algo, limit, burst, w, p, q): the level as at the change,

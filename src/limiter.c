@@ -85,6 +85,7 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
         .sentinel_password = cfg->sentinel_password,
         .shm_size = cfg->shm_size,
         .hash_key = lim->layout_key,
+        .functions = (int)cfg->redis_functions,
     };
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];

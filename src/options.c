@@ -110,6 +110,9 @@ static const opt_def opt_table[] = {
     NUM("lease_entries", OPT_INT, lease_entries, 0, 16777216, "1024",
         "grants of rules' leases kept (entries, one per client and rule); "
         "0: leases off"),
+    NUM("redis_functions", OPT_BOOL, redis_functions, 0, 1, "1",
+        "1: FUNCTION LOAD the script as a library and FCALL it (EVALSHA where "
+        "refused); 0: EVALSHA always"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])

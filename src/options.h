@@ -54,6 +54,7 @@ struct rl_config {
     int64_t events_sample;      /*   1 denial in N per thread          */
     int64_t deny_cache;         /* denials kept locally; 0: none       */
     int64_t lease_entries;      /* leases' grants kept; 0: no leases   */
+    int64_t redis_functions;    /* 1: FCALL the function library      */
     rl_log_fn *log_fn;          /* messages; NULL: silent             */
     void *log_arg;
 };

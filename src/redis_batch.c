@@ -7,8 +7,10 @@
  * shared "C" call plus a call of its own for each request that must name
  * its keys or follow an ASK; when every reply is in, each job is claimed
  * and answered (rbatch_answer), and those that met NOSCRIPT (a flushed or
- * restarted server) go again at once, once, as EVAL.  Runs in the loop
- * thread only; see redis_io.c for the claims that make a job safe to read
+ * restarted server) or an FCALL's missing (FUNCTION FLUSH) or refused
+ * (NOPERM) function go again at once, once, as EVAL; the connection then
+ * calls EVALSHA until it connects again (and FUNCTION LOADs again).  Runs
+ * in the loop thread only; see redis_io.c for the claims that make a job safe to read
  * and write here.
  */
 #include "redis_io_loop.h"
@@ -23,14 +25,14 @@ static int encode_batch(rio *r, conn *c)
     int ns = 0, nrep = 0;
 
     if (!r->o.per_call) {
-        script_put(&r->sx, &c->out, b->job, b->nb, 'c', b->eval);
+        script_put(&r->sx, &c->out, b->job, b->nb, 'c', b->how);
         nrep = 1;
     } else {
         for (int j = 0; j < b->nb; j++)
             if (!b->flags[j])
                 shared[ns++] = b->job[j];
         if (ns) {
-            script_put(&r->sx, &c->out, shared, ns, 'C', b->eval);
+            script_put(&r->sx, &c->out, shared, ns, 'C', b->how);
             nrep++;
         }
         for (int j = 0; j < b->nb; j++) {
@@ -40,7 +42,7 @@ static int encode_batch(rio *r, conn *c)
                 script_put_asking(&c->out);
                 nrep++;
             }
-            script_put(&r->sx, &c->out, &b->job[j], 1, 'c', b->eval);
+            script_put(&r->sx, &c->out, &b->job[j], 1, 'c', b->how);
             nrep++;
         }
     }
@@ -88,7 +90,7 @@ void rbatch_next(rio *r, int i, int64_t now)
     int own = 0;
 
     b->nb = 0;
-    b->eval = 0;
+    b->how = r->c[i].fcall ? SCRIPT_FCALL : SCRIPT_EVALSHA;
     while (r->phead && b->nb < BATCH_MAX) {
         rio_ticket *t = r->phead;
         int flags = r->o.per_call ? t->flags : 0;
@@ -172,7 +174,7 @@ static void claim_batch(rio *r, batch *b)
 }
 
 /* A batch's replies are all in: answer its requests; those that met
- * NOSCRIPT go again at once as EVAL (once). */
+ * NOSCRIPT (or no function) go again at once as EVAL (once). */
 void rbatch_answer(rio *r, int i, entry *e)
 {
     conn *c = &r->c[i];
@@ -188,8 +190,10 @@ void rbatch_answer(rio *r, int i, entry *e)
     } else {
         na = answer_calls(r, c, e, redo);
     }
-    if (na && !b->eval) {
+    if (na && b->how != SCRIPT_EVAL) {
         stat_add(r, S_NOSCRIPT, 1);
+        if (b->how == SCRIPT_FCALL) /* the library is gone: EVALSHA from */
+            c->fcall = 0;           /* now on, FCALL after a reconnect  */
         for (int j = 0; j < b->nb; j++) { /* the others are answered */
             if (!b->tk[j])
                 continue;
@@ -203,7 +207,7 @@ void rbatch_answer(rio *r, int i, entry *e)
             b->flags[nb++] = b->flags[j];
         }
         b->nb = nb;
-        b->eval = 1;
+        b->how = SCRIPT_EVAL;
         send_batch(r, i);
         return;
     }

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "log.h"
 #include "redis_link.h"
+#include "sha1.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -108,6 +109,34 @@ static int load_script(const rio_opts *o, const char *sha, rlink *l,
     return rc;
 }
 
+/* The function library: its first line names it by its text's SHA-1, as
+ * RL_FUNCTION (lua/library.lua) names its function, so a server that has
+ * it under that name has this very text.  1: the server has it; 0: it
+ * refused (EVALSHA then); -1: no answer (the connect fails). */
+static int load_library(const rio_opts *o, rlink *l, char *err,
+                        size_t errlen)
+{
+    char sha[41], head[160];
+    redisReply *rep;
+    int rc;
+
+    if (!o->library)
+        return 0;
+    sha1_hex(o->library, o->library_len, sha);
+    snprintf(head, sizeof head, "#!lua name=ratelimit_%s\n"
+             "local RL_FUNCTION = 'rl_%s'\n", sha, sha);
+    rep = rlink_command(l, "FUNCTION LOAD %s%b", head, o->library,
+                        o->library_len);
+    if (!rep) {
+        snprintf(err, errlen, "FUNCTION LOAD: %s", l->errstr);
+        return -1;
+    }
+    rc = rep->type != REDIS_REPLY_ERROR ||
+         strstr(rep->str, "already exists") != NULL;
+    freeReplyObject(rep);
+    return rc;
+}
+
 /* need_master: the server must say it is a master (ROLE), or it is not
  * used: a replica would refuse the scripts' writes. */
 static int check_master(rlink *l, char *err, size_t errlen)
@@ -133,17 +162,18 @@ static int check_master(rlink *l, char *err, size_t errlen)
 }
 
 /* Connect (and handshake), AUTH, SELECT, check the role (need_master),
- * the version, SCRIPT LOAD; returns a non-blocking fd (and *ssl), or -1
- * with the reason in err. */
+ * the version, SCRIPT LOAD, FUNCTION LOAD; returns a non-blocking fd (and
+ * *ssl), or -1 with the reason in err. */
 int rconnector_handshake(const rio_opts *o, const char *sha,
-                         SSL_SESSION **sess, SSL **ssl, char *err,
-                         size_t errlen)
+                         SSL_SESSION **sess, SSL **ssl, int *fcall,
+                         char *err, size_t errlen)
 {
     const redis_uri *u = &o->uri;
     rlink l;
     redisReply *rep;
 
     *ssl = NULL;
+    *fcall = 0;
     if (rlink_open(&l, u, o->tls, *sess, o->connect_timeout_ms, err,
                    errlen) != 0)
         return -1;
@@ -160,6 +190,8 @@ int rconnector_handshake(const rio_opts *o, const char *sha,
     if (o->need_master && check_master(&l, err, errlen))
         goto fail;
     if (check_version(&l, err, errlen) || load_script(o, sha, &l, err, errlen))
+        goto fail;
+    if ((*fcall = load_library(o, &l, err, errlen)) < 0)
         goto fail;
     /* After replies came: a TLS 1.3 server's session tickets with them. */
     rlink_keep_session(&l, sess);
@@ -233,7 +265,7 @@ static void *connector_main(void *arg)
     pthread_mutex_lock(&k->mu);
     while (!k->stop) {
         int64_t now = clock_mono_ms(), soonest = INT64_MAX;
-        int i, fd;
+        int i, fd, fcall;
         unsigned gen;
         SSL *ssl;
         rio_opts o;
@@ -255,7 +287,7 @@ static void *connector_main(void *arg)
             k->sess = NULL;
             sess_gen = gen;
         }
-        fd = rconnector_handshake(&o, k->sha, &k->sess, &ssl, err,
+        fd = rconnector_handshake(&o, k->sha, &k->sess, &ssl, &fcall, err,
                                   sizeof err);
         tell(k, &o.uri, fd >= 0 ? NULL : err);
         pthread_mutex_lock(&k->mu);
@@ -271,7 +303,7 @@ static void *connector_main(void *arg)
             continue;
         }
         if (fd >= 0) { /* under mu: no retarget before the hand-over */
-            k->ready(k->arg, i, fd, ssl);
+            k->ready(k->arg, i, fd, ssl, fcall);
             k->need[i] = 0;
             backoff[i] = 10;
         } else {

@@ -2,7 +2,8 @@
  * redis_connector.h -- (re)connecting a server's connections off the
  * request path: one thread per server that connects, AUTHs, SELECTs,
  * checks the role when asked (need_master: Sentinel), the version (7.0
- * or later) and SCRIPT LOADs with blocking calls
+ * or later), SCRIPT LOADs and FUNCTION LOADs (the function library, when
+ * given) with blocking calls
  * bounded by connect_timeout_ms (redis_link.c: hiredis, or TLS with its
  * handshake for rediss://), then hands the non-blocking descriptor (and
  * its SSL) to its owner (the I/O loop, redis_io.c).  Over TLS it keeps
@@ -18,17 +19,22 @@ typedef struct rconnector rconnector;
 
 /* Called from the connector's thread, under its lock (so it may call no
  * rconnector_* function), with connection i's new descriptor and its SSL
- * (NULL: plain), which the callee owns from then on. */
-typedef void (*rconnector_ready_fn)(void *arg, int i, int fd, SSL *ssl);
+ * (NULL: plain), which the callee owns from then on; fcall: the server
+ * has the function library (FCALL), else EVALSHA. */
+typedef void (*rconnector_ready_fn)(void *arg, int i, int fd, SSL *ssl,
+                                    int fcall);
 
 /* Connect as above, now, in the calling thread; sha: the script's SHA-1
  * (40 hex digits), checked against the server's; *sess: the TLS session
  * to offer (NULL: none), replaced by the server's newest.  A non-blocking
  * fd and *ssl (NULL when plain), or -1 with the reason in err (no
- * password in it). */
+ * password in it).  *fcall: 1 when o->library is set and the server has
+ * it now (loaded, or there already); 0 when there is none or the server
+ * refused FUNCTION LOAD (an ACL without it, a renamed command): the
+ * connection calls EVALSHA, as before Redis functions. */
 int rconnector_handshake(const rio_opts *o, const char *sha,
-                         SSL_SESSION **sess, SSL **ssl, char *err,
-                         size_t errlen);
+                         SSL_SESSION **sess, SSL **ssl, int *fcall,
+                         char *err, size_t errlen);
 
 /* Start the thread for n connections; need[i] set: connect i now; sess:
  * the session to offer first (the thread's from then on; NULL: none).

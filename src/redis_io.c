@@ -69,7 +69,6 @@
 #include "redis_script.h"
 #include "redis_ticket.h"
 #include "resp.h"
-#include "sha1.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -170,7 +169,7 @@ static void fail_list(rio *r, rio_ticket **head, rio_ticket **tail, int stat)
 
 /* ---- connections (loop only) --------------------------------------------- */
 
-static void install(rio *r, int i, int fd, SSL *ssl)
+static void install(rio *r, int i, int fd, SSL *ssl, int fcall)
 {
     conn *c = &r->c[i];
     struct epoll_event ev = {.events = EPOLLIN | EPOLLRDHUP,
@@ -186,6 +185,7 @@ static void install(rio *r, int i, int fd, SSL *ssl)
     c->off = c->out.len = 0;
     c->pollout = 0;
     c->last_reply_ns = clock_mono_ns();
+    c->fcall = fcall;
     redisReaderFree(c->reader);
     c->reader = redisReaderCreate();
     epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -385,7 +385,8 @@ static int take_queue(rio *r)
     r->fhead = r->ftail = NULL;
     for (int i = 0; i < r->nconns; i++)
         if (r->ready_fd[i] >= 0) {
-            install(r, i, r->ready_fd[i], r->ready_ssl[i]);
+            install(r, i, r->ready_fd[i], r->ready_ssl[i],
+                    r->ready_fcall[i]);
             r->ready_fd[i] = -1;
             r->ready_ssl[i] = NULL;
             stat_add(r, S_RECONNECTS, 1);
@@ -763,13 +764,14 @@ void rio_stats_add(rio *r, rio_stats *s)
 /* ---- lifecycle ---------------------------------------------------------------- */
 
 /* The connector hands a connected descriptor over (its thread). */
-static void ready(void *arg, int i, int fd, SSL *ssl)
+static void ready(void *arg, int i, int fd, SSL *ssl, int fcall)
 {
     rio *r = arg;
 
     pthread_mutex_lock(&r->mu);
     r->ready_fd[i] = fd;
     r->ready_ssl[i] = ssl;
+    r->ready_fcall[i] = fcall;
     pthread_mutex_unlock(&r->mu);
     wake_fd(r->efd);
 }
@@ -812,7 +814,7 @@ int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
         r->o.max_backoff_ms = 1000;
     r->sx = (script_ctx){.script = o->script, .script_len = o->script_len,
                          .compact = o->compact, .clock = o->clock};
-    sha1_hex(o->script, o->script_len, r->sx.sha);
+    script_ctx_names(&r->sx, o->library, o->library_len);
     pthread_mutex_init(&r->mu, NULL);
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     r->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -822,16 +824,17 @@ int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
     }
     for (int i = 0; i < r->nconns; i++) {
         SSL *ssl = NULL;
+        int fcall = 0;
         int fd = o->degraded ? -1 : rconnector_handshake(&r->o, r->sx.sha,
-                                                         &sess, &ssl, err,
-                                                         errlen);
+                                                         &sess, &ssl, &fcall,
+                                                         err, errlen);
         if (fd < 0 && !o->degraded) {
             SSL_SESSION_free(sess);
             rio_close(r);
             return RL_ESTORE;
         }
         if (fd >= 0)
-            install(r, i, fd, ssl);
+            install(r, i, fd, ssl, fcall);
         need[i] = fd < 0;
     }
     if (r->efd < 0 || r->epfd < 0 || !r->c[RIO_MAX_CONNS - 1].out.p) {

@@ -94,6 +94,11 @@ typedef struct rio_opts {
     int64_t max_backoff_ms;      /* longest wait between reconnect tries */
     const char *script;          /* SCRIPT LOADed on every connect       */
     size_t script_len;
+    const char *library;         /* the function library's body (store_
+                                    redis.h), FUNCTION LOADed on every
+                                    connect and FCALLed where that
+                                    worked; NULL: EVALSHA only          */
+    size_t library_len;
     int degraded;                /* a failed first connect is no error   */
     /* Redis Cluster: a batch is one call in "C" mode (keys undeclared),
      * plus a call of its own for each job flagged RN_ASKING or

@@ -43,7 +43,7 @@ typedef struct entry {
  * at its deadline (its answer is then read and dropped); job[j] is its
  * job while claimed (encoding the call, reading the answer), else NULL. */
 typedef struct batch {
-    int active, nb, eval;
+    int active, nb, how;         /* how: SCRIPT_* (redis_script.h) */
     rio_ticket *tk[BATCH_MAX];
     rio_job *job[BATCH_MAX];
     size_t n[BATCH_MAX];
@@ -63,6 +63,8 @@ typedef struct conn {
     unsigned head, count;
     batch b;
     int64_t last_reply_ns;
+    int fcall;                /* the server took the function library:
+                                 FCALL (until a call finds it gone)     */
 } conn;
 
 enum { S_CALLS, S_WRITES, S_TIMEOUTS, S_RECONNECTS, S_DOWN, S_STUCK,
@@ -78,6 +80,7 @@ struct rio {
     tk_pool pool;
     int ready_fd[RIO_MAX_CONNS];
     SSL *ready_ssl[RIO_MAX_CONNS];
+    int ready_fcall[RIO_MAX_CONNS];
     int stop;
     int drop;                  /* rio_retarget: close what is up          */
     /* shared: atomics */

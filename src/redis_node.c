@@ -13,7 +13,6 @@
 #include "redis_settle.h"
 #include "ratelimit.h"
 #include "redis_script.h"
-#include "sha1.h"
 
 #include <stdlib.h>
 #include <stdio.h>
@@ -143,7 +142,7 @@ int rnode_refund(rnode *r, const store_op *ops, size_t n,
     rio_job *jp = &j;
     int sent;
 
-    script_put(&r->sx, &b, &jp, 1, 'r', 0);
+    script_put(&r->sx, &b, &jp, 1, 'r', SCRIPT_EVALSHA);
     sent = !b.oom && rio_send(r->io, b.p, b.len, 1) == RL_OK;
     resp_release(&b);
     return sent;
@@ -163,7 +162,8 @@ int rnode_give_back(rnode *r, const store_op *op, int64_t units,
 
     one.cost = units;
     one.lease_min = 0;
-    script_put(&r->sx, &b, &jp, 1, 'r', timeout_ms > 0); /* waited: EVAL */
+    script_put(&r->sx, &b, &jp, 1, 'r', /* waited: EVAL */
+               timeout_ms > 0 ? SCRIPT_EVAL : SCRIPT_EVALSHA);
     if (!b.oom && timeout_ms <= 0)
         rc = rio_send(r->io, b.p, b.len, 1);
     else if (!b.oom &&
@@ -226,7 +226,7 @@ int rnode_open(rnode **out, const rnode_opts *o, char *err, size_t errlen)
     r->sx = (script_ctx){.script = o->io.script,
                          .script_len = o->io.script_len,
                          .compact = o->io.compact, .clock = o->io.clock};
-    sha1_hex(o->io.script, o->io.script_len, r->sx.sha);
+    script_ctx_names(&r->sx, NULL, 0); /* raw calls: EVALSHA, EVAL */
     if ((rc = rio_open(&r->io, &o->io, err, errlen)) != RL_OK) {
         free(r);
         return rc;

@@ -16,7 +16,9 @@
 #include "cluster_reply.h"
 #include "ratelimit.h"
 #include "redis_key.h"
+#include "sha1.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---- the rule table ---------------------------------------------------- */
@@ -191,8 +193,20 @@ static void put_ops(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
     }
 }
 
+void script_ctx_names(script_ctx *x, const char *library, size_t len)
+{
+    char sha[41];
+
+    sha1_hex(x->script, x->script_len, x->sha);
+    x->fn[0] = 0;
+    if (library) {
+        sha1_hex(library, len, sha);
+        snprintf(x->fn, sizeof x->fn, "rl_%s", sha);
+    }
+}
+
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
-                int nb, char mode, int eval)
+                int nb, char mode, int how)
 {
     int64_t nkeys, test_now = 0, now, ntable;
     int cross = mode == 'C', old = mode != 'r', moves, is_new;
@@ -204,9 +218,12 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
     ntable = table_size(x, jobs, nb, old, now, &nkeys, &moves);
     resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable + nb +
                           (cross ? 5 : 4) * nkeys);
-    if (eval) {
+    if (how == SCRIPT_EVAL) {
         resp_arg(b, "EVAL", 4);
         resp_arg(b, x->script, x->script_len);
+    } else if (how == SCRIPT_FCALL) {
+        resp_arg(b, "FCALL", 5);
+        resp_arg(b, x->fn, strlen(x->fn));
     } else {
         resp_arg(b, "EVALSHA", 7);
         resp_arg(b, x->sha, 40);
@@ -237,14 +254,23 @@ void script_put_asking(resp_buf *b)
 
 /* ---- the answer ---------------------------------------------------------- */
 
+/* Redis 7's answer to an FCALL of a function it does not have, and to
+ * one the user may not run (an ACL with +function|load but not +fcall):
+ * both are met as NOSCRIPT, the connection falls back to EVALSHA. */
+#define SCRIPT_NO_FUNCTION "ERR Function not found"
+#define SCRIPT_NO_FCALL "NOPERM"
+
 /* An error reply's meaning; the address of a redirect into why->addr.
- * -1: NOSCRIPT. */
+ * -1: NOSCRIPT, or no such function. */
 static int classify(const redisReply *rep, rnode_reply *why)
 {
     const char *s = rep->str;
     int slot;
 
-    if (strncmp(s, "NOSCRIPT", 8) == 0)
+    if (strncmp(s, "NOSCRIPT", 8) == 0 ||
+        strncmp(s, SCRIPT_NO_FUNCTION, sizeof SCRIPT_NO_FUNCTION - 1) == 0 ||
+        (strncmp(s, SCRIPT_NO_FCALL, sizeof SCRIPT_NO_FCALL - 1) == 0 &&
+         strstr(s, "'fcall'")))
         return -1;
     why->addr[0] = 0;
     switch (cluster_redirect_parse(s, rep->len, &slot, why->addr,

@@ -17,19 +17,29 @@ typedef struct script_ctx {
     const char *script;          /* the text, for EVAL                   */
     size_t script_len;
     char sha[41];                /* its SHA-1, for EVALSHA               */
+    char fn[44];                 /* the library's function, for FCALL:
+                                    "rl_" and the library's SHA-1       */
     int compact;                 /* the compact layout (redis_key.h)     */
     const rl_clock *clock;       /* tests: the time passed to the script */
 } script_ctx;
+
+/* How a call names the script: by its SHA-1, by its text, or as the
+ * function library's function (the same arguments). */
+enum { SCRIPT_EVALSHA, SCRIPT_EVAL, SCRIPT_FCALL };
+
+/* x's names: sha from the script's text, fn from the library's (NULL:
+ * none, fn left empty). */
+void script_ctx_names(script_ctx *x, const char *library, size_t len);
 
 /*
  * One script call over jobs[0..nb), appended to b.  Mode 'c' decides and
  * charges with every key declared; 'C' too, with the keys undeclared (a
  * cluster batch over many slots); 'r' gives back what each job's ops
- * charged (out[i].allowed && out[i].changed) at its now_ms.  eval: EVAL
- * with the script's text instead of EVALSHA.
+ * charged (out[i].allowed && out[i].changed) at its now_ms.  how: a
+ * SCRIPT_* above (SCRIPT_FCALL only when x->fn is set).
  */
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
-                int nb, char mode, int eval);
+                int nb, char mode, int how);
 
 /* ASKING, before the call a migration redirected. */
 void script_put_asking(resp_buf *b);
@@ -38,7 +48,8 @@ void script_put_asking(resp_buf *b);
  * Read one call's answer for the requests it carried: slot j had n[j]
  * ops and is jobs[j], or NULL if that job left (its deadline passed).  A
  * job's rc, now_ms, out[] and why are filled.  Returns 1 for NOSCRIPT
- * (nothing filled), 0 otherwise (an error reply: every job's why says
+ * or, for an FCALL, a function the server does not have (FUNCTION FLUSH,
+ * a fresh replica promoted) (nothing filled), 0 otherwise (an error reply: every job's why says
  * which).
  */
 int script_parse(const redisReply *rep, rio_job *const *jobs,

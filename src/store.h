@@ -161,6 +161,7 @@ typedef struct store_options {
                                       sentinels (NULL: none)           */
     int64_t shm_size;            /* shm://: the region's bytes (0: default) */
     const uint64_t *hash_key;    /* option hash_key (NULL: not set)     */
+    int functions;               /* Redis: FCALL the function library   */
 } store_options;
 
 /* Open the store a URI names ("memory://", "shm://NAME", "redis://...",

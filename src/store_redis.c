@@ -197,6 +197,10 @@ void store_redis_node_opts(rnode_opts *o, const store_options *opt,
                                            : rl_lua_check;
     o->io.script_len = store_redis_test_script ? store_redis_test_script_len
                                                : rl_lua_check_len;
+    /* The test build of the script has no library: EVALSHA, as asked. */
+    o->io.library = opt->functions && !store_redis_test_script
+                        ? rl_lua_library : NULL;
+    o->io.library_len = o->io.library ? rl_lua_library_len : 0;
 }
 
 int store_redis_tls(const redis_uri *u, const store_options *opt,

@@ -27,6 +27,9 @@ rnode *store_redis_node(rl_store *s);
 /* The script the library carries (generated from lua/ at build time). */
 extern const char rl_lua_check[];
 extern const size_t rl_lua_check_len;
+/* The same files as a Redis function library's body (lua/library.lua). */
+extern const char rl_lua_library[];
+extern const size_t rl_lua_library_len;
 
 /* Tests only: a script to use instead (the test build of lua/, which reads
  * a time from ARGV[1]) and the clock whose time is passed there.  Set the

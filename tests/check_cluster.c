@@ -817,11 +817,13 @@ START_TEST(node_restarted_empty)
     ck_assert_int_eq(degraded, 0);
     store_redis_stats_get(limiter_store(lim), &st);
     ck_assert_int_ge(st.reconnects, 1);
-    /* The reconnect loaded the script again (SCRIPT LOAD in the
-     * handshake); a flush behind the lanes' back is met by NOSCRIPT, and
-     * the call goes again as EVAL. */
+    /* The reconnect loaded the script again (SCRIPT LOAD and FUNCTION
+     * LOAD in the handshake); a flush behind the lanes' back is met by
+     * NOSCRIPT (no such function, for an FCALL), and the call goes again
+     * as EVAL. */
     redisContext *ctx = rh_connect(&cl.node[victim]);
     freeReplyObject(redisCommand(ctx, "SCRIPT FLUSH"));
+    freeReplyObject(redisCommand(ctx, "FUNCTION FLUSH"));
     redisFree(ctx);
     ck_assert_int_eq(admitted(lim, user, 1, &degraded), 0);
     ck_assert_int_eq(degraded, 0);

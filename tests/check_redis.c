@@ -252,9 +252,10 @@ START_TEST(restart_reloads_script_and_starts_empty)
 }
 END_TEST
 
+/* EVALSHA's NOSCRIPT (check_functions.c: FCALL's missing function). */
 START_TEST(script_flush_is_survived)
 {
-    rl_limiter *lim = open_limiter(uri, NULL, NULL);
+    rl_limiter *lim = open_limiter(uri, "redis_functions", "0");
     store_redis_stats st;
 
     ck_assert_int_eq(admitted(lim, "user:6", "sw", 4), 4);

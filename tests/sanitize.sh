@@ -48,13 +48,15 @@ esac
 # The scripts the library embeds, and the test build of them.
 lua="$src/lua/common.lua"
 algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $src/lua/sliding_window.lua $src/lua/sliding_log.lua $src/lua/convert.lua $src/lua/compact.lua"
-sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
-sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
+sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" "$src/lua/parts.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
+sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" "$src/lua/parts.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
+sh "$src/lua/embed.sh" --library "$out/lua_library.c" rl_lua_library $lua "$src/lua/clock.lua" "$src/lua/library.lua" $algos -- "$src/lua/settle.lua" "$src/lua/check.lua"
 # The library's sources: src/*.c, less an in-tree build's generated
-# src/lua_scripts.c (ours is the one in $out).
+# src/lua_scripts.c and src/lua_library.c (ours are the ones in $out).
 lib_srcs=""
-for f in "$src"/src/*.c "$out/lua_scripts.c"; do
+for f in "$src"/src/*.c "$out/lua_scripts.c" "$out/lua_library.c"; do
     [ "$f" = "$src/src/lua_scripts.c" ] && continue
+    [ "$f" = "$src/src/lua_library.c" ] && continue
     lib_srcs="$lib_srcs $f"
 done
 
