@@ -91,7 +91,7 @@ static int64_t rule_len(int64_t nold)
     return 7 + (nold ? 1 + 8 * nold : 0);
 }
 
-static void put_numbers(resp_buf *b, const algo_params *ap)
+void script_put_numbers(resp_buf *b, const algo_params *ap)
 {
     resp_num(b, ap->algo);
     resp_num(b, ap->limit);
@@ -107,7 +107,7 @@ static void put_numbers(resp_buf *b, const algo_params *ap)
 static void put_rule(const script_ctx *x, resp_buf *b, const rl_rule *r,
                      int64_t nold, int64_t now)
 {
-    put_numbers(b, &r->ap);
+    script_put_numbers(b, &r->ap);
     resp_num(b, nold);
     if (!nold)
         return;
@@ -116,7 +116,7 @@ static void put_rule(const script_ctx *x, resp_buf *b, const rl_rule *r,
         const rule_shape *s = &r->prev[i];
         if (!old_shape_sent(x, r, s, now))
             continue;
-        put_numbers(b, &s->ap);
+        script_put_numbers(b, &s->ap);
         resp_arg(b, s->name, s->len);
         resp_num(b, s->since_ms);
     }

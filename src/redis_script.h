@@ -41,6 +41,10 @@ void script_ctx_names(script_ctx *x, const char *library, size_t len);
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                 int nb, char mode, int how);
 
+/* A rule's numbers as the script reads them from its table: algorithm,
+ * limit, burst, window ms, p, q (check.lua's and settle.lua's layout). */
+void script_put_numbers(resp_buf *b, const algo_params *ap);
+
 /* ASKING, before the call a migration redirected. */
 void script_put_asking(resp_buf *b);
 

@@ -78,13 +78,7 @@ void settle_put(const script_ctx *x, resp_buf *b, const store_settle *ss,
     resp_arg(b, &mode, 1);
     resp_num(b, part);
     for (size_t i = from; i < from + n; i++) { /* one rule per op */
-        const algo_params *ap = &ss->ops[i].rule->ap;
-        resp_num(b, ap->algo);
-        resp_num(b, ap->limit);
-        resp_num(b, ap->burst);
-        resp_num(b, ap->window_ms);
-        resp_num(b, ap->p);
-        resp_num(b, ap->q);
+        script_put_numbers(b, &ss->ops[i].rule->ap);
         resp_num(b, 0); /* no replaced shapes */
     }
     resp_num(b, 1);
