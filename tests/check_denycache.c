@@ -106,24 +106,6 @@ static long long evalsha_calls(void)
     return calls;
 }
 
-/* The rule's counter `family` in the metrics text (rl_metrics_write),
- * or -1 if absent. */
-static long long rule_metric(rl_limiter *lim, const char *family,
-                             const char *rule)
-{
-    static char buf[1 << 16];
-    char series[128];
-    size_t len, n;
-
-    ck_assert_int_eq(rl_metrics_write(lim, buf, sizeof buf, &len), RL_OK);
-    n = (size_t)snprintf(series, sizeof series,
-                         "ratelimit_rule_%s{rule=\"%s\"} ", family, rule);
-    for (const char *p = buf; p; p = strchr(p, '\n'), p = p ? p + 1 : p)
-        if (strncmp(p, series, n) == 0)
-            return atoll(p + n);
-    return -1;
-}
-
 static rl_result check_user(rl_limiter *lim, const char *user, int64_t cost)
 {
     rl_request req = RL_REQUEST_INIT;

@@ -1,13 +1,16 @@
 /*
- * testutil.h -- helpers shared by the Check suites: a hand-driven clock and
- * a limiter built from a JSON rule set in one call.
+ * testutil.h -- helpers shared by the Check suites: a hand-driven clock,
+ * a limiter built from a JSON rule set in one call, and a rule's counter
+ * read from the metrics text.
  */
 #ifndef RL_TESTUTIL_H
 #define RL_TESTUTIL_H
 
 #include <check.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "limiter.h"
 #include "ratelimit.h"
@@ -58,6 +61,24 @@ static inline int run_suite(Suite *s)
     failed = srunner_ntests_failed(sr);
     srunner_free(sr);
     return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
+
+/* The rule's counter `family` in the metrics text (rl_metrics_write),
+ * or -1 if absent. */
+static inline long long rule_metric(rl_limiter *lim, const char *family,
+                                    const char *rule)
+{
+    static char buf[1 << 16];
+    char series[128];
+    size_t len, n;
+
+    ck_assert_int_eq(rl_metrics_write(lim, buf, sizeof buf, &len), RL_OK);
+    n = (size_t)snprintf(series, sizeof series,
+                         "ratelimit_rule_%s{rule=\"%s\"} ", family, rule);
+    for (const char *p = buf; p; p = strchr(p, '\n'), p = p ? p + 1 : p)
+        if (strncmp(p, series, n) == 0)
+            return atoll(p + n);
+    return -1;
 }
 
 #endif
