@@ -11,8 +11,11 @@
  * rl_check_many() does the same for many requests, handing the store up
  * to 64 of them in one call (a chunk), so Redis decides them in one round
  * trip.  With the option metrics on, the checks' time goes into the
- * latency histogram (request_timer_start/_stop: every check on Redis, one in
- * METRICS_SAMPLE_MEMORY per thread on the memory store).  Before the
+ * latency histogram (every check on Redis, one in METRICS_SAMPLE_MEMORY
+ * per thread on the memory store): rl_allow and rl_check time theirs in
+ * run_timed(), out of line, so an untimed check reads no clock and keeps
+ * no start time across the store's call; rl_check_many's chunks, the
+ * async and reserve paths use request_timer_start/_stop.  Before the
  * store is asked, a request with a live denial in the deny cache
  * (option deny_cache, Redis stores) is answered from it (decide_cached),
  * and a request of leased rules is decided by lease_check.h (rl_allow and
