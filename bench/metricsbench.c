@@ -34,9 +34,9 @@
  * on each; the figure's ratio_paired is the median of all pairs' ratios,
  * with its min, quartiles and max.  value and ref are checks per CPU
  * second of a thread, from the median over pairs of the mean CPU ns a
- * check.  The case named aa_* runs
- * the same with metrics off on both sides: the bench's own resolution
- * (--aa: every case so).  After each case the last on-limiter's text is
+ * check.  The cases named aa_* (1 thread; 2 threads on distinct keys)
+ * run the same with metrics off on both sides: the bench's own
+ * resolution (--aa: every case so).  After each case the last on-limiter's text is
  * rendered once (rl_metrics_write) and its bytes and time given; last,
  * the rendering of a limiter with 1000 rules (the median of 21; on the
  * --store given, its shards counted: a cluster's masters).  With --store
@@ -498,10 +498,13 @@ out:
     return rc;
 }
 
-/* The control first (metrics off on both sides: the bench's own
- * resolution), then every case (--aa: each as a control too). */
+/* The controls first (metrics off on both sides: the bench's own
+ * resolution, with 1 thread and with 2 on distinct keys), then every case
+ * (--aa: each as a control too). */
 static const bench_case cases[] = {
     {"pass_1t", 0, 1, 0, 1},
+    {"pass_2t_distinct", 0, 2, 1, 1},
+#define CONTROLS 2 /* the cases above; --aa runs every case so anyway */
     {"pass_1t", 0, 1, 0, 0},
     {"pass_2t", 0, 2, 0, 0},
     {"pass_2t_distinct", 0, 2, 1, 0},
@@ -545,7 +548,8 @@ int main(int argc, char **argv)
                loadavg1());
         print_columns(&layout);
     }
-    for (size_t i = o.aa; i < sizeof cases / sizeof cases[0] && rc == 0;
+    for (size_t i = o.aa ? CONTROLS : 0;
+         i < sizeof cases / sizeof cases[0] && rc == 0;
          i++) {
         bench_case c = cases[i];
         c.aa |= o.aa;

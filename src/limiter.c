@@ -177,7 +177,9 @@ RL_EXPORT int rl_limiter_new(rl_limiter **out, const rl_config *cfg)
     lim->log_arg = cfg->log_arg;
     lim->mconf = (metrics_conf){.on = cfg->metrics != 0,
                                 .near_pct = cfg->near_limit_pct};
-    if ((rc = open_store(lim, cfg)) == RL_OK && lim->store->vt->local)
+    if (lim->mconf.on && !(lim->latency = metrics_hist_new()))
+        rc = rl_fail(NULL, RL_ENOMEM, "creating the latency histogram");
+    else if ((rc = open_store(lim, cfg)) == RL_OK && lim->store->vt->local)
         lim->mconf.sample_mask = METRICS_SAMPLE_MEMORY - 1;
     if (rc == RL_OK && cfg->deny_cache && !lim->store->vt->local &&
         !(lim->deny = deny_cache_new((size_t)cfg->deny_cache)))
@@ -208,6 +210,7 @@ RL_EXPORT void rl_limiter_free(rl_limiter *lim)
     rcu_destroy(&lim->rules);
     pthread_mutex_destroy(&lim->load_lock);
     rules_state_destroy(&lim->rstate);
+    metrics_hist_free(lim->latency);
     free(lim);
 }
 

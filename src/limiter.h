@@ -25,7 +25,8 @@ struct rl_limiter {
     _Atomic int64_t fleet_size; /* the fallback allows limit / fleet_size;
                                    counted by heartbeats with "auto"     */
     stats counts;              /* behind rl_stats_get()                  */
-    metrics_hist latency;      /* behind rl_metrics_write(): checks' time */
+    metrics_hist *latency;     /* behind rl_metrics_write(): checks' time;
+                                  NULL with metrics off (metrics.h)      */
     struct events *events;     /* rejection events (events.h), or NULL   */
     struct deny_cache *deny;   /* Redis's denials kept (deny_cache.h), or
                                   NULL: option deny_cache 0, memory store */

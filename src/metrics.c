@@ -78,6 +78,25 @@ void metrics_claim(void)
 
 /* ---- the histogram ------------------------------------------------------ */
 
+metrics_hist *metrics_hist_new(void)
+{
+    metrics_hist *h = aligned_alloc(METRICS_SLOT_ALIGN, sizeof *h);
+
+    if (!h)
+        return NULL;
+    for (int s = 0; s < METRICS_SLOTS; s++) {
+        for (int b = 0; b <= METRICS_BUCKETS; b++)
+            atomic_init(&h->shard[s].n[b], 0);
+        atomic_init(&h->shard[s].sum_ns, 0);
+    }
+    return h;
+}
+
+void metrics_hist_free(metrics_hist *h)
+{
+    free(h);
+}
+
 void metrics_observe(metrics_hist *h, unsigned slot, int64_t ns,
                      uint64_t count)
 {
@@ -95,7 +114,7 @@ void metrics_observe(metrics_hist *h, unsigned slot, int64_t ns,
 
 static struct rule_metrics *block_new(void)
 {
-    struct rule_metrics *m = aligned_alloc(64, sizeof *m);
+    struct rule_metrics *m = aligned_alloc(METRICS_SLOT_ALIGN, sizeof *m);
 
     if (!m)
         return NULL;
@@ -156,7 +175,7 @@ void metrics_hist_read(const metrics_hist *h,
     *sum_ns = 0;
     for (int b = 0; b <= METRICS_BUCKETS; b++)
         out[b] = 0;
-    for (int s = 0; s < METRICS_SLOTS; s++) {
+    for (int s = 0; h && s < METRICS_SLOTS; s++) {
         for (int b = 0; b <= METRICS_BUCKETS; b++)
             out[b] += atomic_load_explicit(&h->shard[s].n[b],
                                            memory_order_relaxed);

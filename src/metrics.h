@@ -24,12 +24,23 @@
  * instructions under callgrind) spends ~110 of them counting, ~1.4 % of
  * its time in perf's samples (bench/metricsbench measures the whole).
  *
- * The latency histogram is slotted the same way, in the limiter.  A clock
+ * The latency histogram is slotted the same way, in a block of its own
+ * (metrics_hist_new(), lim->latency; not in the limiter, whose lines every
+ * check reads).  Each slot of a block, a rule's or the histogram's, is a
+ * 128-byte aligned pair of cache lines (METRICS_SLOT_ALIGN).  A clock
  * read costs as much as a memory-store check's counting, so on the local
  * stores (memory://, shm://) one check in METRICS_SAMPLE_MEMORY per thread
- * is timed; on the
- * Redis stores, whose checks take a round trip, every one.  The option
- * metrics=0 gives no blocks and reads no clock: nothing counted.
+ * is timed; on the Redis stores, whose checks take a round trip, every
+ * one.  Which: metrics_sampled(), one load and store of the thread's
+ * tick; a timed check runs out of line (request.c's run_timed), so an
+ * untimed one reads no clock and holds no start time across the store's
+ * call.  The option metrics=0 gives no blocks and reads no clock: nothing
+ * counted.
+ *
+ * The timing costs an untimed check ~7 instructions, the counting above
+ * ~105 of a 3-rule check; with 2 threads running at once on distinct
+ * keys the counting costs 3-7 % of a check, more than its instructions
+ * (README, Figures).
  */
 #ifndef RL_METRICS_H
 #define RL_METRICS_H
@@ -59,10 +70,16 @@ enum rule_metric {
 #define METRICS_SHARED (METRICS_SLOTS - 1)   /* the slot threads share   */
 #define METRICS_SAMPLE_MEMORY 64             /* memory store: 1 timed in */
 
+/* A slot's alignment and least size: a 128-byte aligned pair of cache
+ * lines.  x86's adjacent-line prefetcher fetches lines in such pairs, so
+ * a slot sharing one with another thread's slot draws that thread's line
+ * across the cores on every miss, as if they wrote the same line. */
+#define METRICS_SLOT_ALIGN 128
+
 struct rule_metrics {
     struct {
         _Atomic uint64_t n[RM_COUNT];
-    } __attribute__((aligned(64))) shard[METRICS_SLOTS];
+    } __attribute__((aligned(METRICS_SLOT_ALIGN))) shard[METRICS_SLOTS];
     _Atomic uint32_t refs;           /* rule sets holding the block       */
 };
 
@@ -75,8 +92,13 @@ typedef struct metrics_hist {
     struct {
         _Atomic uint64_t n[METRICS_BUCKETS + 1]; /* not cumulative       */
         _Atomic uint64_t sum_ns;
-    } __attribute__((aligned(64))) shard[METRICS_SLOTS];
+    } __attribute__((aligned(METRICS_SLOT_ALIGN))) shard[METRICS_SLOTS];
 } metrics_hist;
+
+_Static_assert(sizeof(((metrics_hist *)0)->shard[0]) == METRICS_SLOT_ALIGN &&
+               sizeof(((struct rule_metrics *)0)->shard[0]) ==
+                   METRICS_SLOT_ALIGN,
+               "a slot's counters fit its pair of lines");
 
 /* The limiter's switches (options metrics, near_limit_pct) and which
  * checks are timed: those whose thread's tick & sample_mask is 0. */
@@ -105,6 +127,14 @@ static inline metrics_thread *metrics_self(void)
     if (__builtin_expect(metrics_me.slot == ~0u, 0))
         metrics_claim();
     return &metrics_me;
+}
+
+/* Whether the calling thread times this check (metrics on, and its tick
+ * & sample_mask is 0): one load and store of the thread's tick, no slot
+ * claimed (metrics_observe's caller claims it, on timed checks only). */
+static inline int metrics_sampled(const metrics_conf *mc)
+{
+    return mc->on && (metrics_me.tick++ & mc->sample_mask) == 0;
 }
 
 /* Add v to counter c of a slot: a plain load and store in a thread's own
@@ -166,6 +196,12 @@ static inline void metrics_note(struct rule_metrics *m, unsigned slot,
         metrics_add(&m->shard[slot].n[how], slot, 1);
 }
 
+/* A limiter's histogram, zeroed, in a block of its own (not beside the
+ * limiter's other fields, whose lines every check reads); NULL: out of
+ * memory.  metrics_hist_free() frees it (NULL: nothing). */
+metrics_hist *metrics_hist_new(void);
+void metrics_hist_free(metrics_hist *h);
+
 /* Count `count` checks that took ns nanoseconds each, in slot `slot`. */
 void metrics_observe(metrics_hist *h, unsigned slot, int64_t ns,
                      uint64_t count);
@@ -182,7 +218,8 @@ void metrics_detach(rl_ruleset *rs);
 /* A block's counts, summed over the shards (not one instant's). */
 void metrics_read(const struct rule_metrics *m, uint64_t out[RM_COUNT]);
 
-/* The histogram's counts per bucket (not cumulative) and sum. */
+/* The histogram's counts per bucket (not cumulative) and sum; h NULL
+ * (metrics off): zeros. */
 void metrics_hist_read(const metrics_hist *h,
                        uint64_t out[METRICS_BUCKETS + 1], uint64_t *sum_ns);
 

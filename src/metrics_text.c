@@ -147,7 +147,7 @@ static int snap_take(const rl_limiter *lim, snap *s)
     s->source_errors = l->rstate.source_errors;
     pthread_mutex_unlock(&l->rstate.mu);
     s->fleet_size = atomic_load(&l->fleet_size);
-    metrics_hist_read(&lim->latency, s->hist, &s->sum_ns);
+    metrics_hist_read(lim->latency, s->hist, &s->sum_ns);
     if (lim->events)
         events_counts(lim->events, &s->ev_sent, s->ev_dropped);
     return RL_OK;

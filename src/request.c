@@ -11,8 +11,11 @@
  * rl_check_many() does the same for many requests, handing the store up
  * to 64 of them in one call (a chunk), so Redis decides them in one round
  * trip.  With the option metrics on, the checks' time goes into the
- * latency histogram (request_timer_start/_stop: every check on Redis, one in
- * METRICS_SAMPLE_MEMORY per thread on the memory store).  Before the
+ * latency histogram (every check on Redis, one in METRICS_SAMPLE_MEMORY
+ * per thread on the memory store): rl_allow and rl_check time theirs in
+ * run_timed(), out of line, so an untimed check reads no clock and keeps
+ * no start time across the store's call; rl_check_many's chunks, the
+ * async and reserve paths use request_timer_start/_stop.  Before the
  * store is asked, a request with a live denial in the deny cache
  * (option deny_cache, Redis stores) is answered from it (decide_cached),
  * and a request of leased rules is decided by lease_check.h (rl_allow and
@@ -44,38 +47,52 @@
 
 int64_t request_timer_start(const rl_limiter *lim)
 {
-    return lim->mconf.on &&
-                   (metrics_self()->tick++ & lim->mconf.sample_mask) == 0
-               ? clock_mono_ns()
-               : 0;
+    return metrics_sampled(&lim->mconf) ? clock_mono_ns() : 0;
 }
 
 void request_timer_stop(rl_limiter *lim, int64_t t0, size_t count)
 {
     if (t0 && count)
-        metrics_observe(&lim->latency, metrics_self()->slot,
+        metrics_observe(lim->latency, metrics_self()->slot,
                         clock_mono_ns() - t0, count);
+}
+
+/* One request's charges decided: from the deny cache, a lease, or the
+ * store.  Untimed: no clock and no start time held across the store's
+ * call (run_timed() wraps it on the checks a thread times). */
+static inline __attribute__((always_inline)) int
+run_plain(rl_limiter *lim, const store_op *ops, size_t n, rl_result *res)
+{
+    algo_decision d[RL_OPS_MAX];
+    int64_t now = 0;
+    int rc;
+
+    if (decide_cached(lim, ops, n, res))
+        return RL_OK;
+    if (lease_check(lim, ops, n, res, &rc))
+        return rc;
+    rc = lim->store->vt->check(lim->store, ops, n, d, &now);
+    return decide_settle(lim, ops, n, d, now, rc, res);
+}
+
+/* run_plain() timed into the latency histogram: out of line, so the
+ * untimed path's frame and registers are not shaped by it. */
+static __attribute__((noinline, cold)) int
+run_timed(rl_limiter *lim, const store_op *ops, size_t n, rl_result *res)
+{
+    int64_t t0 = clock_mono_ns();
+    int rc = run_plain(lim, ops, n, res);
+
+    request_timer_stop(lim, t0, 1);
+    return rc;
 }
 
 static int run(rl_limiter *lim, const store_op *ops, size_t n,
                rl_result *res)
 {
-    algo_decision d[RL_OPS_MAX];
-    int64_t now = 0, t0 = request_timer_start(lim);
-    int rc;
-
-    if (decide_cached(lim, ops, n, res)) {
-        request_timer_stop(lim, t0, 1);
-        return RL_OK;
-    }
-    if (lease_check(lim, ops, n, res, &rc)) {
-        request_timer_stop(lim, t0, 1);
-        return rc;
-    }
-    rc = lim->store->vt->check(lim->store, ops, n, d, &now);
-    rc = decide_settle(lim, ops, n, d, now, rc, res);
-    request_timer_stop(lim, t0, 1);
-    return rc;
+    if (__builtin_expect(metrics_sampled(&lim->mconf), 0))
+        return run_timed(lim, ops, n, res);
+    return run_plain(lim, ops, n, res);
 }
 
 static int check_cost(const rl_limiter *lim, int64_t cost)
