@@ -68,10 +68,16 @@ _Static_assert(NSEG == STORE_MEMORY_SEGMENTS, "the header says how many");
 
 typedef slot_entry entry;
 
+/* slots and cap, read before the lock (prefetch_home) and written only
+ * by a rebuild, sit on a line apart from the lock, which every check
+ * writes: two threads checking keys of one segment then pass the lock's
+ * line between their cores, but each finds slots and cap in its own
+ * cache and starts its slot's miss without waiting for that transfer. */
 typedef struct segment {
-    pthread_mutex_t lock;
     entry *slots;
-    uint32_t cap, used, max_used;
+    uint32_t cap;
+    pthread_mutex_t lock __attribute__((aligned(64)));
+    uint32_t used, max_used;
     uint32_t full_until;  /* at the cap: don't rescan before this second */
     int64_t evictions;
     log_table logs;       /* sliding_log rules' logs (log_table.h)      */
