@@ -135,7 +135,10 @@ void *rcu_read_lock(rcu *r, rcu_token *t)
         t->parity = (unsigned)(e & 1);
         own_add(c, 1, memory_order_relaxed);
         atomic_signal_fence(memory_order_seq_cst); /* + the writer's */
-        if (atomic_load_explicit(&r->epoch, memory_order_relaxed) == e)
+        /* Acquire: an epoch past e comes with the pointer stored before
+         * it (this section then holds the new set, which no one waits
+         * for). */
+        if (atomic_load_explicit(&r->epoch, memory_order_acquire) == e)
             return atomic_load_explicit(&r->ptr, memory_order_acquire);
         own_add(c, -1, memory_order_release);
     }
