@@ -247,7 +247,7 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
                                &sized_result, chk->result->size)))
         return RL_EINVAL;
     memset(&s->res, 0, sizeof s->res);
-    rs = rcu_read_lock(&lim->rules, &s->tok);
+    rs = rcu_read_lock_any(&lim->rules, &s->tok);
     rc = request_collect(lim, rs, req, s->ops, RL_OPS_MAX, s->keys,
                          sizeof s->keys, &used, &n);
     if (rc != RL_OK) {

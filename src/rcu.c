@@ -4,13 +4,32 @@
  * pointer.  A writer stores the pointer, then moves the epoch to e+1, then
  * waits for epoch e's count to drain.  So a reader either saw e+1 (retries)
  * or is counted in e before the writer waits, and any pointer it loads after
- * its check is one the writer waits for or the new one.  Sequentially
- * consistent atomics throughout; reads are rare enough in cost not to care.
+ * its check is one the writer waits for or the new one.
+ *
+ * "Counted before the writer waits" needs a full fence between the
+ * reader's count and its epoch load, and one between the writer's epoch
+ * store and its counter loads (a store-load pair each side).  Without
+ * membarrier both are sequentially consistent atomics.  With it, the
+ * reader's is only a compiler barrier and the writer's membarrier() runs a
+ * full barrier on every thread of the process that is running: for each
+ * reader, the barrier falls either after its count (which the writer then
+ * sees) or before its epoch load (which then sees e+1) -- the asymmetric
+ * fence of liburcu's membarrier flavour.  A reader's end of section is a
+ * release store, so its reads of the old object happen before the
+ * writer's acquire load that sees the count drop.
  */
 #include "rcu.h"
 
+#include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
 #include <time.h>
+#include <unistd.h>
+#if defined(__linux__) && __has_include(<linux/membarrier.h>)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#define RCU_MEMBARRIER 1
+#endif
 
 static _Atomic unsigned next_shard;
 static _Thread_local unsigned my_shard = ~0u;
@@ -22,8 +41,54 @@ unsigned thread_shard(void)
     return my_shard;
 }
 
+/* membarrier(2), or -1 with ENOSYS where there is none. */
+static int membar(int cmd)
+{
+#ifdef RCU_MEMBARRIER
+    return (int)syscall(SYS_membarrier, cmd, 0, 0);
+#else
+    (void)cmd;
+    errno = ENOSYS;
+    return -1;
+#endif
+}
+
+/* Register this process for the expedited private membarrier (idempotent,
+ * so done per rcu: a process forked after another rcu_init() is a new
+ * registration); 1 if readers may skip their fence. */
+static int asym_register(void)
+{
+#ifdef RCU_MEMBARRIER
+    int cmds = membar(MEMBARRIER_CMD_QUERY);
+
+    return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+           membar(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+#else
+    return 0;
+#endif
+}
+
+/* The writer's half of the asymmetric fence.  The process may have been
+ * forked since rcu_init() (a child is not registered): register and try
+ * again; the global command (no registration, slower) is the last resort,
+ * and without any, nothing would keep readers safe. */
+static void fence_readers(void)
+{
+#ifdef RCU_MEMBARRIER
+    if (membar(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+        return;
+    if (membar(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0 &&
+        membar(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+        return;
+    if (membar(MEMBARRIER_CMD_GLOBAL) == 0)
+        return;
+#endif
+    abort(); /* unreachable: asym is set only where membarrier works */
+}
+
 int rcu_init(rcu *r, void *initial)
 {
+    r->asym = asym_register();
     atomic_init(&r->ptr, initial);
     atomic_init(&r->epoch, 0);
     for (int i = 0; i < RCU_SHARDS; i++) {
@@ -38,9 +103,9 @@ void rcu_destroy(rcu *r)
     pthread_mutex_destroy(&r->writer);
 }
 
-void *rcu_read_lock(rcu *r, rcu_token *t)
+/* A section counted with atomic adds, fenced by the reader itself. */
+static void *read_lock_fenced(rcu *r, rcu_token *t)
 {
-    t->shard = thread_shard();
     for (;;) {
         uint64_t e = atomic_load(&r->epoch);
         t->parity = (unsigned)(e & 1);
@@ -51,9 +116,48 @@ void *rcu_read_lock(rcu *r, rcu_token *t)
     }
 }
 
+/* Plain load and store on this thread's own counter (only this thread
+ * writes it). */
+static void own_add(_Atomic int64_t *c, int64_t v, memory_order mo)
+{
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+                          mo);
+}
+
+void *rcu_read_lock(rcu *r, rcu_token *t)
+{
+    t->shard = metrics_self()->slot;
+    if (!r->asym || t->shard == METRICS_SHARED)
+        return read_lock_fenced(r, t);
+    for (;;) {
+        uint64_t e = atomic_load_explicit(&r->epoch, memory_order_relaxed);
+        _Atomic int64_t *c = &r->shard[t->shard].readers[e & 1];
+        t->parity = (unsigned)(e & 1);
+        own_add(c, 1, memory_order_relaxed);
+        atomic_signal_fence(memory_order_seq_cst); /* + the writer's */
+        /* Acquire: an epoch past e comes with the pointer stored before
+         * it (this section then holds the new set, which no one waits
+         * for). */
+        if (atomic_load_explicit(&r->epoch, memory_order_acquire) == e)
+            return atomic_load_explicit(&r->ptr, memory_order_acquire);
+        own_add(c, -1, memory_order_release);
+    }
+}
+
+void *rcu_read_lock_any(rcu *r, rcu_token *t)
+{
+    t->shard = METRICS_SHARED;
+    return read_lock_fenced(r, t);
+}
+
 void rcu_read_unlock(rcu *r, rcu_token t)
 {
-    atomic_fetch_sub(&r->shard[t.shard].readers[t.parity], 1);
+    _Atomic int64_t *c = &r->shard[t.shard].readers[t.parity];
+
+    if (r->asym && t.shard != METRICS_SHARED)
+        own_add(c, -1, memory_order_release);
+    else
+        atomic_fetch_sub(c, 1);
 }
 
 static int64_t readers_of(rcu *r, unsigned parity)
@@ -97,6 +201,8 @@ void *rcu_swap(rcu *r, void *next)
     pthread_mutex_lock(&r->writer);
     old = atomic_exchange(&r->ptr, next);
     e = atomic_fetch_add(&r->epoch, 1);
+    if (r->asym)
+        fence_readers();
     wait_readers(r, (unsigned)(e & 1));
     pthread_mutex_unlock(&r->writer);
     return old;

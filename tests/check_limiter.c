@@ -1046,6 +1046,63 @@ START_TEST(readers_race_rule_swaps)
 }
 END_TEST
 
+/* More threads than there are per-thread counting slots (METRICS_SLOTS,
+ * 32: the last is shared with atomic adds) check while the rules are
+ * swapped: every check is counted once, and each thread's result came
+ * from a rule set still alive (rcu.h's read side, plain per-thread
+ * counters with the fence paid by the swapping thread). */
+#define COUNT_THREADS 40
+#define COUNT_CHECKS 500
+
+static atomic_int count_bad;
+static pthread_barrier_t count_start, count_end; /* threads + the loader */
+
+static void *count_reader(void *p)
+{
+    rl_limiter *lim = p;
+    rl_request req = req_user("counter");
+    rl_result res = RL_RESULT_INIT;
+
+    pthread_barrier_wait(&count_start);
+    for (int i = 0; i < COUNT_CHECKS; i++)
+        if (rl_check(lim, &req, &res) != RL_OK || res.allowed != 1 ||
+            (strcmp(res.rule_id, "a") != 0 && strcmp(res.rule_id, "b") != 0))
+            atomic_fetch_add(&count_bad, 1);
+    /* Alive until all have counted: no slot is handed on meanwhile, so
+     * the threads past the owned slots do share the last one. */
+    pthread_barrier_wait(&count_end);
+    return NULL;
+}
+
+START_TEST(threads_counted_exactly_across_swaps)
+{
+    rl_limiter *lim = limiter_with(SET_A);
+    pthread_t t[COUNT_THREADS];
+    rl_stats st = RL_STATS_INIT;
+    int i;
+
+    pthread_barrier_init(&count_start, NULL, COUNT_THREADS + 1);
+    pthread_barrier_init(&count_end, NULL, COUNT_THREADS + 1);
+    for (i = 0; i < COUNT_THREADS; i++)
+        ck_assert_int_eq(pthread_create(&t[i], NULL, count_reader, lim), 0);
+    pthread_barrier_wait(&count_start);
+    for (i = 0; i < 100; i++)
+        ck_assert_int_eq(rl_rules_load_string(lim, i % 2 ? SET_A : SET_B),
+                         RL_OK);
+    pthread_barrier_wait(&count_end);
+    for (i = 0; i < COUNT_THREADS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&count_start);
+    pthread_barrier_destroy(&count_end);
+    ck_assert_int_eq(atomic_load(&count_bad), 0);
+    ck_assert_int_eq(rl_stats_get(lim, &st), RL_OK);
+    ck_assert_int_eq(st.checks, COUNT_THREADS * COUNT_CHECKS);
+    ck_assert_int_eq(st.allowed, COUNT_THREADS * COUNT_CHECKS);
+    ck_assert_int_eq(st.denied, 0);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 /* rl_stats_get counts how checks were decided; the memory store has no
  * breaker. */
 START_TEST(stats_count_decisions)
@@ -1129,6 +1186,7 @@ int main(void)
     tcase_add_test(tc, rules_version_counts_loads);
     tcase_add_test(tc, unknown_rule_message_has_current_version);
     tcase_add_test(tc, readers_race_rule_swaps);
+    tcase_add_test(tc, threads_counted_exactly_across_swaps);
     tcase_add_test(tc, check_many_decides_as_check_does);
     tcase_add_test(tc, check_many_rejects_null_arguments);
     suite_add_tcase(s, tc);
