@@ -1193,6 +1193,48 @@ long long rh_info_int(const rh_server *s, const char *section,
     return v;
 }
 
+/* The calls= count on the "cmdstat_<command>:" line of INFO commandstats
+ * text, or 0 if there is no such line. */
+static long long cmdstat_field(const char *text, const char *command)
+{
+    char head[96];
+    int n = snprintf(head, sizeof head, "cmdstat_%s:", command);
+
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        if (strncmp(p, head, (size_t)n) == 0) {
+            const char *calls = strstr(p + n, "calls=");
+
+            return calls ? atoll(calls + strlen("calls=")) : -1;
+        }
+        if ((p = strchr(p, '\n')) != NULL)
+            p++;
+    }
+    return 0;
+}
+
+long long rh_cmdstat_calls(const rh_server *s, const char *command)
+{
+    char err[256];
+    redisContext *c = open_ctx(s, RH_CONNECT_MS, err, sizeof err);
+    redisReply *r;
+    long long v = -1;
+
+    if (c == NULL) {
+        fprintf(stderr, "redis_harness: %s\n", err);
+        return -1;
+    }
+    r = redisCommand(c, "INFO commandstats");
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        v = cmdstat_field(r->str, command);
+    else
+        fprintf(stderr, "redis_harness: INFO commandstats: %s\n",
+                r == NULL ? c->errstr : r->type == REDIS_REPLY_ERROR ? r->str
+                                                          : "not a string");
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
 char *rh_uri(const rh_server *s, char *buf, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
