@@ -27,6 +27,7 @@
 #include "redis_harness.h"
 #include "ruleset.h"
 #include "testutil.h"
+#include "timeutil.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLACK_MS 2000
@@ -40,14 +41,6 @@ static const char *const store_names[] = {"memory", "redis plain",
 
 static rh_server srv;
 static rh_cluster cl;
-
-static int64_t real_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 static void nap_ms(int64_t ms)
 {

@@ -199,14 +199,6 @@ static void wait_refusals(rl_limiter *lim, uint64_t bad, uint64_t stale)
                  (unsigned long long)stale);
 }
 
-static int64_t wall_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* Wait until the source has been read after wall-clock time t (ms). */
 static void wait_read_after(rl_limiter *lim, int64_t t)
 {
@@ -539,7 +531,7 @@ START_TEST(bad_old_and_same_version_snapshots_are_refused)
                       heard_count(RL_LOG_WARN, "refused, version"));
     ck_assert_int_eq(heard_count(RL_LOG_WARN, "refused, version"), 8);
     heard_reset();
-    read_since = wall_ms(); /* the last read was before this */
+    read_since = real_ms(); /* the last read was before this */
     sleep_ms(2);
     publish("{\"version\": 6, \"rules\": [", 6);
     wait_read_after(lim, read_since);

@@ -1,13 +1,14 @@
 /*
  * testutil.h -- helpers shared by the Check suites: a hand-driven clock,
- * a limiter built from a JSON rule set in one call, and a rule's counter
- * read from the metrics text.
+ * a limiter built from a JSON rule set in one call, a rule's counter
+ * read from the metrics text, and a xorshift64 step for random cases.
  */
 #ifndef RL_TESTUTIL_H
 #define RL_TESTUTIL_H
 
 #include <check.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,16 @@ static inline rl_limiter *limiter_with(const char *rules)
     rc = rl_rules_load_string(lim, rules);
     ck_assert_msg(rc == RL_OK, "rules: %s", rl_errmsg(lim));
     return lim;
+}
+
+/* The next number of a xorshift64 sequence kept in *state (seeded not 0):
+ * the suites' repeatable pseudo-random cases. */
+static inline uint64_t xorshift64(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
 }
 
 /* Run a suite; the exit status says whether anything failed. */
