@@ -27,6 +27,7 @@
 #endif
 
 #include "redis_harness.h"
+#include "child_exec.h"
 #include "timeutil.h"
 
 #include <dirent.h>
@@ -343,39 +344,17 @@ static void cleanup_at_exit(void)
     }
 }
 
-/*
- * The child between fork and exec: only async-signal-safe calls.  The
- * death signal is armed before checking that the parent still lives, so
- * there is no window in which the parent can die unnoticed.
- */
+/* The child between fork and exec (child_exec.h): stdout and stderr to
+ * the file `out`, stdin from /dev/null. */
 static void exec_server(const char *exe, char *const argv[],
                         const char *out, pid_t parent)
 {
-    static const int reset[] = {SIGCHLD, SIGHUP, SIGINT, SIGPIPE, SIGTERM};
-    sigset_t none;
     int fd, nul;
 
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-        _exit(126);
+    child_bind(parent);
     fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     nul = open("/dev/null", O_RDONLY);
-    if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 ||
-        dup2(fd, 2) < 0)
-        _exit(126);
-    /* Inherited sockets (the test's own connections) would stay open as
-     * long as the server lives. */
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
-#endif
-        for (int i = 3; i < 1024; i++)
-            close(i);
-    /* A blocked mask and ignored signals survive exec. */
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++)
-        signal(reset[i], SIG_DFL);
-    execv(exe, argv);
-    _exit(127);
+    child_exec(exe, argv, nul, fd, fd);
 }
 
 /* ---- dirs left by crashed runs ------------------------------------------ */
@@ -1786,6 +1765,26 @@ int rh_cluster_master_of(const rh_cluster *c, int slot)
 int rh_cluster_is_master(const rh_cluster *c, int i)
 {
     return node_role(c, i);
+}
+
+int rh_cluster_replica_of(const rh_cluster *c, int m)
+{
+    int found = -1;
+
+    for (int i = 0; i < c->n && found < 0; i++) {
+        redisContext *ctx = i == m ? NULL : rh_connect(&c->node[i]);
+        redisReply *r = ctx ? redisCommand(ctx, "ROLE") : NULL;
+
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "slave") == 0 &&
+            r->element[2]->type == REDIS_REPLY_INTEGER &&
+            r->element[2]->integer == c->node[m].port)
+            found = i;
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+    return found;
 }
 
 int rh_cluster_migrate_begin(rh_cluster *c, int slot, int to)

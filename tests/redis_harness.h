@@ -244,6 +244,10 @@ int rh_cluster_master_of(const rh_cluster *c, int slot);
  * or not answering within 1 s). */
 int rh_cluster_is_master(const rh_cluster *c, int i);
 
+/* The node that replicates master m now (by each other node's ROLE), or
+ * -1 if none does. */
+int rh_cluster_replica_of(const rh_cluster *c, int m);
+
 /*
  * Wait until the cluster has settled: every running node answers and says
  * cluster_state:ok, every running replica has master_link_status:up, and
