@@ -249,3 +249,75 @@ double rusage_seconds(const struct rusage *ru)
     return (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 +
            (double)ru->ru_stime.tv_sec + ru->ru_stime.tv_usec / 1e6;
 }
+
+/* ---- the command line, a limiter, keys --------------------------------- */
+
+static int bench_count_arg(const bench_cli *c, const char *flag,
+                           const char *value)
+{
+    for (const bench_count *k = c->counts; k && k->flag; k++)
+        if (strcmp(flag, k->flag) == 0)
+            return value && parse_count(value, k->dst) == 0 &&
+                           (!c->nonzero || *k->dst != 0)
+                       ? 0 : -1;
+    return -2;
+}
+
+int bench_args(int argc, char **argv, const bench_cli *c)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            *c->json = 1;
+        } else if (c->quick && strcmp(argv[i], "--quick") == 0) {
+            c->quick(c->arg);
+        } else if (strcmp(argv[i], "--help") == 0) {
+            c->usage(stdout);
+            return 1;
+        } else if (bench_count_arg(c, argv[i],
+                                   i + 1 < argc ? argv[i + 1] : NULL) != 0) {
+            c->usage(stderr);
+            return 2;
+        } else {
+            i++;
+        }
+    }
+    return 0;
+}
+
+rl_limiter *bench_limiter(const char *const *kv, char *err)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc = cfg ? RL_OK : RL_ENOMEM;
+
+    for (; rc == RL_OK && kv[0]; kv += 2)
+        if (kv[1] && (rc = rl_config_set(cfg, kv[0], kv[1])) != RL_OK)
+            set_err(err, kv[0], rc, errtext(NULL));
+    if (rc == RL_OK && (rc = rl_limiter_new(&lim, cfg)) != RL_OK)
+        set_err(err, "rl_limiter_new", rc, errtext(NULL));
+    else if (!cfg)
+        set_err(err, "rl_config_new", rc, NULL);
+    rl_config_free(cfg);
+    return lim;
+}
+
+char *bench_keys(size_t n, size_t stride)
+{
+    char *keys = malloc(n * stride);
+
+    for (size_t i = 0; keys && i < n; i++)
+        snprintf(keys + i * stride, stride, "%zu", i);
+    return keys;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+
+    return (x > y) - (x < y);
+}
+
+void sort_doubles(double *v, size_t n)
+{
+    qsort(v, n, sizeof *v, cmp_double);
+}

@@ -1,8 +1,9 @@
 /*
- * benchutil.h -- what bench/rlbench.c, redisbench.c and clusterbench.c
- * share: the figure each prints (one line of a table, or one JSON object per line
- * with --json), error text from the library, counts on the command line,
- * the clock, a random number generator and the load average.
+ * benchutil.h -- what the programs in bench/ share: the figure each prints
+ * (one line of a table, or one JSON object per line with --json), error
+ * text from the library, the command line (--json, --quick, --help and
+ * counts), a limiter made from config pairs, a table of keys, the clock, a
+ * random number generator and the load average.
  *
  * A figure is a value with its unit, beside up to two references it is
  * compared with (ratio = value / ref), and up to 24 extra fields, numbers
@@ -16,6 +17,7 @@
 #define RL_BENCH_BENCHUTIL_H
 
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -106,6 +108,37 @@ void set_err(char *err, const char *what, int rc, const char *detail);
 /* A count, optionally ending in k, M or G (powers of 1000): 0, or -1 when
  * s is no such number or it overflows. */
 int parse_count(const char *s, unsigned long long *out);
+
+/* One "--flag N" count of a bench's command line. */
+typedef struct bench_count {
+    const char *flag;
+    unsigned long long *dst;
+} bench_count;
+
+/* A bench's command line, as bench_args() reads it. */
+typedef struct bench_cli {
+    const bench_count *counts; /* ended by {NULL, NULL}                  */
+    int nonzero;               /* 1: a count of 0 is refused             */
+    int *json;                 /* --json sets it                         */
+    void (*quick)(void *arg);  /* --quick: the short run's numbers (a
+                                  count given after it wins)             */
+    void *arg;
+    void (*usage)(FILE *f);
+} bench_cli;
+
+/* Reads argv by c: 0; 1 after --help (usage on stdout); 2 after the usage
+ * on stderr, for anything else or a count parse_count() refuses. */
+int bench_args(int argc, char **argv, const bench_cli *c);
+
+/* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a
+ * NULL value skips its key), or NULL with err set. */
+rl_limiter *bench_limiter(const char *const *kv, char *err);
+
+/* n keys "0", "1", ... each in `stride` bytes (malloc'd), or NULL. */
+char *bench_keys(size_t n, size_t stride);
+
+/* v[0..n) sorted ascending, for medians and percentiles. */
+void sort_doubles(double *v, size_t n);
 
 /* The 1-minute load average, or -1 when it cannot be read. */
 double loadavg1(void);

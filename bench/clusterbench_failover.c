@@ -126,28 +126,6 @@ static void fo_stop(fo_load *l)
     rl_limiter_free(l->lim);
 }
 
-/* The replica of master m (ROLE), or -1. */
-static int fo_replica_of(int m)
-{
-    int found = -1;
-
-    for (int i = 0; i < cl.n && found < 0; i++) {
-        redisContext *c = i == m ? NULL : rh_connect(&cl.node[i]);
-        redisReply *r = c ? redisCommand(c, "ROLE") : NULL;
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-            r->element[0]->type == REDIS_REPLY_STRING &&
-            strcmp(r->element[0]->str, "slave") == 0 &&
-            r->element[2]->type == REDIS_REPLY_INTEGER &&
-            r->element[2]->integer == cl.node[m].port)
-            found = i;
-        if (r)
-            freeReplyObject(r);
-        if (c)
-            redisFree(c);
-    }
-    return found;
-}
-
 /* Send cmd to node i (NULL: none), then poll its ROLE every ms until it
  * is a master: the time it became one (ns), or 0 after FO_WAIT_S. */
 static uint64_t fo_promote(int i, const char *cmd, char *err)
@@ -189,7 +167,7 @@ static int fo_planned(const options *o, const char *uri, char *err)
     store_redis_stats s0, s1;
     figure f = {0};
 
-    if (victim < 0 || (replica = fo_replica_of(victim)) < 0)
+    if (victim < 0 || (replica = rh_cluster_replica_of(&cl, victim)) < 0)
         return snprintf(err, ERRLEN, "failover: no master or replica for "
                         "slot 0"), -1;
     if (fo_start(&l, uri, o, 0, err))
@@ -229,7 +207,7 @@ static int fo_resume(const options *o, const char *uri, int slot, int hang,
     uint64_t t0, at;
     figure f = {0};
 
-    if (victim < 0 || (replica = fo_replica_of(victim)) < 0)
+    if (victim < 0 || (replica = rh_cluster_replica_of(&cl, victim)) < 0)
         return snprintf(err, ERRLEN, "failover: no master or replica for "
                         "slot %d", slot), -1;
     if (fo_start(&l, uri, o, slot, err))

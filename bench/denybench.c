@@ -72,36 +72,25 @@ static void usage(FILE *f)
                "  --quick      2 seconds\n");
 }
 
+static void quick(void *arg)
+{
+    ((options *)arg)->seconds = 2;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
+    const bench_count counts[] = {
+        {"--seconds", &o->seconds}, {"--limit", &o->limit},
+        {"--fleet", &o->fleet},     {"--lease", &o->lease},
+        {"--partner", &o->partner}, {NULL, NULL}};
+    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
+                           .quick = quick, .arg = o, .usage = usage};
+    int rc;
+
     *o = (options){.seconds = 5, .limit = 600, .fleet = 8, .lease = 1000,
                    .partner = 1000000};
-    for (int i = 1; i < argc; i++) {
-        unsigned long long *dst = NULL;
-        if (strcmp(argv[i], "--json") == 0)
-            o->json = 1;
-        else if (strcmp(argv[i], "--quick") == 0)
-            o->seconds = 2;
-        else if (strcmp(argv[i], "--seconds") == 0)
-            dst = &o->seconds;
-        else if (strcmp(argv[i], "--limit") == 0)
-            dst = &o->limit;
-        else if (strcmp(argv[i], "--fleet") == 0)
-            dst = &o->fleet;
-        else if (strcmp(argv[i], "--lease") == 0)
-            dst = &o->lease;
-        else if (strcmp(argv[i], "--partner") == 0)
-            dst = &o->partner;
-        else {
-            usage(strcmp(argv[i], "--help") == 0 ? stdout : stderr);
-            return strcmp(argv[i], "--help") == 0 ? -1 : 2;
-        }
-        if (dst && (++i == argc || parse_count(argv[i], dst) != 0 ||
-                    *dst == 0)) {
-            usage(stderr);
-            return 2;
-        }
-    }
+    if ((rc = bench_args(argc, argv, &cli)) != 0)
+        return rc;
     if (o->fleet > FLEET_MAX || o->lease < 2 || o->lease > o->partner / 2) {
         usage(stderr);
         return 2;
@@ -112,20 +101,7 @@ static int parse_args(int argc, char **argv, options *o)
 /* Calls of the command `cmd` so far (INFO commandstats); -1: unknown. */
 static double calls_of(const rh_server *srv, const char *cmd)
 {
-    redisContext *c = rh_connect(srv);
-    redisReply *r = c ? redisCommand(c, "INFO commandstats") : NULL;
-    char want[64];
-    const char *at;
-    double calls = -1;
-
-    snprintf(want, sizeof want, "cmdstat_%s:calls=", cmd);
-    if (r && r->type == REDIS_REPLY_STRING)
-        calls = (at = strstr(r->str, want)) ? atof(at + strlen(want)) : 0;
-    if (r)
-        freeReplyObject(r);
-    if (c)
-        redisFree(c);
-    return calls;
+    return (double)rh_cmdstat_calls(srv, cmd);
 }
 
 static double evalsha_calls(const rh_server *srv)
@@ -137,23 +113,16 @@ static rl_limiter *make_limiter(const char *uri, const options *o, int on,
                                 char *err)
 {
     char rules[256];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc = RL_ENOMEM;
 
     snprintf(rules, sizeof rules,
              "[{\"rule_id\":\"abuse\",\"dimension\":\"user\","
              "\"algorithm\":\"token_bucket\",\"limit\":%llu,"
              "\"window_seconds\":60}]", o->limit);
-    if (cfg && (rc = rl_config_set(cfg, "store", uri)) == RL_OK &&
-        (rc = rl_config_set(cfg, "rules", rules)) == RL_OK &&
-        (rc = rl_config_set(cfg, "timeout_ms", "1000")) == RL_OK &&
-        (on || (rc = rl_config_set(cfg, "deny_cache", "0")) == RL_OK))
-        rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK)
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-    return lim;
+    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
+                                               "timeout_ms", "1000",
+                                               "deny_cache", on ? NULL : "0",
+                                               NULL},
+                         err);
 }
 
 /* The client's tokens spent, then --seconds of checks at full speed. */
@@ -263,9 +232,6 @@ static rl_limiter *lease_limiter(const char *uri, const options *o, int on,
                                  char *err)
 {
     char rules[256], lease[48] = "";
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc = RL_ENOMEM;
 
     if (on)
         snprintf(lease, sizeof lease, ",\"lease\":%llu", o->lease);
@@ -273,14 +239,9 @@ static rl_limiter *lease_limiter(const char *uri, const options *o, int on,
              "[{\"rule_id\":\"partner\",\"dimension\":\"user\","
              "\"algorithm\":\"fixed_window\",\"limit\":%llu,"
              "\"window_seconds\":60%s}]", o->partner, lease);
-    if (cfg && (rc = rl_config_set(cfg, "store", uri)) == RL_OK &&
-        (rc = rl_config_set(cfg, "rules", rules)) == RL_OK &&
-        (rc = rl_config_set(cfg, "timeout_ms", "1000")) == RL_OK)
-        rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK)
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-    return lim;
+    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
+                                               "timeout_ms", "1000", NULL},
+                         err);
 }
 
 /* Both runs inside one minute's window: wait for the next minute when
@@ -390,7 +351,7 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
 
     if (rc)
-        return rc < 0 ? 0 : rc;
+        return rc == 1 ? 0 : rc;
     if (!rh_available() || rh_start(&srv, NULL) != 0) {
         fprintf(stderr, "denybench: cannot start redis-server\n");
         return 1;

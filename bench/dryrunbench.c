@@ -71,33 +71,26 @@ static void usage(FILE *f)
                "  --quick     10000 keys, 5000 calls, 10 rounds\n");
 }
 
+static void quick(void *arg)
+{
+    options *o = arg;
+
+    o->keys = 10000, o->calls = 5000, o->rounds = 10;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
+    const bench_count counts[] = {{"--keys", &o->keys},
+                                  {"--calls", &o->calls},
+                                  {"--rounds", &o->rounds},
+                                  {NULL, NULL}};
+    const bench_cli cli = {.counts = counts, .json = &o->json,
+                           .quick = quick, .arg = o, .usage = usage};
+    int rc;
+
     *o = (options){100000, 20000, 40, 0};
-    for (int i = 1; i < argc; i++) {
-        unsigned long long *dst = NULL;
-        if (strcmp(argv[i], "--json") == 0)
-            o->json = 1;
-        else if (strcmp(argv[i], "--quick") == 0)
-            o->keys = 10000, o->calls = 5000, o->rounds = 10;
-        else if (strcmp(argv[i], "--keys") == 0)
-            dst = &o->keys;
-        else if (strcmp(argv[i], "--calls") == 0)
-            dst = &o->calls;
-        else if (strcmp(argv[i], "--rounds") == 0)
-            dst = &o->rounds;
-        else if (strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 1;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-        if (dst && (i + 1 >= argc || parse_count(argv[++i], dst) != 0)) {
-            usage(stderr);
-            return 2;
-        }
-    }
+    if ((rc = bench_args(argc, argv, &cli)) != 0)
+        return rc;
     if (!o->keys || o->keys > 100000000ULL || o->calls < 100 ||
         !o->rounds || o->rounds > MAX_ROUNDS) {
         usage(stderr);
@@ -110,23 +103,12 @@ static rl_limiter *make_limiter(const char *mode, long long limit,
                                 char *err)
 {
     char rules[512];
-    rl_limiter *lim = NULL;
-    int rc = rl_limiter_new(&lim, NULL);
 
-    if (rc != RL_OK) {
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-        return NULL;
-    }
     snprintf(rules, sizeof rules,
              "{\"rules\":[{\"rule_id\":\"r\",\"dimension\":\"user\","
              "\"match\":{\"endpoint\":\"/api\"},\"limit\":%lld,"
              "\"window_seconds\":3600,\"mode\":\"%s\"}]}", limit, mode);
-    if ((rc = rl_rules_load_string(lim, rules)) != RL_OK) {
-        set_err(err, "rl_rules_load_string", rc, errtext(lim));
-        rl_limiter_free(lim);
-        return NULL;
-    }
-    return lim;
+    return bench_limiter((const char *const[]){"rules", rules, NULL}, err);
 }
 
 static int check(worker *w, int which, const char *user)
@@ -166,13 +148,6 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
-}
-
 typedef struct result {
     double median[2], mean[2];
     unsigned long long denied[2];
@@ -191,7 +166,7 @@ static void summarize(worker *w, int threads, int rounds, result *out)
                 per_round[r] += w[t].ns[which][r] / threads;
             sum += per_round[r];
         }
-        qsort(per_round, (size_t)rounds, sizeof *per_round, cmp_double);
+        sort_doubles(per_round, (size_t)rounds);
         out->median[which] = per_round[rounds / 2];
         out->mean[which] = sum / rounds;
         out->denied[which] = 0;
@@ -320,15 +295,13 @@ int main(int argc, char **argv)
 
     if (rc)
         return rc == 1 ? 0 : 2;
-    keys = malloc((size_t)o.keys * KEY_STRIDE);
+    keys = bench_keys((size_t)o.keys, KEY_STRIDE);
     seqs[0] = malloc((size_t)o.calls * sizeof *seqs[0]);
     seqs[1] = malloc((size_t)o.calls * sizeof *seqs[1]);
     if (!keys || !seqs[0] || !seqs[1]) {
         fprintf(stderr, "dryrunbench: out of memory\n");
         return 1;
     }
-    for (size_t i = 0; i < o.keys; i++)
-        snprintf(keys + i * KEY_STRIDE, KEY_STRIDE, "%u", (unsigned)i);
     for (int t = 0; t < 2; t++) {
         uint64_t st = 0xD27A0000ULL + (uint64_t)t;
         for (size_t i = 0; i < o.calls; i++)

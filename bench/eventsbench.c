@@ -49,55 +49,47 @@ static const char rules[] =
     "{\"rules\":[{\"rule_id\":\"r\",\"dimension\":\"user\",\"match\":"
     "{\"endpoint\":\"/api\"},\"limit\":1,\"window_seconds\":3600}]}";
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: eventsbench [--json] [--quick] [--keys N] [--calls N] "
+               "[--rounds N] [--rate N] [--seconds N]\n");
+}
+
+static void quick(void *arg)
+{
+    options *o = arg;
+
+    o->keys = 10000, o->calls = 5000, o->rounds = 10, o->seconds = 2;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
+    const bench_count counts[] = {
+        {"--keys", &o->keys}, {"--calls", &o->calls},
+        {"--rounds", &o->rounds}, {"--rate", &o->rate},
+        {"--seconds", &o->seconds}, {NULL, NULL}};
+    const bench_cli cli = {.counts = counts, .json = &o->json,
+                           .quick = quick, .arg = o, .usage = usage};
+    int rc;
+
     *o = (options){100000, 20000, 40, 100000, 10, 0};
-    for (int i = 1; i < argc; i++) {
-        unsigned long long *dst = NULL;
-        if (strcmp(argv[i], "--json") == 0)
-            o->json = 1;
-        else if (strcmp(argv[i], "--quick") == 0)
-            o->keys = 10000, o->calls = 5000, o->rounds = 10, o->seconds = 2;
-        else if (strcmp(argv[i], "--keys") == 0)
-            dst = &o->keys;
-        else if (strcmp(argv[i], "--calls") == 0)
-            dst = &o->calls;
-        else if (strcmp(argv[i], "--rounds") == 0)
-            dst = &o->rounds;
-        else if (strcmp(argv[i], "--rate") == 0)
-            dst = &o->rate;
-        else if (strcmp(argv[i], "--seconds") == 0)
-            dst = &o->seconds;
-        else {
-            fprintf(stderr, "usage: eventsbench [--json] [--quick] [--keys N] "
-                            "[--calls N] [--rounds N] [--rate N] "
-                            "[--seconds N]\n");
-            return 2;
-        }
-        if (dst && (i + 1 >= argc || parse_count(argv[++i], dst) != 0))
-            return 2;
-    }
+    if ((rc = bench_args(argc, argv, &cli)) != 0)
+        return rc;
     if (!o->keys || o->calls < 100 || !o->rounds || o->rounds > MAX_ROUNDS ||
-        !o->rate || !o->seconds)
+        !o->rate || !o->seconds) {
+        usage(stderr);
         return 2;
+    }
     return 0;
 }
 
 static rl_limiter *make_limiter(const char *events_uri, char *err)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc = RL_EOPTION;
-
-    if (cfg && rl_config_set(cfg, "rules", rules) == RL_OK &&
-        rl_config_set(cfg, "events_maxlen", MAXLEN) == RL_OK &&
-        (!events_uri ||
-         rl_config_set(cfg, "events_redis", events_uri) == RL_OK))
-        rc = rl_limiter_new(&lim, cfg);
-    if (rc != RL_OK)
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-    rl_config_free(cfg);
-    return lim;
+    return bench_limiter((const char *const[]){"rules", rules,
+                                               "events_maxlen", MAXLEN,
+                                               "events_redis", events_uri,
+                                               NULL},
+                         err);
 }
 
 static int deny(rl_limiter *lim, const char *user)
@@ -107,13 +99,6 @@ static int deny(rl_limiter *lim, const char *user)
     rl_result res = RL_RESULT_INIT;
 
     return rl_check(lim, &req, &res);
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
 }
 
 /* ---- cost ----------------------------------------------------------------- */
@@ -145,7 +130,7 @@ static int cost(const options *o, rl_limiter **lim, const char *keys)
             usleep(1000); /* let the sender drain beside, not within */
         }
     for (int w = OFF; w <= ON; w++)
-        qsort(ns[w], o->rounds, sizeof ns[w][0], cmp_double);
+        sort_doubles(ns[w], o->rounds);
     f.name = "events_cost_deny_1t";
     f.value = 1e9 / ns[ON][o->rounds / 2];
     f.unit = "checks/s";
@@ -279,16 +264,14 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o);
 
     if (rc)
-        return rc;
+        return rc == 1 ? 0 : rc;
     if (!rh_available() || rh_start(&srv, NULL) != 0) {
         fprintf(stderr, "eventsbench: cannot start redis-server\n");
         return 1;
     }
     rh_uri(&srv, uri, sizeof uri);
-    if (!(keys = malloc(o.keys * KEY_STRIDE)))
+    if (!(keys = bench_keys(o.keys, KEY_STRIDE)))
         return 1;
-    for (size_t i = 0; i < o.keys; i++)
-        snprintf(keys + i * KEY_STRIDE, KEY_STRIDE, "%u", (unsigned)i);
     if (o.json)
         printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
                "\"rounds\":%llu,\"rate\":%llu,\"seconds\":%llu,"

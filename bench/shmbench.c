@@ -45,50 +45,33 @@ static void usage(FILE *f)
                "  --quick      1 second\n");
 }
 
+static void quick(void *arg)
+{
+    ((options *)arg)->seconds = 1;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
+    const bench_count counts[] = {{"--seconds", &o->seconds},
+                                  {"--keys", &o->keys},
+                                  {NULL, NULL}};
+    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
+                           .quick = quick, .arg = o, .usage = usage};
+
     *o = (options){3, 100000, 0};
-    for (int i = 1; i < argc; i++) {
-        unsigned long long *dst = NULL;
-        if (strcmp(argv[i], "--json") == 0)
-            o->json = 1;
-        else if (strcmp(argv[i], "--quick") == 0)
-            o->seconds = 1;
-        else if (strcmp(argv[i], "--seconds") == 0)
-            dst = &o->seconds;
-        else if (strcmp(argv[i], "--keys") == 0)
-            dst = &o->keys;
-        else {
-            usage(strcmp(argv[i], "--help") == 0 ? stdout : stderr);
-            return strcmp(argv[i], "--help") == 0 ? -1 : 2;
-        }
-        if (dst && (++i == argc || parse_count(argv[i], dst) != 0 ||
-                    *dst == 0)) {
-            usage(stderr);
-            return 2;
-        }
-    }
-    return 0;
+    return bench_args(argc, argv, &cli);
 }
 
 static rl_limiter *make_limiter(const char *uri, char *err)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc = RL_ENOMEM;
-
-    if (cfg && (rc = rl_config_set(cfg, "store", uri)) == RL_OK &&
-        (rc = rl_config_set(cfg, "shm_size", "8M")) == RL_OK &&
-        (rc = rl_config_set(cfg, "rules",
-                            "[{\"rule_id\":\"api\",\"dimension\":\"user\","
-                            "\"algorithm\":\"token_bucket\","
-                            "\"limit\":1000000,\"window_seconds\":1}]")) ==
-            RL_OK)
-        rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK)
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-    return lim;
+    return bench_limiter(
+        (const char *const[]){
+            "store", uri, "shm_size", "8M", "rules",
+            "[{\"rule_id\":\"api\",\"dimension\":\"user\","
+            "\"algorithm\":\"token_bucket\","
+            "\"limit\":1000000,\"window_seconds\":1}]",
+            NULL},
+        err);
 }
 
 /* A process: its limiter, the start signal (the pipe's end), then checks
@@ -178,7 +161,7 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &o), bad = 0;
 
     if (rc)
-        return rc < 0 ? 0 : rc;
+        return rc == 1 ? 0 : rc;
     snprintf(region, sizeof region, "/rlbench-%ld", (long)getpid());
     snprintf(shm_uri, sizeof shm_uri, "shm://%s", region + 1);
     if (!o.json)

@@ -38,14 +38,7 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
   end
 
   local function bucket_debt(burst, w, p, q, a, b, c, now, cost)
-    local cap, t = burst * p, b
-    local level = a
-    if level > cap then level = cap end
-    if now > t then
-      if now - t >= ceil_div(cap - level, q) then level = cap
-      else level = level + (now - t) * q end
-      t = now
-    end
+    local level, t = token_bucket_refill(burst * p, q, a, b, now)
     return bucket_normal(burst, p, q, now, level - (t - now) * q - cost * p)
   end
 

@@ -8,14 +8,21 @@
 -- Every algorithm: (limit, burst, w, p, q, a, b, c, now, cost) ->
 --   allowed, changed, remaining, reset, retry, a, b, c  (the new state)
 
-local function token_bucket(limit, burst, w, p, q, a, b, c, now, cost)
-  local cap, level, t = burst * p, a, b
+-- The level refilled from (level, t) up to now, capped at cap, and its time
+-- (now, or t if later: a clock gone back, or a debt's refill time to come);
+-- algo_bucket_refill() in src/algo.c.  settle.lua's debts use it too.
+local function token_bucket_refill(cap, q, level, t, now)
   if level > cap then level = cap end
   if now > t then
-    if now - t >= ceil_div(cap - level, q) then level = cap
-    else level = level + (now - t) * q end
-    t = now
+    if now - t >= ceil_div(cap - level, q) then return cap, now end
+    return level + (now - t) * q, now
   end
+  return level, t
+end
+
+local function token_bucket(limit, burst, w, p, q, a, b, c, now, cost)
+  local cap = burst * p
+  local level, t = token_bucket_refill(cap, q, a, b, now)
   local ok, changed, retry = false, false, 0
   if cost > burst then
     retry = w

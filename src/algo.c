@@ -112,20 +112,30 @@ static void deny(algo_decision *d, int64_t retry_ms)
     d->retry_ms = retry_ms > 0 ? retry_ms : 1;
 }
 
+int64_t algo_bucket_refill(const algo_params *ap, int64_t level, int64_t *t,
+                           int64_t now)
+{
+    int64_t cap = ap->burst * ap->p;
+
+    /* A level saved under another limit or burst may pass this bucket's
+     * size (a reloaded rule): cap it, so a reload grants at most a bucket. */
+    if (level > cap)
+        level = cap;
+    if (now > *t) {
+        level = now - *t >= ceil_div(cap - level, ap->q)
+                    ? cap : level + (now - *t) * ap->q;
+        *t = now;
+    }
+    return level;
+}
+
 /* Token bucket: a = level in units of 1/p token, b = time of last refill. */
 static void token_bucket(const algo_params *ap, algo_state *st, int64_t now,
                          int64_t cost, algo_decision *d)
 {
     int64_t cap = ap->burst * ap->p, t = st->b;
-    /* A level saved under another limit or burst may pass this bucket's
-     * size (a reloaded rule): cap it, so a reload grants at most a bucket. */
-    int64_t level = st->a > cap ? cap : st->a;
+    int64_t level = algo_bucket_refill(ap, st->a, &t, now);
 
-    if (now > t) {
-        int64_t fill_ms = ceil_div(cap - level, ap->q);
-        level = (now - t >= fill_ms) ? cap : level + (now - t) * ap->q;
-        t = now;
-    }
     if (cost > ap->burst) {
         deny(d, ap->window_ms);
     } else if (level >= cost * ap->p) {
@@ -309,13 +319,7 @@ static int64_t level_at(const algo_params *ap, const algo_state *st,
          * alike in every store: as refilling steadily up to its level. */
         int64_t level = st->a > cap ? cap : st->a;
         *t = st->b - level / ap->q;
-        level %= ap->q;
-        if (at > *t) {
-            level = at - *t >= ceil_div(cap - level, ap->q)
-                        ? cap : level + (at - *t) * ap->q;
-            *t = at;
-        }
-        return level / ap->p;
+        return algo_bucket_refill(ap, level % ap->q, t, at) / ap->p;
     }
     case RL_ALGO_GCRA: {
         int64_t tat = st->a, span = cap / ap->q + 1, debt;

@@ -120,17 +120,9 @@ static int refund(const algo_params *ap, algo_state *st, int64_t cost,
 static void bucket_debt(const algo_params *ap, algo_state *st, int64_t now,
                         int64_t cost)
 {
-    int64_t cap = ap->burst * ap->p, t = st->b, avail;
-    int64_t level = st->a > cap ? cap : st->a;
+    int64_t t = st->b, level = algo_bucket_refill(ap, st->a, &t, now);
 
-    if (now > t) {
-        level = now - t >= ceil_div(cap - level, ap->q)
-                    ? cap
-                    : level + (now - t) * ap->q;
-        t = now;
-    }
-    avail = level - (t - now) * ap->q - cost * ap->p;
-    bucket_normal(ap, st, now, avail);
+    bucket_normal(ap, st, now, level - (t - now) * ap->q - cost * ap->p);
 }
 
 /* GCRA's debt: the arrival time moves on by cost, at most two bursts

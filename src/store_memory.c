@@ -53,6 +53,7 @@
 #include "ratelimit.h"
 #include "siphash.h"
 #include "slots.h"
+#include "slots_settle.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -401,33 +402,27 @@ static void mem_free(rl_store *s)
 
 /* ---- settling a reservation (settle.h) ---------------------------------- */
 
-/* Settle op i of ss in its segment g (locked): its marker written if
- * absent, and its state changed.  1 if settled now. */
-static int mem_settle_op(mem_store *m, segment *g, const store_settle *ss,
-                         size_t i, uint64_t kh, int64_t now, uint32_t now_s)
-{
-    const store_op *op = &ss->ops[i];
-    int64_t until = settle_until(&op->rule->ap, ss->at_ms), exp;
-    uint64_t mfp = slots_fingerprint(settle_marker_seed(ss->op_id[i], ss->id),
-                                     kh);
-    uint64_t fp = slots_fingerprint(op->rule->shape.state_seed, kh);
-    algo_state st = {0};
-    uint32_t keep = 0;
-    entry *e;
+/* The op's segment, as slots_settle_op finds and writes in it (looked up
+ * anew each time: writing may rebuild the segment's table). */
+typedef struct mem_seg_ref {
+    mem_store *m;
+    segment *g;
+} mem_seg_ref;
 
-    if (now > until || slots_find(g->slots, g->cap, mfp, now_s))
-        return 0;
-    store_entry(m, g, mfp, &st, expiry_of(m, until), now_s);
-    if ((e = slots_find(g->slots, g->cap, fp, now_s))) {
-        st = (algo_state){.a = e->a, .b = e->b, .c = e->c};
-        keep = e->expires; /* a refund never shortens a state's life */
-    }
-    if (settle_state(&op->rule->ap, ss->debt, op->cost, ss->at_ms, now, &st,
-                     e != NULL, &exp)) {
-        uint32_t x = expiry_of(m, exp);
-        store_entry(m, g, fp, &st, x > keep ? x : keep, now_s);
-    }
-    return 1;
+static slot_entry *mem_settle_find(void *arg, uint64_t fp, uint32_t now_s)
+{
+    const mem_seg_ref *r = arg;
+
+    return slots_find(r->g->slots, r->g->cap, fp, now_s);
+}
+
+static void mem_settle_put(void *arg, uint64_t fp, const algo_state *st,
+                           int64_t expires_ms, uint32_t keep, uint32_t now_s)
+{
+    const mem_seg_ref *r = arg;
+    uint32_t x = expiry_of(r->m, expires_ms);
+
+    store_entry(r->m, r->g, fp, st, x > keep ? x : keep, now_s);
 }
 
 static int mem_settle(rl_store *s, const store_settle *ss, size_t *settled)
@@ -447,9 +442,13 @@ static int mem_settle(rl_store *s, const store_settle *ss, size_t *settled)
     }
     nseg = lock_all(m, seg, ss->n, segs);
     now = store_now(m, &now_s);
-    for (i = 0; i < ss->n; i++)
-        *settled += (size_t)mem_settle_op(m, &m->seg[seg[i]], ss, i, kh[i],
-                                          now, now_s);
+    for (i = 0; i < ss->n; i++) {
+        mem_seg_ref r = {.m = m, .g = &m->seg[seg[i]]};
+        slots_settle_io io = {.find = mem_settle_find, .put = mem_settle_put,
+                              .arg = &r};
+
+        *settled += (size_t)slots_settle_op(&io, ss, i, kh[i], now, now_s);
+    }
     for (i = nseg; i-- > 0;)
         pthread_mutex_unlock(&m->seg[segs[i]].lock);
     return RL_OK;

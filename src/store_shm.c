@@ -54,6 +54,7 @@
 #include "clock.h"
 #include "siphash.h"
 #include "slots.h"
+#include "slots_settle.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -357,32 +358,27 @@ static void shm_set_clock(rl_store *s, rl_clock_fn fn, void *arg)
 
 /* Settle op i of ss in segment si (locked), as the memory store does:
  * its marker written if absent, its state changed.  1 if settled now. */
-static int shm_settle_op(shm_store *m, uint32_t si, const store_settle *ss,
-                         size_t i, uint64_t kh, int64_t now, uint32_t now_s)
-{
-    const store_op *op = &ss->ops[i];
-    shm_segment *g = &m->seg[si];
-    slot_entry *sl = seg_slots(m, si), *e;
-    int64_t until = settle_until(&op->rule->ap, ss->at_ms), exp;
-    uint64_t mfp = slots_fingerprint(settle_marker_seed(ss->op_id[i], ss->id),
-                                     kh);
-    uint64_t fp = slots_fingerprint(op->rule->shape.state_seed, kh);
-    algo_state st = {0};
-    uint32_t keep = 0;
+/* The op's segment, as slots_settle_op finds and writes in it. */
+typedef struct shm_seg_ref {
+    shm_store *m;
+    uint32_t si;
+} shm_seg_ref;
 
-    if (now > until || slots_find(sl, m->cap, mfp, now_s))
-        return 0;
-    store_entry(m, g, sl, mfp, &st, expiry_of(m, until), now_s);
-    if ((e = slots_find(sl, m->cap, fp, now_s))) {
-        st = (algo_state){.a = e->a, .b = e->b, .c = e->c};
-        keep = e->expires; /* a refund never shortens a state's life */
-    }
-    if (settle_state(&op->rule->ap, ss->debt, op->cost, ss->at_ms, now, &st,
-                     e != NULL, &exp)) {
-        uint32_t x = expiry_of(m, exp);
-        store_entry(m, g, sl, fp, &st, x > keep ? x : keep, now_s);
-    }
-    return 1;
+static slot_entry *shm_settle_find(void *arg, uint64_t fp, uint32_t now_s)
+{
+    const shm_seg_ref *r = arg;
+
+    return slots_find(seg_slots(r->m, r->si), r->m->cap, fp, now_s);
+}
+
+static void shm_settle_put(void *arg, uint64_t fp, const algo_state *st,
+                           int64_t expires_ms, uint32_t keep, uint32_t now_s)
+{
+    const shm_seg_ref *r = arg;
+    uint32_t x = expiry_of(r->m, expires_ms);
+
+    store_entry(r->m, &r->m->seg[r->si], seg_slots(r->m, r->si), fp, st,
+                x > keep ? x : keep, now_s);
 }
 
 static int shm_settle(rl_store *s, const store_settle *ss, size_t *settled)
@@ -405,9 +401,13 @@ static int shm_settle(rl_store *s, const store_settle *ss, size_t *settled)
         return RL_ESTORE;
     now = now_ms(m);
     now_s = seconds_of(m, now);
-    for (size_t i = 0; i < ss->n; i++)
-        *settled += (size_t)shm_settle_op(m, seg[i], ss, i, kh[i], now,
-                                          now_s);
+    for (size_t i = 0; i < ss->n; i++) {
+        shm_seg_ref r = {.m = m, .si = seg[i]};
+        slots_settle_io io = {.find = shm_settle_find, .put = shm_settle_put,
+                              .arg = &r};
+
+        *settled += (size_t)slots_settle_op(&io, ss, i, kh[i], now, now_s);
+    }
     while (nseg-- > 0)
         pthread_mutex_unlock(&m->seg[segs[nseg]].lock);
     return RL_OK;

@@ -16,8 +16,10 @@
 #include "limiter.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
+#include "server_fixtures.h"
 #include "store_redis.h"
 #include "timeutil.h"
+#include "testutil.h"
 
 #define RULES                                                           \
     "[{\"rule_id\":\"u\",\"dimension\":\"user\",\"limit\":10,"         \
@@ -221,20 +223,6 @@ END_TEST
 
 /* ---- one redis-server ------------------------------------------------------- */
 
-static rh_server srv;
-static char uri[256];
-
-static void srv_up(void)
-{
-    ck_assert_int_eq(rh_start(&srv, NULL), 0);
-    rh_uri(&srv, uri, sizeof uri);
-}
-
-static void srv_down(void)
-{
-    rh_stop(&srv);
-}
-
 /* Many checks in flight over many clients: exactly the limit each. */
 static void many_in_flight(const char *store)
 {
@@ -388,21 +376,6 @@ END_TEST
 
 /* ---- a Redis Cluster ---------------------------------------------------------- */
 
-static rh_cluster cl;
-static char curi[1024];
-
-static void cluster_up(void)
-{
-    ck_assert_msg(rh_cluster_start(&cl, 3, 0, 2000) == 0,
-                  "rh_cluster_start: see stderr");
-    ck_assert_ptr_nonnull(rh_cluster_uri(&cl, 0, curi, sizeof curi));
-}
-
-static void cluster_down(void)
-{
-    rh_cluster_stop(&cl);
-}
-
 START_TEST(cluster_many_in_flight)
 {
     many_in_flight(curi);
@@ -544,11 +517,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *r = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(r, CK_NORMAL);
-    failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

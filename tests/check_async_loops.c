@@ -15,6 +15,8 @@
 #include <ratelimit/libuv.h>
 
 #include "redis_harness.h"
+#include "server_fixtures.h"
+#include "testutil.h"
 
 #define USERS 20
 #define PER 15            /* checks per user; the limit is 10        */
@@ -150,35 +152,7 @@ static void with_libuv(const char *store)
     rl_limiter_free(lim);
 }
 
-/* ---- the servers ----------------------------------------------------------- */
-
-static rh_server srv;
-static char uri[256];
-static rh_cluster cl;
-static char curi[1024];
-
-static void srv_up(void)
-{
-    ck_assert_int_eq(rh_start(&srv, NULL), 0);
-    rh_uri(&srv, uri, sizeof uri);
-}
-
-static void srv_down(void)
-{
-    rh_stop(&srv);
-}
-
-static void cluster_up(void)
-{
-    ck_assert_msg(rh_cluster_start(&cl, 3, 0, 2000) == 0,
-                  "rh_cluster_start: see stderr");
-    ck_assert_ptr_nonnull(rh_cluster_uri(&cl, 0, curi, sizeof curi));
-}
-
-static void cluster_down(void)
-{
-    rh_cluster_stop(&cl);
-}
+/* ---- the servers: server_fixtures.h ----------------------------------------- */
 
 START_TEST(libevent_redis) { with_libevent(uri); }
 END_TEST
@@ -222,11 +196,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *r = srunner_create(suite());
-    int failed;
-
-    srunner_run_all(r, CK_NORMAL);
-    failed = srunner_ntests_failed(r);
-    srunner_free(r);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

@@ -14,6 +14,7 @@
 
 #include "breaker.h"
 #include "redis_harness.h"
+#include "server_fixtures.h"
 #include "testutil.h"
 #include "timeutil.h"
 
@@ -27,23 +28,9 @@
 #define SLACK_MS 250
 #endif
 
-static rh_server srv;
-static char uri[512];
-
 static const char *rules =
     "[{\"rule_id\":\"fb\",\"dimension\":\"user\",\"limit\":100000000,"
     "\"window_seconds\":60,\"failure_mode\":\"fallback\"}]";
-
-static void setup(void)
-{
-    ck_assert_int_eq(rh_start(&srv, NULL), 0);
-    rh_uri(&srv, uri, sizeof uri);
-}
-
-static void teardown(void)
-{
-    rh_stop(&srv);
-}
 
 static rl_limiter *open_limiter(const char *timeout_ms, const char *failures)
 {
@@ -234,23 +221,17 @@ int main(void)
 {
     Suite *s = suite_create("breaker");
     TCase *tc = tcase_create("stalls");
-    SRunner *sr;
-    int failed;
 
     if (!rh_available()) {
         fprintf(stderr, "redis-server not found: skipping\n");
         return 77;
     }
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, srv_up, srv_down);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, short_stalls_open_no_breaker);
     tcase_add_test(tc, stalls_within_the_timeout_fail_nothing);
     tcase_add_test(tc, a_long_stall_opens_it_after_its_bound);
     tcase_add_test(tc, a_lone_caller_opens_it_within_k_calls);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -632,28 +632,6 @@ START_TEST(failover_degrades_only_the_dead_masters_keys)
 }
 END_TEST
 
-/* The replica of master m (by ROLE), or -1. */
-static int replica_of(int m)
-{
-    int found = -1;
-
-    for (int i = 0; i < cl.n && found < 0; i++) {
-        redisContext *ctx = i == m ? NULL : rh_connect(&cl.node[i]);
-        redisReply *r = ctx ? redisCommand(ctx, "ROLE") : NULL;
-        if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
-            r->element[0]->type == REDIS_REPLY_STRING &&
-            strcmp(r->element[0]->str, "slave") == 0 &&
-            r->element[2]->type == REDIS_REPLY_INTEGER &&
-            r->element[2]->integer == cl.node[m].port)
-            found = i;
-        if (r)
-            freeReplyObject(r);
-        if (ctx)
-            redisFree(ctx);
-    }
-    return found;
-}
-
 /* A hung master (SIGSTOP: connections accepted, nothing answered), the
  * first in the store's table and the node its slot map last came from,
  * is taken over by its replica (CLUSTER FAILOVER TAKEOVER): the map's
@@ -674,7 +652,7 @@ START_TEST(hung_master_taken_over_resumes_fast)
     up(1000);
     config_all("cluster-require-full-coverage", "no");
     victim = rh_cluster_master_of(&cl, 0); /* first in the table */
-    replica = replica_of(victim);
+    replica = rh_cluster_replica_of(&cl, victim);
     ck_assert_int_ge(replica, 0);
     user_where(a.user, sizeof a.user, &from, -1, victim);
     lim = open_with(uri, "timeout_ms", "50", NULL, NULL);
@@ -744,7 +722,7 @@ START_TEST(planned_failover_degrades_nothing)
 
     up(1000);
     victim = rh_cluster_master_of(&cl, 0);
-    replica = replica_of(victim);
+    replica = rh_cluster_replica_of(&cl, victim);
     ck_assert_int_ge(replica, 0);
     lim = open_with(uri, NULL, NULL, NULL, NULL);
     for (int i = 0; i < W; i++) {
@@ -1071,14 +1049,7 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
     if (!rh_cluster_available())
         return 77;
-    sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

@@ -38,6 +38,7 @@
 #include "rld_harness.h"
 #include "timeutil.h"
 #include "tls_certs.h"
+#include "testutil.h"
 
 #if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 #define SLOW 4 /* sanitizer builds: check memory and races, not time */
@@ -733,16 +734,9 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
     if (!rh_available() || !rld_available()) {
         fprintf(stderr, "SKIP: needs redis-server and ratelimitd\n");
         return 77;
     }
-    sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

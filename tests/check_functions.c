@@ -27,8 +27,6 @@
 
 #define USER "ratelimit"
 #define PASSWORD "fn-limiter-pw"
-#define DECIDED_ELSEWHERE \
-    (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN | RL_FLAG_FAIL_CLOSED)
 #define LIMIT 50 /* the exact rule's limit an hour */
 
 static const char rules[] =
@@ -72,21 +70,9 @@ static void admin(const char *fmt, const char *arg)
  * (0: none). */
 static long long calls_on(const rh_server *s, const char *command)
 {
-    redisContext *c = rh_connect(s);
-    redisReply *r;
-    char field[64];
-    const char *at;
-    long long n = 0;
+    long long n = rh_cmdstat_calls(s, command);
 
-    ck_assert_ptr_nonnull(c);
-    r = redisCommand(c, "INFO commandstats");
-    ck_assert_ptr_nonnull(r);
-    ck_assert_int_eq(r->type, REDIS_REPLY_STRING);
-    snprintf(field, sizeof field, "cmdstat_%s:calls=", command);
-    if ((at = strstr(r->str, field)) != NULL)
-        n = atoll(at + strlen(field));
-    freeReplyObject(r);
-    redisFree(c);
+    ck_assert_int_ge(n, 0);
     return n;
 }
 
@@ -114,26 +100,13 @@ static rl_limiter *open_on(const char *store, const char *functions)
     return lim;
 }
 
-/* One check, decided by Redis: 1 allowed, 0 denied. */
-static int allow(rl_limiter *lim, const char *key, const char *rule)
-{
-    rl_result res = RL_RESULT_INIT;
-
-    ck_assert_msg(rl_allow(lim, key, rule, 1, &res) == RL_OK, "%s",
-                  rl_errmsg(lim));
-    ck_assert_msg((res.flags & DECIDED_ELSEWHERE) == 0,
-                  "%s %s: not decided by Redis (flags %#x)", key, rule,
-                  res.flags);
-    return res.allowed;
-}
-
 /* n checks of `key` on rule tb: how many passed.  Each is one call. */
 static int admitted(rl_limiter *lim, const char *key, int n)
 {
     int ok = 0;
 
     for (int i = 0; i < n; i++)
-        ok += allow(lim, key, "tb");
+        ok += allow_decided(lim, key, "tb");
     return ok;
 }
 
@@ -177,8 +150,8 @@ static void *checker(void *arg)
 
     for (int i = 0; !atomic_load(&l->stop); i++) {
         snprintf(key, sizeof key, "user:%d", i);
-        ck_assert_int_eq(allow(l->lim, key, "sw"), 1);
-        l->passed += allow(l->lim, "user:exact", "tb");
+        ck_assert_int_eq(allow_decided(l->lim, key, "sw"), 1);
+        l->passed += allow_decided(l->lim, "user:exact", "tb");
         atomic_fetch_add(&l->done, 2);
     }
     return NULL;
@@ -301,7 +274,7 @@ START_TEST(every_cluster_master_is_fcalled)
     lim = open_on(seeds, NULL);
     for (int i = 0; i < 300; i++) { /* keys over every master's slots */
         snprintf(key, sizeof key, "user:%d", i);
-        ck_assert_int_eq(allow(lim, key, "sw"), 1);
+        ck_assert_int_eq(allow_decided(lim, key, "sw"), 1);
     }
     ck_assert_int_eq(admitted(lim, "user:exact", 60), LIMIT);
     for (int i = 0; i < cl.n; i++) {

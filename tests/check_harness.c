@@ -29,6 +29,7 @@
 
 #include "redis_harness.h"
 #include "timeutil.h"
+#include "testutil.h"
 
 static rh_server shared;
 
@@ -881,8 +882,6 @@ int main(void)
     TCase *own = tcase_create("own");
     TCase *cl = tcase_create("cluster");
     TCase *clown = tcase_create("cluster_own");
-    SRunner *sr;
-    int failed;
 
     if (!rh_available()) {
         fprintf(stderr, "check_harness: SKIP: redis-server cannot be run "
@@ -925,9 +924,5 @@ int main(void)
         fprintf(stderr, "check_harness: SKIP: the cluster tests: redis-cli "
                         "cannot be run here (see above)\n");
     }
-    sr = srunner_create(su);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+    return run_suite(su);
 }

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "ratelimit.h"
+#include "testutil.h"
 
 /* ---- helpers -------------------------------------------------------------- */
 
@@ -685,17 +686,6 @@ END_TEST
 
 /* ---- property: random results never produce unsafe bytes ---------------------------------- */
 
-static uint64_t xorshift64(uint64_t *s)
-{
-    uint64_t x = *s;
-
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    return x;
-}
-
 static void random_fill(void *p, size_t n, uint64_t *seed)
 {
     unsigned char *b = p;
@@ -922,11 +912,5 @@ static Suite *headers_suite(void)
 
 int main(void)
 {
-    SRunner *sr = srunner_create(headers_suite());
-    int failed;
-
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+    return run_suite(headers_suite());
 }

@@ -20,6 +20,7 @@
 
 #include "ratelimit.h"
 #include "testutil.h"
+#include "timeutil.h"
 
 #define LIMIT 10
 #define WINDOW_S 60
@@ -42,14 +43,6 @@
 
 static const unsigned IETF = RL_HEADERS_IETF;
 static const unsigned DRAFT10 = RL_HEADERS_IETF | RL_HEADERS_DRAFT10;
-
-static int64_t real_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * MS + ts.tv_nsec / 1000000;
-}
 
 static int64_t ceil_div(int64_t a, int64_t b)
 {

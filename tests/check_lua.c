@@ -17,35 +17,16 @@
 #include <time.h>
 
 #include "algo.h"
+#include "lua_fixture.h"
 #include "redis_harness.h"
 #include "testutil.h"
-
-extern const char rl_lua_check_test[];
-extern const size_t rl_lua_check_test_len;
-
-static rh_server srv;
-static redisContext *ctx;
-
-static void setup(void)
-{
-    ck_assert_int_eq(rh_start(&srv, NULL), 0);
-    ck_assert_ptr_nonnull(ctx = rh_connect(&srv));
-}
-
-static void teardown(void)
-{
-    redisFree(ctx);
-    rh_stop(&srv);
-}
+#include "timeutil.h"
 
 static uint64_t rng = 88172645463325252ULL;
 
 static uint64_t rnd(uint64_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng % n;
+    return (xorshift64(&rng) % n);
 }
 
 /* A shape the rule of a part replaced: its numbers, its shape (the last
@@ -213,13 +194,6 @@ static int64_t epoch_ms(const algo_params *ap)
     if (!is_bucket(ap->algo))
         return ap->window_ms;
     return (ap->burst * ap->p + ap->q - 1) / ap->q + 2;
-}
-
-static int64_t real_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
 /* The base time of the differential tests: RL_TEST_BASE_MS when set, to

@@ -25,14 +25,11 @@
 #define REQUESTS 200
 #define NDIMS 4 /* dimension ids rules count by: 0..3, or global */
 
-static unsigned long long rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
 static unsigned rnd(unsigned n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
+    return (unsigned)(xorshift64(&rng) % n);
 }
 
 /* Endpoint-like bytes from a few pieces, so patterns and endpoints meet. */

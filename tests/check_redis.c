@@ -13,12 +13,10 @@
 
 #include "hash.h"
 #include "redis_harness.h"
+#include "server_fixtures.h"
 #include "siphash.h"
 #include "store_redis.h"
 #include "testutil.h"
-
-static rh_server srv;
-static char uri[512];
 
 /* A 2-core VM can delay a thread waking at its deadline by tens of ms;
  * sanitizer builds check memory and races, not time. */
@@ -45,17 +43,6 @@ static const char *rules =
     "\"window_seconds\":60,\"failure_mode\":\"closed\"},"
     " {\"rule_id\":\"fb\",\"dimension\":\"user\",\"match\":{\"endpoint\":\"/direct\"},\"limit\":40,"
     "\"window_seconds\":60,\"failure_mode\":\"fallback\"}]";
-
-static void setup(void)
-{
-    ck_assert_int_eq(rh_start(&srv, NULL), 0);
-    rh_uri(&srv, uri, sizeof uri);
-}
-
-static void teardown(void)
-{
-    rh_stop(&srv);
-}
 
 static rl_limiter *open_limiter(const char *store, const char *extra_name,
                                 const char *extra_value)
@@ -1062,7 +1049,6 @@ START_TEST(compact_layout_hash_key)
 }
 END_TEST
 
-
 int main(void)
 {
     Suite *s = suite_create("redis");
@@ -1073,7 +1059,7 @@ int main(void)
         return 77;
     }
     tcase_set_timeout(tc, 60);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, srv_up, srv_down);
     tcase_add_test(tc, limit_holds_across_limiters);
     tcase_add_test(tc, one_key_per_client_rule_with_ttl);
     tcase_add_test(tc, results_match_the_memory_store);

@@ -362,10 +362,7 @@ static uint64_t rng = 0x243f6a8885a308d3ULL;
 
 static unsigned rnd(unsigned n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (unsigned)(rng % n);
+    return (unsigned)(xorshift64(&rng) % n);
 }
 
 #define MAXR 24

@@ -22,42 +22,16 @@
 #include <unistd.h>
 
 #include "algo.h"
+#include "lua_fixture.h"
 #include "redis_harness.h"
 #include "testutil.h"
-
-extern const char rl_lua_check_test[];
-extern const size_t rl_lua_check_test_len;
-
-static rh_server srv;
-static redisContext *ctx;
-
-static void setup(void)
-{
-    ck_assert_int_eq(rh_start(&srv, NULL), 0);
-    ck_assert_ptr_nonnull(ctx = rh_connect(&srv));
-}
-
-static void teardown(void)
-{
-    redisFree(ctx);
-    rh_stop(&srv);
-}
+#include "timeutil.h"
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
 static uint64_t rnd(uint64_t n)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng % n;
-}
-
-static int64_t real_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return (xorshift64(&rng) % n);
 }
 
 /* ---- the twins ---------------------------------------------------------- */

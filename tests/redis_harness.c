@@ -27,6 +27,7 @@
 #endif
 
 #include "redis_harness.h"
+#include "child_exec.h"
 #include "timeutil.h"
 
 #include <dirent.h>
@@ -343,39 +344,17 @@ static void cleanup_at_exit(void)
     }
 }
 
-/*
- * The child between fork and exec: only async-signal-safe calls.  The
- * death signal is armed before checking that the parent still lives, so
- * there is no window in which the parent can die unnoticed.
- */
+/* The child between fork and exec (child_exec.h): stdout and stderr to
+ * the file `out`, stdin from /dev/null. */
 static void exec_server(const char *exe, char *const argv[],
                         const char *out, pid_t parent)
 {
-    static const int reset[] = {SIGCHLD, SIGHUP, SIGINT, SIGPIPE, SIGTERM};
-    sigset_t none;
     int fd, nul;
 
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-        _exit(126);
+    child_bind(parent);
     fd = open(out, O_WRONLY | O_CREAT | O_TRUNC, 0600);
     nul = open("/dev/null", O_RDONLY);
-    if (fd < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(fd, 1) < 0 ||
-        dup2(fd, 2) < 0)
-        _exit(126);
-    /* Inherited sockets (the test's own connections) would stay open as
-     * long as the server lives. */
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
-#endif
-        for (int i = 3; i < 1024; i++)
-            close(i);
-    /* A blocked mask and ignored signals survive exec. */
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    for (size_t i = 0; i < sizeof reset / sizeof reset[0]; i++)
-        signal(reset[i], SIG_DFL);
-    execv(exe, argv);
-    _exit(127);
+    child_exec(exe, argv, nul, fd, fd);
 }
 
 /* ---- dirs left by crashed runs ------------------------------------------ */
@@ -1193,6 +1172,48 @@ long long rh_info_int(const rh_server *s, const char *section,
     return v;
 }
 
+/* The calls= count on the "cmdstat_<command>:" line of INFO commandstats
+ * text, or 0 if there is no such line. */
+static long long cmdstat_field(const char *text, const char *command)
+{
+    char head[96];
+    int n = snprintf(head, sizeof head, "cmdstat_%s:", command);
+
+    for (const char *p = text; p != NULL && *p != '\0';) {
+        if (strncmp(p, head, (size_t)n) == 0) {
+            const char *calls = strstr(p + n, "calls=");
+
+            return calls ? atoll(calls + strlen("calls=")) : -1;
+        }
+        if ((p = strchr(p, '\n')) != NULL)
+            p++;
+    }
+    return 0;
+}
+
+long long rh_cmdstat_calls(const rh_server *s, const char *command)
+{
+    char err[256];
+    redisContext *c = open_ctx(s, RH_CONNECT_MS, err, sizeof err);
+    redisReply *r;
+    long long v = -1;
+
+    if (c == NULL) {
+        fprintf(stderr, "redis_harness: %s\n", err);
+        return -1;
+    }
+    r = redisCommand(c, "INFO commandstats");
+    if (r != NULL && r->type == REDIS_REPLY_STRING)
+        v = cmdstat_field(r->str, command);
+    else
+        fprintf(stderr, "redis_harness: INFO commandstats: %s\n",
+                r == NULL ? c->errstr : r->type == REDIS_REPLY_ERROR ? r->str
+                                                          : "not a string");
+    freeReplyObject(r);
+    redisFree(c);
+    return v;
+}
+
 char *rh_uri(const rh_server *s, char *buf, size_t len)
 {
     static const char hex[] = "0123456789ABCDEF";
@@ -1744,6 +1765,26 @@ int rh_cluster_master_of(const rh_cluster *c, int slot)
 int rh_cluster_is_master(const rh_cluster *c, int i)
 {
     return node_role(c, i);
+}
+
+int rh_cluster_replica_of(const rh_cluster *c, int m)
+{
+    int found = -1;
+
+    for (int i = 0; i < c->n && found < 0; i++) {
+        redisContext *ctx = i == m ? NULL : rh_connect(&c->node[i]);
+        redisReply *r = ctx ? redisCommand(ctx, "ROLE") : NULL;
+
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "slave") == 0 &&
+            r->element[2]->type == REDIS_REPLY_INTEGER &&
+            r->element[2]->integer == c->node[m].port)
+            found = i;
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+    return found;
 }
 
 int rh_cluster_migrate_begin(rh_cluster *c, int slot, int to)

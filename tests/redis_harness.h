@@ -31,8 +31,8 @@
  * so a server forked from a helper thread would be killed when that thread
  * exits.  They refuse (return -1) anywhere else.  The calls that change a
  * server (start, stop, kill, restart, pause, resume) share a registry and
- * must not run concurrently; rh_connect(), rh_info_int() and rh_uri() may
- * be called from any thread at any time.
+ * must not run concurrently; rh_connect(), rh_info_int(),
+ * rh_cmdstat_calls() and rh_uri() may be called from any thread at any time.
  *
  * SIGPIPE.  The harness leaves its disposition alone: a write to a killed
  * server raises it, and whether the library survives that is for the
@@ -158,6 +158,11 @@ redisContext *rh_connect(const rh_server *s);
 long long rh_info_int(const rh_server *s, const char *section,
                       const char *field);
 
+/* The calls of `command` (lower case, e.g. "evalsha") that INFO
+ * commandstats counts so far: 0 if none yet, -1 on error (the reason on
+ * stderr). */
+long long rh_cmdstat_calls(const rh_server *s, const char *command);
+
 /* "redis://[:password@]127.0.0.1:PORT/0" with the password
  * percent-encoded; NULL if it does not fit in `len` bytes. */
 char *rh_uri(const rh_server *s, char *buf, size_t len);
@@ -238,6 +243,10 @@ int rh_cluster_master_of(const rh_cluster *c, int slot);
 /* 1 if node i is a master now (ROLE), 0 a replica, -1 down (not running,
  * or not answering within 1 s). */
 int rh_cluster_is_master(const rh_cluster *c, int i);
+
+/* The node that replicates master m now (by each other node's ROLE), or
+ * -1 if none does. */
+int rh_cluster_replica_of(const rh_cluster *c, int m);
 
 /*
  * Wait until the cluster has settled: every running node answers and says

@@ -12,6 +12,7 @@
 #endif
 
 #include "rld_harness.h"
+#include "child_exec.h"
 #include "timeutil.h"
 
 #include <arpa/inet.h>
@@ -98,26 +99,12 @@ static int make_dir(rld *d)
 /* In the child: death signal, stdio, clean signals, exec. */
 static void child(const rld *d, char **argv, pid_t parent)
 {
-    sigset_t none;
     int out, nul;
 
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || getppid() != parent)
-        _exit(126);
+    child_bind(parent);
     out = open(d->log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     nul = open("/dev/null", O_RDWR);
-    if (out < 0 || nul < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 ||
-        dup2(out, 2) < 0)
-        _exit(126);
-#ifdef SYS_close_range
-    if (syscall(SYS_close_range, 3U, ~0U, 0U) != 0)
-#endif
-        for (int i = 3; i < 1024; i++)
-            close(i);
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    signal(SIGPIPE, SIG_DFL);
-    execv(binary(), argv);
-    _exit(127);
+    child_exec(binary(), argv, nul, nul, out);
 }
 
 static pid_t spawn(const rld *d, const char *const *args, int standard)

@@ -1,13 +1,16 @@
 /*
  * testutil.h -- helpers shared by the Check suites: a hand-driven clock,
- * a limiter built from a JSON rule set in one call, and a rule's counter
- * read from the metrics text.
+ * a limiter built from a JSON rule set in one call, a rule's counter
+ * read from the metrics text, a check the store must decide, a message
+ * free of control bytes and secrets, and a xorshift64 step for random
+ * cases.
  */
 #ifndef RL_TESTUTIL_H
 #define RL_TESTUTIL_H
 
 #include <check.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +52,47 @@ static inline rl_limiter *limiter_with(const char *rules)
     rc = rl_rules_load_string(lim, rules);
     ck_assert_msg(rc == RL_OK, "rules: %s", rl_errmsg(lim));
     return lim;
+}
+
+/* A result's flags when the store did not decide it (a fallback or a
+ * fail-open or fail-closed answer). */
+#define DECIDED_ELSEWHERE \
+    (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN | RL_FLAG_FAIL_CLOSED)
+
+/* rl_allow of cost 1 that the store itself must decide: 1 allowed,
+ * 0 denied. */
+static inline int allow_decided(rl_limiter *lim, const char *key,
+                                const char *rule)
+{
+    rl_result res = RL_RESULT_INIT;
+
+    ck_assert_msg(rl_allow(lim, key, rule, 1, &res) == RL_OK, "%s",
+                  rl_errmsg(lim));
+    ck_assert_msg((res.flags & DECIDED_ELSEWHERE) == 0,
+                  "%s %s: not decided by the store (flags %#x)", key, rule,
+                  res.flags);
+    return res.allowed;
+}
+
+/* A message or log line that holds no control byte, nor `secret` (if not
+ * NULL). */
+static inline void assert_clean_text(const char *msg, const char *secret)
+{
+    for (const char *p = msg; *p; p++)
+        ck_assert_msg((unsigned char)*p >= 0x20 && *p != 0x7f,
+                      "a control byte in \"%s\"", msg);
+    ck_assert_msg(secret == NULL || strstr(msg, secret) == NULL,
+                  "a secret in \"%s\"", msg);
+}
+
+/* The next number of a xorshift64 sequence kept in *state (seeded not 0):
+ * the suites' repeatable pseudo-random cases. */
+static inline uint64_t xorshift64(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
 }
 
 /* Run a suite; the exit status says whether anything failed. */

@@ -1,6 +1,7 @@
 /*
- * timeutil.h -- the two clock helpers every suite and harness that waits
- * for a condition uses: a monotonic millisecond clock, and a sleep.
+ * timeutil.h -- the clock helpers every suite and harness that waits
+ * for a condition uses: a monotonic millisecond clock, a sleep, and the
+ * wall clock for suites that line their checks up with real windows.
  */
 #ifndef RL_TIMEUTIL_H
 #define RL_TIMEUTIL_H
@@ -14,6 +15,15 @@ static inline int64_t now_ms(void)
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Milliseconds since the epoch on CLOCK_REALTIME. */
+static inline int64_t real_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
