@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -320,4 +321,30 @@ static int cmp_double(const void *a, const void *b)
 void sort_doubles(double *v, size_t n)
 {
     qsort(v, n, sizeof *v, cmp_double);
+}
+
+int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
+                  const char *prog, char *err)
+{
+    pthread_t tid[64];
+    int rc = 0;
+
+    if (n < 1 || n > 64) {
+        fprintf(stderr, "%s: %d threads (1..64)\n", prog, n);
+        exit(1);
+    }
+    for (int t = 0; t < n; t++)
+        if (pthread_create(&tid[t], NULL, fn, (char *)w + (size_t)t * size)) {
+            fprintf(stderr, "%s: pthread_create failed\n", prog);
+            exit(1);
+        }
+    for (int t = 0; t < n; t++)
+        pthread_join(tid[t], NULL);
+    for (int t = 0; t < n && rc == 0; t++) {
+        const bench_status *st =
+            (const bench_status *)(const void *)((char *)w + (size_t)t * size);
+        if ((rc = st->rc) != 0)
+            memcpy(err, st->err, ERRLEN);
+    }
+    return rc;
 }

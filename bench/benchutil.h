@@ -140,6 +140,21 @@ char *bench_keys(size_t n, size_t stride);
 /* v[0..n) sorted ascending, for medians and percentiles. */
 void sort_doubles(double *v, size_t n);
 
+/* A worker thread's outcome: the FIRST member of a bench's worker struct,
+ * so that bench_threads() finds it in workers of any type. */
+typedef struct bench_status {
+    int rc;             /* 0, or the first failure's code */
+    char err[ERRLEN];   /* its message                    */
+} bench_status;
+
+/* Runs fn on n workers (the structs at w, size bytes apart, each starting
+ * with a bench_status) each on a thread of its own, and joins them: 0, or
+ * the first failed worker's rc with its message copied to err (ERRLEN
+ * bytes).  A thread that cannot be made ends the program (prog: the
+ * message's name). */
+int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
+                  const char *prog, char *err);
+
 /* The 1-minute load average, or -1 when it cannot be read. */
 double loadavg1(void);
 

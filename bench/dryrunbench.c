@@ -46,6 +46,7 @@ typedef struct options {
 } options;
 
 typedef struct worker {
+    bench_status st;        /* first: bench_threads() reads it */
     rl_limiter *lim[2];
     const char *keys;
     uint32_t *seq;          /* calls key indexes */
@@ -54,8 +55,6 @@ typedef struct worker {
     pthread_barrier_t *bar;
     double ns[2][MAX_ROUNDS]; /* out: mean ns per check, per round */
     unsigned long long denied[2];
-    int rc;
-    char err[ERRLEN];
 } worker;
 
 static void usage(FILE *f)
@@ -118,8 +117,8 @@ static int check(worker *w, int which, const char *user)
     int rc = rl_check(w->lim[which], &req, &res);
 
     if (rc != RL_OK) {
-        set_err(w->err, "rl_check", rc, errtext(w->lim[which]));
-        return w->rc = rc;
+        set_err(w->st.err, "rl_check", rc, errtext(w->lim[which]));
+        return w->st.rc = rc;
     }
     w->denied[which] += !res.allowed;
     return RL_OK;
@@ -130,7 +129,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
 
     for (int which = ENF; which <= LOG; which++) /* warm-up, untimed */
-        for (size_t i = 0; i < w->calls && w->rc == 0; i++)
+        for (size_t i = 0; i < w->calls && w->st.rc == 0; i++)
             check(w, which, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
     w->denied[ENF] = w->denied[LOG] = 0;
     for (int r = 0; r < w->rounds; r++) {
@@ -140,7 +139,7 @@ static void *worker_main(void *arg)
 
             pthread_barrier_wait(w->bar);
             t0 = now_ns();
-            for (size_t i = 0; i < w->calls && w->rc == 0; i++)
+            for (size_t i = 0; i < w->calls && w->st.rc == 0; i++)
                 check(w, which, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
             w->ns[which][r] = (double)(now_ns() - t0) / (double)w->calls;
         }
@@ -180,29 +179,17 @@ static int run_case(const options *o, rl_limiter **lim, const char *keys,
                     char *err)
 {
     static worker w[2];
-    pthread_t tid[2];
     pthread_barrier_t bar;
-    int rc = 0;
+    int rc;
 
     pthread_barrier_init(&bar, NULL, (unsigned)threads);
-    for (int t = 0; t < threads; t++) {
+    for (int t = 0; t < threads; t++)
         w[t] = (worker){.lim = {lim[ENF], lim[LOG]}, .keys = keys,
                         .seq = seqs[t], .calls = (size_t)o->calls,
                         .rounds = (int)o->rounds, .bar = &bar};
-        if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0) {
-            fprintf(stderr, "dryrunbench: pthread_create failed\n");
-            exit(1);
-        }
-    }
-    for (int t = 0; t < threads; t++)
-        pthread_join(tid[t], NULL);
+    rc = bench_threads(w, sizeof w[0], threads, worker_main, "dryrunbench",
+                       err);
     pthread_barrier_destroy(&bar);
-    for (int t = 0; t < threads; t++) {
-        if (w[t].rc != 0 && rc == 0) {
-            rc = w[t].rc;
-            memcpy(err, w[t].err, ERRLEN);
-        }
-    }
     if (rc == 0)
         summarize(w, threads, (int)o->rounds, out);
     return rc;
@@ -269,7 +256,7 @@ static int bench_case(const options *o, const char *keys,
             for (int which = ENF; which <= LOG && rc == 0; which++)
                 rc = check(&w, which, keys + i * KEY_STRIDE);
         if (rc)
-            memcpy(err, w.err, ERRLEN);
+            memcpy(err, w.st.err, ERRLEN);
     }
     for (int threads = 1; threads <= 2 && rc == 0; threads++) {
         rl_dryrun d = {.size = sizeof d};

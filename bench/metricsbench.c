@@ -79,6 +79,7 @@ typedef struct bench_case {
 } bench_case;
 
 typedef struct worker {
+    bench_status st;        /* first: bench_threads() reads it */
     rl_limiter *lim[2];
     const char *keys;
     uint32_t *seq;          /* calls key indexes, this thread's users */
@@ -88,8 +89,6 @@ typedef struct worker {
     double ns[MAX_PAIRS][2];   /* out: per pair and side, CPU ns a check */
     double wall[MAX_PAIRS][2]; /*      ... and wall ns                   */
     unsigned long long denied[2];
-    int rc;
-    char err[ERRLEN];
 } worker;
 
 static void usage(FILE *f)
@@ -192,8 +191,8 @@ static int check(worker *w, int side, const char *user)
     int rc = rl_check(w->lim[side], &req, &res);
 
     if (rc != RL_OK) {
-        set_err(w->err, "rl_check", rc, errtext(w->lim[side]));
-        return w->rc = rc;
+        set_err(w->st.err, "rl_check", rc, errtext(w->lim[side]));
+        return w->st.rc = rc;
     }
     w->denied[side] += !res.allowed;
     return RL_OK;
@@ -218,7 +217,7 @@ static void block(worker *w, int p, int side)
     pthread_barrier_wait(w->bar);
     t0 = now_ns();
     c0 = thread_cpu_ns();
-    for (size_t i = 0; i < w->calls && w->rc == 0; i++)
+    for (size_t i = 0; i < w->calls && w->st.rc == 0; i++)
         check(w, side, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
     w->ns[p][side] += (double)(thread_cpu_ns() - c0) / (double)w->calls / 2;
     w->wall[p][side] += (double)(now_ns() - t0) / (double)w->calls / 2;
@@ -229,7 +228,7 @@ static void *worker_main(void *arg)
     worker *w = arg;
 
     for (int side = OFF; side <= ON; side++) /* warm-up, untimed */
-        for (size_t i = 0; i < w->calls && w->rc == 0; i++)
+        for (size_t i = 0; i < w->calls && w->st.rc == 0; i++)
             check(w, side, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
     w->denied[OFF] = w->denied[ON] = 0;
     for (int p = 0; p < w->pairs; p++) {
@@ -289,29 +288,17 @@ static int run_instance(const options *o, rl_limiter **lim, const char *keys,
                         result *out, char *err)
 {
     static worker w[2];
-    pthread_t tid[2];
     pthread_barrier_t bar;
-    int rc = 0;
+    int rc;
 
     pthread_barrier_init(&bar, NULL, (unsigned)threads);
-    for (int t = 0; t < threads; t++) {
+    for (int t = 0; t < threads; t++)
         w[t] = (worker){.lim = {lim[OFF], lim[ON]}, .keys = keys,
                         .seq = seqs[t], .calls = (size_t)o->calls,
                         .pairs = (int)o->pairs, .first = first, .bar = &bar};
-        if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0) {
-            fprintf(stderr, "metricsbench: pthread_create failed\n");
-            exit(1);
-        }
-    }
-    for (int t = 0; t < threads; t++)
-        pthread_join(tid[t], NULL);
+    rc = bench_threads(w, sizeof w[0], threads, worker_main, "metricsbench",
+                       err);
     pthread_barrier_destroy(&bar);
-    for (int t = 0; t < threads; t++) {
-        if (w[t].rc != 0 && rc == 0) {
-            rc = w[t].rc;
-            memcpy(err, w[t].err, ERRLEN);
-        }
-    }
     if (rc == 0)
         collect(w, threads, (int)o->pairs, out);
     return rc;
@@ -391,7 +378,7 @@ static int make_pair(const options *o, const bench_case *c, const char *keys,
         for (int side = OFF; side <= ON && rc == 0; side++)
             rc = check(&w, side, keys + i * KEY_STRIDE);
     if (rc > 0)
-        memcpy(err, w.err, ERRLEN);
+        memcpy(err, w.st.err, ERRLEN);
     return rc;
 }
 
