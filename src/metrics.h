@@ -27,7 +27,9 @@
  * The latency histogram is slotted the same way, in a block of its own
  * (metrics_hist_new(), lim->latency; not in the limiter, whose lines every
  * check reads).  Each slot of a block, a rule's or the histogram's, is a
- * 128-byte aligned pair of cache lines (METRICS_SLOT_ALIGN).  A clock
+ * 128-byte aligned pair of cache lines (METRICS_SLOT_ALIGN), and every
+ * block a piece of chunks mapped for the blocks alone (metrics.c's pool),
+ * not a heap object beside the limiter's.  A clock
  * read costs as much as a memory-store check's counting, so on the local
  * stores (memory://, shm://) one check in METRICS_SAMPLE_MEMORY per thread
  * is timed; on the Redis stores, whose checks take a round trip, every
