@@ -162,7 +162,7 @@ local key = 1
 local K, stride = KEYS, 4
 arg = arg + 1
 -- the first key names a field (a short request, "-k", names none)
-local compact = string.byte(ARGV[arg]) ~= 45 and ARGV[arg + 4] ~= ''
+local compact = string.byte(ARGV[arg] or '') ~= 45 and ARGV[arg + 4] ~= ''
 
 if cross then -- the key names follow each key's 4 values
   K, stride = {}, 5

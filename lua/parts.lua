@@ -14,5 +14,5 @@ do
   local reqs = tonumber(ARGV[3])
   converts = reqs < 0
   if reqs < 0 then reqs = -reqs end
-  compact_layout = string.byte(ARGV[reqs + 1]) ~= 45 and ARGV[reqs + 5] ~= ''
+  compact_layout = string.byte(ARGV[reqs + 1] or '') ~= 45 and ARGV[reqs + 5] ~= ''
 end
