@@ -31,7 +31,10 @@
 --            those shapes (newest first) algorithm, limit, burst, window
 --            ms, p, q, shape, and the time it was replaced at (ms)
 -- then     the number of requests; then for each request the number of
---          its keys, followed by 4 values per key:
+--          its keys, followed by 4 values per key (or, mode "c" only, the
+--          number negated, "-k", followed by 2 values per key, its rule's
+--          index and cost: soft "0" and field "" implied; a batch of
+--          plain checks sends 3 values per check, not 5):
 --   the index in ARGV of its rule's first value,
 --   cost,
 --   "c": soft ("1": mode log, a denial vetoes nothing); a negative
@@ -78,9 +81,16 @@ local function read(key, algo, burst, w, p, q)
   return a, b, c, true
 end
 
+-- The last expiry time written and its decimal string: the keys of a
+-- window rule mostly expire at one time (their window's end), so most
+-- SETs reuse the string instead of a format() each.  (A pure mapping:
+-- the function library keeps it across calls.)
+local last_exp, last_pxat = -1, '-1'
+
 local function write(key, algo, burst, w, p, q, a, b, c)
   local value, exp = save[algo](burst, w, p, q, a, b, c)
-  call('SET', key, value, 'PXAT', str(exp))
+  if exp ~= last_exp then last_exp, last_pxat = exp, format('%d', exp) end
+  call('SET', key, value, 'PXAT', last_pxat)
 end
 
 -- What a call sets before it runs the functions below (they are made
@@ -151,7 +161,8 @@ local nreq = tonumber(ARGV[arg])
 local key = 1
 local K, stride = KEYS, 4
 arg = arg + 1
-local compact = ARGV[arg + 4] ~= '' -- the first key names a field
+-- the first key names a field (a short request, "-k", names none)
+local compact = string.byte(ARGV[arg] or '') ~= 45 and ARGV[arg + 4] ~= ''
 
 if cross then -- the key names follow each key's 4 values
   K, stride = {}, 5
@@ -249,10 +260,15 @@ if not cross and #KEYS > 1 and not compact then
 end
 
 -- Costs and key counts repeat too (mostly "1"): parsed when they change.
-local out, pending, n, ks, k, cs, cost = {}, {}, 0
+local out, pending, n, ks, k, cs, cost, short = {}, {}, 0
 for r = 1, nreq do
-  if ARGV[arg] ~= ks then ks = ARGV[arg]; k = tonumber(ks) end
+  if ARGV[arg] ~= ks then
+    ks = ARGV[arg]; k = tonumber(ks)
+    short = k < 0 -- "-k": 2 values per key
+    if short then k = -k end
+  end
   local all, npending, here, first = true, 0, true, n
+  local step = short and 2 or stride
   arg = arg + 1
   for i = 1, k do
     if ARGV[arg] ~= cur then
@@ -263,7 +279,8 @@ for r = 1, nreq do
       moved = ARGV[ri + 6] ~= '0'
     end
     if ARGV[arg + 1] ~= cs then cs = ARGV[arg + 1]; cost = tonumber(cs) end
-    local field = ARGV[arg + 3]
+    local field, soft = '', '0'
+    if not short then field, soft = ARGV[arg + 3], ARGV[arg + 2] end
     local ok, changed, remaining, reset, retry, a, b, c, old = false, false, 0, 0, 0
     if not here then
     elseif cross then
@@ -282,7 +299,6 @@ for r = 1, nreq do
     else
       a, b, c, old = load_op(K[key], field, algo, limit, burst, w, p, q, moved, ri)
     end
-    local soft = ARGV[arg + 2]
     if here then
       if soft == '0' or soft == '1' then
         ok, changed, remaining, reset, retry, a, b, c =
@@ -298,7 +314,8 @@ for r = 1, nreq do
           pending[npending] = {K[key], field, algo, burst, w, p, q, a, b, c, old}
         elseif field == '' and not old then -- one rule: write now (store()
           local value, exp = save[algo](burst, w, p, q, a, b, c) -- inline)
-          call('SET', K[key], value, 'PXAT', format('%d', exp))
+          if exp ~= last_exp then last_exp, last_pxat = exp, format('%d', exp) end
+          call('SET', K[key], value, 'PXAT', last_pxat)
           if dirty then dirty[K[key]] = true end
         else
           store(K[key], field, algo, burst, w, p, q, a, b, c, old)
@@ -307,7 +324,7 @@ for r = 1, nreq do
     end
     out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok == true and 1 or ok or 0, remaining, reset, retry
     n = n + 4
-    key, arg = key + 1, arg + stride
+    key, arg = key + 1, arg + step
   end
   if not here then -- not this node's: undone, say so
     for t = first + 1, n, 4 do out[t] = -1 end

@@ -36,6 +36,28 @@ local function str(x)
   return format('%d', x)
 end
 
+-- str(x) and tonumber(s) for a count, kept for the small ones (a format()
+-- or a strtod costs about what the rest of a key's Lua does, and a
+-- window's counts are mostly small): the integers 0 .. DECS - 1 and their
+-- decimal strings (nothing else: "05" or " 5" is parsed each time), made
+-- once each (by a function library once per server, not per call).
+local DECS, decs, nums = 1024, {}, {}
+local function dec(x)
+  local s = decs[x]
+  if s then return s end
+  s = format('%d', x)
+  if x >= 0 and x < DECS then decs[x], nums[s] = s, x end
+  return s
+end
+
+local function num(s)
+  local x = nums[s]
+  if x then return x end
+  x = tonumber(s)
+  if x and x >= 0 and x < DECS and x % 1 == 0 then dec(x) end
+  return x
+end
+
 -- A denial's retry time is at least 1 ms.
 local function at_least_1(retry)
   if retry > 0 then return retry end

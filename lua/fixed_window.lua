@@ -22,11 +22,11 @@ local function fixed_window(limit, burst, w, p, q, a, b, c, now, cost)
 end
 
 local function fixed_window_load(burst, w, p, q, value, exp)
-  return idiv(exp, w) - 1, tonumber(value), 0
+  return idiv(exp, w) - 1, num(value), 0
 end
 
 local function fixed_window_save(burst, w, p, q, a, b, c)
-  return format('%d', b), (a + 1) * w
+  return dec(b), (a + 1) * w
 end
 
 local function fixed_window_refund(burst, w, p, q, a, b, c, cost, idx)

@@ -29,7 +29,7 @@ local function gcra(limit, burst, w, p, q, a, b, c, now, cost)
 end
 
 local function gcra_load(burst, w, p, q, value, exp)
-  local frac = tonumber(value)
+  local frac = num(value)
   if frac > 0 then return exp - 1, frac, 0 end
   return exp, 0, 0
 end

@@ -43,12 +43,12 @@ local function sliding_window_load(burst, w, p, q, value, exp)
     return idiv(exp, w) - 2, tonumber(string.sub(value, -10)),
            tonumber(string.sub(value, 1, -11))
   end
-  return idiv(exp, w) - 2, tonumber(value), 0
+  return idiv(exp, w) - 2, num(value), 0
 end
 
 local function sliding_window_save(burst, w, p, q, a, b, c)
   if c > 0 then return format('%d%010d', c, b), (a + 2) * w end
-  return format('%d', b), (a + 2) * w
+  return dec(b), (a + 2) * w
 end
 
 local function sliding_window_refund(burst, w, p, q, a, b, c, cost, idx)

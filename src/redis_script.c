@@ -158,8 +158,37 @@ static void put_keys(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
         }
 }
 
+/* A request sent short: its key count negated, then per op only its
+ * rule's index and cost (soft 0 and the plain layout's empty field
+ * implied; lua/check.lua): mode "c" on the plain layout, every op hard
+ * and none a lease.  Two values per op fewer: each ARGV value costs Redis
+ * a Lua string per call. */
+static int short_job(const script_ctx *x, const rio_job *j, char mode)
+{
+    if (mode != 'c' || x->compact)
+        return 0;
+    for (size_t i = 0; i < j->n; i++)
+        if (j->ops[i].soft || j->ops[i].lease_min > 0)
+            return 0;
+    return 1;
+}
+
+/* The values put_ops() sends for the requests: a count each, and per op
+ * 2 (short_job), 4, or 5 (cross-slot: its key name too). */
+static int64_t ops_size(const script_ctx *x, rio_job *const *jobs, int nb,
+                        char mode)
+{
+    int64_t v = nb;
+
+    for (int j = 0; j < nb; j++)
+        v += (int64_t)jobs[j]->n * (short_job(x, jobs[j], mode) ? 2
+                                    : mode == 'C'             ? 5
+                                                              : 4);
+    return v;
+}
+
 /* Per op: its rule's index, cost, soft (or the charge's time), field
- * (and key, cross-slot). */
+ * (and key, cross-slot); a short request's ops the first two. */
 static void put_ops(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                     int nb, char mode, int old, int64_t now)
 {
@@ -168,7 +197,8 @@ static void put_ops(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
 
     table_init(&t);
     for (int j = 0; j < nb; j++) {
-        resp_num(b, (int64_t)jobs[j]->n);
+        int brief = short_job(x, jobs[j], mode);
+        resp_num(b, brief ? -(int64_t)jobs[j]->n : (int64_t)jobs[j]->n);
         for (size_t i = 0; i < jobs[j]->n; i++) {
             const store_op *op = &jobs[j]->ops[i];
             const algo_decision *d = &jobs[j]->out[i];
@@ -180,6 +210,8 @@ static void put_ops(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                         : !(d->allowed && d->changed) ? 0
                         : d->granted                  ? d->granted
                                                       : op->cost);
+            if (brief)
+                continue;
             /* a lease sends its least, negated, where soft goes */
             resp_num(b, mode == 'r'        ? jobs[j]->now_ms
                         : op->lease_min > 0 ? -op->lease_min
@@ -216,8 +248,8 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
         test_now = x->clock->fn(x->clock->arg);
     now = test_now ? test_now : clock_wall_ms();
     ntable = table_size(x, jobs, nb, old, now, &nkeys, &moves);
-    resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable + nb +
-                          (cross ? 5 : 4) * nkeys);
+    resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable +
+                          ops_size(x, jobs, nb, mode));
     if (how == SCRIPT_EVAL) {
         resp_arg(b, "EVAL", 4);
         resp_arg(b, x->script, x->script_len);

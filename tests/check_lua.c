@@ -55,12 +55,18 @@ typedef struct part {
  * name after its 4 values), which must decide exactly as "c". */
 static int cross_mode;
 
+/* Plain hard checks go as short requests (a key count "-n", then only each
+ * key's rule index and cost), which must decide exactly as the long form:
+ * what src/redis_script.c sends for them. */
+static int short_mode;
+
 /* One script call of one request of n parts, in mode 'c' or 'r': a rule
  * table of one rule per part (lua/check.lua), then the part's keys. */
 static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
 {
     enum { MAXP = 4, MAXARG = 256 };
     int cross = cross_mode && mode == 'c';
+    int brief = short_mode && mode == 'c' && !cross;
     char num[MAXARG][24], mstr[2] = {cross ? 'C' : mode, 0};
     const char *argv[MAXARG];
     size_t lens[MAXARG];
@@ -102,10 +108,14 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
              (moves ? -1 : 1) * (c - (cross ? 2 : 2 + n)));
     argv[reqs_at] = num[reqs_at];
     NUM(1);          /* one request */
-    NUM(n);          /* of n keys   */
+    for (int i = 0; i < n; i++)
+        brief &= pt[i].field[0] == 0 && pt[i].last == 0;
+    NUM(brief ? -n : n); /* of n keys; "-n": 2 values each */
     for (int i = 0; i < n; i++) {
         NUM(at[i]);
         NUM(pt[i].cost);
+        if (brief)
+            continue;
         NUM(pt[i].last);
         argv[c++] = pt[i].field;
         if (cross)
@@ -341,6 +351,21 @@ START_TEST(cross_slot_mode_same_decisions)
         differential(algo, 10, 100, 1);
     }
     cross_mode = 0;
+}
+END_TEST
+
+static void conversion(int compact, int pairs, int steps);
+
+/* Short requests (plain layout, hard checks), every algorithm, and a
+ * rule change's conversion through them: the same decisions as the C
+ * maths. */
+START_TEST(short_requests_same_decisions)
+{
+    short_mode = 1;
+    for (int algo = 0; algo < 4; algo++)
+        differential(algo, 10, 100, 0);
+    conversion(0, 40, 20);
+    short_mode = 0;
 }
 END_TEST
 
@@ -1012,6 +1037,7 @@ int main(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, sliding_window_same_decisions);
     tcase_add_test(tc, cross_slot_mode_same_decisions);
+    tcase_add_test(tc, short_requests_same_decisions);
     tcase_add_test(tc, batch_repeated_keys_same_decisions);
     tcase_add_test(tc, state_size_bound);
     tcase_add_test(tc, token_bucket_same_decisions);

@@ -1,0 +1,244 @@
+#!/usr/bin/env python3
+"""scriptprofile.py -- where the check script's Redis time goes, per key.
+
+Starts its own redis-server under valgrind --tool=callgrind (instructions:
+the same on a busy 2-core machine as on a quiet one) and loads the function
+library (src/lua_library.c, as built) under several names: as built, and
+variants that each skip one part of a plain-layout check (--parts).  Each
+runs the same FCALLs, batches of --batch existing keys (--calls of them;
+the rule numbers of bench/redisbench's usec_per_call with a huge limit, so
+every check is allowed and writes), and the server's instructions per key
+are printed beside the library's, in the same run; the floor script
+(bench/redisbench_usec.c: TIME, MGET, per key tonumber, format, SET PXAT)
+and the floor with 5 more ARGV values per key are the references.  With
+--base FILE (a lua_library.c of another commit, from lua/embed.sh
+--library) that build's library runs beside this one's ("base").
+
+  python3 bench/scriptprofile.py [--json] [--calls N] [--batch N]
+      [--base FILE] [--parts LIST] [--algos 0,1,2,3] [--long]
+
+A part skipped changes what the script writes, so a part's figure is its
+cost give or take the knock-on work; the variants are measurements only.
+--long sends every request in the long form (4 values per key; the form
+before short requests) instead of the short one src/redis_script.c sends;
+--base's library always gets the long form (it may predate the short).
+"""
+import argparse, json, os, random, re, shutil, socket, subprocess, sys
+import tempfile, time, glob
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+W, BIG = 86400000, 10 ** 9
+
+# Each part: the check.lua text it replaces with what, in the callback.
+PARTS = {
+    'pexpiretime': [("call('PEXPIRETIME', K[key]))", "now + 86400000)")],
+    'load': [("a, b, c = load[algo](burst, w, p, q, value, "
+              "call('PEXPIRETIME', K[key]))", "a, b, c = 0, 0, 0")],
+    'save': [("local value, exp = save[algo](burst, w, p, q, a, b, c)",
+              "local value, exp = '5', now + 100000")],
+    'set': [("call('SET', K[key], value, 'PXAT', last_pxat)", "")],
+    'algorithm': [("ok, changed, remaining, reset, retry, a, b, c =\n"
+                   "          apply[algo](limit, burst, w, p, q, a, b, c, "
+                   "now, cost)",
+                   "ok, changed, remaining, reset, retry, b = "
+                   "true, true, 1, 2, 0, b + 1")],
+    'out': [("out[n + 1], out[n + 2], out[n + 3], out[n + 4] = "
+             "ok == true and 1 or ok or 0, remaining, reset, retry", "")],
+}
+
+FLOOR = """local t = redis.call('TIME')
+local exp = string.format('%d', t[1] * 1000 + 60000)
+local v = redis.call('MGET', unpack(KEYS))
+for i = 1, #KEYS do
+  redis.call('SET', KEYS[i], string.format('%d', (tonumber(v[i]) or 0) + 1),
+             'PXAT', exp)
+end
+return #KEYS
+"""
+
+
+def c_string(path):
+    """The Lua text of a lua/embed.sh output file."""
+    out = []
+    for line in open(path):
+        m = re.match(r'^    "(.*)\\n"$', line.rstrip('\n'))
+        if m:
+            out.append(m.group(1).replace('\\"', '"').replace('\\\\', '\\'))
+    return '\n'.join(out) + '\n'
+
+
+class Redis:
+    def __init__(self, port):
+        self.s = socket.create_connection(('127.0.0.1', port))
+        self.f = self.s.makefile('rb')
+
+    def send(self, *args):
+        out = [b'*%d\r\n' % len(args)]
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out.append(b'$%d\r\n%s\r\n' % (len(a), a))
+        self.s.sendall(b''.join(out))
+
+    def read(self):
+        line = self.f.readline()
+        t, rest = line[:1], line[1:-2]
+        if t == b'-':
+            raise RuntimeError(rest.decode())
+        if t in (b'+', b':'):
+            return rest.decode() if t == b'+' else int(rest)
+        if t == b'$':
+            n = int(rest)
+            return None if n < 0 else self.f.read(n + 2)[:-2].decode()
+        if t == b'*':
+            return [self.read() for _ in range(int(rest))]
+        raise RuntimeError('bad reply %r' % line)
+
+    def cmd(self, *args):
+        self.send(*args)
+        return self.read()
+
+
+def rule(algo):
+    if algo in (0, 2):  # windows: a huge limit, every check allowed
+        return [algo, BIG, 0, W, W // 1000000, BIG // 1000000, 0]
+    # buckets: a slow refill, so that a charged key lives on
+    return [algo, 1000, BIG, W, W // 1000, 1, 0]
+
+
+def fcall(fn, algo, keys, long_form):
+    r = rule(algo)
+    argv = ['0', 'c', 4 + len(r)] + r + [len(keys)]
+    for _ in keys:
+        argv += [1, 4, 1, 0, ''] if long_form else [-1, 4, 1]
+    return (['FCALL', fn, len(keys)] +
+            ['rl:{user:%d}:p:%d' % (k, algo) for k in keys] + argv)
+
+
+def floor_call(sha, keys, extra):
+    return (['EVALSHA', sha, len(keys)] + ['fl:%d' % k for k in keys] +
+            ['x'] * (extra * len(keys)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('--json', action='store_true')
+    ap.add_argument('--calls', type=int, default=100)
+    ap.add_argument('--batch', type=int, default=32)
+    ap.add_argument('--keys', type=int, default=3000)
+    ap.add_argument('--algos', default='0,1,2,3')
+    ap.add_argument('--parts', default=','.join(PARTS))
+    ap.add_argument('--base')
+    ap.add_argument('--long', action='store_true')
+    ap.add_argument('--library', default=os.path.join(
+        HERE, '..', 'src', 'lua_library.c'))
+    o = ap.parse_args()
+    if not shutil.which('valgrind') or not shutil.which('redis-server'):
+        sys.exit('scriptprofile.py: needs valgrind and redis-server')
+    lib = c_string(o.library)
+    libs = {'library': lib}
+    if o.base:
+        libs['base'] = c_string(o.base)
+    for p in [x for x in o.parts.split(',') if x]:
+        text = lib
+        for a, b in PARTS[p]:
+            if a not in text:
+                sys.exit('scriptprofile.py: part %s: text not found' % p)
+            text = text.replace(a, b)
+        libs['no_' + p] = text
+
+    tmp = tempfile.mkdtemp(prefix='scriptprofile.')
+    s = socket.socket()
+    s.bind(('127.0.0.1', 0))
+    port = s.getsockname()[1]
+    s.close()
+    srv = subprocess.Popen(
+        ['valgrind', '--tool=callgrind',
+         '--callgrind-out-file=%s/cg.%%p' % tmp, 'redis-server',
+         '--port', str(port), '--bind', '127.0.0.1', '--save', '',
+         '--appendonly', 'no', '--dir', tmp],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                r = Redis(port)
+                r.cmd('PING')
+                break
+            except (OSError, RuntimeError):
+                time.sleep(0.1)
+        else:
+            sys.exit('scriptprofile.py: redis-server did not start')
+        run(o, r, srv.pid, tmp, libs)
+    finally:
+        srv.terminate()
+        srv.wait()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def instructions(pid, tmp):
+    """The server's instructions since the last zeroing."""
+    subprocess.run(['callgrind_control', '-d', str(pid)],
+                   capture_output=True, check=True)
+    total = 0
+    for f in glob.glob('%s/cg.%d.*' % (tmp, pid)):
+        for line in open(f):
+            if line.startswith(('totals:', 'summary:')):
+                total = int(line.split()[1])
+        os.remove(f)
+    return total
+
+
+def measure(o, r, pid, tmp, calls):
+    subprocess.run(['callgrind_control', '-z', str(pid)],
+                   capture_output=True, check=True)
+    for c in calls:
+        r.send(*c)
+    for c in calls:
+        r.read()
+    return instructions(pid, tmp) / (len(calls) * o.batch)
+
+
+def run(o, r, pid, tmp, libs):
+    for name, text in libs.items():
+        r.cmd('FUNCTION', 'LOAD', 'REPLACE',
+              "#!lua name=sp_%s\nlocal RL_FUNCTION = 'sp_%s'\n%s" %
+              (name, name, text))
+    sha = r.cmd('SCRIPT', 'LOAD', FLOOR)
+    for algo in [int(a) for a in o.algos.split(',')]:
+        r.cmd('FLUSHALL')
+        for i in range(0, o.keys, 100):  # every key exists
+            r.cmd(*fcall('sp_library', algo, range(i, i + 100), o.long))
+            r.cmd(*floor_call(sha, range(i, i + 100), 0))
+        got = {}
+        for name in list(libs) + ['floor', 'floor_5_argv']:
+            rng = random.Random(11)  # the same keys for each
+            picks = [rng.sample(range(o.keys), o.batch)
+                     for _ in range(o.calls)]
+            if name.startswith('floor'):
+                extra = 5 if name == 'floor_5_argv' else 0
+                calls = [floor_call(sha, k, extra) for k in picks]
+            else:
+                calls = [fcall('sp_' + name, algo, k, o.long or name == 'base')
+                         for k in picks]
+            got[name] = measure(o, r, pid, tmp, calls)
+        report(o, algo, got)
+
+
+def report(o, algo, got):
+    lib = got['library']
+    if o.json:
+        print(json.dumps({'name': 'script_instructions_per_key_%d' % algo,
+                          'value': round(lib), 'unit': 'instructions',
+                          'batch': o.batch, 'calls': o.calls,
+                          'long_form': o.long,
+                          'refs': {k: round(v) for k, v in got.items()
+                                   if k != 'library'}}))
+        return
+    print('algorithm %d: library %.0f instructions per key (batches of %d)'
+          % (algo, lib, o.batch))
+    for k, v in got.items():
+        if k != 'library':
+            print('  %-16s %8.0f  (%+.0f)' % (k, v, v - lib))
+
+
+if __name__ == '__main__':
+    main()
