@@ -108,6 +108,16 @@ static pool_piece *pool_free;    /* released pieces                      */
 static pool_piece *pool_chunks;  /* each chunk's first piece, linked     */
 static size_t pool_live;         /* pieces handed out                    */
 
+/* Held across fork() (as malloc's own locks are), so a child never
+ * inherits it taken by a thread that does not exist there. */
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static void pool_lock_take(void) { pthread_mutex_lock(&pool_lock); }
+static void pool_lock_drop(void) { pthread_mutex_unlock(&pool_lock); }
+static void pool_atfork(void)
+{
+    (void)pthread_atfork(pool_lock_take, pool_lock_drop, pool_lock_drop);
+}
+
 /* A new chunk's pieces onto the free list, lowest address first out. */
 static int pool_grow(void)
 {
@@ -132,6 +142,7 @@ static void *pool_take(void)
 {
     pool_piece *p = NULL;
 
+    pthread_once(&pool_once, pool_atfork);
     pthread_mutex_lock(&pool_lock);
     if (pool_free || pool_grow() == 0) {
         p = pool_free;
