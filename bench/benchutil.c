@@ -264,10 +264,34 @@ static int bench_count_arg(const bench_cli *c, const char *flag,
     return -2;
 }
 
+/* argv[i] as one of c's flags (1) or string options (2, or -1 with no
+ * value after it); 0 when it is neither. */
+static int bench_named_arg(const bench_cli *c, int argc, char **argv, int i)
+{
+    for (const bench_flag *f = c->flags; f && f->flag; f++)
+        if (strcmp(argv[i], f->flag) == 0)
+            return *f->dst = 1;
+    for (const bench_string *s = c->strings; s && s->flag; s++)
+        if (strcmp(argv[i], s->flag) == 0) {
+            if (i + 1 >= argc)
+                return -1;
+            *s->dst = argv[i + 1];
+            return 2;
+        }
+    return 0;
+}
+
 int bench_args(int argc, char **argv, const bench_cli *c)
 {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+        int named = bench_named_arg(c, argc, argv, i);
+
+        if (named > 0) {
+            i += named - 1;
+        } else if (named < 0) {
+            c->usage(stderr);
+            return 2;
+        } else if (strcmp(argv[i], "--json") == 0) {
             *c->json = 1;
         } else if (c->quick && strcmp(argv[i], "--quick") == 0) {
             c->quick(c->arg);

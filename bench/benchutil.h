@@ -115,9 +115,23 @@ typedef struct bench_count {
     unsigned long long *dst;
 } bench_count;
 
+/* One "--flag" that sets an int to 1, or one "--flag VALUE" string
+ * (dst points into argv). */
+typedef struct bench_flag {
+    const char *flag;
+    int *dst;
+} bench_flag;
+
+typedef struct bench_string {
+    const char *flag;
+    const char **dst;
+} bench_string;
+
 /* A bench's command line, as bench_args() reads it. */
 typedef struct bench_cli {
     const bench_count *counts; /* ended by {NULL, NULL}                  */
+    const bench_flag *flags;   /* NULL, or ended by {NULL, NULL}          */
+    const bench_string *strings; /* NULL, or ended by {NULL, NULL}        */
     int nonzero;               /* 1: a count of 0 is refused             */
     int *json;                 /* --json sets it                         */
     void (*quick)(void *arg);  /* --quick: the short run's numbers (a
