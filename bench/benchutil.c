@@ -309,6 +309,112 @@ int bench_args(int argc, char **argv, const bench_cli *c)
     return 0;
 }
 
+/* A real number in [lo, hi]: 0, or -1 for anything else. */
+static int parse_real(const char *s, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double v;
+
+    if (s == NULL || *s == '\0')
+        return -1;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* The row argument a names (flags exactly; the others as "--name" or
+ * "--name=value", *val then pointing past the '='), or -1. */
+static int bench_opt_find(const bench_opts *t, const char *a,
+                          const char **val)
+{
+    for (size_t k = 0; k < t->n; k++) {
+        const bench_opt *r = &t->rows[k];
+        size_t n = strlen(r->name);
+        if (r->kind == BENCH_OPT_FLAG) {
+            if (strcmp(a, r->name) == 0)
+                return (int)k;
+        } else if (strncmp(a, r->name, n) == 0 &&
+                   (a[n] == '\0' || a[n] == '=')) {
+            *val = a[n] == '=' ? a + n + 1 : NULL;
+            return (int)k;
+        }
+    }
+    return -1;
+}
+
+/* Stores val for row r (a: the argument as given); 0, or 2 after saying
+ * what is wrong. */
+static int bench_opt_set(const bench_opts *t, const bench_opt *r,
+                         const char *a, const char *val, void *o)
+{
+    char *field = (char *)o + r->off;
+    int ok;
+
+    if (r->kind == BENCH_OPT_COUNT)
+        ok = parse_count(val, (unsigned long long *)(void *)field) == 0;
+    else if (r->kind == BENCH_OPT_REAL)
+        ok = parse_real(val, r->lo, r->hi, (double *)(void *)field) == 0;
+    else
+        return t->own(r, val, o);
+    if (!ok)
+        fprintf(stderr, "%s: bad value '%s' for %s\n", t->prog, val, a);
+    return ok ? 0 : 2;
+}
+
+int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o,
+                   int *given)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        int k;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            t->usage(stdout);
+            return 1;
+        }
+        if ((k = bench_opt_find(t, a, &val)) < 0) {
+            fprintf(stderr, "%s: unknown option '%s'\n", t->prog, a);
+            t->usage(stderr);
+            return 2;
+        }
+        given[k] = 1;
+        if (t->rows[k].kind == BENCH_OPT_FLAG) {
+            *(int *)(void *)((char *)o + t->rows[k].off) = 1;
+            continue;
+        }
+        if (val == NULL) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "%s: option '%s' needs a value\n", t->prog,
+                        a);
+                return 2;
+            }
+            val = argv[++i];
+        }
+        if (bench_opt_set(t, &t->rows[k], a, val, o) != 0)
+            return 2;
+    }
+    return 0;
+}
+
+void bench_opt_defaults(const bench_opts *t, void *o, const int *given,
+                        int quick)
+{
+    for (size_t k = 0; k < t->n; k++) {
+        const bench_opt *r = &t->rows[k];
+        double d = quick ? r->quick : r->def;
+        char *field = (char *)o + r->off;
+        if (given[k] || r->def < 0)
+            continue;
+        if (r->kind == BENCH_OPT_REAL)
+            *(double *)(void *)field = d;
+        else if (r->kind == BENCH_OPT_COUNT)
+            *(unsigned long long *)(void *)field = (unsigned long long)d;
+    }
+}
+
 rl_limiter *bench_limiter(const char *const *kv, char *err)
 {
     rl_config *cfg = rl_config_new();

@@ -144,6 +144,50 @@ typedef struct bench_cli {
  * on stderr, for anything else or a count parse_count() refuses. */
 int bench_args(int argc, char **argv, const bench_cli *c);
 
+/* ---- a command line read by an option table (rlbench, redisbench) ------ */
+
+/* The kinds of option bench_opt_args() reads itself; a bench's own kinds
+ * (a port, a name from a list) are numbered from BENCH_OPT_OWN up and read
+ * by its own callback. */
+enum {
+    BENCH_OPT_FLAG,  /* an int set to 1                                */
+    BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads   */
+    BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
+    BENCH_OPT_OWN
+};
+
+/* One row of an option table: "--name" (a flag), or "--name V" or
+ * "--name=V". */
+typedef struct bench_opt {
+    const char *name;
+    int kind;
+    size_t off;         /* the field in the bench's options struct      */
+    double lo, hi;      /* BENCH_OPT_REAL: the bounds                   */
+    double def, quick;  /* counts and reals not given: the full run's
+                           value and --quick's (def < 0: left as is)    */
+} bench_opt;
+
+typedef struct bench_opts {
+    const bench_opt *rows;
+    size_t n;
+    const char *prog;        /* the name error messages start with     */
+    void (*usage)(FILE *f);
+    /* Reads val for a row of the bench's own kind into o: 0, or 2 after
+     * saying on stderr what is wrong. */
+    int (*own)(const bench_opt *r, const char *val, void *o);
+} bench_opts;
+
+/* Reads argv by t into the options struct o, marking given[k] for each
+ * row k met (given: t->n ints, zeroed by the caller): 0; 1 after --help or
+ * -h (usage on stdout); 2 after saying on stderr what is wrong. */
+int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o,
+                   int *given);
+
+/* Sets the counts and reals of t that were not given to their def, or to
+ * their quick value when quick is set (rows with def < 0 are left). */
+void bench_opt_defaults(const bench_opts *t, void *o, const int *given,
+                        int quick);
+
 /* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a
  * NULL value skips its key), or NULL with err set. */
 rl_limiter *bench_limiter(const char *const *kv, char *err);

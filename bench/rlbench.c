@@ -83,74 +83,44 @@ static void usage(FILE *f)
 
 /* ---- the command line: one row an option ---------------------------------- */
 
-typedef struct opt_row {
-    const char *name;
-    int kind;                   /* 0 flag, 1 count, 2 algorithm name      */
-    size_t off;                 /* the field in options                   */
-    unsigned long long def, quick; /* counts: when not given           */
-} opt_row;
+/* This bench's own kind (benchutil reads flags and counts). */
+enum { OPT_ALGO = BENCH_OPT_OWN };
 
 #define OPT_AT(field) offsetof(options, field)
 
-static const opt_row opts[] = {
-    {"--json", 0, OPT_AT(json), 0, 0},
-    {"--quick", 0, OPT_AT(quick), 0, 0},
-    {"--keys", 1, OPT_AT(keys), 1000000ULL, 100000ULL},
-    {"--big", 1, OPT_AT(big), 10000000ULL, 1000000ULL},
-    {"--samples", 1, OPT_AT(samples), 2000000ULL, 200000ULL},
-    {"--algo", 2, OPT_AT(algo), 0, 0},
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1},
+    {"--quick", BENCH_OPT_FLAG, OPT_AT(quick), 0, 0, -1, -1},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 0, 0, 1000000, 100000},
+    {"--big", BENCH_OPT_COUNT, OPT_AT(big), 0, 0, 10000000, 1000000},
+    {"--samples", BENCH_OPT_COUNT, OPT_AT(samples), 0, 0, 2000000, 200000},
+    {"--algo", OPT_ALGO, OPT_AT(algo), 0, 0, -1, -1},
 };
-#define NOPTS (sizeof opts / sizeof opts[0])
 
 static const char *const algos[4] = {"sliding_window", "token_bucket",
                                      "fixed_window", "gcra"};
 
-/* The row argument a names: flags exactly, the others by their name as a
- * prefix (*rest: what follows it); -1 for none. */
-static int opt_find(const char *a, const char **rest)
+/* An algorithm's name for row r: 0, or 2 after saying what is wrong. */
+static int opt_algo(const bench_opt *r, const char *val, void *o)
 {
-    for (size_t k = 0; k < NOPTS; k++) {
-        size_t n = strlen(opts[k].name);
-        if (opts[k].kind == 0 ? strcmp(a, opts[k].name) == 0
-                              : strncmp(a, opts[k].name, n) == 0) {
-            *rest = a + n;
-            return (int)k;
+    for (int k = 0; k < 4; k++)
+        if (strcmp(val, algos[k]) == 0) {
+            *(const char **)(void *)((char *)o + r->off) = val;
+            return 0;
         }
-    }
-    return -1;
+    fprintf(stderr, "rlbench: unknown algorithm '%s'\n", val);
+    return 2;
 }
 
-/* Stores val for row r (a: the argument as given); 0, or 2 after saying
- * what is wrong. */
-static int opt_set(const opt_row *r, const char *a, const char *val,
-                   options *o)
-{
-    char *field = (char *)o + r->off;
-
-    if (r->kind == 2) {
-        for (int k = 0; k < 4; k++)
-            if (strcmp(val, algos[k]) == 0) {
-                *(const char **)(void *)field = val;
-                return 0;
-            }
-        fprintf(stderr, "rlbench: unknown algorithm '%s'\n", val);
-        return 2;
-    }
-    if (parse_count(val, (unsigned long long *)(void *)field) != 0) {
-        fprintf(stderr, "rlbench: bad number '%s' for %s\n", val, a);
-        return 2;
-    }
-    return 0;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench",
+    .usage = usage, .own = opt_algo};
 
 /* The counts not given (--quick's or the full run's), then their bounds;
  * 0, or 2 after saying what is wrong. */
 static int opt_finish(options *o, const int *given)
 {
-    for (size_t k = 0; k < NOPTS; k++)
-        if (opts[k].kind == 1 && !given[k])
-            *(unsigned long long *)(void *)((char *)o + opts[k].off) =
-                o->quick ? opts[k].quick : opts[k].def;
+    bench_opt_defaults(&table, o, given, o->quick);
     if (o->keys < 1 || o->keys > MAX_KEYS) {
         fprintf(stderr, "rlbench: --keys must be 1..%llu\n", MAX_KEYS);
         return 2;
@@ -169,43 +139,13 @@ static int opt_finish(options *o, const int *given)
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o)
 {
-    int given[NOPTS] = {0};
+    int given[sizeof opts / sizeof opts[0]] = {0};
+    int rc;
 
     memset(o, 0, sizeof *o);
     o->algo = "sliding_window";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        int k;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        if ((k = opt_find(a, &val)) < 0) {
-            fprintf(stderr, "rlbench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (opts[k].kind == 0) {
-            *(int *)(void *)((char *)o + opts[k].off) = 1;
-            continue;
-        }
-        if (*val == '=')
-            val++;
-        else if (*val == '\0') {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "rlbench: option '%s' needs a value\n", a);
-                return 2;
-            }
-            val = argv[++i];
-        } else {
-            fprintf(stderr, "rlbench: unknown option '%s'\n", a);
-            return 2;
-        }
-        if (opt_set(&opts[k], a, val, o) != 0)
-            return 2;
-        given[k] = 1;
-    }
+    if ((rc = bench_opt_args(argc, argv, &table, o, given)) != 0)
+        return rc;
     return opt_finish(o, given);
 }
 
