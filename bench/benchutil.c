@@ -245,6 +245,23 @@ void machine_cpu(double *busy, double *steal)
     *steal = (double)v[7] / (double)hz;
 }
 
+const char *proc_stat(long pid, char *buf, size_t len)
+{
+    char path[64];
+    const char *p;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (len == 0 || (f = fopen(path, "r")) == NULL)
+        return NULL;
+    n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* comm may hold anything but ends at the last */
+    return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
 double rusage_seconds(const struct rusage *ru)
 {
     return (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 +
@@ -429,6 +446,20 @@ rl_limiter *bench_limiter(const char *const *kv, char *err)
     else if (!cfg)
         set_err(err, "rl_config_new", rc, NULL);
     rl_config_free(cfg);
+    return lim;
+}
+
+rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
+                                char *err)
+{
+    rl_limiter *lim = bench_limiter(kv, err);
+    int rc;
+
+    if (lim && (rc = rl_rules_load_string(lim, rules)) != RL_OK) {
+        set_err(err, "rl_rules_load_string", rc, errtext(lim));
+        rl_limiter_free(lim);
+        return NULL;
+    }
     return lim;
 }
 

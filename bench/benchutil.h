@@ -192,6 +192,11 @@ void bench_opt_defaults(const bench_opts *t, void *o, const int *given,
  * NULL value skips its key), or NULL with err set. */
 rl_limiter *bench_limiter(const char *const *kv, char *err);
 
+/* bench_limiter(kv) with `rules` loaded by rl_rules_load_string(), or
+ * NULL with err set. */
+rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
+                                char *err);
+
 /* n keys "0", "1", ... each in `stride` bytes (malloc'd), or NULL. */
 char *bench_keys(size_t n, size_t stride);
 
@@ -251,6 +256,11 @@ static inline uint64_t pick(uint64_t *rng, unsigned long long n) /* uniform < n 
 /* The machine's busy and stolen CPU seconds so far (/proc/stat: user, nice,
  * system, irq, softirq; steal); both 0 where it cannot be read. */
 void machine_cpu(double *busy, double *steal);
+
+/* /proc/<pid>/stat read into buf (len bytes): a pointer to its third
+ * field, the state letter (past "pid (comm) "), or NULL when it cannot be
+ * read. */
+const char *proc_stat(long pid, char *buf, size_t len);
 
 /* user + system seconds of a getrusage() result. */
 double rusage_seconds(const struct rusage *ru);

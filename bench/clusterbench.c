@@ -367,10 +367,10 @@ static int single_phase(const options *o, const char *cpu_model, char *ver,
         goto out;
     ps.master[ps.nmaster++] = single.pid;
     if (want(o, "throughput") &&
-        (flush_wait(ctl, err) ||
+        (flushall_wait(ctl, err) ||
          throughput(o, "throughput_single_64", uri, 1, &ps, &ctl, 1, NULL,
                     NULL, &tps->single, err) ||
-         flush_wait(ctl, err) ||
+         flushall_wait(ctl, err) ||
          throughput(o, "throughput_single_64_many", uri, MANY_PER_CALL, &ps,
                     &ctl, 1, &tps->single, "throughput_single_64",
                     &tps->single_many, err)))

@@ -183,8 +183,6 @@ double cs_usec(const cmdstats *cs, const char *name);
 double cs_script_calls(const cmdstats *cs);
 double cs_script_usec(const cmdstats *cs);
 
-int flush_wait(redisContext *c, char *err);
-
 void cpu_take(cpu_snap *s, const pidset *ps);
 
 cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b);

@@ -163,46 +163,18 @@ double cs_script_usec(const cmdstats *cs)
     return cs_usec(cs, "evalsha") + cs_usec(cs, "fcall");
 }
 
-/* FLUSHALL and wait until lazy freeing (if any) is over. */
-int flush_wait(redisContext *c, char *err)
-{
-    double pending = 1;
-
-    if (bcmd_ok(c, err, "FLUSHALL SYNC") != 0)
-        return -1;
-    for (int i = 0; i < 1000 && pending > 0; i++) {
-        if (info_num(c, "memory", "lazyfree_pending_objects", &pending, err))
-            return -1;
-        if (pending > 0)
-            sleep_s(0.01);
-    }
-    if (pending > 0)
-        return snprintf(err, ERRLEN, "lazyfree still pending after 10 s"), -1;
-    return 0;
-}
-
 /* ---- CPU accounting ------------------------------------------------- */
 
 /* utime + stime of a process, all its threads, in seconds; 0 if gone. */
 static double proc_cpu(pid_t pid)
 {
-    char path[64], buf[1024];
+    char buf[1024];
     unsigned long long ut = 0, st = 0;
-    FILE *f;
-    size_t n;
     const char *p;
 
-    if (pid <= 0)
-        return 0;
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return 0;
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* after "pid (comm) ": state is field 3, utime 14, stime 15 */
-    if ((p = strrchr(buf, ')')) == NULL ||
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+    /* state is field 3, utime 14, stime 15 */
+    if (pid <= 0 || (p = proc_stat((long)pid, buf, sizeof buf)) == NULL ||
+        sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
                &ut, &st) != 2)
         return 0;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
@@ -246,35 +218,11 @@ cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)
 int make_limiter(const char *store, const char *redis_layout,
                         const char *rules, rl_limiter **out, char *err)
 {
-    rl_config *cfg;
-    rl_limiter *lim = NULL;
-    int rc;
-
-    *out = NULL;
-    if ((cfg = rl_config_new()) == NULL) {
-        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
-        return -1;
-    }
-    if ((rc = rl_config_set(cfg, "store", store)) != RL_OK ||
-        (rc = rl_config_set(cfg, "timeout_ms", "1000")) != RL_OK ||
-        (rc = rl_config_set(cfg, "redis_layout", redis_layout)) != RL_OK) {
-        set_err(err, "rl_config_set", rc, errtext(NULL));
-        rl_config_free(cfg);
-        return -1;
-    }
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK) {
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-        return -1;
-    }
-    if ((rc = rl_rules_load_string(lim, rules)) != RL_OK) {
-        set_err(err, "rl_rules_load_string", rc, errtext(lim));
-        rl_limiter_free(lim);
-        return -1;
-    }
-    *out = lim;
-    return 0;
+    *out = bench_limiter_rules(
+        (const char *const[]){"store", store, "timeout_ms", "1000",
+                              "redis_layout", redis_layout, NULL},
+        rules, err);
+    return *out ? 0 : -1;
 }
 
 void one_rule(char *buf, size_t len, const char *id, int algo,

@@ -353,7 +353,7 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
     if (want(o, "bytes_per_key") && group_bytes(o, err))
         return -1;
     if (want(o, "accuracy") || want(o, "window_edge")) {
-        if (flush_wait(err))
+        if (flushall_wait(ctl, err))
             return -1;
         /* The accuracy processes are forked first (no thread runs yet) and
          * wait; the window-edge run then ends 0.1 s into a window, just in

@@ -207,8 +207,6 @@ int ctl_ok(char *err, const char *fmt, ...);
 int cmdstat_get(const char *cmd, cmdstat *cs, char *err);
 int cmdstat_script(cmdstat *cs, char *err);
 
-int flush_wait(char *err);
-
 int key_template(char *out, size_t outlen, char *err);
 
 int key_lengths(double *mean, char *example, size_t exlen, char *err);
