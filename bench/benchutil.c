@@ -370,9 +370,11 @@ static int bench_opt_set(const bench_opts *t, const bench_opt *r,
     char *field = (char *)o + r->off;
     int ok;
 
-    if (r->kind == BENCH_OPT_COUNT)
-        ok = parse_count(val, (unsigned long long *)(void *)field) == 0;
-    else if (r->kind == BENCH_OPT_REAL)
+    if (r->kind == BENCH_OPT_COUNT) {
+        unsigned long long *n = (unsigned long long *)(void *)field;
+        ok = parse_count(val, n) == 0 &&
+             (r->hi <= 0 || ((double)*n >= r->lo && (double)*n <= r->hi));
+    } else if (r->kind == BENCH_OPT_REAL)
         ok = parse_real(val, r->lo, r->hi, (double *)(void *)field) == 0;
     else
         return t->own(r, val, o);

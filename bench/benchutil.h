@@ -151,7 +151,8 @@ int bench_args(int argc, char **argv, const bench_cli *c);
  * by its own callback. */
 enum {
     BENCH_OPT_FLAG,  /* an int set to 1                                */
-    BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads   */
+    BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads,
+                        in [lo, hi] when hi > 0                         */
     BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
     BENCH_OPT_OWN
 };
@@ -162,7 +163,7 @@ typedef struct bench_opt {
     const char *name;
     int kind;
     size_t off;         /* the field in the bench's options struct      */
-    double lo, hi;      /* BENCH_OPT_REAL: the bounds                   */
+    double lo, hi;      /* the bounds of a real (of a count: hi > 0)    */
     double def, quick;  /* counts and reals not given: the full run's
                            value and --quick's (def < 0: left as is)    */
 } bench_opt;
