@@ -342,6 +342,11 @@ static int parse_real(const char *s, double lo, double hi, double *out)
     return 0;
 }
 
+static int is_flag(int kind)
+{
+    return kind == BENCH_OPT_FLAG || kind == BENCH_OPT_QUICK;
+}
+
 /* The row argument a names (flags exactly; the others as "--name" or
  * "--name=value", *val then pointing past the '='), or -1. */
 static int bench_opt_find(const bench_opts *t, const char *a,
@@ -350,7 +355,7 @@ static int bench_opt_find(const bench_opts *t, const char *a,
     for (size_t k = 0; k < t->n; k++) {
         const bench_opt *r = &t->rows[k];
         size_t n = strlen(r->name);
-        if (r->kind == BENCH_OPT_FLAG) {
+        if (is_flag(r->kind)) {
             if (strcmp(a, r->name) == 0)
                 return (int)k;
         } else if (strncmp(a, r->name, n) == 0 &&
@@ -368,24 +373,53 @@ static int bench_opt_set(const bench_opts *t, const bench_opt *r,
                          const char *a, const char *val, void *o)
 {
     char *field = (char *)o + r->off;
-    int ok;
+    int ok = 0;
 
     if (r->kind == BENCH_OPT_COUNT) {
         unsigned long long *n = (unsigned long long *)(void *)field;
         ok = parse_count(val, n) == 0 &&
              (r->hi <= 0 || ((double)*n >= r->lo && (double)*n <= r->hi));
-    } else if (r->kind == BENCH_OPT_REAL)
+    } else if (r->kind == BENCH_OPT_REAL) {
         ok = parse_real(val, r->lo, r->hi, (double *)(void *)field) == 0;
-    else
+    } else if (r->kind == BENCH_OPT_NAME) {
+        for (const char *const *nm = r->names; nm && *nm && !ok; nm++)
+            ok = strcmp(val, *nm) == 0;
+        if (ok)
+            *(const char **)(void *)field = val;
+    } else {
         return t->own(r, val, o);
+    }
     if (!ok)
         fprintf(stderr, "%s: bad value '%s' for %s\n", t->prog, val, a);
     return ok ? 0 : 2;
 }
 
-int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o,
-                   int *given)
+/* The counts and reals not given: their def, or their quick value. */
+static void bench_opt_defaults(const bench_opts *t, void *o,
+                               const int *given, int quick)
 {
+    for (size_t k = 0; k < t->n; k++) {
+        const bench_opt *r = &t->rows[k];
+        double d = quick ? r->quick : r->def;
+        char *field = (char *)o + r->off;
+        if (given[k] || r->def < 0)
+            continue;
+        if (r->kind == BENCH_OPT_REAL)
+            *(double *)(void *)field = d;
+        else if (r->kind == BENCH_OPT_COUNT)
+            *(unsigned long long *)(void *)field = (unsigned long long)d;
+    }
+}
+
+int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
+{
+    int given[BENCH_OPT_MAX] = {0}, quick = 0;
+
+    if (t->n > BENCH_OPT_MAX) {
+        fprintf(stderr, "%s: %zu options (at most %d)\n", t->prog, t->n,
+                BENCH_OPT_MAX);
+        return 2;
+    }
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         int k;
@@ -400,8 +434,9 @@ int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o,
             return 2;
         }
         given[k] = 1;
-        if (t->rows[k].kind == BENCH_OPT_FLAG) {
+        if (is_flag(t->rows[k].kind)) {
             *(int *)(void *)((char *)o + t->rows[k].off) = 1;
+            quick |= t->rows[k].kind == BENCH_OPT_QUICK;
             continue;
         }
         if (val == NULL) {
@@ -415,23 +450,8 @@ int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o,
         if (bench_opt_set(t, &t->rows[k], a, val, o) != 0)
             return 2;
     }
+    bench_opt_defaults(t, o, given, quick);
     return 0;
-}
-
-void bench_opt_defaults(const bench_opts *t, void *o, const int *given,
-                        int quick)
-{
-    for (size_t k = 0; k < t->n; k++) {
-        const bench_opt *r = &t->rows[k];
-        double d = quick ? r->quick : r->def;
-        char *field = (char *)o + r->off;
-        if (given[k] || r->def < 0)
-            continue;
-        if (r->kind == BENCH_OPT_REAL)
-            *(double *)(void *)field = d;
-        else if (r->kind == BENCH_OPT_COUNT)
-            *(unsigned long long *)(void *)field = (unsigned long long)d;
-    }
 }
 
 rl_limiter *bench_limiter(const char *const *kv, char *err)

@@ -147,15 +147,20 @@ int bench_args(int argc, char **argv, const bench_cli *c);
 /* ---- a command line read by an option table (rlbench, redisbench) ------ */
 
 /* The kinds of option bench_opt_args() reads itself; a bench's own kinds
- * (a port, a name from a list) are numbered from BENCH_OPT_OWN up and read
- * by its own callback. */
+ * (e.g. a port) are numbered from BENCH_OPT_OWN up and read by its own
+ * callback. */
 enum {
     BENCH_OPT_FLAG,  /* an int set to 1                                */
+    BENCH_OPT_QUICK, /* the same, and the counts and reals not given
+                        take their quick values                         */
     BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads,
                         in [lo, hi] when hi > 0                         */
     BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
+    BENCH_OPT_NAME,  /* a const char * (into argv), one of names        */
     BENCH_OPT_OWN
 };
+
+#define BENCH_OPT_MAX 64 /* rows a table may have */
 
 /* One row of an option table: "--name" (a flag), or "--name V" or
  * "--name=V". */
@@ -165,29 +170,26 @@ typedef struct bench_opt {
     size_t off;         /* the field in the bench's options struct      */
     double lo, hi;      /* the bounds of a real (of a count: hi > 0)    */
     double def, quick;  /* counts and reals not given: the full run's
-                           value and --quick's (def < 0: left as is)    */
+                           value and the quick one (def < 0: left as is) */
+    const char *const *names; /* BENCH_OPT_NAME: the values, NULL-ended  */
 } bench_opt;
 
 typedef struct bench_opts {
     const bench_opt *rows;
-    size_t n;
+    size_t n;                /* at most BENCH_OPT_MAX                   */
     const char *prog;        /* the name error messages start with     */
     void (*usage)(FILE *f);
     /* Reads val for a row of the bench's own kind into o: 0, or 2 after
-     * saying on stderr what is wrong. */
+     * saying on stderr what is wrong (NULL: the table has none). */
     int (*own)(const bench_opt *r, const char *val, void *o);
 } bench_opts;
 
-/* Reads argv by t into the options struct o, marking given[k] for each
- * row k met (given: t->n ints, zeroed by the caller): 0; 1 after --help or
- * -h (usage on stdout); 2 after saying on stderr what is wrong. */
-int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o,
-                   int *given);
-
-/* Sets the counts and reals of t that were not given to their def, or to
- * their quick value when quick is set (rows with def < 0 are left). */
-void bench_opt_defaults(const bench_opts *t, void *o, const int *given,
-                        int quick);
+/* Reads argv by t into the options struct o, then sets the counts and
+ * reals not given to their def, or to their quick value after a
+ * BENCH_OPT_QUICK row (rows with def < 0 are left as they are): 0; 1 after
+ * --help or -h (usage on stdout); 2 after saying on stderr what is
+ * wrong. */
+int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
 /* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a
  * NULL value skips its key), or NULL with err set. */

@@ -192,56 +192,39 @@ static void usage(FILE *f)
 
 /* ---- the command line: one row an option ---------------------------- */
 
-/* This bench's own kind (benchutil reads flags, counts and reals). */
-enum { OPT_GROUP = BENCH_OPT_OWN };
-
 #define OPT_AT(field) offsetof(options, field)
 #define MAX_COUNT 100000000.0
 
+static const char *const groups[] = {"bytes", "throughput", "reshard",
+                                     "failover", NULL};
+
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1},
-    {"--quick", BENCH_OPT_FLAG, OPT_AT(quick), 0, 0, -1, -1},
-    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 5, 2},
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 5, 2, NULL},
     {"--mem-keys", BENCH_OPT_COUNT, OPT_AT(mem_keys), 1, MAX_COUNT, 1000000,
-     20000},
+     20000, NULL},
     {"--usec-checks", BENCH_OPT_COUNT, OPT_AT(usec_checks), 1, MAX_COUNT,
-     200000, 20000},
+     200000, 20000, NULL},
     {"--usec-clients", BENCH_OPT_COUNT, OPT_AT(usec_clients), 1, MAX_COUNT,
-     5000, 5000},
+     5000, 5000, NULL},
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_COUNT, 1000000,
-     1000000},
-    {"--slots", BENCH_OPT_COUNT, OPT_AT(slots), 1, 1000, 20, 5},
-    {"--only", OPT_GROUP, OPT_AT(only), 0, 0, -1, -1},
+     1000000, NULL},
+    {"--slots", BENCH_OPT_COUNT, OPT_AT(slots), 1, 1000, 20, 5, NULL},
+    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups},
 };
-
-/* A group's name for --only: 0, or 2 after saying what is wrong. */
-static int opt_group(const bench_opt *r, const char *val, void *o)
-{
-    static const char *const groups[] = {"bytes", "throughput", "reshard",
-                                         "failover"};
-
-    for (size_t k = 0; k < sizeof groups / sizeof groups[0]; k++)
-        if (strcmp(val, groups[k]) == 0) {
-            *(const char **)(void *)((char *)o + r->off) = val;
-            return 0;
-        }
-    fprintf(stderr, "clusterbench: unknown group '%s'\n", val);
-    return 2;
-}
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "clusterbench",
-    .usage = usage, .own = opt_group};
+    .usage = usage};
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    int given[sizeof opts / sizeof opts[0]] = {0};
     int rc;
 
     memset(o, 0, sizeof *o);
-    if ((rc = bench_opt_args(argc, argv, &table, o, given)) != 0)
+    if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
         return rc;
-    bench_opt_defaults(&table, o, given, o->quick);
     if (o->usec_clients > o->mem_keys)
         o->usec_clients = o->mem_keys;
     return 0;

@@ -95,7 +95,7 @@
 static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
-                                     "outage"};
+                                     "outage", NULL};
 
 static void usage(FILE *f)
 {
@@ -153,68 +153,54 @@ static void usage(FILE *f)
 
 /* ---- the command line: one row an option -------------------------------- */
 
-/* The kinds of this bench's own (benchutil reads flags, counts, reals). */
-enum { OPT_PORT = BENCH_OPT_OWN, OPT_GROUP };
+/* This bench's own kind (benchutil reads the others). */
+enum { OPT_PORT = BENCH_OPT_OWN };
 
 #define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1},
-    {"--quick", BENCH_OPT_FLAG, OPT_AT(quick), 0, 0, -1, -1},
-    {"--force", BENCH_OPT_FLAG, OPT_AT(force), 0, 0, -1, -1},
-    {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1},
-    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 10.0, 2.0},
-    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 0, 0, 1000000, 100000},
-    {"--mem-keys", BENCH_OPT_COUNT, OPT_AT(mem_keys), 0, 0, 100000, 50000},
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    {"--force", BENCH_OPT_FLAG, OPT_AT(force), 0, 0, -1, -1, NULL},
+    {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1, NULL},
+    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 10.0, 2.0,
+     NULL},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_KEYS, 1000000, 100000,
+     NULL},
+    {"--mem-keys", BENCH_OPT_COUNT, OPT_AT(mem_keys), 0, 0, 100000, 50000,
+     NULL},
     {"--usec-checks", BENCH_OPT_COUNT, OPT_AT(usec_checks), 0, 0, 50000,
-     10000},
+     10000, NULL},
     {"--accuracy-seconds", BENCH_OPT_REAL, OPT_AT(acc_seconds), 1, 3600,
-     30.0, 5.0},
-    {"--peer-usec", BENCH_OPT_REAL, OPT_AT(peer_usec), 0.001, 1e6, -1, -1},
-    {"--only", OPT_GROUP, OPT_AT(only), 0, 0, -1, -1},
+     30.0, 5.0, NULL},
+    {"--peer-usec", BENCH_OPT_REAL, OPT_AT(peer_usec), 0.001, 1e6, -1, -1,
+     NULL},
+    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups},
 };
 
-/* A port or a group name for row r: 0, or 2 after saying what is wrong. */
-static int opt_own(const bench_opt *r, const char *val, void *arg)
+/* A port for row r: 0, or 2 after saying what is wrong. */
+static int opt_port(const bench_opt *r, const char *val, void *o)
 {
-    char *field = (char *)arg + r->off;
     unsigned long long port = 0;
-    int ok = 0;
 
-    if (r->kind == OPT_PORT) {
-        if (parse_count(val, &port) != 0 || port < 1 || port > 65535) {
-            fprintf(stderr, "redisbench: bad port '%s'\n", val);
-            return 2;
-        }
-        *(int *)(void *)field = (int)port;
-        return 0;
-    }
-    for (size_t k = 0; k < sizeof groups / sizeof groups[0]; k++)
-        ok |= strcmp(val, groups[k]) == 0;
-    if (!ok) {
-        fprintf(stderr, "redisbench: unknown group '%s'\n", val);
+    if (parse_count(val, &port) != 0 || port < 1 || port > 65535) {
+        fprintf(stderr, "redisbench: bad port '%s'\n", val);
         return 2;
     }
-    *(const char **)(void *)field = val;
+    *(int *)(void *)((char *)o + r->off) = (int)port;
     return 0;
 }
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "redisbench",
-    .usage = usage, .own = opt_own};
+    .usage = usage, .own = opt_port};
 
-/* The defaults of the options not given (--quick's or the full run's),
- * then the checks across options; 0, or 2 after saying what is wrong. */
-static int opt_finish(options *o, const int *given)
+/* The checks across options: 0, or 2 after saying what is wrong. */
+static int opt_finish(options *o)
 {
     if (o->port == 0) {
         fprintf(stderr, "redisbench: --port is required\n");
         usage(stderr);
-        return 2;
-    }
-    bench_opt_defaults(&table, o, given, o->quick);
-    if (o->keys < 1 || o->keys > MAX_KEYS) {
-        fprintf(stderr, "redisbench: --keys must be 1..%llu\n", MAX_KEYS);
         return 2;
     }
     if (o->mem_keys > o->keys)
@@ -230,14 +216,13 @@ static int opt_finish(options *o, const int *given)
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o)
 {
-    int given[sizeof opts / sizeof opts[0]] = {0};
     int rc;
 
     memset(o, 0, sizeof *o);
     o->peer_usec = -1.0;
-    if ((rc = bench_opt_args(argc, argv, &table, o, given)) != 0)
+    if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
         return rc;
-    return opt_finish(o, given);
+    return opt_finish(o);
 }
 
 static int want(const options *o, const char *group)

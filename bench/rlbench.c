@@ -83,70 +83,33 @@ static void usage(FILE *f)
 
 /* ---- the command line: one row an option ---------------------------------- */
 
-/* This bench's own kind (benchutil reads flags and counts). */
-enum { OPT_ALGO = BENCH_OPT_OWN };
-
 #define OPT_AT(field) offsetof(options, field)
 
+static const char *const algos[] = {"sliding_window", "token_bucket",
+                                    "fixed_window", "gcra", NULL};
+
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1},
-    {"--quick", BENCH_OPT_FLAG, OPT_AT(quick), 0, 0, -1, -1},
-    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 0, 0, 1000000, 100000},
-    {"--big", BENCH_OPT_COUNT, OPT_AT(big), 0, 0, 10000000, 1000000},
-    {"--samples", BENCH_OPT_COUNT, OPT_AT(samples), 0, 0, 2000000, 200000},
-    {"--algo", OPT_ALGO, OPT_AT(algo), 0, 0, -1, -1},
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_KEYS, 1000000, 100000,
+     NULL},
+    {"--big", BENCH_OPT_COUNT, OPT_AT(big), 0, MAX_KEYS, 10000000, 1000000,
+     NULL},
+    {"--samples", BENCH_OPT_COUNT, OPT_AT(samples), 100, MAX_SAMPLES,
+     2000000, 200000, NULL},
+    {"--algo", BENCH_OPT_NAME, OPT_AT(algo), 0, 0, -1, -1, algos},
 };
-
-static const char *const algos[4] = {"sliding_window", "token_bucket",
-                                     "fixed_window", "gcra"};
-
-/* An algorithm's name for row r: 0, or 2 after saying what is wrong. */
-static int opt_algo(const bench_opt *r, const char *val, void *o)
-{
-    for (int k = 0; k < 4; k++)
-        if (strcmp(val, algos[k]) == 0) {
-            *(const char **)(void *)((char *)o + r->off) = val;
-            return 0;
-        }
-    fprintf(stderr, "rlbench: unknown algorithm '%s'\n", val);
-    return 2;
-}
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench",
-    .usage = usage, .own = opt_algo};
-
-/* The counts not given (--quick's or the full run's), then their bounds;
- * 0, or 2 after saying what is wrong. */
-static int opt_finish(options *o, const int *given)
-{
-    bench_opt_defaults(&table, o, given, o->quick);
-    if (o->keys < 1 || o->keys > MAX_KEYS) {
-        fprintf(stderr, "rlbench: --keys must be 1..%llu\n", MAX_KEYS);
-        return 2;
-    }
-    if (o->big > MAX_KEYS) {
-        fprintf(stderr, "rlbench: --big must be 0..%llu\n", MAX_KEYS);
-        return 2;
-    }
-    if (o->samples < 100 || o->samples > MAX_SAMPLES) {
-        fprintf(stderr, "rlbench: --samples must be 100..%llu\n", MAX_SAMPLES);
-        return 2;
-    }
-    return 0;
-}
+    .usage = usage};
 
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o)
 {
-    int given[sizeof opts / sizeof opts[0]] = {0};
-    int rc;
-
     memset(o, 0, sizeof *o);
     o->algo = "sliding_window";
-    if ((rc = bench_opt_args(argc, argv, &table, o, given)) != 0)
-        return rc;
-    return opt_finish(o, given);
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 
