@@ -494,6 +494,16 @@ char *bench_keys(size_t n, size_t stride)
     return keys;
 }
 
+uint32_t *bench_seq(size_t n, unsigned long long nkeys, unsigned part,
+                    unsigned parts, uint64_t seed)
+{
+    uint32_t *seq = malloc(n * sizeof *seq);
+
+    for (size_t i = 0; seq && i < n; i++)
+        seq[i] = (uint32_t)(parts * pick(&seed, nkeys / parts) + part);
+    return seq;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -203,6 +203,12 @@ rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
 /* n keys "0", "1", ... each in `stride` bytes (malloc'd), or NULL. */
 char *bench_keys(size_t n, size_t stride);
 
+/* n key indexes drawn uniformly (pick(), the generator seeded with seed)
+ * from the keys i < nkeys with i % parts == part: one thread's sequence,
+ * fixed before timing (malloc'd), or NULL. */
+uint32_t *bench_seq(size_t n, unsigned long long nkeys, unsigned part,
+                    unsigned parts, uint64_t seed);
+
 /* v[0..n) sorted ascending, for medians and percentiles. */
 void sort_doubles(double *v, size_t n);
 

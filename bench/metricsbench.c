@@ -479,16 +479,12 @@ int main(int argc, char **argv)
     if (rc)
         return rc == 1 ? 0 : 2;
     keys = bench_keys((size_t)o.keys, KEY_STRIDE);
-    seqs[0] = malloc((size_t)o.calls * sizeof *seqs[0]);
-    seqs[1] = malloc((size_t)o.calls * sizeof *seqs[1]);
+    for (unsigned t = 0; t < 2; t++) /* thread t: the users i % 2 == t */
+        seqs[t] = bench_seq((size_t)o.calls, o.keys, t, 2,
+                            0xD27A0000ULL + t);
     if (!keys || !seqs[0] || !seqs[1]) {
         fprintf(stderr, "metricsbench: out of memory\n");
         return 1;
-    }
-    for (int t = 0; t < 2; t++) { /* thread t: the users i % 2 == t */
-        uint64_t st = 0xD27A0000ULL + (uint64_t)t;
-        for (size_t i = 0; i < o.calls; i++)
-            seqs[t][i] = (uint32_t)(2 * pick(&st, o.keys / 2) + (uint64_t)t);
     }
     if (o.json)
         printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"

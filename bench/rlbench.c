@@ -265,8 +265,8 @@ static int lat_input_make(const options *o, lat_input *in, char *err)
     size_t nseq = in->nseq = (size_t)o->samples;
 
     in->keys = malloc(nkeys * KEY_STRIDE);
-    in->seqs[0] = malloc(nseq * sizeof *in->seqs[0]);
-    in->seqs[1] = malloc(nseq * sizeof *in->seqs[1]);
+    for (unsigned t = 0; t < 2; t++)
+        in->seqs[t] = bench_seq(nseq, nkeys, 0, 1, 0x5EED0000ULL + t);
     in->lat[LIB] = malloc(2 * nseq * sizeof *in->lat[LIB]);
     in->lat[REF] = malloc(2 * nseq * sizeof *in->lat[REF]);
     if (in->keys == NULL || in->seqs[0] == NULL || in->seqs[1] == NULL ||
@@ -276,11 +276,6 @@ static int lat_input_make(const options *o, lat_input *in, char *err)
     }
     for (size_t i = 0; i < nkeys; i++)
         fmt_key(in->keys + i * KEY_STRIDE, (uint32_t)i);
-    for (int t = 0; t < 2; t++) {
-        uint64_t st = 0x5EED0000ULL + (uint64_t)t;
-        for (size_t i = 0; i < nseq; i++)
-            in->seqs[t][i] = (uint32_t)pick(&st, nkeys);
-    }
     return 0;
 }
 
