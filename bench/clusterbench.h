@@ -99,10 +99,9 @@ typedef struct job {
 } job;
 
 typedef struct job_worker {
+    bench_status st;           /* first: bench_threads() reads it        */
     job *j;
     unsigned long long fallback, degraded, denied;
-    int rc;
-    char err[ERRLEN];
 } job_worker;
 
 typedef struct job_result {

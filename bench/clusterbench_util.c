@@ -259,8 +259,8 @@ static void *job_main(void *arg)
         snprintf(key, sizeof key, "user:%llu",
                  j->nkeys ? t % j->nkeys : t);
         if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
-            set_err(w->err, "rl_allow", rc, errtext(j->lim));
-            w->rc = rc;
+            set_err(w->st.err, "rl_allow", rc, errtext(j->lim));
+            w->st.rc = rc;
             atomic_store(&j->next, j->total);
             break;
         }
@@ -278,36 +278,22 @@ static void *job_main(void *arg)
 
 int run_job(job *j, int n, job_result *jr, char *err)
 {
-    job_worker w[THREADS];
-    pthread_t tid[THREADS];
-    int started = 0, rc = 0;
+    job_worker w[THREADS] = {0};
     uint64_t t0 = now_ns();
+    int rc;
 
-    memset(w, 0, sizeof w);
+    n = n < THREADS ? n : THREADS;
     atomic_store(&j->next, 0);
-    for (int t = 0; t < n && t < THREADS; t++) {
+    for (int t = 0; t < n; t++)
         w[t].j = j;
-        if (pthread_create(&tid[t], NULL, job_main, &w[t]) != 0) {
-            atomic_store(&j->next, j->total);
-            snprintf(err, ERRLEN, "pthread_create failed");
-            rc = -1;
-            break;
-        }
-        started++;
-    }
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    rc = bench_threads(w, sizeof w[0], n, job_main, "clusterbench", err);
     jr->seconds = (double)(now_ns() - t0) / 1e9;
-    for (int t = 0; t < started; t++) {
-        if (w[t].rc != 0 && rc == 0) {
-            memcpy(err, w[t].err, ERRLEN);
-            rc = -1;
-        }
+    for (int t = 0; t < n; t++) {
         jr->fallback += w[t].fallback;
         jr->degraded += w[t].degraded;
         jr->denied += w[t].denied;
     }
     if (rc == 0 && interrupted(err))
         rc = -1;
-    return rc;
+    return rc ? -1 : 0;
 }

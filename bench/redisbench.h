@@ -130,11 +130,10 @@ typedef struct job {
 } job;
 
 typedef struct job_worker {
+    bench_status st;           /* first: bench_threads() reads it        */
     job *j;
     uint64_t rng;
     unsigned long long fallback, denied;
-    int rc;
-    char err[ERRLEN];
 } job_worker;
 
 #define OUT_TIMEOUT_MS 20        /* timeout_ms of the Redis limiters      */

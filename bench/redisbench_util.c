@@ -298,8 +298,8 @@ static void *job_main(void *arg)
         snprintf(key, sizeof key, "user:%llu",
                  j->nkeys ? (unsigned long long)pick(&w->rng, j->nkeys) : t);
         if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
-            set_err(w->err, "rl_allow", rc, errtext(j->lim));
-            w->rc = rc;
+            set_err(w->st.err, "rl_allow", rc, errtext(j->lim));
+            w->st.rc = rc;
             atomic_store(&j->next, j->total);
             break;
         }
@@ -315,32 +315,19 @@ static void *job_main(void *arg)
 int run_job(job *j, int n, unsigned long long *fallback,
                    unsigned long long *denied, char *err)
 {
-    job_worker w[FILL_THREADS];
-    pthread_t tid[FILL_THREADS];
-    int started = 0, rc = 0;
+    job_worker w[FILL_THREADS] = {0};
+    int rc;
 
-    memset(w, 0, sizeof w);
+    n = n < FILL_THREADS ? n : FILL_THREADS;
     atomic_store(&j->next, 0);
-    for (int t = 0; t < n && t < FILL_THREADS; t++) {
+    for (int t = 0; t < n; t++) {
         w[t].j = j;
         w[t].rng = 0x10B0000ULL + (uint64_t)t * 104729;
-        if (pthread_create(&tid[t], NULL, job_main, &w[t]) != 0) {
-            atomic_store(&j->next, j->total);
-            snprintf(err, ERRLEN, "pthread_create failed");
-            rc = -1;
-            break;
-        }
-        started++;
     }
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
-    for (int t = 0; t < started; t++) {
-        if (w[t].rc != 0 && rc == 0) {
-            memcpy(err, w[t].err, ERRLEN);
-            rc = -1;
-        }
+    rc = bench_threads(w, sizeof w[0], n, job_main, "redisbench", err);
+    for (int t = 0; t < n; t++) {
         *fallback += w[t].fallback;
         *denied += w[t].denied;
     }
-    return rc;
+    return rc ? -1 : 0;
 }
