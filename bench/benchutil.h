@@ -2,8 +2,9 @@
  * benchutil.h -- what the programs in bench/ share: the figure each prints
  * (one line of a table, or one JSON object per line with --json), error
  * text from the library, the command line (--json, --quick, --help and
- * counts), a limiter made from config pairs, a table of keys, the clock, a
- * random number generator and the load average.
+ * counts; or a table of options, one row each), a limiter made from config
+ * pairs, a table of keys and the sequences drawn from it, threads, the
+ * clock, a random number generator, /proc and the load average.
  *
  * A figure is a value with its unit, beside up to two references it is
  * compared with (ratio = value / ref), and up to 24 extra fields, numbers

@@ -1,7 +1,8 @@
 /*
  * redisutil.h -- what the Redis benchmarks (redisbench, clusterbench) ask a
  * server on a control connection: commands that fail with a message, INFO
- * fields, and used_memory once it has settled.  err is ERRLEN bytes.
+ * fields, used_memory once it has settled, FLUSHALL with its lazy freeing
+ * waited for, and the keys a SCAN walks.  err is ERRLEN bytes.
  */
 #ifndef RL_BENCH_REDISUTIL_H
 #define RL_BENCH_REDISUTIL_H
