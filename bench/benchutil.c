@@ -504,6 +504,29 @@ uint32_t *bench_seq(size_t n, unsigned long long nkeys, unsigned part,
     return seq;
 }
 
+int bench_input_make(bench_input *in, unsigned long long nkeys,
+                     size_t stride, size_t n, int split, const char *prog)
+{
+    unsigned parts = split ? 2 : 1;
+
+    in->keys = bench_keys((size_t)nkeys, stride);
+    for (unsigned t = 0; t < 2; t++)
+        in->seq[t] = bench_seq(n, nkeys, t % parts, parts, 0xD27A0000ULL + t);
+    if (in->keys && in->seq[0] && in->seq[1])
+        return 0;
+    fprintf(stderr, "%s: out of memory\n", prog);
+    bench_input_free(in);
+    return -1;
+}
+
+void bench_input_free(bench_input *in)
+{
+    free(in->keys);
+    free(in->seq[0]);
+    free(in->seq[1]);
+    *in = (bench_input){0};
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;

@@ -210,6 +210,19 @@ char *bench_keys(size_t n, size_t stride);
 uint32_t *bench_seq(size_t n, unsigned long long nkeys, unsigned part,
                     unsigned parts, uint64_t seed);
 
+/* What a two-thread bench's main makes before timing: the keys
+ * (bench_keys) and each thread's sequence of n indexes (bench_seq, seed
+ * 0xD27A0000 + thread; split: thread t draws only the keys i % 2 == t). */
+typedef struct bench_input {
+    char *keys;
+    uint32_t *seq[2];
+} bench_input;
+
+/* 0, or -1 after "<prog>: out of memory" on stderr (in freed). */
+int bench_input_make(bench_input *in, unsigned long long nkeys,
+                     size_t stride, size_t n, int split, const char *prog);
+void bench_input_free(bench_input *in);
+
 /* v[0..n) sorted ascending, for medians and percentiles. */
 void sort_doubles(double *v, size_t n);
 

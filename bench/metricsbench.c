@@ -472,20 +472,15 @@ static const bench_case cases[] = {
 int main(int argc, char **argv)
 {
     options o;
-    char err[ERRLEN] = "", *keys;
-    uint32_t *seqs[2];
+    char err[ERRLEN] = "";
+    bench_input in;
     int rc = parse_args(argc, argv, &o);
 
     if (rc)
         return rc == 1 ? 0 : 2;
-    keys = bench_keys((size_t)o.keys, KEY_STRIDE);
-    for (unsigned t = 0; t < 2; t++) /* thread t: the users i % 2 == t */
-        seqs[t] = bench_seq((size_t)o.calls, o.keys, t, 2,
-                            0xD27A0000ULL + t);
-    if (!keys || !seqs[0] || !seqs[1]) {
-        fprintf(stderr, "metricsbench: out of memory\n");
+    if (bench_input_make(&in, o.keys, KEY_STRIDE, (size_t)o.calls, 1,
+                         "metricsbench") != 0)
         return 1;
-    }
     if (o.json)
         printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
                "\"pairs\":%llu,\"instances\":%llu,\"library\":\"%s\","
@@ -503,14 +498,12 @@ int main(int argc, char **argv)
          i++) {
         bench_case c = cases[i];
         c.aa |= o.aa;
-        rc = bench_case_run(&o, &c, keys, seqs, err);
+        rc = bench_case_run(&o, &c, in.keys, in.seq, err);
     }
     if (rc == 0)
         rc = render_big(&o, err);
     if (rc)
         fprintf(stderr, "metricsbench: %s\n", err);
-    free(keys);
-    free(seqs[0]);
-    free(seqs[1]);
+    bench_input_free(&in);
     return rc ? 1 : 0;
 }
