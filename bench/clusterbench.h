@@ -90,6 +90,18 @@ typedef struct pidset {
 
 #define DEGRADED (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN | RL_FLAG_FAIL_CLOSED)
 
+/* Counts one decision into a worker's tallies: by the fallback, degraded
+ * (any of DEGRADED), denied. */
+static inline void count_result(const rl_result *res,
+                                unsigned long long *fallback,
+                                unsigned long long *degraded,
+                                unsigned long long *denied)
+{
+    *fallback += (res->flags & RL_FLAG_FALLBACK) != 0;
+    *degraded += (res->flags & DEGRADED) != 0;
+    *denied += !res->allowed;
+}
+
 typedef struct job {
     rl_limiter *lim;
     const char *rule_id;

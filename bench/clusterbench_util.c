@@ -264,12 +264,7 @@ static void *job_main(void *arg)
             atomic_store(&j->next, j->total);
             break;
         }
-        if (res.flags & RL_FLAG_FALLBACK)
-            w->fallback++;
-        if (res.flags & DEGRADED)
-            w->degraded++;
-        if (!res.allowed)
-            w->denied++;
+        count_result(&res, &w->fallback, &w->degraded, &w->denied);
     }
     return NULL;
 }
