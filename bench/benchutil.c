@@ -245,6 +245,23 @@ void machine_cpu(double *busy, double *steal)
     *steal = (double)v[7] / (double)hz;
 }
 
+const char *proc_stat(long pid, char *buf, size_t len)
+{
+    char path[64];
+    const char *p;
+    size_t n;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    if (len == 0 || (f = fopen(path, "r")) == NULL)
+        return NULL;
+    n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* comm may hold anything but ends at the last */
+    return p && p[1] == ' ' ? p + 2 : NULL;
+}
+
 double rusage_seconds(const struct rusage *ru)
 {
     return (double)ru->ru_utime.tv_sec + ru->ru_utime.tv_usec / 1e6 +
@@ -264,10 +281,34 @@ static int bench_count_arg(const bench_cli *c, const char *flag,
     return -2;
 }
 
+/* argv[i] as one of c's flags (1) or string options (2, or -1 with no
+ * value after it); 0 when it is neither. */
+static int bench_named_arg(const bench_cli *c, int argc, char **argv, int i)
+{
+    for (const bench_flag *f = c->flags; f && f->flag; f++)
+        if (strcmp(argv[i], f->flag) == 0)
+            return *f->dst = 1;
+    for (const bench_string *s = c->strings; s && s->flag; s++)
+        if (strcmp(argv[i], s->flag) == 0) {
+            if (i + 1 >= argc)
+                return -1;
+            *s->dst = argv[i + 1];
+            return 2;
+        }
+    return 0;
+}
+
 int bench_args(int argc, char **argv, const bench_cli *c)
 {
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
+        int named = bench_named_arg(c, argc, argv, i);
+
+        if (named > 0) {
+            i += named - 1;
+        } else if (named < 0) {
+            c->usage(stderr);
+            return 2;
+        } else if (strcmp(argv[i], "--json") == 0) {
             *c->json = 1;
         } else if (c->quick && strcmp(argv[i], "--quick") == 0) {
             c->quick(c->arg);
@@ -282,6 +323,134 @@ int bench_args(int argc, char **argv, const bench_cli *c)
             i++;
         }
     }
+    return 0;
+}
+
+/* A real number in [lo, hi]: 0, or -1 for anything else. */
+static int parse_real(const char *s, double lo, double hi, double *out)
+{
+    char *end = NULL;
+    double v;
+
+    if (s == NULL || *s == '\0')
+        return -1;
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi))
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int is_flag(int kind)
+{
+    return kind == BENCH_OPT_FLAG || kind == BENCH_OPT_QUICK;
+}
+
+/* The row argument a names (flags exactly; the others as "--name" or
+ * "--name=value", *val then pointing past the '='), or -1. */
+static int bench_opt_find(const bench_opts *t, const char *a,
+                          const char **val)
+{
+    for (size_t k = 0; k < t->n; k++) {
+        const bench_opt *r = &t->rows[k];
+        size_t n = strlen(r->name);
+        if (is_flag(r->kind)) {
+            if (strcmp(a, r->name) == 0)
+                return (int)k;
+        } else if (strncmp(a, r->name, n) == 0 &&
+                   (a[n] == '\0' || a[n] == '=')) {
+            *val = a[n] == '=' ? a + n + 1 : NULL;
+            return (int)k;
+        }
+    }
+    return -1;
+}
+
+/* Stores val for row r (a: the argument as given); 0, or 2 after saying
+ * what is wrong. */
+static int bench_opt_set(const bench_opts *t, const bench_opt *r,
+                         const char *a, const char *val, void *o)
+{
+    char *field = (char *)o + r->off;
+    int ok = 0;
+
+    if (r->kind == BENCH_OPT_COUNT) {
+        unsigned long long *n = (unsigned long long *)(void *)field;
+        ok = parse_count(val, n) == 0 &&
+             (r->hi <= 0 || ((double)*n >= r->lo && (double)*n <= r->hi));
+    } else if (r->kind == BENCH_OPT_REAL) {
+        ok = parse_real(val, r->lo, r->hi, (double *)(void *)field) == 0;
+    } else if (r->kind == BENCH_OPT_NAME) {
+        for (const char *const *nm = r->names; nm && *nm && !ok; nm++)
+            ok = strcmp(val, *nm) == 0;
+        if (ok)
+            *(const char **)(void *)field = val;
+    } else {
+        return t->own(r, val, o);
+    }
+    if (!ok)
+        fprintf(stderr, "%s: bad value '%s' for %s\n", t->prog, val, a);
+    return ok ? 0 : 2;
+}
+
+/* The counts and reals not given: their def, or their quick value. */
+static void bench_opt_defaults(const bench_opts *t, void *o,
+                               const int *given, int quick)
+{
+    for (size_t k = 0; k < t->n; k++) {
+        const bench_opt *r = &t->rows[k];
+        double d = quick ? r->quick : r->def;
+        char *field = (char *)o + r->off;
+        if (given[k] || r->def < 0)
+            continue;
+        if (r->kind == BENCH_OPT_REAL)
+            *(double *)(void *)field = d;
+        else if (r->kind == BENCH_OPT_COUNT)
+            *(unsigned long long *)(void *)field = (unsigned long long)d;
+    }
+}
+
+int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
+{
+    int given[BENCH_OPT_MAX] = {0}, quick = 0;
+
+    if (t->n > BENCH_OPT_MAX) {
+        fprintf(stderr, "%s: %zu options (at most %d)\n", t->prog, t->n,
+                BENCH_OPT_MAX);
+        return 2;
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        int k;
+
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            t->usage(stdout);
+            return 1;
+        }
+        if ((k = bench_opt_find(t, a, &val)) < 0) {
+            fprintf(stderr, "%s: unknown option '%s'\n", t->prog, a);
+            t->usage(stderr);
+            return 2;
+        }
+        given[k] = 1;
+        if (is_flag(t->rows[k].kind)) {
+            *(int *)(void *)((char *)o + t->rows[k].off) = 1;
+            quick |= t->rows[k].kind == BENCH_OPT_QUICK;
+            continue;
+        }
+        if (val == NULL) {
+            if (i + 1 >= argc) {
+                fprintf(stderr, "%s: option '%s' needs a value\n", t->prog,
+                        a);
+                return 2;
+            }
+            val = argv[++i];
+        }
+        if (bench_opt_set(t, &t->rows[k], a, val, o) != 0)
+            return 2;
+    }
+    bench_opt_defaults(t, o, given, quick);
     return 0;
 }
 
@@ -302,6 +471,20 @@ rl_limiter *bench_limiter(const char *const *kv, char *err)
     return lim;
 }
 
+rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
+                                char *err)
+{
+    rl_limiter *lim = bench_limiter(kv, err);
+    int rc;
+
+    if (lim && (rc = rl_rules_load_string(lim, rules)) != RL_OK) {
+        set_err(err, "rl_rules_load_string", rc, errtext(lim));
+        rl_limiter_free(lim);
+        return NULL;
+    }
+    return lim;
+}
+
 char *bench_keys(size_t n, size_t stride)
 {
     char *keys = malloc(n * stride);
@@ -309,6 +492,39 @@ char *bench_keys(size_t n, size_t stride)
     for (size_t i = 0; keys && i < n; i++)
         snprintf(keys + i * stride, stride, "%zu", i);
     return keys;
+}
+
+uint32_t *bench_seq(size_t n, unsigned long long nkeys, unsigned part,
+                    unsigned parts, uint64_t seed)
+{
+    uint32_t *seq = malloc(n * sizeof *seq);
+
+    for (size_t i = 0; seq && i < n; i++)
+        seq[i] = (uint32_t)(parts * pick(&seed, nkeys / parts) + part);
+    return seq;
+}
+
+int bench_input_make(bench_input *in, unsigned long long nkeys,
+                     size_t stride, size_t n, int split, const char *prog)
+{
+    unsigned parts = split ? 2 : 1;
+
+    in->keys = bench_keys((size_t)nkeys, stride);
+    for (unsigned t = 0; t < 2; t++)
+        in->seq[t] = bench_seq(n, nkeys, t % parts, parts, 0xD27A0000ULL + t);
+    if (in->keys && in->seq[0] && in->seq[1])
+        return 0;
+    fprintf(stderr, "%s: out of memory\n", prog);
+    bench_input_free(in);
+    return -1;
+}
+
+void bench_input_free(bench_input *in)
+{
+    free(in->keys);
+    free(in->seq[0]);
+    free(in->seq[1]);
+    *in = (bench_input){0};
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -2,8 +2,9 @@
  * benchutil.h -- what the programs in bench/ share: the figure each prints
  * (one line of a table, or one JSON object per line with --json), error
  * text from the library, the command line (--json, --quick, --help and
- * counts), a limiter made from config pairs, a table of keys, the clock, a
- * random number generator and the load average.
+ * counts; or a table of options, one row each), a limiter made from config
+ * pairs, a table of keys and the sequences drawn from it, threads, the
+ * clock, a random number generator, /proc and the load average.
  *
  * A figure is a value with its unit, beside up to two references it is
  * compared with (ratio = value / ref), and up to 24 extra fields, numbers
@@ -115,9 +116,23 @@ typedef struct bench_count {
     unsigned long long *dst;
 } bench_count;
 
+/* One "--flag" that sets an int to 1, or one "--flag VALUE" string
+ * (dst points into argv). */
+typedef struct bench_flag {
+    const char *flag;
+    int *dst;
+} bench_flag;
+
+typedef struct bench_string {
+    const char *flag;
+    const char **dst;
+} bench_string;
+
 /* A bench's command line, as bench_args() reads it. */
 typedef struct bench_cli {
     const bench_count *counts; /* ended by {NULL, NULL}                  */
+    const bench_flag *flags;   /* NULL, or ended by {NULL, NULL}          */
+    const bench_string *strings; /* NULL, or ended by {NULL, NULL}        */
     int nonzero;               /* 1: a count of 0 is refused             */
     int *json;                 /* --json sets it                         */
     void (*quick)(void *arg);  /* --quick: the short run's numbers (a
@@ -130,12 +145,83 @@ typedef struct bench_cli {
  * on stderr, for anything else or a count parse_count() refuses. */
 int bench_args(int argc, char **argv, const bench_cli *c);
 
+/* ---- a command line read by an option table (rlbench, redisbench) ------ */
+
+/* The kinds of option bench_opt_args() reads itself; a bench's own kinds
+ * (e.g. a port) are numbered from BENCH_OPT_OWN up and read by its own
+ * callback. */
+enum {
+    BENCH_OPT_FLAG,  /* an int set to 1                                */
+    BENCH_OPT_QUICK, /* the same, and the counts and reals not given
+                        take their quick values                         */
+    BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads,
+                        in [lo, hi] when hi > 0                         */
+    BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
+    BENCH_OPT_NAME,  /* a const char * (into argv), one of names        */
+    BENCH_OPT_OWN
+};
+
+#define BENCH_OPT_MAX 64 /* rows a table may have */
+
+/* One row of an option table: "--name" (a flag), or "--name V" or
+ * "--name=V". */
+typedef struct bench_opt {
+    const char *name;
+    int kind;
+    size_t off;         /* the field in the bench's options struct      */
+    double lo, hi;      /* the bounds of a real (of a count: hi > 0)    */
+    double def, quick;  /* counts and reals not given: the full run's
+                           value and the quick one (def < 0: left as is) */
+    const char *const *names; /* BENCH_OPT_NAME: the values, NULL-ended  */
+} bench_opt;
+
+typedef struct bench_opts {
+    const bench_opt *rows;
+    size_t n;                /* at most BENCH_OPT_MAX                   */
+    const char *prog;        /* the name error messages start with     */
+    void (*usage)(FILE *f);
+    /* Reads val for a row of the bench's own kind into o: 0, or 2 after
+     * saying on stderr what is wrong (NULL: the table has none). */
+    int (*own)(const bench_opt *r, const char *val, void *o);
+} bench_opts;
+
+/* Reads argv by t into the options struct o, then sets the counts and
+ * reals not given to their def, or to their quick value after a
+ * BENCH_OPT_QUICK row (rows with def < 0 are left as they are): 0; 1 after
+ * --help or -h (usage on stdout); 2 after saying on stderr what is
+ * wrong. */
+int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
+
 /* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a
  * NULL value skips its key), or NULL with err set. */
 rl_limiter *bench_limiter(const char *const *kv, char *err);
 
+/* bench_limiter(kv) with `rules` loaded by rl_rules_load_string(), or
+ * NULL with err set. */
+rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
+                                char *err);
+
 /* n keys "0", "1", ... each in `stride` bytes (malloc'd), or NULL. */
 char *bench_keys(size_t n, size_t stride);
+
+/* n key indexes drawn uniformly (pick(), the generator seeded with seed)
+ * from the keys i < nkeys with i % parts == part: one thread's sequence,
+ * fixed before timing (malloc'd), or NULL. */
+uint32_t *bench_seq(size_t n, unsigned long long nkeys, unsigned part,
+                    unsigned parts, uint64_t seed);
+
+/* What a two-thread bench's main makes before timing: the keys
+ * (bench_keys) and each thread's sequence of n indexes (bench_seq, seed
+ * 0xD27A0000 + thread; split: thread t draws only the keys i % 2 == t). */
+typedef struct bench_input {
+    char *keys;
+    uint32_t *seq[2];
+} bench_input;
+
+/* 0, or -1 after "<prog>: out of memory" on stderr (in freed). */
+int bench_input_make(bench_input *in, unsigned long long nkeys,
+                     size_t stride, size_t n, int split, const char *prog);
+void bench_input_free(bench_input *in);
 
 /* v[0..n) sorted ascending, for medians and percentiles. */
 void sort_doubles(double *v, size_t n);
@@ -193,6 +279,11 @@ static inline uint64_t pick(uint64_t *rng, unsigned long long n) /* uniform < n 
 /* The machine's busy and stolen CPU seconds so far (/proc/stat: user, nice,
  * system, irq, softirq; steal); both 0 where it cannot be read. */
 void machine_cpu(double *busy, double *steal);
+
+/* /proc/<pid>/stat read into buf (len bytes): a pointer to its third
+ * field, the state letter (past "pid (comm) "), or NULL when it cannot be
+ * read. */
+const char *proc_stat(long pid, char *buf, size_t len);
 
 /* user + system seconds of a getrusage() result. */
 double rusage_seconds(const struct rusage *ru);

@@ -144,6 +144,8 @@
  */
 #include "clusterbench.h"
 
+#include <stddef.h>
+
 static void usage(FILE *f)
 {
     fprintf(f,
@@ -188,74 +190,41 @@ static void usage(FILE *f)
             "N may end in k, M or G (powers of 1000).\n");
 }
 
+/* ---- the command line: one row an option ---------------------------- */
+
+#define OPT_AT(field) offsetof(options, field)
+#define MAX_COUNT 100000000.0
+
+static const char *const groups[] = {"bytes", "throughput", "reshard",
+                                     "failover", NULL};
+
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 5, 2, NULL},
+    {"--mem-keys", BENCH_OPT_COUNT, OPT_AT(mem_keys), 1, MAX_COUNT, 1000000,
+     20000, NULL},
+    {"--usec-checks", BENCH_OPT_COUNT, OPT_AT(usec_checks), 1, MAX_COUNT,
+     200000, 20000, NULL},
+    {"--usec-clients", BENCH_OPT_COUNT, OPT_AT(usec_clients), 1, MAX_COUNT,
+     5000, 5000, NULL},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_COUNT, 1000000,
+     1000000, NULL},
+    {"--slots", BENCH_OPT_COUNT, OPT_AT(slots), 1, 1000, 20, 5, NULL},
+    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "clusterbench",
+    .usage = usage};
+
 static int parse_args(int argc, char **argv, options *o)
 {
-    int have_mem = 0, have_sec = 0, have_usec = 0, have_slots = 0;
+    int rc;
 
     memset(o, 0, sizeof *o);
-    o->usec_clients = 5000;
-    o->keys = 1000000;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        unsigned long long n = 0;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        } else if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-        } else if (strcmp(a, "--quick") == 0) {
-            o->quick = 1;
-        } else if (strcmp(a, "--seconds") == 0 && val) {
-            char *end = NULL;
-            o->seconds = strtod(val, &end);
-            if (end == val || *end || !(o->seconds >= 0.1 && o->seconds <= 3600))
-                goto bad;
-            have_sec = 1, i++;
-        } else if (strcmp(a, "--only") == 0 && val) {
-            if (strcmp(val, "bytes") && strcmp(val, "throughput") &&
-                strcmp(val, "reshard") && strcmp(val, "failover"))
-                goto bad;
-            o->only = val, i++;
-        } else if (val && (strcmp(a, "--mem-keys") == 0 ||
-                           strcmp(a, "--usec-checks") == 0 ||
-                           strcmp(a, "--usec-clients") == 0 ||
-                           strcmp(a, "--keys") == 0 ||
-                           strcmp(a, "--slots") == 0)) {
-            if (parse_count(val, &n) != 0 || n < 1 || n > 100000000ULL)
-                goto bad;
-            if (strcmp(a, "--mem-keys") == 0)
-                o->mem_keys = n, have_mem = 1;
-            else if (strcmp(a, "--usec-checks") == 0)
-                o->usec_checks = n, have_usec = 1;
-            else if (strcmp(a, "--usec-clients") == 0)
-                o->usec_clients = n;
-            else if (strcmp(a, "--keys") == 0)
-                o->keys = n;
-            else if (n > 1000)
-                goto bad;
-            else
-                o->slots = n, have_slots = 1;
-            i++;
-        } else {
-            fprintf(stderr, "clusterbench: unknown or incomplete option "
-                    "\"%s\"\n", a);
-            usage(stderr);
-            return 2;
-        }
-        continue;
-    bad:
-        fprintf(stderr, "clusterbench: bad value for %s\n", a);
-        return 2;
-    }
-    if (!have_mem)
-        o->mem_keys = o->quick ? 20000 : 1000000;
-    if (!have_sec)
-        o->seconds = o->quick ? 2 : 5;
-    if (!have_usec)
-        o->usec_checks = o->quick ? 20000 : 200000;
-    if (!have_slots)
-        o->slots = o->quick ? 5 : 20;
+    if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
+        return rc;
     if (o->usec_clients > o->mem_keys)
         o->usec_clients = o->mem_keys;
     return 0;
@@ -367,10 +336,10 @@ static int single_phase(const options *o, const char *cpu_model, char *ver,
         goto out;
     ps.master[ps.nmaster++] = single.pid;
     if (want(o, "throughput") &&
-        (flush_wait(ctl, err) ||
+        (flushall_wait(ctl, err) ||
          throughput(o, "throughput_single_64", uri, 1, &ps, &ctl, 1, NULL,
                     NULL, &tps->single, err) ||
-         flush_wait(ctl, err) ||
+         flushall_wait(ctl, err) ||
          throughput(o, "throughput_single_64_many", uri, MANY_PER_CALL, &ps,
                     &ctl, 1, &tps->single, "throughput_single_64",
                     &tps->single_many, err)))

@@ -90,6 +90,18 @@ typedef struct pidset {
 
 #define DEGRADED (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN | RL_FLAG_FAIL_CLOSED)
 
+/* Counts one decision into a worker's tallies: by the fallback, degraded
+ * (any of DEGRADED), denied. */
+static inline void count_result(const rl_result *res,
+                                unsigned long long *fallback,
+                                unsigned long long *degraded,
+                                unsigned long long *denied)
+{
+    *fallback += (res->flags & RL_FLAG_FALLBACK) != 0;
+    *degraded += (res->flags & DEGRADED) != 0;
+    *denied += !res->allowed;
+}
+
 typedef struct job {
     rl_limiter *lim;
     const char *rule_id;
@@ -99,10 +111,9 @@ typedef struct job {
 } job;
 
 typedef struct job_worker {
+    bench_status st;           /* first: bench_threads() reads it        */
     job *j;
     unsigned long long fallback, degraded, denied;
-    int rc;
-    char err[ERRLEN];
 } job_worker;
 
 typedef struct job_result {
@@ -182,8 +193,6 @@ double cs_usec(const cmdstats *cs, const char *name);
 /* The same for the script, EVALSHA and FCALL (redis_functions) together. */
 double cs_script_calls(const cmdstats *cs);
 double cs_script_usec(const cmdstats *cs);
-
-int flush_wait(redisContext *c, char *err);
 
 void cpu_take(cpu_snap *s, const pidset *ps);
 

@@ -14,69 +14,49 @@ typedef struct enc_sample {
     char example_key[128], example_enc[32];
 } enc_sample;
 
+/* One key's TYPE, OBJECT ENCODING and (a hash) HLEN into the sample:
+ * 0, 1 once ENC_SAMPLE keys are in, or -1. */
+static int sample_key(redisContext *c, const redisReply *k, void *arg,
+                      char *err)
+{
+    enc_sample *es = arg;
+    redisReply *t, *e;
+    int hash;
+
+    if (k->type != REDIS_REPLY_STRING)
+        return 0;
+    if ((t = bcmd(c, err, "TYPE %b", k->str, k->len)) == NULL)
+        return -1;
+    hash = t->type == REDIS_REPLY_STATUS && strcmp(t->str, "hash") == 0;
+    freeReplyObject(t);
+    if ((e = bcmd(c, err, "OBJECT ENCODING %b", k->str, k->len)) == NULL)
+        return -1;
+    if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) {
+        if (strcmp(e->str, "listpack") == 0)
+            es->listpack++;
+        if (es->sampled == 0) {
+            snprintf(es->example_key, sizeof es->example_key, "%s", k->str);
+            snprintf(es->example_enc, sizeof es->example_enc, "%s", e->str);
+        }
+    }
+    freeReplyObject(e);
+    if (hash) {
+        redisReply *h = bcmd(c, err, "HLEN %b", k->str, k->len);
+        if (h == NULL)
+            return -1;
+        es->hashes++;
+        es->fields += (double)h->integer;
+        freeReplyObject(h);
+    }
+    return ++es->sampled >= ENC_SAMPLE;
+}
+
 /* TYPE, OBJECT ENCODING and (hashes) HLEN of up to ENC_SAMPLE keys from
  * a SCAN. */
 static int sample_encodings(redisContext *c, enc_sample *es, char *err)
 {
-    char cursor[32] = "0";
-
     memset(es, 0, sizeof *es);
-    do {
-        redisReply *r = bcmd(c, err, "SCAN %s COUNT 200", cursor);
-        if (r == NULL)
-            return -1;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[0]->type != REDIS_REPLY_STRING ||
-            r->element[1]->type != REDIS_REPLY_ARRAY) {
-            freeReplyObject(r);
-            return snprintf(err, ERRLEN, "SCAN: unexpected reply"), -1;
-        }
-        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements &&
-                           es->sampled < ENC_SAMPLE; i++) {
-            const redisReply *k = r->element[1]->element[i];
-            redisReply *t, *e;
-            int hash;
-
-            if (k->type != REDIS_REPLY_STRING)
-                continue;
-            if ((t = bcmd(c, err, "TYPE %b", k->str, k->len)) == NULL) {
-                freeReplyObject(r);
-                return -1;
-            }
-            hash = t->type == REDIS_REPLY_STATUS && strcmp(t->str, "hash") == 0;
-            freeReplyObject(t);
-            if ((e = bcmd(c, err, "OBJECT ENCODING %b", k->str, k->len)) ==
-                NULL) {
-                freeReplyObject(r);
-                return -1;
-            }
-            if (e->type == REDIS_REPLY_STRING || e->type == REDIS_REPLY_STATUS) {
-                if (strcmp(e->str, "listpack") == 0)
-                    es->listpack++;
-                if (es->sampled == 0) {
-                    snprintf(es->example_key, sizeof es->example_key, "%s",
-                             k->str);
-                    snprintf(es->example_enc, sizeof es->example_enc, "%s",
-                             e->str);
-                }
-            }
-            freeReplyObject(e);
-            if (hash) {
-                redisReply *h = bcmd(c, err, "HLEN %b", k->str, k->len);
-                if (h == NULL) {
-                    freeReplyObject(r);
-                    return -1;
-                }
-                es->hashes++;
-                es->fields += (double)h->integer;
-                freeReplyObject(h);
-            }
-            es->sampled++;
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0 && es->sampled < ENC_SAMPLE);
-    return 0;
+    return scan_keys(c, 200, sample_key, es, err);
 }
 
 /* What one (layout, algorithm) run measured: used_memory around the fill
@@ -121,7 +101,7 @@ static int bytes_fill(const options *o, redisContext *c, const char *uri,
     char ks[128];
     redisReply *rep;
 
-    if (flush_wait(c, err) ||
+    if (flushall_wait(c, err) ||
         bcmd_ok(c, err, "DEBUG SET-ACTIVE-EXPIRE 0") ||
         clients_wait(c, 1, err) || used_memory_settled(c, &r->before, err))
         return -1;
@@ -313,7 +293,7 @@ int group_bytes(const options *o, redisContext *c, const char *uri,
             bytes_emit(o, l, a, &r, plain_bytes);
             if (usec_emit(o, l, a, &r, plain_usec, err))
                 return -1;
-            if (flush_wait(c, err) ||
+            if (flushall_wait(c, err) ||
                 bcmd_ok(c, err, "DEBUG SET-ACTIVE-EXPIRE 1") ||
                 interrupted(err))
                 return -1;

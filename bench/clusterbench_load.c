@@ -50,12 +50,7 @@ static void *tp_many_main(void *arg)
                 continue;
             }
             hist_add(&w->h, t1 - t0);
-            if (res[i].flags & RL_FLAG_FALLBACK)
-                w->fallback++;
-            if (res[i].flags & DEGRADED)
-                w->degraded++;
-            if (!res[i].allowed)
-                w->denied++;
+            count_result(&res[i], &w->fallback, &w->degraded, &w->denied);
         }
     }
     return NULL;
@@ -94,12 +89,7 @@ static void *tp_main(void *arg)
             continue;
         }
         hist_add(&w->h, t1 - t0);
-        if (res.flags & RL_FLAG_FALLBACK)
-            w->fallback++;
-        if (res.flags & DEGRADED)
-            w->degraded++;
-        if (!res.allowed)
-            w->denied++;
+        count_result(&res, &w->fallback, &w->degraded, &w->denied);
     }
     return NULL;
 }

@@ -163,46 +163,18 @@ double cs_script_usec(const cmdstats *cs)
     return cs_usec(cs, "evalsha") + cs_usec(cs, "fcall");
 }
 
-/* FLUSHALL and wait until lazy freeing (if any) is over. */
-int flush_wait(redisContext *c, char *err)
-{
-    double pending = 1;
-
-    if (bcmd_ok(c, err, "FLUSHALL SYNC") != 0)
-        return -1;
-    for (int i = 0; i < 1000 && pending > 0; i++) {
-        if (info_num(c, "memory", "lazyfree_pending_objects", &pending, err))
-            return -1;
-        if (pending > 0)
-            sleep_s(0.01);
-    }
-    if (pending > 0)
-        return snprintf(err, ERRLEN, "lazyfree still pending after 10 s"), -1;
-    return 0;
-}
-
 /* ---- CPU accounting ------------------------------------------------- */
 
 /* utime + stime of a process, all its threads, in seconds; 0 if gone. */
 static double proc_cpu(pid_t pid)
 {
-    char path[64], buf[1024];
+    char buf[1024];
     unsigned long long ut = 0, st = 0;
-    FILE *f;
-    size_t n;
     const char *p;
 
-    if (pid <= 0)
-        return 0;
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return 0;
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    /* after "pid (comm) ": state is field 3, utime 14, stime 15 */
-    if ((p = strrchr(buf, ')')) == NULL ||
-        sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+    /* state is field 3, utime 14, stime 15 */
+    if (pid <= 0 || (p = proc_stat((long)pid, buf, sizeof buf)) == NULL ||
+        sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
                &ut, &st) != 2)
         return 0;
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
@@ -246,35 +218,11 @@ cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)
 int make_limiter(const char *store, const char *redis_layout,
                         const char *rules, rl_limiter **out, char *err)
 {
-    rl_config *cfg;
-    rl_limiter *lim = NULL;
-    int rc;
-
-    *out = NULL;
-    if ((cfg = rl_config_new()) == NULL) {
-        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
-        return -1;
-    }
-    if ((rc = rl_config_set(cfg, "store", store)) != RL_OK ||
-        (rc = rl_config_set(cfg, "timeout_ms", "1000")) != RL_OK ||
-        (rc = rl_config_set(cfg, "redis_layout", redis_layout)) != RL_OK) {
-        set_err(err, "rl_config_set", rc, errtext(NULL));
-        rl_config_free(cfg);
-        return -1;
-    }
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK) {
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-        return -1;
-    }
-    if ((rc = rl_rules_load_string(lim, rules)) != RL_OK) {
-        set_err(err, "rl_rules_load_string", rc, errtext(lim));
-        rl_limiter_free(lim);
-        return -1;
-    }
-    *out = lim;
-    return 0;
+    *out = bench_limiter_rules(
+        (const char *const[]){"store", store, "timeout_ms", "1000",
+                              "redis_layout", redis_layout, NULL},
+        rules, err);
+    return *out ? 0 : -1;
 }
 
 void one_rule(char *buf, size_t len, const char *id, int algo,
@@ -311,17 +259,12 @@ static void *job_main(void *arg)
         snprintf(key, sizeof key, "user:%llu",
                  j->nkeys ? t % j->nkeys : t);
         if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
-            set_err(w->err, "rl_allow", rc, errtext(j->lim));
-            w->rc = rc;
+            set_err(w->st.err, "rl_allow", rc, errtext(j->lim));
+            w->st.rc = rc;
             atomic_store(&j->next, j->total);
             break;
         }
-        if (res.flags & RL_FLAG_FALLBACK)
-            w->fallback++;
-        if (res.flags & DEGRADED)
-            w->degraded++;
-        if (!res.allowed)
-            w->denied++;
+        count_result(&res, &w->fallback, &w->degraded, &w->denied);
     }
     return NULL;
 }
@@ -330,36 +273,22 @@ static void *job_main(void *arg)
 
 int run_job(job *j, int n, job_result *jr, char *err)
 {
-    job_worker w[THREADS];
-    pthread_t tid[THREADS];
-    int started = 0, rc = 0;
+    job_worker w[THREADS] = {0};
     uint64_t t0 = now_ns();
+    int rc;
 
-    memset(w, 0, sizeof w);
+    n = n < THREADS ? n : THREADS;
     atomic_store(&j->next, 0);
-    for (int t = 0; t < n && t < THREADS; t++) {
+    for (int t = 0; t < n; t++)
         w[t].j = j;
-        if (pthread_create(&tid[t], NULL, job_main, &w[t]) != 0) {
-            atomic_store(&j->next, j->total);
-            snprintf(err, ERRLEN, "pthread_create failed");
-            rc = -1;
-            break;
-        }
-        started++;
-    }
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
+    rc = bench_threads(w, sizeof w[0], n, job_main, "clusterbench", err);
     jr->seconds = (double)(now_ns() - t0) / 1e9;
-    for (int t = 0; t < started; t++) {
-        if (w[t].rc != 0 && rc == 0) {
-            memcpy(err, w[t].err, ERRLEN);
-            rc = -1;
-        }
+    for (int t = 0; t < n; t++) {
         jr->fallback += w[t].fallback;
         jr->degraded += w[t].degraded;
         jr->denied += w[t].denied;
     }
     if (rc == 0 && interrupted(err))
         rc = -1;
-    return rc;
+    return rc ? -1 : 0;
 }

@@ -276,24 +276,15 @@ static int bench_case(const options *o, const char *keys,
 int main(int argc, char **argv)
 {
     options o;
-    char err[ERRLEN] = "", *keys;
-    uint32_t *seqs[2];
+    char err[ERRLEN] = "";
+    bench_input in;
     int rc = parse_args(argc, argv, &o);
 
     if (rc)
         return rc == 1 ? 0 : 2;
-    keys = bench_keys((size_t)o.keys, KEY_STRIDE);
-    seqs[0] = malloc((size_t)o.calls * sizeof *seqs[0]);
-    seqs[1] = malloc((size_t)o.calls * sizeof *seqs[1]);
-    if (!keys || !seqs[0] || !seqs[1]) {
-        fprintf(stderr, "dryrunbench: out of memory\n");
+    if (bench_input_make(&in, o.keys, KEY_STRIDE, (size_t)o.calls, 0,
+                         "dryrunbench") != 0)
         return 1;
-    }
-    for (int t = 0; t < 2; t++) {
-        uint64_t st = 0xD27A0000ULL + (uint64_t)t;
-        for (size_t i = 0; i < o.calls; i++)
-            seqs[t][i] = (uint32_t)pick(&st, o.keys);
-    }
     if (o.json)
         printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
                "\"rounds\":%llu,\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
@@ -305,11 +296,9 @@ int main(int argc, char **argv)
         print_columns(&layout);
     }
     for (int deny = 0; deny <= 1 && rc == 0; deny++)
-        rc = bench_case(&o, keys, seqs, deny, err);
+        rc = bench_case(&o, in.keys, in.seq, deny, err);
     if (rc)
         fprintf(stderr, "dryrunbench: %s\n", err);
-    free(keys);
-    free(seqs[0]);
-    free(seqs[1]);
+    bench_input_free(&in);
     return rc ? 1 : 0;
 }

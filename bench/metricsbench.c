@@ -110,40 +110,30 @@ static void usage(FILE *f)
                "redis://127.0.0.1:6379)\n");
 }
 
+static void quick(void *arg)
+{
+    options *o = arg;
+
+    o->keys = 10000, o->calls = 1000, o->pairs = 10, o->instances = 2;
+}
+
 static int parse_args(int argc, char **argv, options *o)
 {
+    const bench_count counts[] = {{"--keys", &o->keys},
+                                  {"--calls", &o->calls},
+                                  {"--pairs", &o->pairs},
+                                  {"--instances", &o->instances},
+                                  {NULL, NULL}};
+    const bench_flag flags[] = {{"--aa", &o->aa}, {NULL, NULL}};
+    const bench_string strings[] = {{"--store", &o->store}, {NULL, NULL}};
+    const bench_cli cli = {.counts = counts, .flags = flags,
+                           .strings = strings, .json = &o->json,
+                           .quick = quick, .arg = o, .usage = usage};
+    int rc;
+
     *o = (options){100000, 2000, 40, 8, 0, 0, NULL};
-    for (int i = 1; i < argc; i++) {
-        unsigned long long *dst = NULL;
-        if (strcmp(argv[i], "--json") == 0)
-            o->json = 1;
-        else if (strcmp(argv[i], "--aa") == 0)
-            o->aa = 1;
-        else if (strcmp(argv[i], "--quick") == 0)
-            o->keys = 10000, o->calls = 1000, o->pairs = 10,
-            o->instances = 2;
-        else if (strcmp(argv[i], "--keys") == 0)
-            dst = &o->keys;
-        else if (strcmp(argv[i], "--calls") == 0)
-            dst = &o->calls;
-        else if (strcmp(argv[i], "--pairs") == 0)
-            dst = &o->pairs;
-        else if (strcmp(argv[i], "--instances") == 0)
-            dst = &o->instances;
-        else if (strcmp(argv[i], "--store") == 0 && i + 1 < argc)
-            o->store = argv[++i];
-        else if (strcmp(argv[i], "--help") == 0) {
-            usage(stdout);
-            return 1;
-        } else {
-            usage(stderr);
-            return 2;
-        }
-        if (dst && (i + 1 >= argc || parse_count(argv[++i], dst) != 0)) {
-            usage(stderr);
-            return 2;
-        }
-    }
+    if ((rc = bench_args(argc, argv, &cli)) != 0)
+        return rc;
     if (o->keys < 2 || o->keys > 100000000ULL || o->calls < 100 ||
         !o->pairs || o->pairs > MAX_PAIRS || !o->instances ||
         o->instances > MAX_INSTANCES) {
@@ -157,9 +147,6 @@ static rl_limiter *make_limiter(const options *o, int metrics,
                                 const bench_case *c, char *err)
 {
     char rules[1024];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc;
 
     snprintf(rules, sizeof rules,
              "{\"rules\":[{\"rule_id\":\"user\",\"dimension\":\"user\","
@@ -169,18 +156,11 @@ static rl_limiter *make_limiter(const options *o, int metrics,
              "{\"rule_id\":\"all\",\"dimension\":\"%s\",\"limit\":"
              "1000000000,\"window_seconds\":3600}]}",
              c->deny ? 1LL : 1000000000LL, c->distinct ? "api_key" : "global");
-    if (!cfg || rl_config_set(cfg, "metrics", metrics ? "1" : "0") != RL_OK ||
-        rl_config_set(cfg, "rules", rules) != RL_OK ||
-        (o->store && (rl_config_set(cfg, "store", o->store) != RL_OK ||
-                      rl_config_set(cfg, "timeout_ms", "1000") != RL_OK))) {
-        set_err(err, "rl_config_set", RL_EOPTION, errtext(NULL));
-        rl_config_free(cfg);
-        return NULL;
-    }
-    if ((rc = rl_limiter_new(&lim, cfg)) != RL_OK)
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-    rl_config_free(cfg);
-    return lim;
+    return bench_limiter((const char *const[]){
+                             "metrics", metrics ? "1" : "0", "rules", rules,
+                             "store", o->store,
+                             "timeout_ms", o->store ? "1000" : NULL, NULL},
+                         err);
 }
 
 static int check(worker *w, int side, const char *user)
@@ -238,13 +218,6 @@ static void *worker_main(void *arg)
             block(w, p, k == 0 || k == BLOCKS - 1 ? a : !a);
     }
     return NULL;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-
-    return (x > y) - (x < y);
 }
 
 /* A case's pairs over its instances: per pair, the threads' mean ns per
@@ -315,10 +288,10 @@ static void emit_case(const options *o, const bench_case *c, result *r,
 
     snprintf(name, sizeof name, "%s%smetrics_check_%s",
              o->store ? "redis_" : "", c->aa ? "aa_" : "", c->name);
-    qsort(r->ns[ON], n, sizeof(double), cmp_double);
-    qsort(r->ns[OFF], n, sizeof(double), cmp_double);
-    qsort(r->ratio, n, sizeof(double), cmp_double);
-    qsort(r->wall_ratio, n, sizeof(double), cmp_double);
+    sort_doubles(r->ns[ON], n);
+    sort_doubles(r->ns[OFF], n);
+    sort_doubles(r->ratio, n);
+    sort_doubles(r->wall_ratio, n);
     f.name = name;
     f.value = 1e9 / quantile(r->ns[ON], n, 0.5);
     f.unit = "checks/cpu-s";
@@ -428,12 +401,11 @@ static int render_big(const options *o, char *err)
     size_t cap = RENDER_RULES * 220 + 64, at, len = 0;
     char *rules = malloc(cap), *text = malloc(1 << 22);
     double us[RENDER_RUNS];
-    rl_config *cfg = rl_config_new();
     rl_limiter *lim = NULL;
     figure f = {0};
     int rc = -1;
 
-    if (!rules || !text || !cfg)
+    if (!rules || !text)
         goto out;
     at = (size_t)snprintf(rules, cap, "{\"rules\":[");
     for (int i = 0; i < RENDER_RULES; i++)
@@ -443,13 +415,11 @@ static int render_big(const options *o, char *err)
                                "\"limit\":100,\"window_seconds\":60}",
                                i ? "," : "", i, i);
     snprintf(rules + at, cap - at, "]}");
-    if (rl_config_set(cfg, "rules", rules) != RL_OK ||
-        (o->store && rl_config_set(cfg, "store", o->store) != RL_OK) ||
-        (rc = rl_limiter_new(&lim, cfg)) != RL_OK) {
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-        rc = -1;
+    lim = bench_limiter((const char *const[]){"rules", rules,
+                                              "store", o->store, NULL},
+                        err);
+    if (!lim)
         goto out;
-    }
     for (int i = 0; i < RENDER_RULES; i++) {
         char ep[16];
         rl_request req = {.size = sizeof req, .endpoint = ep, .user = "u",
@@ -466,7 +436,7 @@ static int render_big(const options *o, char *err)
         }
         us[k] = (double)(now_ns() - t0) / 1e3;
     }
-    qsort(us, RENDER_RUNS, sizeof us[0], cmp_double);
+    sort_doubles(us, RENDER_RUNS);
     f.name = "metrics_render_1000_rules";
     f.value = us[RENDER_RUNS / 2];
     f.unit = "us";
@@ -479,7 +449,6 @@ static int render_big(const options *o, char *err)
     rc = 0;
 out:
     rl_limiter_free(lim);
-    rl_config_free(cfg);
     free(rules);
     free(text);
     return rc;
@@ -503,26 +472,15 @@ static const bench_case cases[] = {
 int main(int argc, char **argv)
 {
     options o;
-    char err[ERRLEN] = "", *keys;
-    uint32_t *seqs[2];
+    char err[ERRLEN] = "";
+    bench_input in;
     int rc = parse_args(argc, argv, &o);
 
     if (rc)
         return rc == 1 ? 0 : 2;
-    keys = malloc((size_t)o.keys * KEY_STRIDE);
-    seqs[0] = malloc((size_t)o.calls * sizeof *seqs[0]);
-    seqs[1] = malloc((size_t)o.calls * sizeof *seqs[1]);
-    if (!keys || !seqs[0] || !seqs[1]) {
-        fprintf(stderr, "metricsbench: out of memory\n");
+    if (bench_input_make(&in, o.keys, KEY_STRIDE, (size_t)o.calls, 1,
+                         "metricsbench") != 0)
         return 1;
-    }
-    for (size_t i = 0; i < o.keys; i++)
-        snprintf(keys + i * KEY_STRIDE, KEY_STRIDE, "%u", (unsigned)i);
-    for (int t = 0; t < 2; t++) { /* thread t: the users i % 2 == t */
-        uint64_t st = 0xD27A0000ULL + (uint64_t)t;
-        for (size_t i = 0; i < o.calls; i++)
-            seqs[t][i] = (uint32_t)(2 * pick(&st, o.keys / 2) + (uint64_t)t);
-    }
     if (o.json)
         printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
                "\"pairs\":%llu,\"instances\":%llu,\"library\":\"%s\","
@@ -540,14 +498,12 @@ int main(int argc, char **argv)
          i++) {
         bench_case c = cases[i];
         c.aa |= o.aa;
-        rc = bench_case_run(&o, &c, keys, seqs, err);
+        rc = bench_case_run(&o, &c, in.keys, in.seq, err);
     }
     if (rc == 0)
         rc = render_big(&o, err);
     if (rc)
         fprintf(stderr, "metricsbench: %s\n", err);
-    free(keys);
-    free(seqs[0]);
-    free(seqs[1]);
+    bench_input_free(&in);
     return rc ? 1 : 0;
 }

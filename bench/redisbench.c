@@ -95,7 +95,7 @@
 static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
-                                     "outage"};
+                                     "outage", NULL};
 
 static void usage(FILE *f)
 {
@@ -151,129 +151,56 @@ static void usage(FILE *f)
             "by REDISBENCH_FAULT=sigstop or debug).\n");
 }
 
-static int parse_double(const char *s, double lo, double hi, double *out)
-{
-    char *end = NULL;
-    double v;
-
-    if (s == NULL || *s == '\0')
-        return -1;
-    errno = 0;
-    v = strtod(s, &end);
-    if (errno != 0 || end == s || *end != '\0' || !(v >= lo && v <= hi))
-        return -1;
-    *out = v;
-    return 0;
-}
-
 /* ---- the command line: one row an option -------------------------------- */
 
-typedef enum opt_kind { OPT_FLAG, OPT_PORT, OPT_COUNT, OPT_REAL, OPT_GROUP }
-    opt_kind;
-
-typedef struct opt_row {
-    const char *name;
-    opt_kind kind;
-    size_t off;         /* the field in options                        */
-    double lo, hi;      /* OPT_REAL: the bounds                        */
-    double def, quick;  /* when not given (def < 0: left as it is)     */
-} opt_row;
+/* This bench's own kind (benchutil reads the others). */
+enum { OPT_PORT = BENCH_OPT_OWN };
 
 #define OPT_AT(field) offsetof(options, field)
 
-static const opt_row opts[] = {
-    {"--json", OPT_FLAG, OPT_AT(json), 0, 0, -1, -1},
-    {"--quick", OPT_FLAG, OPT_AT(quick), 0, 0, -1, -1},
-    {"--force", OPT_FLAG, OPT_AT(force), 0, 0, -1, -1},
-    {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1},
-    {"--seconds", OPT_REAL, OPT_AT(seconds), 0.1, 3600, 10.0, 2.0},
-    {"--keys", OPT_COUNT, OPT_AT(keys), 0, 0, 1000000, 100000},
-    {"--mem-keys", OPT_COUNT, OPT_AT(mem_keys), 0, 0, 100000, 50000},
-    {"--usec-checks", OPT_COUNT, OPT_AT(usec_checks), 0, 0, 50000, 10000},
-    {"--accuracy-seconds", OPT_REAL, OPT_AT(acc_seconds), 1, 3600, 30.0,
-     5.0},
-    {"--peer-usec", OPT_REAL, OPT_AT(peer_usec), 0.001, 1e6, -1, -1},
-    {"--only", OPT_GROUP, OPT_AT(only), 0, 0, -1, -1},
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    {"--force", BENCH_OPT_FLAG, OPT_AT(force), 0, 0, -1, -1, NULL},
+    {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1, NULL},
+    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 10.0, 2.0,
+     NULL},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_KEYS, 1000000, 100000,
+     NULL},
+    {"--mem-keys", BENCH_OPT_COUNT, OPT_AT(mem_keys), 0, 0, 100000, 50000,
+     NULL},
+    {"--usec-checks", BENCH_OPT_COUNT, OPT_AT(usec_checks), 0, 0, 50000,
+     10000, NULL},
+    {"--accuracy-seconds", BENCH_OPT_REAL, OPT_AT(acc_seconds), 1, 3600,
+     30.0, 5.0, NULL},
+    {"--peer-usec", BENCH_OPT_REAL, OPT_AT(peer_usec), 0.001, 1e6, -1, -1,
+     NULL},
+    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups},
 };
-#define NOPTS (sizeof opts / sizeof opts[0])
 
-/* The row argument a names (flags exactly; the others as "--name" or
- * "--name=value", *val then pointing past the '='), or -1. */
-static int opt_find(const char *a, const char **val)
+/* A port for row r: 0, or 2 after saying what is wrong. */
+static int opt_port(const bench_opt *r, const char *val, void *o)
 {
-    for (size_t k = 0; k < NOPTS; k++) {
-        size_t n = strlen(opts[k].name);
-        if (opts[k].kind == OPT_FLAG) {
-            if (strcmp(a, opts[k].name) == 0)
-                return (int)k;
-        } else if (strncmp(a, opts[k].name, n) == 0 &&
-                   (a[n] == '\0' || a[n] == '=')) {
-            *val = a[n] == '=' ? a + n + 1 : NULL;
-            return (int)k;
-        }
-    }
-    return -1;
-}
-
-/* Stores val for row r (a: the argument as given); 0, or 2 after saying
- * what is wrong. */
-static int opt_set(const opt_row *r, const char *a, const char *val,
-                   options *o)
-{
-    char *field = (char *)o + r->off;
     unsigned long long port = 0;
-    int ok = 0;
 
-    switch (r->kind) {
-    case OPT_PORT:
-        if (parse_count(val, &port) != 0 || port < 1 || port > 65535) {
-            fprintf(stderr, "redisbench: bad port '%s'\n", val);
-            return 2;
-        }
-        *(int *)(void *)field = (int)port;
-        return 0;
-    case OPT_COUNT:
-        ok = parse_count(val, (unsigned long long *)(void *)field) == 0;
-        break;
-    case OPT_REAL:
-        ok = parse_double(val, r->lo, r->hi, (double *)(void *)field) == 0;
-        break;
-    default:
-        for (size_t k = 0; k < sizeof groups / sizeof groups[0]; k++)
-            ok |= strcmp(val, groups[k]) == 0;
-        if (!ok) {
-            fprintf(stderr, "redisbench: unknown group '%s'\n", val);
-            return 2;
-        }
-        *(const char **)(void *)field = val;
-        return 0;
+    if (parse_count(val, &port) != 0 || port < 1 || port > 65535) {
+        fprintf(stderr, "redisbench: bad port '%s'\n", val);
+        return 2;
     }
-    if (!ok)
-        fprintf(stderr, "redisbench: bad value '%s' for %s\n", val, a);
-    return ok ? 0 : 2;
+    *(int *)(void *)((char *)o + r->off) = (int)port;
+    return 0;
 }
 
-/* The defaults of the options not given (--quick's or the full run's),
- * then the checks across options; 0, or 2 after saying what is wrong. */
-static int opt_finish(options *o, const int *given)
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "redisbench",
+    .usage = usage, .own = opt_port};
+
+/* The checks across options: 0, or 2 after saying what is wrong. */
+static int opt_finish(options *o)
 {
     if (o->port == 0) {
         fprintf(stderr, "redisbench: --port is required\n");
         usage(stderr);
-        return 2;
-    }
-    for (size_t k = 0; k < NOPTS; k++) {
-        double d = o->quick ? opts[k].quick : opts[k].def;
-        char *field = (char *)o + opts[k].off;
-        if (given[k] || opts[k].def < 0)
-            continue;
-        if (opts[k].kind == OPT_REAL)
-            *(double *)(void *)field = d;
-        else
-            *(unsigned long long *)(void *)field = (unsigned long long)d;
-    }
-    if (o->keys < 1 || o->keys > MAX_KEYS) {
-        fprintf(stderr, "redisbench: --keys must be 1..%llu\n", MAX_KEYS);
         return 2;
     }
     if (o->mem_keys > o->keys)
@@ -289,39 +216,13 @@ static int opt_finish(options *o, const int *given)
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o)
 {
-    int given[NOPTS] = {0};
+    int rc;
 
     memset(o, 0, sizeof *o);
     o->peer_usec = -1.0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        int k;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        if ((k = opt_find(a, &val)) < 0) {
-            fprintf(stderr, "redisbench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        given[k] = 1;
-        if (opts[k].kind == OPT_FLAG) {
-            *(int *)(void *)((char *)o + opts[k].off) = 1;
-            continue;
-        }
-        if (val == NULL) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "redisbench: option '%s' needs a value\n", a);
-                return 2;
-            }
-            val = argv[++i];
-        }
-        if (opt_set(&opts[k], a, val, o) != 0)
-            return 2;
-    }
-    return opt_finish(o, given);
+    if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
+        return rc;
+    return opt_finish(o);
 }
 
 static int want(const options *o, const char *group)
@@ -437,7 +338,7 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
     if (want(o, "bytes_per_key") && group_bytes(o, err))
         return -1;
     if (want(o, "accuracy") || want(o, "window_edge")) {
-        if (flush_wait(err))
+        if (flushall_wait(ctl, err))
             return -1;
         /* The accuracy processes are forked first (no thread runs yet) and
          * wait; the window-edge run then ends 0.1 s into a window, just in

@@ -130,11 +130,10 @@ typedef struct job {
 } job;
 
 typedef struct job_worker {
+    bench_status st;           /* first: bench_threads() reads it        */
     job *j;
     uint64_t rng;
     unsigned long long fallback, denied;
-    int rc;
-    char err[ERRLEN];
 } job_worker;
 
 #define OUT_TIMEOUT_MS 20        /* timeout_ms of the Redis limiters      */
@@ -206,8 +205,6 @@ int ctl_ok(char *err, const char *fmt, ...);
 
 int cmdstat_get(const char *cmd, cmdstat *cs, char *err);
 int cmdstat_script(cmdstat *cs, char *err);
-
-int flush_wait(char *err);
 
 int key_template(char *out, size_t outlen, char *err);
 

@@ -32,7 +32,7 @@ static int bytes_one(const options *o, int a, long long limit, int passes,
 
     one_rule(rule, sizeof rule, "b", a, limit, SLOW_WINDOW_S, 0);
     snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
-    if (flush_wait(err) || clients_wait(ctl, 1, err) ||
+    if (flushall_wait(ctl, err) || clients_wait(ctl, 1, err) ||
         used_memory_settled(ctl, &before, err))
         return -1;
     if (make_limiter(o, rules, &lim, err) != RL_OK)

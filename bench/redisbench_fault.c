@@ -60,18 +60,10 @@ static void fault_guard(void)
 /* The state letter of /proc/<pid>/stat ('T': stopped), 0 if unknown. */
 static char proc_state(pid_t pid)
 {
-    char path[64], buf[512], *p;
-    size_t n;
-    FILE *f;
+    char buf[512];
+    const char *p = proc_stat((long)pid, buf, sizeof buf);
 
-    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
-    if ((f = fopen(path, "r")) == NULL)
-        return 0;
-    n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    p = strrchr(buf, ')');
-    return p && p[1] == ' ' ? p[2] : 0;
+    return p ? *p : 0;
 }
 
 /* Is redis_pid the server on this port, and ours to signal? */

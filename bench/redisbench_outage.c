@@ -591,7 +591,7 @@ int group_outage(const options *o, char *err)
 {
     char bad[ERRLEN] = "";
 
-    if (fault_setup(o, err) || flush_wait(err) || out_open(o, bad, err) ||
+    if (fault_setup(o, err) || flushall_wait(ctl, err) || out_open(o, bad, err) ||
         ctl_ok(err, "PING") || out_modes(o, bad, err))
         return -1;
     if (bad[0])

@@ -378,7 +378,7 @@ static int tp_library(const options *o, int threads, int per_call,
 
     memset(&run, 0, sizeof run);
     memset(s, 0, sizeof *s);
-    if (flush_wait(err) != 0)
+    if (flushall_wait(ctl, err) != 0)
         return -1;
     if (limiter_one_rule(o, "bench", 0, BIG_LIMIT, BIG_WINDOW_S, &run.lim,
                          err) != RL_OK)
@@ -409,7 +409,7 @@ static int tp_reference(const options *o, const char *sha, int clients,
 
     memset(r, 0, sizeof *r);
     script_args(v8, 0, BIG_LIMIT, BIG_WINDOW_S);
-    if (flush_wait(err) || clients_wait(ctl, 1, err) ||
+    if (flushall_wait(ctl, err) || clients_wait(ctl, 1, err) ||
         ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&r->r0, err))
         return -1;
     if (run_redis_benchmark(o, sha, clients, clients > 1 ? 16 : 1, calls,

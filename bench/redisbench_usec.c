@@ -59,7 +59,7 @@ static int usec_pair(unsigned long long nk, unsigned long long m,
 {
     uint64_t rng = 0xC0FFEEULL;
 
-    if (flush_wait(err))
+    if (flushall_wait(ctl, err))
         return -1;
     for (int pass = 0; pass < 2; pass++) {
         unsigned long long n = pass == 0 ? nk : m;
@@ -136,7 +136,7 @@ static int usec_floor(unsigned long long nk, unsigned long long m,
     cmdstat cs;
     char sha[48];
 
-    if (flush_wait(err))
+    if (flushall_wait(ctl, err))
         return -1;
     r = redisCommand(ctl, "SCRIPT LOAD %s", floor_lua);
     if (!r || r->type != REDIS_REPLY_STRING || r->len >= sizeof sha) {
@@ -173,7 +173,7 @@ static int usec_library(const options *o, int a, unsigned long long nk,
     job j;
 
     memset(u, 0, sizeof *u);
-    if (flush_wait(err) ||
+    if (flushall_wait(ctl, err) ||
         limiter_one_rule(o, "u", a, SLOW_LIMIT, SLOW_WINDOW_S, &lim, err) !=
             RL_OK)
         return -1;
@@ -226,7 +226,7 @@ static int usec_hot(const options *o, const char *sha, int a,
     rb_result rb;
 
     script_args(v8, a, SLOW_LIMIT, SLOW_WINDOW_S);
-    if (flush_wait(err) ||
+    if (flushall_wait(ctl, err) ||
         run_redis_benchmark(o, sha, 64, 16, 4 * nk, nk, tmpl, v8, &rb,
                             err) ||
         ctl_ok(err, "CONFIG RESETSTAT") ||

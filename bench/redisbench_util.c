@@ -119,24 +119,6 @@ int cmdstat_script(cmdstat *cs, char *err)
     return 0;
 }
 
-/* FLUSHALL and wait until lazy freeing (if any) is over. */
-int flush_wait(char *err)
-{
-    double pending = 1;
-
-    if (ctl_ok(err, "FLUSHALL SYNC") != 0)
-        return -1;
-    for (int i = 0; i < 1000 && pending > 0; i++) {
-        if (info_num(ctl, "memory", "lazyfree_pending_objects", &pending, err))
-            return -1;
-        if (pending > 0)
-            sleep_s(0.01);
-    }
-    if (pending > 0)
-        return snprintf(err, ERRLEN, "lazyfree still pending after 10 s"), -1;
-    return 0;
-}
-
 /* The library's key for a client "user:<digits>", read back from Redis
  * (RANDOMKEY: the database holds only the library's keys at that point),
  * as a redis-benchmark template: "rl:{user:__rand_int__}<rest>".  So the
@@ -170,34 +152,34 @@ int key_template(char *out, size_t outlen, char *err)
     return rc;
 }
 
+typedef struct key_sum {
+    double sum, n;
+    char *example;
+    size_t exlen;
+} key_sum;
+
+static int key_add(redisContext *c, const redisReply *k, void *arg,
+                   char *err)
+{
+    key_sum *ks = arg;
+
+    (void)c, (void)err;
+    ks->sum += (double)k->len;
+    ks->n++;
+    if (ks->example[0] == '\0')
+        snprintf(ks->example, ks->exlen, "%s", k->str);
+    return 0;
+}
+
 /* Mean length of every key name in the database (SCAN), and one of them. */
 int key_lengths(double *mean, char *example, size_t exlen, char *err)
 {
-    char cursor[32] = "0";
-    double sum = 0, n = 0;
+    key_sum ks = {.example = example, .exlen = exlen};
 
     example[0] = '\0';
-    do {
-        redisReply *r = ctl_cmd(err, "SCAN %s COUNT 1000", cursor);
-        if (r == NULL)
-            return -1;
-        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
-            r->element[0]->type != REDIS_REPLY_STRING ||
-            r->element[1]->type != REDIS_REPLY_ARRAY) {
-            freeReplyObject(r);
-            return snprintf(err, ERRLEN, "SCAN: unexpected reply"), -1;
-        }
-        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
-        for (size_t i = 0; i < r->element[1]->elements; i++) {
-            const redisReply *k = r->element[1]->element[i];
-            sum += (double)k->len;
-            n++;
-            if (example[0] == '\0')
-                snprintf(example, exlen, "%s", k->str);
-        }
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0") != 0);
-    *mean = n > 0 ? sum / n : 0;
+    if (scan_keys(ctl, 1000, key_add, &ks, err) != 0)
+        return -1;
+    *mean = ks.n > 0 ? ks.sum / ks.n : 0;
     return 0;
 }
 
@@ -263,48 +245,17 @@ cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)
 int make_limiter(const options *o, const char *rules,
                         rl_limiter **out, char *err)
 {
-    rl_config *cfg;
-    rl_limiter *lim = NULL;
     char uri[64];
-    int rc;
 
-    *out = NULL;
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", o->port);
-    if ((cfg = rl_config_new()) == NULL) {
-        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
-        return RL_ENOMEM;
-    }
-    if ((rc = rl_config_set(cfg, "store", uri)) != RL_OK) {
-        set_err(err, "rl_config_set(store)", rc, errtext(NULL));
-        rl_config_free(cfg);
-        return rc;
-    }
     /* A loaded 2-core machine can stall a reply past the 5 ms default;
      * that would be decided by the fallback, which is counted as an error. */
-    if ((rc = rl_config_set(cfg, "timeout_ms", "1000")) != RL_OK) {
-        set_err(err, "rl_config_set(timeout_ms)", rc, errtext(NULL));
-        rl_config_free(cfg);
-        return rc;
-    }
-    if (o->evalsha &&
-        (rc = rl_config_set(cfg, "redis_functions", "0")) != RL_OK) {
-        set_err(err, "rl_config_set(redis_functions)", rc, errtext(NULL));
-        rl_config_free(cfg);
-        return rc;
-    }
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK) {
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-        return rc;
-    }
-    if ((rc = rl_rules_load_string(lim, rules)) != RL_OK) {
-        set_err(err, "rl_rules_load_string", rc, errtext(lim));
-        rl_limiter_free(lim);
-        return rc;
-    }
-    *out = lim;
-    return RL_OK;
+    *out = bench_limiter_rules(
+        (const char *const[]){"store", uri, "timeout_ms", "1000",
+                              "redis_functions", o->evalsha ? "0" : NULL,
+                              NULL},
+        rules, err);
+    return *out ? RL_OK : -1;
 }
 
 void one_rule(char *buf, size_t len, const char *id, int algo,
@@ -347,8 +298,8 @@ static void *job_main(void *arg)
         snprintf(key, sizeof key, "user:%llu",
                  j->nkeys ? (unsigned long long)pick(&w->rng, j->nkeys) : t);
         if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
-            set_err(w->err, "rl_allow", rc, errtext(j->lim));
-            w->rc = rc;
+            set_err(w->st.err, "rl_allow", rc, errtext(j->lim));
+            w->st.rc = rc;
             atomic_store(&j->next, j->total);
             break;
         }
@@ -364,32 +315,19 @@ static void *job_main(void *arg)
 int run_job(job *j, int n, unsigned long long *fallback,
                    unsigned long long *denied, char *err)
 {
-    job_worker w[FILL_THREADS];
-    pthread_t tid[FILL_THREADS];
-    int started = 0, rc = 0;
+    job_worker w[FILL_THREADS] = {0};
+    int rc;
 
-    memset(w, 0, sizeof w);
+    n = n < FILL_THREADS ? n : FILL_THREADS;
     atomic_store(&j->next, 0);
-    for (int t = 0; t < n && t < FILL_THREADS; t++) {
+    for (int t = 0; t < n; t++) {
         w[t].j = j;
         w[t].rng = 0x10B0000ULL + (uint64_t)t * 104729;
-        if (pthread_create(&tid[t], NULL, job_main, &w[t]) != 0) {
-            atomic_store(&j->next, j->total);
-            snprintf(err, ERRLEN, "pthread_create failed");
-            rc = -1;
-            break;
-        }
-        started++;
     }
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
-    for (int t = 0; t < started; t++) {
-        if (w[t].rc != 0 && rc == 0) {
-            memcpy(err, w[t].err, ERRLEN);
-            rc = -1;
-        }
+    rc = bench_threads(w, sizeof w[0], n, job_main, "redisbench", err);
+    for (int t = 0; t < n; t++) {
         *fallback += w[t].fallback;
         *denied += w[t].denied;
     }
-    return rc;
+    return rc ? -1 : 0;
 }

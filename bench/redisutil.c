@@ -133,3 +133,46 @@ int clients_wait(redisContext *c, double n, char *err)
         return snprintf(err, ERRLEN, "%g clients still connected", k), -1;
     return 0;
 }
+
+int flushall_wait(redisContext *c, char *err)
+{
+    double pending = 1;
+
+    if (bcmd_ok(c, err, "FLUSHALL SYNC") != 0)
+        return -1;
+    for (int i = 0; i < 1000 && pending > 0; i++) {
+        if (info_num(c, "memory", "lazyfree_pending_objects", &pending, err))
+            return -1;
+        if (pending > 0)
+            nanosleep(&(struct timespec){0, 10000000}, NULL);
+    }
+    if (pending > 0)
+        return snprintf(err, ERRLEN, "lazyfree still pending after 10 s"), -1;
+    return 0;
+}
+
+int scan_keys(redisContext *c, int count,
+              int (*fn)(redisContext *c, const redisReply *key, void *arg,
+                        char *err),
+              void *arg, char *err)
+{
+    char cursor[32] = "0";
+    int more = 0;
+
+    do {
+        redisReply *r = bcmd(c, err, "SCAN %s COUNT %d", cursor, count);
+        if (r == NULL)
+            return -1;
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+            r->element[0]->type != REDIS_REPLY_STRING ||
+            r->element[1]->type != REDIS_REPLY_ARRAY) {
+            freeReplyObject(r);
+            return snprintf(err, ERRLEN, "SCAN: unexpected reply"), -1;
+        }
+        snprintf(cursor, sizeof cursor, "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements && more == 0; i++)
+            more = fn(c, r->element[1]->element[i], arg, err);
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0 && more == 0);
+    return more < 0 ? -1 : 0;
+}

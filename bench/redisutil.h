@@ -1,7 +1,8 @@
 /*
  * redisutil.h -- what the Redis benchmarks (redisbench, clusterbench) ask a
  * server on a control connection: commands that fail with a message, INFO
- * fields, and used_memory once it has settled.  err is ERRLEN bytes.
+ * fields, used_memory once it has settled, FLUSHALL with its lazy freeing
+ * waited for, and the keys a SCAN walks.  err is ERRLEN bytes.
  */
 #ifndef RL_BENCH_REDISUTIL_H
 #define RL_BENCH_REDISUTIL_H
@@ -33,6 +34,18 @@ double kv_num(const char *line, const char *name);
  * 100 readings), so an incremental dict rehash (serverCron) is finished:
  * 0 or -1. */
 int used_memory_settled(redisContext *c, double *v, char *err);
+
+/* FLUSHALL SYNC, then wait (up to 10 s) until lazy freeing, if any, is
+ * over: 0, or -1 with why in err. */
+int flushall_wait(redisContext *c, char *err);
+
+/* Every key a SCAN (COUNT count) returns, handed to fn (its err: err),
+ * which returns 0 for more, 1 for enough (the SCAN ends) or -1 for a
+ * failure: 0, or -1 after a failure of the SCAN or of fn. */
+int scan_keys(redisContext *c, int count,
+              int (*fn)(redisContext *c, const redisReply *key, void *arg,
+                        char *err),
+              void *arg, char *err);
 
 /* Wait (up to 5 s) until only n clients (the caller's) remain connected
  * to c's server: 0, or -1 with why in err. */

@@ -83,130 +83,33 @@ static void usage(FILE *f)
 
 /* ---- the command line: one row an option ---------------------------------- */
 
-typedef struct opt_row {
-    const char *name;
-    int kind;                   /* 0 flag, 1 count, 2 algorithm name      */
-    size_t off;                 /* the field in options                   */
-    unsigned long long def, quick; /* counts: when not given           */
-} opt_row;
-
 #define OPT_AT(field) offsetof(options, field)
 
-static const opt_row opts[] = {
-    {"--json", 0, OPT_AT(json), 0, 0},
-    {"--quick", 0, OPT_AT(quick), 0, 0},
-    {"--keys", 1, OPT_AT(keys), 1000000ULL, 100000ULL},
-    {"--big", 1, OPT_AT(big), 10000000ULL, 1000000ULL},
-    {"--samples", 1, OPT_AT(samples), 2000000ULL, 200000ULL},
-    {"--algo", 2, OPT_AT(algo), 0, 0},
+static const char *const algos[] = {"sliding_window", "token_bucket",
+                                    "fixed_window", "gcra", NULL};
+
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_KEYS, 1000000, 100000,
+     NULL},
+    {"--big", BENCH_OPT_COUNT, OPT_AT(big), 0, MAX_KEYS, 10000000, 1000000,
+     NULL},
+    {"--samples", BENCH_OPT_COUNT, OPT_AT(samples), 100, MAX_SAMPLES,
+     2000000, 200000, NULL},
+    {"--algo", BENCH_OPT_NAME, OPT_AT(algo), 0, 0, -1, -1, algos},
 };
-#define NOPTS (sizeof opts / sizeof opts[0])
 
-static const char *const algos[4] = {"sliding_window", "token_bucket",
-                                     "fixed_window", "gcra"};
-
-/* The row argument a names: flags exactly, the others by their name as a
- * prefix (*rest: what follows it); -1 for none. */
-static int opt_find(const char *a, const char **rest)
-{
-    for (size_t k = 0; k < NOPTS; k++) {
-        size_t n = strlen(opts[k].name);
-        if (opts[k].kind == 0 ? strcmp(a, opts[k].name) == 0
-                              : strncmp(a, opts[k].name, n) == 0) {
-            *rest = a + n;
-            return (int)k;
-        }
-    }
-    return -1;
-}
-
-/* Stores val for row r (a: the argument as given); 0, or 2 after saying
- * what is wrong. */
-static int opt_set(const opt_row *r, const char *a, const char *val,
-                   options *o)
-{
-    char *field = (char *)o + r->off;
-
-    if (r->kind == 2) {
-        for (int k = 0; k < 4; k++)
-            if (strcmp(val, algos[k]) == 0) {
-                *(const char **)(void *)field = val;
-                return 0;
-            }
-        fprintf(stderr, "rlbench: unknown algorithm '%s'\n", val);
-        return 2;
-    }
-    if (parse_count(val, (unsigned long long *)(void *)field) != 0) {
-        fprintf(stderr, "rlbench: bad number '%s' for %s\n", val, a);
-        return 2;
-    }
-    return 0;
-}
-
-/* The counts not given (--quick's or the full run's), then their bounds;
- * 0, or 2 after saying what is wrong. */
-static int opt_finish(options *o, const int *given)
-{
-    for (size_t k = 0; k < NOPTS; k++)
-        if (opts[k].kind == 1 && !given[k])
-            *(unsigned long long *)(void *)((char *)o + opts[k].off) =
-                o->quick ? opts[k].quick : opts[k].def;
-    if (o->keys < 1 || o->keys > MAX_KEYS) {
-        fprintf(stderr, "rlbench: --keys must be 1..%llu\n", MAX_KEYS);
-        return 2;
-    }
-    if (o->big > MAX_KEYS) {
-        fprintf(stderr, "rlbench: --big must be 0..%llu\n", MAX_KEYS);
-        return 2;
-    }
-    if (o->samples < 100 || o->samples > MAX_SAMPLES) {
-        fprintf(stderr, "rlbench: --samples must be 100..%llu\n", MAX_SAMPLES);
-        return 2;
-    }
-    return 0;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench",
+    .usage = usage};
 
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o)
 {
-    int given[NOPTS] = {0};
-
     memset(o, 0, sizeof *o);
     o->algo = "sliding_window";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
-        int k;
-
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            usage(stdout);
-            return 1;
-        }
-        if ((k = opt_find(a, &val)) < 0) {
-            fprintf(stderr, "rlbench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-        if (opts[k].kind == 0) {
-            *(int *)(void *)((char *)o + opts[k].off) = 1;
-            continue;
-        }
-        if (*val == '=')
-            val++;
-        else if (*val == '\0') {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "rlbench: option '%s' needs a value\n", a);
-                return 2;
-            }
-            val = argv[++i];
-        } else {
-            fprintf(stderr, "rlbench: unknown option '%s'\n", a);
-            return 2;
-        }
-        if (opt_set(&opts[k], a, val, o) != 0)
-            return 2;
-        given[k] = 1;
-    }
-    return opt_finish(o, given);
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 
@@ -362,8 +265,8 @@ static int lat_input_make(const options *o, lat_input *in, char *err)
     size_t nseq = in->nseq = (size_t)o->samples;
 
     in->keys = malloc(nkeys * KEY_STRIDE);
-    in->seqs[0] = malloc(nseq * sizeof *in->seqs[0]);
-    in->seqs[1] = malloc(nseq * sizeof *in->seqs[1]);
+    for (unsigned t = 0; t < 2; t++)
+        in->seqs[t] = bench_seq(nseq, nkeys, 0, 1, 0x5EED0000ULL + t);
     in->lat[LIB] = malloc(2 * nseq * sizeof *in->lat[LIB]);
     in->lat[REF] = malloc(2 * nseq * sizeof *in->lat[REF]);
     if (in->keys == NULL || in->seqs[0] == NULL || in->seqs[1] == NULL ||
@@ -373,11 +276,6 @@ static int lat_input_make(const options *o, lat_input *in, char *err)
     }
     for (size_t i = 0; i < nkeys; i++)
         fmt_key(in->keys + i * KEY_STRIDE, (uint32_t)i);
-    for (int t = 0; t < 2; t++) {
-        uint64_t st = 0x5EED0000ULL + (uint64_t)t;
-        for (size_t i = 0; i < nseq; i++)
-            in->seqs[t][i] = (uint32_t)pick(&st, nkeys);
-    }
     return 0;
 }
 
