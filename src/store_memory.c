@@ -1,7 +1,10 @@
 /*
  * store_memory.c -- the in-process store: a hash table of rate-limit state,
  * split into 256 independently locked segments so threads working on
- * different keys never wait for each other and no lock is global.
+ * different keys never wait for each other and no lock is global.  A
+ * segment's lock is one word (wordlock.h): one locked instruction to take
+ * it and one to let it go when no one else wants it; a waiter spins a
+ * bounded while, then sleeps.
  *
  * Each tracked (rule, key) is one 32-byte entry: a 64-bit fingerprint of the
  * rule's state seed (its id and shape, rule.h) and the key (the key bytes
@@ -54,8 +57,8 @@
 #include "siphash.h"
 #include "slots.h"
 #include "slots_settle.h"
+#include "wordlock.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +80,7 @@ typedef slot_entry entry;
 typedef struct segment {
     entry *slots;
     uint32_t cap;
-    pthread_mutex_t lock __attribute__((aligned(64)));
+    wordlock lock __attribute__((aligned(64)));
     uint32_t used, max_used;
     uint32_t full_until;  /* at the cap: don't rescan before this second */
     int64_t evictions;
@@ -187,7 +190,7 @@ static size_t lock_all(mem_store *m, const uint32_t *seg, size_t n,
     size_t k = slots_lock_order(seg, n, segs);
 
     for (size_t i = 0; i < k; i++)
-        pthread_mutex_lock(&m->seg[segs[i]].lock);
+        wordlock_lock(&m->seg[segs[i]].lock);
     return k;
 }
 
@@ -295,7 +298,7 @@ static int check_one(mem_store *m, const store_op *op, algo_decision *out,
     int64_t now;
 
     prefetch_home(g, fp);
-    pthread_mutex_lock(&g->lock);
+    wordlock_lock(&g->lock);
     now = store_now(m, &now_s); /* under the lock, as in mem_check() */
     hit = slots_load_state(g->slots, g->cap, op, fp, kh, now, now_s, &st,
                            &from);
@@ -310,7 +313,7 @@ static int check_one(mem_store *m, const store_op *op, algo_decision *out,
             store_entry(m, g, fp, &st, expires, now_s);
         }
     }
-    pthread_mutex_unlock(&g->lock);
+    wordlock_unlock(&g->lock);
     *now_ms = now;
     return RL_OK;
 }
@@ -381,7 +384,7 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
         store_entry(m, g, fps[i], &st[i], expires, now_s);
     }
     for (i = nseg; i-- > 0;)
-        pthread_mutex_unlock(&m->seg[segs[i]].lock);
+        wordlock_unlock(&m->seg[segs[i]].lock);
     *now_ms = now;
     return rc;
 }
@@ -393,7 +396,6 @@ static void mem_free(rl_store *s)
     log_budget b = {.bytes = &m->bytes, .max_bytes = m->max_bytes};
 
     for (unsigned i = 0; i < NSEG; i++) {
-        pthread_mutex_destroy(&m->seg[i].lock);
         free(m->seg[i].slots);
         log_table_free(&m->seg[i].logs, &b);
     }
@@ -450,7 +452,7 @@ static int mem_settle(rl_store *s, const store_settle *ss, size_t *settled)
         *settled += (size_t)slots_settle_op(&io, ss, i, kh[i], now, now_s);
     }
     for (i = nseg; i-- > 0;)
-        pthread_mutex_unlock(&m->seg[segs[i]].lock);
+        wordlock_unlock(&m->seg[segs[i]].lock);
     return RL_OK;
 }
 
@@ -481,25 +483,16 @@ int store_memory_new(const store_options *opt, rl_store **out, char *err,
     m->epoch_s = clock_now_ms(&m->clock) / 1000 - 1;
     m->max_bytes = opt->memory_max_bytes;
     siphash_random_key(m->hash_key);
-    pthread_mutexattr_t ma;
-    /* Adaptive: a waiter spins a moment before it sleeps.  A segment is
-     * held for a few hundred ns, so on a hot key (a global rule) 2 threads
-     * spent most of a check in futex sleeps and wakes: 2.1-2.6 us per
-     * check each (metricsbench, 2 threads), 1.4-1.6 us adaptive. */
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
     for (unsigned i = 0; i < NSEG; i++) {
         segment *g = &m->seg[i];
-        pthread_mutex_init(&g->lock, &ma);
+        g->lock = (wordlock)WORDLOCK_INIT;
         g->cap = SEG_MIN_CAP;
         g->max_used = max_used_of(g->cap);
         if (!(g->slots = slots_alloc(g->cap))) {
-            pthread_mutexattr_destroy(&ma);
             mem_free(&m->base);
             return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
         }
     }
-    pthread_mutexattr_destroy(&ma);
     atomic_init(&m->bytes, floor_bytes);
     *out = &m->base;
     return RL_OK;
@@ -537,14 +530,14 @@ void store_memory_stats_get(rl_store *s, store_memory_stats *st)
     memset(st, 0, sizeof *st);
     for (unsigned i = 0; i < NSEG; i++) {
         segment *g = &m->seg[i];
-        pthread_mutex_lock(&g->lock);
+        wordlock_lock(&g->lock);
         st->slots += g->used;
         st->capacity += g->cap;
         st->evictions += g->evictions + g->logs.evictions;
         if (g->used > st->seg_max)
             st->seg_max = g->used;
         st->displacement += displacement(g);
-        pthread_mutex_unlock(&g->lock);
+        wordlock_unlock(&g->lock);
     }
     st->bytes = atomic_load(&m->bytes) + (int64_t)sizeof *m;
 }
