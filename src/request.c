@@ -111,18 +111,25 @@ static const uint64_t *layout_key(const rl_limiter *lim)
     return lim->keyed_layout ? lim->layout_key : NULL;
 }
 
-/* The caller's result: its span checked, its bytes after size zeroed
- * (of this library's size, the usual case, by stores of a known count,
- * inline).  0 with rl_fail() done when its size is too small. */
+/* A caller's result's bytes after size zeroed (of this library's size,
+ * the usual case, by stores of a known count, inline). */
+static void result_zero(rl_result *res, size_t span)
+{
+    if (span == sizeof *res)
+        sized_zero(res, sizeof *res);
+    else
+        sized_zero(res, span);
+}
+
+/* The caller's result: its span checked, its bytes zeroed.  0 with
+ * rl_fail() done when its size is too small. */
 static size_t result_span(const rl_limiter *lim, const char *what,
                           rl_result *res)
 {
     size_t span = sized_span(lim, what, &sized_result, res->size);
 
-    if (span == sizeof *res)
-        sized_zero(res, sizeof *res);
-    else if (span)
-        sized_zero(res, span);
+    if (span)
+        result_zero(res, span);
     return span;
 }
 
@@ -451,11 +458,10 @@ static void chunk_run(rl_limiter *lim, chunk *c, const many_io *io)
     for (size_t i = 0; i < c->nreq; i++) {
         store_req *q = &c->req[i];
         size_t k = c->from[i];
-        rl_result res = {0};
+        rl_result local, *res = result_at(io_result(io, k), io->span, &local);
         io->codes[k] = decide_settle(lim, q->ops, q->n, q->out, q->now_ms,
-                                     q->rc, &res);
-        if (io->codes[k] == RL_OK)
-            sized_fill(io_result(io, k), &res, io->span);
+                                     q->rc, res);
+        result_done(io_result(io, k), res, io->span, io->codes[k]);
     }
     request_timer_stop(lim, t0, c->nreq);
     c->nreq = c->nops = c->used = 0;
@@ -466,7 +472,6 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
                      const many_io *io, size_t k)
 {
     const rl_request *req = io_req(io, k);
-    rl_result res = {0};
     size_t n = 0, used;
     int rc;
 
@@ -474,7 +479,7 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
                                            io->res_stride)
         return rl_fail(lim, RL_EINVAL, "rl_check_many: reqs[%zu] or "
                        "results[%zu]: size differs from element 0's", k, k);
-    sized_zero(io_result(io, k), io->span);
+    result_zero(io_result(io, k), io->span);
     if (c->nreq == STORE_MANY_MAX)
         chunk_run(lim, c, io);
     used = c->used;
@@ -489,12 +494,15 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
     }
     if (rc != RL_OK)
         return rc;
-    if (n == 0 || decide_cached(lim, c->ops + c->nops, n, &res)) {
-        if (n == 0)
-            decide_no_rule(lim, &res);
-        c->used = used; /* a cached denial: its keys are not needed */
-        sized_fill(io_result(io, k), &res, io->span);
-        return RL_OK;
+    if (n == 0 || lim->deny) { /* no store needed? */
+        rl_result res = {0};
+        if (n == 0 || decide_cached(lim, c->ops + c->nops, n, &res)) {
+            if (n == 0)
+                decide_no_rule(lim, &res);
+            c->used = used; /* a cached denial: its keys are not needed */
+            sized_fill(io_result(io, k), &res, io->span);
+            return RL_OK;
+        }
     }
     c->req[c->nreq] = (store_req){c->ops + c->nops, n, c->d + c->nops, 0,
                                   RL_ESTORE};
