@@ -46,6 +46,16 @@
  * table's entry and probing code is slots.c, which the shared-memory store
  * (store_shm.c) uses too; growing, and the cap, are this file's.
  *
+ * A check has two halves.  place() hashes each op's key, picks its
+ * segment and starts loading its home slot (prefetch_home), with no lock
+ * held; decide_placed() then takes the segments' locks, reads the clock,
+ * decides every op on a copy of its state and keeps the charges only if
+ * all pass.  One body serves every request, inlined once for one charge
+ * on a slot (the compiler drops the loops, the lock ordering and the log
+ * steps) and once for any.  check_many (rl_check_many) places the ops of
+ * up to MANY_AHEAD charges of many requests before deciding any of them,
+ * so the misses of a batch overlap, as a bare table's lookups in a loop do.
+ *
  * A sliding_log rule's state is a log of times, not a slot: each segment
  * keeps those in a log_table beside its slots (log_table.c), under the
  * same lock and within the same memory_max_bytes.  A log starts fresh
