@@ -1,9 +1,9 @@
 /*
  * check_memory.c -- the in-process store through its vtable: state kept per
  * (rule, key), all-or-nothing charges, expired entries reclaimed without a
- * cleanup job, the memory cap and its eviction policy, bytes per key, and
+ * cleanup job, the memory cap and its eviction policy, bytes per key,
  * keys crafted to collide under the unkeyed hash the store used before
- * issue 11.
+ * issue 11 or under a fixed SipHash key, and SipHash-1-3 itself.
  */
 #include <check.h>
 #include <stdio.h>
@@ -365,6 +365,39 @@ START_TEST(crafted_colliding_keys_spread_across_segments)
 }
 END_TEST
 
+/* The segment a key would get if the store's SipHash key were the fixed
+ * k: the top 8 bits of its hash (256 segments). */
+static unsigned fixed_key_segment(const char *key, const uint64_t k[2])
+{
+    return (unsigned)(siphash13(key, strlen(key), k) >> 56);
+}
+
+/* Keys crafted to pile into one segment under a SipHash key anyone could
+ * know (all zeros; the published test key 00..0f) spread like plain keys
+ * in the store, whose key is drawn at start: a store that used either
+ * fixed key would put all 20000 in one segment and fail here. */
+START_TEST(keys_crafted_for_a_fixed_hash_key_spread)
+{
+    static const uint64_t fixed[2][2] = {
+        {0, 0}, {0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL}};
+    char (*bad)[KEYLEN] = malloc(HOSTILE * sizeof *bad);
+    double mean = (double)HOSTILE / STORE_MEMORY_SEGMENTS;
+
+    for (int f = 0; f < 2; f++) {
+        unsigned long c = 0;
+        store_memory_stats st;
+        for (size_t i = 0; i < HOSTILE; i++)
+            do
+                snprintf(bad[i], KEYLEN, "user:k%lu", c++);
+            while (fixed_key_segment(bad[i], fixed[f]) != 7);
+        st = insert_all(bad, HOSTILE);
+        ck_assert_msg(st.seg_max <= 2 * mean, "fixed key %d: fullest segment "
+                      "%lld, mean %.0f", f, (long long)st.seg_max, mean);
+    }
+    free(bad);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memory");
@@ -380,6 +413,7 @@ int main(void)
     tcase_add_test(tc, cap_below_floor_is_refused);
     tcase_add_test(tc, crafted_colliding_keys_spread_across_segments);
     tcase_add_test(tc, siphash13_matches_the_reference);
+    tcase_add_test(tc, keys_crafted_for_a_fixed_hash_key_spread);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
