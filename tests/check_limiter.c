@@ -124,7 +124,7 @@ START_TEST(check_many_decides_every_algorithm_as_check_does)
     static rl_request req[120];
     static rl_result ra[120], rb[120];
     static int codes[120];
-    char user[5][8];
+    char user[5][16];
 
     for (int u = 0; u < 5; u++)
         snprintf(user[u], sizeof user[u], "u%d", u);
