@@ -130,6 +130,21 @@ static void emit(const options *o, const figure *f)
     emit_figure(f, o->json, &layout);
 }
 
+/* A figure beside the bare lookup's same figure. */
+static figure beside_bare(const char *name, double value, const char *unit,
+                          double ref)
+{
+    figure f = {0};
+
+    f.name = name;
+    f.value = value;
+    f.unit = unit;
+    f.nrefs = 1;
+    f.ref[0] = ref;
+    f.ref_name[0] = "bare_hash_lookup";
+    return f;
+}
+
 static void emit_latency(const options *o, int threads, const lat_figs *lib,
                          const lat_figs *ref)
 {
@@ -141,13 +156,7 @@ static void emit_latency(const options *o, int threads, const lat_figs *lib,
     const double ref_x[3] = {ref->mean, ref->p999, ref->cpu_share};
 
     for (int i = 0; i < 3; i++) {
-        figure f = {0};
-        f.name = names[threads - 1][i];
-        f.value = v[i];
-        f.unit = "ns";
-        f.nrefs = 1;
-        f.ref[0] = r[i];
-        f.ref_name[0] = "bare_hash_lookup";
+        figure f = beside_bare(names[threads - 1][i], v[i], "ns", r[i]);
         xnum(&f, "threads", threads);
         xnum(&f, "keys", (double)o->keys);
         if (i == 0) { /* the timed samples' mean, beside the median */
@@ -169,14 +178,9 @@ static void emit_latency(const options *o, int threads, const lat_figs *lib,
 
 static void emit_scaling(const options *o, const scale_figs *s)
 {
-    figure f = {0};
+    figure f = beside_bare("mem_check_scaling_2t", s->ratio[LIB], "x",
+                           s->ratio[REF]);
 
-    f.name = "mem_check_scaling_2t";
-    f.value = s->ratio[LIB];
-    f.unit = "x";
-    f.nrefs = 1;
-    f.ref[0] = s->ratio[REF];
-    f.ref_name[0] = "bare_hash_lookup";
     xnum(&f, "checks_per_s_1t", s->per_s_1t[LIB]);
     xnum(&f, "checks_per_s_2t", s->per_s_2t[LIB]);
     xnum(&f, "ref_per_s_1t", s->per_s_1t[REF]);
@@ -188,14 +192,9 @@ static void emit_scaling(const options *o, const scale_figs *s)
 
 static void emit_batch(const options *o, const batch_figs *b)
 {
-    figure f = {0};
+    figure f = beside_bare("mem_check_many_mean_untimed_1t",
+                           b->per_check_ns[LIB], "ns", b->per_check_ns[REF]);
 
-    f.name = "mem_check_many_mean_untimed_1t";
-    f.value = b->per_check_ns[LIB];
-    f.unit = "ns";
-    f.nrefs = 1;
-    f.ref[0] = b->per_check_ns[REF];
-    f.ref_name[0] = "bare_hash_lookup";
     xnum(&f, "threads", 1);
     xnum(&f, "batch", (double)o->batch);
     xnum(&f, "keys", (double)o->keys);

@@ -125,6 +125,11 @@ int run_latency(rl_limiter *lim, const bare_table *tab,
 
 double timer_overhead(uint32_t *buf, size_t n);
 
+/* The sample range [*lo, *hi) of nseq that `which` (LIB, REF) runs at
+ * `step` of NBLOCKS: the reference half a round after the library, so
+ * neither finds the lines the other just fetched (rlbench_latency.c). */
+void block_of(size_t nseq, int step, int which, size_t *lo, size_t *hi);
+
 /* Checks per second on threads over keys of their own (rlbench_scaling.c),
  * [LIB] and [REF]. */
 typedef struct scale_figs {

@@ -69,7 +69,6 @@ int run_batch(rl_limiter *lim, const bare_table *tab, const char *keys,
 {
     batch_run b = {.lim = lim, .tab = tab, .keys = keys, .seq = seq,
                    .nseq = nseq, .batch = batch, .err = err};
-    size_t bs = (nseq + NBLOCKS - 1) / NBLOCKS;
     uint64_t wall[2] = {0, 0};
     int rc = 0;
 
@@ -80,14 +79,12 @@ int run_batch(rl_limiter *lim, const bare_table *tab, const char *keys,
         snprintf(err, ERRLEN, "out of memory for a batch");
         rc = -1;
     }
-    /* The reference runs each block half a round after the library, so
-     * neither finds the lines the other just fetched. */
     for (int step = 0; step < NBLOCKS && rc == 0; step++)
         for (int which = LIB; which <= REF && rc == 0; which++) {
-            int blk = which == LIB ? step : (step + NBLOCKS / 2) % NBLOCKS;
-            size_t lo = (size_t)blk * bs < nseq ? (size_t)blk * bs : nseq;
-            size_t hi = lo + bs < nseq ? lo + bs : nseq;
-            uint64_t t0 = now_ns();
+            size_t lo, hi;
+            uint64_t t0;
+            block_of(nseq, step, which, &lo, &hi);
+            t0 = now_ns();
             rc = which == LIB ? lib_block(&b, lo, hi) : ref_block(&b, lo, hi);
             wall[which] += now_ns() - t0;
         }

@@ -49,33 +49,21 @@ static uint64_t read_le64(const unsigned char *p)
         v2 = ROTL(v2, 32);                                                   \
     } while (0)
 
-static uint32_t read_le32(const unsigned char *p)
-{
-    uint32_t w;
-
-    memcpy(&w, p, 4);
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    w = __builtin_bswap32(w);
-#endif
-    return w;
-}
-
 /* The last left (0..7) bytes of a len-byte message, p at them, as the low
- * bytes of a word, without a byte loop (a third of the hash's
- * instructions on a "user:123456" key): past 8 bytes, the message's last
- * word shifted down; from 4, two overlapping 4-byte loads; below, the
- * first, middle and last bytes (which cover 1..3). */
+ * bytes of a word: past 8 bytes, the message's last word shifted down
+ * (no byte loop: that loop was a third of the hash's instructions on a
+ * "user:123456" key); a message shorter than a word, byte by byte. */
 static uint64_t read_tail(const unsigned char *p, size_t left, size_t len)
 {
+    uint64_t w = 0;
+
     if (left == 0)
         return 0;
     if (len >= 8)
         return read_le64(p + left - 8) >> (8 * (8 - left));
-    if (left >= 4)
-        return (uint64_t)read_le32(p) |
-               (uint64_t)read_le32(p + left - 4) << (8 * (left - 4));
-    return (uint64_t)p[0] | (uint64_t)p[left >> 1] << (8 * (left >> 1)) |
-           (uint64_t)p[left - 1] << (8 * (left - 1));
+    for (size_t i = 0; i < left; i++)
+        w |= (uint64_t)p[i] << (8 * i);
+    return w;
 }
 
 uint64_t siphash13(const void *data, size_t len, const uint64_t key[2])
