@@ -319,12 +319,12 @@ static int reserve_logs(mem_store *m, const store_op *ops, size_t n,
     return 0;
 }
 
-/* Charge i's new state into its entry (hit: the live entry it was read
- * from, when nothing was written to the table since). */
+/* A charge's new state into its entry (hit: the live entry it was read
+ * from, when nothing was written to the table since; from: an entry of a
+ * previous shape to drop, or 0). */
 static inline __attribute__((always_inline)) void
-keep_charge(mem_store *m, const placed *p, const algo_state *st,
-                        entry *hit, uint64_t from, uint32_t expires,
-                        uint32_t now_s)
+keep_charge(mem_store *m, const placed *p, const algo_state *st, entry *hit,
+            uint64_t from, uint32_t expires, uint32_t now_s)
 {
     segment *g = &m->seg[p->seg];
 
@@ -338,9 +338,10 @@ keep_charge(mem_store *m, const placed *p, const algo_state *st,
 }
 
 /* The second half of a check: ops[0..n), placed at p[], decided under
- * their segments' locks, all-or-nothing.  One body for every request;
- * inlined twice by check_placed(), for one charge on a slot (n and logs
- * constant: no loops, no lock ordering, no log steps) and for any. */
+ * their segments' locks, all-or-nothing (logs 0: the caller knows none
+ * is a sliding log).  One body for every request; inlined twice by
+ * check_placed(), for one charge on a slot (n and logs constant: no
+ * loops, no lock ordering, no log steps) and for any. */
 static inline __attribute__((always_inline)) int
 decide_placed(mem_store *m, const store_op *ops, const placed *p, size_t n,
               int logs, algo_decision *out, int64_t *now_ms)
