@@ -44,11 +44,16 @@
  * "mem_check_scaling_2t" is 2 threads' checks per second, each thread on
  * keys of its own (even or odd indexes), over 1 thread's, untimed; the
  * reference is the bare lookup's same ratio in the same run (what the 2
- * cores give a lock-free read at the moment).  Issue 11's targets ride
+ * cores give a lock-free read at the moment).  (4) Batches:
+ * "mem_check_many_mean_untimed_1t" is the untimed mean per check when the
+ * same keys come --batch at a time through rl_check_many() (each request's
+ * user the key's value, so the same state is charged), beside the bare
+ * lookup's untimed mean in the same run.  Issue 11's targets ride
  * along as target_max_ratio (the 1-thread untimed mean over the bare
  * lookup's) and target_min (the scaling).
  *
  * Latency lives in rlbench_latency.c, scaling in rlbench_scaling.c,
+ * batches in rlbench_batch.c,
  * memory in rlbench_memory.c, the reference table in rlbench_bare.c, the
  * rest they share in rlbench_util.c and rlbench.h; this file reads the command line, runs the
  * figures and prints them.
@@ -62,7 +67,7 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: rlbench [--json] [--quick] [--keys N] [--big N] "
-            "[--samples N] [--algo NAME]\n"
+            "[--samples N] [--algo NAME] [--batch N]\n"
             "\n"
             "Measures libratelimit's memory store: ns per rl_allow() (p50, p99;\n"
             "1 and 2 threads), 2 threads' checks/s on keys of their own over 1\n"
@@ -76,6 +81,8 @@ static void usage(FILE *f)
             "  --samples N  timed calls per thread per run (default 2000000)\n"
             "  --algo NAME  sliding_window (default), token_bucket, fixed_window,\n"
             "               gcra\n"
+            "  --batch N    requests per rl_check_many() call for the batch\n"
+            "               figure (default 32)\n"
             "  --quick      smoke run: 100k keys, 1M big, 200k samples\n"
             "  --help       this text\n"
             "N may end in k, M or G (powers of 1000).\n");
@@ -98,6 +105,7 @@ static const bench_opt opts[] = {
     {"--samples", BENCH_OPT_COUNT, OPT_AT(samples), 100, MAX_SAMPLES,
      2000000, 200000, NULL},
     {"--algo", BENCH_OPT_NAME, OPT_AT(algo), 0, 0, -1, -1, algos},
+    {"--batch", BENCH_OPT_COUNT, OPT_AT(batch), 2, 1024, 32, 32, NULL},
 };
 
 static const bench_opts table = {
@@ -122,6 +130,21 @@ static void emit(const options *o, const figure *f)
     emit_figure(f, o->json, &layout);
 }
 
+/* A figure beside the bare lookup's same figure. */
+static figure beside_bare(const char *name, double value, const char *unit,
+                          double ref)
+{
+    figure f = {0};
+
+    f.name = name;
+    f.value = value;
+    f.unit = unit;
+    f.nrefs = 1;
+    f.ref[0] = ref;
+    f.ref_name[0] = "bare_hash_lookup";
+    return f;
+}
+
 static void emit_latency(const options *o, int threads, const lat_figs *lib,
                          const lat_figs *ref)
 {
@@ -133,13 +156,7 @@ static void emit_latency(const options *o, int threads, const lat_figs *lib,
     const double ref_x[3] = {ref->mean, ref->p999, ref->cpu_share};
 
     for (int i = 0; i < 3; i++) {
-        figure f = {0};
-        f.name = names[threads - 1][i];
-        f.value = v[i];
-        f.unit = "ns";
-        f.nrefs = 1;
-        f.ref[0] = r[i];
-        f.ref_name[0] = "bare_hash_lookup";
+        figure f = beside_bare(names[threads - 1][i], v[i], "ns", r[i]);
         xnum(&f, "threads", threads);
         xnum(&f, "keys", (double)o->keys);
         if (i == 0) { /* the timed samples' mean, beside the median */
@@ -161,20 +178,27 @@ static void emit_latency(const options *o, int threads, const lat_figs *lib,
 
 static void emit_scaling(const options *o, const scale_figs *s)
 {
-    figure f = {0};
+    figure f = beside_bare("mem_check_scaling_2t", s->ratio[LIB], "x",
+                           s->ratio[REF]);
 
-    f.name = "mem_check_scaling_2t";
-    f.value = s->ratio[LIB];
-    f.unit = "x";
-    f.nrefs = 1;
-    f.ref[0] = s->ratio[REF];
-    f.ref_name[0] = "bare_hash_lookup";
     xnum(&f, "checks_per_s_1t", s->per_s_1t[LIB]);
     xnum(&f, "checks_per_s_2t", s->per_s_2t[LIB]);
     xnum(&f, "ref_per_s_1t", s->per_s_1t[REF]);
     xnum(&f, "ref_per_s_2t", s->per_s_2t[REF]);
     xnum(&f, "keys", (double)o->keys);
     xnum(&f, "target_min", TARGET_SCALING_2T);
+    emit(o, &f);
+}
+
+static void emit_batch(const options *o, const batch_figs *b)
+{
+    figure f = beside_bare("mem_check_many_mean_untimed_1t",
+                           b->per_check_ns[LIB], "ns", b->per_check_ns[REF]);
+
+    xnum(&f, "threads", 1);
+    xnum(&f, "batch", (double)o->batch);
+    xnum(&f, "keys", (double)o->keys);
+    xnum(&f, "denied", (double)b->denied);
     emit(o, &f);
 }
 
@@ -326,6 +350,7 @@ static int measure_latency(const options *o, char *err)
     bare_table tab = {NULL, 0, 0};
     figure f = {0};
     scale_figs sf;
+    batch_figs bf;
     int rc = -1;
 
     if (lat_input_make(o, &in, err) != 0)
@@ -348,6 +373,10 @@ static int measure_latency(const options *o, char *err)
                     err) != 0)
         goto out;
     emit_scaling(o, &sf);
+    if (run_batch(lim, &tab, in.keys, in.seqs[0], in.nseq, (size_t)o->batch,
+                  &bf, err) != 0)
+        goto out;
+    emit_batch(o, &bf);
     rc = 0;
 out:
     rl_limiter_free(lim);

@@ -33,7 +33,11 @@
 #define RULE_ID "bench"
 #define RULE_LIMIT 1000000000LL
 #define RULE_WINDOW 60
-#define KEY_STRIDE 16 /* "user:" + up to 10 digits + NUL */
+#define RULE_DIM "user"  /* the rule's dimension                        */
+#define KEY_PREFIX RULE_DIM ":" /* a key: this + digits (fmt_key), as the
+                                   rule names a request's user value      */
+#define KEY_PREFIX_LEN (sizeof KEY_PREFIX - 1)
+#define KEY_STRIDE 16 /* KEY_PREFIX + up to 10 digits + NUL */
 #define DESIGN_NOTE_BYTES_PER_KEY 100.0
 #define TARGET_BYTES_PER_KEY_BIG 48.0
 #define MAX_KEYS 100000000ULL
@@ -44,6 +48,7 @@ typedef struct options {
     unsigned long long big;     /* second memory figure; 0 skips it           */
     unsigned long long samples; /* timed calls per thread per run             */
     const char *algo;           /* rule algorithm                             */
+    unsigned long long batch;   /* requests per rl_check_many() call          */
     int json;
     int quick;
 } options;
@@ -120,6 +125,11 @@ int run_latency(rl_limiter *lim, const bare_table *tab,
 
 double timer_overhead(uint32_t *buf, size_t n);
 
+/* The sample range [*lo, *hi) of nseq that `which` (LIB, REF) runs at
+ * `step` of NBLOCKS: the reference half a round after the library, so
+ * neither finds the lines the other just fetched (rlbench_latency.c). */
+void block_of(size_t nseq, int step, int which, size_t *lo, size_t *hi);
+
 /* Checks per second on threads over keys of their own (rlbench_scaling.c),
  * [LIB] and [REF]. */
 typedef struct scale_figs {
@@ -133,6 +143,18 @@ typedef struct scale_figs {
 int run_scaling(rl_limiter *lim, const bare_table *tab, const char *keys,
                 size_t nkeys, uint32_t *const *seqs, size_t nseq,
                 scale_figs *out, char *err);
+
+/* ns per check through rl_check_many(), `batch` requests a call, 1
+ * thread, untimed (rlbench_batch.c), [LIB]; [REF] the bare lookup's. */
+typedef struct batch_figs {
+    double per_check_ns[2];
+    unsigned long long denied;
+    uint64_t sink;
+} batch_figs;
+
+int run_batch(rl_limiter *lim, const bare_table *tab, const char *keys,
+              const uint32_t *seq, size_t nseq, size_t batch,
+              batch_figs *out, char *err);
 
 void mem_limiter(const options *o, size_t n, mem_result *r);
 

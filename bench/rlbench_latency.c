@@ -55,8 +55,7 @@ static uint64_t thread_cpu_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* The sample range [*lo, *hi) that `which` runs at `step`. */
-static void block_of(size_t nseq, int step, int which, size_t *lo, size_t *hi)
+void block_of(size_t nseq, int step, int which, size_t *lo, size_t *hi)
 {
     size_t bs = (nseq + NBLOCKS - 1) / NBLOCKS;
     int b = which == LIB ? step : (step + NBLOCKS / 2) % NBLOCKS;

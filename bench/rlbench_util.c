@@ -13,14 +13,14 @@ void fmt_key(char *buf, uint32_t i)
     char digits[10];
     int n = 0;
 
-    memcpy(buf, "user:", 5);
+    memcpy(buf, KEY_PREFIX, KEY_PREFIX_LEN);
     do {
         digits[n++] = (char)('0' + i % 10);
         i /= 10;
     } while (i != 0);
     for (int j = 0; j < n; j++)
-        buf[5 + j] = digits[n - 1 - j];
-    buf[5 + n] = '\0';
+        buf[KEY_PREFIX_LEN + j] = digits[n - 1 - j];
+    buf[KEY_PREFIX_LEN + n] = '\0';
 }
 
 /* Resident set size in bytes, from /proc/self/statm; 0 if unreadable.
@@ -109,7 +109,7 @@ int make_limiter(const options *o, unsigned long long nkeys,
         return rc;
     }
     snprintf(rules, sizeof rules,
-             "{\"rules\":[{\"rule_id\":\"" RULE_ID "\",\"dimension\":\"user\","
+             "{\"rules\":[{\"rule_id\":\"" RULE_ID "\",\"dimension\":\"" RULE_DIM "\","
              "\"limit\":%lld,\"window_seconds\":%d,\"algorithm\":\"%s\"}]}",
              RULE_LIMIT, RULE_WINDOW, o->algo);
     rc = rl_rules_load_string(lim, rules);

@@ -36,8 +36,9 @@ static int64_t ceil_s(int64_t ms)
 /* One decision into the caller's result.  A denial's reset time is never
  * before its retry time: a client that waits for X-RateLimit-Reset must not
  * be denied again (a sliding window's estimate can outlast its window). */
-static void fill_result(rl_result *res, const rl_rule *rule,
-                        const algo_decision *d, int enforce, int64_t now)
+static inline __attribute__((always_inline)) void
+fill_result(rl_result *res, const rl_rule *rule, const algo_decision *d,
+            int enforce, int64_t now)
 {
     res->allowed = d->allowed || !enforce;
     res->limit = rule->ap.limit;
@@ -69,8 +70,9 @@ static int tighter(const algo_decision *a, const algo_decision *b)
  * decide only when no enforced rule applies, and never deny (what they
  * would have done is counted, src/dryrun.c).  Returns the index of the
  * deciding one. */
-static size_t fold(rl_result *res, const store_op *ops,
-                   const algo_decision *d, size_t n, int64_t now)
+static inline __attribute__((always_inline)) size_t
+fold(rl_result *res, const store_op *ops, const algo_decision *d, size_t n,
+     int64_t now)
 {
     size_t best = n;
     unsigned flags = 0;
@@ -321,6 +323,24 @@ int decide_cached(rl_limiter *lim, const store_op *ops, size_t n,
     return 1;
 }
 
+/* The store's decisions for one request into its result, counted and
+ * remembered where the limiter asks for it.  Inlined twice into
+ * decide_settle(): once for one charge (n constant: no loops, no
+ * comparisons of decisions), once for many. */
+static inline __attribute__((always_inline)) void
+settle_decided(rl_limiter *lim, const store_op *ops, size_t n,
+               const algo_decision *d, int64_t now, rl_result *res)
+{
+    fold(res, ops, d, n, now);
+    count_decided_rules(lim, ops, d, n);
+    if (lim->events)
+        note_denials(lim, ops, d, n, NULL);
+    if (lim->deny && !res->allowed)
+        remember_denials(lim, ops, n, d, now);
+    if (lim->fallback && !res->allowed)
+        follow_denials(lim, ops, n, d);
+}
+
 /* The store's answer for one request into its result: the decisions
  * folded, or, when the store failed, each rule's failure mode. */
 int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
@@ -333,15 +353,10 @@ int decide_settle(rl_limiter *lim, const store_op *ops, size_t n,
         rc = degrade(lim, ops, n, res);
     else if (rc != RL_OK)
         return rl_fail(lim, rc, "the %s store failed", lim->store->vt->name);
-    else {
-        fold(res, ops, d, n, now);
-        count_decided_rules(lim, ops, d, n);
-        note_denials(lim, ops, d, n, NULL);
-        if (lim->deny && !res->allowed)
-            remember_denials(lim, ops, n, d, now);
-        if (lim->fallback && !res->allowed)
-            follow_denials(lim, ops, n, d);
-    }
+    else if (n == 1) /* the usual request: one rule */
+        settle_decided(lim, ops, 1, d, now, res);
+    else
+        settle_decided(lim, ops, n, d, now, res);
     if (rc == RL_OK) {
         stats_add(&lim->counts, ST_CHECKS);
         stats_add(&lim->counts, res->allowed ? ST_ALLOWED : ST_DENIED);

@@ -1,7 +1,8 @@
 /*
  * futex.h -- the one way a thread of the library sleeps on a word and
  * another wakes it (Linux futexes, process-private): a blocking Redis
- * check waiting for its completion (redis_ticket.c).  The waker changes the
+ * check waiting for its completion (redis_ticket.c), a thread waiting for
+ * a memory store segment's lock (wordlock.h).  The waker changes the
  * word first and wakes after; a sleeper re-reads the word after each
  * return, so spurious and lost-race wakes are harmless.  A wake on a word
  * whose owner has returned meanwhile is harmless too (a syscall on an

@@ -67,9 +67,11 @@ run_plain(rl_limiter *lim, const store_op *ops, size_t n, rl_result *res)
     int64_t now = 0;
     int rc;
 
-    if (decide_cached(lim, ops, n, res))
+    /* One flag test each when the limiter has no deny cache or leases
+     * (the memory store never has): no call. */
+    if (lim->deny && decide_cached(lim, ops, n, res))
         return RL_OK;
-    if (lease_check(lim, ops, n, res, &rc))
+    if (lim->lease && lease_check(lim, ops, n, res, &rc))
         return rc;
     rc = lim->store->vt->check(lim->store, ops, n, d, &now);
     return decide_settle(lim, ops, n, d, now, rc, res);
@@ -109,22 +111,55 @@ static const uint64_t *layout_key(const rl_limiter *lim)
     return lim->keyed_layout ? lim->layout_key : NULL;
 }
 
-/* The caller's result: its span checked, its bytes after size zeroed.
- * 0 with rl_fail() done when its size is too small. */
+/* A caller's result's bytes after size zeroed (of this library's size,
+ * the usual case, by stores of a known count, inline). */
+static void result_zero(rl_result *res, size_t span)
+{
+    if (span == sizeof *res)
+        sized_zero(res, sizeof *res);
+    else
+        sized_zero(res, span);
+}
+
+/* The caller's result: its span checked, its bytes zeroed.  0 with
+ * rl_fail() done when its size is too small. */
 static size_t result_span(const rl_limiter *lim, const char *what,
                           rl_result *res)
 {
     size_t span = sized_span(lim, what, &sized_result, res->size);
 
     if (span)
-        sized_zero(res, span);
+        result_zero(res, span);
     return span;
+}
+
+/* Where a check builds its result: in the caller's own when that has
+ * this library's size (nothing to copy after), else in *local (zeroed),
+ * copied as far as span goes by result_done(). */
+static rl_result *result_at(rl_result *caller, size_t span,
+                            rl_result *local)
+{
+    if (span == sizeof *caller)
+        return caller;
+    memset(local, 0, sizeof *local);
+    return local;
+}
+
+/* The check returned rc with its result built at res: copied to the
+ * caller's when built apart; on failure the caller's stays all zeros. */
+static void result_done(rl_result *caller, const rl_result *res,
+                        size_t span, int rc)
+{
+    if (rc != RL_OK)
+        sized_zero(caller, span);
+    else if (res != caller)
+        sized_fill(caller, res, span);
 }
 
 RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
                        int64_t cost, rl_result *result)
 {
-    rl_result res = {0};
+    rl_result local, *res;
     const rl_ruleset *rs;
     const rl_rule *rule;
     store_op op;
@@ -142,6 +177,7 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
                        RL_KEY_MAX, len ? ", is longer" : ", is empty");
     if ((rc = check_cost(lim, cost)) != RL_OK)
         return rc;
+    res = result_at(result, span, &local);
     rs = rcu_read_lock(&lim->rules, &t);
     if (!(rule = ruleset_find(rs, rule_id))) {
         rc = rl_fail(lim, RL_ENORULE, "no rule \"%.64s\" in rule set version "
@@ -150,11 +186,10 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
         op = (store_op){.rule = rule, .key = key, .key_len = len,
                         .cost = cost, .soft = rule->mode == RL_MODE_LOG,
                         .layout_key = layout_key(lim)};
-        rc = run(lim, &op, 1, &res);
+        rc = run(lim, &op, 1, res);
     }
     rcu_read_unlock(&lim->rules, t);
-    if (rc == RL_OK)
-        sized_fill(result, &res, span);
+    result_done(result, res, span, rc);
     return rc;
 }
 
@@ -343,7 +378,7 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
 {
     store_op ops[RL_OPS_MAX];
     char keys[RL_OPS_MAX * (RL_KEY_MAX + 1)];
-    rl_result res = {0};
+    rl_result local, *res;
     const rl_ruleset *rs;
     rcu_token t;
     size_t n = 0, used = 0, span;
@@ -354,16 +389,16 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
     if (!(span = result_span(lim, "rl_check: result->size", result)) ||
         !sized_span(lim, "rl_check: req->size", &sized_request, req->size))
         return RL_EINVAL;
+    res = result_at(result, span, &local);
     rs = rcu_read_lock(&lim->rules, &t);
     rc = request_collect(lim, rs, req, ops, RL_OPS_MAX, keys, sizeof keys,
                          &used, &n);
     if (rc == RL_OK && n == 0)
-        decide_no_rule(lim, &res);
+        decide_no_rule(lim, res);
     else if (rc == RL_OK)
-        rc = run(lim, ops, n, &res);
+        rc = run(lim, ops, n, res);
     rcu_read_unlock(&lim->rules, t);
-    if (rc == RL_OK)
-        sized_fill(result, &res, span);
+    result_done(result, res, span, rc);
     return rc;
 }
 
@@ -423,11 +458,10 @@ static void chunk_run(rl_limiter *lim, chunk *c, const many_io *io)
     for (size_t i = 0; i < c->nreq; i++) {
         store_req *q = &c->req[i];
         size_t k = c->from[i];
-        rl_result res = {0};
+        rl_result local, *res = result_at(io_result(io, k), io->span, &local);
         io->codes[k] = decide_settle(lim, q->ops, q->n, q->out, q->now_ms,
-                                     q->rc, &res);
-        if (io->codes[k] == RL_OK)
-            sized_fill(io_result(io, k), &res, io->span);
+                                     q->rc, res);
+        result_done(io_result(io, k), res, io->span, io->codes[k]);
     }
     request_timer_stop(lim, t0, c->nreq);
     c->nreq = c->nops = c->used = 0;
@@ -438,7 +472,6 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
                      const many_io *io, size_t k)
 {
     const rl_request *req = io_req(io, k);
-    rl_result res = {0};
     size_t n = 0, used;
     int rc;
 
@@ -446,7 +479,7 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
                                            io->res_stride)
         return rl_fail(lim, RL_EINVAL, "rl_check_many: reqs[%zu] or "
                        "results[%zu]: size differs from element 0's", k, k);
-    sized_zero(io_result(io, k), io->span);
+    result_zero(io_result(io, k), io->span);
     if (c->nreq == STORE_MANY_MAX)
         chunk_run(lim, c, io);
     used = c->used;
@@ -461,12 +494,15 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
     }
     if (rc != RL_OK)
         return rc;
-    if (n == 0 || decide_cached(lim, c->ops + c->nops, n, &res)) {
-        if (n == 0)
-            decide_no_rule(lim, &res);
-        c->used = used; /* a cached denial: its keys are not needed */
-        sized_fill(io_result(io, k), &res, io->span);
-        return RL_OK;
+    if (n == 0 || lim->deny) { /* no store needed? */
+        rl_result res = {0};
+        if (n == 0 || decide_cached(lim, c->ops + c->nops, n, &res)) {
+            if (n == 0)
+                decide_no_rule(lim, &res);
+            c->used = used; /* a cached denial: its keys are not needed */
+            sized_fill(io_result(io, k), &res, io->span);
+            return RL_OK;
+        }
     }
     c->req[c->nreq] = (store_req){c->ops + c->nops, n, c->d + c->nops, 0,
                                   RL_ESTORE};

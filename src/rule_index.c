@@ -46,6 +46,8 @@ struct rule_index {
     size_t nglob;
     uint64_t plen[(RL_PATTERN_MAX + 63) / 64]; /* prefix lengths used  */
     size_t plen_max;
+    const ix_bucket *any0; /* rules of no endpoint and no tier, or NULL:
+                              every request's, found once at build      */
 };
 
 /* The hash of a prefix, rolled byte by byte (FNV-1a), so a request gets
@@ -267,6 +269,7 @@ rule_index *rule_index_build(const rl_rule *rules, size_t n)
         return NULL;
     }
     free(where);
+    ix->any0 = lookup(ix, 0, IX_ANY, 0, "", 0);
     return ix;
 }
 
@@ -331,14 +334,11 @@ static int carried(const rl_rule *r, uint64_t present)
     return r->dim_id == RULE_DIM_GLOBAL || (present >> r->dim_id & 1);
 }
 
-/* Add the rules of bucket (kind, tier, s) that count by a carried
+/* Add the rules of bucket b (NULL: none) that count by a carried
  * dimension. */
-static void add_bucket(const rule_index *ix, const rl_rule *rules,
-                       uint64_t h, int kind, uint32_t tier, const char *s,
-                       size_t len, uint64_t present, collect *c)
+static void add_run(const rule_index *ix, const rl_rule *rules,
+                    const ix_bucket *b, uint64_t present, collect *c)
 {
-    const ix_bucket *b = lookup(ix, h, kind, tier, s, len);
-
     for (uint32_t i = 0; b && i < b->cnt; i++) {
         uint32_t r = ix->post[b->off + i];
         if (r > c->above)
@@ -346,6 +346,14 @@ static void add_bucket(const rule_index *ix, const rl_rule *rules,
         if (carried(&rules[r], present))
             add(c, r);
     }
+}
+
+/* The same for bucket (kind, tier, s), looked up. */
+static void add_bucket(const rule_index *ix, const rl_rule *rules,
+                       uint64_t h, int kind, uint32_t tier, const char *s,
+                       size_t len, uint64_t present, collect *c)
+{
+    add_run(ix, rules, lookup(ix, h, kind, tier, s, len), present, c);
 }
 
 /* The request's tier ids: 0 (no tier) and its own, if any rule has it. */
@@ -388,15 +396,19 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
                         const char *endpoint, size_t elen, const char *tier,
                         uint64_t present, uint32_t *out, size_t max)
 {
-    collect c = {.n = 0, .keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX,
-                 .above = UINT32_MAX};
+    collect c; /* buf not zeroed: an initializer cleared all of it, ~150
+                * instructions of every rl_check() */
     uint32_t tiers[2];
     size_t nt, n;
 
     if (!ix || max == 0)
         return 0;
+    c.n = 0;
+    c.keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX;
+    c.above = UINT32_MAX;
     nt = tier_ids(ix, tier, tiers);
-    for (size_t t = 0; t < nt; t++)
+    add_run(ix, rules, ix->any0, present, &c); /* tiers[0] is 0 */
+    for (size_t t = 1; t < nt; t++)
         add_bucket(ix, rules, 0, IX_ANY, tiers[t], "", 0, present, &c);
     if (endpoint && elen) {
         add_endpoint(ix, rules, endpoint, elen, tiers, nt, present, &c);

@@ -1,7 +1,10 @@
 /*
  * store_memory.c -- the in-process store: a hash table of rate-limit state,
  * split into 256 independently locked segments so threads working on
- * different keys never wait for each other and no lock is global.
+ * different keys never wait for each other and no lock is global.  A
+ * segment's lock is one word (wordlock.h): one locked instruction to take
+ * it and one to let it go when no one else wants it; a waiter spins a
+ * bounded while, then sleeps.
  *
  * Each tracked (rule, key) is one 32-byte entry: a 64-bit fingerprint of the
  * rule's state seed (its id and shape, rule.h) and the key (the key bytes
@@ -43,6 +46,16 @@
  * table's entry and probing code is slots.c, which the shared-memory store
  * (store_shm.c) uses too; growing, and the cap, are this file's.
  *
+ * A check has two halves.  place() hashes each op's key, picks its
+ * segment and starts loading its home slot (prefetch_home), with no lock
+ * held; decide_placed() then takes the segments' locks, reads the clock,
+ * decides every op on a copy of its state and keeps the charges only if
+ * all pass.  One body serves every request, inlined once for one charge
+ * on a slot (the compiler drops the loops, the lock ordering and the log
+ * steps) and once for any.  check_many (rl_check_many) places the ops of
+ * up to MANY_AHEAD charges of many requests before deciding any of them,
+ * so the misses of a batch overlap, as a bare table's lookups in a loop do.
+ *
  * A sliding_log rule's state is a log of times, not a slot: each segment
  * keeps those in a log_table beside its slots (log_table.c), under the
  * same lock and within the same memory_max_bytes.  A log starts fresh
@@ -54,8 +67,8 @@
 #include "siphash.h"
 #include "slots.h"
 #include "slots_settle.h"
+#include "wordlock.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +90,7 @@ typedef slot_entry entry;
 typedef struct segment {
     entry *slots;
     uint32_t cap;
-    pthread_mutex_t lock __attribute__((aligned(64)));
+    wordlock lock __attribute__((aligned(64)));
     uint32_t used, max_used;
     uint32_t full_until;  /* at the cap: don't rescan before this second */
     int64_t evictions;
@@ -179,18 +192,6 @@ static void evict_near(segment *g, uint64_t fp)
     }
 }
 
-/* Lock the segments seg[0..n) in ascending order (no deadlock); returns
- * how many distinct segments are in segs[]. */
-static size_t lock_all(mem_store *m, const uint32_t *seg, size_t n,
-                       uint32_t *segs)
-{
-    size_t k = slots_lock_order(seg, n, segs);
-
-    for (size_t i = 0; i < k; i++)
-        pthread_mutex_lock(&m->seg[segs[i]].lock);
-    return k;
-}
-
 /* A state and its expiry into an entry that holds the same client. */
 static void keep_state(entry *e, const algo_state *st, uint32_t expires)
 {
@@ -253,23 +254,6 @@ static void decide_log(segment *g, const store_op *op, uint64_t fp,
     *need = n - *drop + (size_t)op->cost;
 }
 
-/* Room, before anything is kept, for every log that is charged: all or
- * nothing holds even when memory runs out. */
-static int reserve_logs(mem_store *m, const store_op *ops, size_t n,
-                        const uint32_t *seg, const uint64_t *fps,
-                        const algo_decision *out, const size_t *need,
-                        uint32_t now_s)
-{
-    log_budget b = {.bytes = &m->bytes, .max_bytes = m->max_bytes};
-
-    for (size_t i = 0; i < n; i++)
-        if (is_log(&ops[i]) && out[i].allowed && out[i].changed &&
-            log_table_reserve(&m->seg[seg[i]].logs, fps[i], need[i], now_s,
-                              &b) != 0)
-            return -1;
-    return 0;
-}
-
 /* The store's clock in ms, and in seconds since its epoch (*now_s). */
 static int64_t store_now(const mem_store *m, uint32_t *now_s)
 {
@@ -280,47 +264,90 @@ static int64_t store_now(const mem_store *m, uint32_t *now_s)
     return now;
 }
 
-/* mem_check() of the usual request, one charge on a slot (not a log):
- * the same steps without the loops, arrays and lock ordering of many,
- * ~1/10 of a check's instructions. */
-static int check_one(mem_store *m, const store_op *op, algo_decision *out,
-                     int64_t *now_ms)
-{
-    uint64_t kh = siphash13(op->key, op->key_len, m->hash_key), from;
-    uint64_t fp = slots_fingerprint(op->rule->shape.state_seed, kh);
-    segment *g = &m->seg[kh >> (64 - SEG_BITS)];
-    algo_state st;
-    entry *hit;
-    uint32_t now_s;
-    int64_t now;
+/* Where an op's state lives: its key's SipHash, its fingerprint under
+ * the op's rule, its segment. */
+typedef struct placed {
+    uint64_t kh, fp;
+    uint32_t seg;
+} placed;
 
-    prefetch_home(g, fp);
-    pthread_mutex_lock(&g->lock);
-    now = store_now(m, &now_s); /* under the lock, as in mem_check() */
-    hit = slots_load_state(g->slots, g->cap, op, fp, kh, now, now_s, &st,
-                           &from);
-    algo_apply(&op->rule->ap, &st, now, op->cost, out);
-    if (out->allowed && out->changed) {
-        uint32_t expires = expiry_of(m, out->expires_ms);
-        if (hit) {
-            keep_state(hit, &st, expires);
-        } else {
-            if (from)
-                g->used -= (uint32_t)slots_drop(g->slots, g->cap, from);
-            store_entry(m, g, fp, &st, expires, now_s);
-        }
-    }
-    pthread_mutex_unlock(&g->lock);
-    *now_ms = now;
-    return RL_OK;
+/* Hash op's key and start loading its home slot (prefetch_home): the
+ * first half of a check, done for every op of a call (for every request
+ * of a check_many) before any lock is taken, so their misses overlap. */
+static inline __attribute__((always_inline)) void
+place(mem_store *m, const store_op *op, placed *p)
+{
+    p->kh = siphash13(op->key, op->key_len, m->hash_key);
+    p->fp = slots_fingerprint(op->rule->shape.state_seed, p->kh);
+    p->seg = (uint32_t)(p->kh >> (64 - SEG_BITS));
+    prefetch_home(&m->seg[p->seg], p->fp);
 }
 
-static int mem_check(rl_store *s, const store_op *ops, size_t n,
-                     algo_decision *out, int64_t *now_ms)
+/* Lock the segments of p[0..n) in ascending order (no deadlock) into
+ * segs[]; returns how many distinct ones. */
+static inline __attribute__((always_inline)) size_t
+lock_all(mem_store *m, const placed *p, size_t n, uint32_t *segs)
 {
-    mem_store *m = (mem_store *)s;
-    uint64_t fps[RL_OPS_MAX], kh[RL_OPS_MAX], from[RL_OPS_MAX];
-    uint32_t seg[RL_OPS_MAX], segs[RL_OPS_MAX];
+    uint32_t seg[RL_OPS_MAX];
+    size_t k = 1;
+
+    if (n == 1) { /* the usual request: one rule */
+        segs[0] = p[0].seg;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            seg[i] = p[i].seg;
+        k = slots_lock_order(seg, n, segs);
+    }
+    for (size_t i = 0; i < k; i++)
+        wordlock_lock(&m->seg[segs[i]].lock);
+    return k;
+}
+
+/* Room, before anything is kept, for every log that is charged: all or
+ * nothing holds even when memory runs out. */
+static int reserve_logs(mem_store *m, const store_op *ops, size_t n,
+                        const placed *p, const algo_decision *out,
+                        const size_t *need, uint32_t now_s)
+{
+    log_budget b = {.bytes = &m->bytes, .max_bytes = m->max_bytes};
+
+    for (size_t i = 0; i < n; i++)
+        if (is_log(&ops[i]) && out[i].allowed && out[i].changed &&
+            log_table_reserve(&m->seg[p[i].seg].logs, p[i].fp, need[i],
+                              now_s, &b) != 0)
+            return -1;
+    return 0;
+}
+
+/* A charge's new state into its entry (hit: the live entry it was read
+ * from, when nothing was written to the table since; from: an entry of a
+ * previous shape to drop, or 0). */
+static inline __attribute__((always_inline)) void
+keep_charge(mem_store *m, const placed *p, const algo_state *st, entry *hit,
+            uint64_t from, uint32_t expires, uint32_t now_s)
+{
+    segment *g = &m->seg[p->seg];
+
+    if (hit) {
+        keep_state(hit, st, expires);
+        return;
+    }
+    if (from)
+        g->used -= (uint32_t)slots_drop(g->slots, g->cap, from);
+    store_entry(m, g, p->fp, st, expires, now_s);
+}
+
+/* The second half of a check: ops[0..n), placed at p[], decided under
+ * their segments' locks, all-or-nothing (logs 0: the caller knows none
+ * is a sliding log).  One body for every request; inlined twice by
+ * check_placed(), for one charge on a slot (n and logs constant: no
+ * loops, no lock ordering, no log steps) and for any. */
+static inline __attribute__((always_inline)) int
+decide_placed(mem_store *m, const store_op *ops, const placed *p, size_t n,
+              int logs, algo_decision *out, int64_t *now_ms)
+{
+    uint64_t from[RL_OPS_MAX];
+    uint32_t segs[RL_OPS_MAX];
     algo_state st[RL_OPS_MAX];
     entry *hit[RL_OPS_MAX];
     size_t need[RL_OPS_MAX], drop[RL_OPS_MAX];
@@ -329,61 +356,119 @@ static int mem_check(rl_store *s, const store_op *ops, size_t n,
     size_t nseg, i;
     int all = 1, rc = RL_OK;
 
-    if (n == 0 || n > RL_OPS_MAX)
-        return RL_EINVAL;
-    if (n == 1 && !is_log(&ops[0]))
-        return check_one(m, &ops[0], out, now_ms);
-    for (i = 0; i < n; i++) {
-        kh[i] = siphash13(ops[i].key, ops[i].key_len, m->hash_key);
-        fps[i] = slots_fingerprint(ops[i].rule->shape.state_seed, kh[i]);
-        seg[i] = (uint32_t)(kh[i] >> (64 - SEG_BITS));
-        prefetch_home(&m->seg[seg[i]], fps[i]);
-    }
-    nseg = lock_all(m, seg, n, segs);
+    nseg = lock_all(m, p, n, segs);
     /* Read the clock under the locks, so the charges to one entry are
      * decided in the order of their times. */
     now = store_now(m, &now_s);
 
     /* Decide every charge on a copy of the state... */
     for (i = 0; i < n; i++) {
-        segment *g = &m->seg[seg[i]];
-        if (is_log(&ops[i])) {
+        segment *g = &m->seg[p[i].seg];
+        if (logs && is_log(&ops[i])) {
             hit[i] = NULL;
-            decide_log(g, &ops[i], fps[i], now, now_s, &out[i], &need[i],
+            decide_log(g, &ops[i], p[i].fp, now, now_s, &out[i], &need[i],
                        &drop[i], &at[i]);
         } else {
-            hit[i] = slots_load_state(g->slots, g->cap, &ops[i], fps[i],
-                                      kh[i], now, now_s, &st[i], &from[i]);
+            hit[i] = slots_load_state(g->slots, g->cap, &ops[i], p[i].fp,
+                                      p[i].kh, now, now_s, &st[i], &from[i]);
             algo_apply(&ops[i].rule->ap, &st[i], now, ops[i].cost, &out[i]);
         }
         all &= out[i].allowed || ops[i].soft;
     }
-    if (all && reserve_logs(m, ops, n, seg, fps, out, need, now_s) != 0)
+    if (logs && all && reserve_logs(m, ops, n, p, out, need, now_s) != 0)
         all = 0, rc = RL_ESTORE; /* out of memory: nothing kept */
     /* ...and keep the charges only if all of them pass (a migrated state
-     * leaves its old shape's entry then, and only then). */
-    for (i = 0; all && i < n; i++) {
-        if (!out[i].allowed || !out[i].changed)
+     * leaves its old shape's entry then, and only then).  A one-charge
+     * request writes into the entry it read; with more, an earlier
+     * charge's write may have moved it. */
+    for (i = 0; i < n; i++) {
+        if (!all || !out[i].allowed || !out[i].changed)
             continue;
-        segment *g = &m->seg[seg[i]];
         uint32_t expires = expiry_of(m, out[i].expires_ms);
-        if (is_log(&ops[i])) {
-            log_table_commit(&g->logs, fps[i], drop[i], at[i], ops[i].cost,
-                             expires);
-            continue;
-        }
-        if (n == 1 && hit[i]) { /* nothing moved since it was found */
-            keep_state(hit[i], &st[i], expires);
-            continue;
-        }
-        if (from[i])
-            g->used -= (uint32_t)slots_drop(g->slots, g->cap, from[i]);
-        store_entry(m, g, fps[i], &st[i], expires, now_s);
+        if (logs && is_log(&ops[i]))
+            log_table_commit(&m->seg[p[i].seg].logs, p[i].fp, drop[i], at[i],
+                             ops[i].cost, expires);
+        else
+            keep_charge(m, &p[i], &st[i], n == 1 ? hit[i] : NULL, from[i],
+                        expires, now_s);
     }
     for (i = nseg; i-- > 0;)
-        pthread_mutex_unlock(&m->seg[segs[i]].lock);
+        wordlock_unlock(&m->seg[segs[i]].lock);
     *now_ms = now;
     return rc;
+}
+
+/* decide_placed() for one charge on a slot (the usual request) or any. */
+static inline __attribute__((always_inline)) int
+check_placed(mem_store *m, const store_op *ops, const placed *p, size_t n,
+             algo_decision *out, int64_t *now_ms)
+{
+    if (n == 1 && !is_log(&ops[0]))
+        return decide_placed(m, ops, p, 1, 0, out, now_ms);
+    return decide_placed(m, ops, p, n, 1, out, now_ms);
+}
+
+/* A check: its ops placed, then decided. */
+static inline __attribute__((always_inline)) int
+check_ops(mem_store *m, const store_op *ops, size_t n, algo_decision *out,
+          int64_t *now_ms)
+{
+    placed p[RL_OPS_MAX];
+
+    for (size_t i = 0; i < n; i++)
+        place(m, &ops[i], &p[i]);
+    return check_placed(m, ops, p, n, out, now_ms);
+}
+
+static int mem_check(rl_store *s, const store_op *ops, size_t n,
+                     algo_decision *out, int64_t *now_ms)
+{
+    mem_store *m = (mem_store *)s;
+
+    if (n == 0 || n > RL_OPS_MAX)
+        return RL_EINVAL;
+    if (n == 1) /* the usual request: one rule (n constant in the copy) */
+        return check_ops(m, ops, 1, out, now_ms);
+    return check_ops(m, ops, n, out, now_ms);
+}
+
+/* How many ops a check_many places ahead of deciding them: enough
+ * misses in flight to fill the core's miss buffers (10-12 on x86), few
+ * enough that the lines are still in the cache when decided. */
+#define MANY_AHEAD 32
+
+/* Many requests: the ops of up to MANY_AHEAD at a time placed first (their
+ * keys hashed, their home slots' misses started together), then each
+ * request decided in order, as check() would, under its own locks and
+ * clock.  The table's misses then overlap across requests instead of
+ * each request's waiting alone. */
+static int mem_check_many(rl_store *s, store_req *reqs, size_t n)
+{
+    mem_store *m = (mem_store *)s;
+    placed p[MANY_AHEAD + RL_OPS_MAX];
+    size_t next = 0;
+
+    while (next < n) {
+        size_t from = next, k = 0, at = 0;
+        for (; next < n && (k == 0 || k + reqs[next].n <= MANY_AHEAD);
+             next++) {
+            if (reqs[next].n == 0 || reqs[next].n > RL_OPS_MAX)
+                continue;
+            for (size_t j = 0; j < reqs[next].n; j++)
+                place(m, &reqs[next].ops[j], &p[k + j]);
+            k += reqs[next].n;
+        }
+        for (size_t r = from; r < next; r++) {
+            store_req *q = &reqs[r];
+            if (q->n == 0 || q->n > RL_OPS_MAX) {
+                q->rc = RL_EINVAL;
+                continue;
+            }
+            q->rc = check_placed(m, q->ops, &p[at], q->n, q->out, &q->now_ms);
+            at += q->n;
+        }
+    }
+    return RL_OK;
 }
 
 static void mem_free(rl_store *s)
@@ -393,7 +478,6 @@ static void mem_free(rl_store *s)
     log_budget b = {.bytes = &m->bytes, .max_bytes = m->max_bytes};
 
     for (unsigned i = 0; i < NSEG; i++) {
-        pthread_mutex_destroy(&m->seg[i].lock);
         free(m->seg[i].slots);
         log_table_free(&m->seg[i].logs, &b);
     }
@@ -428,39 +512,39 @@ static void mem_settle_put(void *arg, uint64_t fp, const algo_state *st,
 static int mem_settle(rl_store *s, const store_settle *ss, size_t *settled)
 {
     mem_store *m = (mem_store *)s;
-    uint64_t kh[RL_OPS_MAX];
-    uint32_t seg[RL_OPS_MAX], segs[RL_OPS_MAX], now_s;
+    placed p[RL_OPS_MAX];
+    uint32_t segs[RL_OPS_MAX], now_s;
     int64_t now;
     size_t nseg, i;
 
     *settled = 0;
     if (ss->n == 0 || ss->n > RL_OPS_MAX)
         return RL_EINVAL;
-    for (i = 0; i < ss->n; i++) {
-        kh[i] = siphash13(ss->ops[i].key, ss->ops[i].key_len, m->hash_key);
-        seg[i] = (uint32_t)(kh[i] >> (64 - SEG_BITS));
-    }
-    nseg = lock_all(m, seg, ss->n, segs);
+    for (i = 0; i < ss->n; i++)
+        place(m, &ss->ops[i], &p[i]);
+    nseg = lock_all(m, p, ss->n, segs);
     now = store_now(m, &now_s);
     for (i = 0; i < ss->n; i++) {
-        mem_seg_ref r = {.m = m, .g = &m->seg[seg[i]]};
+        mem_seg_ref r = {.m = m, .g = &m->seg[p[i].seg]};
         slots_settle_io io = {.find = mem_settle_find, .put = mem_settle_put,
                               .arg = &r};
 
-        *settled += (size_t)slots_settle_op(&io, ss, i, kh[i], now, now_s);
+        *settled += (size_t)slots_settle_op(&io, ss, i, p[i].kh, now, now_s);
     }
     for (i = nseg; i-- > 0;)
-        pthread_mutex_unlock(&m->seg[segs[i]].lock);
+        wordlock_unlock(&m->seg[segs[i]].lock);
     return RL_OK;
 }
 
-/* No breaker, no check_many (one check each is as cheap), no start:
- * check() never blocks, so a started request is decided at once. */
+/* No breaker, no start: check() never blocks, so a started request is
+ * decided at once.  check_many places every request's ops before
+ * deciding any (mem_check_many). */
 static const store_vtable mem_vtable = {
     .name = "memory",
     .local = 1,
     .check = mem_check,
     .free = mem_free,
+    .check_many = mem_check_many,
     .settle = mem_settle,
 };
 
@@ -481,25 +565,16 @@ int store_memory_new(const store_options *opt, rl_store **out, char *err,
     m->epoch_s = clock_now_ms(&m->clock) / 1000 - 1;
     m->max_bytes = opt->memory_max_bytes;
     siphash_random_key(m->hash_key);
-    pthread_mutexattr_t ma;
-    /* Adaptive: a waiter spins a moment before it sleeps.  A segment is
-     * held for a few hundred ns, so on a hot key (a global rule) 2 threads
-     * spent most of a check in futex sleeps and wakes: 2.1-2.6 us per
-     * check each (metricsbench, 2 threads), 1.4-1.6 us adaptive. */
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
     for (unsigned i = 0; i < NSEG; i++) {
         segment *g = &m->seg[i];
-        pthread_mutex_init(&g->lock, &ma);
+        g->lock = (wordlock)WORDLOCK_INIT;
         g->cap = SEG_MIN_CAP;
         g->max_used = max_used_of(g->cap);
         if (!(g->slots = slots_alloc(g->cap))) {
-            pthread_mutexattr_destroy(&ma);
             mem_free(&m->base);
             return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
         }
     }
-    pthread_mutexattr_destroy(&ma);
     atomic_init(&m->bytes, floor_bytes);
     *out = &m->base;
     return RL_OK;
@@ -537,14 +612,14 @@ void store_memory_stats_get(rl_store *s, store_memory_stats *st)
     memset(st, 0, sizeof *st);
     for (unsigned i = 0; i < NSEG; i++) {
         segment *g = &m->seg[i];
-        pthread_mutex_lock(&g->lock);
+        wordlock_lock(&g->lock);
         st->slots += g->used;
         st->capacity += g->cap;
         st->evictions += g->evictions + g->logs.evictions;
         if (g->used > st->seg_max)
             st->seg_max = g->used;
         st->displacement += displacement(g);
-        pthread_mutex_unlock(&g->lock);
+        wordlock_unlock(&g->lock);
     }
     st->bytes = atomic_load(&m->bytes) + (int64_t)sizeof *m;
 }

@@ -107,6 +107,55 @@ START_TEST(check_many_decides_as_check_does)
 }
 END_TEST
 
+/* Every algorithm, the sliding log's table included, decided in batches
+ * (the memory store places a batch's charges before deciding any of
+ * them) exactly as one rl_check() at a time on a twin: requests of five
+ * rules, of one, and keys met again and again within a batch, until they
+ * are denied. */
+START_TEST(check_many_decides_every_algorithm_as_check_does)
+{
+    static const char *const sets[2] = {
+        "[" RULE("tb", "user", 7, ",\"algorithm\":\"token_bucket\"")
+        "," RULE("gc", "user", 9, ",\"algorithm\":\"gcra\"")
+        "," RULE("fw", "user", 8, ",\"algorithm\":\"fixed_window\"")
+        "," RULE("sw", "user", 10, ",\"algorithm\":\"sliding_window\"")
+        "," RULE("lg", "user", 6, ",\"algorithm\":\"sliding_log\"") "]",
+        "[" RULE("lg", "user", 6, ",\"algorithm\":\"sliding_log\"") "]"};
+    static rl_request req[120];
+    static rl_result ra[120], rb[120];
+    static int codes[120];
+    char user[5][16];
+
+    for (int u = 0; u < 5; u++)
+        snprintf(user[u], sizeof user[u], "u%d", u);
+    for (int set = 0; set < 2; set++) {
+        rl_limiter *a = limiter_with(sets[set]), *b = limiter_with(sets[set]);
+        int denied = 0;
+        results_init(ra, 120);
+        results_init(rb, 120);
+        for (int i = 0; i < 120; i++)
+            req[i] = (rl_request){.size = sizeof(rl_request),
+                                  .user = user[(i * 7) % 5],
+                                  .cost = i % 4 ? 1 : 2};
+        for (int from = 0; from < 120; from += 40)
+            ck_assert_int_eq(rl_check_many(a, req + from, ra + from,
+                                           codes + from, 40), RL_OK);
+        for (int i = 0; i < 120; i++) {
+            ck_assert_int_eq(rl_check(b, &req[i], &rb[i]), RL_OK);
+            ck_assert_int_eq(ra[i].allowed, rb[i].allowed);
+            ck_assert_int_eq(ra[i].remaining, rb[i].remaining);
+            ck_assert_int_eq(ra[i].retry_after_ms, rb[i].retry_after_ms);
+            ck_assert_int_eq(ra[i].reset_at_ms, rb[i].reset_at_ms);
+            ck_assert_str_eq(ra[i].rule_id, rb[i].rule_id);
+            denied += !ra[i].allowed;
+        }
+        ck_assert_int_gt(denied, 20); /* the limits were reached */
+        rl_limiter_free(a);
+        rl_limiter_free(b);
+    }
+}
+END_TEST
+
 START_TEST(check_many_rejects_null_arguments)
 {
     rl_limiter *lim = limiter_with(ONE_RULE);
@@ -1188,6 +1237,7 @@ int main(void)
     tcase_add_test(tc, readers_race_rule_swaps);
     tcase_add_test(tc, threads_counted_exactly_across_swaps);
     tcase_add_test(tc, check_many_decides_as_check_does);
+    tcase_add_test(tc, check_many_decides_every_algorithm_as_check_does);
     tcase_add_test(tc, check_many_rejects_null_arguments);
     suite_add_tcase(s, tc);
     return run_suite(s);

@@ -1,15 +1,16 @@
 /*
  * check_memory.c -- the in-process store through its vtable: state kept per
  * (rule, key), all-or-nothing charges, expired entries reclaimed without a
- * cleanup job, the memory cap and its eviction policy, bytes per key, and
+ * cleanup job, the memory cap and its eviction policy, bytes per key,
  * keys crafted to collide under the unkeyed hash the store used before
- * issue 11.
+ * issue 11 or under a fixed SipHash key, and SipHash-1-3 itself.
  */
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "hash.h"
+#include "siphash.h"
 #include "rule.h"
 #include "store_memory.h"
 #include "testutil.h"
@@ -231,6 +232,67 @@ START_TEST(cap_below_floor_is_refused)
 }
 END_TEST
 
+/* ---- the keyed hash ------------------------------------------------------- */
+
+#define RROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
+
+static void ref_round(uint64_t v[4])
+{
+    v[0] += v[1], v[1] = RROTL(v[1], 13), v[1] ^= v[0], v[0] = RROTL(v[0], 32);
+    v[2] += v[3], v[3] = RROTL(v[3], 16), v[3] ^= v[2];
+    v[0] += v[3], v[3] = RROTL(v[3], 21), v[3] ^= v[0];
+    v[2] += v[1], v[1] = RROTL(v[1], 17), v[1] ^= v[2], v[2] = RROTL(v[2], 32);
+}
+
+/* SipHash-1-3 as the paper writes it: every byte read one at a time. */
+static uint64_t ref_siphash13(const unsigned char *p, size_t len,
+                              const uint64_t k[2])
+{
+    uint64_t v[4] = {k[0] ^ 0x736f6d6570736575ULL, k[1] ^ 0x646f72616e646f6dULL,
+                     k[0] ^ 0x6c7967656e657261ULL, k[1] ^ 0x7465646279746573ULL};
+    uint64_t m = 0;
+    size_t i;
+
+    for (i = 0; i < len; i++) {
+        m |= (uint64_t)p[i] << (8 * (i % 8));
+        if (i % 8 == 7) {
+            v[3] ^= m, ref_round(v), v[0] ^= m;
+            m = 0;
+        }
+    }
+    m |= (uint64_t)len << 56;
+    v[3] ^= m, ref_round(v), v[0] ^= m;
+    v[2] ^= 0xff;
+    ref_round(v), ref_round(v), ref_round(v);
+    return v[0] ^ v[1] ^ v[2] ^ v[3];
+}
+
+/* The word-at-a-time hash (tails read by overlapping loads) gives what the
+ * byte-at-a-time one does, for every length, at every offset (the loads
+ * must not read outside the message: ASan builds check that), and the
+ * published SipHash-1-3 value of the empty message under key 00..0f. */
+START_TEST(siphash13_matches_the_reference)
+{
+    unsigned char buf[80];
+    uint64_t k[2] = {0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL};
+
+    ck_assert_uint_eq(siphash13("", 0, k), 0xabac0158050fc4dcULL);
+    for (int round = 0; round < 50; round++) {
+        for (size_t i = 0; i < sizeof buf; i++)
+            buf[i] = (unsigned char)hash_mix((uint64_t)round, i);
+        k[0] = hash_mix(k[0], 1), k[1] = hash_mix(k[1], 2);
+        for (size_t off = 0; off < 8; off++)
+            for (size_t len = 0; off + len <= 64; len++) {
+                unsigned char *msg = malloc(len ? len : 1);
+                memcpy(msg, buf + off, len);
+                ck_assert_uint_eq(siphash13(msg, len, k),
+                                  ref_siphash13(msg, len, k));
+                free(msg);
+            }
+    }
+}
+END_TEST
+
 /* ---- hostile keys --------------------------------------------------------- */
 
 #define HOSTILE 20000
@@ -303,6 +365,39 @@ START_TEST(crafted_colliding_keys_spread_across_segments)
 }
 END_TEST
 
+/* The segment a key would get if the store's SipHash key were the fixed
+ * k: the top 8 bits of its hash (256 segments). */
+static unsigned fixed_key_segment(const char *key, const uint64_t k[2])
+{
+    return (unsigned)(siphash13(key, strlen(key), k) >> 56);
+}
+
+/* Keys crafted to pile into one segment under a SipHash key anyone could
+ * know (all zeros; the published test key 00..0f) spread like plain keys
+ * in the store, whose key is drawn at start: a store that used either
+ * fixed key would put all 20000 in one segment and fail here. */
+START_TEST(keys_crafted_for_a_fixed_hash_key_spread)
+{
+    static const uint64_t fixed[2][2] = {
+        {0, 0}, {0x0706050403020100ULL, 0x0f0e0d0c0b0a0908ULL}};
+    char (*bad)[KEYLEN] = malloc(HOSTILE * sizeof *bad);
+    double mean = (double)HOSTILE / STORE_MEMORY_SEGMENTS;
+
+    for (int f = 0; f < 2; f++) {
+        unsigned long c = 0;
+        store_memory_stats st;
+        for (size_t i = 0; i < HOSTILE; i++)
+            do
+                snprintf(bad[i], KEYLEN, "user:k%lu", c++);
+            while (fixed_key_segment(bad[i], fixed[f]) != 7);
+        st = insert_all(bad, HOSTILE);
+        ck_assert_msg(st.seg_max <= 2 * mean, "fixed key %d: fullest segment "
+                      "%lld, mean %.0f", f, (long long)st.seg_max, mean);
+    }
+    free(bad);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("memory");
@@ -317,6 +412,8 @@ int main(void)
     tcase_add_test(tc, rule_change_of_algorithm_starts_fresh);
     tcase_add_test(tc, cap_below_floor_is_refused);
     tcase_add_test(tc, crafted_colliding_keys_spread_across_segments);
+    tcase_add_test(tc, siphash13_matches_the_reference);
+    tcase_add_test(tc, keys_crafted_for_a_fixed_hash_key_spread);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
