@@ -15,7 +15,7 @@
 --          5th value after its 4 (Redis only routes by declared keys, and
 --          refuses declared keys of different slots).  A request whose keys
 --          this node does not serve now (a stale slot map, a migration) is
---          left undone: its ops answer allowed = -1, and the caller sends it
+--          left undone: its ops answer 0 (below), and the caller sends it
 --          again on its own, with its keys declared, to learn where to go.
 -- ARGV[3]  the index in ARGV of the requests' part, after the table of the
 --          rules the batch's keys use (each sent once), which begins at
@@ -44,8 +44,17 @@
 --   "r": the time the charge was made at (ms)
 --   field: "" for the plain layout, else the client's field in the compact
 --          layout (a decimal integer below 2^31)
--- Returns for "c": per key {allowed, remaining, reset ms, retry ms}, then
--- the time used; for "r": the number of keys refunded.
+-- Returns for "c": {the keys' answers, the time used}: the answers one
+-- string, 24 bytes a key, three little-endian doubles (struct.pack's
+-- 'd'; Lua's own numbers, so exact): the verdict, remaining, reset ms.
+-- The verdict is 1 (allowed; a lease: the units charged, >= 1), -retry ms
+-- (denied; retry >= 1), or 0 (not this node's: "C" above).  One string
+-- instead of 4 integers a key: Redis turns each element of a returned
+-- table into a reply of its own, which cost more than the packing.  The
+-- layout is a private contract between a limiter and the script it loaded
+-- (src/redis_script.c reads it; the function's name is the library's
+-- SHA-1, so a limiter only ever calls the version it carries).
+-- For "r": the number of keys refunded.
 -- State expires by itself when it is fresh again; nothing needs a cleanup
 -- job.
 --
@@ -86,6 +95,12 @@ end
 -- SETs reuse the string instead of a format() each.  (A pure mapping:
 -- the function library keeps it across calls.)
 local last_exp, last_pxat = -1, '-1'
+
+-- The numbers of a call's answer (3 a key; see the head), in a table the
+-- function library keeps across calls: it grows to the largest batch once
+-- instead of growing, rehashing, and going to the garbage each call (only
+-- its first n entries are read).
+local answers = {}
 
 local function write(key, algo, burst, w, p, q, a, b, c)
   local value, exp = save[algo](burst, w, p, q, a, b, c)
@@ -184,6 +199,7 @@ end
 -- keys mostly share their rule, and tonumber (strtod) is a good part of a
 -- check's time in Redis.
 local cur, ri, algo, limit, burst, w, p, q, moved
+local pack = struct.pack
 
 if ARGV[2] == 'r' then
   for r = 1, nreq do
@@ -260,7 +276,7 @@ if not cross and #KEYS > 1 and not compact then
 end
 
 -- Costs and key counts repeat too (mostly "1"): parsed when they change.
-local out, pending, n, ks, k, cs, cost, short = {}, {}, 0
+local out, pending, n, ks, k, cs, cost, short = answers, {}, 0
 for r = 1, nreq do
   if ARGV[arg] ~= ks then
     ks = ARGV[arg]; k = tonumber(ks)
@@ -322,12 +338,12 @@ for r = 1, nreq do
         end
       end
     end
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok == true and 1 or ok or 0, remaining, reset, retry
-    n = n + 4
+    out[n + 1], out[n + 2], out[n + 3] = ok == true and 1 or ok or -retry, remaining, reset
+    n = n + 3
     key, arg = key + 1, arg + step
   end
   if not here then -- not this node's: undone, say so
-    for t = first + 1, n, 4 do out[t] = -1 end
+    for t = first + 1, n, 3 do out[t] = 0 end
   elseif all then
     for t = 1, npending do
       local x = pending[t]
@@ -335,5 +351,12 @@ for r = 1, nreq do
     end
   end
 end
-out[n + 1] = now
-return out
+-- The answers packed ANSWER_CHUNK numbers a struct.pack (its arguments
+-- on Lua's stack, well below its limit): one call per chunk, not per key.
+local ANSWER_CHUNK, parts = 240, {}
+for i = 1, n, ANSWER_CHUNK do
+  local j = i + ANSWER_CHUNK - 1
+  if j > n then j = n end
+  parts[#parts + 1] = pack('<' .. string.rep('d', j - i + 1), unpack(out, i, j))
+end
+return {table.concat(parts), now}
