@@ -173,31 +173,47 @@ static int short_job(const script_ctx *x, const rio_job *j, char mode)
     return 1;
 }
 
+/* Which requests go short: bit j for jobs[j], decided once a call (by
+ * ops_size(), for put_ops() too).  A call of more than SHORT_JOBS requests
+ * (the I/O loop's batches have at most BATCH_MAX, 64) sends the rest in
+ * the long form, which is always right. */
+#define SHORT_JOBS 64
+
+static int is_short(uint64_t brief, int j)
+{
+    return j < SHORT_JOBS && (brief >> j & 1);
+}
+
 /* The values put_ops() sends for the requests: a count each, and per op
- * 2 (short_job), 4, or 5 (cross-slot: its key name too). */
+ * 2 (short_job), 4, or 5 (cross-slot: its key name too); *brief which
+ * requests go short. */
 static int64_t ops_size(const script_ctx *x, rio_job *const *jobs, int nb,
-                        char mode)
+                        char mode, uint64_t *brief)
 {
     int64_t v = nb;
 
-    for (int j = 0; j < nb; j++)
-        v += (int64_t)jobs[j]->n * (short_job(x, jobs[j], mode) ? 2
-                                    : mode == 'C'             ? 5
-                                                              : 4);
+    *brief = 0;
+    for (int j = 0; j < nb; j++) {
+        int s = j < SHORT_JOBS && short_job(x, jobs[j], mode);
+        *brief |= (uint64_t)s << (j % SHORT_JOBS);
+        v += (int64_t)jobs[j]->n * (s ? 2 : mode == 'C' ? 5 : 4);
+    }
     return v;
 }
 
 /* Per op: its rule's index, cost, soft (or the charge's time), field
- * (and key, cross-slot); a short request's ops the first two. */
+ * (and key, cross-slot); a short request's (brief_jobs, from ops_size())
+ * ops the first two. */
 static void put_ops(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
-                    int nb, char mode, int old, int64_t now)
+                    int nb, char mode, int old, int64_t now,
+                    uint64_t brief_jobs)
 {
     int cross = mode == 'C', is_new;
     rule_table t;
 
     table_init(&t);
     for (int j = 0; j < nb; j++) {
-        int brief = short_job(x, jobs[j], mode);
+        int brief = is_short(brief_jobs, j);
         resp_num(b, brief ? -(int64_t)jobs[j]->n : (int64_t)jobs[j]->n);
         for (size_t i = 0; i < jobs[j]->n; i++) {
             const store_op *op = &jobs[j]->ops[i];
@@ -240,7 +256,8 @@ void script_ctx_names(script_ctx *x, const char *library, size_t len)
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                 int nb, char mode, int how)
 {
-    int64_t nkeys, test_now = 0, now, ntable;
+    int64_t nkeys, test_now = 0, now, ntable, nops;
+    uint64_t brief;
     int cross = mode == 'C', old = mode != 'r', moves, is_new;
     rule_table t;
 
@@ -248,8 +265,8 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
         test_now = x->clock->fn(x->clock->arg);
     now = test_now ? test_now : clock_wall_ms();
     ntable = table_size(x, jobs, nb, old, now, &nkeys, &moves);
-    resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable +
-                          ops_size(x, jobs, nb, mode));
+    nops = ops_size(x, jobs, nb, mode, &brief);
+    resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable + nops);
     if (how == SCRIPT_EVAL) {
         resp_arg(b, "EVAL", 4);
         resp_arg(b, x->script, x->script_len);
@@ -276,7 +293,7 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                 put_rule(x, b, rule, nold, now);
         }
     resp_num(b, nb);
-    put_ops(x, b, jobs, nb, mode, old, now);
+    put_ops(x, b, jobs, nb, mode, old, now, brief);
 }
 
 void script_put_asking(resp_buf *b)
