@@ -169,10 +169,10 @@ end
 
 now, dirty, migrate = rl_now(), nil, nil
 local cross = ARGV[2] == 'C'
-local arg = tonumber(ARGV[3])
+local arg = argnum(ARGV[3])
 local converting = arg < 0 -- the table has replaced shapes
 if converting then arg = -arg end
-local nreq = tonumber(ARGV[arg])
+local nreq = argnum(ARGV[arg])
 local key = 1
 local K, stride = KEYS, 4
 arg = arg + 1
@@ -279,7 +279,7 @@ end
 local out, pending, n, ks, k, cs, cost, short = answers, {}, 0
 for r = 1, nreq do
   if ARGV[arg] ~= ks then
-    ks = ARGV[arg]; k = tonumber(ks)
+    ks = ARGV[arg]; k = argnum(ks)
     short = k < 0 -- "-k": 2 values per key
     if short then k = -k end
   end
@@ -289,12 +289,12 @@ for r = 1, nreq do
   for i = 1, k do
     if ARGV[arg] ~= cur then
       cur = ARGV[arg]
-      ri = tonumber(cur)
-      algo, limit, burst = tonumber(ARGV[ri]), tonumber(ARGV[ri + 1]), tonumber(ARGV[ri + 2])
-      w, p, q = tonumber(ARGV[ri + 3]), tonumber(ARGV[ri + 4]), tonumber(ARGV[ri + 5])
+      ri = argnum(cur)
+      algo, limit, burst = argnum(ARGV[ri]), argnum(ARGV[ri + 1]), argnum(ARGV[ri + 2])
+      w, p, q = argnum(ARGV[ri + 3]), argnum(ARGV[ri + 4]), argnum(ARGV[ri + 5])
       moved = ARGV[ri + 6] ~= '0'
     end
-    if ARGV[arg + 1] ~= cs then cs = ARGV[arg + 1]; cost = tonumber(cs) end
+    if ARGV[arg + 1] ~= cs then cs = ARGV[arg + 1]; cost = argnum(cs) end
     local field, soft = '', '0'
     if not short then field, soft = ARGV[arg + 3], ARGV[arg + 2] end
     local ok, changed, remaining, reset, retry, a, b, c, old = false, false, 0, 0, 0
