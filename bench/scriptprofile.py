@@ -48,8 +48,8 @@ PARTS = {
                    "true, true, 1, 2, 0, b + 1")],
     'out': [("out[n + 1], out[n + 2], out[n + 3] = "
              "ok == true and 1 or ok or -retry, remaining, reset", ""),
-            ("local ANSWER_CHUNK, parts = 240, {}",
-             "local ANSWER_CHUNK, parts = 240, {}; n = 0")],
+            ("-- one chunk (most calls) makes no table of parts.",
+             "n = 0")],
 }
 
 FLOOR = """local t = redis.call('TIME')

@@ -102,6 +102,16 @@ local last_exp, last_pxat = -1, '-1'
 -- its first n entries are read).
 local answers = {}
 
+-- struct.pack's format for n doubles ('<' and n d's), made once per n
+-- (a function library keeps them; a call's n is its keys times 3, or
+-- ANSWER_CHUNK).
+local ANSWER_CHUNK, doubles = 240, {}
+local function doubles_fmt(n)
+  local f = doubles[n]
+  if not f then f = '<' .. string.rep('d', n); doubles[n] = f end
+  return f
+end
+
 local function write(key, algo, burst, w, p, q, a, b, c)
   local value, exp = save[algo](burst, w, p, q, a, b, c)
   if exp ~= last_exp then last_exp, last_pxat = exp, format('%d', exp) end
@@ -352,11 +362,13 @@ for r = 1, nreq do
   end
 end
 -- The answers packed ANSWER_CHUNK numbers a struct.pack (its arguments
--- on Lua's stack, well below its limit): one call per chunk, not per key.
-local ANSWER_CHUNK, parts = 240, {}
+-- on Lua's stack, well below its limit): one call per chunk, not per key;
+-- one chunk (most calls) makes no table of parts.
+if n <= ANSWER_CHUNK then return {pack(doubles_fmt(n), unpack(out, 1, n)), now} end
+local parts = {}
 for i = 1, n, ANSWER_CHUNK do
   local j = i + ANSWER_CHUNK - 1
   if j > n then j = n end
-  parts[#parts + 1] = pack('<' .. string.rep('d', j - i + 1), unpack(out, i, j))
+  parts[#parts + 1] = pack(doubles_fmt(j - i + 1), unpack(out, i, j))
 end
 return {table.concat(parts), now}
