@@ -15,7 +15,7 @@
 --          5th value after its 4 (Redis only routes by declared keys, and
 --          refuses declared keys of different slots).  A request whose keys
 --          this node does not serve now (a stale slot map, a migration) is
---          left undone: its ops answer allowed = -1, and the caller sends it
+--          left undone: its ops answer 0 (below), and the caller sends it
 --          again on its own, with its keys declared, to learn where to go.
 -- ARGV[3]  the index in ARGV of the requests' part, after the table of the
 --          rules the batch's keys use (each sent once), which begins at
@@ -44,8 +44,17 @@
 --   "r": the time the charge was made at (ms)
 --   field: "" for the plain layout, else the client's field in the compact
 --          layout (a decimal integer below 2^31)
--- Returns for "c": per key {allowed, remaining, reset ms, retry ms}, then
--- the time used; for "r": the number of keys refunded.
+-- Returns for "c": {the keys' answers, the time used}: the answers one
+-- string, 24 bytes a key, three little-endian doubles (struct.pack's
+-- 'd'; Lua's own numbers, so exact): the verdict, remaining, reset ms.
+-- The verdict is 1 (allowed; a lease: the units charged, >= 1), -retry ms
+-- (denied; retry >= 1), or 0 (not this node's: "C" above).  One string
+-- instead of 4 integers a key: Redis turns each element of a returned
+-- table into a reply of its own, which cost more than the packing.  The
+-- layout is a private contract between a limiter and the script it loaded
+-- (src/redis_script.c reads it; the function's name is the library's
+-- SHA-1, so a limiter only ever calls the version it carries).
+-- For "r": the number of keys refunded.
 -- State expires by itself when it is fresh again; nothing needs a cleanup
 -- job.
 --
@@ -86,6 +95,22 @@ end
 -- SETs reuse the string instead of a format() each.  (A pure mapping:
 -- the function library keeps it across calls.)
 local last_exp, last_pxat = -1, '-1'
+
+-- The numbers of a call's answer (3 a key; see the head), in a table the
+-- function library keeps across calls: it grows to the largest batch once
+-- instead of growing, rehashing, and going to the garbage each call (only
+-- its first n entries are read).
+local answers = {}
+
+-- struct.pack's format for n doubles ('<' and n d's), made once per n
+-- (a function library keeps them; a call's n is its keys times 3, or
+-- ANSWER_CHUNK).
+local ANSWER_CHUNK, doubles = 240, {}
+local function doubles_fmt(n)
+  local f = doubles[n]
+  if not f then f = '<' .. string.rep('d', n); doubles[n] = f end
+  return f
+end
 
 local function write(key, algo, burst, w, p, q, a, b, c)
   local value, exp = save[algo](burst, w, p, q, a, b, c)
@@ -154,10 +179,10 @@ end
 
 now, dirty, migrate = rl_now(), nil, nil
 local cross = ARGV[2] == 'C'
-local arg = tonumber(ARGV[3])
+local arg = argnum(ARGV[3])
 local converting = arg < 0 -- the table has replaced shapes
 if converting then arg = -arg end
-local nreq = tonumber(ARGV[arg])
+local nreq = argnum(ARGV[arg])
 local key = 1
 local K, stride = KEYS, 4
 arg = arg + 1
@@ -184,6 +209,7 @@ end
 -- keys mostly share their rule, and tonumber (strtod) is a good part of a
 -- check's time in Redis.
 local cur, ri, algo, limit, burst, w, p, q, moved
+local pack = struct.pack
 
 if ARGV[2] == 'r' then
   for r = 1, nreq do
@@ -260,10 +286,10 @@ if not cross and #KEYS > 1 and not compact then
 end
 
 -- Costs and key counts repeat too (mostly "1"): parsed when they change.
-local out, pending, n, ks, k, cs, cost, short = {}, {}, 0
+local out, pending, n, ks, k, cs, cost, short = answers, {}, 0
 for r = 1, nreq do
   if ARGV[arg] ~= ks then
-    ks = ARGV[arg]; k = tonumber(ks)
+    ks = ARGV[arg]; k = argnum(ks)
     short = k < 0 -- "-k": 2 values per key
     if short then k = -k end
   end
@@ -273,12 +299,12 @@ for r = 1, nreq do
   for i = 1, k do
     if ARGV[arg] ~= cur then
       cur = ARGV[arg]
-      ri = tonumber(cur)
-      algo, limit, burst = tonumber(ARGV[ri]), tonumber(ARGV[ri + 1]), tonumber(ARGV[ri + 2])
-      w, p, q = tonumber(ARGV[ri + 3]), tonumber(ARGV[ri + 4]), tonumber(ARGV[ri + 5])
+      ri = argnum(cur)
+      algo, limit, burst = argnum(ARGV[ri]), argnum(ARGV[ri + 1]), argnum(ARGV[ri + 2])
+      w, p, q = argnum(ARGV[ri + 3]), argnum(ARGV[ri + 4]), argnum(ARGV[ri + 5])
       moved = ARGV[ri + 6] ~= '0'
     end
-    if ARGV[arg + 1] ~= cs then cs = ARGV[arg + 1]; cost = tonumber(cs) end
+    if ARGV[arg + 1] ~= cs then cs = ARGV[arg + 1]; cost = argnum(cs) end
     local field, soft = '', '0'
     if not short then field, soft = ARGV[arg + 3], ARGV[arg + 2] end
     local ok, changed, remaining, reset, retry, a, b, c, old = false, false, 0, 0, 0
@@ -322,12 +348,12 @@ for r = 1, nreq do
         end
       end
     end
-    out[n + 1], out[n + 2], out[n + 3], out[n + 4] = ok == true and 1 or ok or 0, remaining, reset, retry
-    n = n + 4
+    out[n + 1], out[n + 2], out[n + 3] = ok == true and 1 or ok or -retry, remaining, reset
+    n = n + 3
     key, arg = key + 1, arg + step
   end
   if not here then -- not this node's: undone, say so
-    for t = first + 1, n, 4 do out[t] = -1 end
+    for t = first + 1, n, 3 do out[t] = 0 end
   elseif all then
     for t = 1, npending do
       local x = pending[t]
@@ -335,5 +361,14 @@ for r = 1, nreq do
     end
   end
 end
-out[n + 1] = now
-return out
+-- The answers packed ANSWER_CHUNK numbers a struct.pack (its arguments
+-- on Lua's stack, well below its limit): one call per chunk, not per key;
+-- one chunk (most calls) makes no table of parts.
+if n <= ANSWER_CHUNK then return {pack(doubles_fmt(n), unpack(out, 1, n)), now} end
+local parts = {}
+for i = 1, n, ANSWER_CHUNK do
+  local j = i + ANSWER_CHUNK - 1
+  if j > n then j = n end
+  parts[#parts + 1] = pack(doubles_fmt(j - i + 1), unpack(out, i, j))
+end
+return {table.concat(parts), now}

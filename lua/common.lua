@@ -58,6 +58,22 @@ local function num(s)
   return x
 end
 
+-- tonumber(s) for the decimal numbers a call's ARGV carries (the rule
+-- table's numbers, the request counts, costs, indices), remembered by
+-- their string: a limiter sends the same few again and again, a table
+-- lookup of an interned string costs a tenth of a strtod, and a function
+-- library keeps the memo across calls.  Bounded: it starts over after
+-- ARGS_MEMO different strings.
+local ARGS_MEMO, args_memo, args_count = 4096, {}, 0
+local function argnum(s)
+  local x = args_memo[s]
+  if x then return x end
+  x = tonumber(s)
+  if args_count >= ARGS_MEMO then args_memo, args_count = {}, 0 end
+  if x then args_memo[s], args_count = x, args_count + 1 end
+  return x
+end
+
 -- A denial's retry time is at least 1 ms.
 local function at_least_1(retry)
   if retry > 0 then return retry end

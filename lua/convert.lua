@@ -50,13 +50,8 @@ if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
       if level > cap then level = cap end
       -- its earliest form, as compact.lua keeps it (see src/algo.c)
       local whole = idiv(level, fq)
-      local t = b - whole
-      level = level - whole * fq
-      if at > t then
-        if at - t >= ceil_div(cap - level, fq) then level = cap
-        else level = level + (at - t) * fq end
-        t = at
-      end
+      local t
+      level, t = token_bucket_refill(cap, fq, level - whole * fq, b - whole, at)
       return idiv(level, fp), t
     elseif falgo == 3 then -- GCRA: a = TAT ms, b = its fraction in 1/q ms
       local cap, t, frac = fburst * fp, at, b

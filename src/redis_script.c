@@ -173,31 +173,47 @@ static int short_job(const script_ctx *x, const rio_job *j, char mode)
     return 1;
 }
 
+/* Which requests go short: bit j for jobs[j], decided once a call (by
+ * ops_size(), for put_ops() too).  A call of more than SHORT_JOBS requests
+ * (the I/O loop's batches have at most BATCH_MAX, 64) sends the rest in
+ * the long form, which is always right. */
+#define SHORT_JOBS 64
+
+static int is_short(uint64_t brief, int j)
+{
+    return j < SHORT_JOBS && (brief >> j & 1);
+}
+
 /* The values put_ops() sends for the requests: a count each, and per op
- * 2 (short_job), 4, or 5 (cross-slot: its key name too). */
+ * 2 (short_job), 4, or 5 (cross-slot: its key name too); *brief which
+ * requests go short. */
 static int64_t ops_size(const script_ctx *x, rio_job *const *jobs, int nb,
-                        char mode)
+                        char mode, uint64_t *brief)
 {
     int64_t v = nb;
 
-    for (int j = 0; j < nb; j++)
-        v += (int64_t)jobs[j]->n * (short_job(x, jobs[j], mode) ? 2
-                                    : mode == 'C'             ? 5
-                                                              : 4);
+    *brief = 0;
+    for (int j = 0; j < nb; j++) {
+        int s = j < SHORT_JOBS && short_job(x, jobs[j], mode);
+        *brief |= (uint64_t)s << (j % SHORT_JOBS);
+        v += (int64_t)jobs[j]->n * (s ? 2 : mode == 'C' ? 5 : 4);
+    }
     return v;
 }
 
 /* Per op: its rule's index, cost, soft (or the charge's time), field
- * (and key, cross-slot); a short request's ops the first two. */
+ * (and key, cross-slot); a short request's (brief_jobs, from ops_size())
+ * ops the first two. */
 static void put_ops(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
-                    int nb, char mode, int old, int64_t now)
+                    int nb, char mode, int old, int64_t now,
+                    uint64_t brief_jobs)
 {
     int cross = mode == 'C', is_new;
     rule_table t;
 
     table_init(&t);
     for (int j = 0; j < nb; j++) {
-        int brief = short_job(x, jobs[j], mode);
+        int brief = is_short(brief_jobs, j);
         resp_num(b, brief ? -(int64_t)jobs[j]->n : (int64_t)jobs[j]->n);
         for (size_t i = 0; i < jobs[j]->n; i++) {
             const store_op *op = &jobs[j]->ops[i];
@@ -240,7 +256,8 @@ void script_ctx_names(script_ctx *x, const char *library, size_t len)
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                 int nb, char mode, int how)
 {
-    int64_t nkeys, test_now = 0, now, ntable;
+    int64_t nkeys, test_now = 0, now, ntable, nops;
+    uint64_t brief;
     int cross = mode == 'C', old = mode != 'r', moves, is_new;
     rule_table t;
 
@@ -248,8 +265,8 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
         test_now = x->clock->fn(x->clock->arg);
     now = test_now ? test_now : clock_wall_ms();
     ntable = table_size(x, jobs, nb, old, now, &nkeys, &moves);
-    resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable +
-                          ops_size(x, jobs, nb, mode));
+    nops = ops_size(x, jobs, nb, mode, &brief);
+    resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable + nops);
     if (how == SCRIPT_EVAL) {
         resp_arg(b, "EVAL", 4);
         resp_arg(b, x->script, x->script_len);
@@ -276,7 +293,7 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                 put_rule(x, b, rule, nold, now);
         }
     resp_num(b, nb);
-    put_ops(x, b, jobs, nb, mode, old, now);
+    put_ops(x, b, jobs, nb, mode, old, now, brief);
 }
 
 void script_put_asking(resp_buf *b)
@@ -324,26 +341,66 @@ static int classify(const redisReply *rep, rnode_reply *why)
     return RN_ERROR;
 }
 
-static void fill(rio_job *j, redisReply **el)
+/* The answer of "c"/"C" (lua/check.lua): {the ops' answers as one string,
+ * SCRIPT_ANSWER bytes an op, now}.  An op's answer is three little-endian
+ * IEEE doubles, Lua's own numbers (struct.pack '<ddd'): the verdict (1
+ * allowed, a lease's units charged; -retry ms denied; 0 not this node's),
+ * remaining, reset ms.  Outside input all the same: a value that is not
+ * an integer within +-2^53 makes the whole answer unreadable. */
+#define SCRIPT_ANSWER 24
+#define SCRIPT_INT_MAX 9007199254740992.0 /* 2^53 */
+
+_Static_assert(sizeof(double) == 8, "doubles are IEEE binary64");
+
+/* The double at p into *v; 0 if it is no integer within +-2^53. */
+static int answer_int(const unsigned char *p, int64_t *v)
 {
-    for (size_t i = 0; i < j->n; i++, el += 4) {
+    uint64_t u = 0;
+    double d;
+
+    for (int i = 7; i >= 0; i--)
+        u = u << 8 | p[i];
+    memcpy(&d, &u, sizeof d);
+    if (!(d >= -SCRIPT_INT_MAX && d <= SCRIPT_INT_MAX) ||
+        d != (double)(int64_t)d)
+        return 0;
+    *v = (int64_t)d;
+    return 1;
+}
+
+/* j's decisions from its ops' answers at p; 0 if one is unreadable. */
+static int fill(rio_job *j, const unsigned char *p)
+{
+    for (size_t i = 0; i < j->n; i++, p += SCRIPT_ANSWER) {
         algo_decision *d = &j->out[i];
-        /* a lease's answer is the units it charged, else 1 or 0 */
-        d->allowed = el[0]->integer >= 1;
-        d->granted = j->ops[i].lease_min > 0 && d->allowed
-                         ? el[0]->integer : 0;
+        int64_t verdict, remaining, reset;
+        if (!answer_int(p, &verdict) || !answer_int(p + 8, &remaining) ||
+            !answer_int(p + 16, &reset))
+            return 0;
+        d->allowed = verdict >= 1;
+        d->granted = j->ops[i].lease_min > 0 && d->allowed ? verdict : 0;
         d->changed = d->allowed && j->ops[i].cost > 0;
-        d->remaining = el[1]->integer;
-        d->reset_ms = el[2]->integer;
-        d->retry_ms = el[3]->integer;
+        d->remaining = remaining;
+        d->reset_ms = reset;
+        d->retry_ms = verdict < 0 ? -verdict : 0;
         d->expires_ms = d->reset_ms;
     }
+    return 1;
+}
+
+/* Is the first op's answer at p "not this node's" (verdict 0)? */
+static int elsewhere(const unsigned char *p)
+{
+    int64_t verdict;
+
+    return answer_int(p, &verdict) && verdict == 0;
 }
 
 int script_parse(const redisReply *rep, rio_job *const *jobs,
                  const size_t *n, int nb)
 {
-    size_t e = 0, want = 1;
+    size_t want = 0;
+    const unsigned char *p;
 
     if (rep->type == REDIS_REPLY_ERROR) {
         rnode_reply why;
@@ -357,21 +414,24 @@ int script_parse(const redisReply *rep, rio_job *const *jobs,
         return 0;
     }
     for (int j = 0; j < nb; j++)
-        want += 4 * n[j];
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != want)
+        want += n[j];
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||
+        rep->element[0]->type != REDIS_REPLY_STRING ||
+        rep->element[1]->type != REDIS_REPLY_INTEGER ||
+        rep->element[0]->len / SCRIPT_ANSWER != want ||
+        rep->element[0]->len % SCRIPT_ANSWER)
         return 0;
-    for (size_t k = 0; k < rep->elements; k++)
-        if (rep->element[k]->type != REDIS_REPLY_INTEGER)
-            return 0;
-    for (int j = 0; j < nb; e += 4 * n[j], j++) {
+    p = (const unsigned char *)rep->element[0]->str;
+    for (int j = 0; j < nb; p += SCRIPT_ANSWER * n[j], j++) {
         if (!jobs[j])
             continue;
-        if (n[j] && rep->element[e]->integer < 0) { /* not here */
+        if (n[j] && elsewhere(p)) {
             jobs[j]->why.status = RN_ELSEWHERE;
             continue;
         }
-        fill(jobs[j], &rep->element[e]);
-        jobs[j]->now_ms = rep->element[rep->elements - 1]->integer;
+        if (!fill(jobs[j], p))
+            continue;
+        jobs[j]->now_ms = rep->element[1]->integer;
         jobs[j]->rc = RL_OK;
         jobs[j]->why.status = RN_OK;
     }

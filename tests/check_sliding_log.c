@@ -101,11 +101,8 @@ static void lua_apply(const algo_params *ap, const char *key, int cross,
 {
     redisReply *r = eval1(cross ? 'C' : 'c', ap, key, now, cost, 0);
 
-    ck_assert_int_eq(r->elements, 5);
-    d->allowed = r->element[0]->integer == 1;
-    d->remaining = r->element[1]->integer;
-    d->reset_ms = r->element[2]->integer;
-    d->retry_ms = r->element[3]->integer;
+    lua_answer_shape(r, 1);
+    lua_answer(r, 0, d);
     freeReplyObject(r);
 }
 

@@ -10,7 +10,10 @@
 
 #include <check.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <string.h>
 
+#include "algo.h"
 #include "redis_harness.h"
 
 extern const char rl_lua_check_test[];
@@ -29,6 +32,44 @@ static void teardown(void)
 {
     redisFree(ctx);
     rh_stop(&srv);
+}
+
+/* The answer of a "c"/"C" call (lua/check.lua): {one string of 24 bytes
+ * an op, now}; asserts that shape for nops ops. */
+static void lua_answer_shape(const redisReply *r, size_t nops)
+{
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2,
+                  "script reply type %d", r->type);
+    ck_assert_int_eq(r->element[0]->type, REDIS_REPLY_STRING);
+    ck_assert_int_eq(r->element[0]->len, 24 * nops);
+    ck_assert_int_eq(r->element[1]->type, REDIS_REPLY_INTEGER);
+}
+
+/* Value v (0 verdict, 1 remaining, 2 reset) of op i's answer: a
+ * little-endian double, an integer. */
+static int64_t lua_answer_value(const redisReply *r, size_t i, int v)
+{
+    const unsigned char *p =
+        (const unsigned char *)r->element[0]->str + 24 * i + 8 * v;
+    uint64_t u = 0;
+    double x;
+
+    for (int b = 7; b >= 0; b--)
+        u = u << 8 | p[b];
+    memcpy(&x, &u, sizeof x);
+    ck_assert(x == (double)(int64_t)x);
+    return (int64_t)x;
+}
+
+/* Op i's decision (allowed: verdict 1). */
+static void lua_answer(const redisReply *r, size_t i, algo_decision *d)
+{
+    int64_t verdict = lua_answer_value(r, i, 0);
+
+    d->allowed = verdict == 1;
+    d->remaining = lua_answer_value(r, i, 1);
+    d->reset_ms = lua_answer_value(r, i, 2);
+    d->retry_ms = verdict < 0 ? -verdict : 0;
 }
 
 #endif

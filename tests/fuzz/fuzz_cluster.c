@@ -27,30 +27,12 @@ static int check_range(const cluster_range *rg, void *arg)
     return 0;
 }
 
-/* hiredis 0.14 (Debian 12) has no cap on an array's announced length: a
- * header like "*323456789" makes it allocate gigabytes before reading one
- * element.  That is the reader's business, not the parsers' under test:
- * inputs announcing more than 65536 elements or bytes are skipped. */
-static int huge_length(const uint8_t *d, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        if ((d[i] == '*' || d[i] == '$' || d[i] == '%' || d[i] == '~') &&
-            (i == 0 || d[i - 1] == '\n')) {
-            long v = 0;
-            for (size_t j = i + 1; j < n && d[j] >= '0' && d[j] <= '9'; j++)
-                if ((v = v * 10 + (d[j] - '0')) > 65536)
-                    return 1;
-        }
-    }
-    return 0;
-}
-
 int fuzz_cluster(const uint8_t *data, size_t size)
 {
     redisReader *rd;
     void *reply = NULL;
 
-    if (huge_length(data, size))
+    if (fuzz_resp_huge(data, size))
         return 0;
     rd = redisReaderCreate();
     FUZZ_CHECK(rd != NULL);

@@ -20,7 +20,8 @@ static const struct {
                {"pattern", fuzz_pattern}, {"uri", fuzz_uri},
                {"cluster", fuzz_cluster}, {"dryrun", fuzz_dryrun},
                {"rulebody", fuzz_rulebody}, {"ruleid", fuzz_ruleid},
-               {"ruleset_delta", fuzz_ruleset_delta}};
+               {"ruleset_delta", fuzz_ruleset_delta},
+               {"script", fuzz_script}};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
