@@ -211,12 +211,15 @@ def outage(a, redis):
 
 def test_abort(module, rules, redis):
     # Each step waits for what it needs, not for a time: the first check
-    # waits for Redis until it resumes (the deadline is far beyond the
-    # test), which is what keeps the worker's only slot taken.
+    # waits for Redis until it resumes, which is what keeps the worker's
+    # only slot taken.  Its deadline lies far beyond the test, and so does
+    # the time after which its connection counts as stuck and is replaced
+    # (connect_timeout_ms, else 1 s: then every check would fail at once).
     n = Nginx(module, server=SERVER, http=f"""
     ratelimit_store {redis.uri};
     ratelimit_rules {rules};
     ratelimit_option timeout_ms 60000;
+    ratelimit_option connect_timeout_ms 60000;
     ratelimit_max_in_flight 1;""").start()
     client = None
     try:
