@@ -607,17 +607,10 @@ END_TEST
 
 static rl_limiter *redis_limiter(const char *store, const char *rules)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc;
+    const char *opts[] = {"store", store, "rules", rules,
+                          "timeout_ms", "500", NULL};
 
-    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
-    return lim;
+    return limiter_from(opts);
 }
 
 /* A log rule and an enforced twin over the same traffic on one server:

@@ -47,25 +47,15 @@ static const char *rules =
 static rl_limiter *open_limiter(const char *store, const char *extra_name,
                                 const char *extra_value)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc;
-
-    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
     /* A loaded 2-core CI machine can stall a loopback reply past the 5 ms
-     * default; only the timeout test below wants a tight one. */
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
-    /* This suite counts what Redis itself answers (its calls, a restart's
-     * empty state, a fallback after it denied): no local deny cache,
-     * which tests/check_denycache.c covers. */
-    ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
-    if (extra_name)
-        ck_assert_int_eq(rl_config_set(cfg, extra_name, extra_value), RL_OK);
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
-    return lim;
+     * default timeout; the timeout tests below set their own.  This suite
+     * counts what Redis itself answers (its calls, a restart's empty
+     * state, a fallback after it denied): no local deny cache, which
+     * tests/check_denycache.c covers.  extra_name NULL: nothing more. */
+    const char *opts[] = {"store", store, "rules", rules, "timeout_ms", "500",
+                          "deny_cache", "0", extra_name, extra_value, NULL};
+
+    return limiter_from(opts);
 }
 
 static int admitted(rl_limiter *lim, const char *key, const char *rule, int n)
@@ -469,26 +459,19 @@ static int64_t timeouts_once_at_least(rl_limiter *lim, int64_t least)
  * as stuck before connect_timeout_ms. */
 #define HUNG_TIMEOUT_MS 100
 #define HUNG_CHECKS 5
+#define STR_(x) #x
+#define STR(x) STR_(x)
 
 START_TEST(a_hung_server_costs_one_timeout)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
+    const char *opts[] = {"store", uri, "rules", rules, "deny_cache", "0",
+                          "timeout_ms", STR(HUNG_TIMEOUT_MS),
+                          "breaker_failures", "1000",
+                          "connect_timeout_ms", "30000", NULL};
+    rl_limiter *lim = limiter_from(opts);
     rl_result res = RL_RESULT_INIT;
-    char timeout[16];
     long quickest = -1;
     int64_t before, late = 0;
-
-    snprintf(timeout, sizeof timeout, "%d", HUNG_TIMEOUT_MS);
-    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", timeout), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", "1000"), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "connect_timeout_ms", "30000"),
-                     RL_OK);
-    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
-    rl_config_free(cfg);
 
     /* Redis deciding first: as below, by then every earlier timeout of a
      * loaded machine's is counted. */
@@ -745,20 +728,15 @@ END_TEST
  * one probe closes it again once the server answers. */
 START_TEST(breaker_opens_skips_the_network_and_closes)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
+    /* A timeout of at least the breaker's 50 ms slice: each timed-out
+     * call counts. */
+    const char *opts[] = {"store", uri, "rules", rules, "timeout_ms", "60",
+                          "breaker_failures", "3",
+                          "breaker_cooldown_ms", "300", NULL};
+    rl_limiter *lim = limiter_from(opts);
     rl_result res = RL_RESULT_INIT;
     rl_stats st = RL_STATS_INIT;
     struct timespec t;
-
-    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
-    /* At least the breaker's 50 ms slice: each timed-out call counts. */
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "60"), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", "3"), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "breaker_cooldown_ms", "300"), RL_OK);
-    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
-    rl_config_free(cfg);
     ck_assert_int_eq(admitted(lim, "user:1", "fb", 1), 1);
     ck_assert_int_eq(rl_stats_get(lim, &st), RL_OK);
     ck_assert_int_eq(st.breaker_state, RL_BREAKER_CLOSED);
