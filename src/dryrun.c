@@ -45,7 +45,7 @@ static struct dryrun *block_new(int64_t now_ms)
 
     if (!d)
         return NULL;
-    for (int s = 0; s < RCU_SHARDS; s++) {
+    for (int s = 0; s < METRICS_SLOTS; s++) {
         atomic_init(&d->shard[s].passed, 0);
         atomic_init(&d->shard[s].would_deny, 0);
     }
@@ -133,7 +133,7 @@ void dryrun_read(const struct dryrun *d, dryrun_counts *out)
     uint64_t passed = 0;
 
     out->would_deny = 0;
-    for (int s = 0; s < RCU_SHARDS; s++) {
+    for (int s = 0; s < METRICS_SLOTS; s++) {
         out->would_deny += atomic_load_explicit(&d->shard[s].would_deny,
                                                 memory_order_relaxed);
         passed += atomic_load_explicit(&d->shard[s].passed,

@@ -8,11 +8,13 @@
  * "enforce") and NULL for the rest, so an enforce-mode rule pays one test
  * of its soft flag and nothing more.
  * Memory is one block (about 3 KiB) per rule that counts, never per key.
- * The request path counts with no lock and no allocation: one atomic add
- * per charge, on a counter sharded per thread (a cache line per shard, as
- * stats.h: passed or would_deny; checks are their sum), and a register
- * raised with a compare-and-swap on its byte, only when the key's rank is
- * larger; keys are hashed only when the rule would deny.
+ * The request path counts with no lock and no allocation: one add per
+ * charge (passed or would_deny; checks are their sum) in the calling
+ * thread's metrics slot (metrics_self(), as stats.h and metrics.h count: a
+ * plain load and store on a cache line no other thread writes, an atomic
+ * add in the shared last slot), summed over the slots by dryrun_read();
+ * and a register raised with a compare-and-swap on its byte, only when the
+ * key's rank is larger; keys are hashed only when the rule would deny.
  *
  * Across a rule-set swap a block is handed to the new set's rule with the
  * same id while what it counts is unchanged (dimension, match, algorithm,
@@ -27,21 +29,21 @@
 #include <stdint.h>
 
 #include "hll.h"
-#include "rcu.h"
+#include "metrics.h"
 #include "ruleset.h"
 
 struct dryrun {
     struct {
         _Atomic uint64_t passed;     /* charges it would have let pass */
         _Atomic uint64_t would_deny; /* ... and would have denied      */
-    } __attribute__((aligned(64))) shard[RCU_SHARDS]; /* checks: both  */
+    } __attribute__((aligned(64))) shard[METRICS_SLOTS]; /* checks: both */
     _Atomic uint8_t reg[HLL_M];      /* the sketch's registers          */
     _Atomic uint32_t refs;           /* rule sets holding the block     */
     int64_t since_ms;                /* epoch ms the block was made     */
 };
 
 /* A snapshot of a block, read without stopping the counting (threads
- * counting meanwhile may be in one shard's read and not in another's). */
+ * counting meanwhile may be in one slot's read and not in another's). */
 typedef struct dryrun_counts {
     uint64_t checks, would_deny;
     int64_t since_ms;
@@ -57,12 +59,14 @@ void dryrun_seen(struct dryrun *d, const char *key, size_t len);
 static inline void dryrun_note(struct dryrun *d, int denied, const char *key,
                                size_t len)
 {
+    unsigned slot;
+
     if (!d)
         return;
-    /* One atomic add per charge: checks are the sum of the two. */
-    atomic_fetch_add_explicit(denied ? &d->shard[thread_shard()].would_deny
-                                     : &d->shard[thread_shard()].passed,
-                              1, memory_order_relaxed);
+    /* One add per charge: checks are the sum of the two. */
+    slot = metrics_self()->slot;
+    metrics_add(denied ? &d->shard[slot].would_deny : &d->shard[slot].passed,
+                slot, 1);
     if (denied)
         dryrun_seen(d, key, len);
 }

@@ -31,16 +31,6 @@
 #define RCU_MEMBARRIER 1
 #endif
 
-static _Atomic unsigned next_shard;
-static _Thread_local unsigned my_shard = ~0u;
-
-unsigned thread_shard(void)
-{
-    if (my_shard == ~0u)
-        my_shard = atomic_fetch_add(&next_shard, 1) % RCU_SHARDS;
-    return my_shard;
-}
-
 /* membarrier(2), or -1 with ENOSYS where there is none. */
 static int membar(int cmd)
 {

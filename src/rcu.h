@@ -44,10 +44,6 @@ typedef struct rcu_token {
     unsigned shard, parity;
 } rcu_token;
 
-/* This thread's shard, 0..RCU_SHARDS-1, fixed on first use: threads spread
- * over shards so per-shard counters are rarely written by two threads. */
-unsigned thread_shard(void);
-
 int rcu_init(rcu *r, void *initial);
 void rcu_destroy(rcu *r); /* returns nothing: the caller frees the pointer */
 

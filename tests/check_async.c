@@ -67,21 +67,12 @@ static void job_init(job *j, tally *t)
 static rl_limiter *open_lim(const char *store, const char *timeout,
                             const char *failures)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc;
+    const char *opts[] = {"store", store, "rules", RULES,
+                          "timeout_ms", timeout,
+                          "breaker_failures", failures,
+                          "breaker_cooldown_ms", "60000", NULL};
 
-    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", RULES), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", timeout), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", failures),
-                     RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "breaker_cooldown_ms", "60000"),
-                     RL_OK);
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
-    return lim;
+    return limiter_from(opts);
 }
 
 /* Process completions until `want` callbacks ran or ms passed. */

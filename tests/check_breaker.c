@@ -34,19 +34,12 @@ static const char *rules =
 
 static rl_limiter *open_limiter(const char *timeout_ms, const char *failures)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc;
+    const char *opts[] = {"store", uri, "rules", rules,
+                          "timeout_ms", timeout_ms,
+                          "breaker_failures", failures,
+                          "breaker_cooldown_ms", "1000", NULL};
 
-    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", timeout_ms), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", failures), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "breaker_cooldown_ms", "1000"), RL_OK);
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
-    return lim;
+    return limiter_from(opts);
 }
 
 /* CLIENT PAUSE ms ALL on a connection of its own (the server answers the

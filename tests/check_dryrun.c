@@ -496,13 +496,19 @@ END_TEST
 #define PER_THREAD 20000
 #define KEYS 50
 #define KEY_LIMIT 100
+/* More threads than the metrics' own slots: the rest share the last one
+ * (metrics.h), with atomic adds. */
+#define MANY_THREADS (METRICS_SLOTS + 8)
+#define MANY_PER_THREAD 2000
 
 static atomic_int swaps_done;
 
 typedef struct counter_arg {
     rl_limiter *lim;
     int id;
+    int per_thread;
     int swapping;
+    pthread_barrier_t *all_up; /* NULL: no waiting for the others */
     int bad;
 } counter_arg;
 
@@ -513,35 +519,48 @@ static void *counter(void *p)
     char user[16];
     rl_result res = RL_RESULT_INIT;
 
-    for (int i = 0; i < PER_THREAD; i++) {
+    for (int i = 0; i < a->per_thread; i++) {
+        /* A thread claims its slot on its first count and frees it at
+         * exit: with all_up, every thread has counted once before any
+         * goes on, and counted all before any exits, so they hold their
+         * slots (and share the last) at once. */
+        if (a->all_up && i == 1)
+            pthread_barrier_wait(a->all_up);
         rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
         /* With a swapper, a quarter in, wait for its first swap: on a fast
          * machine the counters could otherwise finish before it starts. */
-        while (a->swapping && i == PER_THREAD / 4 && atomic_load(&swaps_done) == 0)
+        while (a->swapping && i == a->per_thread / 4 && atomic_load(&swaps_done) == 0)
             sched_yield();
         snprintf(user, sizeof user, "u%d", (i * 7 + a->id) % KEYS);
         if (rl_check(a->lim, &req, &res) != RL_OK || !res.allowed)
             a->bad++;
     }
+    if (a->all_up)
+        pthread_barrier_wait(a->all_up);
     return NULL;
 }
 
-/* Threads count into one rule (alone, or while another thread swaps in the
- * same rule again and again, each time a new set and a new version).
- * Every count lands: the totals are exact. */
-static void run_counters(int swapping)
+/* n threads (at most MANY_THREADS) count per_thread checks each into one
+ * rule (alone, or while another thread swaps in the same rule again and
+ * again, each time a new set and a new version).  Every count lands: the
+ * totals are exact. */
+static void run_counters(int n, int per_thread, int swapping)
 {
     char rules[512];
     rl_limiter *lim;
-    pthread_t t[THREADS];
-    counter_arg a[THREADS];
+    pthread_t t[MANY_THREADS];
+    counter_arg a[MANY_THREADS];
+    pthread_barrier_t all_up;
     rl_dryrun d;
+    uint64_t total = (uint64_t)n * (uint64_t)per_thread;
     int version = 1;
 
     one_rule(rules, sizeof rules, 1, "sliding_window", "log", KEY_LIMIT, "");
     lim = limiter_with(rules); /* the clock stands still: KEY_LIMIT each */
-    for (int i = 0; i < THREADS; i++) {
-        a[i] = (counter_arg){.lim = lim, .id = i, .swapping = swapping};
+    ck_assert_int_eq(pthread_barrier_init(&all_up, NULL, (unsigned)n), 0);
+    for (int i = 0; i < n; i++) {
+        a[i] = (counter_arg){.lim = lim, .id = i, .per_thread = per_thread,
+                             .swapping = swapping, .all_up = &all_up};
         ck_assert_int_eq(pthread_create(&t[i], NULL, counter, &a[i]), 0);
     }
     /* At least one swap whatever the counters have done; more until they are
@@ -549,30 +568,38 @@ static void run_counters(int swapping)
     while (swapping) {
         load(lim, ++version, "log", KEY_LIMIT, "");
         atomic_fetch_add(&swaps_done, 1);
-        if (dry(lim, "r").checks >= THREADS * PER_THREAD / 2)
+        if (dry(lim, "r").checks >= total / 2)
             break;
     }
-    for (int i = 0; i < THREADS; i++) {
+    for (int i = 0; i < n; i++) {
         pthread_join(t[i], NULL);
         ck_assert_int_eq(a[i].bad, 0);
     }
+    pthread_barrier_destroy(&all_up);
     d = dry(lim, "r");
-    ck_assert_uint_eq(d.checks, THREADS * PER_THREAD);
-    ck_assert_uint_eq(d.would_deny, THREADS * PER_THREAD - KEYS * KEY_LIMIT);
+    ck_assert_uint_eq(d.checks, total);
+    ck_assert_uint_eq(d.would_deny, total - KEYS * KEY_LIMIT);
     ck_assert_msg(near(d.distinct, KEYS), "distinct %" PRIu64, d.distinct);
     rl_limiter_free(lim);
 }
 
 START_TEST(threads_count_exactly)
 {
-    run_counters(0);
+    run_counters(THREADS, PER_THREAD, 0);
 }
 END_TEST
 
 START_TEST(threads_count_exactly_across_swaps)
 {
-    run_counters(1);
+    run_counters(THREADS, PER_THREAD, 1);
     ck_assert_int_gt(atomic_load(&swaps_done), 0);
+}
+END_TEST
+
+/* Threads past the owned slots count in the shared one: exact too. */
+START_TEST(threads_sharing_a_slot_count_exactly)
+{
+    run_counters(MANY_THREADS, MANY_PER_THREAD, 0);
 }
 END_TEST
 
@@ -580,17 +607,10 @@ END_TEST
 
 static rl_limiter *redis_limiter(const char *store, const char *rules)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc;
+    const char *opts[] = {"store", store, "rules", rules,
+                          "timeout_ms", "500", NULL};
 
-    ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "500"), RL_OK);
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
-    return lim;
+    return limiter_from(opts);
 }
 
 /* A log rule and an enforced twin over the same traffic on one server:
@@ -841,6 +861,7 @@ static Suite *dryrun_suite(void)
     tcase_add_test(tc, counts_carry_while_the_rule_counts_the_same);
     tcase_add_test(tc, threads_count_exactly);
     tcase_add_test(tc, threads_count_exactly_across_swaps);
+    tcase_add_test(tc, threads_sharing_a_slot_count_exactly);
     suite_add_tcase(s, tc);
 
     tc = tcase_create("redis");

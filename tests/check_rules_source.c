@@ -359,6 +359,7 @@ START_TEST(source_tick_publishes_dry_run_reports)
     redisContext *c;
     char key[32], err[200];
     int64_t start;
+    int soft = 0, elsewhere = 0;
 
     publish(set, 1);
     for (int i = 0; i < 2; i++) { /* the fleet: one Redis for state too */
@@ -379,11 +380,18 @@ START_TEST(source_tick_publishes_dry_run_reports)
             for (int k = 0; k < 2; k++) {
                 ck_assert_int_eq(rl_allow(lim[i], key, "r", 1, &res), RL_OK);
                 ck_assert_int_eq(res.allowed, 1);
+                soft += (res.flags & RL_FLAG_SOFT) != 0;
+                elsewhere += (res.flags & DECIDED_ELSEWHERE) != 0;
             }
         }
     }
     /* limiter 1's first "both" is denied too, by the state limiter 0
-     * left in Redis: 6 + 7 would-deny */
+     * left in Redis: 6 + 7 would-deny.  A check a loaded machine kept
+     * past its timeout is decided by the fallback instead (which knows
+     * nothing of limiter 0's charge: 12 was seen at load 14 under TSan);
+     * the report then holds what the checks said, each its own. */
+    if (!elsewhere)
+        ck_assert_int_eq(soft, 13);
     c = rh_connect(&srv);
     ck_assert_ptr_nonnull(c);
     /* A report is each limiter's counts at its last tick: one taken while
@@ -391,7 +399,8 @@ START_TEST(source_tick_publishes_dry_run_reports)
      * 12 checks but 6 would-deny), so wait for the totals, then judge. */
     for (start = now_ms(); now_ms() - start < 12000 * SLOW; sleep_ms(50)) {
         ck_assert_int_eq(dryrun_fetch(c, "r", &rep, err, sizeof err), RL_OK);
-        if (rep.limiters == 2 && rep.checks == 24 && rep.would_deny == 13)
+        if (rep.limiters == 2 && rep.checks == 24 &&
+            rep.would_deny == (uint64_t)soft)
             break;
     }
     printf("dry-run reports of 2 limiters in Redis after %lld ms\n",
@@ -399,8 +408,9 @@ START_TEST(source_tick_publishes_dry_run_reports)
     ck_assert_int_eq(rep.limiters, 2);
     ck_assert_int_eq(rep.version, 1);
     ck_assert_int_eq(rep.checks, 24);
-    ck_assert_int_eq(rep.would_deny, 13);
-    ck_assert_int_eq(dryrun_report_distinct(&rep), 11); /* HLL: exact here */
+    ck_assert_int_eq(rep.would_deny, soft);
+    if (!elsewhere)
+        ck_assert_int_eq(dryrun_report_distinct(&rep), 11); /* HLL: exact */
     redisFree(c);
     rl_limiter_free(lim[0]);
     rl_limiter_free(lim[1]);

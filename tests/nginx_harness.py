@@ -58,6 +58,24 @@ class Redis:
     def signal(self, sig):
         os.kill(self.proc.pid, sig)
 
+    def unread_bytes(self):
+        """Bytes its clients sent that the server has not read yet, summed
+        over its established connections (/proc/net/tcp*): above 0 while
+        a stopped server has a request waiting."""
+        port = f"{self.port:04X}"
+        total = 0
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            try:
+                with open(table) as f:
+                    rows = f.readlines()[1:]
+            except OSError:
+                continue
+            for row in rows:
+                field = row.split()
+                if field[1].endswith(":" + port) and field[3] == "01":
+                    total += int(field[4].split(":")[1], 16)
+        return total
+
     def stop(self):
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGCONT)
@@ -131,6 +149,17 @@ class Nginx:
                 self.proc.kill()
                 self.proc.wait()
         subprocess.run(["rm", "-rf", self.prefix])
+
+
+def wait_for(condition, timeout=START_TIMEOUT_S):
+    """Poll condition() until it is true (True) or timeout seconds have
+    passed (False)."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def curl(url, timeout=10, extra=()):

@@ -23,14 +23,14 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nginx_harness import Nginx, Redis, curl  # noqa: E402
+from nginx_harness import Nginx, Redis, curl, wait_for  # noqa: E402
 
 RULES = {"version": 1, "rules": [
     {"rule_id": "fleet", "dimension": "user", "match": {"endpoint": "/fleet"},
@@ -210,34 +210,44 @@ def outage(a, redis):
 
 
 def test_abort(module, rules, redis):
+    # Each step waits for what it needs, not for a time: the first check
+    # waits for Redis until it resumes, which is what keeps the worker's
+    # only slot taken.  Its deadline lies far beyond the test, and so does
+    # the time after which its connection counts as stuck and is replaced
+    # (connect_timeout_ms, else 1 s: then every check would fail at once).
     n = Nginx(module, server=SERVER, http=f"""
     ratelimit_store {redis.uri};
     ratelimit_rules {rules};
-    ratelimit_option timeout_ms 3000;
+    ratelimit_option timeout_ms 60000;
+    ratelimit_option connect_timeout_ms 60000;
     ratelimit_max_in_flight 1;""").start()
+    client = None
     try:
         check(curl(n.url("/open?user=ab"))[0] == 200, "abort: server up")
         redis.signal(signal.SIGSTOP)
-        first = []
-        t = threading.Thread(target=lambda: first.append(
-            curl(n.url("/open?user=ab"), timeout=0.5)[0]))
-        t.start()
-        time.sleep(0.2)  # its check is in flight, the worker's only one
+        client = socket.create_connection(("127.0.0.1", n.port))
+        client.sendall(b"GET /open?user=ab HTTP/1.1\r\nHost: t\r\n\r\n")
+        # Its check is in flight once Redis has it waiting, unread.
+        in_flight = wait_for(lambda: redis.unread_bytes() > 0)
         busy = curl(n.url("/open?user=ab3"))[0]
-        t.join()
-        st = first[0]
-        check(busy == 503 and "1 checks in flight" in n.log(),
+        check(in_flight and busy == 503 and "1 checks in flight" in n.log(),
               f"beyond ratelimit_max_in_flight: 503, logged ({busy})")
-        time.sleep(0.3)
+        client.close()  # the client goes away while its check waits
+        client = None
+        gone = wait_for(
+            lambda: "client prematurely closed connection" in n.log())
+        check(gone, "a client gone while its check waits: request ended")
         redis.signal(signal.SIGCONT)
-        time.sleep(0.3)  # the check completes for a request gone
-        st2 = curl(n.url("/open?user=ab2"))[0]
+        # The check completes for a request gone, and frees the slot.
+        codes = []
+        wait_for(lambda: codes.append(curl(n.url("/open?user=ab2"))[0]) or
+                 codes[-1] != 503)
         log = n.log()
-        check(st == 0 and "client prematurely closed connection" in log,
-              "a client gone while its check waits: request ended")
-        check(st2 == 200 and "exited on signal" not in log and
-              "[alert]" not in log, "the worker goes on serving")
+        check(codes[-1] == 200 and "exited on signal" not in log and
+              "[alert]" not in log, f"the worker goes on serving ({codes})")
     finally:
+        if client:
+            client.close()
         redis.signal(signal.SIGCONT)
         n.stop()
 
@@ -286,11 +296,11 @@ def main():
     test_default_shm(module, rules)
     test_memory(module, rules)
     redis = Redis(tmp)
-    # A check waits up to 1 s for Redis: on a loaded machine the default
-    # 5 ms would hand some to the local fallback, and the counts would not
-    # be Redis's alone.
+    # A check waits up to 5 s for Redis (half curl's 10): on a loaded
+    # machine the default 5 ms would hand some to the local fallback, and
+    # the counts would not be Redis's alone.
     http = (f"ratelimit_store {redis.uri};\n    ratelimit_rules {rules};\n"
-            "    ratelimit_option timeout_ms 1000;")
+            "    ratelimit_option timeout_ms 5000;")
     a = b = None
     try:
         a = Nginx(module, http=http, server=SERVER, workers=2).start()

@@ -1,6 +1,7 @@
 /*
  * testutil.h -- helpers shared by the Check suites: a hand-driven clock,
- * a limiter built from a JSON rule set in one call, a rule's counter
+ * a limiter built from a JSON rule set or from its options in one call,
+ * a rule's counter
  * read from the metrics text, a check the store must decide, a message
  * free of control bytes and secrets, and a xorshift64 step for random
  * cases.
@@ -51,6 +52,26 @@ static inline rl_limiter *limiter_with(const char *rules)
     store_memory_set_clock(limiter_store(lim), test_clock, NULL);
     rc = rl_rules_load_string(lim, rules);
     ck_assert_msg(rc == RL_OK, "rules: %s", rl_errmsg(lim));
+    return lim;
+}
+
+/* A limiter from its options, given as name, value pairs up to a NULL
+ * name ({"store", uri, "rules", json, NULL}): an option refused, or a
+ * limiter that does not open, fails the test with the library's
+ * message. */
+static inline rl_limiter *limiter_from(const char *const *opts)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    int rc;
+
+    ck_assert_ptr_nonnull(cfg);
+    for (; opts[0]; opts += 2)
+        ck_assert_msg(rl_config_set(cfg, opts[0], opts[1]) == RL_OK,
+                      "%s %s: %s", opts[0], opts[1], rl_errmsg(NULL));
+    rc = rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
     return lim;
 }
 
