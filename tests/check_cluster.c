@@ -641,10 +641,12 @@ START_TEST(failover_degrades_only_the_dead_masters_keys)
     ck_assert_int_gt(atomic_load(&a.degraded), a0);
     ck_assert_int_lt(atomic_load(&a.last_degraded_ms) - over_ms, 2500);
     /* the other master's keys are not taken down with the dead one's: at
-     * most 1 % of its checks past their 50 ms (scheduling on busy cores),
-     * where a spread failure would degrade them all */
+     * most 5 % of its checks past their 50 ms (scheduling on busy cores:
+     * 1.3 % was seen under TSan at load 14), where a spread failure would
+     * degrade all of its checks from the kill to the promotion (~1 s of
+     * the ~2-3 s watched) */
     ck_assert_int_le(atomic_load(&b.degraded) - b0,
-                     atomic_load(&b.checks) / 100);
+                     atomic_load(&b.checks) / 20);
     ck_assert_int_gt(atomic_load(&b.checks), 100);
     ck_assert_int_ge(rs.breaker_opens, 1);
     /* every check answered within its timeout plus scheduling slack */
@@ -748,7 +750,10 @@ START_TEST(planned_failover_degrades_nothing)
     victim = rh_cluster_master_of(&cl, 0);
     replica = rh_cluster_replica_of(&cl, victim);
     ck_assert_int_ge(replica, 0);
-    lim = open_with(uri, NULL, NULL, NULL, NULL);
+    /* A timeout long enough that scheduling on busy cores never degrades
+     * a check (3 were, at load 12, with the default): a READONLY answer
+     * taken for a failure degrades at once, whatever the timeout. */
+    lim = open_with(uri, "timeout_ms", "2000", NULL, NULL);
     for (int i = 0; i < W; i++) {
         w[i] = (watch){.lim = lim};
         /* three on the victim's keys, one elsewhere */
