@@ -12,6 +12,7 @@
 
 #include "cluster_reply.h"
 #include "fuzz.h"
+#include "fuzz_resp.h"
 
 static int check_range(const cluster_range *rg, void *arg)
 {
@@ -27,38 +28,28 @@ static int check_range(const cluster_range *rg, void *arg)
     return 0;
 }
 
+static void parse_one(const redisReply *r, void *arg)
+{
+    int slots = 0, covered = cluster_slots_parse(r, "127.0.0.1", check_range,
+                                                 &slots);
+
+    (void)arg;
+    FUZZ_CHECK(covered >= -1 && covered <= CLUSTER_NSLOTS);
+    FUZZ_CHECK(covered < 0 ? slots == 0 : slots >= covered);
+    if (r->type == REDIS_REPLY_ERROR) {
+        char addr[64];
+        int slot = -1, kind = cluster_redirect_parse(r->str, r->len, &slot,
+                                                     addr, sizeof addr);
+        FUZZ_CHECK(kind == 0 || kind == 'M' || kind == 'A');
+        if (kind)
+            FUZZ_CHECK(slot >= 0 && slot < CLUSTER_NSLOTS &&
+                       strchr(addr, ':') && !strchr(addr, ' '));
+    }
+}
+
 int fuzz_cluster(const uint8_t *data, size_t size)
 {
-    redisReader *rd;
-    void *reply = NULL;
-
-    if (fuzz_resp_huge(data, size))
-        return 0;
-    rd = redisReaderCreate();
-    FUZZ_CHECK(rd != NULL);
-    if (redisReaderFeed(rd, (const char *)data, size) != REDIS_OK)
-        goto done;
-    while (redisReaderGetReply(rd, &reply) == REDIS_OK && reply) {
-        const redisReply *r = reply;
-        int slots = 0, covered = cluster_slots_parse(r, "127.0.0.1",
-                                                     check_range, &slots);
-        FUZZ_CHECK(covered >= -1 && covered <= CLUSTER_NSLOTS);
-        FUZZ_CHECK(covered < 0 ? slots == 0 : slots >= covered);
-        if (r->type == REDIS_REPLY_ERROR) {
-            char addr[64];
-            int slot = -1, kind = cluster_redirect_parse(r->str, r->len,
-                                                         &slot, addr,
-                                                         sizeof addr);
-            FUZZ_CHECK(kind == 0 || kind == 'M' || kind == 'A');
-            if (kind)
-                FUZZ_CHECK(slot >= 0 && slot < CLUSTER_NSLOTS &&
-                           strchr(addr, ':') && !strchr(addr, ' '));
-        }
-        freeReplyObject(reply);
-        reply = NULL;
-    }
-done:
-    redisReaderFree(rd);
+    fuzz_resp_each(data, size, parse_one, NULL);
     return 0;
 }
 

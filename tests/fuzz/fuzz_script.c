@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "fuzz.h"
+#include "fuzz_resp.h"
 #include "ratelimit.h"
 #include "redis_script.h"
 
@@ -77,32 +78,33 @@ static void check_job(const rio_job *j)
     }
 }
 
+/* What each reply is parsed for: the call's shape, from the input's head. */
+typedef struct fz_input {
+    const uint8_t *data;
+    size_t size;
+} fz_input;
+
+static void parse_one(const redisReply *reply, void *arg)
+{
+    const fz_input *in = arg;
+    fz_call c;
+    int rc;
+
+    shape(&c, in->data, in->size); /* each reply parsed for a fresh call */
+    rc = script_parse(reply, c.jobs, c.n, c.nb);
+    FUZZ_CHECK(rc == 0 || rc == 1);
+    for (int j = 0; j < c.nb; j++)
+        check_job(c.jobs[j]);
+}
+
 int fuzz_script(const uint8_t *data, size_t size)
 {
     fz_call c;
     size_t used = shape(&c, data, size);
-    redisReader *rd;
-    void *reply = NULL;
+    fz_input in = {.data = data, .size = size};
 
-    if (!used || fuzz_resp_huge(data + used, size - used))
-        return 0;
-    rd = redisReaderCreate();
-    FUZZ_CHECK(rd != NULL);
-    if (redisReaderFeed(rd, (const char *)data + used, size - used) !=
-        REDIS_OK)
-        goto done;
-    while (redisReaderGetReply(rd, &reply) == REDIS_OK && reply) {
-        int rc;
-        shape(&c, data, size); /* each reply parsed for a fresh call */
-        rc = script_parse(reply, c.jobs, c.n, c.nb);
-        FUZZ_CHECK(rc == 0 || rc == 1);
-        for (int j = 0; j < c.nb; j++)
-            check_job(c.jobs[j]);
-        freeReplyObject(reply);
-        reply = NULL;
-    }
-done:
-    redisReaderFree(rd);
+    if (used)
+        fuzz_resp_each(data + used, size - used, parse_one, &in);
     return 0;
 }
 
