@@ -78,6 +78,7 @@ typedef struct worker {
     pthread_barrier_t *bar;
     double untimed_ns[2];   /* out: mean ns per call, untimed pass   */
     double cpu_share[2];    /* out: thread CPU time / wall, same pass */
+    double chained_ns[2];   /* out: mean ns per call, chained pass   */
     unsigned long long denied;
     uint64_t sink;
     int rc;
@@ -85,7 +86,7 @@ typedef struct worker {
 } worker;
 
 typedef struct lat_figs {
-    double p50, p99, p999, mean, untimed;
+    double p50, p99, p999, mean, untimed, chained;
     double cpu_share; /* the lowest of the threads' */
     unsigned long long denied;
 } lat_figs;

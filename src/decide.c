@@ -155,8 +155,9 @@ static void count_rules(const rl_limiter *lim, const store_op *ops,
 }
 
 /* Each charge denied, or would-be denied, as a rejection event
- * (events.h); how as count_rules(). */
-static void note_denials(const rl_limiter *lim, const store_op *ops,
+ * (events.h); how as count_rules().  Inline: a limiter without events
+ * pays one test. */
+static inline void note_denials(const rl_limiter *lim, const store_op *ops,
                          const algo_decision *d, size_t n,
                          const unsigned *how)
 {
@@ -333,8 +334,7 @@ settle_decided(rl_limiter *lim, const store_op *ops, size_t n,
 {
     fold(res, ops, d, n, now);
     count_decided_rules(lim, ops, d, n);
-    if (lim->events)
-        note_denials(lim, ops, d, n, NULL);
+    note_denials(lim, ops, d, n, NULL);
     if (lim->deny && !res->allowed)
         remember_denials(lim, ops, n, d, now);
     if (lim->fallback && !res->allowed)

@@ -111,8 +111,10 @@ static const uint64_t *layout_key(const rl_limiter *lim)
     return lim->keyed_layout ? lim->layout_key : NULL;
 }
 
-/* A caller's result's bytes after size zeroed (of this library's size,
- * the usual case, by stores of a known count, inline). */
+/* A caller's result's bytes after size zeroed.  Both branches zero span
+ * bytes; the first passes sized_zero() a constant, so the usual case (a
+ * result of this library's size) becomes a few inline stores instead of
+ * a memset of a variable length. */
 static void result_zero(rl_result *res, size_t span)
 {
     if (span == sizeof *res)
