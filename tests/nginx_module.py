@@ -223,7 +223,16 @@ def test_abort(module, rules, redis):
     ratelimit_max_in_flight 1;""").start()
     client = None
     try:
-        check(curl(n.url("/open?user=ab"))[0] == 200, "abort: server up")
+        # Up, and its checks decided by Redis (remaining 2 of the bucket's
+        # 3), not admitted by the rule's failure mode (remaining 3): a
+        # check answered at once would leave nothing in flight below.
+        tries = []
+        up = wait_for(lambda: tries.append(curl(n.url(
+            f"/open?user=up{len(tries)}"))) or
+            tries[-1][1].get("x-ratelimit-remaining") == "2")
+        last = (tries[-1][0], tries[-1][1].get("x-ratelimit-remaining"))
+        check(up, "abort: server up, Redis deciding" +
+              ("" if up else f" ({last}; log: {n.log()[-600:]!r})"))
         redis.signal(signal.SIGSTOP)
         client = socket.create_connection(("127.0.0.1", n.port))
         client.sendall(b"GET /open?user=ab HTTP/1.1\r\nHost: t\r\n\r\n")
@@ -231,7 +240,9 @@ def test_abort(module, rules, redis):
         in_flight = wait_for(lambda: redis.unread_bytes() > 0)
         busy = curl(n.url("/open?user=ab3"))[0]
         check(in_flight and busy == 503 and "1 checks in flight" in n.log(),
-              f"beyond ratelimit_max_in_flight: 503, logged ({busy})")
+              f"beyond ratelimit_max_in_flight: 503, logged ({busy}" +
+              ("" if in_flight and busy == 503
+               else f"; in flight {in_flight}; log: {n.log()[-600:]!r}") + ")")
         client.close()  # the client goes away while its check waits
         client = None
         gone = wait_for(
