@@ -76,12 +76,15 @@ if [ "$mode" = fuzz ]; then
     exit 0
 fi
 
+# The library's objects, as many compiles at once as there are cores
+# (make's -j does not reach into this script); any failure stops the run.
 objs=""
 for f in $lib_srcs; do
-    o="$out/$(basename "$f" .c).o"
-    $CC $cflags $san -c "$f" -o "$o"
-    objs="$objs $o"
+    objs="$objs $out/$(basename "$f" .c).o"
 done
+export CC cflags san out
+printf '%s\n' $lib_srcs | xargs -P "$(nproc 2>/dev/null || echo 2)" -n 1 \
+    sh -c '$CC $cflags $san -c "$1" -o "$out/$(basename "$1" .c).o"' sh
 pass=0 fail=0 failed=
 # run_logged NAME CMD...: run CMD (no fork), its output teed to
 # $out/NAME.log; on failure NAME joins $failed.
