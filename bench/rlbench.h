@@ -68,11 +68,22 @@ typedef struct bare_table {
 #define LIB 0
 #define REF 1
 
-typedef struct worker {
+/* What every figure's workers run over: the library and the reference,
+ * the same keys, a sequence of key indexes. */
+typedef struct bench_set {
     rl_limiter *lim;        /* LIB: the limiter under test           */
     const bare_table *tab;  /* REF: the reference table              */
     const char *keys;       /* KEY_STRIDE bytes per key              */
-    const uint32_t *seq;    /* key indexes, nseq of them             */
+    const uint32_t *seq;    /* key indexes                           */
+} bench_set;
+
+/* The reference's lookup of key, its state added to *sink: 0, or -1
+ * with err (ERRLEN bytes) set when the table lost the key. */
+int bare_touch(const bare_table *t, const char *key, uint64_t *sink,
+               char *err);
+
+typedef struct worker {
+    bench_set set;          /* seq: nseq key indexes                 */
     size_t nseq;
     uint32_t *lat[2];       /* out: ns per timed call, nseq each     */
     pthread_barrier_t *bar;

@@ -12,10 +12,7 @@
 #include "rlbench.h"
 
 typedef struct batch_run {
-    rl_limiter *lim;
-    const bare_table *tab;
-    const char *keys;
-    const uint32_t *seq;
+    bench_set set;
     size_t nseq, batch;
     rl_request *req;
     rl_result *res;
@@ -33,14 +30,14 @@ static int lib_block(batch_run *b, size_t lo, size_t hi)
         int rc;
 
         for (size_t k = 0; k < n; k++) {
-            const char *key = b->keys + (size_t)b->seq[i + k] * KEY_STRIDE;
+            const char *key = b->set.keys + (size_t)b->set.seq[i + k] * KEY_STRIDE;
             b->req[k] = (rl_request){.size = sizeof(rl_request),
                                      .user = key + KEY_PREFIX_LEN, .cost = 1};
             b->res[k] = (rl_result)RL_RESULT_INIT;
         }
-        rc = rl_check_many(b->lim, b->req, b->res, b->codes, n);
+        rc = rl_check_many(b->set.lim, b->req, b->res, b->codes, n);
         if (rc != RL_OK) {
-            set_err(b->err, "rl_check_many", rc, errtext(b->lim));
+            set_err(b->err, "rl_check_many", rc, errtext(b->set.lim));
             return -1;
         }
         for (size_t k = 0; k < n; k++)
@@ -52,13 +49,9 @@ static int lib_block(batch_run *b, size_t lo, size_t hi)
 static int ref_block(batch_run *b, size_t lo, size_t hi)
 {
     for (size_t i = lo; i < hi; i++) {
-        const char *key = b->keys + (size_t)b->seq[i] * KEY_STRIDE;
-        const bare_slot *s = bare_lookup(b->tab, key);
-        if (s == NULL) {
-            snprintf(b->err, ERRLEN, "bare table lost key %s", key);
+        const char *key = b->set.keys + (size_t)b->set.seq[i] * KEY_STRIDE;
+        if (bare_touch(b->set.tab, key, &b->sink, b->err) != 0)
             return -1;
-        }
-        b->sink += s->s[0];
     }
     return 0;
 }
@@ -67,7 +60,7 @@ int run_batch(rl_limiter *lim, const bare_table *tab, const char *keys,
               const uint32_t *seq, size_t nseq, size_t batch,
               batch_figs *out, char *err)
 {
-    batch_run b = {.lim = lim, .tab = tab, .keys = keys, .seq = seq,
+    batch_run b = {.set = {.lim = lim, .tab = tab, .keys = keys, .seq = seq},
                    .nseq = nseq, .batch = batch, .err = err};
     uint64_t wall[2] = {0, 0};
     int rc = 0;

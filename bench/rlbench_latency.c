@@ -27,12 +27,12 @@ static uint64_t one_call(worker *w, int which, const char *key)
 {
     if (which == LIB) {
         rl_result res = RL_RESULT_INIT;
-        int rc = rl_allow(w->lim, key, RULE_ID, 1, &res);
+        int rc = rl_allow(w->set.lim, key, RULE_ID, 1, &res);
         if (rc != RL_OK) {
             /* rl_errmsg() is per thread: capture it here. */
             char what[64];
             snprintf(what, sizeof what, "rl_allow(%s)", key);
-            set_err(w->err, what, rc, errtext(w->lim));
+            set_err(w->err, what, rc, errtext(w->set.lim));
             w->rc = rc;
             return 0;
         }
@@ -40,14 +40,12 @@ static uint64_t one_call(worker *w, int which, const char *key)
             w->denied++;
         return (uint64_t)res.remaining >> 62; /* limits are 10^9 */
     } else {
-        const bare_slot *s = bare_lookup(w->tab, key);
-        if (s == NULL) {
-            snprintf(w->err, ERRLEN, "bare table lost key %s", key);
+        uint64_t before = w->sink;
+        if (bare_touch(w->set.tab, key, &w->sink, w->err) != 0) {
             w->rc = -100;
             return 0;
         }
-        w->sink += s->s[0];
-        return s->s[0] >> 62; /* a count of inserts */
+        return (w->sink - before) >> 62; /* the slot's count of inserts */
     }
 }
 
@@ -94,11 +92,11 @@ static void untimed_pass(worker *w, int chained, double *mean_ns,
             t0 = now_ns();
             if (chained) /* two loops: a select could chain both */
                 for (size_t i = lo; i < hi && w->rc == 0; i++)
-                    dep = one_call(w, which, w->keys + (size_t)(w->seq[i] ^ dep) *
+                    dep = one_call(w, which, w->set.keys + (size_t)(w->set.seq[i] ^ dep) *
                                                            KEY_STRIDE);
             else
                 for (size_t i = lo; i < hi && w->rc == 0; i++)
-                    one_call(w, which, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
+                    one_call(w, which, w->set.keys + (size_t)w->set.seq[i] * KEY_STRIDE);
             wall[which] += now_ns() - t0;
             cpu[which] += thread_cpu_ns() - c0;
         }
@@ -123,7 +121,7 @@ static void *worker_main(void *arg)
      * meets every barrier. */
     for (int which = LIB; which <= REF; which++)
         for (size_t i = 0; i < warm && w->rc == 0; i++)
-            one_call(w, which, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
+            one_call(w, which, w->set.keys + (size_t)w->set.seq[i] * KEY_STRIDE);
     w->denied = 0;
     for (int step = 0; step < NBLOCKS; step++) {
         for (int which = LIB; which <= REF; which++) {
@@ -132,7 +130,7 @@ static void *worker_main(void *arg)
             block_of(w->nseq, step, which, &lo, &hi);
             pthread_barrier_wait(w->bar);
             for (size_t i = lo; i < hi && w->rc == 0; i++) {
-                const char *key = w->keys + (size_t)w->seq[i] * KEY_STRIDE;
+                const char *key = w->set.keys + (size_t)w->set.seq[i] * KEY_STRIDE;
                 struct timespec a, b;
                 int64_t d;
 
@@ -185,10 +183,8 @@ int run_latency(rl_limiter *lim, const bare_table *tab,
     }
     for (int t = 0; t < nthreads; t++) {
         memset(&w[t], 0, sizeof w[t]);
-        w[t].lim = lim;
-        w[t].tab = tab;
-        w[t].keys = keys;
-        w[t].seq = seqs[t];
+        w[t].set = (bench_set){.lim = lim, .tab = tab, .keys = keys,
+                               .seq = seqs[t]};
         w[t].nseq = nseq;
         w[t].lat[LIB] = lat[LIB] + (size_t)t * nseq;
         w[t].lat[REF] = lat[REF] + (size_t)t * nseq;

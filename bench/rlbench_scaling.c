@@ -17,10 +17,7 @@
 #define SCALE_ROUNDS 4
 
 typedef struct scale_worker {
-    rl_limiter *lim;
-    const bare_table *tab;
-    const char *keys;
-    const uint32_t *seq;
+    bench_set set;
     size_t nkeys, nseq;
     int which, parity;
     pthread_barrier_t *bar;
@@ -33,7 +30,7 @@ typedef struct scale_worker {
 /* The i-th key index of a thread: seq[i] moved to the thread's parity. */
 static size_t own_key(const scale_worker *w, size_t i)
 {
-    size_t k = ((size_t)w->seq[i] & ~(size_t)1) | (size_t)w->parity;
+    size_t k = ((size_t)w->set.seq[i] & ~(size_t)1) | (size_t)w->parity;
 
     return k < w->nkeys ? k : k >= 2 ? k - 2 : 0;
 }
@@ -46,23 +43,18 @@ static void *scale_main(void *arg)
     pthread_barrier_wait(w->bar);
     t0 = now_ns();
     for (size_t i = 0; i < w->nseq && w->rc == 0; i++) {
-        const char *key = w->keys + own_key(w, i) * KEY_STRIDE;
+        const char *key = w->set.keys + own_key(w, i) * KEY_STRIDE;
         if (w->which == LIB) {
             rl_result res = RL_RESULT_INIT;
-            int rc = rl_allow(w->lim, key, RULE_ID, 1, &res);
+            int rc = rl_allow(w->set.lim, key, RULE_ID, 1, &res);
             if (rc != RL_OK) {
-                set_err(w->err, "rl_allow (scaling)", rc, errtext(w->lim));
+                set_err(w->err, "rl_allow (scaling)", rc, errtext(w->set.lim));
                 w->rc = rc;
             }
             w->sink += (uint64_t)res.remaining;
         } else {
-            const bare_slot *s = bare_lookup(w->tab, key);
-            if (s == NULL) {
-                snprintf(w->err, ERRLEN, "bare table lost key %s", key);
+            if (bare_touch(w->set.tab, key, &w->sink, w->err) != 0)
                 w->rc = -100;
-            } else {
-                w->sink += s->s[0];
-            }
         }
     }
     w->wall_ns = now_ns() - t0;
@@ -84,7 +76,7 @@ static int scale_pass(const scale_worker *proto, int which, int nthreads,
         w[t] = *proto;
         w[t].which = which;
         w[t].parity = t;
-        w[t].seq = seqs[t];
+        w[t].set.seq = seqs[t];
         w[t].bar = &bar;
         if (pthread_create(&tid[t], NULL, scale_main, &w[t]) != 0) {
             fprintf(stderr, "rlbench: pthread_create failed\n");
@@ -109,7 +101,7 @@ int run_scaling(rl_limiter *lim, const bare_table *tab, const char *keys,
                 size_t nkeys, uint32_t *const *seqs, size_t nseq,
                 scale_figs *out, char *err)
 {
-    scale_worker proto = {.lim = lim, .tab = tab, .keys = keys,
+    scale_worker proto = {.set = {.lim = lim, .tab = tab, .keys = keys},
                           .nkeys = nkeys, .nseq = nseq / SCALE_ROUNDS};
     double sum[2][2] = {{0, 0}, {0, 0}}; /* [which][threads - 1] */
 
