@@ -38,8 +38,9 @@ export CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-10}
 LIBTOOL=${LIBTOOL:-$build/libtool}
 VALGRIND=${VALGRIND:-valgrind}
 
-# One suite: NAME [ARG...], then the log of its output in $out/NAME.log and a line
-# "NAME  SECONDS  ok|FAILED (why)" on stdout.
+# One suite: NAME [ARG...]; its output in $out/NAME.log, a line
+# "NAME  SECONDS  ok|FAILED (why)" on stdout, and when it failed, its
+# report (output's tail, the logs with errors) in $out/NAME.failed.
 run_one() {
     name=$1; shift
     rm -f "$out/$name".*.vg
@@ -173,8 +174,8 @@ if [ $# -gt 0 ]; then
 else
     list=$(suites)
 fi
-# Suites configure did not build (no libevent/libuv, no ratelimitd) are
-# skipped, as make check skips them.
+# A suite configure did not build (check_async_loops without libevent and
+# libuv) is skipped, as make check skips it.
 list=$(echo "$list" | while read -r name rest; do
     if [ -x "$build/tests/$name" ]; then echo "$name${rest:+ $rest}"
     else echo "valgrind.sh: $name not built: skipped" >&2; fi
