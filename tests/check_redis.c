@@ -1123,20 +1123,26 @@ int main(void)
     tcase_add_test(tc, compact_layout_hash_key);
     tcase_add_test(tc, failure_modes_when_redis_dies);
     tcase_add_test(tc, fallback_starts_from_what_redis_denied);
-    tcase_add_test(tc, a_hung_server_costs_one_timeout);
     tcase_add_test(tc, bad_stores_are_clear_errors);
     tcase_add_test(tc, bad_keys_write_nothing);
     tcase_add_test(tc, sixty_four_threads_share_few_sockets);
     tcase_add_test(tc, reloaded_rules_carry_each_clients_level);
     tcase_add_test(tc, failure_modes_stay_all_or_nothing);
     tcase_add_test(tc, passwords_stay_out_of_messages);
-    tcase_add_test(tc, breaker_opens_skips_the_network_and_closes);
-    tcase_add_test(tc, a_silent_connection_is_replaced_after_a_second);
     tcase_add_test(tc, fleet_counts_itself);
     tcase_add_test(tc, fleet_options_are_checked);
-    tcase_add_test(tc, one_ms_timeout_still_reaches_redis);
     tcase_add_test(tc, check_many_holds_exact_limits);
     tcase_add_test(tc, check_many_each_request_all_or_nothing);
+    suite_add_tcase(s, tc);
+    /* The tests that time a check against its timeout, a case of their
+     * own so that a slowed run (tests/valgrind.sh) can leave them out. */
+    tc = tcase_create("timing");
+    tcase_set_timeout(tc, 60);
+    tcase_add_checked_fixture(tc, srv_up, srv_down);
+    tcase_add_test(tc, a_hung_server_costs_one_timeout);
+    tcase_add_test(tc, breaker_opens_skips_the_network_and_closes);
+    tcase_add_test(tc, a_silent_connection_is_replaced_after_a_second);
+    tcase_add_test(tc, one_ms_timeout_still_reaches_redis);
     tcase_add_test(tc, check_many_waits_no_longer_than_its_timeout);
     suite_add_tcase(s, tc);
     return run_suite(s);
