@@ -20,7 +20,7 @@
 
 /* One call of the library (LIB) or the reference (REF) on key.  Returns
  * a number that is always 0 but that the compiler cannot know to be, read
- * from the call's answer: the chained pass (worker_main) folds it into
+ * from the call's answer: the chained pass (untimed_pass) folds it into
  * the next key's index, so the CPU cannot start the next call's misses
  * before this call is done.  A failure sets w->rc. */
 static uint64_t one_call(worker *w, int which, const char *key)
@@ -67,6 +67,12 @@ void block_of(size_t nseq, int step, int which, size_t *lo, size_t *hi)
     *hi = *lo + bs < nseq ? *lo + bs : nseq;
 }
 
+/* The key string of index k. */
+static const char *key_at(const worker *w, uint64_t k)
+{
+    return w->set.keys + (size_t)k * KEY_STRIDE;
+}
+
 /*
  * The untimed passes: every call of the sequence, library and reference in
  * turns, the clock read per block only; mean_ns[] is the mean per call and
@@ -92,11 +98,10 @@ static void untimed_pass(worker *w, int chained, double *mean_ns,
             t0 = now_ns();
             if (chained) /* two loops: a select could chain both */
                 for (size_t i = lo; i < hi && w->rc == 0; i++)
-                    dep = one_call(w, which, w->set.keys + (size_t)(w->set.seq[i] ^ dep) *
-                                                           KEY_STRIDE);
+                    dep = one_call(w, which, key_at(w, w->set.seq[i] ^ dep));
             else
                 for (size_t i = lo; i < hi && w->rc == 0; i++)
-                    one_call(w, which, w->set.keys + (size_t)w->set.seq[i] * KEY_STRIDE);
+                    one_call(w, which, key_at(w, w->set.seq[i]));
             wall[which] += now_ns() - t0;
             cpu[which] += thread_cpu_ns() - c0;
         }
@@ -121,7 +126,7 @@ static void *worker_main(void *arg)
      * meets every barrier. */
     for (int which = LIB; which <= REF; which++)
         for (size_t i = 0; i < warm && w->rc == 0; i++)
-            one_call(w, which, w->set.keys + (size_t)w->set.seq[i] * KEY_STRIDE);
+            one_call(w, which, key_at(w, w->set.seq[i]));
     w->denied = 0;
     for (int step = 0; step < NBLOCKS; step++) {
         for (int which = LIB; which <= REF; which++) {
@@ -130,7 +135,7 @@ static void *worker_main(void *arg)
             block_of(w->nseq, step, which, &lo, &hi);
             pthread_barrier_wait(w->bar);
             for (size_t i = lo; i < hi && w->rc == 0; i++) {
-                const char *key = w->set.keys + (size_t)w->set.seq[i] * KEY_STRIDE;
+                const char *key = key_at(w, w->set.seq[i]);
                 struct timespec a, b;
                 int64_t d;
 
