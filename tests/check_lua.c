@@ -127,7 +127,7 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
     for (int i = 0; i < c; i++)
         lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
     r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
     ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
     return r;
 }
@@ -888,7 +888,7 @@ static void lua_batch(const algo_params *ap, const char *const *keys,
     for (int i = 0; i < c; i++)
         lens[i] = strlen(argv[i]);
     r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
     ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
     lua_answer_shape(r, (size_t)nreq);
     for (int i = 0; i < nreq; i++)

@@ -91,7 +91,7 @@ static redisReply *eval1(char mode, const algo_params *ap, const char *key,
     for (int i = 0; i < c; i++)
         lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
     r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
     ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
     return r;
 }

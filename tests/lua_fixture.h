@@ -22,10 +22,19 @@ extern const size_t rl_lua_check_test_len;
 static rh_server srv;
 static redisContext *ctx;
 
+/* The command timeout of `ctx`: rh_connect's 1 s is too short for a
+ * script's reply on a loaded machine (check_lua failed twice in one
+ * make check at load 20: a NULL reply, the context timed out); a server
+ * that hangs is still caught, by this and by the test's own timeout. */
+#define LUA_FIXTURE_TIMEOUT_S 30
+
 static void setup(void)
 {
     ck_assert_int_eq(rh_start(&srv, NULL), 0);
     ck_assert_ptr_nonnull(ctx = rh_connect(&srv));
+    ck_assert_int_eq(redisSetTimeout(ctx, (struct timeval){
+                                              LUA_FIXTURE_TIMEOUT_S, 0}),
+                     REDIS_OK);
 }
 
 static void teardown(void)
