@@ -168,6 +168,7 @@ check_contention
 check_events
 check_dims
 check_headers_ietf
+check_failed_result
 check_abi
 check_algo
 check_options
