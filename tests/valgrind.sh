@@ -151,6 +151,7 @@ check_rules_source
 check_lease
 check_limiter
 check_rulechange
+check_rulechange_refill
 check_reserve RSV_STEPS=300
 check_harness
 check_acl
