@@ -152,6 +152,7 @@ check_lease
 check_limiter
 check_rulechange
 check_rulechange_refill
+check_last_good_start
 check_reserve RSV_STEPS=300
 check_harness
 check_acl
