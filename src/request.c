@@ -481,11 +481,13 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
     size_t n = 0, used;
     int rc;
 
-    result_zero(io_result(io, k), io->span); /* the array's stride is ours */
     if (req->size != io->req_stride || io_result(io, k)->size !=
-                                           io->res_stride)
+                                           io->res_stride) {
+        sized_clear(io_result(io, k), &sized_result); /* by its own size */
         return rl_fail(lim, RL_EINVAL, "rl_check_many: reqs[%zu] or "
                        "results[%zu]: size differs from element 0's", k, k);
+    }
+    result_zero(io_result(io, k), io->span);
     if (c->nreq == STORE_MANY_MAX)
         chunk_run(lim, c, io);
     used = c->used;
@@ -537,13 +539,11 @@ static int many_io_init(const rl_limiter *lim, many_io *io,
 
 /* A failed rl_check_many() before any request was looked at: each result
  * zeroed when element 0's size is a stride the array can be walked by
- * (sized_stride's test, without its message), each code RL_EINVAL. */
-static void many_clear(rl_result *results, int *codes, size_t n)
+ * (sized_stride's test, without its message). */
+static void many_clear(rl_result *results, size_t n)
 {
     size_t stride = results ? results->size : 0;
 
-    for (size_t k = 0; codes && k < n; k++)
-        codes[k] = RL_EINVAL;
     if (stride < sized_result.min || stride % sized_result.align)
         return;
     for (size_t k = 0; k < n; k++)
@@ -561,13 +561,15 @@ RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
     int first = RL_OK;
 
     if (!lim || (n && (!reqs || !results || !codes))) {
-        many_clear(results, codes, n);
+        many_clear(results, n);
         return rl_fail(lim, RL_EINVAL, "rl_check_many: NULL argument");
     }
     if (n == 0)
         return RL_OK;
     if (many_io_init(lim, &io, reqs, results, codes) != RL_OK) {
-        many_clear(results, codes, n);
+        for (size_t k = 0; k < n; k++)
+            codes[k] = RL_EINVAL;
+        many_clear(results, n);
         return RL_EINVAL;
     }
     c.nreq = c.nops = c.used = 0;
