@@ -108,7 +108,9 @@ enum {
  * The answer to one check.  Filled by rl_allow(), rl_check() and
  * rl_check_many(); owned by the caller (usually on the stack), who sets
  * size first: `rl_result res = RL_RESULT_INIT;`.  Every member size
- * covers is set on success; on failure they are zero.
+ * covers is set on success; on failure they are zero, whatever failed (a
+ * NULL limiter or argument included), as long as size is at least
+ * RL_RESULT_SIZE_MIN (below it nothing is written).
  */
 typedef struct rl_result {
     size_t size;          /* in: sizeof(rl_result) (RL_RESULT_INIT)        */
@@ -632,7 +634,8 @@ RL_EXPORT int rl_async_fd(const rl_async *a);
  * argument, chk->size, req->size or chk->result->size below the struct's
  * RL_*_SIZE_MIN, a bad cost or dimension), RL_ERULE (more
  * than 32 rules match), RL_EBUSY (max_in_flight checks in flight), with
- * rl_errmsg(lim).
+ * rl_errmsg(lim), and *chk->result zeroed (as rl_result says).  A check
+ * that completes with an error also finds its result zeroed.
  */
 RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
                              rl_async_check *chk);

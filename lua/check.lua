@@ -244,7 +244,8 @@ end
 -- A client with no state under its rule's current shape (the rule at
 -- ARGV[ri], which replaced shapes): the newest state under one of those,
 -- converted, and what names that old state (to be deleted when the new
--- one is written); else fresh.
+-- one is written); else the least the newest of them may have held
+-- (convert_unknown), or fresh.
 if converting then migrate = function(kname, field, algo, limit, burst, w, p, q, ri)
   local x = ri + 8
   local stem = string.sub(kname, 1, #kname - #ARGV[ri + 7])
@@ -261,6 +262,19 @@ if converting then migrate = function(kname, field, algo, limit, burst, w, p, q,
       return a, b, c, {old, fa, fb, fw, fp, fq}
     end
     x = x + 8
+  end
+  -- none: what the newest replaced shape may have held before it expired,
+  -- at worst (convert_unknown)
+  -- (written as a converted state: compact_move puts a window's previous
+  -- count in its own hash; the old names it deletes hold nothing)
+  x = ri + 8
+  local fa = tonumber(ARGV[x])
+  if tonumber(ARGV[ri + 6]) > 0 and (fa == 1 or fa == 3) then
+    local fb, fw = tonumber(ARGV[x + 2]), tonumber(ARGV[x + 3])
+    local fp, fq = tonumber(ARGV[x + 4]), tonumber(ARGV[x + 5])
+    local a, b, c = convert_unknown(fa, tonumber(ARGV[x + 1]), fb, fw, fp,
+      fq, algo, limit, burst, w, p, q, tonumber(ARGV[x + 7]), now)
+    return a, b, c, {stem .. ARGV[x + 6], fa, fb, fw, fp, fq}
   end
   return 0, 0, 0
 end end

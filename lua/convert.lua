@@ -17,19 +17,20 @@
 -- now's window drops its previous count, which compact.lua no longer
 -- has).  A window gets `used`, at most to's limit, as the count of the
 -- window holding that time (sliding: curr = used, prev = 0); a bucket's
--- level is placed at that time and refills at to's rate from there.  A state fresh again at
--- now (a full bucket, windows passed) gives a fresh one, as an expired
--- state would.  The same units (same algorithm and window; for the
+-- level is placed at that time and refills at to's rate from there, even
+-- when the old rule would have refilled it by now; a window state whose
+-- windows have passed by now gives a fresh one.  The same units (same algorithm and window; for the
 -- buckets also limit and burst) keep the state as it is.  check.lua calls it when a client has no
 -- state under a rule's current shape but has one under a shape the rule
 -- replaced.
 
 -- Made only when parts.lua says this call may convert (the function
 -- library, library.lua, makes it once, at load).
+local place, convert_unknown
 
 -- The state (a, b, c) kept under (falgo, flimit, fburst, fw, fp, fq) as a
 -- state under (algo, limit, burst, w, p, q): the level as at the change,
--- min(since, now); a state fresh again at now gives a fresh one (0, 0, 0).
+-- min(since, now); a window state passed by now gives a fresh one (0, 0, 0).
 local convert
 if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
                                     algo, limit, burst, w, p, q, since, now)
@@ -83,11 +84,49 @@ if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
   -- count, whose hash the compact layout let expire when now's window
   -- began (compact.lua reads it as 0 then).
   if falgo == 0 and a < idiv(now, fw) then c = 0 end
-  local fresh, at = 0, since
-  if fbucket then fresh = fburst end
+  local at = since
   if now < at then at = now end
-  if level_at(now) == fresh then return 0, 0, 0 end
+  -- windows passed by now count nothing; a bucket the old rule has
+  -- refilled by now is taken as expired (convert_unknown), as every store
+  -- may have let it expire
+  local fresh = 0
+  if fbucket then fresh = fburst end
+  if level_at(now) == fresh then
+    if fbucket then
+      return convert_unknown(falgo, flimit, fburst, fw, fp, fq, algo, limit,
+                             burst, w, p, q, since, now)
+    end
+    return 0, 0, 0
+  end
   local level, t = level_at(at)
+  return place(fbucket, fburst, level, t, algo, bucket, limit, burst, w, p, q)
+end
+
+-- convert_unknown: algo_convert_unknown() in src/algo.c.  A client with no
+-- state under any shape of a bucket rule that changed at `since`: an old
+-- state it had expired by now, which it does once the old rule refilled
+-- it, so at the change it held at least fburst - the tokens the old rate
+-- gives in (now - since), rounded up, at least 0: that level is placed.
+convert_unknown = function(falgo, flimit, fburst, fw, fp, fq,
+                           algo, limit, burst, w, p, q, since, now)
+  local fbucket, bucket = falgo == 1 or falgo == 3, algo == 1 or algo == 3
+  if not fbucket or algo == 4 or (falgo == algo and fw == w and
+     flimit == limit and fburst == burst) then
+    return 0, 0, 0
+  end
+  local at = since
+  if now < at then at = now end
+  local d, cap, level = now - at, fburst * fp, 0
+  if d < ceil_div(cap, fq) then level = fburst - ceil_div(d * fq, fp) end
+  if level < 0 then level = 0 end
+  return place(true, fburst, level, at, algo, bucket, limit, burst, w, p, q)
+end end
+
+-- A level under the old numbers at t (whole tokens available for a
+-- bucket, units used for a window) as a state under the new ones: the
+-- table above (place() in src/algo.c).
+if converts then place = function(fbucket, fburst, level, t, algo, bucket,
+                                  limit, burst, w, p, q)
   local used = level
   if fbucket then used = fburst - level end
   if bucket then

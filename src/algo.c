@@ -372,13 +372,47 @@ static algo_state live_at(const algo_params *ap, const algo_state *st,
     return live;
 }
 
+/* A level under `from` at time t (whole tokens available for a bucket,
+ * units used for a window) placed into a state under `to`, by the table
+ * above algo_convert() in algo.h. */
+static void place(const algo_params *from, const algo_params *to,
+                  int64_t level, int64_t t, algo_state *out)
+{
+    int64_t used = is_bucket(from->algo) ? from->burst - level : level;
+
+    if (is_bucket(to->algo)) {
+        int64_t avail = is_bucket(from->algo) ? level : to->burst - used;
+        avail = avail < 0 ? 0 : avail > to->burst ? to->burst : avail;
+        if (to->algo == RL_ALGO_TOKEN_BUCKET) {
+            out->a = avail * to->p;
+            out->b = t;
+        } else {
+            int64_t debt = (to->burst - avail) * to->p;
+            out->a = t + debt / to->q;
+            out->b = debt % to->q;
+        }
+        return;
+    }
+    out->a = t / to->window_ms;
+    out->b = used > to->limit ? to->limit : used;
+}
+
+int algo_state_fresh(const algo_params *ap, const algo_state *st,
+                     int64_t now_ms)
+{
+    algo_state live = live_at(ap, st, now_ms);
+    int64_t t;
+
+    return level_at(ap, &live, now_ms, &t) ==
+           (is_bucket(ap->algo) ? ap->burst : 0);
+}
+
 /* The decision table is in algo.h, above the declaration. */
 int algo_convert(const algo_params *from, const algo_state *st,
                  const algo_params *to, int64_t since_ms, int64_t now_ms,
                  algo_state *out)
 {
-    int64_t at = since_ms < now_ms ? since_ms : now_ms, t, level, used;
-    int64_t fresh = is_bucket(from->algo) ? from->burst : 0;
+    int64_t at = since_ms < now_ms ? since_ms : now_ms, t, level;
     algo_state live;
 
     if (algo_same_units(from, to) && from->algo != RL_ALGO_SLIDING_LOG) {
@@ -391,25 +425,32 @@ int algo_convert(const algo_params *from, const algo_state *st,
     if (from->algo == RL_ALGO_SLIDING_LOG || to->algo == RL_ALGO_SLIDING_LOG)
         return 0;
     live = live_at(from, st, now_ms);
-    if (level_at(from, &live, now_ms, &t) == fresh)
-        return 0;
+    /* Windows passed by now count nothing, under any rule.  A bucket the
+     * old rule has refilled by now is a state every store may have let
+     * expire: it is taken as one that did, so all of them agree. */
+    if (algo_state_fresh(from, st, now_ms))
+        return is_bucket(from->algo)
+                   ? algo_convert_unknown(from, to, since_ms, now_ms, out)
+                   : 0;
     level = level_at(from, &live, at, &t);
-    used = is_bucket(from->algo) ? from->burst - level : level;
-    if (is_bucket(to->algo)) {
-        int64_t avail = is_bucket(from->algo) ? level : to->burst - used;
-        avail = avail < 0 ? 0 : avail > to->burst ? to->burst : avail;
-        if (to->algo == RL_ALGO_TOKEN_BUCKET) {
-            out->a = avail * to->p;
-            out->b = t;
-        } else {
-            int64_t debt = (to->burst - avail) * to->p;
-            out->a = t + debt / to->q;
-            out->b = debt % to->q;
-        }
-        return 1;
-    }
-    out->a = t / to->window_ms;
-    out->b = used > to->limit ? to->limit : used;
+    place(from, to, level, t, out);
+    return 1;
+}
+
+/* The rule is in algo.h, above the declaration. */
+int algo_convert_unknown(const algo_params *from, const algo_params *to,
+                         int64_t since_ms, int64_t now_ms, algo_state *out)
+{
+    int64_t at = since_ms < now_ms ? since_ms : now_ms, d = now_ms - at;
+    int64_t cap = from->burst * from->p, level = 0;
+
+    memset(out, 0, sizeof *out);
+    if (!is_bucket(from->algo) || to->algo == RL_ALGO_SLIDING_LOG ||
+        algo_same_units(from, to))
+        return 0;
+    if (d < ceil_div(cap, from->q)) /* d * q < cap + q: exact */
+        level = from->burst - ceil_div(d * from->q, from->p);
+    place(from, to, level < 0 ? 0 : level, at, out);
     return 1;
 }
 

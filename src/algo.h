@@ -118,16 +118,39 @@ int64_t algo_bucket_refill(const algo_params *ap, int64_t level, int64_t *t,
  * time (sliding: curr = used, prev = 0); a bucket's level is placed at that
  * time and refills at to's rate from there.  When the units are the same
  * (algo_same_units) the state is copied as it is: a window whose limit
- * changed keeps its counts.  A state that is fresh again at now_ms under
- * `from` (a full bucket, windows passed) gives a fresh one: that client is
- * like a new client, which is also what every store finds once such a
- * state has expired.  Returns 1 when a level was carried over, 0 when
- * *out is fresh.  Exact integers throughout (below 2^52, like algo_apply);
- * lua/convert.lua repeats the same steps.
+ * changed keeps its counts.  A window state whose windows have passed by
+ * now_ms gives a fresh one.  A bucket's level is the one at the change,
+ * refilled at to's rate only, never at from's: a bucket the old rule has
+ * refilled by now_ms is a state any store may have let expire, so it is
+ * taken as one that did (algo_convert_unknown), in every store alike.
+ * Returns 1 when a level was carried over, 0 when *out is fresh.  Exact integers throughout (below 2^52, like
+ * algo_apply); lua/convert.lua repeats the same steps.
  */
 int algo_convert(const algo_params *from, const algo_state *st,
                  const algo_params *to, int64_t since_ms, int64_t now_ms,
                  algo_state *out);
+
+/* Is st under ap at now_ms what a client never seen has (a full bucket,
+ * windows passed)?  What every store's expiry of a state tells (not for
+ * sliding_log). */
+int algo_state_fresh(const algo_params *ap, const algo_state *st,
+                     int64_t now_ms);
+
+/*
+ * A client of a bucket rule that changed, with no state under the new
+ * shape nor under `from` (the newest shape the rule replaced, at
+ * since_ms): its old state, if it had one, expired by now_ms, which it does
+ * when the old rule has refilled it, so at the change it held at least
+ * from's burst - the tokens from's rate gives in (now_ms - since_ms),
+ * rounded up, and at least 0.  That level, the emptiest the client can
+ * have been, is converted as algo_convert() converts a level at the change
+ * (a brand new client cannot be told apart from it; it reaches the new
+ * burst as fast as the new rule refills).  Returns 1 with *out set, or 0
+ * (*out fresh) when `from` is no bucket (a window's passed windows count
+ * nothing), `to` is a sliding log, or the units are the same.
+ */
+int algo_convert_unknown(const algo_params *from, const algo_params *to,
+                         int64_t since_ms, int64_t now_ms, algo_state *out);
 
 /*
  * The sliding log: exact.  Its state is the times of the units it

@@ -183,6 +183,8 @@ RL_EXPORT int rl_async_process(rl_async *a)
         next = s->next;
         if (rc == RL_OK)
             sized_fill(chk->result, &s->res, s->span);
+        else
+            sized_zero(chk->result, s->span);
         release(a, s); /* before cb: it may start another check */
         chk->cb(chk, rc);
         ran++;
@@ -238,6 +240,8 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
     size_t n = 0, used = 0;
     int rc;
 
+    if (chk && chk->size >= sized_async_check.min) /* zero, whatever fails */
+        sized_clear(chk->result, &sized_result);
     if ((rc = check_args(a, req, chk)) != RL_OK)
         return rc;
     lim = a->lim;

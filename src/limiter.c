@@ -12,6 +12,7 @@
  */
 #include "limiter.h"
 #include "events.h"
+#include "log.h"
 #include "deny_cache.h"
 #include "lease.h"
 #include "options.h"
@@ -99,6 +100,18 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
     if (!lim->keyed_layout)
         opt.hash_key = NULL;
     rc = store_open(uri, &opt, &lim->store, err, sizeof err);
+    /* A limiter with a last good copy of its rules starts while the store
+     * is away, as the rules source does (rules_source.c): degraded, each
+     * rule's failure mode deciding until the store answers. */
+    if (rc == RL_ESTORE && !opt.degraded_start && cfg->rules_source &&
+        cfg->rules_file) {
+        log_emit(cfg->log_fn, cfg->log_arg, RL_LOG_WARN,
+                 "store cannot be reached (%s): starting without it, as "
+                 "rules_file (the last good copy) allows; each rule's "
+                 "failure mode decides until it answers", err);
+        opt.degraded_start = 1;
+        rc = store_open(uri, &opt, &lim->store, err, sizeof err);
+    }
 
     /* memory:// and shm:// decide locally: no fallback beside them */
     if (rc == RL_OK && !lim->store->vt->local)

@@ -169,8 +169,10 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
     size_t len, span;
     int rc;
 
-    if (!lim || !key || !rule_id || !result)
+    if (!lim || !key || !rule_id || !result) {
+        sized_clear(result, &sized_result);
         return rl_fail(lim, RL_EINVAL, "rl_allow: NULL argument");
+    }
     if (!(span = result_span(lim, "rl_allow: result->size", result)))
         return RL_EINVAL;
     len = strnlen(key, RL_KEY_MAX + 1);
@@ -386,8 +388,10 @@ RL_EXPORT int rl_check(rl_limiter *lim, const rl_request *req,
     size_t n = 0, used = 0, span;
     int rc;
 
-    if (!lim || !req || !result)
+    if (!lim || !req || !result) {
+        sized_clear(result, &sized_result);
         return rl_fail(lim, RL_EINVAL, "rl_check: NULL argument");
+    }
     if (!(span = result_span(lim, "rl_check: result->size", result)) ||
         !sized_span(lim, "rl_check: req->size", &sized_request, req->size))
         return RL_EINVAL;
@@ -478,9 +482,11 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
     int rc;
 
     if (req->size != io->req_stride || io_result(io, k)->size !=
-                                           io->res_stride)
+                                           io->res_stride) {
+        sized_clear(io_result(io, k), &sized_result); /* by its own size */
         return rl_fail(lim, RL_EINVAL, "rl_check_many: reqs[%zu] or "
                        "results[%zu]: size differs from element 0's", k, k);
+    }
     result_zero(io_result(io, k), io->span);
     if (c->nreq == STORE_MANY_MAX)
         chunk_run(lim, c, io);
@@ -531,6 +537,20 @@ static int many_io_init(const rl_limiter *lim, many_io *io,
     return RL_OK;
 }
 
+/* A failed rl_check_many() before any request was looked at: each result
+ * zeroed when element 0's size is a stride the array can be walked by
+ * (sized_stride's test, without its message). */
+static void many_clear(rl_result *results, size_t n)
+{
+    size_t stride = results ? results->size : 0;
+
+    if (stride < sized_result.min || stride % sized_result.align)
+        return;
+    for (size_t k = 0; k < n; k++)
+        result_zero((rl_result *)((char *)results + k * stride),
+                    stride < sizeof *results ? stride : sizeof *results);
+}
+
 RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
                             rl_result *results, int *codes, size_t n)
 {
@@ -540,13 +560,16 @@ RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
     rcu_token t;
     int first = RL_OK;
 
-    if (!lim || (n && (!reqs || !results || !codes)))
+    if (!lim || (n && (!reqs || !results || !codes))) {
+        many_clear(results, n);
         return rl_fail(lim, RL_EINVAL, "rl_check_many: NULL argument");
+    }
     if (n == 0)
         return RL_OK;
     if (many_io_init(lim, &io, reqs, results, codes) != RL_OK) {
         for (size_t k = 0; k < n; k++)
             codes[k] = RL_EINVAL;
+        many_clear(results, n);
         return RL_EINVAL;
     }
     c.nreq = c.nops = c.used = 0;

@@ -118,6 +118,7 @@ RL_EXPORT int rl_reserve(rl_limiter *lim, const rl_request *req,
     size_t n = 0, used = 0, span;
     int rc;
 
+    sized_clear(result, &sized_result); /* zero, whatever fails below */
     if (!lim || !req || !rsv || !result)
         return rl_fail(lim, RL_EINVAL, "rl_reserve: NULL argument");
     if (!(span = sized_span(lim, "rl_reserve: result->size", &sized_result,
@@ -127,7 +128,6 @@ RL_EXPORT int rl_reserve(rl_limiter *lim, const rl_request *req,
         !sized_span(lim, "rl_reserve: rsv->size", &sized_reservation,
                     rsv->size))
         return RL_EINVAL;
-    sized_zero(result, span);
     memset(rsv->opaque, 0, sizeof rsv->opaque);
     rs = rcu_read_lock(&lim->rules, &t);
     rc = request_collect(lim, rs, req, ops, RL_OPS_MAX, keys, sizeof keys,

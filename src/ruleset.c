@@ -259,6 +259,17 @@ static int listed(const rule_shape *list, int n, const rule_shape *s)
     return 0;
 }
 
+/* How long after a change from `old` to `now` a client's state under old
+ * can differ from a fresh one: while old's state lives, and while the new
+ * rule refills a level taken at the change (algo_convert_unknown: an
+ * expired state's lower bound is one too). */
+static int64_t shape_life_ms(const algo_params *old, const algo_params *now)
+{
+    int64_t a = algo_state_life_ms(old), b = algo_state_life_ms(now);
+
+    return a > b ? a : b;
+}
+
 /* The previous shapes of r, whose predecessor is o, into list (newest
  * first); returns how many. */
 static int shapes_of(const rl_rule *r, const rl_rule *o, int64_t now,
@@ -270,7 +281,7 @@ static int shapes_of(const rl_rule *r, const rl_rule *o, int64_t now,
         list[n] = o->shape;
         list[n].since_ms = now;
         list[n].until_ms = now + RULE_SHAPE_GRACE_MS +
-                           algo_state_life_ms(&o->shape.ap);
+                           shape_life_ms(&o->shape.ap, &r->shape.ap);
         n++;
     }
     for (int i = 0; i < o->nprev && n < RULE_PREV_MAX; i++) {

@@ -78,8 +78,9 @@ void ruleset_free(rl_ruleset *rs);
  * its predecessor of the same rule_id carried: the shapes
  * it replaced (rule.h): when the predecessor's shape differs, it becomes
  * the newest previous shape, stamped now (since_ms) with until_ms = now +
- * RULE_SHAPE_GRACE_MS + its states' life; the predecessor's own previous
- * shapes follow, less those whose until_ms has passed and the one equal
+ * RULE_SHAPE_GRACE_MS + the longer of its states' life and the new
+ * shape's (a level taken at the change refills at the new rate); the
+ * predecessor's own previous shapes follow, less those whose until_ms has passed and the one equal
  * to the new shape, at most RULE_PREV_MAX in all.  The stores look a
  * client's state up in those shapes when it has none in the current one
  * (lazy migration, algo_convert()).  Call it under the load lock, right

@@ -56,4 +56,20 @@ static inline void sized_zero(void *dst, size_t span)
     memset((char *)dst + sizeof(size_t), 0, span - sizeof(size_t));
 }
 
+/* A failed call's answer zeroed, whatever made it fail: the caller's
+ * struct at dst (NULL tolerated) after its size member, as far as its size
+ * goes, capped at this library's size.  A size below t's first layout says
+ * nothing of what the caller owns: nothing is written then.  No message:
+ * the caller reports the failure itself. */
+static inline void sized_clear(void *dst, const sized_type *t)
+{
+    size_t size;
+
+    if (!dst)
+        return;
+    memcpy(&size, dst, sizeof size);
+    if (size >= t->min)
+        sized_zero(dst, size < t->ours ? size : t->ours);
+}
+
 #endif

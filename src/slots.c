@@ -159,6 +159,11 @@ slot_entry *slots_load_state(slot_entry *s, uint32_t cap, const store_op *op,
             *from = pfp;
         }
     }
+    /* No state under any shape: what the newest replaced shape may have
+     * held before it expired, at worst (algo.h). */
+    if (!e && r->nprev && r->prev[0].until_ms > now)
+        algo_convert_unknown(&r->prev[0].ap, &r->ap, r->prev[0].since_ms,
+                             now, st);
     return NULL;
 }
 

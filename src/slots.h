@@ -72,7 +72,8 @@ uint32_t slots_purge(slot_entry *s, uint32_t cap, uint32_t now_s);
  * the rule's previous shapes may still hold one, the newest found there,
  * converted to the current shape as at the change (*from gets that
  * entry's fingerprint, to be dropped when the new state is written); else
- * fresh.  A client's entries of every shape share its segment.  Returns
+ * when the newest replaced shape is a bucket, the least it may have held
+ * (algo_convert_unknown); else fresh.  A client's entries of every shape share its segment.  Returns
  * fp's own live entry (where the new state goes, as long as nothing else
  * was written to the table since), or NULL. */
 slot_entry *slots_load_state(slot_entry *s, uint32_t cap, const store_op *op,

@@ -31,7 +31,9 @@
  * A rule whose shape changed (ruleset_inherit) remembers its previous
  * shapes for as long as states of them can live.  A client with no entry
  * under the current shape is then looked up under those, newest first; a
- * state found there is converted (algo_convert) and decided on, and when
+ * state found there is converted (algo_convert) and decided on (none
+ * found under a replaced bucket shape: the least it may have held,
+ * algo_convert_unknown), and when
  * the charge is kept the new entry is written and the old one removed, in
  * the same segment, under the same lock.  Only the ops of changed rules,
  * and only on a miss, pay for it.

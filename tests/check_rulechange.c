@@ -873,10 +873,24 @@ START_TEST(convert_table)
                                   T0 + 900, &out), 1);
     algo_apply(&tb2, &out, T0 + 900, 0, &d);
     ck_assert_int_eq(d.remaining, 3);
-    /* full again by now: fresh under the new rule */
+    /* full again by now under the old rule (1 a second): never refilled
+     * by it, taken as a state that expired by now (algo_convert_unknown):
+     * at the change at least 10 - 6.5 s x 1/s, rounded down: 3, refilled
+     * at the new 1 per 10 s since; not 20 */
     ck_assert_int_eq(algo_convert(&tb, &st, &tb2, T0 + 500,
-                                  T0 + 7000, &out), 0);
-    ck_assert(out.a == 0 && out.b == 0 && out.c == 0);
+                                  T0 + 7000, &out), 1);
+    algo_apply(&tb2, &out, T0 + 7000, 0, &d);
+    ck_assert_int_eq(d.remaining, 3);
+    ck_assert_int_eq(algo_convert_unknown(&tb, &tb2, T0 + 500, T0 + 7000,
+                                          &out), 1);
+    algo_apply(&tb2, &out, T0 + 7000, 0, &d);
+    ck_assert_int_eq(d.remaining, 3);
+    /* nothing known right at the change: the old burst, at most the new */
+    ck_assert_int_eq(algo_convert_unknown(&tb, &g, T0, T0, &out), 1);
+    algo_apply(&g, &out, T0, 0, &d);
+    ck_assert_int_eq(d.remaining, 5);
+    /* a window replaced: passed windows count nothing, fresh */
+    ck_assert_int_eq(algo_convert_unknown(&sw, &tb2, T0, T0 + 10, &out), 0);
     /* sliding window: 6 in the previous window, 2 now, 2.5 s in: the
      * estimate 6 * 0.75 + 2 = 6.5, rounded up: 7 used */
     memset(&st, 0, sizeof st);

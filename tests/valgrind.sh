@@ -151,6 +151,8 @@ check_rules_source
 check_lease
 check_limiter
 check_rulechange
+check_rulechange_refill
+check_last_good_start
 check_reserve RSV_STEPS=300
 check_harness
 check_acl
@@ -168,6 +170,7 @@ check_contention
 check_events
 check_dims
 check_headers_ietf
+check_failed_result
 check_abi
 check_algo
 check_options
