@@ -672,7 +672,7 @@ END_TEST
 
 /* ratelimitd given a CA that did not sign the server's certificate: it
  * starts (Redis may come later), stores the change, publishes nothing, and
- * its log says why; /healthz says Redis is down. */
+ * its log says why; /healthz answers 503: Redis is down, and why. */
 START_TEST(ratelimitd_refuses_a_stranger_ca)
 {
     char other[200], tail[4096];
@@ -689,9 +689,13 @@ START_TEST(ratelimitd_refuses_a_stranger_ca)
             break;
         ck_assert_msg(now_ms() - start < WAIT_MS, "%s", tail);
     }
+    /* a refusal, not an outage: 503 at once, with the reason */
     ck_assert_int_eq(rld_http(&d, "GET", "/healthz", NULL, NULL, NULL, 0, &r),
-                     200);
-    ck_assert_msg(strstr(r.body, "\"redis\":\"down\""), "%s", r.body);
+                     503);
+    ck_assert_msg(strstr(r.body, "\"redis\":\"down\"") &&
+                  strstr(r.body, "\"ok\":false") &&
+                  strstr(r.body, "refuses this service") &&
+                  strstr(r.body, "certificate verify failed"), "%s", r.body);
     rld_resp_free(&r);
     rld_cleanup(&d);
 }

@@ -2,7 +2,10 @@
  * api.c -- the endpoints of contracts.md section 5: what each method on each
  * path does once http.c has routed, authenticated and read the request.
  *
- *   GET    /healthz                {"ok":true,"version":N,"redis":"up"|"down"|"off"}
+ *   GET    /healthz                {"ok":true,"version":N,"generation":G,
+ *                                   "redis":"up"|"down"|"off"}; 503 with
+ *                                   "ok":false and a "reason" while the
+ *                                   fleet cannot run this database's set
  *   GET    /v1/rules               the set, ETag = set version; If-None-Match: 304
  *   GET    /v1/rules/{id}          one rule, ETag = rule version; 404
  *   PUT    /v1/rules/{id}          store a rule; If-Match / If-None-Match: 412
@@ -94,11 +97,15 @@ static void not_modified(api_reply *r, int64_t version)
 static void healthz(const http_opts *o, api_reply *r)
 {
     snapshot *s = service_snapshot(o->svc);
+    char why[API_MSG_MAX];
+    int bad = publisher_health(o->pub, why, sizeof why) != 0;
+    json_t *j = json_pack("{s:b, s:I, s:s, s:s}", "ok", !bad, "version",
+                          (json_int_t)s->version, "generation", s->gen,
+                          "redis", publisher_state(o->pub));
 
-    reply_json(r, MHD_HTTP_OK,
-               json_pack("{s:b, s:I, s:s}", "ok", 1, "version",
-                         (json_int_t)s->version, "redis",
-                         publisher_state(o->pub)));
+    if (j && bad)
+        json_object_set_new(j, "reason", json_string(why));
+    reply_json(r, bad ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, j);
     snapshot_unref(s);
 }
 

@@ -31,13 +31,14 @@
 #define DEFAULT_MAX_BODY 65536
 #define DEFAULT_THREADS 4
 #define DEFAULT_REDIS_TIMEOUT_MS 1000
+#define DEFAULT_REDIS_GRACE_MS 10000
 #define LISTEN_BACKLOG 128
 #define URI_FILE_MAX 1024
 
 typedef struct flags {
     const char *listen, *db, *redis, *key, *token_file, *port_file;
     const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file;
-    long long max_body, threads, redis_timeout_ms;
+    long long max_body, threads, redis_timeout_ms, redis_grace_ms;
     int read_auth;
 } flags;
 
@@ -46,7 +47,8 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: ratelimitd --token-file PATH [--db PATH] [--listen ADDR:PORT]\n"
         "                  [--redis URI|@FILE] [--redis-key NAME]\n"
-        "                  [--redis-timeout-ms MS] [--read-auth]\n"
+        "                  [--redis-timeout-ms MS] [--redis-grace-ms MS]\n"
+        "                  [--read-auth]\n"
         "                  [--tls-ca-file FILE] [--tls-ca-dir DIR]\n"
         "                  [--tls-cert-file FILE --tls-key-file FILE]\n"
         "                  [--max-body BYTES] [--threads N]\n"
@@ -79,6 +81,7 @@ static int parse_flags(int argc, char **argv, flags *f)
         {"redis", required_argument, 0, 'r'},
         {"redis-key", required_argument, 0, 'k'},
         {"redis-timeout-ms", required_argument, 0, 'T'},
+        {"redis-grace-ms", required_argument, 0, 'G'},
         {"tls-ca-file", required_argument, 0, 'C'},
         {"tls-ca-dir", required_argument, 0, 'D'},
         {"tls-cert-file", required_argument, 0, 'E'},
@@ -95,7 +98,8 @@ static int parse_flags(int argc, char **argv, flags *f)
     *f = (flags){.listen = DEFAULT_LISTEN, .db = DEFAULT_DB,
                  .key = DEFAULT_KEY, .max_body = DEFAULT_MAX_BODY,
                  .threads = DEFAULT_THREADS,
-                 .redis_timeout_ms = DEFAULT_REDIS_TIMEOUT_MS};
+                 .redis_timeout_ms = DEFAULT_REDIS_TIMEOUT_MS,
+                 .redis_grace_ms = DEFAULT_REDIS_GRACE_MS};
     while (!bad && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'l': f->listen = optarg; break;
@@ -112,6 +116,10 @@ static int parse_flags(int argc, char **argv, flags *f)
         case 'T':
             bad = number("redis-timeout-ms", optarg, 10, 60000,
                          &f->redis_timeout_ms);
+            break;
+        case 'G':
+            bad = number("redis-grace-ms", optarg, 0, 3600000,
+                         &f->redis_grace_ms);
             break;
         case 'm':
             bad = number("max-body", optarg, 1024, 16 << 20, &f->max_body);
@@ -235,6 +243,7 @@ static int start(const flags *f, parts *p)
     if (f->redis) {
         publisher_opts po = {.key = f->key,
                              .timeout_ms = (int)f->redis_timeout_ms,
+                             .grace_ms = f->redis_grace_ms,
                              .tls_ca_file = f->tls_ca_file,
                              .tls_ca_dir = f->tls_ca_dir,
                              .tls_cert_file = f->tls_cert_file,
