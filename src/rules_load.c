@@ -32,16 +32,18 @@
 #include <string.h>
 
 #define ERR_MAX (RL_ERRMSG_MAX - 40) /* room for rl_fail's own prefix */
-/* The log hears of refused sets at most once a REFUSAL_LOG_MS; the line
- * after a quiet spell counts the refusals it did not name. */
+/* The log hears of refused sets at most REFUSAL_LOG_BURST at once, then
+ * one a REFUSAL_LOG_MS (GCRA); the line after a quiet spell counts the
+ * refusals it did not name.  (A text refused once is not refused again
+ * until the source holds another: rules_source.c.) */
 #define REFUSAL_LOG_MS 1000
+#define REFUSAL_LOG_BURST 10
 
 int rules_state_init(rules_state *st)
 {
     memset(st, 0, sizeof *st);
     st->origin = RL_RULES_FROM_NONE;
     st->source = RL_SOURCE_NONE;
-    st->last_refusal_log_ms = INT64_MIN / 2;
     return pthread_mutex_init(&st->mu, NULL);
 }
 
@@ -67,13 +69,16 @@ void rules_refused(rl_limiter *lim, const swap_how *how, int stale,
              why);
     log_sanitize(st->last_refusal);
     now = clock_mono_ms();
-    if (how->log && now - st->last_refusal_log_ms < REFUSAL_LOG_MS) {
+    if (how->log && st->refusal_log_tat - now >
+                        (int64_t)(REFUSAL_LOG_BURST - 1) * REFUSAL_LOG_MS) {
         st->refusals_unlogged++;
         quiet = 1;
     } else if (how->log) {
         unlogged = st->refusals_unlogged;
         st->refusals_unlogged = 0;
-        st->last_refusal_log_ms = now;
+        st->refusal_log_tat = (st->refusal_log_tat > now
+                                   ? st->refusal_log_tat : now) +
+                              REFUSAL_LOG_MS;
     }
     pthread_mutex_unlock(&st->mu);
     if (how->log && !quiet)
