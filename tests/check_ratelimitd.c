@@ -439,6 +439,12 @@ static const refusal bad_bodies[] = {
     {"PUT", ID, ALICE, {0}, "{\"dimension\":\"ip\",\"limit\":5,"
      "\"window_seconds\":60,\"match\":{\"tier\":7}}", 400, "invalid_rule",
      "match.tier"},
+    {"PUT", ID, ALICE, {0}, "{\"dimension\":\"ip\",\"limit\":5,"
+     "\"window_seconds\":60,\"match\":{\"tier\":\"pro\\u001b[2J\"}}", 400,
+     "invalid_rule", "match.tier"},
+    {"PUT", ID, ALICE, {0}, "{\"dimension\":\"ip\",\"limit\":5,"
+     "\"window_seconds\":60,\"match\":{\"endpoint\":\"api/x\"}}", 400,
+     "invalid_rule", "match.endpoint"},
     {"PUT", ID, ALICE, {0}, "{\"dimension\":\"Planet\",\"limit\":5,"
      "\"window_seconds\":60}", 400, "invalid_rule", "dimension"},
     {"PUT", ID, ALICE, {0}, "{\"dimension\":\"ip\",\"limit\":5,"
