@@ -373,12 +373,16 @@ START_TEST(conditional_writes)
     json_decref(j);
     rld_resp_free(&r);
 
-    /* A list naming the current tag; "*" (unconditional); a tag for a rule
-     * that is not there; create-only; a conditional delete. */
+    /* A list naming the current tag; "*" (any current rule); a tag, or
+     * "*", for a rule that is not there; create-only; a conditional
+     * delete. */
     expect(&d, "PUT", "/v1/rules/r1", "If-Match: \"7\", \"2\"", LIMIT7, 200,
            "\"3\"");
     expect(&d, "PUT", "/v1/rules/r1", "If-Match: *", LIMIT7, 200, "\"4\"");
     expect(&d, "PUT", "/v1/rules/r2", "If-Match: \"9\"", LIMIT7, 412, NULL);
+    /* "*" asks for a current rule: there is none (RFC 9110 13.1.1) */
+    expect(&d, "PUT", "/v1/rules/r2", "If-Match: *", LIMIT7, 412, NULL);
+    expect(&d, "DELETE", "/v1/rules/r2", "If-Match: *", NULL, 404, NULL);
     expect(&d, "GET", "/v1/rules/r2", NULL, NULL, 404, NULL);
     expect(&d, "PUT", "/v1/rules/r2", "If-None-Match: *", LIMIT7, 200, "\"5\"");
     expect(&d, "DELETE", "/v1/rules/r2", "If-Match: \"5\"", NULL, 200, NULL);

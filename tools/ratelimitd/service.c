@@ -122,13 +122,13 @@ static int commit(service *s, int64_t version, const char *id,
 }
 
 /* If-Match / If-None-Match against the stored rule (found, at version).
- * If-Match absent or "*" is unconditional (contracts.md 5), so a create
- * needs no tag; any other If-Match on a rule that does not exist fails. */
+ * If-Match absent is unconditional, so a create needs no tag; "*" asks
+ * for a current rule (RFC 9110 13.1.1): any rule there, none fails, as
+ * any other If-Match on a rule that does not exist. */
 static int preconditions(const change_req *req, const char *id, int found,
                          int64_t version, change_res *res)
 {
-    if (req->if_match && !etag_is_any(req->if_match) &&
-        !etag_matches(req->if_match, version, found, 0)) {
+    if (req->if_match && !etag_matches(req->if_match, version, found, 0)) {
         if (found)
             snprintf(res->msg, sizeof res->msg,
                      "rule %s is at version %lld, If-Match asked for %.*s",
