@@ -574,6 +574,40 @@ START_TEST(rlctl_exit_codes_and_output)
 }
 END_TEST
 
+/* rlctl put's flags on a rule that exists change only what they name
+ * (the README's "rlctl put ID --limit 300" keeps the endpoint), under
+ * If-Match on the version read; usage errors exit 2. */
+START_TEST(rlctl_put_flags_change_only_what_they_name)
+{
+    char out[8192];
+
+    rlctl_ok("put p --dimension user --limit 5 --window 60 --algorithm "
+             "token_bucket --burst 8 --endpoint /api/** --tier free");
+    rlctl_ok("put p --limit 300");
+    ck_assert_int_eq(rlctl(out, sizeof out, "get p"), 0);
+    ck_assert_msg(strstr(out, "\"limit\": 300") &&
+                  strstr(out, "\"endpoint\": \"/api/**\"") &&
+                  strstr(out, "\"tier\": \"free\"") &&
+                  strstr(out, "\"burst\": 8") &&
+                  strstr(out, "\"algorithm\": \"token_bucket\""), "%s", out);
+    rlctl_ok("put p --tier pro");
+    ck_assert_int_eq(rlctl(out, sizeof out, "get p"), 0);
+    ck_assert_msg(strstr(out, "\"endpoint\": \"/api/**\"") &&
+                  strstr(out, "\"tier\": \"pro\"") &&
+                  strstr(out, "\"limit\": 300"), "%s", out);
+    /* a stale --if-match still refuses, a created rule needs its flags */
+    ck_assert_int_eq(rlctl(out, sizeof out, "put p --limit 7 --if-match 1"),
+                     1);
+    ck_assert_int_eq(rlctl(out, sizeof out, "put q --limit 7"), 1);
+    ck_assert_msg(strstr(out, "dimension"), "%s", out);
+    /* usage: an unknown flag, a flag without its value, a bad --timeout */
+    ck_assert_int_eq(rlctl(out, sizeof out, "put p --colour red"), 2);
+    ck_assert_int_eq(rlctl(out, sizeof out, "put p --limit"), 2);
+    ck_assert_int_eq(rlctl(out, sizeof out, "--timeout 0 list"), 2);
+    ck_assert_int_eq(rlctl(out, sizeof out, "list --frob"), 2);
+}
+END_TEST
+
 /* The Redis client line of ratelimitd's connection (CLIENT LIST, as the
  * admin) into buf; "" if none. */
 static void rld_client(char *buf, size_t len)
@@ -715,6 +749,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stale_if_match_changes_nothing);
     tcase_add_test(tc, dry_run_then_enforce);
     tcase_add_test(tc, rlctl_exit_codes_and_output);
+    tcase_add_test(tc, rlctl_put_flags_change_only_what_they_name);
     tcase_add_test(tc, rlctl_events_shows_rejections);
     suite_add_tcase(s, tc);
     tcase_set_timeout(acl, 120);
