@@ -26,6 +26,7 @@
 #include "ratelimitd.h"
 
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,13 +39,15 @@
 struct http {
     struct MHD_Daemon *d;
     http_opts o;
+    pthread_rwlock_t tmu;   /* guards o.tokens: SIGHUP swaps them      */
 };
 
 /* Per request, from its first call to its completion. */
 typedef struct req {
     route rt;
     api_reply refusal;      /* status != 0: answer this once the body is in */
-    const char *by;         /* token name */
+    const char *by;         /* token name: byname, or NULL */
+    char byname[AUTH_NAME_MAX + 1];
     char *buf;
     size_t len, cap;
     int answered;           /* a response is queued: discard the rest */
@@ -129,12 +132,22 @@ static void too_large(api_reply *r, size_t max)
     api_error(r, MHD_HTTP_CONTENT_TOO_LARGE, "payload_too_large", msg, NULL);
 }
 
-static int refuse_token(const http *h, struct MHD_Connection *c, req *q)
+static int refuse_token(http *h, struct MHD_Connection *c, req *q)
 {
     api_reply *r = &q->refusal;
+    const char *name;
+    int rc;
 
-    switch (auth_check(h->o.tokens, header(c, MHD_HTTP_HEADER_AUTHORIZATION),
-                       &q->by)) {
+    /* the name is copied: the tokens may be swapped once it is read */
+    pthread_rwlock_rdlock(&h->tmu);
+    rc = auth_check(h->o.tokens, header(c, MHD_HTTP_HEADER_AUTHORIZATION),
+                    &name);
+    if (rc == AUTH_OK) {
+        snprintf(q->byname, sizeof q->byname, "%s", name);
+        q->by = q->byname;
+    }
+    pthread_rwlock_unlock(&h->tmu);
+    switch (rc) {
     case AUTH_OK:
         return 0;
     case AUTH_MISSING:
@@ -151,7 +164,7 @@ static int refuse_token(const http *h, struct MHD_Connection *c, req *q)
 
 /* What can be refused from the request line and headers alone: fills
  * q->refusal and returns 1, or 0 to go on. */
-static int refuse_early(const http *h, struct MHD_Connection *c,
+static int refuse_early(http *h, struct MHD_Connection *c,
                         const char *method, req *q)
 {
     api_reply *r = &q->refusal;
@@ -300,6 +313,7 @@ int http_start(http **out, const http_opts *o, char *err, size_t errlen)
     if (!h)
         return snprintf(err, errlen, "out of memory"), -1;
     h->o = *o;
+    pthread_rwlock_init(&h->tmu, NULL);
     h->d = MHD_start_daemon(
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -310,6 +324,7 @@ int http_start(http **out, const http_opts *o, char *err, size_t errlen)
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
         MHD_OPTION_END);
     if (!h->d) {
+        pthread_rwlock_destroy(&h->tmu);
         free(h);
         return snprintf(err, errlen, "libmicrohttpd would not start"), -1;
     }
@@ -322,5 +337,17 @@ void http_stop(http *h)
     if (!h)
         return;
     MHD_stop_daemon(h->d); /* joins the workers: requests in flight end */
+    pthread_rwlock_destroy(&h->tmu);
     free(h);
+}
+
+const auth *http_swap_tokens(http *h, const auth *tokens)
+{
+    const auth *old;
+
+    pthread_rwlock_wrlock(&h->tmu);
+    old = h->o.tokens;
+    h->o.tokens = tokens;
+    pthread_rwlock_unlock(&h->tmu);
+    return old;
 }

@@ -265,6 +265,9 @@ void api_serve(const http_opts *o, const api_call *c, api_reply *r);
 typedef struct http http;
 
 int http_start(http **out, const http_opts *o, char *err, size_t errlen);
+/* Serve with these tokens from now on (SIGHUP); returns the ones replaced,
+ * which no request uses any more: the caller frees them. */
+const auth *http_swap_tokens(http *h, const auth *tokens);
 void http_stop(http *h);
 
 #endif
