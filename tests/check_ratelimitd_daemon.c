@@ -148,6 +148,74 @@ START_TEST(every_program_says_its_version)
 }
 END_TEST
 
+/* GET /metrics into buf: its status. */
+static long metrics(const rld *d, char *buf, size_t len)
+{
+    rld_resp r;
+    long st = rld_http(d, "GET", "/metrics", NULL, NULL, NULL, 0, &r);
+
+    snprintf(buf, len, "%s", r.body ? r.body : "");
+    ck_assert_msg(st != 200 || strstr(r.content_type, "text/plain"), "%s",
+                  r.content_type);
+    rld_resp_free(&r);
+    return st;
+}
+
+#define FAILURES "\nratelimitd_publish_failures_total "
+
+static void wait_metric(const rld *d, const char *line)
+{
+    char buf[16384] = "";
+    int64_t start = now_ms();
+
+    while (metrics(d, buf, sizeof buf) != 200 || !strstr(buf, line))
+        ck_assert_msg(now_ms() - start < WAIT_MS, "no \"%s\" in:\n%s", line,
+                      buf);
+}
+
+START_TEST(metrics_count_requests_publishes_and_redis)
+{
+    rh_server redis;
+    char uri[256];
+    const char *args[] = {"--redis", uri, "--redis-grace-ms", "0", NULL};
+    rld d = {0};
+    rld_resp r;
+    char buf[16384];
+    const char *f;
+
+    ck_assert_int_eq(rh_start(&redis, NULL), 0);
+    ck_assert_ptr_nonnull(rh_uri(&redis, uri, sizeof uri));
+    ck_assert_int_eq(rld_start(&d, args), 0);
+    ck_assert_int_eq(put(&d, RLD_ALICE_TOKEN), 200);
+    ck_assert_int_eq(put(&d, RLD_ALICE_TOKEN), 200);
+    ck_assert_int_eq(put(&d, "not-a-token-of-this-service"), 403);
+    ck_assert_int_eq(rld_http(&d, "GET", "/nope", NULL, NULL, NULL, 0, &r),
+                     404);
+    rld_resp_free(&r);
+    wait_metric(&d, "ratelimitd_requests_total{route=\"rule\",status=\"200\"}"
+                    " 2\n");
+    wait_metric(&d, "ratelimitd_requests_total{route=\"rule\",status=\"403\"}"
+                    " 1\n");
+    wait_metric(&d, "ratelimitd_requests_total{route=\"unknown\","
+                    "status=\"404\"} 1\n");
+    wait_metric(&d, "\nratelimitd_rules_version 2\n");
+    wait_metric(&d, "\nratelimitd_published_version 2\n");
+    wait_metric(&d, "\nratelimitd_redis_up 1\n");
+    wait_metric(&d, "\nratelimitd_healthy 1\n");
+    wait_metric(&d, "# TYPE ratelimitd_publishes_total counter\n"
+                    "ratelimitd_publishes_total ");
+    /* Redis away: down, failures counted, unhealthy (no grace) */
+    ck_assert_int_eq(rh_stop(&redis), 0);
+    wait_metric(&d, "\nratelimitd_redis_up 0\n");
+    wait_metric(&d, "\nratelimitd_healthy 0\n");
+    ck_assert_int_eq(metrics(&d, buf, sizeof buf), 200);
+    ck_assert_ptr_nonnull(f = strstr(buf, FAILURES));
+    ck_assert_int_ge(atoll(f + strlen(FAILURES)), 1);
+    ck_assert_int_eq(rld_stop(&d), 0);
+    rld_cleanup(&d);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("daemon");
@@ -156,6 +224,8 @@ static Suite *suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, sighup_reloads_tokens_and_reopens_the_log);
     tcase_add_test(t, every_program_says_its_version);
+    if (rh_available())
+        tcase_add_test(t, metrics_count_requests_publishes_and_redis);
     suite_add_tcase(s, t);
     return s;
 }

@@ -11,6 +11,7 @@
  *   PUT    /v1/rules/{id}          store a rule; If-Match / If-None-Match: 412
  *   DELETE /v1/rules/{id}          {"version":N,"deleted":id}; If-Match: 412
  *   GET    /v1/rules/{id}/history  {"rule_id":id,"history":[...]} oldest first
+ *   GET    /metrics                Prometheus text (metrics.c)
  *
  * Rules are read from the snapshot in memory (never from SQLite), so reads
  * never wait for a write's fsync.  Every rule and set in an answer is the
@@ -29,6 +30,7 @@ static const char *const allowed[] = {
     [ROUTE_RULES] = "GET, HEAD",
     [ROUTE_RULE] = "GET, HEAD, PUT, DELETE",
     [ROUTE_HISTORY] = "GET, HEAD",
+    [ROUTE_METRICS] = "GET, HEAD",
 };
 
 static int is_read(const char *method)
@@ -262,6 +264,15 @@ void api_serve(const http_opts *o, const api_call *c, api_reply *r)
         break;
     case ROUTE_HISTORY:
         history(o, c, r);
+        break;
+    case ROUTE_METRICS:
+        if (metrics_text(o, &r->body, &r->len) == 0) {
+            r->status = MHD_HTTP_OK;
+            r->type = METRICS_TYPE;
+        } else {
+            api_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                      "out of memory", NULL);
+        }
         break;
     case ROUTE_RULE:
         if (read)

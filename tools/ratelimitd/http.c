@@ -67,11 +67,12 @@ static const char *header(struct MHD_Connection *c, const char *name)
 
 static enum MHD_Result send_reply(struct MHD_Connection *c,
                                   const char *method, const char *url,
-                                  api_reply *r)
+                                  int kind, api_reply *r)
 {
     struct MHD_Response *resp;
     enum MHD_Result ok;
 
+    metrics_count(kind, r->status);
     if (r->error)
         log_line("%s %s: %d %s: %s", method, url, r->status, r->error,
                  r->msg);
@@ -85,7 +86,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c,
     r->body = NULL; /* the response frees it */
     if (r->len)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                JSON_TYPE);
+                                r->type ? r->type : JSON_TYPE);
     if (r->etag[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->etag);
     if (r->status == MHD_HTTP_METHOD_NOT_ALLOWED)
@@ -254,7 +255,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
         if (refuse_early(h, c, method, q) &&
             q->refusal.status == MHD_HTTP_CONTENT_TOO_LARGE) {
             q->answered = 1;
-            return send_reply(c, method, url, &q->refusal);
+            return send_reply(c, method, url, q->rt.kind, &q->refusal);
         }
         return MHD_YES;
     }
@@ -266,14 +267,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
         return MHD_YES;
     q->answered = 1;
     if (q->refusal.status)
-        return send_reply(c, method, url, &q->refusal);
+        return send_reply(c, method, url, q->rt.kind, &q->refusal);
     call = (api_call){.method = method, .rt = &q->rt, .body = q->buf,
                       .len = q->len, .by = q->by,
                       .if_match = header(c, MHD_HTTP_HEADER_IF_MATCH),
                       .if_none_match = header(c,
                                               MHD_HTTP_HEADER_IF_NONE_MATCH)};
     api_serve(&h->o, &call, &r);
-    return send_reply(c, method, url, &r);
+    return send_reply(c, method, url, q->rt.kind, &r);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **ptr,

@@ -120,6 +120,8 @@ struct publisher {
     char key_gen[RULESET_GEN_MAX + 1];
     int64_t key_version;    /* -1: not known or missing                 */
     int64_t seen_max;       /* the highest version seen in the key      */
+    uint64_t published;     /* sets written to the key                  */
+    uint64_t failed;        /* rounds that failed                       */
     /* the thread's own */
     rlink link;
     int linked;             /* link is open                             */
@@ -182,6 +184,9 @@ static void drop(publisher *p, const char *why)
         p->linked = 0;
     }
     set_up(p, 0, msg);
+    pthread_mutex_lock(&p->hmu);
+    p->failed++;
+    pthread_mutex_unlock(&p->hmu);
     p->retry_ms = p->retry_ms ? p->retry_ms * 2 : RETRY_MIN_MS;
     if (p->retry_ms > RETRY_MAX_MS)
         p->retry_ms = RETRY_MAX_MS;
@@ -276,6 +281,9 @@ static int publish(publisher *p, const snapshot *s)
     written = r->element[2]->integer == 1;
     key_holds(p, held, r->element[1]->str, r->element[1]->len, s);
     if (written) {
+        pthread_mutex_lock(&p->hmu);
+        p->published++;
+        pthread_mutex_unlock(&p->hmu);
         log_line("published version %lld (generation %s) to %s",
                  (long long)s->version, s->gen, p->key);
     } else if (strcmp(r->element[1]->str, s->gen) && held != p->warned) {
@@ -477,6 +485,20 @@ int64_t publisher_seen(publisher *p)
     v = p->seen_max;
     pthread_mutex_unlock(&p->hmu);
     return v;
+}
+
+void publisher_counts(publisher *p, uint64_t *published, uint64_t *failed,
+                      int64_t *key_version)
+{
+    *published = *failed = 0;
+    *key_version = -1;
+    if (!p)
+        return;
+    pthread_mutex_lock(&p->hmu);
+    *published = p->published;
+    *failed = p->failed;
+    *key_version = p->key_version;
+    pthread_mutex_unlock(&p->hmu);
 }
 
 int publisher_health(publisher *p, char *why, size_t len)

@@ -166,6 +166,11 @@ int64_t publisher_seen(publisher *p);
  * longer than grace_ms, or its key holds a set that is not this
  * database's.  NULL publisher: 0.  Any thread. */
 int publisher_health(publisher *p, char *why, size_t len);
+/* Sets written to the key, and publish rounds that failed (a connect, a
+ * command), since start; the version the key was last seen holding (-1
+ * not known).  Any thread. */
+void publisher_counts(publisher *p, uint64_t *published, uint64_t *failed,
+                      int64_t *key_version);
 /* "up" (the last call to Redis worked), "down"; "off" for NULL. */
 const char *publisher_state(publisher *p);
 void publisher_stop(publisher *p);
@@ -246,6 +251,7 @@ typedef struct api_reply {
     size_t len;
     char etag[ETAG_MAX];
     const char *allow;      /* 405: the Allow header */
+    const char *type;       /* Content-Type; NULL: JSON */
     const char *error;
     char msg[API_MSG_MAX];
 } api_reply;
@@ -263,6 +269,18 @@ void api_error(api_reply *r, int status, const char *code, const char *msg,
 void api_serve(const http_opts *o, const api_call *c, api_reply *r);
 
 typedef struct http http;
+
+/* ---- metrics.c ---------------------------------------------------------------------- */
+
+#define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* One request answered: its route (ROUTE_*) and status.  Any thread; an
+ * atomic add. */
+void metrics_count(int kind, int status);
+/* The Prometheus text (malloc): requests by route and status, publishes,
+ * publish failures, the set's version and the one published, Redis up,
+ * healthy.  0, or -1 out of memory. */
+int metrics_text(const http_opts *o, char **out, size_t *len);
 
 int http_start(http **out, const http_opts *o, char *err, size_t errlen);
 /* Serve with these tokens from now on (SIGHUP); returns the ones replaced,
