@@ -579,7 +579,7 @@ END_TEST
  * If-Match on the version read; usage errors exit 2. */
 START_TEST(rlctl_put_flags_change_only_what_they_name)
 {
-    char out[8192];
+    char out[8192], args[256];
 
     rlctl_ok("put p --dimension user --limit 5 --window 60 --algorithm "
              "token_bucket --burst 8 --endpoint /api/** --tier free");
@@ -605,6 +605,28 @@ START_TEST(rlctl_put_flags_change_only_what_they_name)
     ck_assert_int_eq(rlctl(out, sizeof out, "put p --limit"), 2);
     ck_assert_int_eq(rlctl(out, sizeof out, "--timeout 0 list"), 2);
     ck_assert_int_eq(rlctl(out, sizeof out, "list --frob"), 2);
+    /* check on an shm:// region that is not there: said, not made */
+    snprintf(args, sizeof args, "check user:1 p --store shm://rl-none-%d",
+             (int)getpid());
+    ck_assert_int_eq(rlctl(out, sizeof out, args), 3);
+    ck_assert_msg(strstr(out, "no such region"), "%s", out);
+    snprintf(args, sizeof args, "/dev/shm/rl-none-%d", (int)getpid());
+    ck_assert_int_ne(access(args, F_OK), 0);
+}
+END_TEST
+
+/* rlctl check on a rediss:// store takes the TLS options. */
+START_TEST(rlctl_check_takes_the_tls_options)
+{
+    char out[8192], args[1024];
+
+    snprintf(args, sizeof args, "check user:tls r --store '%s' "
+             "--tls-ca-file '%s'", uri, ca_file);
+    ck_assert_msg(rlctl(out, sizeof out, args) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "allowed"), "%s", out);
+    /* without the CA, the server's certificate is not trusted */
+    snprintf(args, sizeof args, "check user:tls r --store '%s'", uri);
+    ck_assert_int_eq(rlctl(out, sizeof out, args), 3);
 }
 END_TEST
 
@@ -767,6 +789,7 @@ static Suite *suite(void)
     tcase_add_test(tls, delete_stops_enforcement);
     tcase_add_test(tls, stale_if_match_changes_nothing);
     tcase_add_test(tls, ratelimitd_refuses_a_stranger_ca);
+    tcase_add_test(tls, rlctl_check_takes_the_tls_options);
     suite_add_tcase(s, tls);
     return s;
 }
