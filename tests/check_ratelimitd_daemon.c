@@ -6,14 +6,19 @@
  * it with status 0; a token file that became unreadable keeps the tokens
  * it had; `--version` on each program prints its version and exits 0;
  * /metrics counts requests by route and status, publishes and their
- * failures, the versions and whether Redis is up.  Every wait is for a
+ * failures, the versions and whether Redis is up; rlctl prints no control
+ * byte a server sent (a canned answer: ratelimitd itself refuses them).  Every wait is for a
  * condition, with a deadline.
  */
+#include <arpa/inet.h>
 #include <check.h>
+#include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -216,6 +221,76 @@ START_TEST(metrics_count_requests_publishes_and_redis)
 }
 END_TEST
 
+/* A server that is not ratelimitd (an older one, or a hostile one):
+ * answers every connection with `reply`, until the test ends. */
+static const char *canned;
+
+static void *serve_canned(void *arg)
+{
+    int lfd = *(int *)arg;
+    char buf[4096];
+
+    for (;;) {
+        int fd = accept(lfd, NULL, NULL);
+        if (fd < 0)
+            return NULL;
+        if (read(fd, buf, sizeof buf) > 0 &&
+            write(fd, canned, strlen(canned)) < 0)
+            break;
+        close(fd);
+    }
+    return NULL;
+}
+
+/* rlctl prints nothing a server sent as a control byte, whether raw in
+ * the body or escaped in its JSON strings. */
+START_TEST(rlctl_prints_no_control_byte_from_the_server)
+{
+    static char reply[2048];
+    static const char body[] =
+        "{\"version\":3,\"rules\":[{\"rule_id\":\"r\\u001b]0;pwned\\u0007\","
+        "\"dimension\":\"user\",\"match\":{\"tier\":\"a\\u001b[2Jb\"},"
+        "\"limit\":5,\"window_seconds\":60,\"algorithm\":\"sliding_window\","
+        "\"mode\":\"enforce\",\"failure_mode\":\"fallback\",\"version\":3}]}"
+        "\x1b[31m\n";
+    struct sockaddr_in a = {.sin_family = AF_INET,
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof a;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    pthread_t t;
+    char cmd[512], out[8192];
+    const char *bin = getenv("RLCTL");
+    size_t n;
+    FILE *p;
+
+    snprintf(reply, sizeof reply, "HTTP/1.1 200 OK\r\nContent-Type: "
+             "application/json\r\nContent-Length: %zu\r\nConnection: "
+             "close\r\n\r\n%s", strlen(body), body);
+    canned = reply;
+    ck_assert_int_ge(lfd, 0);
+    ck_assert_int_eq(bind(lfd, (struct sockaddr *)&a, sizeof a), 0);
+    ck_assert_int_eq(listen(lfd, 8), 0);
+    ck_assert_int_eq(getsockname(lfd, (struct sockaddr *)&a, &al), 0);
+    ck_assert_int_eq(pthread_create(&t, NULL, serve_canned, &lfd), 0);
+    for (int json = 0; json < 2; json++) {
+        snprintf(cmd, sizeof cmd, "'%s' --server http://127.0.0.1:%d %s list",
+                 bin && *bin ? bin : "tools/rlctl/rlctl", ntohs(a.sin_port),
+                 json ? "--json" : "");
+        ck_assert_ptr_nonnull(p = popen(cmd, "r"));
+        n = fread(out, 1, sizeof out - 1, p);
+        out[n] = '\0';
+        ck_assert_int_eq(pclose(p), 0);
+        ck_assert_msg(n > 0 && strchr(out, 'r'), "%s", out);
+        for (size_t i = 0; i < n; i++)
+            ck_assert_msg((unsigned char)out[i] >= 0x20 || out[i] == '\n',
+                          "byte 0x%02x at %zu of: %s", out[i], i, out);
+    }
+    shutdown(lfd, SHUT_RDWR);
+    close(lfd);
+    pthread_join(t, NULL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("daemon");
@@ -224,6 +299,7 @@ static Suite *suite(void)
     tcase_set_timeout(t, 120);
     tcase_add_test(t, sighup_reloads_tokens_and_reopens_the_log);
     tcase_add_test(t, every_program_says_its_version);
+    tcase_add_test(t, rlctl_prints_no_control_byte_from_the_server);
     if (rh_available())
         tcase_add_test(t, metrics_count_requests_publishes_and_redis);
     suite_add_tcase(s, t);
