@@ -17,6 +17,7 @@
  */
 #include <check.h>
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,14 +86,33 @@ static void wait_health(const rld *d, long status, const char *needle)
     }
 }
 
-static char logged[4096];
+static pthread_mutex_t log_mu = PTHREAD_MUTEX_INITIALIZER;
+static char logged[4096]; /* the last refusal the limiters logged */
 
 static void keep_log(void *arg, int level, const char *msg)
 {
     (void)arg;
     (void)level;
+    pthread_mutex_lock(&log_mu);
     if (strstr(msg, "refused"))
         snprintf(logged, sizeof logged, "%s", msg);
+    pthread_mutex_unlock(&log_mu);
+}
+
+/* Wait until the last refusal logged holds both needles. */
+static void wait_logged(const char *a, const char *b)
+{
+    char copy[4096];
+    int64_t start = now_ms();
+
+    for (;; sleep_ms(10)) {
+        pthread_mutex_lock(&log_mu);
+        snprintf(copy, sizeof copy, "%s", logged);
+        pthread_mutex_unlock(&log_mu);
+        if (strstr(copy, a) && strstr(copy, b))
+            return;
+        ck_assert_msg(now_ms() - start < WAIT_MS, "%s", copy);
+    }
 }
 
 static rl_limiter *limiter(void)
@@ -317,9 +337,7 @@ START_TEST(a_stale_set_is_counted_and_logged)
             break;
         ck_assert_msg(now_ms() - start < WAIT_MS, "%s", metrics);
     }
-    ck_assert_msg(strstr(logged, "version 1 is older than the version 2 in "
-                                 "force") && strstr(logged, gen),
-                  "%s", logged);
+    wait_logged("version 1 is older than the version 2 in force", gen);
     ck_assert_int_eq(limit_of(lim, "r"), 4);
     rl_limiter_free(lim);
     rld_cleanup(&d);
