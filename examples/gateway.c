@@ -57,6 +57,7 @@ static const char usage_text[] =
     "usage: gateway --listen [ADDR:]PORT [--store URI] [--rules FILE]\n"
     "               [--upstream http://HOST[:PORT][/PREFIX]] [--metrics on|off]\n"
     "               [--set NAME=VALUE]... [--port-file FILE]\n"
+    "       gateway --version | --help\n"
     "\n"
     "An HTTP gateway that runs rl_check() on every request.\n"
     "  --listen [ADDR:]PORT  IPv4 address (default 0.0.0.0) and port; 0: a free one\n"
@@ -510,7 +511,8 @@ static int bad_arg(const char *fmt, const char *arg)
     return -1;
 }
 
-/* 0: run; 1: --help was printed; -1: a message was printed. */
+/* 0: run; 1: --help or --version was printed; -1: a message was
+ * printed. */
 static int parse_args(int argc, char **argv, gw_opts *o)
 {
     static const struct option longs[] = {
@@ -522,6 +524,7 @@ static int parse_args(int argc, char **argv, gw_opts *o)
         {"set", required_argument, NULL, 'o'},
         {"port-file", required_argument, NULL, 'p'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     int ch;
 
@@ -535,6 +538,9 @@ static int parse_args(int argc, char **argv, gw_opts *o)
         case 'u': o->upstream = optarg; break;
         case 'p': o->port_file = optarg; break;
         case 'h': fputs(usage_text, stdout); return 1;
+        case 'V':
+            printf("gateway (libratelimit) %s\n", rl_version_string());
+            return 1;
         case 'm':
             if (strcmp(optarg, "on") != 0 && strcmp(optarg, "off") != 0)
                 return bad_arg("--metrics: '%s' is neither on nor off", optarg);

@@ -42,6 +42,12 @@ int pattern_check(const char *pat, char *err, size_t errlen)
     if (n > RL_PATTERN_MAX)
         return snprintf(err, errlen, "match.endpoint: longer than %d bytes",
                         RL_PATTERN_MAX), -1;
+    /* A request's endpoint is a path: it starts with '/', which a
+     * pattern starting with another byte could never match. */
+    if (pat[0] != '/' && pat[0] != '*')
+        return snprintf(err, errlen, "match.endpoint: must start with '/' "
+                        "(or '*'): an endpoint is a path, which this "
+                        "pattern could never match"), -1;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)pat[i];
         if (ch < 0x21 || ch == 0x7f)

@@ -348,6 +348,10 @@ static int parse_match(json_t *m, rl_rule *r, char *err, size_t errlen)
         return -1;
     if (endpoint && pattern_check(endpoint, err, errlen))
         return -1;
+    for (size_t i = 0; tier && tier[i]; i++)
+        if ((unsigned char)tier[i] < 0x20 || tier[i] == 0x7f)
+            return snprintf(err, errlen, "match.tier: control byte at %zu",
+                            i), -1;
     if (tier && (!*tier || strlen(tier) > RL_TIER_MAX))
         return snprintf(err, errlen, "match.tier: must be 1..%d bytes",
                         RL_TIER_MAX), -1;

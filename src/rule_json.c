@@ -62,6 +62,8 @@ json_t *ruleset_to_json(const rl_ruleset *rs)
     for (size_t i = 0; !bad && i < rs->n; i++)
         bad = json_array_append_new(rules, rule_to_json(&rs->rules[i]));
     bad = bad || add(o, "version", json_integer(rs->version));
+    bad = bad || (rs->generation[0] &&
+                  add(o, "generation", json_string(rs->generation)));
     if (bad)
         json_decref(rules);
     if (bad || add(o, "rules", rules)) {

@@ -32,6 +32,12 @@
 #include <string.h>
 
 #define ERR_MAX (RL_ERRMSG_MAX - 40) /* room for rl_fail's own prefix */
+/* The log hears of refused sets at most REFUSAL_LOG_BURST at once, then
+ * one a REFUSAL_LOG_MS (GCRA); the line after a quiet spell counts the
+ * refusals it did not name.  (A text refused once is not refused again
+ * until the source holds another: rules_source.c.) */
+#define REFUSAL_LOG_MS 1000
+#define REFUSAL_LOG_BURST 10
 
 int rules_state_init(rules_state *st)
 {
@@ -50,6 +56,9 @@ void rules_refused(rl_limiter *lim, const swap_how *how, int stale,
                    const char *why)
 {
     rules_state *st = &lim->rstate;
+    uint64_t unlogged = 0;
+    int64_t now;
+    int quiet = 0;
 
     pthread_mutex_lock(&st->mu);
     if (stale)
@@ -59,11 +68,25 @@ void rules_refused(rl_limiter *lim, const swap_how *how, int stale,
     snprintf(st->last_refusal, sizeof st->last_refusal, "%s: %s", how->what,
              why);
     log_sanitize(st->last_refusal);
+    now = clock_mono_ms();
+    if (how->log && st->refusal_log_tat - now >
+                        (int64_t)(REFUSAL_LOG_BURST - 1) * REFUSAL_LOG_MS) {
+        st->refusals_unlogged++;
+        quiet = 1;
+    } else if (how->log) {
+        unlogged = st->refusals_unlogged;
+        st->refusals_unlogged = 0;
+        st->refusal_log_tat = (st->refusal_log_tat > now
+                                   ? st->refusal_log_tat : now) +
+                              REFUSAL_LOG_MS;
+    }
     pthread_mutex_unlock(&st->mu);
-    if (how->log)
+    if (how->log && !quiet)
         log_emit(lim->log_fn, lim->log_arg, RL_LOG_WARN,
-                 "rules from %s refused, version %lld stays in force: %s",
-                 how->what, (long long)rl_rules_version(lim), why);
+                 "rules from %s refused, version %lld stays in force: %s"
+                 "%s%.0llu%s", how->what, (long long)rl_rules_version(lim),
+                 why, unlogged ? " (" : "", (unsigned long long)unlogged,
+                 unlogged ? " more refused since the last line)" : "");
 }
 
 void rules_source_seen(rl_limiter *lim, int up, int64_t now_ms)
@@ -104,14 +127,23 @@ static int64_t number(const rl_ruleset *next, const rl_ruleset *old,
                         "version", (long long)INT64_MAX), -1;
     if (next->version < 0)
         return old->version + 1;
+    /* A set of another generation was numbered by another database (or
+     * another start of ratelimitd, see ratelimitd(8)): its version cannot
+     * be compared with the one in force, and it replaces it whatever its
+     * number.  Within a generation, only newer. */
+    if (how->newer_only && next->generation[0] &&
+        strcmp(next->generation, old->generation) != 0)
+        return next->version;
     if (how->newer_only && next->version <= old->version &&
         !(first && next->version == old->version)) {
         *stale = 1;
         return snprintf(err, errlen, "version %lld is %s the version %lld "
-                        "in force", (long long)next->version,
+                        "in force%s%s", (long long)next->version,
                         next->version == old->version ? "the same as"
                                                       : "older than",
-                        (long long)old->version), -1;
+                        (long long)old->version,
+                        old->generation[0] ? ", both of generation " : "",
+                        old->generation), -1;
     }
     return next->version;
 }
@@ -122,6 +154,7 @@ typedef struct swap_out {
     int64_t version;  /* the version taken                          */
     size_t n;         /* its rules                                  */
     int stale;        /* refused as not newer                       */
+    char generation[RULESET_GEN_MAX + 1];
 } swap_out;
 
 /* A rule the store cannot keep (limiter.c's log_refused): refuse the
@@ -170,6 +203,7 @@ static int swap_locked(rl_limiter *lim, rl_ruleset *next, const swap_how *how,
                RL_ENOMEM;
     }
     out->version = version;
+    memcpy(out->generation, next->generation, sizeof out->generation);
     out->old = rcu_swap(&lim->rules, next);
     if (lim->lease) /* no check reads the old set now */
         lease_drop_changed(lim->lease, next);
@@ -194,8 +228,10 @@ static int swap_done(rl_limiter *lim, int rc, const swap_out *out,
     ruleset_free(out->old);
     if (how->log)
         log_emit(lim->log_fn, lim->log_arg, RL_LOG_INFO,
-                 "rules version %lld (%zu rules) taken from %s",
-                 (long long)out->version, out->n, how->what);
+                 "rules version %lld (%zu rules%s%s) taken from %s",
+                 (long long)out->version, out->n,
+                 out->generation[0] ? ", generation " : "", out->generation,
+                 how->what);
     return RL_OK;
 }
 

@@ -25,6 +25,8 @@ typedef struct rules_state {
     uint64_t loads, refused_bad, refused_stale, source_errors;
     int64_t last_read_ms, last_load_ms;
     char last_refusal[RL_RULES_REFUSAL_MAX];
+    int64_t refusal_log_tat;      /* mono ms: the refusal log's GCRA  */
+    uint64_t refusals_unlogged;   /* refused since, not logged        */
 } rules_state;
 
 /* How a set is to be taken. */

@@ -137,8 +137,21 @@ int ruleset_index(rl_ruleset *rs, char *err, size_t errlen)
     return RL_OK;
 }
 
-/* Find the rule array and the version in the document's top level. */
-static int top_level(json_t *doc, json_t **rules, int64_t *version,
+int ruleset_gen_check(const char *s, size_t len)
+{
+    if (len == 0 || len > RULESET_GEN_MAX)
+        return -1;
+    for (size_t i = 0; i < len; i++)
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'z') ||
+              (s[i] >= 'A' && s[i] <= 'Z') || s[i] == '.' || s[i] == '_' ||
+              s[i] == '-'))
+            return -1;
+    return 0;
+}
+
+/* Find the rule array, the version and the generation in the document's
+ * top level. */
+static int top_level(json_t *doc, json_t **rules, rl_ruleset *rs,
                      char *err, size_t errlen)
 {
     const char *key;
@@ -152,14 +165,22 @@ static int top_level(json_t *doc, json_t **rules, int64_t *version,
         return snprintf(err, errlen,
                         "top level: must be an object or an array"), RL_ERULE;
     json_object_foreach(doc, key, v) {
-        if (strcmp(key, "rules") && strcmp(key, "version"))
+        if (strcmp(key, "rules") && strcmp(key, "version") &&
+            strcmp(key, "generation"))
             return snprintf(err, errlen, "%s: unknown field", key), RL_ERULE;
     }
     if ((v = json_object_get(doc, "version"))) {
         if (!json_is_integer(v) || json_integer_value(v) < 0)
             return snprintf(err, errlen,
                             "version: must be an integer >= 0"), RL_ERULE;
-        *version = (int64_t)json_integer_value(v);
+        rs->version = (int64_t)json_integer_value(v);
+    }
+    if ((v = json_object_get(doc, "generation"))) {
+        if (!json_is_string(v) ||
+            ruleset_gen_check(json_string_value(v), json_string_length(v)))
+            return snprintf(err, errlen, "generation: must be 1..%d of "
+                            "[0-9A-Za-z._-]", RULESET_GEN_MAX), RL_ERULE;
+        memcpy(rs->generation, json_string_value(v), json_string_length(v));
     }
     *rules = json_object_get(doc, "rules");
     if (!json_is_array(*rules))
@@ -216,7 +237,7 @@ int ruleset_parse(const char *json, size_t len, int64_t next_version,
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
     }
     rs->version = next_version;
-    rc = top_level(doc, &rules, &rs->version, err, errlen);
+    rc = top_level(doc, &rules, rs, err, errlen);
     if (rc == RL_OK)
         rc = parse_rules(rules, rs, err, errlen);
     json_decref(doc);

@@ -30,8 +30,13 @@ typedef struct ruleset_dims {
     uint8_t slot[RULESET_DIM_SLOTS];    /* by hash: index + 1, 0 = empty  */
 } ruleset_dims;
 
+/* A set's generation: who numbered its versions (ratelimitd makes one per
+ * database and start, see ratelimitd(8)); 1..64 of [0-9A-Za-z._-]. */
+#define RULESET_GEN_MAX 64
+
 typedef struct rl_ruleset {
     int64_t version;
+    char generation[RULESET_GEN_MAX + 1]; /* "" when the text has none */
     size_t n;
     rl_rule *rules;      /* in file order                          */
     uint32_t *index;     /* by id hash: rule index + 1, 0 = empty  */
@@ -46,7 +51,12 @@ typedef struct rl_ruleset {
                             (rule_index.h); NULL: no rules         */
 } rl_ruleset;
 
-/* Parse {"version": N, "rules": [...]} or a bare array of rules.  Without a
+/* 0 if s (len bytes) is a generation: 1..RULESET_GEN_MAX bytes of
+ * [0-9A-Za-z._-]; else -1. */
+int ruleset_gen_check(const char *s, size_t len);
+
+/* Parse {"version": N, "generation": G, "rules": [...]} (version and
+ * generation optional) or a bare array of rules.  Without a
  * "version" the set gets `next_version`.  Returns RL_OK, or RL_EPARSE /
  * RL_ERULE / RL_ENOMEM with the reason (and the failing rule) in err. */
 int ruleset_parse(const char *json, size_t len, int64_t next_version,

@@ -188,6 +188,7 @@ typedef struct scanner {
     ptrdiff_t *from;  /* each one's old rule, or -1: parse it   */
     size_t n, cap;
     int64_t version;  /* -1: not given                          */
+    char generation[RULESET_GEN_MAX + 1]; /* "": not given      */
 } scanner;
 
 static void skip_ws(scanner *sc)
@@ -350,10 +351,28 @@ static int version_number(scanner *sc)
     return 0;
 }
 
-/* {"version": N, "rules": [...]} (either order, version optional). */
+/* A generation's string: plain bytes (ruleset_gen_check()), no escape. */
+static int generation_string(scanner *sc)
+{
+    size_t start;
+
+    if (!take(sc, '"'))
+        return -1;
+    for (start = sc->at; sc->at < sc->len && sc->s[sc->at] != '"'; sc->at++)
+        ;
+    if (sc->at == sc->len ||
+        ruleset_gen_check(sc->s + start, sc->at - start))
+        return -1;
+    memcpy(sc->generation, sc->s + start, sc->at - start);
+    sc->at++;
+    return 0;
+}
+
+/* {"version": N, "generation": G, "rules": [...]} (any order, version and
+ * generation optional). */
 static int top_object(scanner *sc)
 {
-    int rules = 0, version = 0;
+    int rules = 0, version = 0, gen = 0;
 
     do {
         if (take_word(sc, "\"rules\"", 7)) {
@@ -361,6 +380,9 @@ static int top_object(scanner *sc)
                 return -1;
         } else if (take_word(sc, "\"version\"", 9)) {
             if (version++ || !take(sc, ':') || version_number(sc))
+                return -1;
+        } else if (take_word(sc, "\"generation\"", 12)) {
+            if (gen++ || !take(sc, ':') || generation_string(sc))
                 return -1;
         } else {
             return -1;
@@ -431,6 +453,7 @@ static rl_ruleset *assemble(scanner *sc, int64_t next_version,
         return NULL;
     }
     rs->version = sc->version >= 0 ? sc->version : next_version;
+    memcpy(rs->generation, sc->generation, sizeof rs->generation);
     rs->slices = sc->sl;
     ok = (rs->text = malloc(sc->len)) &&
          (!sc->n || (rs->rules = calloc(sc->n, sizeof *rs->rules)));

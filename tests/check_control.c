@@ -574,6 +574,62 @@ START_TEST(rlctl_exit_codes_and_output)
 }
 END_TEST
 
+/* rlctl put's flags on a rule that exists change only what they name
+ * (the README's "rlctl put ID --limit 300" keeps the endpoint), under
+ * If-Match on the version read; usage errors exit 2. */
+START_TEST(rlctl_put_flags_change_only_what_they_name)
+{
+    char out[8192], args[256];
+
+    rlctl_ok("put p --dimension user --limit 5 --window 60 --algorithm "
+             "token_bucket --burst 8 --endpoint /api/** --tier free");
+    rlctl_ok("put p --limit 300");
+    ck_assert_int_eq(rlctl(out, sizeof out, "get p"), 0);
+    ck_assert_msg(strstr(out, "\"limit\": 300") &&
+                  strstr(out, "\"endpoint\": \"/api/**\"") &&
+                  strstr(out, "\"tier\": \"free\"") &&
+                  strstr(out, "\"burst\": 8") &&
+                  strstr(out, "\"algorithm\": \"token_bucket\""), "%s", out);
+    rlctl_ok("put p --tier pro");
+    ck_assert_int_eq(rlctl(out, sizeof out, "get p"), 0);
+    ck_assert_msg(strstr(out, "\"endpoint\": \"/api/**\"") &&
+                  strstr(out, "\"tier\": \"pro\"") &&
+                  strstr(out, "\"limit\": 300"), "%s", out);
+    /* a stale --if-match still refuses, a created rule needs its flags */
+    ck_assert_int_eq(rlctl(out, sizeof out, "put p --limit 7 --if-match 1"),
+                     1);
+    ck_assert_int_eq(rlctl(out, sizeof out, "put q --limit 7"), 1);
+    ck_assert_msg(strstr(out, "dimension"), "%s", out);
+    /* usage: an unknown flag, a flag without its value, a bad --timeout */
+    ck_assert_int_eq(rlctl(out, sizeof out, "put p --colour red"), 2);
+    ck_assert_int_eq(rlctl(out, sizeof out, "put p --limit"), 2);
+    ck_assert_int_eq(rlctl(out, sizeof out, "--timeout 0 list"), 2);
+    ck_assert_int_eq(rlctl(out, sizeof out, "list --frob"), 2);
+    /* check on an shm:// region that is not there: said, not made */
+    snprintf(args, sizeof args, "check user:1 p --store shm://rl-none-%d",
+             (int)getpid());
+    ck_assert_int_eq(rlctl(out, sizeof out, args), 3);
+    ck_assert_msg(strstr(out, "no such region"), "%s", out);
+    snprintf(args, sizeof args, "/dev/shm/rl-none-%d", (int)getpid());
+    ck_assert_int_ne(access(args, F_OK), 0);
+}
+END_TEST
+
+/* rlctl check on a rediss:// store takes the TLS options. */
+START_TEST(rlctl_check_takes_the_tls_options)
+{
+    char out[8192], args[1024];
+
+    snprintf(args, sizeof args, "check user:tls r --store '%s' "
+             "--tls-ca-file '%s'", uri, ca_file);
+    ck_assert_msg(rlctl(out, sizeof out, args) == 0, "%s", out);
+    ck_assert_msg(strstr(out, "allowed"), "%s", out);
+    /* without the CA, the server's certificate is not trusted */
+    snprintf(args, sizeof args, "check user:tls r --store '%s'", uri);
+    ck_assert_int_eq(rlctl(out, sizeof out, args), 3);
+}
+END_TEST
+
 /* The Redis client line of ratelimitd's connection (CLIENT LIST, as the
  * admin) into buf; "" if none. */
 static void rld_client(char *buf, size_t len)
@@ -672,7 +728,7 @@ END_TEST
 
 /* ratelimitd given a CA that did not sign the server's certificate: it
  * starts (Redis may come later), stores the change, publishes nothing, and
- * its log says why; /healthz says Redis is down. */
+ * its log says why; /healthz answers 503: Redis is down, and why. */
 START_TEST(ratelimitd_refuses_a_stranger_ca)
 {
     char other[200], tail[4096];
@@ -689,9 +745,13 @@ START_TEST(ratelimitd_refuses_a_stranger_ca)
             break;
         ck_assert_msg(now_ms() - start < WAIT_MS, "%s", tail);
     }
+    /* a refusal, not an outage: 503 at once, with the reason */
     ck_assert_int_eq(rld_http(&d, "GET", "/healthz", NULL, NULL, NULL, 0, &r),
-                     200);
-    ck_assert_msg(strstr(r.body, "\"redis\":\"down\""), "%s", r.body);
+                     503);
+    ck_assert_msg(strstr(r.body, "\"redis\":\"down\"") &&
+                  strstr(r.body, "\"ok\":false") &&
+                  strstr(r.body, "refuses this service") &&
+                  strstr(r.body, "certificate verify failed"), "%s", r.body);
     rld_resp_free(&r);
     rld_cleanup(&d);
 }
@@ -711,6 +771,7 @@ static Suite *suite(void)
     tcase_add_test(tc, stale_if_match_changes_nothing);
     tcase_add_test(tc, dry_run_then_enforce);
     tcase_add_test(tc, rlctl_exit_codes_and_output);
+    tcase_add_test(tc, rlctl_put_flags_change_only_what_they_name);
     tcase_add_test(tc, rlctl_events_shows_rejections);
     suite_add_tcase(s, tc);
     tcase_set_timeout(acl, 120);
@@ -728,6 +789,7 @@ static Suite *suite(void)
     tcase_add_test(tls, delete_stops_enforcement);
     tcase_add_test(tls, stale_if_match_changes_nothing);
     tcase_add_test(tls, ratelimitd_refuses_a_stranger_ca);
+    tcase_add_test(tls, rlctl_check_takes_the_tls_options);
     suite_add_tcase(s, tls);
     return s;
 }

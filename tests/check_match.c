@@ -86,7 +86,10 @@ START_TEST(glob_matches_as_the_dynamic_programme_did)
 
     for (int i = 0; i < 200000; i++) {
         rand_glob(pat, 40, 1 + rnd(8));
-        ck_assert_int_eq(pattern_check(pat, why, sizeof why), 0);
+        /* valid but for a leading '?', which a rule refuses (an endpoint
+         * starts with '/'); the matcher is held to the reference anyway */
+        ck_assert_int_eq(pattern_check(pat, why, sizeof why),
+                         pat[0] == '/' || pat[0] == '*' ? 0 : -1);
         rand_path(ep, sizeof ep, rnd(10));
         int want = pattern_match_dp(pat, ep);
         ck_assert_msg(pattern_match(pat, ep) == want,

@@ -766,6 +766,13 @@ START_TEST(bad_tier_rejected)
     fails(with("\"match\":{\"tier\":\"\"}"), RL_ERULE, "match.tier");
     fails(with("\"match\":{\"tier\":7}"), RL_ERULE,
           "match.tier: must be a string");
+    /* control bytes, as match.endpoint refuses them */
+    fails(with("\"match\":{\"tier\":\"free\\u001b[31m\"}"), RL_ERULE,
+          "match.tier: control byte at 4");
+    fails(with("\"match\":{\"tier\":\"a\\nb\"}"), RL_ERULE,
+          "match.tier: control byte at 1");
+    fails(with("\"match\":{\"tier\":\"a\\u007f\"}"), RL_ERULE,
+          "match.tier: control byte at 1");
 }
 END_TEST
 
@@ -773,6 +780,12 @@ START_TEST(bad_endpoint_pattern_rejected)
 {
     fails(with("\"match\":{\"endpoint\":\"/a/***\"}"), RL_ERULE,
           "match.endpoint");
+    /* no leading '/': it could never match an endpoint */
+    fails(with("\"match\":{\"endpoint\":\"search\"}"), RL_ERULE,
+          "match.endpoint: must start with '/'");
+    fails(with("\"match\":{\"endpoint\":\"?search\"}"), RL_ERULE,
+          "match.endpoint: must start with '/'");
+    ruleset_free(ok(with("\"match\":{\"endpoint\":\"**/search\"}")));
 }
 END_TEST
 

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "dryrun_report.h"
+#include "rules_load.h"
 #include "redis_harness.h"
 #include "testutil.h"
 #include "timeutil.h"
@@ -1031,6 +1032,43 @@ START_TEST(size_cap_is_exact)
 }
 END_TEST
 
+/* The log hears of refused sets 10 at once, then one a second; the line
+ * after a quiet spell counts those it left out; the status counts all. */
+START_TEST(refusals_are_logged_at_a_bounded_rate)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim;
+    swap_how how = {.origin = RL_RULES_FROM_SOURCE, .log = 1,
+                    .what = "the test"};
+    int64_t start, took;
+    int logged;
+    char want[64];
+
+    ck_assert_int_eq(rl_config_set_log(cfg, capture, &heard), RL_OK);
+    lim = open_with(cfg);
+    heard_reset();
+    start = now_ms();
+    for (int i = 0; i < 25; i++)
+        rules_refused(lim, &how, 1, "version 1 is older than the version 2 "
+                      "in force");
+    took = now_ms() - start;
+    logged = heard_count(RL_LOG_WARN, "refused, version");
+    ck_assert_int_ge(logged, 10);
+    ck_assert_int_le(logged, 10 + 1 + (int)(took / 1000)); /* refilled */
+    ck_assert_uint_eq(status(lim).refused_stale, 25);
+    /* a second later: logged, with the count of those left out */
+    while (now_ms() - start < took + 1100)
+        sleep_ms(20);
+    rules_refused(lim, &how, 1, "again");
+    ck_assert_int_eq(heard_count(RL_LOG_WARN, "refused, version"), logged + 1);
+    snprintf(want, sizeof want, "(%d more refused since the last line)",
+             25 - logged);
+    ck_assert_msg(heard_count(RL_LOG_WARN, want) == 1, "%s: %s", want,
+                  heard.lines[heard.n - 1]);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("rules_source");
@@ -1043,6 +1081,7 @@ int main(void)
     tcase_add_test(local, default_log_is_stderr_and_null_silences);
     tcase_add_test(local, fifo_is_refused_without_blocking);
     tcase_add_test(local, version_cannot_count_past_int64_max);
+    tcase_add_test(local, refusals_are_logged_at_a_bounded_rate);
     tcase_add_test(local, huge_file_is_refused_before_it_is_read);
     tcase_add_test(local, size_cap_is_exact);
     tcase_add_checked_fixture(local, local_setup, remove_tmpdir);

@@ -249,6 +249,42 @@ START_TEST(versions)
 }
 END_TEST
 
+/* "generation": any order, taken by both parses alike; a bad one left to
+ * the full parse, which refuses it. */
+START_TEST(generations)
+{
+    rl_ruleset *prev = in_force(BASE), *rs = NULL;
+    const char *tail = "\"rules\":[" R0 "," R1 "]";
+    static const char *const bad[] = {"\"\"", "\"a b\"", "\"a\\u0041\"", "7",
+                                      "null", "\"a/b\"",
+                                      "\"0123456789012345678901234567890123456"
+                                      "789012345678901234567890123456789\""};
+    char text[1024], err[256];
+
+    snprintf(text, sizeof text, "{\"version\":8,\"generation\":"
+             "\"0a1b.2c-3_D\",%s}", tail);
+    reuses(text, prev, 2, 0);
+    ck_assert_int_eq(ruleset_parse_delta(text, strlen(text), 7, prev, &rs,
+                                         NULL, err, sizeof err), RL_OK);
+    ck_assert_str_eq(rs->generation, "0a1b.2c-3_D");
+    ruleset_free(rs);
+    snprintf(text, sizeof text, "{%s,\"generation\":\"g\",\"version\":8}",
+             tail);
+    reuses(text, prev, 2, 0);
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        snprintf(text, sizeof text, "{\"generation\":%s,%s}", bad[i], tail);
+        if (i == 2) /* an escape: the full parse decides, and takes "aA" */
+            ck_assert_int_eq(same(text, prev).whole, 1);
+        else
+            refused(text, strlen(text), prev, "generation");
+    }
+    snprintf(text, sizeof text, "{\"generation\":\"a\",\"generation\":\"b\","
+             "%s}", tail);
+    refused(text, strlen(text), prev, "duplicate object key");
+    ruleset_free(prev);
+}
+END_TEST
+
 START_TEST(bare_array_and_object)
 {
     rl_ruleset *prev = in_force(BASE), *arr;
@@ -589,6 +625,7 @@ int main(void)
     tcase_add_test(tc, duplicate_ids_refused_as_the_full_parse_does);
     tcase_add_test(tc, whitespace_between_and_inside_rules);
     tcase_add_test(tc, versions);
+    tcase_add_test(tc, generations);
     tcase_add_test(tc, bare_array_and_object);
     tcase_add_test(tc, malformed_slice_after_reusable_ones);
     tcase_add_test(tc, top_level_oddities_fall_back);

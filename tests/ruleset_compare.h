@@ -77,6 +77,9 @@ static inline int slices_sane(const rl_ruleset *d)
 static inline int ruleset_diff(const rl_ruleset *f, const rl_ruleset *d,
                                char *why, size_t n)
 {
+    if (strcmp(f->generation, d->generation))
+        return snprintf(why, n, "generation \"%s\"/\"%s\"", f->generation,
+                        d->generation), 1;
     if (f->version != d->version || f->n != d->n)
         return snprintf(why, n, "version %lld/%lld or count %zu/%zu",
                         (long long)f->version, (long long)d->version, f->n,

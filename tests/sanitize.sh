@@ -110,7 +110,8 @@ fi
 for t in "$src"/tests/check_*.c; do
     name=$(basename "$t" .c)
     extra=
-    if [ "${name#check_ratelimitd}" != "$name" ] || [ "$name" = check_control ]; then
+    if [ "${name#check_ratelimitd}" != "$name" ] || [ "$name" = check_control ] ||
+       [ "$name" = check_generation ]; then
         [ -n "$rld_libs" ] || continue
         extra="$rld_cflags $out/rld_harness.o $rld_libs"
     fi

@@ -104,7 +104,8 @@ fi
 #                   the breaker's 200 ms opening bound (1366 ms seen under
 #                   memcheck); a dead server's paths (refused connections,
 #                   failure modes) run here in check_redis's redis case.
-#   check_control, check_ratelimitd, check_ratelimitd_durable
+#   check_control, check_ratelimitd, check_ratelimitd_durable, check_generation,
+#   check_ratelimitd_daemon
 #                   they test ratelimitd and rlctl, which they exec, and which
 #                   therefore run natively: memcheck would see only the
 #                   tests' HTTP client, for a minute.

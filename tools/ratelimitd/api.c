@@ -2,12 +2,16 @@
  * api.c -- the endpoints of contracts.md section 5: what each method on each
  * path does once http.c has routed, authenticated and read the request.
  *
- *   GET    /healthz                {"ok":true,"version":N,"redis":"up"|"down"|"off"}
+ *   GET    /healthz                {"ok":true,"version":N,"generation":G,
+ *                                   "redis":"up"|"down"|"off"}; 503 with
+ *                                   "ok":false and a "reason" while the
+ *                                   fleet cannot run this database's set
  *   GET    /v1/rules               the set, ETag = set version; If-None-Match: 304
  *   GET    /v1/rules/{id}          one rule, ETag = rule version; 404
  *   PUT    /v1/rules/{id}          store a rule; If-Match / If-None-Match: 412
  *   DELETE /v1/rules/{id}          {"version":N,"deleted":id}; If-Match: 412
  *   GET    /v1/rules/{id}/history  {"rule_id":id,"history":[...]} oldest first
+ *   GET    /metrics                Prometheus text (metrics.c)
  *
  * Rules are read from the snapshot in memory (never from SQLite), so reads
  * never wait for a write's fsync.  Every rule and set in an answer is the
@@ -26,6 +30,7 @@ static const char *const allowed[] = {
     [ROUTE_RULES] = "GET, HEAD",
     [ROUTE_RULE] = "GET, HEAD, PUT, DELETE",
     [ROUTE_HISTORY] = "GET, HEAD",
+    [ROUTE_METRICS] = "GET, HEAD",
 };
 
 static int is_read(const char *method)
@@ -94,11 +99,15 @@ static void not_modified(api_reply *r, int64_t version)
 static void healthz(const http_opts *o, api_reply *r)
 {
     snapshot *s = service_snapshot(o->svc);
+    char why[API_MSG_MAX];
+    int bad = publisher_health(o->pub, why, sizeof why) != 0;
+    json_t *j = json_pack("{s:b, s:I, s:s, s:s}", "ok", !bad, "version",
+                          (json_int_t)s->version, "generation", s->gen,
+                          "redis", publisher_state(o->pub));
 
-    reply_json(r, MHD_HTTP_OK,
-               json_pack("{s:b, s:I, s:s}", "ok", 1, "version",
-                         (json_int_t)s->version, "redis",
-                         publisher_state(o->pub)));
+    if (j && bad)
+        json_object_set_new(j, "reason", json_string(why));
+    reply_json(r, bad ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, j);
     snapshot_unref(s);
 }
 
@@ -255,6 +264,15 @@ void api_serve(const http_opts *o, const api_call *c, api_reply *r)
         break;
     case ROUTE_HISTORY:
         history(o, c, r);
+        break;
+    case ROUTE_METRICS:
+        if (metrics_text(o, &r->body, &r->len) == 0) {
+            r->status = MHD_HTTP_OK;
+            r->type = METRICS_TYPE;
+        } else {
+            api_error(r, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal",
+                      "out of memory", NULL);
+        }
         break;
     case ROUTE_RULE:
         if (read)

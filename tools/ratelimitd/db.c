@@ -10,7 +10,10 @@
  *
  * Tables (schema version PRAGMA user_version = DB_SCHEMA):
  *   meta     name -> value; "set_version": the version of the last change,
- *            monotonic, never reused (a delete takes a version too)
+ *            monotonic, never reused (a delete takes a version too);
+ *            "database_id": a random number made when the file is first
+ *            opened by a ratelimitd that knows it, kept for its life (a
+ *            backup restored keeps it: the same database, gone back)
  *   rules    one row per rule: the design note's columns (for people with
  *            the sqlite3 shell) and "json", the canonical rule served and
  *            published, written together from the same rl_rule
@@ -35,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #define DB_SCHEMA 1
@@ -90,6 +94,7 @@ struct db {
     sqlite3 *r;                 /* the reader (history)                */
     sqlite3_stmt *rq;
     int lock_fd;
+    int64_t id;                 /* meta's database_id                  */
 };
 
 const char *db_error(const db *d)
@@ -198,6 +203,34 @@ static int lock_file(db *d, const char *path)
     return 0;
 }
 
+/* The database's id: made (random, > 0) the first time, read after. */
+static int database_id(db *d)
+{
+    sqlite3_stmt *s;
+    int64_t id = 0;
+    int rc;
+
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+        return snprintf(d->err, sizeof d->err, "getrandom: %s",
+                        strerror(errno)), -1;
+    id = (int64_t)((uint64_t)id >> 1) | 1;
+    if (sqlite3_prepare_v2(d->w, "INSERT OR IGNORE INTO meta VALUES"
+                           " ('database_id', ?1)", -1, &s, 0))
+        return fail(d, d->w, "database_id");
+    sqlite3_bind_int64(s, 1, id);
+    rc = sqlite3_step(s);
+    sqlite3_finalize(s);
+    if (rc != SQLITE_DONE)
+        return fail(d, d->w, "database_id");
+    return int_query(d, "SELECT value FROM meta WHERE name = 'database_id'",
+                     &d->id);
+}
+
+int64_t db_id(const db *d)
+{
+    return d->id;
+}
+
 static int open_all(db *d, const char *path)
 {
     int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE |
@@ -205,7 +238,8 @@ static int open_all(db *d, const char *path)
 
     if (sqlite3_open_v2(path, &d->w, flags, NULL))
         return fail(d, d->w, path);
-    if (lock_file(d, path) || pragmas(d, d->w, 1) || schema_check(d))
+    if (lock_file(d, path) || pragmas(d, d->w, 1) || schema_check(d) ||
+        database_id(d))
         return -1;
     for (int i = 0; i < Q_COUNT; i++)
         if (sqlite3_prepare_v3(d->w, sql[i], -1, SQLITE_PREPARE_PERSISTENT,

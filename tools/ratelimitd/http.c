@@ -26,6 +26,7 @@
 #include "ratelimitd.h"
 
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,13 +39,15 @@
 struct http {
     struct MHD_Daemon *d;
     http_opts o;
+    pthread_rwlock_t tmu;   /* guards o.tokens: SIGHUP swaps them      */
 };
 
 /* Per request, from its first call to its completion. */
 typedef struct req {
     route rt;
     api_reply refusal;      /* status != 0: answer this once the body is in */
-    const char *by;         /* token name */
+    const char *by;         /* token name: byname, or NULL */
+    char byname[AUTH_NAME_MAX + 1];
     char *buf;
     size_t len, cap;
     int answered;           /* a response is queued: discard the rest */
@@ -64,11 +67,12 @@ static const char *header(struct MHD_Connection *c, const char *name)
 
 static enum MHD_Result send_reply(struct MHD_Connection *c,
                                   const char *method, const char *url,
-                                  api_reply *r)
+                                  int kind, api_reply *r)
 {
     struct MHD_Response *resp;
     enum MHD_Result ok;
 
+    metrics_count(kind, r->status);
     if (r->error)
         log_line("%s %s: %d %s: %s", method, url, r->status, r->error,
                  r->msg);
@@ -82,7 +86,7 @@ static enum MHD_Result send_reply(struct MHD_Connection *c,
     r->body = NULL; /* the response frees it */
     if (r->len)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
-                                JSON_TYPE);
+                                r->type ? r->type : JSON_TYPE);
     if (r->etag[0])
         MHD_add_response_header(resp, MHD_HTTP_HEADER_ETAG, r->etag);
     if (r->status == MHD_HTTP_METHOD_NOT_ALLOWED)
@@ -129,12 +133,22 @@ static void too_large(api_reply *r, size_t max)
     api_error(r, MHD_HTTP_CONTENT_TOO_LARGE, "payload_too_large", msg, NULL);
 }
 
-static int refuse_token(const http *h, struct MHD_Connection *c, req *q)
+static int refuse_token(http *h, struct MHD_Connection *c, req *q)
 {
     api_reply *r = &q->refusal;
+    const char *name;
+    int rc;
 
-    switch (auth_check(h->o.tokens, header(c, MHD_HTTP_HEADER_AUTHORIZATION),
-                       &q->by)) {
+    /* the name is copied: the tokens may be swapped once it is read */
+    pthread_rwlock_rdlock(&h->tmu);
+    rc = auth_check(h->o.tokens, header(c, MHD_HTTP_HEADER_AUTHORIZATION),
+                    &name);
+    if (rc == AUTH_OK) {
+        snprintf(q->byname, sizeof q->byname, "%s", name);
+        q->by = q->byname;
+    }
+    pthread_rwlock_unlock(&h->tmu);
+    switch (rc) {
     case AUTH_OK:
         return 0;
     case AUTH_MISSING:
@@ -151,7 +165,7 @@ static int refuse_token(const http *h, struct MHD_Connection *c, req *q)
 
 /* What can be refused from the request line and headers alone: fills
  * q->refusal and returns 1, or 0 to go on. */
-static int refuse_early(const http *h, struct MHD_Connection *c,
+static int refuse_early(http *h, struct MHD_Connection *c,
                         const char *method, req *q)
 {
     api_reply *r = &q->refusal;
@@ -241,7 +255,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
         if (refuse_early(h, c, method, q) &&
             q->refusal.status == MHD_HTTP_CONTENT_TOO_LARGE) {
             q->answered = 1;
-            return send_reply(c, method, url, &q->refusal);
+            return send_reply(c, method, url, q->rt.kind, &q->refusal);
         }
         return MHD_YES;
     }
@@ -253,14 +267,14 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c,
         return MHD_YES;
     q->answered = 1;
     if (q->refusal.status)
-        return send_reply(c, method, url, &q->refusal);
+        return send_reply(c, method, url, q->rt.kind, &q->refusal);
     call = (api_call){.method = method, .rt = &q->rt, .body = q->buf,
                       .len = q->len, .by = q->by,
                       .if_match = header(c, MHD_HTTP_HEADER_IF_MATCH),
                       .if_none_match = header(c,
                                               MHD_HTTP_HEADER_IF_NONE_MATCH)};
     api_serve(&h->o, &call, &r);
-    return send_reply(c, method, url, &r);
+    return send_reply(c, method, url, q->rt.kind, &r);
 }
 
 static void completed(void *cls, struct MHD_Connection *c, void **ptr,
@@ -300,6 +314,7 @@ int http_start(http **out, const http_opts *o, char *err, size_t errlen)
     if (!h)
         return snprintf(err, errlen, "out of memory"), -1;
     h->o = *o;
+    pthread_rwlock_init(&h->tmu, NULL);
     h->d = MHD_start_daemon(
         MHD_USE_AUTO_INTERNAL_THREAD | MHD_USE_ERROR_LOG, 0, NULL, NULL,
         handle, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, NULL,
@@ -310,6 +325,7 @@ int http_start(http **out, const http_opts *o, char *err, size_t errlen)
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)CONNECTION_TIMEOUT_S,
         MHD_OPTION_END);
     if (!h->d) {
+        pthread_rwlock_destroy(&h->tmu);
         free(h);
         return snprintf(err, errlen, "libmicrohttpd would not start"), -1;
     }
@@ -322,5 +338,17 @@ void http_stop(http *h)
     if (!h)
         return;
     MHD_stop_daemon(h->d); /* joins the workers: requests in flight end */
+    pthread_rwlock_destroy(&h->tmu);
     free(h);
+}
+
+const auth *http_swap_tokens(http *h, const auth *tokens)
+{
+    const auth *old;
+
+    pthread_rwlock_wrlock(&h->tmu);
+    old = h->o.tokens;
+    h->o.tokens = tokens;
+    pthread_rwlock_unlock(&h->tmu);
+    return old;
 }

@@ -9,11 +9,15 @@
  * in every thread and taken by the main thread with sigwait(): SIGTERM or
  * SIGINT stops the server (requests in flight finish; a change either
  * commits and is answered, or never started), the publisher and the
- * database, in that order.
+ * database, in that order; SIGHUP reads the token file again (swapped
+ * under the HTTP side's lock: a request checks against the old set or
+ * the new) and reopens --log-file.
  */
 #include "ratelimitd.h"
+#include "ratelimit.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
 #include <netdb.h>
@@ -31,13 +35,15 @@
 #define DEFAULT_MAX_BODY 65536
 #define DEFAULT_THREADS 4
 #define DEFAULT_REDIS_TIMEOUT_MS 1000
+#define DEFAULT_REDIS_GRACE_MS 10000
 #define LISTEN_BACKLOG 128
 #define URI_FILE_MAX 1024
 
 typedef struct flags {
     const char *listen, *db, *redis, *key, *token_file, *port_file;
+    const char *log_file;
     const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file;
-    long long max_body, threads, redis_timeout_ms;
+    long long max_body, threads, redis_timeout_ms, redis_grace_ms;
     int read_auth;
 } flags;
 
@@ -46,11 +52,13 @@ static void usage(FILE *f)
     fprintf(f,
         "usage: ratelimitd --token-file PATH [--db PATH] [--listen ADDR:PORT]\n"
         "                  [--redis URI|@FILE] [--redis-key NAME]\n"
-        "                  [--redis-timeout-ms MS] [--read-auth]\n"
+        "                  [--redis-timeout-ms MS] [--redis-grace-ms MS]\n"
+        "                  [--read-auth]\n"
         "                  [--tls-ca-file FILE] [--tls-ca-dir DIR]\n"
         "                  [--tls-cert-file FILE --tls-key-file FILE]\n"
         "                  [--max-body BYTES] [--threads N]\n"
-        "                  [--port-file PATH]\n"
+        "                  [--port-file PATH] [--log-file PATH]\n"
+        "       ratelimitd --version | --help\n"
         "defaults: --listen " DEFAULT_LISTEN " --db " DEFAULT_DB
         " --redis-key " DEFAULT_KEY "\n"
         "see ratelimitd(8)\n");
@@ -79,6 +87,7 @@ static int parse_flags(int argc, char **argv, flags *f)
         {"redis", required_argument, 0, 'r'},
         {"redis-key", required_argument, 0, 'k'},
         {"redis-timeout-ms", required_argument, 0, 'T'},
+        {"redis-grace-ms", required_argument, 0, 'G'},
         {"tls-ca-file", required_argument, 0, 'C'},
         {"tls-ca-dir", required_argument, 0, 'D'},
         {"tls-cert-file", required_argument, 0, 'E'},
@@ -88,14 +97,17 @@ static int parse_flags(int argc, char **argv, flags *f)
         {"max-body", required_argument, 0, 'm'},
         {"threads", required_argument, 0, 'n'},
         {"port-file", required_argument, 0, 'p'},
+        {"log-file", required_argument, 0, 'L'},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, 'V'},
         {0, 0, 0, 0}};
     int c, bad = 0;
 
     *f = (flags){.listen = DEFAULT_LISTEN, .db = DEFAULT_DB,
                  .key = DEFAULT_KEY, .max_body = DEFAULT_MAX_BODY,
                  .threads = DEFAULT_THREADS,
-                 .redis_timeout_ms = DEFAULT_REDIS_TIMEOUT_MS};
+                 .redis_timeout_ms = DEFAULT_REDIS_TIMEOUT_MS,
+                 .redis_grace_ms = DEFAULT_REDIS_GRACE_MS};
     while (!bad && (c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'l': f->listen = optarg; break;
@@ -108,16 +120,24 @@ static int parse_flags(int argc, char **argv, flags *f)
         case 'K': f->tls_key_file = optarg; break;
         case 't': f->token_file = optarg; break;
         case 'p': f->port_file = optarg; break;
+        case 'L': f->log_file = optarg; break;
         case 'a': f->read_auth = 1; break;
         case 'T':
             bad = number("redis-timeout-ms", optarg, 10, 60000,
                          &f->redis_timeout_ms);
+            break;
+        case 'G':
+            bad = number("redis-grace-ms", optarg, 0, 3600000,
+                         &f->redis_grace_ms);
             break;
         case 'm':
             bad = number("max-body", optarg, 1024, 16 << 20, &f->max_body);
             break;
         case 'n': bad = number("threads", optarg, 1, 64, &f->threads); break;
         case 'h': usage(stdout); exit(0);
+        case 'V':
+            printf("ratelimitd (libratelimit) %s\n", rl_version_string());
+            exit(0);
         default: bad = 1;
         }
     }
@@ -225,16 +245,54 @@ typedef struct parts {
     int fd;
 } parts;
 
+/* --log-file: the log (stderr) appended to PATH, opened anew, so that a
+ * file moved away by logrotate is left behind.  0, or -1 (said on the
+ * log as it was). */
+static int open_log(const char *path)
+{
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
+
+    if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) {
+        log_line("--log-file %s: %s", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+/* SIGHUP: the token file read again (kept as it was if it cannot be: the
+ * log says why) and the log file reopened. */
+static void reload(const flags *f, parts *p)
+{
+    char err[1024];
+    auth *fresh;
+
+    if (f->log_file && open_log(f->log_file) == 0)
+        log_line("SIGHUP: log file %s reopened", f->log_file);
+    if (auth_load(f->token_file, &fresh, err, sizeof err)) {
+        log_line("SIGHUP: the tokens stay as they were: %s", err);
+        return;
+    }
+    auth_free((auth *)http_swap_tokens(p->srv, fresh));
+    p->tokens = fresh;
+    log_line("SIGHUP: tokens read again from %s", f->token_file);
+}
+
 static int start(const flags *f, parts *p)
 {
     char err[1024], shown[300], uri[URI_FILE_MAX];
     const char *u;
 
+    if (f->log_file && open_log(f->log_file))
+        return -1;
     if (auth_load(f->token_file, &p->tokens, err, sizeof err))
         goto fail;
     if (f->redis) {
         publisher_opts po = {.key = f->key,
                              .timeout_ms = (int)f->redis_timeout_ms,
+                             .grace_ms = f->redis_grace_ms,
                              .tls_ca_file = f->tls_ca_file,
                              .tls_ca_dir = f->tls_ca_dir,
                              .tls_cert_file = f->tls_cert_file,
@@ -290,12 +348,13 @@ int main(int argc, char **argv)
     sigemptyset(&set);
     sigaddset(&set, SIGTERM);
     sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &set, NULL); /* before any thread starts */
     rc = start(&f, &p);
-    if (rc == 0) {
-        sigwait(&set, &sig);
+    while (rc == 0 && sigwait(&set, &sig) == 0 && sig == SIGHUP)
+        reload(&f, &p);
+    if (rc == 0)
         log_line("%s: stopping", strsignal(sig));
-    }
     stop(&p);
     if (rc == 0)
         log_line("stopped");

@@ -69,21 +69,27 @@ typedef struct snap_rule {
     size_t len;
 } snap_rule;
 
+/* "<database id>.<start id>", 16 hex digits each (service.c). */
+#define GEN_LEN 33
+
 typedef struct snapshot {
     atomic_int refs;
     int64_t version;
+    char gen[GEN_LEN + 1];
     size_t n;
     snap_rule *rules;     /* sorted by id                              */
-    char *json;           /* {"version":N,"rules":[...]}, NUL-ended    */
+    char *json;           /* {"version":N,"generation":G,"rules":[...]},
+                             NUL-ended                                  */
     size_t len;
 } snapshot;
 
 /* The first snapshot: a set the library parsed, its rules in id order
- * (NULL if they are not, or out of memory).  One reference. */
-snapshot *snapshot_of_set(const rl_ruleset *rs);
+ * (NULL if they are not, or out of memory), of generation gen.  One
+ * reference. */
+snapshot *snapshot_of_set(const rl_ruleset *rs, const char *gen);
 /* The next one: `old` with rule `id` replaced by (or added as) the
  * canonical text `json` at rule_version, or removed when json is NULL, as
- * set version `version`.  NULL when out of memory. */
+ * set version `version` of old's generation.  NULL when out of memory. */
 snapshot *snapshot_with(const snapshot *old, int64_t version, const char *id,
                         int64_t rule_version, const char *json);
 /* A rule by id, or NULL.  Any thread holding a reference. */
@@ -122,6 +128,9 @@ int db_history_add(db *d, const db_event *e);
 /* {"version":version,"rules":[the stored rules by id]} as text (malloc). */
 int db_load_rules(db *d, int64_t version, char **out, size_t *len);
 const char *db_error(const db *d);
+/* The database's id (meta "database_id"): random, made when a ratelimitd
+ * first opened the file, kept by its backups. */
+int64_t db_id(const db *d);
 
 /* The history of one rule, oldest first, as a new JSON array (empty when
  * the id never existed).  Any thread. */
@@ -136,6 +145,7 @@ typedef struct publisher_opts {
     const char *uri;      /* redis://[user:pass@]host:port/db or unix://  */
     const char *key;      /* snapshot key, also the channel's name       */
     int timeout_ms;       /* connect and command timeout                 */
+    int64_t grace_ms;     /* away longer: publisher_health() fails       */
     /* rediss://: trusted CAs (file or directory; neither: the system's),
      * an optional client certificate and key (mutual TLS). */
     const char *tls_ca_file, *tls_ca_dir, *tls_cert_file, *tls_key_file;
@@ -148,6 +158,19 @@ int publisher_start(publisher **out, const publisher_opts *o, char *err,
 /* Hand over the newest snapshot (a reference is taken); never blocks on
  * Redis.  Older than what it has: ignored. */
 void publisher_offer(publisher *p, snapshot *s);
+/* The highest set version seen in the key (any generation), -1 none:
+ * a change is numbered above it.  Any thread. */
+int64_t publisher_seen(publisher *p);
+/* 0 when what this service holds is what the fleet can run; -1 with the
+ * reason when Redis refuses the service (auth, ACL, TLS), is away for
+ * longer than grace_ms, or its key holds a set that is not this
+ * database's.  NULL publisher: 0.  Any thread. */
+int publisher_health(publisher *p, char *why, size_t len);
+/* Sets written to the key, and publish rounds that failed (a connect, a
+ * command), since start; the version the key was last seen holding (-1
+ * not known).  Any thread. */
+void publisher_counts(publisher *p, uint64_t *published, uint64_t *failed,
+                      int64_t *key_version);
 /* "up" (the last call to Redis worked), "down"; "off" for NULL. */
 const char *publisher_state(publisher *p);
 void publisher_stop(publisher *p);
@@ -228,6 +251,7 @@ typedef struct api_reply {
     size_t len;
     char etag[ETAG_MAX];
     const char *allow;      /* 405: the Allow header */
+    const char *type;       /* Content-Type; NULL: JSON */
     const char *error;
     char msg[API_MSG_MAX];
 } api_reply;
@@ -246,7 +270,22 @@ void api_serve(const http_opts *o, const api_call *c, api_reply *r);
 
 typedef struct http http;
 
+/* ---- metrics.c ---------------------------------------------------------------------- */
+
+#define METRICS_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* One request answered: its route (ROUTE_*) and status.  Any thread; an
+ * atomic add. */
+void metrics_count(int kind, int status);
+/* The Prometheus text (malloc): requests by route and status, publishes,
+ * publish failures, the set's version and the one published, Redis up,
+ * healthy.  0, or -1 out of memory. */
+int metrics_text(const http_opts *o, char **out, size_t *len);
+
 int http_start(http **out, const http_opts *o, char *err, size_t errlen);
+/* Serve with these tokens from now on (SIGHUP); returns the ones replaced,
+ * which no request uses any more: the caller frees them. */
+const auth *http_swap_tokens(http *h, const auth *tokens);
 void http_stop(http *h);
 
 #endif

@@ -19,7 +19,9 @@ enum route_kind {
     ROUTE_HEALTHZ,  /* /healthz                                          */
     ROUTE_RULES,    /* /v1/rules                                         */
     ROUTE_RULE,     /* /v1/rules/{id}                                    */
-    ROUTE_HISTORY   /* /v1/rules/{id}/history                            */
+    ROUTE_HISTORY,  /* /v1/rules/{id}/history                            */
+    ROUTE_METRICS,  /* /metrics                                          */
+    ROUTE_KINDS     /* how many                                          */
 };
 
 typedef struct route {

@@ -21,6 +21,8 @@ int route_parse(const char *path, route *out)
     out->id[0] = '\0';
     if (strcmp(path, "/healthz") == 0)
         return out->kind = ROUTE_HEALTHZ;
+    if (strcmp(path, "/metrics") == 0)
+        return out->kind = ROUTE_METRICS;
     if (strncmp(path, RULES_PREFIX, strlen(RULES_PREFIX)) != 0)
         return out->kind = ROUTE_UNKNOWN;
     id = path + strlen(RULES_PREFIX);

@@ -12,15 +12,26 @@
  * here, the snapshot is always the committed set; at start it is made
  * from the stored set, which the library parses whole (ruleset_parse(),
  * the call every limiter makes on what is published).
+ *
+ * Each start gives the sets it publishes a generation of its own, the
+ * database's id and a random start id (ratelimitd(8), GENERATIONS): a
+ * limiter takes a set of a new generation whatever its version, so a
+ * database restored from a backup, whose versions went back, reaches the
+ * fleet; a change is numbered above the version the publisher saw in
+ * Redis as well as above the database's, so it also replaces another
+ * database's set there.
  */
 #include "ratelimitd.h"
 #include "request.h"
 #include "rule_json.h"
 
+#include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #define IF_HEADER_SHOWN 64 /* bytes of a client's header quoted back */
@@ -33,6 +44,7 @@ struct service {
                              holding wmu changes it, so it reads cur
                              without smu                                */
     snapshot *cur;
+    char gen[GEN_LEN + 1]; /* "<database id>.<start id>"                */
 };
 
 static void now_rfc3339(char *buf, size_t len)
@@ -64,7 +76,7 @@ static snapshot *load_set(service *s, char *msg, size_t len)
         return NULL;
     }
     free(text);
-    if (!(snap = snapshot_of_set(rs)))
+    if (!(snap = snapshot_of_set(rs, s->gen)))
         snprintf(msg, len, "cannot index them (out of memory?)");
     ruleset_free(rs);
     return snap;
@@ -110,13 +122,13 @@ static int commit(service *s, int64_t version, const char *id,
 }
 
 /* If-Match / If-None-Match against the stored rule (found, at version).
- * If-Match absent or "*" is unconditional (contracts.md 5), so a create
- * needs no tag; any other If-Match on a rule that does not exist fails. */
+ * If-Match absent is unconditional, so a create needs no tag; "*" asks
+ * for a current rule (RFC 9110 13.1.1): any rule there, none fails, as
+ * any other If-Match on a rule that does not exist. */
 static int preconditions(const change_req *req, const char *id, int found,
                          int64_t version, change_res *res)
 {
-    if (req->if_match && !etag_is_any(req->if_match) &&
-        !etag_matches(req->if_match, version, found, 0)) {
+    if (req->if_match && !etag_matches(req->if_match, version, found, 0)) {
         if (found)
             snprintf(res->msg, sizeof res->msg,
                      "rule %s is at version %lld, If-Match asked for %.*s",
@@ -160,6 +172,11 @@ static int start(service *s, const char *id, const change_req *req,
         db_rollback(s->db);
         return rc;
     }
+    /* Above what the key was seen holding too: a change made here
+     * replaces another database's set, and a limiter of this generation
+     * takes it as newer (ratelimitd(8), GENERATIONS). */
+    if (s->pub && publisher_seen(s->pub) > set)
+        set = publisher_seen(s->pub);
     *next = set + 1;
     return SVC_OK;
 }
@@ -262,6 +279,18 @@ int service_history(service *s, const char *id, json_t **out, char *err,
     return SVC_OK;
 }
 
+/* This start's generation: the database's id and a random start id. */
+static int generation(service *s, char *err, size_t errlen)
+{
+    uint64_t start;
+
+    if (getrandom(&start, sizeof start, 0) != (ssize_t)sizeof start)
+        return snprintf(err, errlen, "getrandom: %s", strerror(errno)), -1;
+    snprintf(s->gen, sizeof s->gen, "%016" PRIx64 ".%016" PRIx64,
+             (uint64_t)db_id(s->db), start);
+    return 0;
+}
+
 int service_open(service **out, const char *db_path, publisher *pub,
                  char *err, size_t errlen)
 {
@@ -274,6 +303,10 @@ int service_open(service **out, const char *db_path, publisher *pub,
     pthread_mutex_init(&s->wmu, NULL);
     pthread_mutex_init(&s->smu, NULL);
     if (db_open(db_path, &s->db, err, errlen)) {
+        service_close(s);
+        return -1;
+    }
+    if (generation(s, err, errlen)) {
         service_close(s);
         return -1;
     }

@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define HEAD_MAX 48 /* {"version":N,"rules":[ */
+#define HEAD_MAX (48 + 16 + GEN_LEN) /* {"version":N,"generation":G,"rules":[ */
 
 static int by_id(const void *key, const void *entry)
 {
@@ -56,7 +56,8 @@ typedef struct piece {
 } piece;
 
 /* A snapshot of n rules in id order: the text laid out, the index set. */
-static snapshot *build(int64_t version, const piece *p, size_t n)
+static snapshot *build(int64_t version, const char *gen, const piece *p,
+                       size_t n)
 {
     snapshot *s = calloc(1, sizeof *s);
     size_t bytes = HEAD_MAX + 3, at;
@@ -70,8 +71,10 @@ static snapshot *build(int64_t version, const piece *p, size_t n)
         free(s);
         return NULL;
     }
+    snprintf(s->gen, sizeof s->gen, "%s", gen);
     at = (size_t)snprintf(s->json, HEAD_MAX,
-                          "{\"version\":%" PRId64 ",\"rules\":[", version);
+                          "{\"version\":%" PRId64 ",\"generation\":\"%s\","
+                          "\"rules\":[", version, s->gen);
     for (size_t i = 0; i < n; i++) {
         if (i)
             s->json[at++] = ',';
@@ -90,7 +93,7 @@ static snapshot *build(int64_t version, const piece *p, size_t n)
     return s;
 }
 
-snapshot *snapshot_of_set(const rl_ruleset *rs)
+snapshot *snapshot_of_set(const rl_ruleset *rs, const char *gen)
 {
     piece *p = rs->n ? calloc(rs->n, sizeof *p) : NULL;
     snapshot *s = NULL;
@@ -109,7 +112,7 @@ snapshot *snapshot_of_set(const rl_ruleset *rs)
         if (i && strcmp(p[i - 1].id, p[i].id) >= 0)
             goto out; /* not in id order: not the database's set */
     }
-    s = build(rs->version, p, rs->n);
+    s = build(rs->version, gen, p, rs->n);
 out:
     for (size_t k = 0; k < rs->n && k <= i; k++)
         free((char *)p[k].json);
@@ -136,7 +139,7 @@ snapshot *snapshot_with(const snapshot *old, int64_t version, const char *id,
     for (; i < old->n; i++)
         p[n++] = (piece){old->rules[i].id, old->rules[i].json,
                          old->rules[i].len, old->rules[i].version};
-    s = build(version, p, n);
+    s = build(version, old->gen, p, n);
     free(p);
     return s;
 }

@@ -4,15 +4,53 @@
  * library's public API, as any embedding does), loads the rule set the
  * rules service holds (or a file), charges the key under the rule and
  * prints the decision with the headers a client would get.  It charges
- * for real (the fleet sees it); --cost 0 only looks.
+ * for real (the fleet sees it); --cost 0 only looks.  A rediss:// store
+ * takes the --tls-* flags (the library's tls_* options).  An shm://
+ * region is only ever opened, never made: a name that is not there is
+ * said so, rather than a new 16 MiB region nobody else uses.
  */
 #include "rlctl.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <ratelimit.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#define SHM_SCHEME "shm://"
+
+/* The flags that become limiter options as they are. */
+typedef struct check_flags {
+    const char *store, *rules;
+    const char *opt[4][2]; /* tls_ca_file, tls_ca_dir, tls_cert_file,
+                              tls_key_file: name, value or NULL */
+} check_flags;
+
+/* shm://NAME: 0 if the region exists, else RLCTL_UNREACHABLE said. */
+static int shm_exists(const char *store)
+{
+    char path[300];
+    int fd;
+
+    if (strncmp(store, SHM_SCHEME, strlen(SHM_SCHEME)) != 0)
+        return 0;
+    snprintf(path, sizeof path, "/%s", store + strlen(SHM_SCHEME));
+    if ((fd = shm_open(path, O_RDONLY | O_CLOEXEC, 0)) >= 0) {
+        close(fd);
+        return 0;
+    }
+    if (errno == ENOENT)
+        fprintf(stderr, "rlctl check: %.200s: no such region on this host "
+                "(a limiter makes it; rlctl check never does)\n", store);
+    else
+        fprintf(stderr, "rlctl check: %.200s: %s\n", store,
+                strerror(errno));
+    return RLCTL_UNREACHABLE;
+}
 
 /* The rule set from the service, loaded into lim. */
 static int load_from_service(const rlctl_opts *o, rl_limiter *lim)
@@ -49,13 +87,16 @@ static void print_result(const char *key, const rl_result *res)
 
 /* Open the limiter: the store from flags, the rules from a file or the
  * service. */
-static int open_limiter(const rlctl_opts *o, const char *store,
-                        const char *rules, rl_limiter **lim)
+static int open_limiter(const rlctl_opts *o, const check_flags *f,
+                        rl_limiter **lim)
 {
-    rl_config *cfg = rl_config_new();
+    const char *store = f->store, *rules = f->rules;
+    rl_config *cfg;
     int rc;
 
-    if (!cfg)
+    if ((rc = shm_exists(store)) != 0)
+        return rc;
+    if (!(cfg = rl_config_new()))
         return fprintf(stderr, "rlctl check: out of memory\n"),
                RLCTL_UNREACHABLE;
     rc = rl_config_set(cfg, "store", store);
@@ -68,6 +109,9 @@ static int open_limiter(const rlctl_opts *o, const char *store,
     }
     if (rc == RL_OK && rules)
         rc = rl_config_set(cfg, "rules_file", rules);
+    for (int i = 0; rc == RL_OK && i < 4; i++)
+        if (f->opt[i][1])
+            rc = rl_config_set(cfg, f->opt[i][0], f->opt[i][1]);
     if (rc != RL_OK) {
         fprintf(stderr, "rlctl check: %s\n", rl_errmsg(NULL));
         rl_config_free(cfg);
@@ -88,8 +132,14 @@ int rlctl_cmd_check(const rlctl_opts *o, int argc, char **argv)
         {"store", required_argument, NULL, 's'},
         {"cost", required_argument, NULL, 'c'},
         {"rules", required_argument, NULL, 'r'},
+        {"tls-ca-file", required_argument, NULL, 0},
+        {"tls-ca-dir", required_argument, NULL, 1},
+        {"tls-cert-file", required_argument, NULL, 2},
+        {"tls-key-file", required_argument, NULL, 3},
         {NULL, 0, NULL, 0}};
-    const char *store = NULL, *rules = NULL;
+    check_flags f = {.opt = {{"tls_ca_file", NULL}, {"tls_ca_dir", NULL},
+                             {"tls_cert_file", NULL},
+                             {"tls_key_file", NULL}}};
     long long cost = 1;
     rl_limiter *lim = NULL;
     rl_result res = RL_RESULT_INIT;
@@ -98,18 +148,23 @@ int rlctl_cmd_check(const rlctl_opts *o, int argc, char **argv)
 
     while ((c = getopt_long(argc, argv, "s:c:r:", opts, NULL)) != -1) {
         if (c == 's')
-            store = optarg;
+            f.store = optarg;
         else if (c == 'r')
-            rules = optarg;
+            f.rules = optarg;
+        else if (c >= 0 && c < 4)
+            f.opt[c][1] = optarg;
         else if (c != 'c' || (cost = strtoll(optarg, &end, 10), *end) ||
                  !*optarg)
             return fprintf(stderr, "rlctl check: --cost: a whole number\n"),
                    RLCTL_USAGE;
     }
-    if (optind != argc - 2 || !store)
+    if (optind != argc - 2 || !f.store)
         return fprintf(stderr, "usage: rlctl check KEY RULE --store URI "
-                       "[--cost N] [--rules FILE]\n"), RLCTL_USAGE;
-    if ((rc = open_limiter(o, store, rules, &lim)) == RLCTL_DONE) {
+                       "[--cost N] [--rules FILE]\n"
+                       "         [--tls-ca-file F] [--tls-ca-dir D] "
+                       "[--tls-cert-file F --tls-key-file F]\n"),
+               RLCTL_USAGE;
+    if ((rc = open_limiter(o, &f, &lim)) == RLCTL_DONE) {
         int got = rl_allow(lim, argv[optind], argv[optind + 1], cost, &res);
         if (got != RL_OK) {
             fprintf(stderr, "rlctl check: %s\n", rl_errmsg(lim));

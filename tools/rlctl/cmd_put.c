@@ -1,9 +1,15 @@
 /*
  * cmd_put.c -- `rlctl put ID`: create or replace one rule, from a JSON
- * file (the body as is) or from flags (built here in the canonical form).
- * The service validates it with the library's own parser; rlctl only
- * checks what it must to build the request (the id, numbers being
- * numbers), so there is one definition of a valid rule.
+ * file (the body as is: the whole rule) or from flags.  Flags change only
+ * what they name: the rule is read first (GET) and the flags laid over
+ * it (match.endpoint and match.tier one by one), then written back with
+ * If-Match on the version read, so a change made between the two by
+ * someone else is refused (412), never overwritten; --if-match V asks
+ * for V instead.  A rule that does not exist is created from the flags
+ * alone, with If-None-Match: * (a rule created meanwhile: 412).  The
+ * service validates it with the library's own parser; rlctl only checks
+ * what it must to build the request (the id, numbers being numbers), so
+ * there is one definition of a valid rule.
  */
 #include "rlctl.h"
 #include "rule.h"
@@ -21,7 +27,8 @@ static const char put_usage[] =
     "       rlctl put ID --dimension D --limit N --window S [--burst B]\n"
     "                [--algorithm A] [--endpoint P] [--tier T]\n"
     "                [--mode enforce|log] [--failure-mode fallback|open|closed]\n"
-    "       either form: [--if-match V] (only if the rule's version is V)\n";
+    "       either form: [--if-match V] (only if the rule's version is V)\n"
+    "       flags on an existing rule change only what they name\n";
 
 /* The whole of a file (or stdin for "-"), NUL-terminated; NULL and a
  * message on error. */
@@ -114,11 +121,60 @@ static int parse_flags(int argc, char **argv, json_t *rule,
     return bad;
 }
 
+/* The flags' rule laid over the rule the service holds (*rule replaced
+ * by the merge), with the conditions that keep the read and the write
+ * one change: If-Match on the version read (unless --if-match gave one),
+ * If-None-Match: * when there was none.  RLCTL_DONE, or the exit code of
+ * a read that failed (its reason on stderr). */
+static int merge(const rlctl_opts *o, const char *path, const char *id,
+                 json_t **rule, const char **if_match,
+                 const char **if_none_match, char *etag, size_t len)
+{
+    rlctl_reply r;
+    json_t *cur, *m, *v;
+    const char *key;
+    int rc = rlctl_http(o, "GET", path, NULL, NULL, NULL, &r);
+
+    if (rc == RLCTL_DONE && r.status == 404) {
+        rlctl_reply_free(&r);
+        if (!*if_match)
+            *if_none_match = "*";
+        return RLCTL_DONE;
+    }
+    if (rc != RLCTL_DONE || r.status != 200) {
+        rc = rlctl_status_exit(&r, id);
+        rlctl_reply_free(&r);
+        return rc == RLCTL_DONE ? RLCTL_REFUSED : rc;
+    }
+    cur = json_loads(r.body, 0, NULL);
+    snprintf(etag, len, "%s", r.etag);
+    rlctl_reply_free(&r);
+    if (!json_is_object(cur)) {
+        json_decref(cur);
+        fprintf(stderr, "rlctl: %s: the service answered no rule\n", id);
+        return RLCTL_UNREACHABLE;
+    }
+    json_object_del(cur, "version");
+    json_object_del(cur, "updated_at");
+    json_object_foreach(*rule, key, v) {
+        if (strcmp(key, "match") == 0 &&
+            json_is_object(m = json_object_get(cur, "match")))
+            json_object_update(m, v);
+        else
+            json_object_set(cur, key, v);
+    }
+    json_decref(*rule);
+    *rule = cur;
+    if (!*if_match && etag[0])
+        *if_match = etag;
+    return RLCTL_DONE;
+}
+
 int rlctl_cmd_put(const rlctl_opts *o, int argc, char **argv)
 {
-    const char *file = NULL, *if_match = NULL, *id;
+    const char *file = NULL, *if_match = NULL, *if_none_match = NULL, *id;
     json_t *rule = json_object();
-    char path[128], etag[80], *body = NULL;
+    char path[128], etag[80], etag_read[80], *body = NULL;
     rlctl_reply r;
     int rc;
 
@@ -140,13 +196,19 @@ int rlctl_cmd_put(const rlctl_opts *o, int argc, char **argv)
         body = slurp(file);
     } else {
         json_object_set_new(rule, "rule_id", json_string(id));
+        if ((rc = merge(o, path, id, &rule, &if_match, &if_none_match,
+                        etag_read, sizeof etag_read)) != RLCTL_DONE) {
+            json_decref(rule);
+            return rc;
+        }
         body = json_dumps(rule, JSON_COMPACT | JSON_PRESERVE_ORDER);
     }
     json_decref(rule);
     if (!body)
         return RLCTL_USAGE;
     rc = rlctl_request(o, "PUT", path, body,
-                       rlctl_etag(if_match, etag, sizeof etag), NULL, id, &r);
+                       rlctl_etag(if_match, etag, sizeof etag), if_none_match,
+                       id, &r);
     free(body);
     if (rc == RLCTL_DONE) {
         fputs(r.body, stdout);

@@ -128,14 +128,24 @@ static void rule_line(json_t *rule)
              (long long)json_integer_value(json_object_get(rule, "limit")),
              (long long)json_integer_value(
                  json_object_get(rule, "window_seconds")));
-    printf("%-24s %-8s %-16s %-8s %-14s",
-           json_string_value(json_object_get(rule, "rule_id")),
-           json_string_value(json_object_get(rule, "dimension")),
-           ep ? ep : "*", tier ? tier : "*", rate);
-    printf(" %-14s %-7s %-8s v%lld",
-           json_string_value(json_object_get(rule, "algorithm")),
-           json_string_value(json_object_get(rule, "mode")),
-           json_string_value(json_object_get(rule, "failure_mode")),
+    const char *col[] = {
+        json_string_value(json_object_get(rule, "rule_id")),
+        json_string_value(json_object_get(rule, "dimension")),
+        ep ? ep : "*", tier ? tier : "*", rate,
+        json_string_value(json_object_get(rule, "algorithm")),
+        json_string_value(json_object_get(rule, "mode")),
+        json_string_value(json_object_get(rule, "failure_mode"))};
+    static const int width[] = {24, 8, 16, 8, 14, 14, 7, 8};
+
+    /* what the service sent is printed without its control bytes */
+    for (size_t i = 0; i < sizeof col / sizeof col[0]; i++) {
+        int n = col[i] ? (int)strlen(col[i]) : 6;
+        if (i)
+            putchar(' ');
+        rlctl_put_clean(stdout, col[i] ? col[i] : "(null)");
+        printf("%*s", n < width[i] ? width[i] - n : 0, "");
+    }
+    printf(" v%lld",
            (long long)json_integer_value(json_object_get(rule, "version")));
     if (burst)
         printf(" burst %lld", (long long)json_integer_value(burst));

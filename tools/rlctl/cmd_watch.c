@@ -36,14 +36,16 @@ static void print_changes(json_t *before, json_t *after)
 
     json_object_foreach(after, id, v) {
         json_t *old = json_object_get(before, id);
-        if (!old)
-            printf(" +%s", id);
-        else if (!json_equal(old, v))
-            printf(" ~%s", id);
+        if (!old || !json_equal(old, v)) {
+            fputs(!old ? " +" : " ~", stdout);
+            rlctl_put_clean(stdout, id);
+        }
     }
     json_object_foreach(before, id, v)
-        if (!json_object_get(after, id))
-            printf(" -%s", id);
+        if (!json_object_get(after, id)) {
+            fputs(" -", stdout);
+            rlctl_put_clean(stdout, id);
+        }
 }
 
 static void print_version(json_t *doc, json_t *before, json_t *after)

@@ -65,6 +65,17 @@ static struct curl_slist *add_header(struct curl_slist *h, const char *name,
     return curl_slist_append(h, line);
 }
 
+/* The body's raw control bytes (not its line breaks and tabs, which JSON
+ * allows between tokens) made '?': whatever prints it whole prints no
+ * terminal escape. */
+static void clean_body(char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)b[i] < 0x20 && b[i] != '\n' && b[i] != '\t' &&
+             b[i] != '\r') || b[i] == 0x7f)
+            b[i] = '?';
+}
+
 int rlctl_http(const rlctl_opts *o, const char *method, const char *path,
                const char *body, const char *if_match,
                const char *if_none_match, rlctl_reply *r)
@@ -116,6 +127,8 @@ int rlctl_http(const rlctl_opts *o, const char *method, const char *path,
     curl_easy_cleanup(c);
     if (!r->body && (r->body = malloc(1)))
         r->body[0] = 0;
+    if (r->body)
+        clean_body(r->body, r->len);
     if (rc != CURLE_OK || !r->body) {
         r->status = 0;
         if (!r->error[0])
@@ -131,12 +144,12 @@ void rlctl_reply_free(rlctl_reply *r)
     r->body = NULL;
 }
 
-/* Print s without control bytes: a service's message is outside input. */
-static void put_clean(FILE *f, const char *s)
+void rlctl_put_clean(FILE *f, const char *s)
 {
-    for (; *s; s++)
+    for (; s && *s; s++)
         fputc((unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s, f);
 }
+
 
 int rlctl_status_exit(const rlctl_reply *r, const char *what)
 {
@@ -145,7 +158,7 @@ int rlctl_status_exit(const rlctl_reply *r, const char *what)
     if (r->status == 0) {
         fprintf(stderr, "rlctl: %s: the rules service did not answer (",
                 what);
-        put_clean(stderr, r->error);
+        rlctl_put_clean(stderr, r->error);
         fputs(")\n", stderr);
         return RLCTL_UNREACHABLE;
     }
@@ -156,7 +169,7 @@ int rlctl_status_exit(const rlctl_reply *r, const char *what)
     msg = doc ? json_object_get(doc, "message") : NULL;
     if (json_is_string(msg)) {
         fputs(": ", stderr);
-        put_clean(stderr, json_string_value(msg));
+        rlctl_put_clean(stderr, json_string_value(msg));
     }
     fputc('\n', stderr);
     json_decref(doc);

@@ -10,6 +10,8 @@
 #include "redis_uri.h"
 
 #include <curl/curl.h>
+#include "ratelimit.h"
+
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,7 @@
 static const char usage[] =
     "usage: rlctl [--server URL] [--token-file PATH] [--timeout MS] [--json]\n"
     "             COMMAND [ARGS]\n"
+    "       rlctl --version | --help\n"
     "commands:\n"
     "  list                          the rule set, one line a rule\n"
     "  get ID                        one rule\n"
@@ -74,6 +77,7 @@ static int global_options(rlctl_opts *o, int argc, char **argv)
         {"timeout", required_argument, NULL, 'T'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
+        {"version", no_argument, NULL, 'V'},
         {NULL, 0, NULL, 0}};
     const char *token_file = getenv("RLCTL_TOKEN_FILE");
     char *end;
@@ -97,6 +101,9 @@ static int global_options(rlctl_opts *o, int argc, char **argv)
             break;
         case 'j': o->json = 1; break;
         case 'h': fputs(usage, stdout); exit(RLCTL_DONE);
+        case 'V':
+            printf("rlctl (libratelimit) %s\n", rl_version_string());
+            exit(RLCTL_DONE);
         default: return -1;
         }
     }

@@ -10,6 +10,8 @@
 #ifndef RLCTL_H
 #define RLCTL_H
 
+#include <stdio.h>
+
 #include <stddef.h>
 
 enum { RLCTL_DONE = 0, RLCTL_REFUSED = 1, RLCTL_USAGE = 2,
@@ -58,6 +60,10 @@ const char *rlctl_etag(const char *v, char *buf, size_t len);
 /* The exit code for an answer, after saying in plain words on stderr what
  * went wrong when it is not a 2xx or a 304. */
 int rlctl_status_exit(const rlctl_reply *r, const char *what);
+
+/* Print s (a string from the service, or read out of its JSON) with its
+ * control bytes made '?'.  s may be NULL: nothing. */
+void rlctl_put_clean(FILE *f, const char *s);
 
 /* Read the bearer token: the first line of a file, trailing blanks
  * stripped.  0, or -1 with a message on stderr. */
