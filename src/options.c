@@ -56,7 +56,7 @@ static const opt_def opt_table[] = {
     TXT("store", store, 0, 0, "store URI", check_store, STORE_DEFAULT, "where the state lives"),
     TXT("rules_file", rules_file, 0, 0, "path", NULL, NULL, "rule file loaded at create"),
     TXT("rules", rules, 0, 0, "JSON text", NULL, NULL, "rule set (JSON) loaded at create"),
-    NUM("timeout_ms", OPT_INT, timeout_ms, 1, 60000, "5", "longest a check waits for Redis"),
+    NUM("timeout_ms", OPT_INT, timeout_ms, 1, 60000, "50", "longest a check waits for Redis"),
     NUM("memory_max_bytes", OPT_BYTES, memory_max_bytes, 1 << 20, INT64_MAX / 2, "1073741824",
         "cap on the memory store"),
     NUM("shm_size", OPT_BYTES, shm_size, STORE_SHM_SIZE_MIN, STORE_SHM_SIZE_MAX,
