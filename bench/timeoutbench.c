@@ -9,8 +9,10 @@
  * load (0, 2, 4 processes spinning on the CPU beside the server, as a busy
  * host's other work) and each timeout_ms (5, 10, 20, 50, 100), 4 threads
  * check for RUN_MS; printed: checks, denied for store reasons (%), the
- * breaker's openings, and the ratio of the denied share to the same
- * timeout's at load 0 (the reference, measured in the same run).  The
+ * breaker's openings, and the ratio of the denied share to the 5 ms
+ * timeout's at the same load (the old default: the reference, measured in
+ * the same run).  While a breaker is open checks answer at once, so a
+ * cell with an opening counts many more checks, most of them denied.  The
  * breaker options are the defaults.  Never part of make check (about
  * 50 s; --json: one object a line).
  */
@@ -140,7 +142,7 @@ static double measure(const char *uri, int timeout_ms, long *checks,
 int main(int argc, char **argv)
 {
     int json = argc > 1 && strcmp(argv[1], "--json") == 0;
-    double ref[NTIMEOUTS];
+    double ref = 0;
     char uri[128];
     rh_server srv;
 
@@ -172,20 +174,19 @@ int main(int argc, char **argv)
                 rh_stop(&srv);
                 return 1;
             }
-            if (l == 0)
-                ref[t] = d;
+            if (t == 0)
+                ref = d;
             if (json)
                 printf("{\"figure\":\"store_denials\",\"spinners\":%d,"
                        "\"timeout_ms\":%d,\"checks\":%ld,"
                        "\"denied_store_pct\":%.3f,\"breaker_opens\":%ld,"
-                       "\"ratio_to_idle\":%.2f}\n", loads[l], timeouts[t],
-                       checks, 100 * d, opens,
-                       ref[t] > 0 ? d / ref[t] : 0);
+                       "\"ratio_to_5ms\":%.3f}\n", loads[l], timeouts[t],
+                       checks, 100 * d, opens, ref > 0 ? d / ref : 0);
             else
                 printf("spinners %d, timeout_ms %3d: %8ld checks, %6.2f %% "
-                       "denied for store reasons (%.2fx idle's), breaker "
+                       "denied for store reasons (%.3fx 5 ms's), breaker "
                        "opened %ld\n", loads[l], timeouts[t], checks,
-                       100 * d, ref[t] > 0 ? d / ref[t] : 0, opens);
+                       100 * d, ref > 0 ? d / ref : 0, opens);
             fflush(stdout);
         }
         spin_stop(pid, loads[l]);
