@@ -218,7 +218,7 @@ END_TEST
 
 typedef struct logbook {
     pthread_mutex_t mu;
-    int opened, closed;
+    int opened, closed, untold; /* untold: lines naming changes not told */
     char last[512];
 } logbook;
 
@@ -230,6 +230,7 @@ static void to_book(void *arg, int level, const char *msg)
     pthread_mutex_lock(&b->mu);
     b->opened += strstr(msg, "circuit breaker opened") != NULL;
     b->closed += strstr(msg, "circuit breaker closed") != NULL;
+    b->untold += strstr(msg, "breaker changes not logged") != NULL;
     snprintf(b->last, sizeof b->last, "%s", msg);
     pthread_mutex_unlock(&b->mu);
 }
@@ -333,6 +334,57 @@ START_TEST(an_outage_is_logged_counted_and_short)
 }
 END_TEST
 
+/* A flapping server: at most one opening line a second, each with its
+ * closing line; five outages within a second make one pair, and the next
+ * opening, a second later, names the changes not logged in between. */
+START_TEST(a_flapping_server_does_not_flood_the_log)
+{
+    logbook book = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    rl_result res = RL_RESULT_INIT;
+    int64_t t0, five = 0, took;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "60"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", "1"), RL_OK);
+    ck_assert_int_eq(rl_config_set_log(cfg, to_book, &book), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    rl_config_free(cfg);
+    t0 = now_ms();
+    for (int i = 0; i < 6; i++) {
+        if (i == 5) /* the sixth outage a second after the first */
+            while (now_ms() - t0 < 1100)
+                sleep_ms(10);
+        ck_assert_int_eq(rh_pause(&srv), 0);
+        AWAIT((rl_allow(lim, "user:f", "fb", 0, &res),
+               stats_of(lim).breaker_state != RL_BREAKER_CLOSED),
+              "the breaker opens");
+        ck_assert_int_eq(rh_resume(&srv), 0);
+        AWAIT((rl_allow(lim, "user:f", "fb", 0, &res),
+               !(res.flags & RL_FLAG_FALLBACK)), "Redis decides again");
+        if (i == 4)
+            five = now_ms() - t0;
+    }
+    took = now_ms() - t0;
+    fprintf(stderr, "  6 outages in %lld ms (5 in %lld): %d opening lines\n",
+            (long long)took, (long long)five, book_count(&book, 0));
+    ck_assert_int_eq(stats_of(lim).breaker_opens, 6);
+    ck_assert_int_le(book_count(&book, 0), 1 + took / 1000);
+    ck_assert_int_ge(book_count(&book, 0), 1);
+    AWAIT(book_count(&book, 1) == book_count(&book, 0),
+          "each opening told has its closing told");
+    if (five < 1000) { /* a busy host may take longer: then no bound */
+        ck_assert_int_eq(book_count(&book, 0), 2);
+        pthread_mutex_lock(&book.mu);
+        ck_assert_int_ge(book.untold, 1);
+        pthread_mutex_unlock(&book.mu);
+    }
+    rl_limiter_free(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("breaker");
@@ -349,6 +401,7 @@ int main(void)
     tcase_add_test(tc, a_long_stall_opens_it_after_its_bound);
     tcase_add_test(tc, a_lone_caller_opens_it_within_k_calls);
     tcase_add_test(tc, an_outage_is_logged_counted_and_short);
+    tcase_add_test(tc, a_flapping_server_does_not_flood_the_log);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
