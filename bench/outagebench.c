@@ -8,7 +8,9 @@
  * is stopped (SIGSTOP) for 100 ms or 3 s.  Printed: what the fleet admitted
  * beside what the rule allows over the 12 s (200 + 12 s x 20/s = 440), how
  * many of the admissions were local (fallback) decisions, for fleet_size 1,
- * 4 and auto.  Each process shares only Redis with the others, as a fleet
+ * 4 and auto, and with the default options ("default": fleet_size not set,
+ * auto since issue 23), where the bound is what the rule allows + limit x
+ * outage / window + one check per process.  Each process shares only Redis with the others, as a fleet
  * does.  Never part of make check (about 90 s; --json: one object a line).
  */
 #include "ratelimit.h"
@@ -83,8 +85,9 @@ static rl_limiter *open_limiter(const char *uri, const char *fleet)
              "\"failure_mode\":\"fallback\"}]", LIMIT, WINDOW_S);
     if (cfg && rl_config_set(cfg, "store", uri) == RL_OK &&
         rl_config_set(cfg, "rules", rules) == RL_OK &&
-        rl_config_set(cfg, "fleet_size", fleet) == RL_OK &&
-        rl_config_set(cfg, "fleet_name", "outagebench") == RL_OK)
+        (strcmp(fleet, "default") == 0 ||
+         (rl_config_set(cfg, "fleet_size", fleet) == RL_OK &&
+          rl_config_set(cfg, "fleet_name", "outagebench") == RL_OK)))
         (void)rl_limiter_new(&lim, cfg);
     rl_config_free(cfg);
     return lim;
@@ -120,6 +123,7 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
     char uri[128];
     pid_t pid[PROCS];
     int bad = 0, st;
+    long bound;
     redisContext *c = rh_connect(srv);
 
     if (sh == MAP_FAILED || !c)
@@ -144,18 +148,21 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
     for (int p = 0; p < PROCS; p++)
         bad |= waitpid(pid[p], &st, 0) < 0 || !WIFEXITED(st) ||
                WEXITSTATUS(st) != 0;
+    bound = ALLOWED + LIMIT * outage_ms / (WINDOW_S * 1000L) + PROCS;
     if (json)
         printf("{\"figure\":\"outage_admitted\",\"outage_ms\":%ld,"
                "\"fleet_size\":\"%s\",\"admitted\":%ld,\"local\":%ld,"
-               "\"checks\":%ld,\"allowed_by_rule\":%d,\"ratio\":%.3f}\n",
+               "\"checks\":%ld,\"allowed_by_rule\":%d,\"bound\":%ld,"
+               "\"ratio\":%.3f}\n",
                outage_ms, fleet, atomic_load(&sh->admitted),
                atomic_load(&sh->local), atomic_load(&sh->checks), ALLOWED,
-               (double)atomic_load(&sh->admitted) / ALLOWED);
+               bound, (double)atomic_load(&sh->admitted) / ALLOWED);
     else
-        printf("outage %5ld ms, fleet_size %-4s: admitted %5ld of %d "
-               "(%.2fx; %ld local) in %ld checks\n", outage_ms, fleet,
-               atomic_load(&sh->admitted), ALLOWED,
-               (double)atomic_load(&sh->admitted) / ALLOWED,
+        printf("outage %5ld ms, fleet_size %-7s: admitted %5ld of %d "
+               "(%.2fx; bound %ld: %s; %ld local) in %ld checks\n",
+               outage_ms, fleet, atomic_load(&sh->admitted), ALLOWED,
+               (double)atomic_load(&sh->admitted) / ALLOWED, bound,
+               atomic_load(&sh->admitted) <= bound ? "within" : "OVER",
                atomic_load(&sh->local), atomic_load(&sh->checks));
     fflush(stdout);
     munmap(sh, sizeof *sh);
@@ -164,20 +171,29 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
 
 int main(int argc, char **argv)
 {
-    static const char *const fleets[] = {"1", "4", "auto"};
+    static const char *const fleets[] = {"1", "4", "auto", "default"};
     static const long outages[] = {100, 3000};
-    int json = argc > 1 && strcmp(argv[1], "--json") == 0, rc = 0;
+    int json = 0, defaults_only = 0, rc = 0;
     rh_server srv;
 
-    if (argc > 1 && !json) {
-        fprintf(stderr, "usage: outagebench [--json]\n");
-        return 2;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (strcmp(argv[i], "--defaults") == 0)
+            defaults_only = 1; /* the 100 ms blip, default options only */
+        else {
+            fprintf(stderr, "usage: outagebench [--json] [--defaults]\n");
+            return 2;
+        }
     }
     if (!rh_available() || rh_start(&srv, NULL) != 0) {
         fprintf(stderr, "outagebench: no redis-server\n");
         return 1;
     }
-    for (size_t o = 0; o < sizeof outages / sizeof *outages; o++)
+    if (defaults_only)
+        rc |= run(&srv, "default", outages[0], json);
+    for (size_t o = 0; !defaults_only && o < sizeof outages / sizeof *outages;
+         o++)
         for (size_t f = 0; f < sizeof fleets / sizeof *fleets; f++)
             rc |= run(&srv, fleets[f], outages[o], json);
     rh_stop(&srv);

@@ -37,10 +37,12 @@
 #include <pthread.h>
 #include <ratelimit.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #define CONNECTION_LIMIT 1024
@@ -78,7 +80,8 @@ static const char usage_text[] =
     "  user      header X-User, else the query argument user=\n"
     "  ip        the peer's address\n"
     "  cost      1\n"
-    "A denial gets 429 (503 when the store failed and the rule fails closed)\n"
+    "A denial gets 429 (503 when the store failed and the rule fails closed,\n"
+    "told on stderr at most once a second)\n"
     "with Retry-After, X-RateLimit-*, RateLimit-Policy, RateLimit and a JSON\n"
     "body; an admitted request's answer carries the X-RateLimit-* headers too.\n";
 
@@ -161,6 +164,25 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, unsigned status,
     return reply(c, status, JSON_TYPE, body, NULL);
 }
 
+/* A rule failed closed because the store is away: one line on stderr a
+ * second at most, the answers in between counted into it (ratelimit(7):
+ * an outage is never mistaken for limiting). */
+static void tell_unavailable(const rl_result *res)
+{
+    static _Atomic long long last_s = -1;
+    static _Atomic long since;
+    long long now = (long long)time(NULL), last = atomic_load(&last_s);
+    long n;
+
+    atomic_fetch_add(&since, 1);
+    if (now == last || !atomic_compare_exchange_strong(&last_s, &last, now))
+        return;
+    n = atomic_exchange(&since, 0);
+    fprintf(stderr, "gateway: the store is unavailable: rule \"%s\" fails "
+            "closed, answered 503 (%ld such answers since the last line)\n",
+            res->rule_id, n);
+}
+
 static enum MHD_Result reply_denied(struct MHD_Connection *c,
                                     const rl_result *res)
 {
@@ -171,6 +193,8 @@ static enum MHD_Result reply_denied(struct MHD_Connection *c,
 
     if (rl_body_format(res, body, sizeof body) < 0)
         body[0] = '\0';
+    if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+        tell_unavailable(res);
     return reply(c, status, JSON_TYPE, body, res);
 }
 

@@ -37,6 +37,15 @@
 #define NGX_HTTP_RATELIMIT_STATUS_MAX 599
 #define NGX_HTTP_RATELIMIT_STATUS_DEFAULT 429
 
+/* ratelimit_unavailable_status: the answer when a rule fails closed
+ * because the store is away (RL_FLAG_FAIL_CLOSED), not a limit reached;
+ * the same bounds as ratelimit_status. */
+#define NGX_HTTP_RATELIMIT_UNAVAILABLE_DEFAULT 503
+
+/* A worker logs at most one "store unavailable" line to error.log per
+ * this many ms; the answers in between are counted into the next line. */
+#define NGX_HTTP_RATELIMIT_UNAVAILABLE_LOG_MS 1000
+
 /* ratelimit_max_in_flight: checks one worker has in flight at once (the
  * library's bound on rl_async_new). */
 #define NGX_HTTP_RATELIMIT_IN_FLIGHT_MAX 65536
@@ -87,6 +96,7 @@ typedef struct {
     ngx_http_complex_value_t *cost;   /* NULL: 1                         */
     ngx_flag_t ietf;
     ngx_uint_t status;
+    ngx_uint_t unavailable_status;    /* fail closed: the store away     */
 } ngx_http_ratelimit_loc_conf_t;
 
 /*
@@ -153,6 +163,11 @@ void ngx_http_ratelimit_detach(ngx_http_ratelimit_state_t *st);
 /* ngx_http_ratelimit_handler.c */
 ngx_int_t ngx_http_ratelimit_handler(ngx_http_request_t *r);
 ngx_http_ratelimit_state_t *ngx_http_ratelimit_state(ngx_http_request_t *r);
+
+/* ngx_http_ratelimit_metrics.c: the ratelimit_metrics directive (a
+ * location answering with the worker's limiter's Prometheus text). */
+char *ngx_http_ratelimit_metrics(ngx_conf_t *cf, ngx_command_t *cmd,
+                                 void *conf);
 
 /* ngx_http_ratelimit_response.c */
 ngx_int_t ngx_http_ratelimit_filter_init(ngx_conf_t *cf);

@@ -66,6 +66,11 @@ static ngx_command_t ngx_http_ratelimit_commands[] = {
     { ngx_string("ratelimit_status"), LOC_CONF | NGX_CONF_TAKE1,
       ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET, LOC_OFF(status),
       &ngx_http_ratelimit_status_bounds },
+    { ngx_string("ratelimit_unavailable_status"), LOC_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET,
+      LOC_OFF(unavailable_status), &ngx_http_ratelimit_status_bounds },
+    { ngx_string("ratelimit_metrics"), NGX_HTTP_LOC_CONF | NGX_CONF_NOARGS,
+      ngx_http_ratelimit_metrics, 0, 0, NULL },
     ngx_null_command
 };
 
@@ -132,6 +137,7 @@ static void *ngx_http_ratelimit_create_loc_conf(ngx_conf_t *cf)
     lcf->enable = NGX_CONF_UNSET;
     lcf->ietf = NGX_CONF_UNSET;
     lcf->status = NGX_CONF_UNSET_UINT;
+    lcf->unavailable_status = NGX_CONF_UNSET_UINT;
     lcf->dims = NGX_CONF_UNSET_PTR;
     lcf->endpoint = NGX_CONF_UNSET_PTR;
     lcf->tier = NGX_CONF_UNSET_PTR;
@@ -151,6 +157,9 @@ static char *ngx_http_ratelimit_merge_loc_conf(ngx_conf_t *cf, void *parent,
     ngx_conf_merge_value(conf->ietf, prev->ietf, 0);
     ngx_conf_merge_uint_value(conf->status, prev->status,
                               NGX_HTTP_RATELIMIT_STATUS_DEFAULT);
+    ngx_conf_merge_uint_value(conf->unavailable_status,
+                              prev->unavailable_status,
+                              NGX_HTTP_RATELIMIT_UNAVAILABLE_DEFAULT);
     ngx_conf_merge_ptr_value(conf->dims, prev->dims, NULL);
     ngx_conf_merge_ptr_value(conf->endpoint, prev->endpoint, NULL);
     ngx_conf_merge_ptr_value(conf->tier, prev->tier, NULL);

@@ -6,7 +6,12 @@
  * error page alike; a request no rule applied to (RL_FLAG_NO_RULE) gets
  * none, having no limit to tell.  A rejected request is answered here
  * with the location's status and the library's JSON body
- * (rl_body_format), as application/json.
+ * (rl_body_format), as application/json: a limit reached with
+ * ratelimit_status (429), a rule that failed closed because the store is
+ * away (RL_FLAG_FAIL_CLOSED) with ratelimit_unavailable_status (503), so
+ * an outage is never mistaken for limiting, and a line in error.log (at
+ * most one per NGX_HTTP_RATELIMIT_UNAVAILABLE_LOG_MS per worker, the
+ * answers in between counted into it).
  *
  * Copyright (c) 2026 the libratelimit developers.  MIT licence.
  */
@@ -66,6 +71,26 @@ ngx_int_t ngx_http_ratelimit_filter_init(ngx_conf_t *cf)
     return NGX_OK;
 }
 
+/* A rule failed closed, the store away: tell error.log, rate-limited. */
+static void ngx_http_ratelimit_log_unavailable(ngx_http_request_t *r,
+                                               const rl_result *res,
+                                               ngx_uint_t status)
+{
+    static ngx_msec_t last;
+    static ngx_uint_t since;
+    ngx_msec_t now = ngx_current_msec;
+
+    since++;
+    if (last != 0 && now - last < NGX_HTTP_RATELIMIT_UNAVAILABLE_LOG_MS)
+        return;
+    ngx_log_error(NGX_LOG_ERR, r->connection->log, 0,
+                  "ratelimit: the store is unavailable: rule \"%s\" fails "
+                  "closed, answered %ui (%ui such answers by this worker "
+                  "since the last line)", res->rule_id, status, since);
+    last = now ? now : 1;
+    since = 0;
+}
+
 ngx_int_t ngx_http_ratelimit_reject(ngx_http_request_t *r,
                                     ngx_http_ratelimit_state_t *st)
 {
@@ -85,5 +110,11 @@ ngx_int_t ngx_http_ratelimit_reject(ngx_http_request_t *r,
     ngx_memzero(&cv, sizeof(cv));
     cv.value.data = body;
     cv.value.len = (size_t)len;
+    if (st->res.flags & RL_FLAG_FAIL_CLOSED) {
+        ngx_http_ratelimit_log_unavailable(r, &st->res,
+                                           lcf->unavailable_status);
+        return ngx_http_send_response(r, lcf->unavailable_status, &json,
+                                      &cv);
+    }
     return ngx_http_send_response(r, lcf->status, &json, &cv);
 }

@@ -2,8 +2,16 @@
  * breaker.h -- a circuit breaker for one shard of a remote store (one Redis
  * node).  Closed: calls go through.  Open: calls are refused at once, with
  * no network call, so a sick server costs each check nothing instead of a
- * timeout.  After `cooldown_ms` the next call becomes the one probe
+ * timeout.  After a while open the next call becomes the one probe
  * (half-open); its success closes the breaker.
+ *
+ * How long it stays open backs off: BREAKER_FIRST_OPEN_MS (or the slice,
+ * if longer) after it opens, doubled each time the probe fails twice, up
+ * to `cooldown_ms`; closing starts the next outage from the shortest
+ * wait again.  So a stall of a few hundred ms costs at most about as much
+ * again of local decisions after the server answers (the probe comes
+ * within one step, and no step is longer than the time already spent
+ * open), while a server that stays away is probed once per cooldown.
  *
  * What opens it is an outage, not an event.  One stall fails every call
  * waiting on the server at once (8 threads: 8 timeouts within a
@@ -38,6 +46,12 @@ enum { BREAKER_CLOSED = 0, BREAKER_OPEN = 1, BREAKER_HALF_OPEN = 2 };
 /* The shortest time slice in which failures are one event (ms). */
 #define BREAKER_SLICE_MS 50
 
+/* The first wait after the breaker opens (ms), before any backoff. */
+#define BREAKER_FIRST_OPEN_MS 50
+
+/* What a breaker_done() call changed, for the caller to tell (log). */
+enum { BREAKER_SAME = 0, BREAKER_OPENED, BREAKER_CLOSED_AGAIN };
+
 typedef struct breaker {
     _Atomic int state;
     _Atomic int failures;        /* distinct ones in the current run   */
@@ -48,7 +62,10 @@ typedef struct breaker {
     _Atomic int64_t opens, closes;
     int threshold;
     int64_t slice_ms;
-    int64_t cooldown_ms;
+    int64_t cooldown_ms;         /* the longest wait open              */
+    _Atomic int64_t wait_ms;     /* this step's wait open (backoff)    */
+    _Atomic int64_t run_ms;      /* the failing run's first failure    */
+    _Atomic int64_t outage_ms;   /* when it opened from closed         */
 } breaker;
 
 /* threshold distinct failures open it; timeout_ms: a call's own timeout
@@ -75,7 +92,11 @@ void breaker_cool_now(breaker *b, int64_t now_ms);
 /* Report a call's outcome (ok: the store answered; probe: breaker_allow
  * said 2).  Call it once per store call, whatever number of checks the
  * call carried.  A failure of a call let through before the breaker
- * opened says nothing new once it is open: only the probe's counts. */
-void breaker_done(breaker *b, int ok, int probe, int64_t now_ms);
+ * opened says nothing new once it is open: only the probe's counts.
+ * Returns BREAKER_OPENED when this call opened a closed breaker (the
+ * failing run began at run_ms), BREAKER_CLOSED_AGAIN when it closed one
+ * (open since outage_ms), else BREAKER_SAME: exactly one caller hears of
+ * each change. */
+int breaker_done(breaker *b, int ok, int probe, int64_t now_ms);
 
 #endif

@@ -95,8 +95,10 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
     /* checked when set (options.c) */
     lim->keyed_layout = cfg->hash_key &&
                         siphash_key_parse(cfg->hash_key, lim->layout_key) == 0;
-    /* "auto" starts at 1 until the first heartbeat counts the fleet. */
-    atomic_store(&lim->fleet_size, cfg->fleet_size ? cfg->fleet_size : 1);
+    /* "auto" starts at fleet_size_unknown until the first heartbeat
+     * counts the fleet (the memory stores count nothing: 1). */
+    atomic_store(&lim->fleet_size,
+                 cfg->fleet_size ? cfg->fleet_size : cfg->fleet_size_unknown);
     if (!lim->keyed_layout)
         opt.hash_key = NULL;
     rc = store_open(uri, &opt, &lim->store, err, sizeof err);
@@ -113,6 +115,8 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
         rc = store_open(uri, &opt, &lim->store, err, sizeof err);
     }
 
+    if (rc == RL_OK && lim->store->vt->local && !cfg->fleet_size)
+        atomic_store(&lim->fleet_size, 1); /* no fleet to count */
     /* memory:// and shm:// decide locally: no fallback beside them */
     if (rc == RL_OK && !lim->store->vt->local)
         rc = store_open("memory://", &opt, &lim->fallback, err, sizeof err);

@@ -234,9 +234,49 @@ static const struct {
      "Connections replaced."},
 };
 
+/* A shard's state for the operator: "open" while its breaker is open or
+ * half-open (checks follow the failure modes), "degraded" while it is
+ * closed but no connection is up or a run of failures is being counted,
+ * else "up". */
+static const char *const shard_states[] = {"up", "degraded", "open"};
+
+static int shard_state(const store_shard *sh)
+{
+    if (sh->breaker_state != RL_BREAKER_CLOSED)
+        return 2;
+    return !sh->up || sh->failing ? 1 : 0;
+}
+
+static void write_shard_states(mw *w, const snap *s)
+{
+    char addr[2 * STORE_ADDR_MAX + 1];
+
+    family(w, "store_up", "gauge",
+           "1 while the shard answers checks (a connection up, its breaker "
+           "closed), else 0: checks follow the rules' failure modes.");
+    for (size_t i = 0; i < s->nshards; i++) {
+        escape_label(addr, s->shards[i].addr);
+        mw_printf(w, "ratelimit_store_up{shard=\"%s\"} %d\n", addr,
+                  shard_state(&s->shards[i]) != 2 && s->shards[i].up);
+    }
+    family(w, "store_state", "gauge",
+           "The shard's state, one sample per state, 1 for the one it is "
+           "in: up; degraded (no connection up, or failures counting "
+           "toward its breaker); open (the breaker open or probing).");
+    for (size_t i = 0; i < s->nshards; i++) {
+        escape_label(addr, s->shards[i].addr);
+        for (int k = 0; k < 3; k++)
+            mw_printf(w, "ratelimit_store_state{shard=\"%s\",state=\"%s\"}"
+                      " %d\n", addr, shard_states[k],
+                      shard_state(&s->shards[i]) == k);
+    }
+}
+
 static void write_shards(mw *w, const snap *s)
 {
     char addr[2 * STORE_ADDR_MAX + 1];
+
+    write_shard_states(w, s);
 
     family(w, "store_breaker_state", "gauge",
            "The shard's circuit breaker: 0 closed, 1 open, 2 half-open.");

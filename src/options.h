@@ -28,6 +28,7 @@ struct rl_config {
     int64_t fleet_size;         /* limiters sharing a limit (fallback);
                                    0: "auto", counted by heartbeats    */
     char *fleet_name;           /* which fleet, for "auto"            */
+    int64_t fleet_size_unknown; /* "auto": the divisor until counted  */
     int64_t breaker_failures;   /* failures in a row that open it     */
     int64_t breaker_cooldown_ms;/* open this long before a probe      */
     int64_t redis_compact;      /* redis_layout "compact": 1          */

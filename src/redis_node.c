@@ -8,23 +8,91 @@
  * failures of one stall as one, breaker.h): an answer, even a redirect,
  * says the server is alive.  Blocking calls
  * sleep in rio_wait(); started ones hear from the I/O thread.
+ *
+ * The breaker's changes are told to the limiter's log hook, one line each
+ * (which server, why, for how long): at most one opening per
+ * RNODE_LOG_EVERY_MS per server, and the closing of each opening told;
+ * the changes in between are counted and named in the next line, so a
+ * flapping server cannot flood the log.
  */
 #include "redis_node.h"
 #include "redis_settle.h"
 #include "ratelimit.h"
 #include "redis_script.h"
+#include "log.h"
 
 #include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
 #define CMD_STACK 32768
+#define RNODE_LOG_EVERY_MS 1000  /* a server's breaker lines, at most   */
 
 struct rnode {
     rio *io;
     breaker brk;
     script_ctx sx;               /* refunds are encoded here            */
+    char addr[STORE_ADDR_MAX];   /* for the log: "host:port" or a path  */
+    rl_log_fn *log_fn;
+    void *log_arg;
+    int64_t timeout_ms;
+    _Atomic int64_t logged_ms;   /* the last breaker line (mono ms)     */
+    _Atomic int64_t unlogged;    /* changes since, not told             */
+    _Atomic int told_open;       /* the last opening was told           */
 };
+
+/* May this change be told?  An opening: at most one per
+ * RNODE_LOG_EVERY_MS; a closing: when its opening was told.  The rest are
+ * counted into the next line. */
+static int may_tell(rnode *r, int change, int64_t now_ms)
+{
+    int64_t last = atomic_load(&r->logged_ms);
+
+    if (change == BREAKER_CLOSED_AGAIN) {
+        if (atomic_exchange(&r->told_open, 0))
+            return 1;
+    } else if ((!last || now_ms - last >= RNODE_LOG_EVERY_MS) &&
+               atomic_compare_exchange_strong(&r->logged_ms, &last,
+                                              now_ms ? now_ms : 1)) {
+        atomic_store(&r->told_open, 1);
+        return 1;
+    }
+    atomic_fetch_add(&r->unlogged, 1);
+    return 0;
+}
+
+/* Tell the log of a breaker change (breaker_done's answer); down: the
+ * failure that opened it found no connection up. */
+static void tell(rnode *r, int change, int down, int64_t now_ms)
+{
+    char more[96] = "", why[64] = "no connection up";
+    int64_t skipped;
+
+    if (change == BREAKER_SAME || !r->log_fn || !may_tell(r, change, now_ms))
+        return;
+    if ((skipped = atomic_exchange(&r->unlogged, 0)) > 0)
+        snprintf(more, sizeof more, " (%lld breaker changes not logged "
+                 "before this one)", (long long)skipped);
+    if (!down)
+        snprintf(why, sizeof why, "calls failed or missed timeout_ms (%lld)",
+                 (long long)r->timeout_ms);
+    if (change == BREAKER_OPENED)
+        log_emit(r->log_fn, r->log_arg, RL_LOG_WARN, "Redis %s: circuit "
+                 "breaker opened: %s for %lld ms; checks follow the rules' "
+                 "failure modes, the next probe in %lld ms%s", r->addr, why,
+                 (long long)(now_ms - atomic_load(&r->brk.run_ms)),
+                 (long long)atomic_load(&r->brk.wait_ms), more);
+    else
+        log_emit(r->log_fn, r->log_arg, RL_LOG_INFO, "Redis %s: circuit "
+                 "breaker closed: the server answered again after %lld ms "
+                 "open%s", r->addr,
+                 (long long)(now_ms - atomic_load(&r->brk.outage_ms)), more);
+}
+
+static void done(rnode *r, int ok, int probe, int down, int64_t now_ms)
+{
+    tell(r, breaker_done(&r->brk, ok, probe, now_ms), down, now_ms);
+}
 
 /* May a request go?  0 yes (*probe: the breaker's probe); else the
  * status it fails with (RN_BREAKER, or RN_ERROR when no connection is up,
@@ -41,7 +109,7 @@ static int admit(rnode *r, int *probe)
         if (allowed == 2)
             breaker_unprobe(&r->brk); /* nothing was tried */
         else
-            breaker_done(&r->brk, 0, 0, now_ms);
+            done(r, 0, 0, 1, now_ms);
         return RN_ERROR;
     }
     return RN_OK;
@@ -67,7 +135,7 @@ int rnode_check(rnode *r, const store_op *ops, size_t n, algo_decision *out,
     }
     rio_submit(r->io, &j, 1);
     rio_wait(&j);
-    breaker_done(&r->brk, alive(&j), probe, clock_mono_ms());
+    done(r, alive(&j), probe, 0, clock_mono_ms());
     if (why)
         *why = j.why;
     *now_ms = j.now_ms;
@@ -104,7 +172,7 @@ int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns,
         if (why)
             why[i] = jobs[i].why;
     }
-    breaker_done(&r->brk, ok, probe, clock_mono_ms());
+    done(r, ok, probe, 0, clock_mono_ms());
     return RL_OK;
 }
 
@@ -112,7 +180,7 @@ static void started_done(rio_job *j)
 {
     rnode_async *a = (rnode_async *)j;
 
-    breaker_done(&a->node->brk, alive(j), a->probe, clock_mono_ms());
+    done(a->node, alive(j), a->probe, 0, clock_mono_ms());
     a->done(a);
 }
 
@@ -223,6 +291,14 @@ int rnode_open(rnode **out, const rnode_opts *o, char *err, size_t errlen)
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
     breaker_init(&r->brk, o->breaker_failures, o->breaker_cooldown_ms,
                  o->timeout_ms);
+    r->log_fn = o->io.log_fn;
+    r->log_arg = o->io.log_arg;
+    r->timeout_ms = o->timeout_ms;
+    if (o->io.uri.is_unix)
+        snprintf(r->addr, sizeof r->addr, "unix:%s", o->io.uri.path);
+    else
+        snprintf(r->addr, sizeof r->addr, "%s:%d", o->io.uri.host,
+                 o->io.uri.port);
     r->sx = (script_ctx){.script = o->io.script,
                          .script_len = o->io.script_len,
                          .compact = o->io.compact, .clock = o->io.clock};

@@ -77,6 +77,8 @@ typedef struct store_shard {
     char addr[STORE_ADDR_MAX];
     int breaker_state;         /* RL_BREAKER_*                          */
     int64_t opens, closes;     /* the breaker's                         */
+    int up;                    /* a connection is up                    */
+    int failing;               /* closed, but a run of failures counts  */
     int64_t errors;            /* calls failed with no connection up, or
                                   on a connection found stuck            */
     int64_t timeouts;          /* calls given up at their deadline       */

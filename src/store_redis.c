@@ -133,6 +133,8 @@ void store_redis_shard(rnode *nd, const char *addr, store_shard *out)
     out->breaker_state = atomic_load(&b->state);
     out->opens = atomic_load(&b->opens);
     out->closes = atomic_load(&b->closes);
+    out->up = rnode_is_up(nd);
+    out->failing = atomic_load(&b->failures) > 0;
     out->errors = st.down_fails + st.stuck;
     out->timeouts = st.timeouts;
     out->redirects = st.moved + st.asks;

@@ -5,7 +5,11 @@
  * 50 ms) opens no breaker however many checks time out in it; a stall
  * longer than the timeout fails no check at all; a long one opens the
  * breaker once calls have failed for that long, and a lone caller looping
- * on a hung server opens it within breaker_failures calls.
+ * on a hung server opens it within breaker_failures calls.  An outage is
+ * visible: the breaker's opening and closing each make one log line and
+ * show in the metrics text (ratelimit_store_up, ratelimit_store_state),
+ * and a server that answers again is back within a short backoff step,
+ * not a whole cooldown.
  */
 #include <check.h>
 #include <pthread.h>
@@ -223,6 +227,177 @@ START_TEST(a_lone_caller_opens_it_within_k_calls)
 }
 END_TEST
 
+/* ---- an outage, visible and short ------------------------------------ */
+
+typedef struct logbook {
+    pthread_mutex_t mu;
+    int opened, closed, untold; /* untold: lines naming changes not told */
+    char last[512];
+} logbook;
+
+static void to_book(void *arg, int level, const char *msg)
+{
+    logbook *b = arg;
+
+    (void)level;
+    pthread_mutex_lock(&b->mu);
+    b->opened += strstr(msg, "circuit breaker opened") != NULL;
+    b->closed += strstr(msg, "circuit breaker closed") != NULL;
+    b->untold += strstr(msg, "breaker changes not logged") != NULL;
+    snprintf(b->last, sizeof b->last, "%s", msg);
+    pthread_mutex_unlock(&b->mu);
+}
+
+static int book_count(logbook *b, int closed)
+{
+    int n;
+
+    pthread_mutex_lock(&b->mu);
+    n = closed ? b->closed : b->opened;
+    pthread_mutex_unlock(&b->mu);
+    return n;
+}
+
+/* Does the limiter's metrics text hold this line? */
+static int metrics_say(rl_limiter *lim, const char *line)
+{
+    static char text[1 << 16];
+    size_t len;
+
+    ck_assert_int_eq(rl_metrics_write(lim, text, sizeof text, &len), RL_OK);
+    return strstr(text, line) != NULL;
+}
+
+/* Poll cond(lim, arg) every 5 ms for up to 10 s. */
+#define AWAIT(cond, what)                                                   \
+    do {                                                                    \
+        int64_t t0_ = now_ms();                                             \
+        while (!(cond)) {                                                   \
+            ck_assert_msg(now_ms() - t0_ < 10000, "not within 10 s: %s",   \
+                          what);                                            \
+            sleep_ms(5);                                                    \
+        }                                                                   \
+    } while (0)
+
+/* The server stopped (SIGSTOP) under 8 checking threads, with the default
+ * options: the breaker opens, one line says so (the server, why, how
+ * long) and the metrics say "open"; resumed, the first check Redis
+ * decides comes within a backoff step (before: a whole 1 s cooldown after
+ * the breaker opened), one line says the breaker closed, and the metrics
+ * say "up" again. */
+START_TEST(an_outage_is_logged_counted_and_short)
+{
+    logbook book = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    rl_result res = RL_RESULT_INIT;
+    char up[200], open_[200], state_up[200], addr[64];
+    int64_t resumed, recovered;
+    load l = {0};
+
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", srv.port);
+    snprintf(up, sizeof up, "ratelimit_store_up{shard=\"%s\"} 1", addr);
+    snprintf(open_, sizeof open_, "ratelimit_store_state{shard=\"%s\","
+             "state=\"open\"} 1", addr);
+    snprintf(state_up, sizeof state_up, "ratelimit_store_state{shard="
+             "\"%s\",state=\"up\"} 1", addr);
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set_log(cfg, to_book, &book), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    rl_config_free(cfg);
+    load_start(&l, lim);
+    ck_assert(metrics_say(lim, up));
+    ck_assert(metrics_say(lim, state_up));
+
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    AWAIT(stats_of(lim).breaker_state != RL_BREAKER_CLOSED,
+          "the breaker opens");
+    AWAIT(book_count(&book, 0) == 1, "one line says it opened");
+    pthread_mutex_lock(&book.mu);
+    ck_assert_msg(strstr(book.last, addr) && strstr(book.last, " ms"),
+                  "%s", book.last);
+    pthread_mutex_unlock(&book.mu);
+    ck_assert(metrics_say(lim, open_));
+    ck_assert(!metrics_say(lim, up));
+    ck_assert(metrics_say(lim, "ratelimit_store_breaker_opens_total"));
+    sleep_ms(100); /* stopped ~300 ms in all */
+
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    resumed = now_ms();
+    for (;;) { /* the first check Redis decides */
+        ck_assert_int_eq(rl_allow(lim, "user:probe", "fb", 0, &res), RL_OK);
+        if (!(res.flags & RL_FLAG_FALLBACK))
+            break;
+        ck_assert_msg(now_ms() - resumed < 10000, "no recovery in 10 s");
+        sleep_ms(1);
+    }
+    recovered = now_ms() - resumed;
+    fprintf(stderr, "  stopped ~300 ms: Redis decides again %lld ms after "
+            "SIGCONT (cooldown 1000)\n", (long long)recovered);
+    /* Well under the 1 s cooldown (before: ~900 ms, the cooldown's rest);
+     * the backoff's step here is at most 200 ms, the rest is slack. */
+    ck_assert_int_lt(recovered, 600);
+    AWAIT(book_count(&book, 1) == 1, "one line says it closed");
+    AWAIT(metrics_say(lim, state_up), "the metrics say up");
+    ck_assert(metrics_say(lim, up));
+    ck_assert_int_eq(book_count(&book, 0), 1);
+    load_stop(&l);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* A flapping server: at most one opening line a second, each with its
+ * closing line; five outages within a second make one pair, and the next
+ * opening, a second later, names the changes not logged in between. */
+START_TEST(a_flapping_server_does_not_flood_the_log)
+{
+    logbook book = {.mu = PTHREAD_MUTEX_INITIALIZER};
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    rl_result res = RL_RESULT_INIT;
+    int64_t t0, five = 0, took;
+
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "60"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "breaker_failures", "1"), RL_OK);
+    ck_assert_int_eq(rl_config_set_log(cfg, to_book, &book), RL_OK);
+    ck_assert_int_eq(rl_limiter_new(&lim, cfg), RL_OK);
+    rl_config_free(cfg);
+    t0 = now_ms();
+    for (int i = 0; i < 6; i++) {
+        if (i == 5) /* the sixth outage a second after the first */
+            while (now_ms() - t0 < 1100)
+                sleep_ms(10);
+        ck_assert_int_eq(rh_pause(&srv), 0);
+        AWAIT((rl_allow(lim, "user:f", "fb", 0, &res),
+               stats_of(lim).breaker_state != RL_BREAKER_CLOSED),
+              "the breaker opens");
+        ck_assert_int_eq(rh_resume(&srv), 0);
+        AWAIT((rl_allow(lim, "user:f", "fb", 0, &res),
+               !(res.flags & RL_FLAG_FALLBACK)), "Redis decides again");
+        if (i == 4)
+            five = now_ms() - t0;
+    }
+    took = now_ms() - t0;
+    fprintf(stderr, "  6 outages in %lld ms (5 in %lld): %d opening lines\n",
+            (long long)took, (long long)five, book_count(&book, 0));
+    ck_assert_int_eq(stats_of(lim).breaker_opens, 6);
+    ck_assert_int_le(book_count(&book, 0), 1 + took / 1000);
+    ck_assert_int_ge(book_count(&book, 0), 1);
+    AWAIT(book_count(&book, 1) == book_count(&book, 0),
+          "each opening told has its closing told");
+    if (five < 1000) { /* a busy host may take longer: then no bound */
+        ck_assert_int_eq(book_count(&book, 0), 2);
+        pthread_mutex_lock(&book.mu);
+        ck_assert_int_ge(book.untold, 1);
+        pthread_mutex_unlock(&book.mu);
+    }
+    rl_limiter_free(lim);
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("breaker");
@@ -238,6 +413,8 @@ int main(void)
     tcase_add_test(tc, stalls_within_the_timeout_fail_nothing);
     tcase_add_test(tc, a_long_stall_opens_it_after_its_bound);
     tcase_add_test(tc, a_lone_caller_opens_it_within_k_calls);
+    tcase_add_test(tc, an_outage_is_logged_counted_and_short);
+    tcase_add_test(tc, a_flapping_server_does_not_flood_the_log);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }

@@ -122,6 +122,9 @@ static rl_limiter *open_kind(void)
     ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", timeout_ms), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
+    /* One limiter deciding alone: its fallback's share is the whole limit
+     * (store_away reserves all of it), not the default's limit / N. */
+    ck_assert_int_eq(rl_config_set(cfg, "fleet_size", "1"), RL_OK);
     if (kind == K_COMPACT)
         ck_assert_int_eq(rl_config_set(cfg, "redis_layout", "compact"),
                          RL_OK);

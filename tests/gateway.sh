@@ -200,9 +200,31 @@ else
     fail "upstream failure answered $code, not 502"
 fi
 
+# ---- the store away: 503, not 429, and one line on stderr ----------------
+code_of() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
+cat >"$dir/closed.json" <<'EOF2'
+{"rules": [{"rule_id": "login", "dimension": "api_key",
+            "match": {"endpoint": "/login"}, "limit": 5,
+            "window_seconds": 60, "failure_mode": "closed"}]}
+EOF2
+gw_start closed --store "$store" --rules "$dir/closed.json" \
+    --set timeout_ms=100 || fail "a gateway with a closed rule would not start"
+kill -STOP "$redis_pid"
+codes=""
+for i in 1 2 3; do
+    codes="$codes $(code_of -H 'X-API-Key: k' "http://127.0.0.1:$gw_port/login")"
+done
+kill -CONT "$redis_pid"
+lines=$(grep -c 'the store is unavailable: rule "login" fails closed' \
+    "$dir/closed.log")
+if [ "$codes" = " 503 503 503" ] && [ "$lines" -ge 1 ] && [ "$lines" -le 2 ]; then
+    pass "Redis stopped: a closed rule answers 503 (not 429), $lines line(s) on stderr for 3"
+else
+    fail "Redis stopped: closed rule answered$codes, $lines stderr lines"
+fi
+
 # ---- huge requests ---------------------------------------------------------------
 long() { head -c "$1" /dev/zero | tr '\0' a; }
-code_of() { curl -s -o /dev/null -w '%{http_code}' --max-time 10 "$@"; }
 c1=$(code_of "http://127.0.0.1:$port1/api/$(long 100000)")
 c2=$(code_of -H "X-Junk: $(long 100000)" "http://127.0.0.1:$port1/api/orders")
 c3=$(code_of "http://127.0.0.1:$port1/$(long 3000)")

@@ -12,8 +12,11 @@ curl and wrk, against a real redis-server (tests/nginx_harness.py).
     the master removes the region when it exits; the memory store (its
     answers come at once, in the handler);
   - Redis stopped (SIGSTOP): an `open` rule admits, a `closed` one
-    rejects with Retry-After 1, a `fallback` one decides locally (its
-    limit of 5); a client that goes away while its check waits leaves
+    answers 503 (ratelimit_unavailable_status; not the 429 of a limit)
+    with Retry-After 1 and a line in error.log (rate-limited), a
+    `fallback` one decides locally (its limit of 5); ratelimit_metrics
+    serves the worker's Prometheus text (the store up, down, up again,
+    the fail-closed answers counted); a client that goes away while its check waits leaves
     the worker serving;
   - `nginx -t` refuses bad directives with the library's messages.
 
@@ -179,16 +182,46 @@ def test_memory(module, rules):
         n.stop()
 
 
+OUTAGE_SERVER = SERVER + """
+        location /closed-as-429 {
+            ratelimit on;
+            ratelimit_dimension user $arg_user;
+            ratelimit_endpoint /closed;
+            ratelimit_unavailable_status 429;
+            return 200 "ok\\n";
+        }
+        location = /metrics { ratelimit_metrics; }
+"""
+
+
 def test_outage(module, rules, redis):
-    # One worker: the fallback's local limit is each worker's own.
-    a = Nginx(module, server=SERVER, http=f"""
+    # One worker: the fallback's local limit is each worker's own (fleet
+    # size 1: the other instances on this Redis count in "auto", the
+    # default), and /metrics shows the limiter that served the checks.
+    a = Nginx(module, server=OUTAGE_SERVER, http=f"""
     ratelimit_store {redis.uri};
     ratelimit_rules {rules};
+    ratelimit_option fleet_size 1;
     ratelimit_option timeout_ms 100;""").start()
     try:
         for path in ("/open", "/closed", "/fallback"):
             curl(a.url(path + "?user=warm"))
+        up = f'ratelimit_store_up{{shard="127.0.0.1:{redis.port}"}} 1'
+        st, h, text = curl(a.url("/metrics"))
+        check(st == 200 and up in text and
+              h.get("content-type", "").startswith("text/plain; version=0.0.4"),
+              "ratelimit_metrics: the worker's Prometheus text, store up")
         outage(a, redis)
+        # The breaker's probe is a check: traffic (of a fail-open rule,
+        # so the fail-closed count stays) brings the store back.
+        check(wait_for(lambda: curl(a.url("/open?user=p"))[0] == 200 and
+                       up in curl(a.url("/metrics"))[2]),
+              "ratelimit_metrics: the store up again after the outage")
+        text = curl(a.url("/metrics"))[2]
+        check('ratelimit_rule_fail_closed_total{rule="closed"} 5' in text,
+              "ratelimit_metrics: the 5 fail-closed answers counted")
+        st, _, _ = curl(a.url("/metrics"), extra=["-X", "POST"])
+        check(st == 405, f"ratelimit_metrics: POST is refused ({st})")
     finally:
         a.stop()
 
@@ -198,13 +231,23 @@ def outage(a, redis):
     try:
         opened = [curl(a.url("/open?user=o")) for _ in range(6)]
         closed = [curl(a.url("/closed?user=c"))[:2] for _ in range(3)]
+        as429 = [curl(a.url("/closed-as-429?user=c"))[0] for _ in range(2)]
         fb = [curl(a.url("/fallback?user=f"))[0] for _ in range(8)]
     finally:
         redis.signal(signal.SIGCONT)
     check(all(r[0] == 200 and has_trio(r[1]) for r in opened),
           "Redis stopped: open rule admits all 6 (limit 3), with headers")
-    check(all(s == 429 and h.get("retry-after") == "1" for s, h in closed),
-          "Redis stopped: closed rule rejects, Retry-After 1")
+    check(all(s == 503 and h.get("retry-after") == "1" for s, h in closed),
+          "Redis stopped: closed rule answers 503 (the store away, not a "
+          f"limit), Retry-After 1 ({[c[0] for c in closed]})")
+    check(as429 == [429, 429],
+          f"ratelimit_unavailable_status 429 is obeyed ({as429})")
+    lines = [ln for ln in a.log().splitlines()
+             if "the store is unavailable" in ln]
+    check(len(lines) >= 1 and 'rule "closed" fails closed' in lines[0]
+          and len(lines) <= 2,
+          f"error.log tells the outage, rate-limited ({len(lines)} lines "
+          "for 5 answers)")
     check(fb == [200] * 5 + [429] * 3,
           f"Redis stopped: fallback rule decides locally, 5 of 8 ({fb})")
 

@@ -1,0 +1,196 @@
+/*
+ * timeoutbench.c -- how many checks a busy host denies "for store
+ * reasons" on a healthy loopback Redis, by timeout_ms: the figure behind
+ * the timeout_ms default and ratelimit(7)'s table for choosing it.
+ *
+ * One private redis-server (the test harness); a rule in failure mode
+ * closed with a limit no check reaches, so every denial is the store
+ * missing its deadline (RL_FLAG_FAIL_CLOSED), never a limit.  For each
+ * load (0, 2, 4 processes spinning on the CPU beside the server, as a busy
+ * host's other work) and each timeout_ms (5, 10, 20, 50, 100), 4 threads
+ * check for RUN_MS; printed: checks, denied for store reasons (%), the
+ * breaker's openings, and the ratio of the denied share to the 5 ms
+ * timeout's at the same load (the old default: the reference, measured in
+ * the same run).  While a breaker is open checks answer at once, so a
+ * cell with an opening counts many more checks, most of them denied.  The
+ * breaker options are the defaults.  Never part of make check (about
+ * 50 s; --json: one object a line).
+ */
+#include "ratelimit.h"
+#include "redis_harness.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define THREADS 4
+#define RUN_MS 3000
+#define MAX_SPIN 8
+
+static const int loads[] = {0, 2, 4};
+static const int timeouts[] = {5, 10, 20, 50, 100};
+#define NLOADS (sizeof loads / sizeof *loads)
+#define NTIMEOUTS (sizeof timeouts / sizeof *timeouts)
+
+typedef struct run {
+    rl_limiter *lim;
+    _Atomic int stop;
+    _Atomic long checks, closed;
+} run;
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static void *checker(void *p)
+{
+    run *r = p;
+    long checks = 0, closed = 0;
+    char key[32];
+
+    snprintf(key, sizeof key, "user:%p", (void *)&checks);
+    while (!atomic_load(&r->stop)) {
+        rl_result res = RL_RESULT_INIT;
+
+        if (rl_allow(r->lim, key, "fc", 1, &res) != RL_OK)
+            continue;
+        checks++;
+        closed += !res.allowed && (res.flags & RL_FLAG_FAIL_CLOSED);
+    }
+    atomic_fetch_add(&r->checks, checks);
+    atomic_fetch_add(&r->closed, closed);
+    return NULL;
+}
+
+static rl_limiter *open_limiter(const char *uri, int timeout_ms)
+{
+    static const char rules[] =
+        "[{\"rule_id\":\"fc\",\"dimension\":\"user\",\"limit\":1000000000,"
+        "\"window_seconds\":60,\"failure_mode\":\"closed\"}]";
+    char t[16];
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+
+    snprintf(t, sizeof t, "%d", timeout_ms);
+    if (cfg && rl_config_set(cfg, "store", uri) == RL_OK &&
+        rl_config_set(cfg, "rules", rules) == RL_OK &&
+        rl_config_set(cfg, "timeout_ms", t) == RL_OK &&
+        rl_config_set(cfg, "deny_cache", "0") == RL_OK)
+        (void)rl_limiter_new(&lim, cfg);
+    rl_config_free(cfg);
+    return lim;
+}
+
+/* n processes spinning until killed. */
+static int spin_start(pid_t *pid, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if ((pid[i] = fork()) < 0)
+            return -1;
+        if (pid[i] == 0) {
+            volatile unsigned long x = 0;
+            for (;;)
+                x++;
+        }
+    }
+    return 0;
+}
+
+static void spin_stop(pid_t *pid, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (pid[i] > 0) {
+            kill(pid[i], SIGKILL);
+            waitpid(pid[i], NULL, 0);
+        }
+}
+
+/* One cell: share of checks denied for store reasons (-1: no limiter). */
+static double measure(const char *uri, int timeout_ms, long *checks,
+                      long *opens)
+{
+    run r = {.lim = open_limiter(uri, timeout_ms)};
+    pthread_t th[THREADS];
+    rl_stats st = RL_STATS_INIT;
+
+    if (!r.lim)
+        return -1;
+    sleep_ms(200); /* connections up */
+    for (int i = 0; i < THREADS; i++)
+        pthread_create(&th[i], NULL, checker, &r);
+    sleep_ms(RUN_MS);
+    atomic_store(&r.stop, 1);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    rl_stats_get(r.lim, &st);
+    *opens = (long)st.breaker_opens;
+    *checks = atomic_load(&r.checks);
+    rl_limiter_free(r.lim);
+    return *checks ? (double)atomic_load(&r.closed) / (double)*checks : 0;
+}
+
+int main(int argc, char **argv)
+{
+    int json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    double ref = 0;
+    char uri[128];
+    rh_server srv;
+
+    if (argc > 1 && !json) {
+        fprintf(stderr, "usage: timeoutbench [--json]\n");
+        return 2;
+    }
+    if (!rh_available() || rh_start(&srv, NULL) != 0) {
+        fprintf(stderr, "timeoutbench: no redis-server\n");
+        return 1;
+    }
+    rh_uri(&srv, uri, sizeof uri);
+    for (size_t l = 0; l < NLOADS; l++) {
+        pid_t pid[MAX_SPIN] = {0};
+
+        if (spin_start(pid, loads[l]) != 0) {
+            spin_stop(pid, loads[l]);
+            rh_stop(&srv);
+            return 1;
+        }
+        for (size_t t = 0; t < NTIMEOUTS; t++) {
+            long checks = 0, opens = 0;
+            double d = measure(uri, timeouts[t], &checks, &opens);
+
+            if (d < 0) {
+                fprintf(stderr, "timeoutbench: limiter: %s\n",
+                        rl_errmsg(NULL));
+                spin_stop(pid, loads[l]);
+                rh_stop(&srv);
+                return 1;
+            }
+            if (t == 0)
+                ref = d;
+            if (json)
+                printf("{\"figure\":\"store_denials\",\"spinners\":%d,"
+                       "\"timeout_ms\":%d,\"checks\":%ld,"
+                       "\"denied_store_pct\":%.3f,\"breaker_opens\":%ld,"
+                       "\"ratio_to_5ms\":%.3f}\n", loads[l], timeouts[t],
+                       checks, 100 * d, opens, ref > 0 ? d / ref : 0);
+            else
+                printf("spinners %d, timeout_ms %3d: %8ld checks, %6.2f %% "
+                       "denied for store reasons (%.3fx 5 ms's), breaker "
+                       "opened %ld\n", loads[l], timeouts[t], checks,
+                       100 * d, ref > 0 ? d / ref : 0, opens);
+            fflush(stdout);
+        }
+        spin_stop(pid, loads[l]);
+    }
+    rh_stop(&srv);
+    return 0;
+}
