@@ -6,7 +6,8 @@ runs it, in the real nginx (tests/nginx_harness.py), driven by curl.
   - a shm:// region that exists and that the workers' user cannot open
     (made by root, mode 0600, as a root rlctl check would leave it): `nginx
     -t` fails and a start exits, each naming the region, its owner and the
-    workers' user, instead of a master listening with no worker;
+    workers' user, instead of a master listening with no worker; a
+    reload to it is refused and the running workers go on serving;
   - a region a reload drops is kept while the master runs (its old workers
     may still count in it) and removed when the master quits, with the one
     configured then;
@@ -85,6 +86,20 @@ def test_foreign_region(module, rules):
             check(False, "a start with a region the workers cannot open "
                   f"keeps a master running (a request: status {status})")
         check(os.path.exists(path), "the region is left alone")
+        # a reload to it is refused: the running workers go on serving
+        good = region("good")
+        with open(n.conf) as f:
+            conf = f.read()
+        with open(n.conf, "w") as f:
+            f.write(conf.replace(name, good))
+        n.start()
+        with open(n.conf, "w") as f:
+            f.write(conf)
+        n.proc.send_signal(signal.SIGHUP)
+        refused = wait_for(lambda: path in n.log())
+        check(refused and n.proc.poll() is None and
+              curl(n.url("/?user=h"))[0] == 200,
+              "a reload to it is refused, logged, and nginx goes on serving")
     finally:
         n.stop()
         os.unlink(path)
