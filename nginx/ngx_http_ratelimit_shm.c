@@ -30,6 +30,10 @@
 /* Where POSIX shared memory objects live on Linux (shm_open(3)). */
 #define NGX_HTTP_RATELIMIT_SHM_DIR "/dev/shm/"
 
+/* The groups of the workers' user looked at (getgrouplist(3)); a user in
+ * more is judged by the first ones. */
+#define NGX_HTTP_RATELIMIT_GROUPS_MAX 256
+
 /* Regions one master removes at its exit; past this many distinct names
  * in its life, the newest replace the oldest (logged). */
 #define NGX_HTTP_RATELIMIT_SHM_KEPT 16
@@ -90,18 +94,25 @@ static ngx_int_t ngx_http_ratelimit_worker_ids(ngx_conf_t *cf, uid_t *uid,
     return NGX_OK;
 }
 
-/* Whether uid:gid may read and write a file of st (its primary group only:
- * the workers' other groups are not known yet). */
+/* Whether user (uid, primary group gid, and the groups initgroups() will
+ * give the workers, when the user has a name) may read and write a file
+ * of st, as the kernel decides. */
 static ngx_int_t ngx_http_ratelimit_can_rw(const struct stat *st, uid_t uid,
-                                           gid_t gid)
+                                           gid_t gid, const char *user)
 {
+    gid_t groups[NGX_HTTP_RATELIMIT_GROUPS_MAX];
+    int n = NGX_HTTP_RATELIMIT_GROUPS_MAX, i, member = st->st_gid == gid;
     mode_t need;
 
     if (uid == 0)
         return 1;
+    if (!member && st->st_uid != uid && user != NULL &&
+        getgrouplist(user, gid, groups, &n) >= 0)
+        for (i = 0; i < n && !member; i++)
+            member = groups[i] == st->st_gid;
     need = st->st_uid == uid ? (S_IRUSR | S_IWUSR)
-           : st->st_gid == gid ? (S_IRGRP | S_IWGRP)
-                               : (S_IROTH | S_IWOTH);
+           : member          ? (S_IRGRP | S_IWGRP)
+                             : (S_IROTH | S_IWOTH);
     return (st->st_mode & need) == need;
 }
 
@@ -124,7 +135,7 @@ ngx_int_t ngx_http_ratelimit_shm_check(ngx_conf_t *cf,
                  "%s%Z", name + 1);
     if (stat(path, &st) != 0)
         return NGX_OK; /* the first worker makes it */
-    if (ngx_http_ratelimit_can_rw(&st, uid, gid))
+    if (ngx_http_ratelimit_can_rw(&st, uid, gid, user))
         return NGX_OK;
     owner = getpwuid(st.st_uid);
     ngx_conf_log_error(NGX_LOG_EMERG, cf, 0, "ratelimit: store \"%V\": %s "

@@ -7,7 +7,8 @@ runs it, in the real nginx (tests/nginx_harness.py), driven by curl.
     (made by root, mode 0600, as a root rlctl check would leave it): `nginx
     -t` fails and a start exits, each naming the region, its owner and the
     workers' user, instead of a master listening with no worker; a
-    reload to it is refused and the running workers go on serving;
+    reload to it is refused and the running workers go on serving; one
+    the workers' group may read and write passes;
   - a region a reload drops is kept while the master runs (its old workers
     may still count in it) and removed when the master quits, with the one
     configured then;
@@ -18,6 +19,7 @@ runs it, in the real nginx (tests/nginx_harness.py), driven by curl.
 Prints PASS/FAIL lines; exit 0 when all passed, 1 otherwise.
 """
 import os
+import pwd
 import signal
 import subprocess
 import sys
@@ -105,6 +107,31 @@ def test_foreign_region(module, rules):
         os.unlink(path)
 
 
+def test_group_region(module, rules):
+    """Not a false refusal: a root region the workers' group may read and
+    write passes nginx -t and a reload, and the workers keep counting."""
+    if os.geteuid() != 0:
+        print("SKIP: a region of another owner needs root")
+        return
+    name = region("group")
+    path = "/dev/shm/" + name
+    n = Nginx(module, http=http_for(name, rules), server=SERVER)
+    try:
+        n.start()
+        first = curl(n.url("/?user=g"))[0]
+        os.chown(path, 0, pwd.getpwnam("nobody").pw_gid)
+        os.chmod(path, 0o660)
+        rc, out = n.test()
+        n.proc.send_signal(signal.SIGHUP)
+        # the reload's new workers open it: the limit of 2 goes on
+        check(first == 200 and rc == 0 and
+              wait_for(lambda: curl(n.url("/?user=g"))[0] == 429),
+              f"a root region of mode 0660 in the workers' group: nginx -t "
+              f"{rc}, the reload's workers count on in it")
+    finally:
+        n.stop()
+
+
 def test_reload_drops_region(module, rules):
     a, b = region("before"), region("after")
     n = Nginx(module, http=http_for(a, rules), server=SERVER, workers=2)
@@ -158,6 +185,7 @@ def main():
         f.write(RULES)
     try:
         test_foreign_region(module, rules)
+        test_group_region(module, rules)
         test_reload_drops_region(module, rules)
         if len(sys.argv) > 2:
             test_installed(sys.argv[2], rules)
