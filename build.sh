@@ -15,7 +15,8 @@ PACKAGES="build-essential autoconf automake libtool pkg-config \
 libhiredis-dev libjansson-dev check mandoc libreadline8 redis-server \
 redis-tools redis-sentinel libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev \
 libevent-dev libuv1-dev libssl-dev openssl python3-prometheus-client \
-python3-pytest curl nginx nginx-dev wrk valgrind"
+python3-pytest python3-venv python3-setuptools python3-wheel curl nginx nginx-dev wrk \
+valgrind"
 
 deps() {
     missing=""

@@ -40,6 +40,13 @@ if command -v dpkg-buildflags >/dev/null; then
 fi
 deplibs=$(pkg-config --libs hiredis jansson openssl)
 mkdir -p "$objs"
+# One build of a tree's module at a time: make check runs the suites that
+# build it (tests/nginx_module.sh, tests/nginx_install.sh, make install's)
+# side by side.
+if command -v flock >/dev/null; then
+    exec 9>"$objs/.build.lock"
+    flock 9
+fi
 if [ ! -f "$objs/Makefile" ] || [ "$here/config" -nt "$objs/Makefile" ]; then
     (cd "$nginx_src" &&
      RATELIMIT_INC="$top_srcdir/include" RATELIMIT_LIB="$lib" \

@@ -149,7 +149,17 @@ char *ngx_http_ratelimit_validate(ngx_conf_t *cf,
 /* ngx_http_ratelimit_worker.c */
 ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle);
 void ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle);
-/* The master exits: a shm:// region the workers made is removed (its
+
+/* ngx_http_ratelimit_shm.c */
+/* After the http block is read (locations merged): NGX_ERROR, logged with
+ * the reason, when the shm:// region of the store exists and the workers'
+ * user cannot open it. */
+ngx_int_t ngx_http_ratelimit_shm_check(ngx_conf_t *cf,
+                                       ngx_http_ratelimit_main_conf_t *mcf);
+/* A configuration is in force: its shm:// region joins those the master
+ * removes at its exit. */
+ngx_int_t ngx_http_ratelimit_init_module(ngx_cycle_t *cycle);
+/* The master exits: every shm:// region its workers used is removed (its
  * limits end with this nginx; a reload keeps them). */
 void ngx_http_ratelimit_exit_master(ngx_cycle_t *cycle);
 /* Start st's check of req: RL_OK (the state is PENDING or, when the

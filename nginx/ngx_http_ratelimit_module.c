@@ -10,7 +10,8 @@
  * rewrite module, so the check comes before the location's rewrite
  * directives (a dimension's value comes from a variable or a map, not
  * from a `set` of that location).  The parsers live in ngx_http_ratelimit_conf.c, the
- * worker's limiter in ngx_http_ratelimit_worker.c.
+ * worker's limiter in ngx_http_ratelimit_worker.c, the shm:// region's
+ * checks and removal in ngx_http_ratelimit_shm.c.
  *
  * Copyright (c) 2026 the libratelimit developers.  MIT licence.
  */
@@ -91,7 +92,7 @@ ngx_module_t ngx_http_ratelimit_module = {
     ngx_http_ratelimit_commands,
     NGX_HTTP_MODULE,
     NULL,                                  /* init master */
-    NULL,                                  /* init module */
+    ngx_http_ratelimit_init_module,
     ngx_http_ratelimit_init_process,
     NULL,                                  /* init thread */
     NULL,                                  /* exit thread */
@@ -182,5 +183,9 @@ static ngx_int_t ngx_http_ratelimit_init(ngx_conf_t *cf)
     if (h == NULL)
         return NGX_ERROR;
     *h = ngx_http_ratelimit_handler;
+    if (ngx_http_ratelimit_shm_check(cf, ngx_http_conf_get_module_main_conf(
+                                             cf, ngx_http_ratelimit_module)) !=
+        NGX_OK)
+        return NGX_ERROR;
     return ngx_http_ratelimit_filter_init(cf);
 }

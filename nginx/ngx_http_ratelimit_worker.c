@@ -28,7 +28,6 @@
 
 #include <pthread.h>
 #include <signal.h>
-#include <sys/mman.h>
 
 static void ngx_http_ratelimit_done(rl_async_check *chk, int rc);
 
@@ -245,24 +244,4 @@ void ngx_http_ratelimit_exit_process(ngx_cycle_t *cycle)
     mcf->async = NULL;
     rl_limiter_free(mcf->lim);
     mcf->lim = NULL;
-}
-
-void ngx_http_ratelimit_exit_master(ngx_cycle_t *cycle)
-{
-    ngx_http_ratelimit_main_conf_t *mcf;
-    size_t n = sizeof(NGX_HTTP_RATELIMIT_SHM_SCHEME) - 1;
-    char name[NGX_HTTP_RATELIMIT_SHM_NAME_MAX + 2];
-
-    mcf = ngx_http_cycle_get_module_main_conf(cycle,
-                                              ngx_http_ratelimit_module);
-    if (mcf == NULL || !mcf->used || mcf->store.len <= n ||
-        mcf->store.len - n > NGX_HTTP_RATELIMIT_SHM_NAME_MAX ||
-        ngx_strncmp(mcf->store.data, NGX_HTTP_RATELIMIT_SHM_SCHEME, n) != 0)
-        return;
-    /* the name was checked by the library (letters, digits, . _ -) */
-    ngx_snprintf((u_char *)name, sizeof(name), "/%*s%Z",
-                 mcf->store.len - n, mcf->store.data + n);
-    if (shm_unlink(name) != 0 && ngx_errno != NGX_ENOENT)
-        ngx_log_error(NGX_LOG_WARN, cycle->log, ngx_errno,
-                      "ratelimit: shm_unlink(\"%s\")", name);
 }

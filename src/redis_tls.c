@@ -9,6 +9,7 @@
 #include "clock.h"
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <poll.h>
@@ -30,30 +31,74 @@ static const char *queued_reason(const char *none)
     return why ? why : none;
 }
 
+/* Whether path opens (a directory when dir): 0, else its errno. */
+static int open_errno(const char *path, int dir)
+{
+    DIR *d = dir ? opendir(path) : NULL;
+    FILE *f = dir ? NULL : fopen(path, "r");
+    int e = d || f ? 0 : errno;
+
+    if (d)
+        closedir(d);
+    if (f)
+        fclose(f);
+    return e;
+}
+
+/* The message of a file (or directory) OpenSSL did not take: what could
+ * not be done ("load the CA file"), the option, its path, and why: the
+ * errno of opening it ourselves when that fails too (OpenSSL 3 queues a
+ * system error without a reason string: "unknown error"), else OpenSSL's
+ * reason (a file that opens but holds no certificate, a key that does not
+ * fit the certificate). */
+static int load_failed(char *err, size_t errlen, const char *what,
+                       const char *option, const char *path, int dir)
+{
+    int e = open_errno(path, dir);
+    const char *why = e ? strerror(e) : queued_reason("unknown error");
+
+    ERR_clear_error();
+    return snprintf(err, errlen, "TLS: cannot %s (%s) \"%s\": %s", what,
+                    option, path, why), -1;
+}
+
+/* The CA file or directory that failed: the one that does not open, else
+ * the file (OpenSSL's reason says what is wrong in it). */
+static int ca_failed(const rtls_opts *o, char *err, size_t errlen)
+{
+    if (o->ca_file && (!o->ca_dir || open_errno(o->ca_file, 0)))
+        return load_failed(err, errlen, "load the CA file", "tls_ca_file",
+                           o->ca_file, 0);
+    return load_failed(err, errlen, "load the CA directory", "tls_ca_dir",
+                       o->ca_dir, 1);
+}
+
 static int load_files(SSL_CTX *ctx, const rtls_opts *o, char *err,
                       size_t errlen)
 {
-    if ((o->ca_file || o->ca_dir)
-            ? SSL_CTX_load_verify_locations(ctx, o->ca_file, o->ca_dir) != 1
-            : SSL_CTX_set_default_verify_paths(ctx) != 1)
-        return snprintf(err, errlen, "TLS: cannot load the CA %s: %s",
-                        o->ca_file ? "file (tls_ca_file)"
-                                   : "directory (tls_ca_dir)",
-                        queued_reason("unknown error")), -1;
+    if (!o->ca_file && !o->ca_dir &&
+        SSL_CTX_set_default_verify_paths(ctx) != 1)
+        return snprintf(err, errlen, "TLS: cannot load the system's CA "
+                        "certificates: %s", queued_reason("unknown error")),
+               -1;
+    /* OpenSSL reads a CA directory at each verification, so takes one
+     * that does not exist: it is opened here to be refused now */
+    if ((o->ca_file || o->ca_dir) &&
+        (SSL_CTX_load_verify_locations(ctx, o->ca_file, o->ca_dir) != 1 ||
+         (o->ca_dir && open_errno(o->ca_dir, 1))))
+        return ca_failed(o, err, errlen);
     if (!o->cert_file != !o->key_file)
         return snprintf(err, errlen, "TLS: tls_cert_file and tls_key_file "
                         "go together (mutual TLS needs both)"), -1;
     if (!o->cert_file)
         return 0;
     if (SSL_CTX_use_certificate_chain_file(ctx, o->cert_file) != 1)
-        return snprintf(err, errlen, "TLS: cannot load the client "
-                        "certificate (tls_cert_file): %s",
-                        queued_reason("unknown error")), -1;
+        return load_failed(err, errlen, "load the client certificate",
+                           "tls_cert_file", o->cert_file, 0);
     if (SSL_CTX_use_PrivateKey_file(ctx, o->key_file, SSL_FILETYPE_PEM) != 1 ||
         SSL_CTX_check_private_key(ctx) != 1)
-        return snprintf(err, errlen, "TLS: cannot use the client key "
-                        "(tls_key_file): %s",
-                        queued_reason("unknown error")), -1;
+        return load_failed(err, errlen, "use the client key", "tls_key_file",
+                           o->key_file, 0);
     return 0;
 }
 

@@ -342,17 +342,36 @@ END_TEST
 START_TEST(files_that_cannot_be_read_are_named)
 {
     char uri[] = "rediss://127.0.0.1:1/0";
+    char want[512];
 
+    /* the path and the errno, not OpenSSL 3's "unknown error" */
     refused(uri, (const char *[]){"tls_ca_file", "/nonexistent/ca.pem", NULL},
-            "TLS: cannot load the CA file (tls_ca_file)");
+            "TLS: cannot load the CA file (tls_ca_file) "
+            "\"/nonexistent/ca.pem\": No such file or directory");
+    refused(uri, (const char *[]){"tls_ca_dir", "/nonexistent/certs", NULL},
+            "TLS: cannot load the CA directory (tls_ca_dir) "
+            "\"/nonexistent/certs\": No such file or directory");
+    /* a file that opens but holds no certificate: OpenSSL's reason */
+    snprintf(want, sizeof want, "cannot load the CA file (tls_ca_file) "
+             "\"%s\": no certificate or crl found", cert("client.key"));
+    refused(uri, (const char *[]){"tls_ca_file", cert("client.key"), NULL},
+            want);
     refused(uri, (const char *[]){"tls_ca_file", cert("ca.crt"),
                                   "tls_cert_file", "/nonexistent/c.pem",
                                   "tls_key_file", cert("client.key"), NULL},
-            "cannot load the client certificate (tls_cert_file)");
+            "cannot load the client certificate (tls_cert_file) "
+            "\"/nonexistent/c.pem\": No such file or directory");
+    refused(uri, (const char *[]){"tls_ca_file", cert("ca.crt"),
+                                  "tls_cert_file", cert("client.crt"),
+                                  "tls_key_file", "/nonexistent/k.pem", NULL},
+            "cannot use the client key (tls_key_file) "
+            "\"/nonexistent/k.pem\": No such file or directory");
+    snprintf(want, sizeof want, "cannot use the client key (tls_key_file) "
+             "\"%s\": ", cert("server.key"));
     refused(uri, (const char *[]){"tls_ca_file", cert("ca.crt"),
                                   "tls_cert_file", cert("client.crt"),
                                   "tls_key_file", cert("server.key"), NULL},
-            "cannot use the client key (tls_key_file)");
+            want);
 }
 END_TEST
 

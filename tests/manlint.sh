@@ -1,7 +1,9 @@
 #!/bin/sh
 # manlint.sh -- every man page (man/man*/, the library's and the tools')
 # passes `mandoc -Tlint -Wwarning` without a word, and every function the
-# public header exports (RL_EXPORT) has its own page man/man3/<name>.3.
+# public header exports (RL_EXPORT) has its own page man/man3/<name>.3,
+# and every JSON example a page shows, rendered (mandoc -T utf8), parses
+# (tests/manjson.py: a quote an mdoc macro line swallowed shows here).
 #
 # Run by `make check` from the build directory with top_srcdir and MANDOC
 # in the environment (TESTS_ENVIRONMENT).  Exit 0: pass, 1: fail, 77: skip
@@ -51,6 +53,19 @@ else
             fail "$f is declared RL_EXPORT in include/ratelimit.h but has no man/man3/$f.3"
         fi
     done
+fi
+
+# ---- 3. every JSON example, as rendered, parses -----------------------------
+python=${MANJSON_PYTHON:-/usr/bin/python3}
+if [ ! -x "$python" ]; then
+    fail "no $python to parse the pages' JSON examples with"
+elif out=$("$python" "$top_srcdir/tests/manjson.py" "$MANDOC" \
+        "$top_srcdir"/man/man[1-8]/*.[1-8]); then
+    pass "every JSON example the pages show parses" \
+        "($(printf '%s\n' "$out" | grep -c '^PASS'))"
+else
+    fail "a man page shows JSON that does not parse"
+    printf '%s\n' "$out" | grep -v '^PASS' | sed 's/^/    /'
 fi
 
 summary

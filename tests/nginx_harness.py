@@ -105,15 +105,19 @@ http {{
 
 
 class Nginx:
-    """One nginx instance: module (a .so path, or None for none), the
-    http block's extra text, the server block's text."""
+    """One nginx instance: module (a .so path, a load_module snippet to
+    include (a .conf path), or None for none), the http block's extra
+    text, the server block's text."""
 
     def __init__(self, module, http="", server="", workers=1):
         self.prefix = tempfile.mkdtemp(prefix="rl-nginx-")
         os.mkdir(os.path.join(self.prefix, "tmp"))
         self.port = free_port()
         self.conf = os.path.join(self.prefix, "nginx.conf")
-        load = f"load_module {module};" if module else ""
+        load = ""
+        if module:
+            load = (f"include {module};" if module.endswith(".conf")
+                    else f"load_module {module};")
         with open(self.conf, "w") as f:
             f.write(CONF.format(load=load, prefix=self.prefix,
                                 workers=workers, port=self.port, http=http,

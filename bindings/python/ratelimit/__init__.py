@@ -12,6 +12,9 @@ library only.
 The library is found through RATELIMIT_LIBRARY, the source tree this
 package sits in, then the system (see _lib.py).  Every call releases the
 GIL while it runs.
+
+Installed with pip as the distribution "libratelimit" (pyproject.toml:
+pip install ./bindings/python); the import name is "ratelimit".
 """
 from . import _lib
 from .errors import (BufferTooSmallError, BusyError, ErrorCode,

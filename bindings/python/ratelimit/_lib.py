@@ -3,7 +3,10 @@
 In this order: the file named by the environment variable
 RATELIMIT_LIBRARY; the library of the source tree this package sits in
 (an in-tree build's .libs/libratelimit.so.1, for running the examples
-from a checkout); then the system's, through ctypes.util.find_library.
+from a checkout); then the system's, through ctypes.util.find_library
+and the dynamic linker (after `make install`, its cache: a root install
+runs ldconfig; a libdir outside /etc/ld.so.conf.d needs an entry there,
+or LD_LIBRARY_PATH).
 The library is loaded once, with ctypes.CDLL: every foreign call releases
 the GIL, so a check that waits for Redis lets the other Python threads
 run.  A library of another major version than the ABI mirrored here
