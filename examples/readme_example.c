@@ -1,14 +1,15 @@
-/* readme_example.c -- README.md's example: 5 requests a minute per API key, and the 429 the sixth gets. */
+/* readme_example.c -- README.md's example: 5 requests a minute per API key, then a 429. */
 #include <ratelimit.h>
 #include <stdio.h>
 
 int main(void)
 {
     rl_limiter *lim;
-    if (rl_limiter_new(&lim, NULL) != RL_OK ||          /* NULL: memory:// store */
-        rl_rules_load_string(lim, "[{\"rule_id\": \"per-key\", \"dimension\": \"api_key\","
-                                  " \"limit\": 5, \"window_seconds\": 60}]") != RL_OK)
+    if (rl_limiter_new(&lim, NULL) != RL_OK)            /* NULL: memory:// store */
         return fprintf(stderr, "%s\n", rl_errmsg(NULL)), 1;
+    if (rl_rules_load_string(lim, "[{\"rule_id\": \"per-key\", \"dimension\": \"api_key\","
+                                  " \"limit\": 5, \"window_seconds\": 60}]") != RL_OK)
+        return fprintf(stderr, "%s\n", rl_errmsg(lim)), 1;
     for (int i = 1; i <= 6; i++) {
         rl_request req = {.size = sizeof req, .endpoint = "/search", .api_key = "k-123", .cost = 1};
         rl_result res = RL_RESULT_INIT;
