@@ -65,7 +65,7 @@ static const char usage_text[] =
     "  --listen [ADDR:]PORT  IPv4 address (default 0.0.0.0) and port; 0: a free one\n"
     "  --store URI           where the limits live (default memory://), e.g.\n"
     "                        redis://127.0.0.1:6379/0: every gateway on it shares them\n"
-    "  --rules FILE          the rule set (JSON; see README, Rules)\n"
+    "  --rules FILE          the rule set (JSON; see docs/USING.md, Rules)\n"
     "  --upstream URL        pass admitted requests on to this http:// server\n"
     "                        (without it: a canned 200 \"OK\")\n"
     "  --metrics on|off      serve GET /metrics in Prometheus text (default on)\n"

@@ -4,10 +4,14 @@
  * libratelimit decides in-process whether a request may pass: rl_allow()
  * charges one key against one rule, rl_check() charges every rule that
  * matches a request and returns the most restrictive answer.  State lives in
- * a store named by a URI: "memory://" (in-process, the default), one Redis
- * server ("redis://...", "unix://...") or a Redis Cluster
- * ("redis-cluster://..."), where the limits hold across every process of a
- * fleet.  Rules can follow a set an operator changes at run time
+ * a store named by a URI: "memory://" (in-process, the default; limits hold
+ * across its threads), "shm://NAME" (POSIX shared memory; across the
+ * processes of one host), or Redis, where the limits hold across every
+ * process of a fleet: one server ("redis://...", "unix://..."), a Redis
+ * Cluster ("redis-cluster://...") or the primary a Redis Sentinel
+ * deployment names ("redis-sentinel://.../MASTER"), each also over TLS
+ * ("rediss://...", "rediss-cluster://...", "rediss-sentinel://...").
+ * Rules can follow a set an operator changes at run time
  * (the rules_source option; ratelimitd and rlctl are its tools).
  *
  * Conventions (the same for every function):

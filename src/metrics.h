@@ -42,7 +42,7 @@
  * The timing costs an untimed check ~7 instructions, the counting above
  * ~105 of a 3-rule check; with 2 threads running at once on distinct
  * keys the counting costs 3-7 % of a check, more than its instructions
- * (README, Figures).
+ * (docs/BENCHMARKS.md, Metrics).
  */
 #ifndef RL_METRICS_H
 #define RL_METRICS_H

@@ -4,7 +4,7 @@
  * (options.c): its name, its kind, its bounds, its default and a line of
  * doc.  The row drives rl_config_set() (parsing and the error text, made
  * from the bounds), the defaults, and the docs check (tests/check_options.c
- * compares the lists in README.md, ratelimit(3) and rl_config_set(3) with
+ * compares the lists in docs/OPERATING.md, ratelimit(3) and rl_config_set(3) with
  * the table).  A new option is a field below and a row in the table.
  */
 #ifndef RL_OPTIONS_H

@@ -1,6 +1,6 @@
 /*
  * acl_rules.h -- the Redis ACL users the documentation tells an operator
- * to create (README.md, "Least privilege"; ratelimit(3); ratelimitd(8)),
+ * to create (docs/REDIS.md, "Least privilege (ACLs)"; ratelimit(3); ratelimitd(8)),
  * read from the documents themselves, so that the suites running as those
  * users (check_acl.c, check_control.c) run as exactly what is written
  * there, and a document that drifts from the others fails a test.
@@ -106,7 +106,7 @@ static inline void acl_rules_agree(const acl_rule *a, const acl_rule *b,
 }
 
 /*
- * Create `user` on server s as README.md says, with `password` in place
+ * Create `user` on server s as docs/REDIS.md says, with `password` in place
  * of the placeholder (the token starting with '>'), through the harness's
  * own connection (the default user).
  */
@@ -120,7 +120,7 @@ static inline void acl_create(const rh_server *s, const char *user,
     redisReply *reply;
     int pwset = 0;
 
-    acl_rule_from("README.md", user, &r);
+    acl_rule_from("docs/REDIS.md", user, &r);
     snprintf(pw, sizeof pw, ">%s", password);
     for (int i = 0; i < r.n; i++) {
         argv[i] = r.tok[i];

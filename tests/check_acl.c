@@ -1,6 +1,6 @@
 /*
  * check_acl.c -- least privilege (issue 14): a limiter runs as the Redis
- * ACL user README.md gives ("Least privilege"), created from README.md's
+ * ACL user docs/REDIS.md gives ("Least privilege (ACLs)"), created from its
  * own line on a real redis-server (and on every node of a real cluster),
  * and every feature works as that user: both layouts and every algorithm,
  * a changed rule carrying its clients' levels, rl_check() and
@@ -15,7 +15,7 @@
  * And the user is restricted: administrative commands, foreign keys, a
  * write to the rule set, publishing, another channel are refused.  The
  * documents agree: ratelimit(3), ratelimitd(8) and rlctl(1) give the same
- * rules as the README.
+ * rules as docs/REDIS.md.
  */
 #include <check.h>
 #include <limits.h>
@@ -175,15 +175,15 @@ START_TEST(the_documents_give_one_rule)
 {
     acl_rule readme, page;
 
-    acl_rule_from("README.md", "ratelimit", &readme);
+    acl_rule_from("docs/REDIS.md", "ratelimit", &readme);
     acl_rule_from("man/man3/ratelimit.3", "ratelimit", &page);
-    acl_rules_agree(&readme, &page, "README.md and ratelimit(3)");
-    acl_rule_from("README.md", "ratelimitd", &readme);
+    acl_rules_agree(&readme, &page, "docs/REDIS.md and ratelimit(3)");
+    acl_rule_from("docs/REDIS.md", "ratelimitd", &readme);
     acl_rule_from("man/man8/ratelimitd.8", "ratelimitd", &page);
-    acl_rules_agree(&readme, &page, "README.md and ratelimitd(8)");
-    acl_rule_from("README.md", "rl-report", &readme);
+    acl_rules_agree(&readme, &page, "docs/REDIS.md and ratelimitd(8)");
+    acl_rule_from("docs/REDIS.md", "rl-report", &readme);
     acl_rule_from("man/man1/rlctl.1", "rl-report", &page);
-    acl_rules_agree(&readme, &page, "README.md and rlctl(1)");
+    acl_rules_agree(&readme, &page, "docs/REDIS.md and rlctl(1)");
 }
 END_TEST
 

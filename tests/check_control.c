@@ -8,7 +8,7 @@
  * --if-match changes nothing; a rule dry-run in mode log is reported
  * fleet-wide (rlctl dryrun) and then enforced (rlctl mode); rlctl's exit
  * codes are what rlctl(1) promises.  The same again with each part as
- * the least-privileged Redis ACL user README.md gives it (ratelimitd, the
+ * the least-privileged Redis ACL user docs/REDIS.md gives it (ratelimitd, the
  * limiters, rlctl dryrun's reader; tests/acl_rules.h), whose passwords
  * hold '@' and '/' as they are; ratelimitd's log shows none of them.
  * And again over TLS only (rediss://: ratelimitd publishes, the limiters
@@ -286,7 +286,7 @@ static void setup(void)
     start_all();
 }
 
-/* Each part as its own ACL user, created from README.md's lines. */
+/* Each part as its own ACL user, created from docs/REDIS.md's lines. */
 static void acl_setup(void)
 {
     ck_assert_int_eq(rh_start(&redis, NULL), 0);

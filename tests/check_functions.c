@@ -6,7 +6,7 @@
  * FUNCTION FLUSH under load costs no check its decision (the batch goes
  * again as EVAL, the connection calls EVALSHA until it connects again,
  * and FCALLs after that); a user whose ACL lacks FUNCTION and FCALL (the
- * README's least-privilege rule) is served by EVALSHA, one granted them
+ * least-privilege rule of docs/REDIS.md) is served by EVALSHA, one granted them
  * by FCALL; on Redis Cluster every master is FCALLed.  Every other Redis
  * suite runs with the default, functions on.
  */
@@ -201,7 +201,7 @@ END_TEST
 
 /* ---- ACL: the rights decide the command ------------------------------------ */
 
-/* The README's user; granted: 2 plus FCALL and FUNCTION LOAD, 1 plus
+/* docs/REDIS.md's user; granted: 2 plus FCALL and FUNCTION LOAD, 1 plus
  * FUNCTION LOAD alone. */
 static void user_uri(int granted, char *buf, size_t len)
 {

@@ -949,8 +949,8 @@ static long long memory_usage(const char *pattern)
 /* What the state of one (client, rule) costs in Redis memory, used_memory
  * grown over `clients` new clients of one rule charged once, in batches
  * of 24 (compact: MEMORY USAGE of its hashes, over the clients; the
- * server's own allocations move used_memory more than a few hashes do): the bound README states (plain layout <= 144 bytes, compact <= 48),
- * with 24-byte key names, as the README's figure has them.  The
+ * server's own allocations move used_memory more than a few hashes do): the bound docs/BENCHMARKS.md states (plain layout <= 144 bytes, compact <= 48),
+ * with 24-byte key names, as the figure in docs/BENCHMARKS.md has them.  The
  * state's format is what bounds it: a value Redis keeps as an integer (no
  * string of its own), the rest of the state in the key's expiry. */
 static double bytes_per_client(int algo, int compact, int clients)
@@ -999,7 +999,7 @@ START_TEST(state_size_bound)
 {
     for (int algo = 0; algo < 4; algo++) {
         /* 170 x 24 = 4080 keys: the key space's tables (4096 slots) are
-         * as full as at the million the README measures */
+         * as full as at the million docs/BENCHMARKS.md measures */
         double plain = bytes_per_client(algo, 0, 24 * 170);
         double compact = bytes_per_client(algo, 1, 24 * 80);
         fprintf(stderr, "state_size_bound: %s: plain %.1f B, compact %.1f B "

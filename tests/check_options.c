@@ -6,7 +6,7 @@
  * defaults parse.  The docs are hand-written, so they are held to the
  * table here: the options and their values and defaults in ratelimit(3)'s
  * "Configuration" table, the option list, its ranges and defaults and the
- * ERRORS list in rl_config_set(3), and README.md's options table.  A row
+ * ERRORS list in rl_config_set(3), and docs/OPERATING.md's options table.  A row
  * added to the table without its docs (or docs left behind by a changed
  * bound) fails here.  The files are read from $top_srcdir.
  */
@@ -353,15 +353,15 @@ START_TEST(docs_rl_config_set_3)
 }
 END_TEST
 
-/* README.md, "Configuration options": "| `name` | default | meaning |";
+/* docs/OPERATING.md, "Configuration options": "| `name` | default | meaning |";
  * the order is free, a "(lo..hi)" in the meaning must be the bounds. */
-START_TEST(docs_readme)
+START_TEST(docs_operating_md)
 {
     size_t n, seen = 0, i = 0;
     doc d;
 
     (void)options_table(&n);
-    doc_read(&d, "README.md");
+    doc_read(&d, "docs/OPERATING.md");
     while (i < d.n && strncmp(d.line[i], "## Configuration options", 24) != 0)
         i++;
     for (i += 4; i < d.n && strncmp(d.line[i], "| `", 3) == 0; i++) {
@@ -371,7 +371,7 @@ START_TEST(docs_readme)
         size_t len = strcspn(l, "`");
         snprintf(name, sizeof name, "%.*s", (int)len, l);
         ck_assert_msg((o = options_find(name)) != NULL,
-                      "README: %s is not in the table", name);
+                      "docs/OPERATING.md: %s is not in the table", name);
         l = strchr(l + len + 1, '|') + 1;
         l += strspn(l, " `");
         len = strcspn(l, "`|");
@@ -379,15 +379,16 @@ START_TEST(docs_readme)
             len--;
         snprintf(def, sizeof def, "%.*s", (int)len, l);
         ck_assert_msg(default_matches(o, def, "none"),
-                      "README: %s default \"%s\"", name, def);
+                      "docs/OPERATING.md: %s default \"%s\"", name, def);
         snprintf(range, sizeof range, "(%lld..%lld)", (long long)o->lo,
                  (long long)o->hi);
         if ((p = strstr(l, "..")) && p > l && isdigit((unsigned char)p[-1]))
-            ck_assert_msg(strstr(l, range) != NULL, "README: %s says "
+            ck_assert_msg(strstr(l, range) != NULL,
+                          "docs/OPERATING.md: %s says "
                           "other bounds than %s", name, range);
         seen++;
     }
-    ck_assert_msg(seen == n, "README lists %zu options of %zu", seen, n);
+    ck_assert_msg(seen == n, "docs/OPERATING.md lists %zu options of %zu", seen, n);
     free(d.text);
 }
 END_TEST
@@ -402,7 +403,7 @@ int main(void)
     tcase_add_test(tc, defaults_parse);
     tcase_add_test(tc, docs_ratelimit_3);
     tcase_add_test(tc, docs_rl_config_set_3);
-    tcase_add_test(tc, docs_readme);
+    tcase_add_test(tc, docs_operating_md);
     suite_add_tcase(s, tc);
     return run_suite(s);
 }
