@@ -11,19 +11,13 @@
  * 4 and auto.  Each process shares only Redis with the others, as a fleet
  * does.  Never part of make check (about 90 s; --json: one object a line).
  */
-#include "ratelimit.h"
-#include "redis_harness.h"
-
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "serverbench.h"
 
 #define PROCS 4
 #define THREADS 4
@@ -97,7 +91,7 @@ static void child(shared *sh, const char *uri, const char *fleet)
 
     w.sh = sh;
     if (!(w.lim = open_limiter(uri, fleet))) {
-        fprintf(stderr, "outagebench: limiter: %s\n", rl_errmsg(NULL));
+        fprintf(stderr, "serverbench outage: limiter: %s\n", rl_errmsg(NULL));
         _exit(1);
     }
     atomic_fetch_add(&sh->ready, 1);
@@ -162,24 +156,18 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
     return bad ? -1 : 0;
 }
 
-int main(int argc, char **argv)
+int outage_main(int argc, char **argv, sb_env *env)
 {
     static const char *const fleets[] = {"1", "4", "auto"};
     static const long outages[] = {100, 3000};
     int json = argc > 1 && strcmp(argv[1], "--json") == 0, rc = 0;
-    rh_server srv;
 
     if (argc > 1 && !json) {
-        fprintf(stderr, "usage: outagebench [--json]\n");
+        fprintf(stderr, "usage: serverbench outage [--json]\n");
         return 2;
-    }
-    if (!rh_available() || rh_start(&srv, NULL) != 0) {
-        fprintf(stderr, "outagebench: no redis-server\n");
-        return 1;
     }
     for (size_t o = 0; o < sizeof outages / sizeof *outages; o++)
         for (size_t f = 0; f < sizeof fleets / sizeof *fleets; f++)
-            rc |= run(&srv, fleets[f], outages[o], json);
-    rh_stop(&srv);
+            rc |= run(&env->srv, fleets[f], outages[o], json);
     return rc ? 1 : 0;
 }
