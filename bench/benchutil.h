@@ -288,6 +288,21 @@ const char *proc_stat(long pid, char *buf, size_t len);
 /* user + system seconds of a getrusage() result. */
 double rusage_seconds(const struct rusage *ru);
 
+/* ---- one program, several benches: a table of modes -------------------- */
+
+/* One bench of a group's program, selected by its name as argv[1]. */
+typedef struct bench_mode {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the mode's name */
+    const char *about;                 /* one line for --modes        */
+} bench_mode;
+
+/* Runs the mode argv[1] names, argv shifted by one; else modes[0], the
+ * program's own bench, with argv as given; "--modes" lists the table.
+ * Returns the mode's exit status. */
+int bench_modes_main(int argc, char **argv, const bench_mode *modes,
+                     size_t n);
+
 /* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
 
 #define HB (128 + 41 * 64)

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchmodes.h"
 #include "benchutil.h"
 #include "ratelimit.h"
 
@@ -185,14 +186,14 @@ static int parse(int argc, char **argv, options *o)
                ? 0 : -1;
 }
 
-int main(int argc, char **argv)
+int log_main(int argc, char **argv)
 {
     options o;
     char err[ERRLEN] = "", uri[64];
     uint64_t t0 = now_ns();
 
     if (parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: logbench [--json] [--keys N] [--checks N] "
+        fprintf(stderr, "usage: rlbench log [--json] [--keys N] [--checks N] "
                         "[--rounds N (<= %d)] [--port P]\n", MAX_ROUNDS);
         return 2;
     }
