@@ -102,24 +102,6 @@ static inline void count_result(const rl_result *res,
     *denied += !res->allowed;
 }
 
-typedef struct job {
-    rl_limiter *lim;
-    const char *rule_id;
-    unsigned long long total;  /* checks                               */
-    unsigned long long nkeys;  /* key = ticket % nkeys; 0: key = ticket */
-    _Atomic unsigned long long next;
-} job;
-
-typedef struct job_worker {
-    bench_status st;           /* first: bench_threads() reads it        */
-    job *j;
-    unsigned long long fallback, degraded, denied;
-} job_worker;
-
-typedef struct job_result {
-    unsigned long long fallback, degraded, denied;
-    double seconds;
-} job_result;
 
 typedef struct hot_pool {
     unsigned n;
@@ -204,7 +186,6 @@ int make_limiter(const char *store, const char *redis_layout,
 void one_rule(char *buf, size_t len, const char *id, int algo,
               long long limit, long long window_s, long long burst);
 
-int run_job(job *j, int n, job_result *jr, char *err);
 
 int group_bytes(const options *o, redisContext *c, const char *uri,
                 char *err);

@@ -4,6 +4,7 @@
 #include "redisutil.h"
 #include "benchutil.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,4 +176,67 @@ int scan_keys(redisContext *c, int count,
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0 && more == 0);
     return more < 0 ? -1 : 0;
+}
+
+/* ---- the job pool ------------------------------------------------------ */
+
+typedef struct job_worker {
+    bench_status st; /* first: bench_threads() reads it */
+    job *j;
+    uint64_t rng;
+    job_result r;
+} job_worker;
+
+static void *job_main(void *arg)
+{
+    job_worker *w = arg;
+    job *j = w->j;
+    char key[32];
+    unsigned long long t, k;
+
+    while ((t = atomic_fetch_add(&j->next, 1)) < j->total &&
+           !(j->stop && atomic_load_explicit(j->stop, memory_order_relaxed))) {
+        rl_result res = RL_RESULT_INIT;
+        int rc;
+
+        k = !j->nkeys ? t
+            : j->random ? (unsigned long long)pick(&w->rng, j->nkeys)
+                        : t % j->nkeys;
+        snprintf(key, sizeof key, "user:%llu", k);
+        if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
+            set_err(w->st.err, "rl_allow", rc, errtext(j->lim));
+            w->st.rc = rc;
+            atomic_store(&j->next, j->total);
+            break;
+        }
+        w->r.fallback += (res.flags & RL_FLAG_FALLBACK) != 0;
+        w->r.degraded += (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
+                                       RL_FLAG_FAIL_CLOSED)) != 0;
+        w->r.denied += !res.allowed;
+    }
+    return NULL;
+}
+
+int run_job(job *j, int n, job_result *jr, const char *prog, char *err)
+{
+    job_worker w[JOB_THREADS] = {0};
+    uint64_t t0 = now_ns();
+    int rc;
+
+    n = n < JOB_THREADS ? n : JOB_THREADS;
+    atomic_store(&j->next, 0);
+    for (int t = 0; t < n; t++) {
+        w[t].j = j;
+        w[t].rng = 0x10B0000ULL + (uint64_t)t * 104729;
+    }
+    rc = bench_threads(w, sizeof w[0], n, job_main, prog, err);
+    jr->seconds = (double)(now_ns() - t0) / 1e9;
+    for (int t = 0; t < n; t++) {
+        jr->fallback += w[t].r.fallback;
+        jr->degraded += w[t].r.degraded;
+        jr->denied += w[t].r.denied;
+    }
+    if (rc == 0 && j->stop && atomic_load(j->stop))
+        return snprintf(err, ERRLEN, "interrupted"), -1;
+    return rc ? -1 : 0;
 }

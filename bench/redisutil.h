@@ -2,14 +2,19 @@
  * redisutil.h -- what the Redis benchmarks (redisbench, clusterbench) ask a
  * server on a control connection: commands that fail with a message, INFO
  * fields, used_memory once it has settled, FLUSHALL with its lazy freeing
- * waited for, and the keys a SCAN walks.  err is ERRLEN bytes.
+ * waited for, and the keys a SCAN walks; and the pool of threads both
+ * fill a server with (a fixed number of rl_allow() checks).  err is ERRLEN
+ * bytes.
  */
 #ifndef RL_BENCH_REDISUTIL_H
 #define RL_BENCH_REDISUTIL_H
 
 #include <hiredis/hiredis.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
+
+#include "ratelimit.h"
 
 /* A command's reply, or NULL (an error reply or no reply) with why in err;
  * the caller frees the reply. */
@@ -50,5 +55,31 @@ int scan_keys(redisContext *c, int count,
 /* Wait (up to 5 s) until only n clients (the caller's) remain connected
  * to c's server: 0, or -1 with why in err. */
 int clients_wait(redisContext *c, double n, char *err);
+
+/* ---- a pool of threads doing a fixed number of rl_allow() checks ------ */
+
+/* total checks of rule_id on lim, each on "user:<k>": k the check's ticket
+ * (nkeys 0), the ticket % nkeys, or (random) drawn uniformly below nkeys;
+ * a set *stop (when stop is not NULL) ends the job early. */
+typedef struct job {
+    rl_limiter *lim;
+    const char *rule_id;
+    unsigned long long total, nkeys;
+    int random;
+    _Atomic int *stop;
+    _Atomic unsigned long long next;
+} job;
+
+/* What the runs of a job found, added up over the runs; seconds: the
+ * last run's.  degraded: fallback, fail-open and fail-closed results. */
+typedef struct job_result {
+    unsigned long long fallback, degraded, denied;
+    double seconds;
+} job_result;
+
+/* Runs j on n threads (at most JOB_THREADS), adding to *jr: 0, or -1 with
+ * why in err (a check failed, a thread did not start, *stop was set). */
+#define JOB_THREADS 64
+int run_job(job *j, int n, job_result *jr, const char *prog, char *err);
 
 #endif
