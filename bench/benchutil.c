@@ -182,7 +182,7 @@ int bench_modes_main(int argc, char **argv, const bench_mode *modes,
         printf("usage: %s [MODE] [options]  (MODE --help: its options)\n",
                argv[0]);
         for (size_t i = 0; i < n; i++)
-            printf("  %-8s %s%s\n", modes[i].name, modes[i].about,
+            printf("  %-10s %s%s\n", modes[i].name, modes[i].about,
                    i ? "" : " (the default)");
         return 0;
     }
