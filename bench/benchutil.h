@@ -26,6 +26,10 @@
 
 #define ERRLEN 512
 
+/* A number macro as a string, for rl_config_set() values. */
+#define BENCH_STR_(x) #x
+#define BENCH_STR(x) BENCH_STR_(x)
+
 /* The init macros of the growable public structs (rl_result, rl_request,
  * rl_stats: `size` first, set to the struct's size).  A library header
  * without them (before the 1.0 API) gets an all-zero initializer, so the

@@ -95,25 +95,14 @@ static double round_rate(rl_limiter *lim, const options *o, int threads,
 static rl_limiter *limiter(const char *store, const char *algo, char *err)
 {
     char rules[256];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc;
 
     snprintf(rules, sizeof rules,
              "[{\"rule_id\":\"login\",\"dimension\":\"user\",\"limit\":%d,"
              "\"window_seconds\":86400,\"algorithm\":\"%s\"}]",
              LOG_LIMIT, algo);
-    rc = rl_config_set(cfg, "store", store);
-    if (rc == RL_OK)
-        rc = rl_config_set(cfg, "timeout_ms", "1000");
-    if (rc == RL_OK)
-        rc = rl_config_set(cfg, "rules", rules);
-    if (rc == RL_OK)
-        rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK)
-        set_err(err, store, rc, errtext(NULL));
-    return lim;
+    return bench_limiter((const char *const[]){"store", store, "timeout_ms",
+                                               "1000", "rules", rules, NULL},
+                         err);
 }
 
 static int cmp_double(const void *a, const void *b)

@@ -67,21 +67,17 @@ static void *hammer(void *p)
 
 static rl_limiter *open_limiter(const char *uri, const char *fleet)
 {
-    char rules[256];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
+    char rules[256], err[ERRLEN];
 
     snprintf(rules, sizeof rules,
              "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":%d,"
              "\"window_seconds\":%d,\"algorithm\":\"token_bucket\","
              "\"failure_mode\":\"fallback\"}]", LIMIT, WINDOW_S);
-    if (cfg && rl_config_set(cfg, "store", uri) == RL_OK &&
-        rl_config_set(cfg, "rules", rules) == RL_OK &&
-        rl_config_set(cfg, "fleet_size", fleet) == RL_OK &&
-        rl_config_set(cfg, "fleet_name", "outagebench") == RL_OK)
-        (void)rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    return lim;
+    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
+                                               "fleet_size", fleet,
+                                               "fleet_name", "outagebench",
+                                               NULL},
+                         err);
 }
 
 static void child(shared *sh, const char *uri, const char *fleet)

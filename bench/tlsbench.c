@@ -70,16 +70,14 @@ static void *work(void *arg)
 
 static rl_limiter *open_limiter(const char *store, const char *ca)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
+    char err[ERRLEN] = "";
+    rl_limiter *lim = bench_limiter(
+        (const char *const[]){"store", store, "rules", rules, "timeout_ms",
+                              "1000", "tls_ca_file", ca, NULL},
+        err);
 
-    if (!cfg || rl_config_set(cfg, "store", store) != RL_OK ||
-        rl_config_set(cfg, "rules", rules) != RL_OK ||
-        rl_config_set(cfg, "timeout_ms", "1000") != RL_OK ||
-        (ca && rl_config_set(cfg, "tls_ca_file", ca) != RL_OK) ||
-        rl_limiter_new(&lim, cfg) != RL_OK)
-        fprintf(stderr, "serverbench tls: %s: %s\n", store, errtext(NULL));
-    rl_config_free(cfg);
+    if (!lim)
+        fprintf(stderr, "serverbench tls: %s: %s\n", store, err);
     return lim;
 }
 
