@@ -434,6 +434,8 @@ static const bench_mode modes[] = {
      .about = "sliding_log beside sliding_window (memory; --port: Redis)"},
     {.name = "match", .run = match_main,
      .about = "rl_check with 10 to 5000 rules; glob matching"},
+    {.name = "reserve", .run = reserve_main,
+     .about = "rl_reserve then rl_settle beside rl_check (--store: any)"},
 };
 
 int main(int argc, char **argv)
