@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchmodes.h"
 #include "benchutil.h"
 #include "ratelimit.h"
 
@@ -56,23 +57,12 @@ static const text_layout layout = {22, 12, 1, 10, 22, 3};
 
 static rl_limiter *open_limiter(const options *o, char *err)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
     char uri[64];
-    int rc;
 
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d/0", o->port);
-    if (!cfg || rl_config_set(cfg, "store", uri) != RL_OK ||
-        rl_config_set(cfg, "rules", rules) != RL_OK ||
-        rl_config_set(cfg, "timeout_ms", "1000") != RL_OK) {
-        set_err(err, "config", RL_EINVAL, NULL);
-        rl_config_free(cfg);
-        return NULL;
-    }
-    if ((rc = rl_limiter_new(&lim, cfg)) != RL_OK)
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-    rl_config_free(cfg);
-    return lim;
+    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
+                                               "timeout_ms", "1000", NULL},
+                         err);
 }
 
 static void key_of(uint64_t *rng, const options *o, char *buf)
@@ -324,7 +314,7 @@ static void emit_pair(const options *o, const char *name, const result *r,
 static void usage(FILE *to)
 {
     fprintf(to,
-            "usage: asyncbench --port P [--json] [--seconds S] [--keys N]\n"
+            "usage: redisbench async --port P [--json] [--seconds S] [--keys N]\n"
             "                  [--peer PATH/peer.js]\n\n"
             "One event-loop thread with %d asynchronous checks in flight\n"
             "(checks/s, p99) beside rl_check_many (%d threads x %d), %d\n"
@@ -365,7 +355,7 @@ static int parse(int argc, char **argv, options *o)
     return o->port > 0 && o->port < 65536 && o->seconds > 0 ? 0 : -1;
 }
 
-int main(int argc, char **argv)
+int async_main(int argc, char **argv)
 {
     options o;
     result as = {0}, many = {0}, blk = {0}, peer = {0};

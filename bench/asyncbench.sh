@@ -1,11 +1,11 @@
 #!/bin/sh
-# asyncbench.sh -- run bench/asyncbench against a private, throw-away
+# asyncbench.sh -- run `redisbench async` against a private, throw-away
 # redis-server on a free loopback port, with rate-limiter-flexible
 # (bench/peer/peer.js) in the same run when node and its npm packages are
 # there (bench/peer/run.sh installs them once).
 #
-#   sh bench/asyncbench.sh [PATH/TO/asyncbench] [asyncbench options...]
-#   e.g. sh bench/asyncbench.sh build/bench/asyncbench --json --seconds 5
+#   sh bench/asyncbench.sh [PATH/TO/redisbench] [async options...]
+#   e.g. sh bench/asyncbench.sh build/bench/redisbench --json --seconds 5
 #
 # Exit status: the benchmark's, or 1 when the server cannot be started.
 set -eu
@@ -16,14 +16,14 @@ if [ $# -gt 0 ] && [ -f "$1" ] && [ -x "$1" ]; then
 	bin=$1
 	shift
 fi
-for c in ./bench/asyncbench "$here/asyncbench"; do
+for c in ./bench/redisbench "$here/redisbench"; do
 	[ -n "$bin" ] && break
 	if [ -f "$c" ] && [ -x "$c" ]; then
 		bin=$c
 	fi
 done
 if [ -z "$bin" ]; then
-	echo "asyncbench.sh: no asyncbench binary (make bench/asyncbench)" >&2
+	echo "asyncbench.sh: no redisbench binary (make bench/redisbench)" >&2
 	exit 1
 fi
 
@@ -47,4 +47,4 @@ else
 	echo "asyncbench.sh: no node or no bench/peer/node_modules: the peer is not run (sh bench/peer/run.sh installs it)" >&2
 fi
 # shellcheck disable=SC2086 # $peer is two words or none
-"$bin" "$@" $peer --port "$REDIS_PORT"
+"$bin" async "$@" $peer --port "$REDIS_PORT"

@@ -172,6 +172,23 @@ void cpu_model_name(char *buf, size_t len)
         fclose(f);
 }
 
+int bench_modes_main(int argc, char **argv, const bench_mode *modes,
+                     size_t n)
+{
+    for (size_t i = 1; argc > 1 && i < n; i++)
+        if (strcmp(argv[1], modes[i].name) == 0)
+            return modes[i].run(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "--modes") == 0) {
+        printf("usage: %s [MODE] [options]  (MODE --help: its options)\n",
+               argv[0]);
+        for (size_t i = 0; i < n; i++)
+            printf("  %-10s %s%s\n", modes[i].name, modes[i].about,
+                   i ? "" : " (the default)");
+        return 0;
+    }
+    return modes[0].run(argc, argv);
+}
+
 void print_done(const char *prog, int json, uint64_t t_start)
 {
     if (!json)

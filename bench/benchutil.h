@@ -26,6 +26,10 @@
 
 #define ERRLEN 512
 
+/* A number macro as a string, for rl_config_set() values. */
+#define BENCH_STR_(x) #x
+#define BENCH_STR(x) BENCH_STR_(x)
+
 /* The init macros of the growable public structs (rl_result, rl_request,
  * rl_stats: `size` first, set to the struct's size).  A library header
  * without them (before the 1.0 API) gets an all-zero initializer, so the
@@ -287,6 +291,21 @@ const char *proc_stat(long pid, char *buf, size_t len);
 
 /* user + system seconds of a getrusage() result. */
 double rusage_seconds(const struct rusage *ru);
+
+/* ---- one program, several benches: a table of modes -------------------- */
+
+/* One bench of a group's program, selected by its name as argv[1]. */
+typedef struct bench_mode {
+    const char *name;
+    int (*run)(int argc, char **argv); /* argv[0] is the mode's name */
+    const char *about;                 /* one line for --modes        */
+} bench_mode;
+
+/* Runs the mode argv[1] names, argv shifted by one; else modes[0], the
+ * program's own bench, with argv as given; "--modes" lists the table.
+ * Returns the mode's exit status. */
+int bench_modes_main(int argc, char **argv, const bench_mode *modes,
+                     size_t n);
 
 /* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
 

@@ -6,8 +6,8 @@
  * It compiles against any header from 0.1 on: with the 1.0 header it sets
  * the structs' sizes and also times a request that carries a named
  * dimension; with an older one it leaves them out.  Run the binaries of
- * two builds alternately (bench/checkbench.sh does) so drift on a shared
- * machine hits both alike; each run prints, per workload, the median
+ * two builds alternately, by hand, so drift on a shared machine hits both
+ * alike; each run prints, per workload, the median
  * nanoseconds per request over --rounds rounds of --n requests each, one
  * thread, keys drawn from --keys users; the rule set has --others rules
  * per user on other endpoints (97 by default) and 3 that apply to a

@@ -131,12 +131,7 @@
  * on the same cores.  reshard_fallback and reshard_errors must be 0: a
  * redirect is followed, never failed over to the fallback.
  *
- * Options: --quick (a smoke run well under a minute: 20k mem keys, 20k
- * usec checks, 2 s runs, 5 slots), --mem-keys N (default 1000000),
- * --seconds S (default 5), --usec-checks N (default 200000), --slots N
- * (default 20), --keys N (default 1000000), --only
- * bytes|throughput|reshard|failover,
- * --json (one object per line, the first named "params").
+ * Options: usage() below (clusterbench --help).
  *
  * The groups live in clusterbench_<group>.c over clusterbench_util.c,
  * clusterbench_load.c and clusterbench.h; this file reads the command line,

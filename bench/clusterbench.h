@@ -46,7 +46,6 @@
 #define COMPACT_TARGET 48.0
 #define ENC_SAMPLE 1000
 #define NODE_TIMEOUT_MS 5000
-#define HOT_PER_SLOT 256
 #define MIGRATE_STEP 10
 #define DWELL_S 0.1
 #define WARM_S 1.0
@@ -90,71 +89,16 @@ typedef struct pidset {
 
 #define DEGRADED (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN | RL_FLAG_FAIL_CLOSED)
 
-/* Counts one decision into a worker's tallies: by the fallback, degraded
- * (any of DEGRADED), denied. */
-static inline void count_result(const rl_result *res,
-                                unsigned long long *fallback,
-                                unsigned long long *degraded,
-                                unsigned long long *denied)
-{
-    *fallback += (res->flags & RL_FLAG_FALLBACK) != 0;
-    *degraded += (res->flags & DEGRADED) != 0;
-    *denied += !res->allowed;
-}
 
-typedef struct job {
-    rl_limiter *lim;
-    const char *rule_id;
-    unsigned long long total;  /* checks                               */
-    unsigned long long nkeys;  /* key = ticket % nkeys; 0: key = ticket */
-    _Atomic unsigned long long next;
-} job;
 
-typedef struct job_worker {
-    bench_status st;           /* first: bench_threads() reads it        */
-    job *j;
-    unsigned long long fallback, degraded, denied;
-} job_worker;
-
-typedef struct job_result {
-    unsigned long long fallback, degraded, denied;
-    double seconds;
-} job_result;
-
-typedef struct hot_pool {
-    unsigned n;
-    unsigned id[HOT_PER_SLOT];
-} hot_pool;
-
-typedef struct tp_run {
-    rl_limiter *lim;
-    unsigned long long nkeys;
-    _Atomic int phase;        /* 0 warm-up, 1 measured, 2 stop          */
-    const hot_pool *hot;      /* reshard: pools of the moved slots      */
-    _Atomic int cur;          /* the pool half the draws go to; -1 none */
-    int per_call;             /* > 1: rl_check_many() of this many      */
-} tp_run;
-
-typedef struct tp_worker {
-    tp_run *run;
-    uint64_t rng;
-    unsigned long long calls, hot_calls, fallback, degraded, denied, errors;
-    hist h;
-    char err[ERRLEN];
-} tp_worker;
-
+/* A timed load (redisutil.h's) with the figures' counters around its
+ * measured span. */
 typedef struct tp {
-    tp_run run;
-    tp_worker *w;
-    pthread_t tid[THREADS];
-    int started;
+    tp_load l;
     uint64_t t0, t1;
     store_redis_stats s0, s1;
     cpu_snap c0, c1;
-    /* the sums, after tp_stop() */
-    unsigned long long calls, hot_calls, fallback, degraded, denied, errors;
-    hist all;
-    char first_err[ERRLEN];
+    tp_sums sum;              /* after tp_stop() */
 } tp;
 
 typedef struct tp_figs {
@@ -204,7 +148,6 @@ int make_limiter(const char *store, const char *redis_layout,
 void one_rule(char *buf, size_t len, const char *id, int algo,
               long long limit, long long window_s, long long burst);
 
-int run_job(job *j, int n, job_result *jr, char *err);
 
 int group_bytes(const options *o, redisContext *c, const char *uri,
                 char *err);

@@ -87,7 +87,8 @@ static int bytes_job(const char *uri, int l, const char *rules,
     j.rule_id = "b";
     j.total = total;
     j.nkeys = nkeys;
-    rc = run_job(&j, THREADS, jr, err);
+    j.stop = &g_stop;
+    rc = run_job(&j, THREADS, jr, "clusterbench", err);
     rl_limiter_free(lim);
     return rc;
 }
@@ -136,14 +137,15 @@ static int bytes_usec(const options *o, redisContext *c, const char *uri,
     j.lim = lim;
     j.rule_id = "b";
     j.total = o->usec_clients;
-    if (run_job(&j, THREADS, &r->warm, err) ||
+    j.stop = &g_stop;
+    if (run_job(&j, THREADS, &r->warm, "clusterbench", err) ||
         bcmd_ok(c, err, "CONFIG RESETSTAT")) {
         rl_limiter_free(lim);
         return -1;
     }
     j.total = o->usec_checks;
     j.nkeys = o->usec_clients;
-    if (run_job(&j, THREADS, &r->meas, err)) {
+    if (run_job(&j, THREADS, &r->meas, "clusterbench", err)) {
         rl_limiter_free(lim);
         return -1;
     }

@@ -93,24 +93,16 @@ static void key_in_slot(char *buf, size_t len, int slot)
 static int fo_start(fo_load *l, const char *uri, const options *o,
                     int slot, char *err)
 {
-    rl_config *cfg = rl_config_new();
     char rules[256];
-    int rc;
 
     one_rule(rules, sizeof rules, "big", 0, BIG_LIMIT, BIG_WINDOW_S, 0);
     l->nkeys = o->keys;
     key_in_slot(l->key, sizeof l->key, slot);
-    if (!cfg)
-        return set_err(err, "rl_config_new", RL_ENOMEM, NULL), -1;
-    if ((rc = rl_config_set(cfg, "store", uri)) != RL_OK ||
-        (rc = rl_config_set(cfg, "timeout_ms", FO_TIMEOUT_MS)) != RL_OK ||
-        (rc = rl_config_set(cfg, "rules", rules)) != RL_OK ||
-        (rc = rl_limiter_new(&l->lim, cfg)) != RL_OK) {
-        set_err(err, "failover limiter", rc, errtext(NULL));
-        rl_config_free(cfg);
+    if (!(l->lim = bench_limiter(
+              (const char *const[]){"store", uri, "timeout_ms", FO_TIMEOUT_MS,
+                                    "rules", rules, NULL},
+              err)))
         return -1;
-    }
-    rl_config_free(cfg);
     for (int i = 0; i < FO_THREADS; i++)
         pthread_create(&l->th[i], NULL, fo_worker, l);
     pthread_create(&l->th[FO_THREADS], NULL, fo_watcher, l);

@@ -73,7 +73,7 @@ static int rs_move(const rs_plan *p, tp *t, int *moved_keys, char *err)
 {
     for (int i = 0; i < p->nslots; i++) {
         int k;
-        atomic_store(&t->run.cur, i);
+        atomic_store(&t->l.run.cur, i);
         sleep_s(DWELL_S); /* the slot's clients are created on src */
         if (rh_cluster_migrate_begin(&cl, p->slot[i], p->dst) != 0)
             return snprintf(err, ERRLEN, "migrate_begin slot %d failed "
@@ -104,7 +104,7 @@ static int rs_run(const options *o, const char *uri, const pidset *ps,
             rc = rs_move(p, t, moved_keys, err);
             if (rc == 0)
                 tp_measure_end(t, ps);
-            atomic_store(&t->run.cur, -1);
+            atomic_store(&t->l.run.cur, -1);
         }
     }
     tp_stop(t);
@@ -129,14 +129,14 @@ static void rs_emit_redirects(const options *o, const rs_plan *p,
     xnum(&f, "tryagain", (double)(t->s1.tryagain - t->s0.tryagain));
     xnum(&f, "refreshes", (double)(t->s1.refreshes - t->s0.refreshes));
     xnum(&f, "store_checks", checks);
-    xnum(&f, "calls", (double)t->calls);
+    xnum(&f, "calls", (double)t->sum.calls);
     xnum(&f, "redirects_per_call",
-         t->calls ? (moved + asks) / (double)t->calls : NAN);
-    xnum(&f, "hot_calls", (double)t->hot_calls);
+         t->sum.calls ? (moved + asks) / (double)t->sum.calls : NAN);
+    xnum(&f, "hot_calls", (double)t->sum.hot_calls);
     xnum(&f, "hot_share",
-         t->calls ? (double)t->hot_calls / (double)t->calls : NAN);
+         t->sum.calls ? (double)t->sum.hot_calls / (double)t->sum.calls : NAN);
     xnum(&f, "redirects_per_hot_call",
-         t->hot_calls ? (moved + asks) / (double)t->hot_calls : NAN);
+         t->sum.hot_calls ? (moved + asks) / (double)t->sum.hot_calls : NAN);
     xnum(&f, "slots", p->nslots);
     xnum(&f, "keys_moved", moved_keys);
     xnum(&f, "min_clients_per_slot", p->hot_min);
@@ -161,30 +161,30 @@ static void rs_emit_load(const options *o, const tp *t,
     figure f = {0};
 
     f.name = "reshard_checks_per_s";
-    f.value = (double)t->calls / ((double)(t->t1 - t->t0) / 1e9);
+    f.value = (double)t->sum.calls / ((double)(t->t1 - t->t0) / 1e9);
     f.unit = "checks/s";
     if (cluster_ref && cluster_ref->rate > 0) {
         f.nrefs = 1;
         f.ref[0] = cluster_ref->rate;
         f.ref_name[0] = "throughput_cluster_64";
     }
-    xnum(&f, "p50_us", hist_pct(&t->all, 0.50) / 1000.0);
-    xnum(&f, "p99_us", hist_pct(&t->all, 0.99) / 1000.0);
-    xnum(&f, "p999_us", hist_pct(&t->all, 0.999) / 1000.0);
-    xnum(&f, "max_us", hist_pct(&t->all, 1.0) / 1000.0);
+    xnum(&f, "p50_us", hist_pct(&t->sum.all, 0.50) / 1000.0);
+    xnum(&f, "p99_us", hist_pct(&t->sum.all, 0.99) / 1000.0);
+    xnum(&f, "p999_us", hist_pct(&t->sum.all, 0.999) / 1000.0);
+    xnum(&f, "max_us", hist_pct(&t->sum.all, 1.0) / 1000.0);
     emit(o, &f);
     f = (figure){0};
     f.name = "reshard_fallback";
-    f.value = (double)t->fallback;
+    f.value = (double)t->sum.fallback;
     f.unit = "checks";
-    xnum(&f, "degraded", (double)t->degraded);
-    xnum(&f, "denied", (double)t->denied);
+    xnum(&f, "degraded", (double)t->sum.degraded);
+    xnum(&f, "denied", (double)t->sum.denied);
     emit(o, &f);
     f = (figure){0};
     f.name = "reshard_errors";
-    f.value = (double)t->errors;
+    f.value = (double)t->sum.errors;
     f.unit = "calls";
-    xstr(&f, "first_error", t->first_err);
+    xstr(&f, "first_error", t->sum.first_err);
     emit(o, &f);
 }
 

@@ -44,9 +44,9 @@ out:
     tp_stop(t);
     if (rc != 0)
         return -1;
-    if (t->errors > 0)
+    if (t->sum.errors > 0)
         return snprintf(err, ERRLEN, "%s: %llu errors, the first: %.400s",
-                        name, t->errors, t->first_err), -1;
+                        name, t->sum.errors, t->sum.first_err), -1;
     return 0;
 }
 
@@ -75,20 +75,20 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
     xnum(&f, "per_call", per_call);
     xnum(&f, "keys", (double)o->keys);
     xnum(&f, "seconds", secs);
-    xnum(&f, "checks", (double)t->calls);
+    xnum(&f, "checks", (double)t->sum.calls);
     xnum(&f, "p50_us", out->p50);
     xnum(&f, "p99_us", out->p99);
-    xnum(&f, "fallback", (double)t->fallback);
-    xnum(&f, "degraded", (double)t->degraded);
-    xnum(&f, "denied", (double)t->denied);
+    xnum(&f, "fallback", (double)t->sum.fallback);
+    xnum(&f, "degraded", (double)t->sum.degraded);
+    xnum(&f, "denied", (double)t->sum.denied);
     xnum(&f, "servers", nservers);
     xnum(&f, "server_usec_per_check",
-         (double)t->calls > 0 ? cs_script_usec(cs) / (double)t->calls
+         (double)t->sum.calls > 0 ? cs_script_usec(cs) / (double)t->sum.calls
                               : NAN);
     xnum(&f, "evalsha_calls", cs_script_calls(cs));
     xnum(&f, "checks_per_batch", calls > 0 ? checks / calls : NAN);
     xnum(&f, "evalsha_calls_per_check",
-         (double)t->calls > 0 ? cs_script_calls(cs) / (double)t->calls
+         (double)t->sum.calls > 0 ? cs_script_calls(cs) / (double)t->sum.calls
                               : NAN);
     xnum(&f, "client_cpu", cu.client);
     xnum(&f, "redis_cpu", cu.redis);
@@ -127,9 +127,9 @@ static void tp_emit_latency(const options *o, const char *name, const tp *t,
             f.ref_name[0] = i == 0 ? "ref_p50" : "ref_p99";
         }
         if (i == 0)
-            xnum(&f, "samples", (double)t->all.n);
+            xnum(&f, "samples", (double)t->sum.all.n);
         else
-            xnum(&f, "p999_us", hist_pct(&t->all, 0.999) / 1000.0);
+            xnum(&f, "p999_us", hist_pct(&t->sum.all, 0.999) / 1000.0);
         emit(o, &f);
     }
 }
@@ -145,9 +145,9 @@ int throughput(const options *o, const char *name, const char *uri,
     if (tp_measured(o, name, uri, per_call, ps, servers, nservers, &t, &cs,
                     err))
         return -1;
-    out->rate = (double)t.calls / ((double)(t.t1 - t.t0) / 1e9);
-    out->p50 = hist_pct(&t.all, 0.50) / 1000.0;
-    out->p99 = hist_pct(&t.all, 0.99) / 1000.0;
+    out->rate = (double)t.sum.calls / ((double)(t.t1 - t.t0) / 1e9);
+    out->p50 = hist_pct(&t.sum.all, 0.50) / 1000.0;
+    out->p99 = hist_pct(&t.sum.all, 0.99) / 1000.0;
     tp_emit_rate(o, name, per_call, nservers, &t, &cs, ref, ref_name, out);
     tp_emit_latency(o, name, &t, ref, out);
     return 0;

@@ -26,19 +26,12 @@
  * fixed window: never above the limit, at most fleet x (lease - 1)
  * below it when the fleet stops asking).
  *
- *   denybench [--json] [--quick] [--seconds N] [--limit N] [--fleet N]
- *             [--lease N] [--partner N]
+ *   serverbench deny [--json] [--quick] [--seconds N] [--limit N]
+ *                    [--fleet N] [--lease N] [--partner N]
  */
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "benchutil.h"
-#include "ratelimit.h"
-#include "redis_harness.h"
+#include "serverbench.h"
 
 #define OFF 0 /* deny_cache=0: the reference */
 #define ON 1  /* the default                 */
@@ -59,7 +52,7 @@ typedef struct run {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: denybench [--json] [--quick] [--seconds N] "
+    fprintf(f, "usage: serverbench deny [--json] [--quick] [--seconds N] "
                "[--limit N]\n"
                "Redis calls per check for one abusive client, deny cache "
                "on beside off.\n"
@@ -351,22 +344,15 @@ static void report_lease(const options *o, const run r[2])
     emit_figure(&f, o->json, &t);
 }
 
-int main(int argc, char **argv)
+int deny_main(int argc, char **argv, sb_env *env)
 {
     options o;
-    rh_server srv;
     run r[2];
-    char err[ERRLEN] = "", uri[256];
-    uint64_t t_start = now_ns();
+    char err[ERRLEN] = "";
     int rc = parse_args(argc, argv, &o);
 
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (!rh_available() || rh_start(&srv, NULL) != 0) {
-        fprintf(stderr, "denybench: cannot start redis-server\n");
-        return 1;
-    }
-    rh_uri(&srv, uri, sizeof uri);
     if (o.json)
         printf("{\"name\":\"params\",\"seconds\":%llu,\"limit\":%llu,"
                "\"fleet\":%llu,\"lease\":%llu,\"partner\":%llu,"
@@ -374,9 +360,10 @@ int main(int argc, char **argv)
                o.seconds, o.limit, o.fleet, o.lease, o.partner,
                rl_version_string(), loadavg1());
     for (int on = OFF; on <= ON && rc == 0; on++) {
-        rl_limiter *lim = make_limiter(uri, &o, on, err);
-        rc = !lim || abuse(lim, &srv, &o, on ? "abuser-on" : "abuser-off",
-                           &r[on], err) != 0;
+        rl_limiter *lim = make_limiter(env->uri, &o, on, err);
+        rc = !lim || abuse(lim, &env->srv, &o,
+                           on ? "abuser-on" : "abuser-off", &r[on],
+                           err) != 0;
         rl_limiter_free(lim);
     }
     if (!rc)
@@ -384,12 +371,10 @@ int main(int argc, char **argv)
     if (!rc)
         lease_window(&o);
     for (int on = OFF; on <= ON && rc == 0; on++)
-        rc = lease_fleet(uri, &srv, &o, on, &r[on], err) != 0;
+        rc = lease_fleet(env->uri, &env->srv, &o, on, &r[on], err) != 0;
     if (rc)
-        fprintf(stderr, "denybench: %s\n", err);
+        fprintf(stderr, "serverbench deny: %s\n", err);
     else
         report_lease(&o, r);
-    rh_stop(&srv);
-    print_done("denybench", o.json, t_start);
     return rc;
 }

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchmodes.h"
 #include "benchutil.h"
 #include "ratelimit.h"
 
@@ -59,7 +60,7 @@ typedef struct worker {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: dryrunbench [--json] [--quick] [--keys N] "
+    fprintf(f, "usage: rlbench dryrun [--json] [--quick] [--keys N] "
                "[--calls N] [--rounds N]\n"
                "ns per rl_check() with one rule in mode log, beside the same "
                "rule enforced.\n"
@@ -273,7 +274,7 @@ static int bench_case(const options *o, const char *keys,
     return rc;
 }
 
-int main(int argc, char **argv)
+int dryrun_main(int argc, char **argv)
 {
     options o;
     char err[ERRLEN] = "";

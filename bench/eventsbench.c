@@ -15,22 +15,14 @@
  * (ring full, Redis away, refused), and the stream's length (XLEN) beside
  * its cap (events_maxlen, MAXLEN ~).
  *
- *   eventsbench [--json] [--quick] [--keys N] [--calls N] [--rounds N]
- *               [--rate N] [--seconds N]
+ *   serverbench events [--json] [--quick] [--keys N] [--calls N]
+ *                      [--rounds N] [--rate N] [--seconds N]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
-#include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
-#include "benchutil.h"
-#include "ratelimit.h"
-#include "redis_harness.h"
+#include "serverbench.h"
 
 #define OFF 0
 #define ON 1
@@ -51,8 +43,8 @@ static const char rules[] =
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: eventsbench [--json] [--quick] [--keys N] [--calls N] "
-               "[--rounds N] [--rate N] [--seconds N]\n");
+    fprintf(f, "usage: serverbench events [--json] [--quick] [--keys N] "
+               "[--calls N] [--rounds N] [--rate N] [--seconds N]\n");
 }
 
 static void quick(void *arg)
@@ -255,21 +247,15 @@ static int delivery(const options *o, const rh_server *srv, const char *uri,
     return 0;
 }
 
-int main(int argc, char **argv)
+int events_main(int argc, char **argv, sb_env *env)
 {
     options o;
-    rh_server srv;
-    char err[ERRLEN] = "", uri[256], *keys;
+    char err[ERRLEN] = "", *keys;
     rl_limiter *lim[2] = {NULL, NULL};
     int rc = parse_args(argc, argv, &o);
 
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (!rh_available() || rh_start(&srv, NULL) != 0) {
-        fprintf(stderr, "eventsbench: cannot start redis-server\n");
-        return 1;
-    }
-    rh_uri(&srv, uri, sizeof uri);
     if (!(keys = bench_keys(o.keys, KEY_STRIDE)))
         return 1;
     if (o.json)
@@ -279,18 +265,18 @@ int main(int argc, char **argv)
                o.keys, o.calls, o.rounds, o.rate, o.seconds,
                rl_version_string(), loadavg1());
     rc = !(lim[OFF] = make_limiter(NULL, err)) ||
-         !(lim[ON] = make_limiter(uri, err)) || cost(&o, lim, keys) != 0;
+         !(lim[ON] = make_limiter(env->uri, err)) ||
+         cost(&o, lim, keys) != 0;
     rl_limiter_free(lim[OFF]);
     rl_limiter_free(lim[ON]);
     if (!rc) {
-        redisContext *c = rh_connect(&srv);
+        redisContext *c = rh_connect(&env->srv);
         freeReplyObject(redisCommand(c, "DEL " STREAM));
         redisFree(c);
-        rc = delivery(&o, &srv, uri, err) != 0;
+        rc = delivery(&o, &env->srv, env->uri, err) != 0;
     }
     if (rc)
-        fprintf(stderr, "eventsbench: %s\n", err);
+        fprintf(stderr, "serverbench events: %s\n", err);
     free(keys);
-    rh_stop(&srv);
     return rc;
 }

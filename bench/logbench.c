@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchmodes.h"
 #include "benchutil.h"
 #include "ratelimit.h"
 
@@ -94,25 +95,14 @@ static double round_rate(rl_limiter *lim, const options *o, int threads,
 static rl_limiter *limiter(const char *store, const char *algo, char *err)
 {
     char rules[256];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    int rc;
 
     snprintf(rules, sizeof rules,
              "[{\"rule_id\":\"login\",\"dimension\":\"user\",\"limit\":%d,"
              "\"window_seconds\":86400,\"algorithm\":\"%s\"}]",
              LOG_LIMIT, algo);
-    rc = rl_config_set(cfg, "store", store);
-    if (rc == RL_OK)
-        rc = rl_config_set(cfg, "timeout_ms", "1000");
-    if (rc == RL_OK)
-        rc = rl_config_set(cfg, "rules", rules);
-    if (rc == RL_OK)
-        rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK)
-        set_err(err, store, rc, errtext(NULL));
-    return lim;
+    return bench_limiter((const char *const[]){"store", store, "timeout_ms",
+                                               "1000", "rules", rules, NULL},
+                         err);
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -185,14 +175,14 @@ static int parse(int argc, char **argv, options *o)
                ? 0 : -1;
 }
 
-int main(int argc, char **argv)
+int log_main(int argc, char **argv)
 {
     options o;
     char err[ERRLEN] = "", uri[64];
     uint64_t t0 = now_ns();
 
     if (parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: logbench [--json] [--keys N] [--checks N] "
+        fprintf(stderr, "usage: rlbench log [--json] [--keys N] [--checks N] "
                         "[--rounds N (<= %d)] [--port P]\n", MAX_ROUNDS);
         return 2;
     }

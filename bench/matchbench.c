@@ -27,7 +27,7 @@
  *                 (RL_EINVAL, over RL_ENDPOINT_MAX), which costs reading
  *                 the bound.
  *
- *   bench/matchbench [--json] [--quick] [--n N] [--rounds R]
+ *   bench/rlbench match [--json] [--quick] [--n N] [--rounds R]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchmodes.h"
 #include "benchutil.h"
 #include "pattern.h"
 #include "pattern_dp.h"
@@ -325,12 +326,12 @@ static void bench_globs(const options *o)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: matchbench [--json] [--quick] [--n N] "
+    fprintf(stderr, "usage: rlbench match [--json] [--quick] [--n N] "
                     "[--rounds R (1..%d)]\n", MAX_ROUNDS);
     exit(2);
 }
 
-int main(int argc, char **argv)
+int match_main(int argc, char **argv)
 {
     options o = {.n = 20000, .rounds = 7};
     uint64_t t0 = now_ns();

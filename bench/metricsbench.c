@@ -56,6 +56,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "benchmodes.h"
 #include "benchutil.h"
 #include "ratelimit.h"
 
@@ -93,7 +94,7 @@ typedef struct worker {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: metricsbench [--json] [--quick] [--aa] [--keys N] "
+    fprintf(f, "usage: rlbench metrics [--json] [--quick] [--aa] [--keys N] "
                "[--calls N] [--pairs N] [--instances N] [--store URI]\n"
                "checks per CPU second of rl_check() with metrics on, beside "
                "metrics off.\n"
@@ -469,7 +470,7 @@ static const bench_case cases[] = {
     {"deny_2t_distinct", 1, 2, 1, 0},
 };
 
-int main(int argc, char **argv)
+int metrics_main(int argc, char **argv)
 {
     options o;
     char err[ERRLEN] = "";

@@ -13,19 +13,13 @@
  * outage / window + one check per process.  Each process shares only Redis with the others, as a fleet
  * does.  Never part of make check (about 90 s; --json: one object a line).
  */
-#include "ratelimit.h"
-#include "redis_harness.h"
-
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
+
+#include "serverbench.h"
 
 #define PROCS 4
 #define THREADS 4
@@ -75,22 +69,21 @@ static void *hammer(void *p)
 
 static rl_limiter *open_limiter(const char *uri, const char *fleet)
 {
-    char rules[256];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
+    char rules[256], err[ERRLEN];
 
     snprintf(rules, sizeof rules,
              "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":%d,"
              "\"window_seconds\":%d,\"algorithm\":\"token_bucket\","
              "\"failure_mode\":\"fallback\"}]", LIMIT, WINDOW_S);
-    if (cfg && rl_config_set(cfg, "store", uri) == RL_OK &&
-        rl_config_set(cfg, "rules", rules) == RL_OK &&
-        (strcmp(fleet, "default") == 0 ||
-         (rl_config_set(cfg, "fleet_size", fleet) == RL_OK &&
-          rl_config_set(cfg, "fleet_name", "outagebench") == RL_OK)))
-        (void)rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    return lim;
+    if (strcmp(fleet, "default") == 0) /* fleet_size not set */
+        return bench_limiter((const char *const[]){"store", uri, "rules", rules,
+                                                   NULL},
+                             err);
+    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
+                                               "fleet_size", fleet,
+                                               "fleet_name", "outagebench",
+                                               NULL},
+                         err);
 }
 
 static void child(shared *sh, const char *uri, const char *fleet)
@@ -100,7 +93,7 @@ static void child(shared *sh, const char *uri, const char *fleet)
 
     w.sh = sh;
     if (!(w.lim = open_limiter(uri, fleet))) {
-        fprintf(stderr, "outagebench: limiter: %s\n", rl_errmsg(NULL));
+        fprintf(stderr, "serverbench outage: limiter: %s\n", rl_errmsg(NULL));
         _exit(1);
     }
     atomic_fetch_add(&sh->ready, 1);
@@ -169,12 +162,11 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
     return bad ? -1 : 0;
 }
 
-int main(int argc, char **argv)
+int outage_main(int argc, char **argv, sb_env *env)
 {
     static const char *const fleets[] = {"1", "4", "auto", "default"};
     static const long outages[] = {100, 3000};
     int json = 0, defaults_only = 0, rc = 0;
-    rh_server srv;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
@@ -182,20 +174,15 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--defaults") == 0)
             defaults_only = 1; /* the 100 ms blip, default options only */
         else {
-            fprintf(stderr, "usage: outagebench [--json] [--defaults]\n");
+            fprintf(stderr, "usage: serverbench outage [--json] [--defaults]\n");
             return 2;
         }
     }
-    if (!rh_available() || rh_start(&srv, NULL) != 0) {
-        fprintf(stderr, "outagebench: no redis-server\n");
-        return 1;
-    }
     if (defaults_only)
-        rc |= run(&srv, "default", outages[0], json);
+        rc |= run(&env->srv, "default", outages[0], json);
     for (size_t o = 0; !defaults_only && o < sizeof outages / sizeof *outages;
          o++)
         for (size_t f = 0; f < sizeof fleets / sizeof *fleets; f++)
-            rc |= run(&srv, fleets[f], outages[o], json);
-    rh_stop(&srv);
+            rc |= run(&env->srv, fleets[f], outages[o], json);
     return rc ? 1 : 0;
 }

@@ -88,6 +88,7 @@
  * redisbench_util.c and redisbench.h; this file reads the command line and
  * runs the groups in turn.
  */
+#include "benchmodes.h"
 #include "redisbench.h"
 
 #include <stddef.h>
@@ -355,7 +356,7 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
     return 0;
 }
 
-int main(int argc, char **argv)
+static int redis_main(int argc, char **argv)
 {
     options o;
     int prc, status = 1;
@@ -385,4 +386,17 @@ int main(int argc, char **argv)
     if (ctl)
         redisFree(ctl);
     return status;
+}
+
+/* The Redis store's group: redisbench's own figures, and the modes. */
+static const bench_mode modes[] = {
+    {.name = "redisbench", .run = redis_main,
+     .about = "throughput, Redis CPU and bytes per check, accuracy, faults"},
+    {.name = "async", .run = async_main,
+     .about = "64 asynchronous checks from one thread (bench/asyncbench.sh)"},
+};
+
+int main(int argc, char **argv)
+{
+    return bench_modes_main(argc, argv, modes, sizeof modes / sizeof *modes);
 }

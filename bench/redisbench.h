@@ -121,20 +121,6 @@ typedef struct cpu_use {
 #define MANY_THREADS 2  /* throughput_64_many: 2 threads x 32 per call */
 #define MANY_PER_CALL 32
 
-typedef struct job {
-    rl_limiter *lim;
-    const char *rule_id;
-    unsigned long long total;  /* checks                                 */
-    unsigned long long nkeys;  /* random keys < nkeys; 0: key = ticket   */
-    _Atomic unsigned long long next;
-} job;
-
-typedef struct job_worker {
-    bench_status st;           /* first: bench_threads() reads it        */
-    job *j;
-    uint64_t rng;
-    unsigned long long fallback, denied;
-} job_worker;
 
 #define OUT_TIMEOUT_MS 20        /* timeout_ms of the Redis limiters      */
 #define OUT_FAILURES 5           /* breaker_failures: K                   */
@@ -224,8 +210,6 @@ int limiter_one_rule(const options *o, const char *id, int algo,
                      long long limit, long long window_s, rl_limiter **out,
                      char *err);
 
-int run_job(job *j, int n, unsigned long long *fallback,
-            unsigned long long *denied, char *err);
 
 void script_args(long long v8[8], int algo, long long limit,
                  long long window_s);

@@ -23,7 +23,7 @@ static int bytes_one(const options *o, int a, long long limit, int passes,
     char rule[400], rules[512], ks[128];
     rl_limiter *lim = NULL;
     job j;
-    unsigned long long fb = 0, den = 0;
+    job_result jr = {0};
     double before, after, dbsize = 0, expires = 0, name_bytes = 0;
     char example[128];
     redisReply *r;
@@ -43,7 +43,7 @@ static int bytes_one(const options *o, int a, long long limit, int passes,
         j.lim = lim;
         j.rule_id = "b";
         j.total = n;
-        if (run_job(&j, FILL_THREADS, &fb, &den, err)) {
+        if (run_job(&j, FILL_THREADS, &jr, "redisbench", err)) {
             rl_limiter_free(lim);
             return -1;
         }
@@ -62,10 +62,10 @@ static int bytes_one(const options *o, int a, long long limit, int passes,
     expires = kv_num(ks, "expires");
     if (key_lengths(&name_bytes, example, sizeof example, err))
         return -1;
-    if (dbsize != (double)n || fb != 0 || den != 0) {
+    if (dbsize != (double)n || jr.fallback != 0 || jr.denied != 0) {
         snprintf(err, ERRLEN, "%s: %.0f keys in Redis, expected %llu "
                  "(%llu fallback results, %llu denied)", name, dbsize, n,
-                 fb, den);
+                 jr.fallback, jr.denied);
         return -1;
     }
     f.name = name;

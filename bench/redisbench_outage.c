@@ -25,36 +25,22 @@ static void out_rule(char *buf, size_t len, const char *id, int algo,
 static int out_limiter(const options *o, int redis, const char *rules,
                        long long cooldown_ms, rl_limiter **out, char *err)
 {
-    char uri[64], t[24], k[24], c[24], fl[24];
-    const char *name[6] = {"store",      "timeout_ms", "breaker_failures",
-                           "breaker_cooldown_ms", "fleet_size", "rules"};
-    const char *val[6] = {uri, t, k, c, fl, rules};
-    rl_config *cfg = rl_config_new();
-    int rc = RL_OK;
+    char uri[64], c[24];
 
-    *out = NULL;
-    if (cfg == NULL) {
-        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
-        return RL_ENOMEM;
-    }
     if (redis)
         snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", o->port);
     else
         snprintf(uri, sizeof uri, "memory://");
-    snprintf(t, sizeof t, "%d", OUT_TIMEOUT_MS);
-    snprintf(k, sizeof k, "%d", OUT_FAILURES);
     snprintf(c, sizeof c, "%lld", cooldown_ms);
-    snprintf(fl, sizeof fl, "%d", OUT_FLEET);
-    for (int i = 0; i < 6 && rc == RL_OK; i++)
-        if ((rc = rl_config_set(cfg, name[i], val[i])) != RL_OK) {
-            char what[48];
-            snprintf(what, sizeof what, "rl_config_set(%s)", name[i]);
-            set_err(err, what, rc, errtext(NULL));
-        }
-    if (rc == RL_OK && (rc = rl_limiter_new(out, cfg)) != RL_OK)
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-    rl_config_free(cfg);
-    return rc;
+    *out = bench_limiter(
+        (const char *const[]){"store", uri,
+                              "timeout_ms", BENCH_STR(OUT_TIMEOUT_MS),
+                              "breaker_failures", BENCH_STR(OUT_FAILURES),
+                              "breaker_cooldown_ms", c,
+                              "fleet_size", BENCH_STR(OUT_FLEET),
+                              "rules", rules, NULL},
+        err);
+    return *out ? RL_OK : -1;
 }
 
 

@@ -13,107 +13,6 @@
 /* ---- throughput (groups 1 and 2) ------------------------------------------ */
 
 
-typedef struct tp_run {
-    rl_limiter *lim;
-    unsigned long long nkeys;
-    int per_call;      /* > 1: rl_check_many() of per_call requests */
-    _Atomic int phase; /* 0 warm-up, 1 measured, 2 stop */
-} tp_run;
-
-typedef struct tp_worker {
-    tp_run *run;
-    uint64_t rng;
-    unsigned long long calls, fallback, denied;
-    hist h;
-    int rc;
-    char err[ERRLEN];
-} tp_worker;
-
-/* throughput_64_many: per_call requests at a time in one rl_check_many()
- * (the rule counts by user: the keys are the same "user:<12 digits>");
- * each request's latency is its call's. */
-static void *tp_many_main(void *arg)
-{
-    tp_worker *w = arg;
-    tp_run *r = w->run;
-    char user[MANY_PER_CALL][16];
-    rl_request req[MANY_PER_CALL];
-    rl_result res[MANY_PER_CALL];
-    int codes[MANY_PER_CALL], n = r->per_call, ph;
-
-    for (int i = 0; i < MANY_PER_CALL; i++)
-        res[i] = (rl_result)RL_RESULT_INIT;
-
-    while ((ph = atomic_load(&r->phase)) < 2) {
-        uint64_t t0, t1;
-        int rc;
-
-        for (int i = 0; i < n; i++) {
-            snprintf(user[i], sizeof user[i], "%012llu",
-                     (unsigned long long)pick(&w->rng, r->nkeys));
-            req[i] = (rl_request)RL_REQUEST_INIT;
-            req[i].user = user[i];
-            req[i].cost = 1;
-        }
-        t0 = now_ns();
-        rc = rl_check_many(r->lim, req, res, codes, (size_t)n);
-        t1 = now_ns();
-        if (rc != RL_OK) {
-            set_err(w->err, "rl_check_many", rc, errtext(r->lim));
-            w->rc = rc;
-            atomic_store(&r->phase, 2);
-            break;
-        }
-        for (int i = 0; i < n; i++)
-            if (res[i].flags & RL_FLAG_FALLBACK)
-                w->fallback++;
-        if (ph == 1 && atomic_load(&r->phase) == 1)
-            for (int i = 0; i < n; i++) {
-                w->calls++;
-                hist_add(&w->h, t1 - t0);
-                if (!res[i].allowed)
-                    w->denied++;
-            }
-    }
-    return NULL;
-}
-
-static void *tp_main(void *arg)
-{
-    tp_worker *w = arg;
-    tp_run *r = w->run;
-    char key[32];
-    int ph;
-
-    while ((ph = atomic_load(&r->phase)) < 2) {
-        rl_result res = RL_RESULT_INIT;
-        uint64_t t0, t1;
-        int rc;
-
-        /* The names redis-benchmark's __rand_int__ makes: 12 digits. */
-        snprintf(key, sizeof key, "user:%012llu",
-                 (unsigned long long)pick(&w->rng, r->nkeys));
-        t0 = now_ns();
-        rc = rl_allow(r->lim, key, "bench", 1, &res);
-        t1 = now_ns();
-        if (rc != RL_OK) {
-            set_err(w->err, "rl_allow", rc, errtext(r->lim));
-            w->rc = rc;
-            atomic_store(&r->phase, 2);
-            break;
-        }
-        if (res.flags & RL_FLAG_FALLBACK)
-            w->fallback++;
-        if (ph == 1 && atomic_load(&r->phase) == 1) {
-            w->calls++;
-            hist_add(&w->h, t1 - t0);
-            if (!res.allowed)
-                w->denied++;
-        }
-    }
-    return NULL;
-}
-
 /* The script's ARGV for one request of a rule (what algo_params_init()
  * computes): algorithm, limit, burst (the limit for token bucket and GCRA),
  * window ms, p and q, cost 1, soft 0. */
@@ -285,8 +184,7 @@ int run_redis_benchmark(const options *o, const char *sha,
 /* The library's side: what the workers counted, and the server's and the
  * store's counters around the measured span. */
 typedef struct tp_side {
-    unsigned long long calls, fallback, denied;
-    hist all;
+    tp_sums sum;
     store_redis_stats s0, s1;
     cpu_snap c0, c1;
     cmdstat cs, pxt;
@@ -300,24 +198,6 @@ typedef struct tp_ref {
     cpu_snap r0, r1;
     cmdstat rcs, rpxt;
 } tp_ref;
-
-static int tp_spawn(tp_run *run, tp_worker *w, pthread_t *tid, int threads,
-                    int *started, char *err)
-{
-    for (int t = 0; t < threads; t++) {
-        w[t].run = run;
-        w[t].rng = 0xBE4C0000ULL + (uint64_t)t * 7919;
-        if (pthread_create(&tid[t], NULL,
-                           run->per_call > 1 ? tp_many_main : tp_main,
-                           &w[t]) != 0) {
-            snprintf(err, ERRLEN, "pthread_create failed");
-            atomic_store(&run->phase, 2);
-            return -1;
-        }
-        (*started)++;
-    }
-    return 0;
-}
 
 /* A short warm-up, then o->seconds counted, the load kept on until the
  * counters are read; the workers are told to stop on every way out. */
@@ -346,56 +226,31 @@ static int tp_window(const options *o, tp_run *run, tp_side *s, char *err)
     return rc;
 }
 
-/* Joins the workers and sums what they counted; a worker's error is the
- * one reported when rc was 0. */
-static int tp_join(tp_worker *w, pthread_t *tid, int started, int rc,
-                   tp_side *s, char *err)
-{
-    for (int t = 0; t < started; t++)
-        pthread_join(tid[t], NULL);
-    for (int t = 0; t < started; t++) {
-        if (w[t].rc != 0 && rc == 0) {
-            memcpy(err, w[t].err, ERRLEN);
-            rc = -1;
-        }
-        s->calls += w[t].calls;
-        s->fallback += w[t].fallback;
-        s->denied += w[t].denied;
-        hist_merge(&s->all, &w[t].h);
-    }
-    return rc;
-}
-
 /* The library: `threads` workers on one limiter, sliding window of 10^9
  * per minute (nothing denied), from an empty database. */
 static int tp_library(const options *o, int threads, int per_call,
                       tp_side *s, char *err)
 {
-    tp_run run;
-    tp_worker *w;
-    pthread_t tid[TP_THREADS];
-    int started = 0, rc;
+    static tp_load l;
+    int rc;
 
-    memset(&run, 0, sizeof run);
+    memset(&l, 0, sizeof l);
     memset(s, 0, sizeof *s);
     if (flushall_wait(ctl, err) != 0)
         return -1;
-    if (limiter_one_rule(o, "bench", 0, BIG_LIMIT, BIG_WINDOW_S, &run.lim,
+    if (limiter_one_rule(o, "bench", 0, BIG_LIMIT, BIG_WINDOW_S, &l.run.lim,
                          err) != RL_OK)
         return -1;
-    run.nkeys = o->keys;
-    run.per_call = per_call;
-    if ((w = calloc((size_t)threads, sizeof *w)) == NULL) {
-        snprintf(err, ERRLEN, "out of memory");
-        rl_limiter_free(run.lim);
-        return -1;
-    }
-    rc = tp_spawn(&run, w, tid, threads, &started, err);
+    l.run.nkeys = o->keys;
+    l.run.per_call = per_call;
+    l.run.key_digits = 12; /* redis-benchmark's __rand_int__: 12 digits */
+    rc = tp_load_start(&l, threads, err);
     if (rc == 0)
-        rc = tp_window(o, &run, s, err);
-    rc = tp_join(w, tid, started, rc, s, err);
-    rl_limiter_free(run.lim);
-    free(w);
+        rc = tp_window(o, &l.run, s, err);
+    tp_load_stop(&l, &s->sum);
+    if (rc == 0 && s->sum.errors)
+        rc = (memcpy(err, s->sum.first_err, ERRLEN), -1);
+    rl_limiter_free(l.run.lim);
     return rc;
 }
 
@@ -434,7 +289,7 @@ static void tp_emit_rate(const options *o, const char *name, int threads,
                          const char *refname)
 {
     double secs = (double)(s->t1 - s->t0) / 1e9;
-    double rate = (double)s->calls / secs;
+    double rate = (double)s->sum.calls / secs;
     cpu_use cu = cpu_diff(&s->c0, &s->c1), ru = cpu_diff(&r->r0, &r->r1);
     figure f = {0};
 
@@ -448,11 +303,11 @@ static void tp_emit_rate(const options *o, const char *name, int threads,
     xnum(&f, "per_call", per_call);
     xnum(&f, "keys", (double)o->keys);
     xnum(&f, "seconds", secs);
-    xnum(&f, "checks", (double)s->calls);
+    xnum(&f, "checks", (double)s->sum.calls);
     xnum(&f, "target_min_ratio",
          threads * per_call > 1 ? TARGET_TP64 : TARGET_TP1);
-    xnum(&f, "fallback", (double)s->fallback);
-    xnum(&f, "denied", (double)s->denied);
+    xnum(&f, "fallback", (double)s->sum.fallback);
+    xnum(&f, "denied", (double)s->sum.denied);
     xnum(&f, "server_usec_per_call", s->cs.usec_per_call);
     xnum(&f, "ref_server_usec_per_call", r->rcs.usec_per_call);
     /* Checks that found state (the script reads its expiry) rather than
@@ -493,7 +348,7 @@ static void tp_emit_latency(const options *o, const char *name, int clients,
     for (int i = 0; i < 2; i++) {
         figure f = {0};
         f.name = nm[i];
-        f.value = hist_pct(&s->all, pct[i]) / 1000.0;
+        f.value = hist_pct(&s->sum.all, pct[i]) / 1000.0;
         f.unit = "us";
         if (clients == 1) { /* one in flight both sides: comparable */
             f.nrefs = 1;
@@ -503,9 +358,9 @@ static void tp_emit_latency(const options *o, const char *name, int clients,
             xnum(&f, i == 0 ? "ref_p50_us" : "ref_p99_us", ref_us[i]);
         }
         if (i == 0)
-            xnum(&f, "samples", (double)s->all.n);
+            xnum(&f, "samples", (double)s->sum.all.n);
         else
-            xnum(&f, "p999_us", hist_pct(&s->all, 0.999) / 1000.0);
+            xnum(&f, "p999_us", hist_pct(&s->sum.all, 0.999) / 1000.0);
         emit(o, &f);
     }
 }
@@ -522,7 +377,7 @@ static void tp_emit_store(const options *o, const char *name,
     snprintf(nfb, sizeof nfb, "%s_fallback", name);
     snprintf(nbt, sizeof nbt, "%s_batching", name);
     f.name = nfb;
-    f.value = (double)s->fallback;
+    f.value = (double)s->sum.fallback;
     f.unit = "checks";
     xnum(&f, "timeouts", (double)(s1->timeouts - s0->timeouts));
     xnum(&f, "down_fails", (double)(s1->down_fails - s0->down_fails));
@@ -555,7 +410,7 @@ int group_throughput(const options *o, const char *sha, int threads,
 
     if (tp_library(o, threads, per_call, &s, err) ||
         key_template(tmpl, sizeof tmpl, err) ||
-        tp_reference(o, sha, clients, s.calls, tmpl, &r, err))
+        tp_reference(o, sha, clients, s.sum.calls, tmpl, &r, err))
         return -1;
     snprintf(refname, sizeof refname, "redis_benchmark_c%d_P%d", clients,
              clients > 1 ? 16 : 1);

@@ -171,6 +171,7 @@ static int usec_library(const options *o, int a, unsigned long long nk,
 {
     rl_limiter *lim = NULL;
     job j;
+    job_result jr = {0};
 
     memset(u, 0, sizeof *u);
     if (flushall_wait(ctl, err) ||
@@ -181,18 +182,21 @@ static int usec_library(const options *o, int a, unsigned long long nk,
     j.lim = lim;
     j.rule_id = "u";
     j.total = nk; /* every key once: the measured checks find state */
-    if (run_job(&j, FILL_THREADS, &u->fb, &u->den, err) ||
+    if (run_job(&j, FILL_THREADS, &jr, "redisbench", err) ||
         ctl_ok(err, "CONFIG RESETSTAT")) {
         rl_limiter_free(lim);
         return -1;
     }
     j.total = m;
     j.nkeys = nk;
-    if (run_job(&j, threads, &u->fb, &u->den, err)) {
+    j.random = 1;
+    if (run_job(&j, threads, &jr, "redisbench", err)) {
         rl_limiter_free(lim);
         return -1;
     }
     rl_limiter_free(lim);
+    u->fb = jr.fallback;
+    u->den = jr.denied;
     if (key_template(tmpl, tmpllen, err))
         return -1;
     if (cmdstat_script(&u->cs, err) ||

@@ -4,6 +4,7 @@
 #include "redisutil.h"
 #include "benchutil.h"
 
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -175,4 +176,204 @@ int scan_keys(redisContext *c, int count,
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0 && more == 0);
     return more < 0 ? -1 : 0;
+}
+
+/* ---- the job pool ------------------------------------------------------ */
+
+typedef struct job_worker {
+    bench_status st; /* first: bench_threads() reads it */
+    job *j;
+    uint64_t rng;
+    job_result r;
+} job_worker;
+
+static void *job_main(void *arg)
+{
+    job_worker *w = arg;
+    job *j = w->j;
+    char key[32];
+    unsigned long long t, k;
+
+    while ((t = atomic_fetch_add(&j->next, 1)) < j->total &&
+           !(j->stop && atomic_load_explicit(j->stop, memory_order_relaxed))) {
+        rl_result res = RL_RESULT_INIT;
+        int rc;
+
+        k = !j->nkeys ? t
+            : j->random ? (unsigned long long)pick(&w->rng, j->nkeys)
+                        : t % j->nkeys;
+        snprintf(key, sizeof key, "user:%llu", k);
+        if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
+            set_err(w->st.err, "rl_allow", rc, errtext(j->lim));
+            w->st.rc = rc;
+            atomic_store(&j->next, j->total);
+            break;
+        }
+        w->r.fallback += (res.flags & RL_FLAG_FALLBACK) != 0;
+        w->r.degraded += (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
+                                       RL_FLAG_FAIL_CLOSED)) != 0;
+        w->r.denied += !res.allowed;
+    }
+    return NULL;
+}
+
+int run_job(job *j, int n, job_result *jr, const char *prog, char *err)
+{
+    job_worker w[JOB_THREADS] = {0};
+    uint64_t t0 = now_ns();
+    int rc;
+
+    n = n < JOB_THREADS ? n : JOB_THREADS;
+    atomic_store(&j->next, 0);
+    for (int t = 0; t < n; t++) {
+        w[t].j = j;
+        w[t].rng = 0x10B0000ULL + (uint64_t)t * 104729;
+    }
+    rc = bench_threads(w, sizeof w[0], n, job_main, prog, err);
+    jr->seconds = (double)(now_ns() - t0) / 1e9;
+    for (int t = 0; t < n; t++) {
+        jr->fallback += w[t].r.fallback;
+        jr->degraded += w[t].r.degraded;
+        jr->denied += w[t].r.denied;
+    }
+    if (rc == 0 && j->stop && atomic_load(j->stop))
+        return snprintf(err, ERRLEN, "interrupted"), -1;
+    return rc ? -1 : 0;
+}
+
+/* ---- the timed load ---------------------------------------------------- */
+
+/* One call's outcome for the requests it decided, when phase 1 held
+ * throughout. */
+static void tp_count(tp_sums *w, const rl_result *res, uint64_t ns, int rc,
+                     const char *what, rl_limiter *lim)
+{
+    w->calls++;
+    if (rc != RL_OK) {
+        if (w->errors++ == 0)
+            set_err(w->first_err, what, rc, errtext(lim));
+        return;
+    }
+    hist_add(&w->all, ns);
+    w->fallback += (res->flags & RL_FLAG_FALLBACK) != 0;
+    w->degraded += (res->flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
+                                  RL_FLAG_FAIL_CLOSED)) != 0;
+    w->denied += !res->allowed;
+}
+
+/* The next client id, and whether it came from the hot pool. */
+static unsigned long long tp_draw(tp_run *r, uint64_t *rng, int *hot)
+{
+    uint64_t x = splitmix64(rng);
+    int cur = r->hot ? atomic_load(&r->cur) : -1;
+
+    *hot = cur >= 0 && (x & 1) && r->hot[cur].n > 0;
+    if (*hot)
+        return r->hot[cur].id[((x >> 32) * r->hot[cur].n) >> 32];
+    return ((x >> 32) * r->nkeys) >> 32;
+}
+
+static int tp_going(tp_run *r)
+{
+    return atomic_load(&r->phase) < 2 && !(r->stop && atomic_load(r->stop));
+}
+
+static void *tp_many_main(void *arg)
+{
+    struct tp_arg *a = arg;
+    tp_run *r = &a->l->run;
+    tp_sums *w = &a->l->w[a->i];
+    uint64_t *rng = &a->rng;
+    char user[TP_MAX_PER_CALL][24];
+    rl_request req[TP_MAX_PER_CALL];
+    rl_result res[TP_MAX_PER_CALL];
+    int codes[TP_MAX_PER_CALL], n = r->per_call, hot;
+
+    while (tp_going(r)) {
+        int ph = atomic_load(&r->phase);
+        uint64_t t0;
+
+        for (int i = 0; i < n; i++) {
+            snprintf(user[i], sizeof user[i], "%0*llu", r->key_digits,
+                     tp_draw(r, rng, &hot));
+            req[i] = (rl_request)RL_REQUEST_INIT;
+            req[i].user = user[i];
+            req[i].cost = 1;
+            res[i] = (rl_result)RL_RESULT_INIT;
+        }
+        t0 = now_ns();
+        rl_check_many(r->lim, req, res, codes, (size_t)n);
+        t0 = now_ns() - t0;
+        if (ph == 1 && atomic_load(&r->phase) == 1)
+            for (int i = 0; i < n; i++)
+                tp_count(w, &res[i], t0, codes[i], "rl_check_many", r->lim);
+    }
+    return NULL;
+}
+
+static void *tp_main(void *arg)
+{
+    struct tp_arg *a = arg;
+    tp_run *r = &a->l->run;
+    tp_sums *w = &a->l->w[a->i];
+    uint64_t *rng = &a->rng;
+    char key[40];
+
+    while (tp_going(r)) {
+        rl_result res = RL_RESULT_INIT;
+        int ph = atomic_load(&r->phase), hot, rc;
+        uint64_t t0;
+
+        snprintf(key, sizeof key, "user:%0*llu", r->key_digits,
+                 tp_draw(r, rng, &hot));
+        t0 = now_ns();
+        rc = rl_allow(r->lim, key, "bench", 1, &res);
+        t0 = now_ns() - t0;
+        if (ph == 1 && atomic_load(&r->phase) == 1) {
+            w->hot_calls += (unsigned long long)hot;
+            tp_count(w, &res, t0, rc, "rl_allow", r->lim);
+        }
+    }
+    return NULL;
+}
+
+int tp_load_start(tp_load *l, int threads, char *err)
+{
+    l->started = 0;
+    if (threads > TP_MAX_THREADS || l->run.per_call > TP_MAX_PER_CALL)
+        return snprintf(err, ERRLEN, "too many threads or requests"), -1;
+    if ((l->w = calloc((size_t)threads, sizeof *l->w)) == NULL)
+        return snprintf(err, ERRLEN, "out of memory"), -1;
+    for (int i = 0; i < threads; i++) {
+        l->arg[i] = (struct tp_arg){.l = l, .i = i,
+                                    .rng = 0xBE4C0000ULL + (uint64_t)i * 7919};
+        if (pthread_create(&l->tid[i], NULL,
+                           l->run.per_call > 1 ? tp_many_main : tp_main,
+                           &l->arg[i]) != 0)
+            return snprintf(err, ERRLEN, "pthread_create failed"), -1;
+        l->started++;
+    }
+    return 0;
+}
+
+void tp_load_stop(tp_load *l, tp_sums *sum)
+{
+    atomic_store(&l->run.phase, 2);
+    for (int i = 0; i < l->started; i++)
+        pthread_join(l->tid[i], NULL);
+    for (int i = 0; i < l->started; i++) {
+        tp_sums *w = &l->w[i];
+        if (w->errors && sum->errors == 0)
+            memcpy(sum->first_err, w->first_err, ERRLEN);
+        sum->calls += w->calls;
+        sum->hot_calls += w->hot_calls;
+        sum->fallback += w->fallback;
+        sum->degraded += w->degraded;
+        sum->denied += w->denied;
+        sum->errors += w->errors;
+        hist_merge(&sum->all, &w->all);
+    }
+    l->started = 0;
+    free(l->w);
+    l->w = NULL;
 }

@@ -2,14 +2,22 @@
  * redisutil.h -- what the Redis benchmarks (redisbench, clusterbench) ask a
  * server on a control connection: commands that fail with a message, INFO
  * fields, used_memory once it has settled, FLUSHALL with its lazy freeing
- * waited for, and the keys a SCAN walks.  err is ERRLEN bytes.
+ * waited for, and the keys a SCAN walks; and the loads both put on a
+ * server: a pool of threads doing a fixed number of rl_allow() checks, and
+ * a timed load of rl_allow() or rl_check_many() threads.  err is ERRLEN
+ * bytes.
  */
 #ifndef RL_BENCH_REDISUTIL_H
 #define RL_BENCH_REDISUTIL_H
 
 #include <hiredis/hiredis.h>
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stddef.h>
+
+#include "benchutil.h"
+#include "ratelimit.h"
 
 /* A command's reply, or NULL (an error reply or no reply) with why in err;
  * the caller frees the reply. */
@@ -50,5 +58,87 @@ int scan_keys(redisContext *c, int count,
 /* Wait (up to 5 s) until only n clients (the caller's) remain connected
  * to c's server: 0, or -1 with why in err. */
 int clients_wait(redisContext *c, double n, char *err);
+
+/* ---- a pool of threads doing a fixed number of rl_allow() checks ------ */
+
+/* total checks of rule_id on lim, each on "user:<k>": k the check's ticket
+ * (nkeys 0), the ticket % nkeys, or (random) drawn uniformly below nkeys;
+ * a set *stop (when stop is not NULL) ends the job early. */
+typedef struct job {
+    rl_limiter *lim;
+    const char *rule_id;
+    unsigned long long total, nkeys;
+    int random;
+    _Atomic int *stop;
+    _Atomic unsigned long long next;
+} job;
+
+/* What the runs of a job found, added up over the runs; seconds: the
+ * last run's.  degraded: fallback, fail-open and fail-closed results. */
+typedef struct job_result {
+    unsigned long long fallback, degraded, denied;
+    double seconds;
+} job_result;
+
+/* Runs j on n threads (at most JOB_THREADS), adding to *jr: 0, or -1 with
+ * why in err (a check failed, a thread did not start, *stop was set). */
+#define JOB_THREADS 64
+int run_job(job *j, int n, job_result *jr, const char *prog, char *err);
+
+/* ---- a timed load: threads of rl_allow(), or of rl_check_many() ------- */
+
+#define TP_MAX_THREADS 64
+#define TP_MAX_PER_CALL 32
+#define HOT_PER_SLOT 256
+
+/* Client ids a load draws half its keys from (clusterbench: the clients
+ * of a slot being moved). */
+typedef struct hot_pool {
+    unsigned n;
+    unsigned id[HOT_PER_SLOT];
+} hot_pool;
+
+/* What the workers share; the caller sets it before tp_load_start(). A
+ * worker checks "user:<id>" (rl_allow(), rule "bench"), or per_call
+ * requests of user <id> in one rl_check_many(), ids drawn uniformly below
+ * nkeys (or, while cur >= 0, every other one from hot[cur]) and printed
+ * zero-padded to key_digits; only phase 1 is counted. */
+typedef struct tp_run {
+    rl_limiter *lim;
+    unsigned long long nkeys;
+    int key_digits;
+    int per_call;             /* > 1: rl_check_many() of this many       */
+    const hot_pool *hot;
+    _Atomic int cur;          /* the pool half the draws go to; -1 none  */
+    _Atomic int *stop;        /* NULL, or set to end the load at once    */
+    _Atomic int phase;        /* 0 warm-up, 1 measured, 2 stop           */
+} tp_run;
+
+/* What the workers counted in phase 1 (errors: failed calls, the first
+ * one's message in first_err; each request's latency is its call's). */
+typedef struct tp_sums {
+    unsigned long long calls, hot_calls, fallback, degraded, denied, errors;
+    hist all;
+    char first_err[ERRLEN];
+} tp_sums;
+
+typedef struct tp_load {
+    tp_run run;
+    tp_sums *w;               /* one per worker                          */
+    struct tp_arg {           /* a worker's own: its index, its draws    */
+        struct tp_load *l;
+        int i;
+        uint64_t rng;
+    } arg[TP_MAX_THREADS];
+    pthread_t tid[TP_MAX_THREADS];
+    int started;
+} tp_load;
+
+/* Starts `threads` workers on l->run: 0, or -1 with why in err (then
+ * tp_load_stop() joins those that started). */
+int tp_load_start(tp_load *l, int threads, char *err);
+
+/* Phase 2: joins the workers and adds what they counted to *sum. */
+void tp_load_stop(tp_load *l, tp_sums *sum);
 
 #endif

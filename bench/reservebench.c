@@ -12,18 +12,17 @@
  *   equal       rl_reserve() of 10, then rl_settle() at 10 (no store
  *               call for the settle).
  * Each line gives the workload's figure and its ratio to check.  --json:
- * one object per line.
+ * one object per line.  A mode of bench/rlbench: rlbench reserve.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
+#include "benchmodes.h"
+#include "benchutil.h"
 #include "ratelimit.h"
 
 enum { W_CHECK, W_REFUND, W_DEBT, W_EQUAL, W_N };
@@ -34,7 +33,7 @@ static const int64_t actual_of[W_N] = {0, 7, 13, 10};
 
 typedef struct opts {
     const char *store;
-    unsigned long n, rounds, keys;
+    unsigned long long n, rounds, keys;
     int json;
 } opts;
 
@@ -44,14 +43,6 @@ static const char *rules =
     "{\"rule_id\":\"i\",\"dimension\":\"ip\",\"limit\":1000000000,"
     "\"window_seconds\":60,\"algorithm\":\"token_bucket\"}]";
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 static void die(const char *what, rl_limiter *lim)
 {
     fprintf(stderr, "reservebench: %s: %s\n", what, rl_errmsg(lim));
@@ -60,7 +51,7 @@ static void die(const char *what, rl_limiter *lim)
 
 /* One round of workload w: ns per request. */
 static double round_of(rl_limiter *lim, int w, const opts *o,
-                       unsigned long *seq)
+                       unsigned long long *seq)
 {
     char user[32];
     rl_request req = {.size = sizeof(rl_request), .user = user,
@@ -68,9 +59,9 @@ static double round_of(rl_limiter *lim, int w, const opts *o,
     rl_result res = RL_RESULT_INIT;
     uint64_t t0 = now_ns();
 
-    for (unsigned long i = 0; i < o->n; i++) {
+    for (unsigned long long i = 0; i < o->n; i++) {
         rl_reservation rsv = RL_RESERVATION_INIT;
-        snprintf(user, sizeof user, "%lu", (*seq)++ % o->keys);
+        snprintf(user, sizeof user, "%llu", (*seq)++ % o->keys);
         if (w == W_CHECK) {
             if (rl_check(lim, &req, &res) != RL_OK)
                 die("rl_check", lim);
@@ -84,69 +75,61 @@ static double round_of(rl_limiter *lim, int w, const opts *o,
     return (double)(now_ns() - t0) / (double)o->n;
 }
 
-static int cmp(const void *a, const void *b)
+static void usage(FILE *f)
 {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
+    fprintf(f, "usage: rlbench reserve [--store URI] [--n N] [--rounds R "
+               "(1..%d)] [--keys K] [--json]\n", ROUNDS_MAX);
 }
 
-static void parse(int argc, char **argv, opts *o)
+static int parse(int argc, char **argv, opts *o)
 {
+    const bench_count counts[] = {
+        {"--n", &o->n}, {"--rounds", &o->rounds}, {"--keys", &o->keys},
+        {NULL, NULL}};
+    const bench_string strings[] = {{"--store", &o->store}, {NULL, NULL}};
+    const bench_cli cli = {.counts = counts, .strings = strings,
+                           .nonzero = 1, .json = &o->json, .usage = usage};
+    int rc;
+
     *o = (opts){.store = "memory://", .n = 20000, .rounds = 9,
                 .keys = 10000};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--json") == 0)
-            o->json = 1;
-        else if (v && strcmp(a, "--store") == 0)
-            o->store = argv[++i];
-        else if (v && strcmp(a, "--n") == 0)
-            o->n = strtoul(argv[++i], NULL, 10);
-        else if (v && strcmp(a, "--rounds") == 0)
-            o->rounds = strtoul(argv[++i], NULL, 10);
-        else if (v && strcmp(a, "--keys") == 0)
-            o->keys = strtoul(argv[++i], NULL, 10);
-        else {
-            fprintf(stderr, "usage: reservebench [--store URI] [--n N] "
-                    "[--rounds R] [--keys K] [--json]\n");
-            exit(2);
-        }
-    }
-    if (!o->n || !o->keys || !o->rounds || o->rounds > ROUNDS_MAX) {
-        fprintf(stderr, "reservebench: --n, --keys: > 0; --rounds: "
-                "1..%d\n", ROUNDS_MAX);
-        exit(2);
-    }
+    if ((rc = bench_args(argc, argv, &cli)) != 0)
+        return rc;
+    if (o->rounds > ROUNDS_MAX)
+        return usage(stderr), 2;
+    return 0;
 }
 
-int main(int argc, char **argv)
+int reserve_main(int argc, char **argv)
 {
     static double t[W_N][ROUNDS_MAX];
     double med[W_N];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    unsigned long seq = 0;
+    char err[ERRLEN] = "";
+    rl_limiter *lim;
+    unsigned long long seq = 0;
     opts o;
+    int rc = parse(argc, argv, &o);
 
-    parse(argc, argv, &o);
-    if (!cfg || rl_config_set(cfg, "store", o.store) != RL_OK ||
-        rl_config_set(cfg, "rules", rules) != RL_OK ||
-        rl_config_set(cfg, "timeout_ms", "1000") != RL_OK ||
-        rl_limiter_new(&lim, cfg) != RL_OK)
-        die("setting up", NULL);
-    rl_config_free(cfg);
+    if (rc)
+        return rc == 1 ? 0 : rc;
+    if (!(lim = bench_limiter((const char *const[]){"store", o.store,
+                                                    "rules", rules,
+                                                    "timeout_ms", "1000",
+                                                    NULL},
+                              err)))
+        return fprintf(stderr, "reservebench: %s\n", err), 1;
     round_of(lim, W_CHECK, &o, &seq); /* warm: keys in the store */
-    for (unsigned long r = 0; r < o.rounds; r++)
+    for (unsigned long long r = 0; r < o.rounds; r++)
         for (int w = 0; w < W_N; w++)
             t[w][r] = round_of(lim, w, &o, &seq);
     for (int w = 0; w < W_N; w++) {
-        qsort(t[w], o.rounds, sizeof t[w][0], cmp);
+        sort_doubles(t[w], o.rounds);
         med[w] = t[w][o.rounds / 2];
     }
     for (int w = 0; w < W_N; w++) {
         if (o.json)
             printf("{\"store\":\"%s\",\"workload\":\"%s\",\"ns_per_request\""
-                   ":%.1f,\"vs_check\":%.3f,\"n\":%lu,\"rounds\":%lu}\n",
+                   ":%.1f,\"vs_check\":%.3f,\"n\":%llu,\"rounds\":%llu}\n",
                    o.store, wname[w], med[w], med[w] / med[W_CHECK], o.n,
                    o.rounds);
         else

@@ -66,6 +66,7 @@
  * rest they share in rlbench_util.c and rlbench.h; this file reads the command line, runs the
  * figures and prints them.
  */
+#include "benchmodes.h"
 #include "rlbench.h"
 
 #include <stddef.h>
@@ -395,7 +396,7 @@ out:
     return rc;
 }
 
-int main(int argc, char **argv)
+static int rl_main(int argc, char **argv)
 {
     options o;
     int prc;
@@ -417,4 +418,27 @@ int main(int argc, char **argv)
         emit_memory(&o, "mem_bytes_per_key_big", (size_t)o.big, &ml[1],
                     &mt[1], 1);
     return 0;
+}
+
+/* The memory store's group: rlbench's own figures, and the modes. */
+static const bench_mode modes[] = {
+    {.name = "rlbench", .run = rl_main,
+     .about = "memory store: ns per check, scaling, batches, bytes per key"},
+    {.name = "dryrun", .run = dryrun_main,
+     .about = "a rule in mode log beside the same rule enforced"},
+    {.name = "metrics", .run = metrics_main,
+     .about = "checks per CPU second with metrics on beside off"},
+    {.name = "shm", .run = shm_main,
+     .about = "shm:// beside memory://, 1 and 2 processes"},
+    {.name = "log", .run = log_main,
+     .about = "sliding_log beside sliding_window (memory; --port: Redis)"},
+    {.name = "match", .run = match_main,
+     .about = "rl_check with 10 to 5000 rules; glob matching"},
+    {.name = "reserve", .run = reserve_main,
+     .about = "rl_reserve then rl_settle beside rl_check (--store: any)"},
+};
+
+int main(int argc, char **argv)
+{
+    return bench_modes_main(argc, argv, modes, sizeof modes / sizeof *modes);
 }

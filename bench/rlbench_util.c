@@ -69,55 +69,18 @@ double percentile(const uint32_t *sorted, size_t n, double p)
 int make_limiter(const options *o, unsigned long long nkeys,
                         rl_limiter **out, char *err)
 {
-    rl_config *cfg;
-    rl_limiter *lim = NULL;
     char cap[32], rules[512];
-    unsigned long long gib;
-    int rc;
-
-    *out = NULL;
     /* 8 GiB, or 256 B per key if that is more: the cap must never bind. */
-    gib = (nkeys * 256ULL + (1ULL << 30) - 1) >> 30;
-    if (gib < 8)
-        gib = 8;
-    snprintf(cap, sizeof cap, "%lluG", gib);
+    unsigned long long gib = (nkeys * 256ULL + (1ULL << 30) - 1) >> 30;
 
-    cfg = rl_config_new();
-    if (cfg == NULL) {
-        set_err(err, "rl_config_new", RL_ENOMEM, NULL);
-        return RL_ENOMEM;
-    }
-    rc = rl_config_set(cfg, "store", "memory://");
-    if (rc != RL_OK) {
-        set_err(err, "rl_config_set(store, memory://)", rc, errtext(NULL));
-        rl_config_free(cfg);
-        return rc;
-    }
-    rc = rl_config_set(cfg, "memory_max_bytes", cap);
-    if (rc != RL_OK) {
-        char what[96];
-        snprintf(what, sizeof what, "rl_config_set(memory_max_bytes, %s)", cap);
-        set_err(err, what, rc, errtext(NULL));
-        rl_config_free(cfg);
-        return rc;
-    }
-    rc = rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    if (rc != RL_OK) {
-        set_err(err, "rl_limiter_new", rc, errtext(NULL));
-        rl_limiter_free(lim);
-        return rc;
-    }
+    snprintf(cap, sizeof cap, "%lluG", gib < 8 ? 8 : gib);
     snprintf(rules, sizeof rules,
              "{\"rules\":[{\"rule_id\":\"" RULE_ID "\",\"dimension\":\"" RULE_DIM "\","
              "\"limit\":%lld,\"window_seconds\":%d,\"algorithm\":\"%s\"}]}",
              RULE_LIMIT, RULE_WINDOW, o->algo);
-    rc = rl_rules_load_string(lim, rules);
-    if (rc != RL_OK) {
-        set_err(err, "rl_rules_load_string", rc, errtext(lim));
-        rl_limiter_free(lim);
-        return rc;
-    }
-    *out = lim;
-    return RL_OK;
+    *out = bench_limiter_rules(
+        (const char *const[]){"store", "memory://", "memory_max_bytes", cap,
+                              NULL},
+        rules, err);
+    return *out ? RL_OK : -1;
 }

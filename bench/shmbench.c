@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "benchmodes.h"
 #include "benchutil.h"
 #include "ratelimit.h"
 
@@ -37,7 +38,7 @@ typedef struct options {
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: shmbench [--json] [--quick] [--seconds N] [--keys N]\n"
+    fprintf(f, "usage: rlbench shm [--json] [--quick] [--seconds N] [--keys N]\n"
                "rl_allow() per second on shm:// beside memory://, 1 and 2 "
                "processes.\n"
                "  --seconds N  each run's length (default 3)\n"
@@ -152,7 +153,7 @@ static double run(const char *uri, const options *o, int procs,
     return failed ? -1 : (double)total / (double)o->seconds;
 }
 
-int main(int argc, char **argv)
+int shm_main(int argc, char **argv)
 {
     static const text_layout t = {26, 12, 0, 12, 12, 3};
     options o;

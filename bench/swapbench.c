@@ -65,6 +65,8 @@
  */
 #include "swapbench.h"
 
+#include <stddef.h>
+
 const text_layout layout = {26, 12, 2, 10, 22, 3};
 
 static void usage(FILE *f)
@@ -91,48 +93,33 @@ static void usage(FILE *f)
             "  --quick  1 s blocks, 20 changes\n");
 }
 
+#define OPT_AT(field) offsetof(options, field)
+
+static const char *const groups[] = {"swap", "parse", "push", "pull",
+                                     "put_push", "put_pull", NULL};
+
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    {"--minimal", BENCH_OPT_FLAG, OPT_AT(minimal), 0, 0, -1, -1, NULL},
+    {"--same-text", BENCH_OPT_FLAG, OPT_AT(same_text), 0, 0, -1, -1, NULL},
+    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups},
+    {"--rules", BENCH_OPT_COUNT, OPT_AT(rules), 1, 100000, 1000, 1000, NULL},
+    {"--changes", BENCH_OPT_COUNT, OPT_AT(changes), 1, 1e9, 100, 20, NULL},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, 1e9, 5, 5, NULL},
+    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 1e-3, 3600, 2, 1, NULL},
+    {"--interval-ms", BENCH_OPT_REAL, OPT_AT(interval_ms), 1e-3, 1e6, 10, 10,
+     NULL},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "swapbench",
+    .usage = usage};
+
 static int parse_args(int argc, char **argv, options *o)
 {
-    *o = (options){.rules = 1000, .changes = 100, .rounds = 5,
-                   .seconds = 2, .interval_ms = 10};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--json")) {
-            o->json = 1;
-        } else if (!strcmp(a, "--minimal")) {
-            o->minimal = 1;
-        } else if (!strcmp(a, "--same-text")) {
-            o->same_text = 1;
-        } else if (!strcmp(a, "--quick")) {
-            o->quick = 1;
-            o->seconds = 1;
-            o->changes = 20;
-        } else if (!strcmp(a, "--help")) {
-            usage(stdout);
-            return 1;
-        } else if (v && !strcmp(a, "--only")) {
-            o->only = argv[++i];
-        } else if (v && !strcmp(a, "--rules")) {
-            if (parse_count(argv[++i], &o->rules) || !o->rules ||
-                o->rules > 100000)
-                return 2;
-        } else if (v && !strcmp(a, "--changes")) {
-            if (parse_count(argv[++i], &o->changes) || !o->changes)
-                return 2;
-        } else if (v && !strcmp(a, "--rounds")) {
-            if (parse_count(argv[++i], &o->rounds) || !o->rounds)
-                return 2;
-        } else if (v && !strcmp(a, "--seconds")) {
-            if ((o->seconds = atof(argv[++i])) <= 0)
-                return 2;
-        } else if (v && !strcmp(a, "--interval-ms")) {
-            if ((o->interval_ms = atof(argv[++i])) <= 0)
-                return 2;
-        } else {
-            return 2;
-        }
-    }
-    return 0;
+    memset(o, 0, sizeof *o);
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 int want(const options *o, const char *what)
@@ -200,11 +187,8 @@ int main(int argc, char **argv)
     char err[ERRLEN] = "";
     int prc = parse_args(argc, argv, &o), rc = 0;
 
-    if (prc) {
-        if (prc == 2)
-            usage(stderr);
+    if (prc)
         return prc == 1 ? 0 : 2;
-    }
     if (o.json)
         printf("{\"name\":\"params\",\"nproc\":%ld,\"library\":\"%s\","
                "\"rules\":%llu,\"changes\":%llu,\"seconds\":%.3g,"

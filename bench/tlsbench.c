@@ -12,18 +12,10 @@
  *   tls_p50_us         the median, likewise
  *
  * The rule's limit is so large that nothing is denied.  Options: --seconds
- * S per turn (default 3), --threads N (default 16), --keys N (default
+ * N per turn (default 3), --threads N (default 16), --keys N (default
  * 10000), --json (one object per line), --quick (1 s turns).
  */
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-#include "benchutil.h"
-#include "ratelimit.h"
-#include "redis_harness.h"
+#include "serverbench.h"
 #include "tls_certs.h"
 
 #define TURNS 2
@@ -35,9 +27,8 @@ static const char rules[] =
     "\"window_seconds\":3600}]";
 
 typedef struct options {
-    double seconds;
-    int threads, json;
-    unsigned long long keys;
+    unsigned long long seconds, threads, keys;
+    int json;
 } options;
 
 typedef struct result {
@@ -79,16 +70,14 @@ static void *work(void *arg)
 
 static rl_limiter *open_limiter(const char *store, const char *ca)
 {
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
+    char err[ERRLEN] = "";
+    rl_limiter *lim = bench_limiter(
+        (const char *const[]){"store", store, "rules", rules, "timeout_ms",
+                              "1000", "tls_ca_file", ca, NULL},
+        err);
 
-    if (!cfg || rl_config_set(cfg, "store", store) != RL_OK ||
-        rl_config_set(cfg, "rules", rules) != RL_OK ||
-        rl_config_set(cfg, "timeout_ms", "1000") != RL_OK ||
-        (ca && rl_config_set(cfg, "tls_ca_file", ca) != RL_OK) ||
-        rl_limiter_new(&lim, cfg) != RL_OK)
-        fprintf(stderr, "tlsbench: %s: %s\n", store, errtext(NULL));
-    rl_config_free(cfg);
+    if (!lim)
+        fprintf(stderr, "serverbench tls: %s: %s\n", store, err);
     return lim;
 }
 
@@ -100,12 +89,12 @@ static result turn(rl_limiter *lim, const options *o)
     hist *all = calloc(1, sizeof *all);
     result r;
 
-    for (int i = 0; i < o->threads; i++) {
+    for (int i = 0; i < (int)o->threads; i++) {
         w[i] = (worker){.lim = lim, .o = o, .seed = (uint64_t)i + 1,
-                        .until_ns = start + (uint64_t)(o->seconds * 1e9)};
+                        .until_ns = start + o->seconds * 1000000000ULL};
         pthread_create(&w[i].th, NULL, work, &w[i]);
     }
-    for (int i = 0; i < o->threads; i++) {
+    for (int i = 0; i < (int)o->threads; i++) {
         pthread_join(w[i].th, NULL);
         checks += w[i].checks;
         errors += w[i].errors;
@@ -142,59 +131,62 @@ static void emit(const char *name, double tls, double tcp, const char *unit,
     emit_figure(&f, o->json, &layout);
 }
 
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: serverbench tls [--json] [--quick] [--seconds N] "
+               "[--threads N] [--keys N]\n");
+}
+
+static void quick(void *arg)
+{
+    ((options *)arg)->seconds = 1;
+}
+
 static int parse(int argc, char **argv, options *o)
 {
+    const bench_count counts[] = {
+        {"--seconds", &o->seconds}, {"--threads", &o->threads},
+        {"--keys", &o->keys}, {NULL, NULL}};
+    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
+                           .quick = quick, .arg = o, .usage = usage};
+    int rc;
+
     *o = (options){.seconds = 3, .threads = 16, .keys = 10000};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--json") == 0)
-            o->json = 1;
-        else if (strcmp(a, "--quick") == 0)
-            o->seconds = 1;
-        else if (strcmp(a, "--seconds") == 0 && v && i++)
-            o->seconds = atof(v);
-        else if (strcmp(a, "--threads") == 0 && v && i++)
-            o->threads = atoi(v);
-        else if (strcmp(a, "--keys") == 0 && v && i++ &&
-                 parse_count(v, &o->keys) == 0 && o->keys)
-            ;
-        else
-            return fprintf(stderr, "usage: tlsbench [--json] [--quick] "
-                           "[--seconds S] [--threads N] [--keys N]\n"), -1;
-    }
-    if (o->threads < 1 || o->threads > MAX_THREADS || o->seconds <= 0)
-        return fprintf(stderr, "tlsbench: threads 1..%d, seconds > 0\n",
-                       MAX_THREADS), -1;
+    if ((rc = bench_args(argc, argv, &cli)) != 0)
+        return rc;
+    if (o->threads > MAX_THREADS)
+        return fprintf(stderr, "serverbench tls: threads 1..%d\n",
+                       MAX_THREADS), 2;
     return 0;
 }
 
-int main(int argc, char **argv)
+int tls_main(int argc, char **argv, sb_env *env)
 {
     options o;
-    rh_server s;
+    rh_server *s = &env->srv;
     char dir[64], path[4][128], tcp_uri[128], tls_uri[128];
     rl_limiter *tcp, *tls;
     result best_tcp = {0}, best_tls = {0};
-    uint64_t t_start = now_ns();
     rh_tls t;
+    int rc = parse(argc, argv, &o);
 
-    if (parse(argc, argv, &o) != 0 || tls_certs_make(dir, sizeof dir) != 0)
-        return 2;
+    if (rc || tls_certs_make(dir, sizeof dir) != 0)
+        return rc == 1 ? 0 : 2;
     snprintf(path[0], sizeof path[0], "%s/server.crt", dir);
     snprintf(path[1], sizeof path[1], "%s/server.key", dir);
     snprintf(path[2], sizeof path[2], "%s/ca.crt", dir);
     t = (rh_tls){.cert_file = path[0], .key_file = path[1],
                  .ca_file = path[2], .auth_clients = "no"};
-    if (rh_start_tls(&s, PASSWORD, &t) != 0)
+    if (rh_start_tls(s, PASSWORD, &t) != 0)
         return tls_certs_remove(dir), 1;
     snprintf(tcp_uri, sizeof tcp_uri, "redis://:%s@127.0.0.1:%d/0", PASSWORD,
-             s.port);
+             s->port);
     snprintf(tls_uri, sizeof tls_uri, "rediss://:%s@127.0.0.1:%d/0",
-             PASSWORD, s.tls_port);
+             PASSWORD, s->tls_port);
     tcp = open_limiter(tcp_uri, NULL);
     tls = open_limiter(tls_uri, path[2]);
     if (!tcp || !tls)
-        return rh_stop(&s), tls_certs_remove(dir), 1;
+        return rh_stop(s), tls_certs_remove(dir), 1;
     if (!o.json)
         print_columns(&layout);
     for (int k = 0; k < TURNS; k++) {
@@ -209,8 +201,7 @@ int main(int argc, char **argv)
          best_tls.errors + best_tcp.errors);
     rl_limiter_free(tcp);
     rl_limiter_free(tls);
-    rh_stop(&s);
+    rh_stop(s);
     tls_certs_remove(dir);
-    print_done("tlsbench", o.json, t_start);
     return 0;
 }
