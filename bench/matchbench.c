@@ -16,7 +16,7 @@
  *                 endpoint of L bytes ("/api/" + 'a's + "/end") that gets
  *                 past every pattern's fixed ends and keeps its automaton
  *                 alive to the last byte: ns for the 100 matches by the
- *                 bit-parallel matcher (src/pattern.c); reference: the
+ *                 bit-parallel matcher (src/rules/pattern.c); reference: the
  *                 dynamic programme it replaced (tests/pattern_dp.h).  L:
  *                 64, 2 KiB (RL_ENDPOINT_MAX), 8 KiB, 1 MiB (1 MiB under
  *                 the old matcher takes seconds: skipped with --quick).

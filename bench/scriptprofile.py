@@ -20,7 +20,7 @@ and the floor with 5 more ARGV values per key are the references.  With
 A part skipped changes what the script writes, so a part's figure is its
 cost give or take the knock-on work; the variants are measurements only.
 --long sends every request in the long form (4 values per key; the form
-before short requests) instead of the short one src/redis_script.c sends;
+before short requests) instead of the short one src/redis/redis_script.c sends;
 Each variant runs --rounds times, alternated with the others, and its
 least count is kept: which one runs first after the keys are written (the
 Lua heap's garbage still to collect) otherwise moves a figure by ~1-2k.

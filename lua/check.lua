@@ -52,7 +52,7 @@
 -- instead of 4 integers a key: Redis turns each element of a returned
 -- table into a reply of its own, which cost more than the packing.  The
 -- layout is a private contract between a limiter and the script it loaded
--- (src/redis_script.c reads it; the function's name is the library's
+-- (src/redis/redis_script.c reads it; the function's name is the library's
 -- SHA-1, so a limiter only ever calls the version it carries).
 -- For "r": the number of keys refunded.
 -- State expires by itself when it is fresh again; nothing needs a cleanup

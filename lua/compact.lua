@@ -46,7 +46,7 @@
 --                   Written into the current epoch's hash; read from it or
 --                   else from the previous one.  Expires at (e + 2) * L.
 --
--- Equivalence with the plain layout (and src/algo.c).  Counts and GCRA's
+-- Equivalence with the plain layout (and src/base/algo.c).  Counts and GCRA's
 -- U are stored exactly.  The token bucket's (level, last refill) pair
 -- (a, b) becomes one number F; it is read back as the state with the
 -- earliest refill time t = ceil((F - cap) / q) and level t*q + cap - F
@@ -62,7 +62,7 @@
 --
 -- Rule changes.  A bucket's value is in 1/q ms from the start of an epoch
 -- of L ms, both derived from limit, burst and window, so its base name
--- (src/redis_key.c: the rule's shape) names the limit and the burst beside
+-- (src/redis/redis_key.c: the rule's shape) names the limit and the burst beside
 -- the algorithm and the window: old values are never read in new units
 -- (which could make a bucket look full, or empty for up to 2L).  Window
 -- counts have no units: a changed limit applies to them at once.  A

@@ -1,6 +1,6 @@
 -- convert.lua -- a client's level carried across a rule change: the same
--- steps, in the same exact integers, as algo_convert() in src/algo.c,
--- whose comment (and src/algo.h's) has the decision table:
+-- steps, in the same exact integers, as algo_convert() in src/base/algo.c,
+-- whose comment (and src/base/algo.h's) has the decision table:
 --
 --   from \ to   bucket                          window
 --   bucket      whole tokens available, at      used = from's burst - whole
@@ -49,7 +49,7 @@ if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
     if falgo == 1 then -- token bucket: a = level in 1/p token, b = its time
       local cap, level = fburst * fp, a
       if level > cap then level = cap end
-      -- its earliest form, as compact.lua keeps it (see src/algo.c)
+      -- its earliest form, as compact.lua keeps it (see src/base/algo.c)
       local whole = idiv(level, fq)
       local t
       level, t = token_bucket_refill(cap, fq, level - whole * fq, b - whole, at)
@@ -79,7 +79,7 @@ if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
     return ceil_div(prev * (fw - e) + curr * fw, fw), idx * fw + e
   end
 
-  -- What of the state still counts at now (src/algo.c, live_at): a
+  -- What of the state still counts at now (src/base/algo.c, live_at): a
   -- sliding window last written before now's window loses its previous
   -- count, whose hash the compact layout let expire when now's window
   -- began (compact.lua reads it as 0 then).

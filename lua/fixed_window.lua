@@ -1,5 +1,5 @@
 -- fixed_window.lua -- one counter per window aligned to the epoch.
--- Same steps as fixed_window() in src/algo.c.  State: a = window index,
+-- Same steps as fixed_window() in src/base/algo.c.  State: a = window index,
 -- b = count.  In Redis the key holds the count and expires at the window's
 -- end, (a + 1) * W, from which a is recovered.
 

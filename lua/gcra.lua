@@ -1,5 +1,5 @@
 -- gcra.lua -- the generic cell rate algorithm: one theoretical arrival time.
--- Same steps as gcra() in src/algo.c.  State: a = TAT in ms, b = its
+-- Same steps as gcra() in src/base/algo.c.  State: a = TAT in ms, b = its
 -- fraction in 1/q ms.  In Redis the key holds the fraction and expires at
 -- the TAT rounded up, which is exactly when the state becomes fresh again.
 

@@ -7,6 +7,6 @@
 -- rest of check.lua).  lua/embed.sh --library wraps that part; the
 -- library's first line and RL_FUNCTION, the function's name (both naming
 -- the library text's SHA-1), are put before this by the connector
--- (src/redis_connector.c).
+-- (src/redis/redis_connector.c).
 
 local compact_layout, converts = true, true

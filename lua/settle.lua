@@ -1,6 +1,6 @@
 -- settle.lua -- rl_settle() inside Redis: ARGV[2] "s" refunds, "d"
 -- charges a debt, for one reservation's charges, each at most once.  The
--- steps are src/settle.c's.  Its arguments are check.lua's "r" layout
+-- steps are src/base/settle.c's.  Its arguments are check.lua's "r" layout
 -- (ARGV[3] the index of the requests' part after the table of rules, one
 -- request, 4 values per key: the rule's index, cost, the charge's time,
 -- field), and KEYS holds the n state keys, then for each its marker

@@ -1,6 +1,6 @@
 -- sliding_log.lua -- the sliding log: one time per admitted unit, exact.
 -- Same steps as algo_log_apply(), algo_log_commit() and algo_log_refund()
--- in src/algo.c (src/algo.h has the rule).  State: a = the log, a string
+-- in src/base/algo.c (src/base/algo.h has the rule).  State: a = the log, a string
 -- of 6-byte big-endian times in ms, oldest first (6 bytes reach the year
 -- 10889; 6 x limit bytes at most, limit <= RL_LOG_LIMIT_MAX); 0 when the
 -- client has none; b and c unused.  check.lua reads the value as it is

@@ -1,7 +1,7 @@
 -- sliding_window.lua -- the sliding window counter: this window's count plus
 -- the previous one's, weighted by how much of it still overlaps:
 --   estimate = prev * (W - elapsed) / W + curr   (kept scaled by W)
--- Same steps as sliding_window() in src/algo.c.  State: a = window index,
+-- Same steps as sliding_window() in src/base/algo.c.  State: a = window index,
 -- b = current count, c = previous count.  In Redis the key holds both counts
 -- in one integer, prev * 10^10 + curr (counts are at most 10^9), and expires
 -- when both windows have passed, at (a + 2) * W, from which a is recovered.

@@ -1,5 +1,5 @@
 -- token_bucket.lua -- a bucket of `burst` tokens refilled at limit/window.
--- Same steps as token_bucket() in src/algo.c.  State: a = level in units of
+-- Same steps as token_bucket() in src/base/algo.c.  State: a = level in units of
 -- 1/p token, b = time of the last refill (ms).  In Redis the key holds the
 -- level and expires when the bucket is full again, at
 --   b + ceil((burst*p - a) / q),
@@ -10,7 +10,7 @@
 
 -- The level refilled from (level, t) up to now, capped at cap, and its time
 -- (now, or t if later: a clock gone back, or a debt's refill time to come);
--- algo_bucket_refill() in src/algo.c.  settle.lua's debts use it too.
+-- algo_bucket_refill() in src/base/algo.c.  settle.lua's debts use it too.
 local function token_bucket_refill(cap, q, level, t, now)
   if level > cap then level = cap end
   if now > t then

@@ -1,5 +1,5 @@
 /*
- * check_dryrun.c -- dry runs (src/dryrun.c, src/hll.c, src/dryrun_report.c):
+ * check_dryrun.c -- dry runs (src/telemetry/: dryrun.c, hll.c, dryrun_report.c):
  * a rule in mode "log" counts exactly the checks it would have rejected,
  * on the memory store with a driven clock, on a real redis-server and on
  * the fallback when that server is gone; distinct clients within the

@@ -1,5 +1,5 @@
 /*
- * check_events.c -- rejection events (src/events.c, events_sender.c) on a
+ * check_events.c -- rejection events (src/telemetry/events.c, events_sender.c) on a
  * real redis-server: N denials and would-be denials become N stream
  * entries with the right fields (XRANGE); the key as is, hashed under
  * hash_key, or left out; a ring that fills while the server hangs drops

@@ -1,5 +1,5 @@
 /*
- * check_lua.c -- the C maths (src/algo.c) and the Lua maths (lua/) make the
+ * check_lua.c -- the C maths (src/base/algo.c) and the Lua maths (lua/) make the
  * same decisions, step for step, on the same (time, cost) sequences, against
  * a real redis-server.  The test build of the script takes its time from
  * ARGV[1], so both sides see identical clocks; times start an hour ahead of
@@ -57,7 +57,7 @@ static int cross_mode;
 
 /* Plain hard checks go as short requests (a key count "-n", then only each
  * key's rule index and cost), which must decide exactly as the long form:
- * what src/redis_script.c sends for them. */
+ * what src/redis/redis_script.c sends for them. */
 static int short_mode;
 
 /* One script call of one request of n parts, in mode 'c' or 'r': a rule
@@ -576,7 +576,7 @@ START_TEST(compact_all_or_nothing)
 }
 END_TEST
 
-/* ---- rule changes: the conversion (src/algo.c, lua/convert.lua) ---- */
+/* ---- rule changes: the conversion (src/base/algo.c, lua/convert.lua) ---- */
 
 /* The next time, never earlier: the compact layout decides as the plain
  * one only for a clock that does not go back (see lua/compact.lua). */

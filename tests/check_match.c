@@ -1,10 +1,10 @@
 /*
  * check_match.c -- which rules a request matches, and at what cost
- * (issue 11).  The rule index (src/rule_index.c) beside a walk over every
+ * (issue 11).  The rule index (src/rules/rule_index.c) beside a walk over every
  * rule in order, as the request path did before it, on random rule sets
  * (exact, prefix, glob and no endpoints; tiers and no tier; dimensions a
  * request carries or not) and random requests: the same rules in the same
- * order.  The bit-parallel glob matcher (src/pattern.c) beside the
+ * order.  The bit-parallel glob matcher (src/rules/pattern.c) beside the
  * dynamic programme it replaced (tests/pattern_dp.h) on random patterns
  * and endpoints.  An endpoint over RL_ENDPOINT_MAX is refused.
  */

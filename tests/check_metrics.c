@@ -1,5 +1,5 @@
 /*
- * check_metrics.c -- rl_metrics_write() (src/metrics.c, metrics_text.c):
+ * check_metrics.c -- rl_metrics_write() (src/telemetry/metrics.c, metrics_text.c):
  * known traffic in, the exact numbers out.  Per rule on the memory store
  * with a driven clock (checks, allowed, denied, would-deny, near-limit,
  * limit and window), kept across reloads that change the rule and dropped

@@ -4,7 +4,7 @@
  * store (memory on a hand clock; Redis plain; Redis compact; a real 3+3
  * Redis Cluster) x change (limit up, limit down, burst up, burst down,
  * window changed, algorithm changed), asserted against what the
- * definition in src/algo.h (algo_convert) gives from the client's level;
+ * definition in src/base/algo.h (algo_convert) gives from the client's level;
  * the issue's two failing cases as they were reported; all-or-nothing
  * migration; which lookups a changed rule pays for; ruleset_inherit().
  *

@@ -1,5 +1,5 @@
 /*
- * check_ruleset_delta.c -- the incremental parse (src/ruleset_delta.c) is
+ * check_ruleset_delta.c -- the incremental parse (src/rules/ruleset_delta.c) is
  * indistinguishable from the full one: over hand-written edge cases and
  * random mutations of a set, each text parsed both ways against the same
  * set in force gives the same decision, the same rules field by field and

@@ -1,6 +1,6 @@
 /*
  * check_sliding_log.c -- the sliding log (algorithm "sliding_log"): the C
- * maths (algo_log_* in src/algo.c) and the Lua maths (lua/sliding_log.lua)
+ * maths (algo_log_* in src/base/algo.c) and the Lua maths (lua/sliding_log.lua)
  * twin-tested against a real redis-server on the same (time, cost,
  * refund) sequences, log for log; its window edges in numbers; exactly
  * `limit` admitted per window under many threads, on the memory store and

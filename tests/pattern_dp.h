@@ -2,7 +2,7 @@
  * pattern_dp.h -- the endpoint matcher as it was before issue 11: a
  * dynamic programme over pattern positions rolled over the endpoint's
  * bytes, O(pattern x endpoint).  Kept as the reference the bit-parallel
- * matcher (src/pattern.c) is tested against (tests/check_match.c) and
+ * matcher (src/rules/pattern.c) is tested against (tests/check_match.c) and
  * timed beside (bench/matchbench.c).
  */
 #ifndef RL_TESTS_PATTERN_DP_H

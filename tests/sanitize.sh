@@ -3,7 +3,7 @@
 #   sanitize.sh asan        AddressSanitizer + UndefinedBehaviorSanitizer
 #   sanitize.sh tsan        ThreadSanitizer (the concurrent paths)
 #   sanitize.sh fuzz [SEC]  libFuzzer (clang) on each target for SEC seconds
-# Every src/*.c is compiled with the mode's flags and linked into each
+# Every src/*.c and src/*/*.c is compiled with the mode's flags and linked into each
 # tests/check_*.c (check_async and check_async_loops cover the
 # asynchronous checks; the latter needs libevent and libuv); any sanitizer
 # report fails the run.  ratelimitd and rlctl
@@ -20,8 +20,10 @@ mkdir -p "$out"
 
 cflags="-std=c11 -D_GNU_SOURCE -DRL_BUILDING_LIBRARY -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror"
 # tools/ratelimitd first: its request.h, not the library's src/request.h,
-# is the one the fuzz targets include (src/*.c find their own first).
-cflags="$cflags -I$src/include -I$src/tools/ratelimitd -I$src/src -I$src/tests $(pkg-config --cflags jansson hiredis openssl check)"
+# is the one the fuzz targets include (src/*.c find their own first; no
+# file in src's folders includes request.h).  src's folders: as Makefile.am's
+# SRC_INCLUDES.
+cflags="$cflags -I$src/include -I$src/tools/ratelimitd -I$src/src -I$src/src/base -I$src/src/redis -I$src/src/store -I$src/src/rules -I$src/src/telemetry -I$src/tests $(pkg-config --cflags jansson hiredis openssl check)"
 libs="$(pkg-config --libs jansson hiredis openssl check) -lpthread -lm"
 # ratelimitd: the pure request parsing is in the fuzz targets too.
 rld_pure="$src/tools/ratelimitd/route.c $src/tools/ratelimitd/body.c $src/tools/ratelimitd/etag.c"
@@ -51,10 +53,10 @@ algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $sr
 sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" "$src/lua/parts.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
 sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" "$src/lua/parts.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
 sh "$src/lua/embed.sh" --library "$out/lua_library.c" rl_lua_library $lua "$src/lua/clock.lua" "$src/lua/library.lua" $algos -- "$src/lua/settle.lua" "$src/lua/check.lua"
-# The library's sources: src/*.c, less an in-tree build's generated
+# The library's sources: src/*.c and src/*/*.c, less an in-tree build's generated
 # src/lua_scripts.c and src/lua_library.c (ours are the ones in $out).
 lib_srcs=""
-for f in "$src"/src/*.c "$out/lua_scripts.c" "$out/lua_library.c"; do
+for f in "$src"/src/*.c "$src"/src/*/*.c "$out/lua_scripts.c" "$out/lua_library.c"; do
     [ "$f" = "$src/src/lua_scripts.c" ] && continue
     [ "$f" = "$src/src/lua_library.c" ] && continue
     lib_srcs="$lib_srcs $f"

@@ -1,5 +1,5 @@
 /*
- * fuzz_cluster.c -- what a Redis Cluster node answers (src/cluster_reply.c):
+ * fuzz_cluster.c -- what a Redis Cluster node answers (src/redis/cluster_reply.c):
  * arbitrary bytes go through hiredis's RESP reader, and every reply is read
  * as a CLUSTER SLOTS answer and, if it is an error, as a redirect.  A
  * range that comes out must be usable as is: slots in range, a host, a

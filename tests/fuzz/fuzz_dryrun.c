@@ -1,6 +1,6 @@
 /*
  * fuzz_dryrun.c -- a dry-run report value as read from Redis
- * (src/dryrun_report.c): "<version> <checks> <would_deny> <2048 hex>".  The
+ * (src/telemetry/dryrun_report.c): "<version> <checks> <would_deny> <2048 hex>".  The
  * hash is writable by anyone who can write to Redis, so the parser takes
  * outside input.  Whatever parses must be usable as is: would_deny within
  * checks, every register a possible rank, the canonical form written back

@@ -1,5 +1,5 @@
 /*
- * fuzz_ruleset_delta.c -- the incremental parse (src/ruleset_delta.c)
+ * fuzz_ruleset_delta.c -- the incremental parse (src/rules/ruleset_delta.c)
  * against the full one.  A base set is taken as the set in force (the
  * built-in BASE, or the input's bytes before a 0x1e byte); the input (or
  * its bytes after the 0x1e) is then parsed both ways against it, and the

@@ -1,6 +1,6 @@
 /*
  * fuzz_script.c -- the answer of a check script call (script_parse() in
- * src/redis_script.c, lua/check.lua's reply): what a Redis server sends
+ * src/redis/redis_script.c, lua/check.lua's reply): what a Redis server sends
  * back is outside input.  The first bytes choose the call's shape (how
  * many requests, how many ops each, which ops are leases, which requests
  * left); the rest goes through hiredis's RESP reader and each reply is

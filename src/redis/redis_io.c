@@ -63,6 +63,7 @@
  */
 #include "redis_io.h"
 #include "redis_io_loop.h"
+#include "redis_batch.h"
 #include "redis_connector.h"
 #include "redis_tls.h"
 #include "ratelimit.h"
@@ -81,7 +82,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-/* The loop's types and its batch half: redis_io_loop.h, redis_batch.c. */
+/* The loop's types and its batch half: redis_io_loop.h, redis_batch.h. */
 
 static void wake_fd(int fd)
 {
@@ -92,39 +93,8 @@ static void wake_fd(int fd)
 
 /* ---- completion ------------------------------------------------------- */
 
-/* The loop is done with ticket t: it goes back to the pool next turn. */
-static void recycle(rio *r, rio_ticket *t)
-{
-    t->next = NULL;
-    if (r->ftail)
-        r->ftail->next = t;
-    else
-        r->fhead = t;
-    r->ftail = t;
-}
-
-/* Claim t's job; 0 when its caller left at its deadline (a timeout,
- * counted here, once), the ticket then recycled. */
-int rio_loop_take(rio *r, rio_ticket *t)
-{
-    if (tk_claim(t))
-        return 1;
-    stat_add(r, S_TIMEOUTS, 1);
-    recycle(r, t);
-    return 0;
-}
-
-/* t is claimed and its answer (or failure) is in its job: tell the
- * submitter (its callback, or DONE and a wake-up), then recycle. */
-void rio_loop_finish(rio *r, rio_ticket *t)
-{
-    rio_job *j = t->job;
-
-    if (j->done)
-        j->done(j); /* may free j */
-    tk_finish(t);
-    recycle(r, t);
-}
+/* recycle, rio_loop_take, rio_loop_finish: redis_io_loop.h (the batch
+ * half completes jobs with them too). */
 
 /* t fails as it is (rc RL_ESTORE from its submission); stat: or -1.  A
  * blocking caller's job is not touched (no claim for its caller to wait

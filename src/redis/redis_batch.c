@@ -13,7 +13,7 @@
  * in the loop thread only; see redis_io.c for the claims that make a job safe to read
  * and write here.
  */
-#include "redis_io_loop.h"
+#include "redis_batch.h"
 
 /* Encode c's batch as its calls into c->out; the number of replies, or 0
  * when out of memory (nothing kept). */

@@ -2,9 +2,11 @@
  * redis_io_loop.h -- the I/O loop's own types, shared by its two halves:
  * redis_io.c (the queue, the connections, the replies, the loop's turn)
  * and redis_batch.c (a connection's batch: gathered from the queue,
- * encoded as script calls, answered from their replies).  Nothing here is
- * for the rest of the library, which speaks redis_io.h; only the loop
- * thread touches a conn, an entry or a batch (see redis_io.c).
+ * encoded as script calls, answered from their replies), and how either
+ * ends a job's turn (claim, finish, recycle).  Nothing here is for the
+ * rest of the library, which speaks redis_io.h; only the loop thread
+ * touches a conn, an entry or a batch (see redis_io.c).  The batch half's
+ * own functions: redis_batch.h.
  */
 #ifndef RL_REDIS_IO_LOOP_H
 #define RL_REDIS_IO_LOOP_H
@@ -116,16 +118,42 @@ static inline entry *push_entry(conn *c, int kind, int nrep, rio_ticket *tk)
     return e;
 }
 
-/* redis_io.c: claim t's job (0: its caller left at its deadline; the
- * ticket is recycled and the timeout counted); and, t claimed with its
- * answer or failure in its job, tell the submitter and recycle t. */
-int rio_loop_take(rio *r, rio_ticket *t);
-void rio_loop_finish(rio *r, rio_ticket *t);
+/* ---- completion: both halves of the loop end a job's turn here -------
+ * (inline, so that redis_batch.c calls nothing in redis_io.c: the loop
+ * calls its batch half, never the other way round). */
 
-/* redis_batch.c: the next batch from the queue of checks onto idle
- * connection i, sent; and the answer of connection i's batch, whose
- * replies are all in e. */
-void rbatch_next(rio *r, int i, int64_t now);
-void rbatch_answer(rio *r, int i, entry *e);
+/* The loop is done with ticket t: it goes back to the pool next turn. */
+static inline void recycle(rio *r, rio_ticket *t)
+{
+    t->next = NULL;
+    if (r->ftail)
+        r->ftail->next = t;
+    else
+        r->fhead = t;
+    r->ftail = t;
+}
+
+/* Claim t's job; 0 when its caller left at its deadline (a timeout,
+ * counted here, once), the ticket then recycled. */
+static inline int rio_loop_take(rio *r, rio_ticket *t)
+{
+    if (tk_claim(t))
+        return 1;
+    stat_add(r, S_TIMEOUTS, 1);
+    recycle(r, t);
+    return 0;
+}
+
+/* t is claimed and its answer (or failure) is in its job: tell the
+ * submitter (its callback, or DONE and a wake-up), then recycle. */
+static inline void rio_loop_finish(rio *r, rio_ticket *t)
+{
+    rio_job *j = t->job;
+
+    if (j->done)
+        j->done(j); /* may free j */
+    tk_finish(t);
+    recycle(r, t);
+}
 
 #endif
