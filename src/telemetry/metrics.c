@@ -81,7 +81,7 @@ void metrics_claim(void)
  * Rule blocks and histograms are pieces of chunks mapped for them alone
  * (POOL_CHUNK bytes each, carved into POOL_PIECE-byte pieces, a released
  * piece kept on a free list), not heap objects among the limiter's own:
- * measured with 2 threads checking at once (bench/metricsbench under
+ * measured with 2 threads checking at once (bench/rlbench metrics under
  * chrt), blocks from malloc() cost the counting 3-7 % of a check against
  * ~2 % from the chunks -- the same instructions, the same lines, whatever
  * the pieces' stride (4,224 to 8,192 bytes was tried), so what differs is

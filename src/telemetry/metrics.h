@@ -22,7 +22,7 @@
  * verdict's counter by arithmetic, and its check tests the slot's kind
  * of add once, not per add: a memory-store check of 3 rules (~4,700
  * instructions under callgrind) spends ~110 of them counting, ~1.4 % of
- * its time in perf's samples (bench/metricsbench measures the whole).
+ * its time in perf's samples (bench/rlbench metrics measures the whole).
  *
  * The latency histogram is slotted the same way, in a block of its own
  * (metrics_hist_new(), lim->latency; not in the limiter, whose lines every
