@@ -51,9 +51,14 @@ static rl_limiter *open_limiter(const char *store, const char *extra_name,
      * default timeout; the timeout tests below set their own.  This suite
      * counts what Redis itself answers (its calls, a restart's empty
      * state, a fallback after it denied): no local deny cache, which
-     * tests/check_denycache.c covers.  extra_name NULL: nothing more. */
+     * tests/check_denycache.c covers.  fleet_size 1 unless extra_name
+     * says otherwise: a fallback's share must not depend on whether the
+     * "auto" default's first heartbeat counted the fleet before a test
+     * stopped Redis (limit / 8 until then).  extra_name NULL: nothing
+     * more. */
     const char *opts[] = {"store", store, "rules", rules, "timeout_ms", "500",
-                          "deny_cache", "0", extra_name, extra_value, NULL};
+                          "deny_cache", "0", "fleet_size", "1", extra_name,
+                          extra_value, NULL};
 
     return limiter_from(opts);
 }
