@@ -764,16 +764,17 @@ static void wait_in_sync(int i, int master)
 }
 
 /* A planned failover (CLUSTER FAILOVER on a replica, in sync) under
- * load, five times (back and forth), 8 threads checking with timeout_ms
- * 50 (issue 23): the demoted master answers its old clients' calls with
- * READONLY, and with MOVED once keys are declared, both redirects, never
- * failures.  What the failover still costs is Redis's own: the master
- * pauses writes from the failover's start until it learns it was
- * replaced (34-119 ms measured here), and a check queued there past its
- * timeout_ms is degraded: per checking thread of its keys, one per
- * timeout_ms of the pause and the one it began in, at most (0 in most
- * failovers whose pause stayed under 50 ms).  No breaker opens. */
-START_TEST(planned_failover_degrades_only_the_write_pause)
+ * load, five times (back and forth), 8 threads checking: the demoted
+ * master answers its old clients' calls with READONLY, and with MOVED once
+ * keys are declared, both redirects, never failures, so no check
+ * degrades and no breaker opens.  The timeout is long enough that the
+ * master's write pause (from the failover's start until it learns it was
+ * replaced: 34-119 ms measured here, longer on busy cores) never times a
+ * check out: a READONLY taken for a failure would degrade at once,
+ * whatever the timeout.  With timeout_ms 50 the pause itself degrades a
+ * few checks per failover (0-16 seen; issue 23's note): Redis's pause,
+ * not a redirect missed, and no bound on it holds on a loaded machine. */
+START_TEST(planned_failovers_degrade_nothing)
 {
     enum { W = 8, ROUNDS = 5 };
     watch w[W];
@@ -788,7 +789,7 @@ START_TEST(planned_failover_degrades_only_the_write_pause)
     victim = rh_cluster_master_of(&cl, 0);
     replica = rh_cluster_replica_of(&cl, victim);
     ck_assert_int_ge(replica, 0);
-    lim = open_with(uri, "timeout_ms", "50", NULL, NULL);
+    lim = open_with(uri, "timeout_ms", "2000", NULL, NULL);
     for (int i = 0; i < W; i++) {
         w[i] = (watch){.lim = lim};
         /* six on the victim's keys, two elsewhere */
@@ -826,11 +827,8 @@ START_TEST(planned_failover_degrades_only_the_write_pause)
             before -= atomic_load(&w[i].degraded);
         fprintf(stderr, "planned failover %d: %lld ms, %ld degraded\n", k,
                 (long long)took[k], -before);
-        /* each of the 6 threads on its keys: a check per timeout_ms the
-         * pause lasted, and the one it began in */
-        ck_assert_msg(-before <= 6 * (took[k] / 50 + 2), "failover %d: %ld "
-                      "checks degraded in %lld ms, more than a write pause "
-                      "holds", k, -before, (long long)took[k]);
+        ck_assert_msg(-before == 0, "failover %d: %ld checks degraded in "
+                      "%lld ms", k, -before, (long long)took[k]);
         degraded += -before;
         tmp = victim; /* and back again */
         victim = replica;
@@ -1137,7 +1135,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, failover_degrades_only_the_dead_masters_keys);
     tcase_add_test(tc, hung_master_taken_over_resumes_fast);
-    tcase_add_test(tc, planned_failover_degrades_only_the_write_pause);
+    tcase_add_test(tc, planned_failovers_degrade_nothing);
     suite_add_tcase(s, tc);
     return s;
 }
