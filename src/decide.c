@@ -68,7 +68,7 @@ static int tighter(const algo_decision *a, const algo_decision *b)
 
 /* Fold n decisions: the tightest enforced one decides; rules in mode "log"
  * decide only when no enforced rule applies, and never deny (what they
- * would have done is counted, src/dryrun.c).  Returns the index of the
+ * would have done is counted, src/telemetry/dryrun.c).  Returns the index of the
  * deciding one. */
 static inline __attribute__((always_inline)) size_t
 fold(rl_result *res, const store_op *ops, const algo_decision *d, size_t n,

@@ -35,8 +35,8 @@ enum rl_failure { RL_FAIL_FALLBACK, RL_FAIL_OPEN, RL_FAIL_CLOSED };
 #define RL_TIER_MAX 63
 #define RULE_LEASE_MIN 2 /* a lease of 1 unit saves no call */
 
-struct dryrun; /* src/dryrun.h */
-struct rule_metrics; /* src/metrics.h */
+struct dryrun; /* src/telemetry/dryrun.h */
+struct rule_metrics; /* src/telemetry/metrics.h */
 /*
  * A rule's shape: the numbers that give its stored state its units, named.
  * A window's counts mean the same under any limit, so its shape is the

@@ -4,7 +4,7 @@
  * the set, and the caller keeps the set it had.  When a new set replaces
  * the old one, ruleset_inherit() hands each rule what its predecessor of
  * the same id carried (the shapes it replaced).  Freeing a set lets go of
- * its rules' dry-run counters (src/dryrun.c).
+ * its rules' dry-run counters (src/telemetry/dryrun.c).
  */
 #include "ruleset.h"
 #include "dryrun.h"

@@ -1,6 +1,6 @@
 /*
  * dryrun_report.h -- the fleet's dry runs in Redis: each limiter writes its
- * log-mode rules' counts (src/dryrun.h), and a reader (rlctl, a dashboard)
+ * log-mode rules' counts (src/telemetry/dryrun.h), and a reader (rlctl, a dashboard)
  * merges what every limiter wrote.
  *
  * Per rule, the hash  rl:dryrun:{<rule_id>}  holds one field per limiter

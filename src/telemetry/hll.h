@@ -5,7 +5,7 @@
  *
  * Precision p = 10: 1024 one-byte registers, a relative standard error of
  * 1.04 / sqrt(1024) = 3.25 % (99.7 % of estimates within 3 x that, 9.75 %).
- * Chosen for the dry-run reports (src/dryrun.c): an operator asks "about
+ * Chosen for the dry-run reports (src/telemetry/dryrun.c): an operator asks "about
  * how many clients would this rule reject", 1 KiB per log-mode rule in
  * memory and 2 KiB of hex per limiter in Redis every few seconds; p = 12
  * would halve the error at four times both.
@@ -57,7 +57,7 @@ static inline uint8_t hll_rank(uint64_t h)
     return rest ? (uint8_t)(__builtin_clzll(rest) + 1) : HLL_RANK_MAX;
 }
 
-/* Count one key (plain memory: one thread; src/dryrun.c keeps its own
+/* Count one key (plain memory: one thread; src/telemetry/dryrun.c keeps its own
  * atomic registers for the request path). */
 void hll_add(hll *h, const void *key, size_t len);
 
