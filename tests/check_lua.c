@@ -623,6 +623,7 @@ static void conversion(int compact, int pairs, int steps)
         char stem[64], kf[128], kt[128], field[16] = "";
         int64_t t = base + (int64_t)rnd(100000);
         int have_new = 0, old_there, n1 = (int)rnd((uint64_t)steps);
+        int same; /* the "new" rule's shape is the old one's: no change */
 
         rule_shape_init(&sf, "conv", &from);
         rule_shape_init(&sto, "conv", &to);
@@ -633,6 +634,7 @@ static void conversion(int compact, int pairs, int steps)
         } else {
             snprintf(stem, sizeof stem, "rl:{conv}:conv-%d:", r);
         }
+        same = strcmp(sf.name, sto.name) == 0;
         snprintf(kf, sizeof kf, "%s%s", stem, sf.name);
         snprintf(kt, sizeof kt, "%s%s", stem, sto.name);
         for (int s = 0; s < n1; s++, t = forward(&from, t)) {
@@ -648,7 +650,13 @@ static void conversion(int compact, int pairs, int steps)
                         t - (int64_t)rnd(3000) + (int64_t)rnd(1000)};
         for (int s = 0; s < steps; s++, t = forward(&to, t)) {
             int64_t cost = next_cost(&to);
-            if (!have_new) {
+            if (same) {
+                /* A set whose rule keeps its shape hands down no replaced
+                 * shape (ruleset_inherit): both sides go on with the state
+                 * as it is, no conversion. */
+                algo_apply(&to, &so, t, cost, &c);
+                lua_apply(&to, kt, field, t, cost, &l);
+            } else if (!have_new) {
                 algo_state tmp;
                 algo_convert(&from, &so, &to, os.since, t, &tmp);
                 algo_apply(&to, &tmp, t, cost, &c);
@@ -659,7 +667,9 @@ static void conversion(int compact, int pairs, int steps)
             } else {
                 algo_apply(&to, &sn, t, cost, &c);
             }
-            lua_apply_changed(&to, sto.name, &os, kt, field, t, cost, &l);
+            if (!same)
+                lua_apply_changed(&to, sto.name, &os, kt, field, t, cost,
+                                  &l);
             ck_assert_msg(c.allowed == l.allowed &&
                           c.remaining == l.remaining &&
                           c.reset_ms == l.reset_ms &&
