@@ -12,6 +12,19 @@
 # libmicrohttpd, sqlite3 and libcurl are there (else those suites are
 # skipped).
 set -eu
+# sanitize.sh --run OUT NAME [ARGS]: run one linked suite (no fork: the
+# sanitizer sees every test in one process), its output to OUT/NAME.log and
+# its exit status to OUT/NAME.rc; the pool at the end runs these.
+if [ "${1:-}" = --run ]; then
+    out=$2 name=$3
+    shift 3
+    t0=$(date +%s)
+    if CK_FORK=no "$out/$name" "$@" >"$out/$name.log" 2>&1; then rc=0; else rc=$?; fi
+    echo "$rc" >"$out/$name.rc"
+    printf '%-28s %4ss  %s\n' "$name" "$(($(date +%s) - t0))" \
+        "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED (exit $rc)")"
+    exit 0
+fi
 mode=${1:?usage: sanitize.sh asan|tsan|fuzz [seconds]}
 src=${top_srcdir:-.}
 out=build-san/$mode
@@ -87,16 +100,6 @@ done
 export CC cflags san out
 printf '%s\n' $lib_srcs | xargs -P "$(nproc 2>/dev/null || echo 2)" -n 1 \
     sh -c '$CC $cflags $san -c "$1" -o "$out/$(basename "$1" .c).o"' sh
-pass=0 fail=0 failed=
-# run_logged NAME CMD...: run CMD (no fork), its output teed to
-# $out/NAME.log; on failure NAME joins $failed.
-run_logged() {
-    _name=$1; shift
-    if { CK_FORK=no "$@"; echo "rc=$?" >"$out/$_name.rc"; } 2>&1 | tee "$out/$_name.log"; then :; fi
-    [ "$(cat "$out/$_name.rc")" = rc=0 ] && return 0
-    failed="$failed $_name"
-    return 1
-}
 $CC $cflags $san -c "$src/tests/redis_harness.c" -o "$out/redis_harness.o"
 $CC $cflags $san -c "$out/lua_test_script.c" -o "$out/lua_test_script.o"
 if [ -n "$rld_libs" ]; then
@@ -109,30 +112,67 @@ if [ -n "$rld_libs" ]; then
     RLCTL=$(cd "$out" && pwd)/rlctl
     export RATELIMITD RLCTL
 fi
-for t in "$src"/tests/check_*.c; do
-    name=$(basename "$t" .c)
+
+# Every suite is linked first, JOBS links at a time, then run JOBS at a
+# time: the suites mostly wait on servers and timers, so on two cores two
+# at once take about half the time of one by one (SAN_JOBS=1).
+jobs=${SAN_JOBS:-$(nproc 2>/dev/null || echo 2)}
+link_suite() {
+    name=$(basename "$1" .c)
     extra=
     if [ "${name#check_ratelimitd}" != "$name" ] || [ "$name" = check_control ] ||
        [ "$name" = check_generation ]; then
-        [ -n "$rld_libs" ] || continue
+        [ -n "$rld_libs" ] || return 0
         extra="$rld_cflags $out/rld_harness.o $rld_libs"
     fi
     # The event-loop adapters' suite: with libevent and libuv only.
     if [ "$name" = check_async_loops ]; then
-        pkg-config --exists libevent libuv || continue
+        pkg-config --exists libevent libuv || return 0
         extra="$(pkg-config --cflags --libs libevent libuv)"
     fi
-    $CC $cflags $san "$t" $objs "$out/redis_harness.o" "$out/lua_test_script.o" $extra $libs -o "$out/$name"
-    # No fork: the sanitizer sees every test in one process.  The output
-    # goes to the screen and to $out/$name.log; a failed suite's log is
-    # shown again at the end, where a CI tail sees it.
-    if run_logged "$name" "$out/$name"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+    $CC $cflags $san "$1" $objs "$out/redis_harness.o" "$out/lua_test_script.o" \
+        $extra $libs -o "$out/$name"
+    echo "$name" >>"$out/suites"
+}
+rm -f "$out/suites" "$out"/*.rc
+: >"$out/suites"
+want=0
+for t in "$src"/tests/check_*.c; do
+    link_suite "$t" &
+    want=$((want + 1))
+    [ $((want % jobs)) -ne 0 ] || wait
 done
 $CC $cflags $san "$src"/tests/fuzz/*.c $rld_pure $objs $libs -o "$out/fuzz_run"
-if run_logged fuzz_run "$out/fuzz_run" "$src/tests/fuzz/corpus" 300; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+wait
+# The longest suites first, so the pool's lanes end together.
+slow="check_lua check_cluster check_memory check_faults check_match check_sentinel"
+{
+    for name in $slow; do grep -x "$name" "$out/suites" || true; done
+    for name in $(cat "$out/suites"); do
+        case " $slow " in *" $name "*) ;; *) echo "$name" ;; esac
+    done
+    echo "fuzz_run $src/tests/fuzz/corpus 300"
+} | xargs -P "$jobs" -L1 sh "$0" --run "$out"
+
+# A suite that failed to link has no .rc and counts as failed too.
+pass=0 fail=0 failed=
+for t in "$src"/tests/check_*.c fuzz_run; do
+    name=$(basename "$t" .c)
+    [ "$name" = fuzz_run ] || [ -n "$rld_libs" ] || case $name in
+        check_ratelimitd*|check_control|check_generation) continue ;; esac
+    if [ "$name" = check_async_loops ] && ! pkg-config --exists libevent libuv; then
+        continue
+    fi
+    if [ "$(cat "$out/$name.rc" 2>/dev/null)" = 0 ]; then
+        pass=$((pass + 1))
+    else
+        fail=$((fail + 1))
+        failed="$failed $name"
+    fi
+done
 for name in $failed; do
     echo "==== $mode: $name failed; its log's last lines ($out/$name.log):"
-    grep -v '^$' "$out/$name.log" | tail -40
+    grep -v '^$' "$out/$name.log" 2>/dev/null | tail -40
 done
 echo "$mode: $pass passed, $fail failed${failed:+ (}${failed# }${failed:+)}"
 [ "$fail" -eq 0 ]
