@@ -258,6 +258,15 @@ static inline uint64_t now_ns(void) /* CLOCK_MONOTONIC */
 
 /* The CPU's "model name" from /proc/cpuinfo into buf; buf is left as it
  * is when there is none. */
+/* Sleeps ms milliseconds, signals or not. */
+static inline void bench_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
 void cpu_model_name(char *buf, size_t len);
 
 /* The closing line: "<prog>: done in S s, loadavg=L", or with json the

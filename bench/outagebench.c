@@ -39,14 +39,6 @@ typedef struct worker {
     rl_limiter *lim;
 } worker;
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
-
 static void *hammer(void *p)
 {
     worker *w = p;
@@ -98,7 +90,7 @@ static void child(shared *sh, const char *uri, const char *fleet)
     }
     atomic_fetch_add(&sh->ready, 1);
     while (!atomic_load(&sh->go))
-        sleep_ms(1);
+        bench_sleep_ms(1);
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, hammer, &w);
     for (int i = 0; i < THREADS; i++)
@@ -129,14 +121,14 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
         if ((pid[p] = fork()) == 0)
             child(sh, uri, fleet);
     while (atomic_load(&sh->ready) < PROCS)
-        sleep_ms(5);
-    sleep_ms(1500); /* fleet_size auto: every heartbeat counted */
+        bench_sleep_ms(5);
+    bench_sleep_ms(1500); /* fleet_size auto: every heartbeat counted */
     atomic_store(&sh->go, 1);
-    sleep_ms(STOP_AT_S * 1000);
+    bench_sleep_ms(STOP_AT_S * 1000);
     rh_pause(srv);
-    sleep_ms(outage_ms);
+    bench_sleep_ms(outage_ms);
     rh_resume(srv);
-    sleep_ms(RUN_S * 1000 - STOP_AT_S * 1000 - outage_ms);
+    bench_sleep_ms(RUN_S * 1000 - STOP_AT_S * 1000 - outage_ms);
     atomic_store(&sh->stop, 1);
     for (int p = 0; p < PROCS; p++)
         bad |= waitpid(pid[p], &st, 0) < 0 || !WIFEXITED(st) ||
