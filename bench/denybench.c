@@ -1,33 +1,7 @@
 /*
- * denybench.c -- what the deny cache (option deny_cache) spares Redis:
- * one abusive client checking at full speed against a private
- * redis-server (the test harness starts one), with the cache on (the
- * default, 4096 entries) beside the same run with deny_cache=0 (the
- * reference), back to back.
- *
- * The client's rule is a token bucket of --limit tokens a minute; the
- * client spends them first, then calls rl_check() in a loop for
- * --seconds, admitted only when a token comes back (a denial lasts
- * 60000 / limit ms).  The figures: Redis calls per check (EVALSHA calls
- * from INFO commandstats over the loop / the loop's checks; the target
- * with the cache is <= 0.01), checks per second, and the admissions in
- * each run (the same rule, so about the same number: the cache must not
- * change who is let in).
- *
- * Then leases (a rule's "lease", src/lease.h): a partner at --partner
- * requests a minute (1M by default) checked by --fleet limiters at once
- * (threads of this one process, each its own rl_limiter, as a fleet's
- * processes would be), for --seconds, with "lease": --lease beside the
- * same rule without one (the reference), both runs inside one fixed
- * window (the bench waits for a new minute when too little of this one
- * is left).  The figures: Redis calls per check (EVALSHA and EVAL calls
- * over the run / its checks; target <= 0.01), checks per second, and
- * the admissions beside the limit and beside the documented bound (a
- * fixed window: never above the limit, at most fleet x (lease - 1)
- * below it when the fleet stops asking).
- *
- *   serverbench deny [--json] [--quick] [--seconds N] [--limit N]
- *                    [--fleet N] [--lease N] [--partner N]
+ * denybench.c -- serverbench deny: Redis calls per check with the deny
+ * cache and with leases, each beside the same run without.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <time.h>
 

@@ -1,27 +1,7 @@
 /*
- * dryrunbench.c -- what a dry run costs the request path: nanoseconds per
- * rl_check() on the memory store with one rule in mode "log", beside the
- * same rule in mode "enforce" measured in the same run (the reference).
- *
- * Two limiters hold the same rule (users at /api, an hour's window), one
- * in each mode, and the same --keys users, already charged once.  Two
- * cases: "pass" (a limit of 10^9: nothing would be denied, the log rule
- * pays its checks counter) and "deny" (a limit of 1, spent by that first
- * charge: every check would be denied, the log rule also hashes the key
- * and raises a sketch register when the key's rank is higher; the
- * enforced rule denies, which takes the same store path).  Each thread
- * runs --rounds rounds; a round times one block of --calls checks on each
- * limiter, back to back, alternating which goes first, so drift on a
- * shared machine lands on both alike.  A figure is the median over rounds
- * of the block's mean ns per check (2 threads: the threads' mean per
- * round), with the means over all rounds beside it.  ratio = log /
- * enforce: 1.00 is free.  The log rule's counts are read back after each
- * case (rl_rule_dryrun_get) and printed beside it: checks, would_deny,
- * and the distinct estimate beside the true number of users it denied
- * (counts accumulate: the 2-thread run follows the 1-thread one on the
- * same limiters).
- *
- *   dryrunbench [--json] [--quick] [--keys N] [--calls N] [--rounds N]
+ * dryrunbench.c -- rlbench dryrun: ns per rl_check() with one rule in mode
+ * "log" beside the same rule enforced, in the same run.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,22 +1,7 @@
 /*
- * eventsbench.c -- what rejection events (option events_redis) cost and
- * deliver, against a private redis-server (the test harness starts one).
- *
- * "cost": ns per rl_check() on the memory store, every check denied (a
- * limit of 1 spent by a first charge of each of --keys users), with
- * events on beside the same limiter with events off, measured in the same
- * run: --rounds rounds of a block of --calls checks on each, alternating
- * which goes first; the median over rounds, and p99 of single checks
- * (one in 16 timed).  ratio = on / off in checks/s.
- *
- * "delivery": 8 threads deny at --rate checks/s in all (paced against the
- * clock) for --seconds; once every event is sent or counted lost (10 s
- * at most) the figures are the events offered, sent, dropped
- * (ring full, Redis away, refused), and the stream's length (XLEN) beside
- * its cap (events_maxlen, MAXLEN ~).
- *
- *   serverbench events [--json] [--quick] [--keys N] [--calls N]
- *                      [--rounds N] [--rate N] [--seconds N]
+ * eventsbench.c -- serverbench events: rejection events' cost on the
+ * request path (on beside off) and their delivery.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

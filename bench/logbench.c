@@ -1,21 +1,7 @@
 /*
- * logbench.c -- what a sliding_log check costs beside a sliding_window
+ * logbench.c -- rlbench log: a sliding_log check beside a sliding_window
  * check of the same rule, on the memory store and (with --port) on Redis.
- *
- * The workload is the sliding log's: a login-like rule, limit 1000 per day
- * (the log's cap), by user, keys drawn uniformly from --keys clients, cost
- * 1, never denied over the run (--checks per round spread over the
- * clients: their logs grow to checks x rounds / keys times).  Per store,
- * rounds alternate the two algorithms (each on a limiter of its own, so
- * state is never shared) and the median checks/s of each is printed,
- * sliding_log's as the figure, sliding_window's as its reference:
- *   memory: one thread calling rl_allow();
- *   redis (--port P, 127.0.0.1; bench/redisbench.sh runs it on a private
- *   server: sh bench/redisbench.sh bench/logbench --json): 16 threads
- *   calling rl_allow() (the store batches what queues up into one script
- *   call).
- *
- *   logbench [--json] [--keys N] [--checks N] [--rounds N] [--port P]
+ * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

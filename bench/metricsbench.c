@@ -1,51 +1,8 @@
 /*
- * metricsbench.c -- what the metrics (rl_metrics_write(3)) cost the
- * request path: checks per CPU second of rl_check() on the memory store
- * with the option metrics=1, beside the same limiter with metrics=0
- * measured in the same run (the reference).  Issue 10's target: >= 0.97x.
- *
- * Two limiters hold the same three rules a request to /api is charged (an
- * hour's window) and the same --keys users, each charged once before the
- * timing; one counts metrics (per rule: one add per charge on its
- * thread's own cache line; one check in 64 timed into the latency
- * histogram), the other not.  The cases:
- *   pass / deny     a limit of 10^9, or a per-user limit of 1 spent by
- *                   that first charge;
- *   1t / 2t         1 or 2 threads, each on its own half of the users;
- *   (global)        rules per user, per ip, and one global rule: every
- *                   check of every thread charges the global rule's one
- *                   key, so 2 threads contend on its store segment (a
- *                   property of the store, not of the metrics);
- *   _distinct       rules per user, per ip, per api_key: 2 threads share
- *                   no key, so what differs is the metrics' own cost.
- *
- * The measurement, made for a shared 2-core machine: a pair is four timed
- * blocks of --calls checks, off on on off (ABBA; the next pair on off off
- * on), all threads on the same limiter at once (a barrier before each
- * block), so a drift over the pair lands on both sides alike.  A pair's
- * ratio is its off time over its on time (1.00: free), in each thread's
- * CPU time (CLOCK_THREAD_CPUTIME_ID: a block's checks, not the other
- * programs that held the core meanwhile; ratio_paired_wall is the same
- * by the wall clock, which on a loaded machine mostly measures them).  The layout of a
- * memory store's table follows its random hash key, and which limiter is
- * made first moves the figures too; metrics=0 beside metrics=0 differs
- * by a few % from that alone.  So each case makes --instances fresh
- * pairs of limiters (the first made alternating) and runs --pairs pairs
- * on each; the figure's ratio_paired is the median of all pairs' ratios,
- * with its min, quartiles and max.  value and ref are checks per CPU
- * second of a thread, from the median over pairs of the mean CPU ns a
- * check.  The cases named aa_* (1 thread; 2 threads on distinct keys)
- * run the same with metrics off on both sides: the bench's own
- * resolution (--aa: every case so).  After each case the last on-limiter's text is
- * rendered once (rl_metrics_write) and its bytes and time given; last,
- * the rendering of a limiter with 1000 rules (the median of 21; on the
- * --store given, its shards counted: a cluster's masters).  With --store
- * URI (a Redis server) the same cases run on that store, the figures
- * named redis_*; both limiters share its keys, and as a check there
- * waits for a round trip, ratio_paired_wall is the figure that counts.
- *
- *   metricsbench [--json] [--quick] [--aa] [--keys N] [--calls N]
- *                [--pairs N] [--instances N] [--store URI]
+ * metricsbench.c -- rlbench metrics: checks per CPU second of rl_check()
+ * with metrics=1 beside metrics=0 in the same run (ABBA pairs over fresh
+ * limiter pairs; issue 10's target >= 0.97x).  Method: docs/BENCHMARKS.md,
+ * "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,17 +1,8 @@
 /*
- * outagebench.c -- what a short and a long Redis outage cost in admissions.
- *
- * 4 processes x 4 threads, each process with its own limiter on one private
- * redis-server (the test harness), hammer one client key of a token bucket
- * of 200 per 10 s (failure mode fallback, the defaults otherwise: timeout
- * 5 ms, breaker after 5 failures, cooldown 1 s) for 12 s; 2 s in, the server
- * is stopped (SIGSTOP) for 100 ms or 3 s.  Printed: what the fleet admitted
- * beside what the rule allows over the 12 s (200 + 12 s x 20/s = 440), how
- * many of the admissions were local (fallback) decisions, for fleet_size 1,
- * 4 and auto, and with the default options ("default": fleet_size not set,
- * auto since issue 23), where the bound is what the rule allows + limit x
- * outage / window + one check per process.  Each process shares only Redis with the others, as a fleet
- * does.  Never part of make check (about 90 s; --json: one object a line).
+ * outagebench.c -- serverbench outage: what a short and a long Redis
+ * outage cost in admissions, 4 processes x 4 threads, fleet_size 1, 4,
+ * auto and the defaults.  Method: docs/BENCHMARKS.md, "How each bench
+ * measures".
  */
 #include <signal.h>
 #include <stdatomic.h>

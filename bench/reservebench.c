@@ -1,18 +1,7 @@
 /*
- * reservebench.c -- what reserving and settling cost beside a plain check,
- * on any store (--store, memory:// by default; a redis:// URI measures
- * the round trips).  One thread; keys drawn from --keys users; the rule
- * set charges 2 rules per request (per user, a fixed window; per ip, a
- * token bucket), all far from their limits.  Workloads, each the median
- * over --rounds rounds of --n requests of nanoseconds per request:
- *   check       rl_check() of cost 10: the reference, measured in the
- *               same run, interleaved with the others round by round;
- *   refund      rl_reserve() of 10, then rl_settle() at 7;
- *   debt        rl_reserve() of 10, then rl_settle() at 13;
- *   equal       rl_reserve() of 10, then rl_settle() at 10 (no store
- *               call for the settle).
- * Each line gives the workload's figure and its ratio to check.  --json:
- * one object per line.  A mode of bench/rlbench: rlbench reserve.
+ * reservebench.c -- rlbench reserve: rl_reserve() then rl_settle() beside
+ * rl_check() of the same request, on any store (--store).  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,16 +1,7 @@
 /*
- * shmbench.c -- what the shared-memory store (shm://NAME) costs beside the
- * memory store (memory://, the reference), in the same run: checks per
- * second of 1 and of 2 processes, each process its own limiter calling
- * rl_allow() in a loop over --keys clients (uniformly drawn) of one token
- * bucket rule that admits them all.  With memory:// each process has its
- * own table; with shm:// they share one region (and its segment locks),
- * which is the point of it.  Two figures for each: checks per second
- * (wall clock, summed over the processes) and checks per CPU second (each
- * process's user + system time), the second steadier on a busy machine.  The region is 8 MiB (the clients fill about
- * 40 % of its slots); it is removed at the end.
- *
- *   shmbench [--json] [--quick] [--seconds N] [--keys N]
+ * shmbench.c -- rlbench shm: checks/s and checks per CPU second of
+ * shm://NAME beside memory://, 1 and 2 processes.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <signal.h>
 #include <stdio.h>

@@ -1,20 +1,8 @@
 /*
- * timeoutbench.c -- serverbench timeout: how many checks a busy host denies "for store
- * reasons" on a healthy loopback Redis, by timeout_ms: the figure behind
- * the timeout_ms default and ratelimit(7)'s table for choosing it.
- *
- * The driver's private redis-server; a rule in failure mode
- * closed with a limit no check reaches, so every denial is the store
- * missing its deadline (RL_FLAG_FAIL_CLOSED), never a limit.  For each
- * load (0, 2, 4 processes spinning on the CPU beside the server, as a busy
- * host's other work) and each timeout_ms (5, 10, 20, 50, 100), 4 threads
- * check for RUN_MS; printed: checks, denied for store reasons (%), the
- * breaker's openings, and the ratio of the denied share to the 5 ms
- * timeout's at the same load (the old default: the reference, measured in
- * the same run).  While a breaker is open checks answer at once, so a
- * cell with an opening counts many more checks, most of them denied.  The
- * breaker options are the defaults.  Never part of make check (about
- * 50 s; --json: one object a line).
+ * timeoutbench.c -- serverbench timeout: the checks a busy host denies a
+ * fail-closed rule "for store reasons" on a healthy loopback Redis, by
+ * timeout_ms and load.  Method: docs/BENCHMARKS.md, "How each bench
+ * measures".
  */
 #include <signal.h>
 #include <stdatomic.h>

@@ -1,19 +1,7 @@
 /*
- * tlsbench.c -- what TLS costs a check: one private redis-server with a
- * plaintext port and a TLS port (the test harness, certificates made by
- * the openssl command as the tests make them), the same load over each in
- * the same run, in turns (tcp, tls, tcp, tls: drift on a shared machine
- * falls on both), each transport's best turns reported (its highest
- * rate, with that turn's median, and its lowest p99):
- *
- *   tls_checks_per_s   --threads threads, each rl_check() in a loop on a
- *                      key drawn from --keys keys; ref: the same over TCP
- *   tls_p99_us         the 99th percentile of one check's time; ref: TCP
- *   tls_p50_us         the median, likewise
- *
- * The rule's limit is so large that nothing is denied.  Options: --seconds
- * N per turn (default 3), --threads N (default 16), --keys N (default
- * 10000), --json (one object per line), --quick (1 s turns).
+ * tlsbench.c -- serverbench tls: the same load over TLS beside TCP to one
+ * private server, turns alternated.  Method: docs/BENCHMARKS.md, "How each
+ * bench measures".
  */
 #include "serverbench.h"
 #include "tls_certs.h"
