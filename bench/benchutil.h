@@ -114,40 +114,6 @@ void set_err(char *err, const char *what, int rc, const char *detail);
  * s is no such number or it overflows. */
 int parse_count(const char *s, unsigned long long *out);
 
-/* One "--flag N" count of a bench's command line. */
-typedef struct bench_count {
-    const char *flag;
-    unsigned long long *dst;
-} bench_count;
-
-/* One "--flag" that sets an int to 1, or one "--flag VALUE" string
- * (dst points into argv). */
-typedef struct bench_flag {
-    const char *flag;
-    int *dst;
-} bench_flag;
-
-typedef struct bench_string {
-    const char *flag;
-    const char **dst;
-} bench_string;
-
-/* A bench's command line, as bench_args() reads it. */
-typedef struct bench_cli {
-    const bench_count *counts; /* ended by {NULL, NULL}                  */
-    const bench_flag *flags;   /* NULL, or ended by {NULL, NULL}          */
-    const bench_string *strings; /* NULL, or ended by {NULL, NULL}        */
-    int nonzero;               /* 1: a count of 0 is refused             */
-    int *json;                 /* --json sets it                         */
-    void (*quick)(void *arg);  /* --quick: the short run's numbers (a
-                                  count given after it wins)             */
-    void *arg;
-    void (*usage)(FILE *f);
-} bench_cli;
-
-/* Reads argv by c: 0; 1 after --help (usage on stdout); 2 after the usage
- * on stderr, for anything else or a count parse_count() refuses. */
-int bench_args(int argc, char **argv, const bench_cli *c);
 
 /* ---- a command line read by an option table (rlbench, redisbench) ------ */
 
@@ -161,7 +127,8 @@ enum {
     BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads,
                         in [lo, hi] when hi > 0                         */
     BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
-    BENCH_OPT_NAME,  /* a const char * (into argv), one of names        */
+    BENCH_OPT_NAME,  /* a const char * (into argv), one of names (names
+                        NULL: any)                                      */
     BENCH_OPT_OWN
 };
 
@@ -177,6 +144,7 @@ typedef struct bench_opt {
     double def, quick;  /* counts and reals not given: the full run's
                            value and the quick one (def < 0: left as is) */
     const char *const *names; /* BENCH_OPT_NAME: the values, NULL-ended  */
+    const char *help;   /* its line in the usage bench_opt_usage() prints */
 } bench_opt;
 
 typedef struct bench_opts {
@@ -187,13 +155,19 @@ typedef struct bench_opts {
     /* Reads val for a row of the bench's own kind into o: 0, or 2 after
      * saying on stderr what is wrong (NULL: the table has none). */
     int (*own)(const bench_opt *r, const char *val, void *o);
+    const char *about;       /* usage NULL: bench_opt_usage()'s second
+                                line, what the bench measures          */
 } bench_opts;
+
+/* The usage made from t: "usage: PROG [options]", t->about, then a line a
+ * row (its help, default, quick value and bounds or names). */
+void bench_opt_usage(const bench_opts *t, FILE *f);
 
 /* Reads argv by t into the options struct o, then sets the counts and
  * reals not given to their def, or to their quick value after a
  * BENCH_OPT_QUICK row (rows with def < 0 are left as they are): 0; 1 after
- * --help or -h (usage on stdout); 2 after saying on stderr what is
- * wrong. */
+ * --help or -h (usage on stdout: t->usage, or bench_opt_usage() when
+ * NULL); 2 after saying on stderr what is wrong. */
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
 /* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a

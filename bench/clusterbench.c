@@ -12,50 +12,6 @@
 
 #include <stddef.h>
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: clusterbench [--json] [--quick] [--mem-keys N] "
-            "[--seconds S]\n"
-            "                    [--usec-checks N] [--usec-clients N] "
-            "[--keys N]\n"
-            "                    [--slots N] [--only bytes|throughput|"
-            "reshard|failover]\n"
-            "\n"
-            "Starts its own redis-server and a 3-master + 3-replica Redis "
-            "Cluster\n"
-            "(tests/redis_harness.c) and measures: Redis bytes per tracked "
-            "key and\n"
-            "Redis CPU per check for the plain and compact layouts and the "
-            "four\n"
-            "algorithms; 64-thread throughput on the cluster beside the "
-            "single server;\n"
-            "redirects met while slots are resharded under load;\n"
-            "failovers under load.  ratio = value / ref.\n"
-            "\n"
-            "  --json            one JSON object per line (first: name "
-            "\"params\")\n"
-            "  --quick           smoke run: 20k mem keys, 20k usec checks, "
-            "2 s runs,\n"
-            "                    5 slots\n"
-            "  --mem-keys N      clients for bytes_per_key (default "
-            "1000000)\n"
-            "  --seconds S       per throughput figure (default 5)\n"
-            "  --usec-checks N   checks per usec_per_call figure (default "
-            "200000)\n"
-            "  --usec-clients N  clients they go round (default 5000)\n"
-            "  --keys N          key space for throughput and resharding "
-            "(default\n"
-            "                    1000000)\n"
-            "  --slots N         slots moved during resharding (default "
-            "20)\n"
-            "  --only GROUP      bytes (with usec_per_call), throughput, "
-            "reshard,\n"
-            "                    failover\n"
-            "  --help            this text\n"
-            "N may end in k, M or G (powers of 1000).\n");
-}
-
 /* ---- the command line: one row an option ---------------------------- */
 
 #define OPT_AT(field) offsetof(options, field)
@@ -65,24 +21,30 @@ static const char *const groups[] = {"bytes", "throughput", "reshard",
                                      "failover", NULL};
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
-    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 5, 2, NULL},
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL, "one JSON object a line (first: name \"params\")"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL,
+     "a smoke run"},
+    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 5, 2, NULL,
+     "per throughput figure"},
     {"--mem-keys", BENCH_OPT_COUNT, OPT_AT(mem_keys), 1, MAX_COUNT, 1000000,
-     20000, NULL},
+     20000, NULL, "clients for bytes_per_key"},
     {"--usec-checks", BENCH_OPT_COUNT, OPT_AT(usec_checks), 1, MAX_COUNT,
-     200000, 20000, NULL},
+     200000, 20000, NULL, "checks per usec_per_call figure"},
     {"--usec-clients", BENCH_OPT_COUNT, OPT_AT(usec_clients), 1, MAX_COUNT,
-     5000, 5000, NULL},
+     5000, 5000, NULL, "clients they go round"},
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_COUNT, 1000000,
-     1000000, NULL},
-    {"--slots", BENCH_OPT_COUNT, OPT_AT(slots), 1, 1000, 20, 5, NULL},
-    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups},
+     1000000, NULL, "key space for throughput and resharding"},
+    {"--slots", BENCH_OPT_COUNT, OPT_AT(slots), 1, 1000, 20, 5, NULL,
+     "slots moved during resharding"},
+    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups,
+     "one group (bytes includes usec_per_call)"},
 };
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "clusterbench",
-    .usage = usage};
+    .about = "Redis layouts and a 3 + 3 Redis Cluster it starts itself: "
+             "bytes and CPU per\ncheck, throughput beside one server, "
+             "resharding and failovers under load."};
 
 static int parse_args(int argc, char **argv, options *o)
 {

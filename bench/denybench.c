@@ -12,7 +12,7 @@
 
 typedef struct options {
     unsigned long long seconds, limit;
-    int json;
+    int json, quick;
     unsigned long long fleet, lease, partner;
 } options;
 
@@ -24,43 +24,37 @@ typedef struct run {
     double secs;
 } run;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: serverbench deny [--json] [--quick] [--seconds N] "
-               "[--limit N]\n"
-               "Redis calls per check for one abusive client, deny cache "
-               "on beside off.\n"
-               "  --seconds N  each run's length (default 5)\n"
-               "  --limit N    the client's tokens a minute (default 600)\n"
-               "  --fleet N    limiters sharing the leased rule (default 8, "
-               "at most 64)\n"
-               "  --lease N    units per lease (default 1000)\n"
-               "  --partner N  the leased rule's limit a minute (default "
-               "1000000)\n"
-               "  --quick      2 seconds\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    ((options *)arg)->seconds = 2;
-}
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 5, 2, NULL,
+     "each run's length"},
+    {"--limit", BENCH_OPT_COUNT, OPT_AT(limit), 1, 1e12, 600, 600, NULL,
+     "the client's tokens a minute"},
+    {"--fleet", BENCH_OPT_COUNT, OPT_AT(fleet), 1, FLEET_MAX, 8, 8, NULL,
+     "limiters sharing the leased rule"},
+    {"--lease", BENCH_OPT_COUNT, OPT_AT(lease), 2, 1e12, 1000, 1000, NULL,
+     "units per lease (at most --partner / 2)"},
+    {"--partner", BENCH_OPT_COUNT, OPT_AT(partner), 4, 1e12, 1000000,
+     1000000, NULL, "the leased rule's limit a minute"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0],
+    .prog = "serverbench deny",
+    .about = "Redis calls per check: deny cache and leases, on beside off."};
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    const bench_count counts[] = {
-        {"--seconds", &o->seconds}, {"--limit", &o->limit},
-        {"--fleet", &o->fleet},     {"--lease", &o->lease},
-        {"--partner", &o->partner}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
     int rc;
 
-    *o = (options){.seconds = 5, .limit = 600, .fleet = 8, .lease = 1000,
-                   .partner = 1000000};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
+    *o = (options){0};
+    if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
         return rc;
-    if (o->fleet > FLEET_MAX || o->lease < 2 || o->lease > o->partner / 2) {
-        usage(stderr);
+    if (o->lease > o->partner / 2) {
+        fprintf(stderr, "serverbench deny: --lease above --partner / 2\n");
         return 2;
     }
     return 0;

@@ -8,6 +8,7 @@
 #endif
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +24,7 @@
 
 typedef struct options {
     unsigned long long keys, calls, rounds;
-    int json;
+    int json, quick;
 } options;
 
 typedef struct worker {
@@ -38,45 +39,28 @@ typedef struct worker {
     unsigned long long denied[2];
 } worker;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rlbench dryrun [--json] [--quick] [--keys N] "
-               "[--calls N] [--rounds N]\n"
-               "ns per rl_check() with one rule in mode log, beside the same "
-               "rule enforced.\n"
-               "  --keys N    distinct users (default 100000)\n"
-               "  --calls N   checks per timed block (default 20000)\n"
-               "  --rounds N  blocks per limiter and thread (default 40, "
-               "max 1000)\n"
-               "  --quick     10000 keys, 5000 calls, 10 rounds\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    options *o = arg;
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e8, 100000, 10000, NULL,
+     "distinct users"},
+    {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 20000, 5000, NULL,
+     "checks per timed block"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS, 40, 10, NULL,
+     "blocks per limiter and thread"},
+};
 
-    o->keys = 10000, o->calls = 5000, o->rounds = 10;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench dryrun",
+    .about = "ns per rl_check() with one rule in mode log, beside the same "
+             "rule enforced."};
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    const bench_count counts[] = {{"--keys", &o->keys},
-                                  {"--calls", &o->calls},
-                                  {"--rounds", &o->rounds},
-                                  {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-    int rc;
-
-    *o = (options){100000, 20000, 40, 0};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (!o->keys || o->keys > 100000000ULL || o->calls < 100 ||
-        !o->rounds || o->rounds > MAX_ROUNDS) {
-        usage(stderr);
-        return 2;
-    }
-    return 0;
+    *o = (options){0};
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 static rl_limiter *make_limiter(const char *mode, long long limit,

@@ -19,45 +19,39 @@
 
 typedef struct options {
     unsigned long long keys, calls, rounds, rate, seconds;
-    int json;
+    int json, quick;
 } options;
 
 static const char rules[] =
     "{\"rules\":[{\"rule_id\":\"r\",\"dimension\":\"user\",\"match\":"
     "{\"endpoint\":\"/api\"},\"limit\":1,\"window_seconds\":3600}]}";
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: serverbench events [--json] [--quick] [--keys N] "
-               "[--calls N] [--rounds N] [--rate N] [--seconds N]\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    options *o = arg;
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 100000, 10000, NULL,
+     "distinct users (cost)"},
+    {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 20000, 5000, NULL,
+     "checks per timed block (cost)"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS, 40, 10, NULL,
+     "blocks per side (cost)"},
+    {"--rate", BENCH_OPT_COUNT, OPT_AT(rate), 1, 1e12, 100000, 100000, NULL,
+     "denials a second (delivery)"},
+    {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 10, 2, NULL,
+     "the delivery run's length"},
+};
 
-    o->keys = 10000, o->calls = 5000, o->rounds = 10, o->seconds = 2;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0],
+    .prog = "serverbench events",
+    .about = "rejection events: cost on the request path, delivery."};
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    const bench_count counts[] = {
-        {"--keys", &o->keys}, {"--calls", &o->calls},
-        {"--rounds", &o->rounds}, {"--rate", &o->rate},
-        {"--seconds", &o->seconds}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-    int rc;
-
-    *o = (options){100000, 20000, 40, 100000, 10, 0};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (!o->keys || o->calls < 100 || !o->rounds || o->rounds > MAX_ROUNDS ||
-        !o->rate || !o->seconds) {
-        usage(stderr);
-        return 2;
-    }
-    return 0;
+    *o = (options){0};
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 static rl_limiter *make_limiter(const char *events_uri, char *err)

@@ -9,6 +9,7 @@
 #endif
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,7 +27,7 @@
 
 typedef struct options {
     unsigned long long keys, calls, pairs, instances;
-    int json, aa;
+    int json, aa, quick;
     const char *store;      /* NULL: the memory store */
 } options;
 
@@ -49,56 +50,34 @@ typedef struct worker {
     unsigned long long denied[2];
 } worker;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rlbench metrics [--json] [--quick] [--aa] [--keys N] "
-               "[--calls N] [--pairs N] [--instances N] [--store URI]\n"
-               "checks per CPU second of rl_check() with metrics on, beside "
-               "metrics off.\n"
-               "  --keys N       distinct users (default 100000)\n"
-               "  --calls N      checks per timed block (default 2000)\n"
-               "  --pairs N      ABBA pairs per instance (default 40, max "
-               "1000)\n"
-               "  --instances N  fresh limiter pairs per case (default 8, "
-               "max 16)\n"
-               "  --quick        10000 keys, 1000 calls, 10 pairs, 2 "
-               "instances\n"
-               "  --aa           every case with metrics off on both sides\n"
-               "  --store URI    run on this store (e.g. "
-               "redis://127.0.0.1:6379)\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    options *o = arg;
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    {"--aa", BENCH_OPT_FLAG, OPT_AT(aa),
+     .help = "every case with metrics off on both sides"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 2, 1e8, 100000, 10000, NULL,
+     "distinct users"},
+    {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 2000, 1000, NULL,
+     "checks per timed block"},
+    {"--pairs", BENCH_OPT_COUNT, OPT_AT(pairs), 1, MAX_PAIRS, 40, 10, NULL,
+     "ABBA pairs per instance"},
+    {"--instances", BENCH_OPT_COUNT, OPT_AT(instances), 1, MAX_INSTANCES, 8,
+     2, NULL, "fresh limiter pairs per case"},
+    {"--store", BENCH_OPT_NAME, OPT_AT(store), -1, -1, -1, -1, NULL,
+     "run on this store (e.g. redis://127.0.0.1:6379)"},
+};
 
-    o->keys = 10000, o->calls = 1000, o->pairs = 10, o->instances = 2;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench metrics",
+    .about = "checks per CPU second of rl_check() with metrics on, beside "
+             "metrics off."};
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    const bench_count counts[] = {{"--keys", &o->keys},
-                                  {"--calls", &o->calls},
-                                  {"--pairs", &o->pairs},
-                                  {"--instances", &o->instances},
-                                  {NULL, NULL}};
-    const bench_flag flags[] = {{"--aa", &o->aa}, {NULL, NULL}};
-    const bench_string strings[] = {{"--store", &o->store}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .flags = flags,
-                           .strings = strings, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-    int rc;
-
-    *o = (options){100000, 2000, 40, 8, 0, 0, NULL};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (o->keys < 2 || o->keys > 100000000ULL || o->calls < 100 ||
-        !o->pairs || o->pairs > MAX_PAIRS || !o->instances ||
-        o->instances > MAX_INSTANCES) {
-        usage(stderr);
-        return 2;
-    }
-    return 0;
+    *o = (options){0};
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 static rl_limiter *make_limiter(const options *o, int metrics,

@@ -18,60 +18,6 @@ static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "accuracy",      "window_edge",
                                      "outage", NULL};
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: redisbench --port P [--json] [--quick] [--seconds S] "
-            "[--keys N]\n"
-            "                  [--mem-keys N] [--usec-checks N] "
-            "[--accuracy-seconds S]\n"
-            "                  [--peer-usec X] [--only NAME] [--force]\n"
-            "\n"
-            "Measures libratelimit's Redis store against the Redis on\n"
-            "127.0.0.1:P (use bench/redisbench.sh to get a private one):\n"
-            "throughput and latency at 64 and 1 checks in flight beside\n"
-            "redis-benchmark running the same script, the script's server "
-            "time,\n"
-            "Redis bytes per key, the algorithms' accuracy under "
-            "contention,\n"
-            "and the circuit breaker while the server hangs (SIGSTOP).\n"
-            "ratio = value / ref.  The database is FLUSHALLed.\n"
-            "\n"
-            "  --port P              Redis port on 127.0.0.1 (required)\n"
-            "  --json                one JSON object per line (first: name "
-            "\"params\")\n"
-            "  --seconds S           per throughput figure (default 10)\n"
-            "  --keys N              key space for throughput (default "
-            "1000000)\n"
-            "  --mem-keys N          clients for bytes_per_key (default "
-            "100000, as\n"
-            "                        the peer measured; at most --keys)\n"
-            "  --usec-checks N       checks per algorithm for usec_per_call\n"
-            "                        (default 50000)\n"
-            "  --accuracy-seconds S  length of the accuracy run (default "
-            "30)\n"
-            "  --peer-usec X         the peer script's usec_per_call, as "
-            "reference\n"
-            "  --only NAME           one group: throughput_64,\n"
-            "                        throughput_64_many, throughput_1,\n"
-            "                        usec_per_call, bytes_per_key, accuracy\n"
-            "                        (with window_edge), window_edge, "
-            "outage\n"
-            "  --quick               smoke run: 2 s runs, 100k keys, 50k "
-            "mem keys,\n"
-            "                        10k usec checks, 5 s accuracy run, "
-            "2 s outage\n"
-            "  --force               run even if the database is not empty\n"
-            "  --help                this text\n"
-            "N may end in k, M or G (powers of 1000).  redis-benchmark is "
-            "taken\n"
-            "from $REDIS_BENCHMARK or the PATH.  The outage group hangs "
-            "the server\n"
-            "with SIGSTOP, or with DEBUG SLEEP where it cannot signal it "
-            "(forced\n"
-            "by REDISBENCH_FAULT=sigstop or debug).\n");
-}
-
 /* ---- the command line: one row an option -------------------------------- */
 
 /* This bench's own kind (benchutil reads the others). */
@@ -80,23 +26,27 @@ enum { OPT_PORT = BENCH_OPT_OWN };
 #define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
-    {"--force", BENCH_OPT_FLAG, OPT_AT(force), 0, 0, -1, -1, NULL},
-    {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1, NULL},
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL, "one JSON object a line (first: name \"params\")"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL,
+     "a smoke run"},
+    {"--force", BENCH_OPT_FLAG, OPT_AT(force), 0, 0, -1, -1, NULL,
+     "run even if the database is not empty"},
+    {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1, NULL,
+     "Redis port on 127.0.0.1 (required)"},
     {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 10.0, 2.0,
-     NULL},
+     NULL, "per throughput figure"},
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_KEYS, 1000000, 100000,
-     NULL},
+     NULL, "key space for throughput"},
     {"--mem-keys", BENCH_OPT_COUNT, OPT_AT(mem_keys), 0, 0, 100000, 50000,
-     NULL},
+     NULL, "clients for bytes_per_key (at most --keys)"},
     {"--usec-checks", BENCH_OPT_COUNT, OPT_AT(usec_checks), 0, 0, 50000,
-     10000, NULL},
+     10000, NULL, "checks per algorithm for usec_per_call"},
     {"--accuracy-seconds", BENCH_OPT_REAL, OPT_AT(acc_seconds), 1, 3600,
-     30.0, 5.0, NULL},
+     30.0, 5.0, NULL, "the accuracy run's length"},
     {"--peer-usec", BENCH_OPT_REAL, OPT_AT(peer_usec), 0.001, 1e6, -1, -1,
-     NULL},
-    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups},
+     NULL, "the peer script's usec_per_call, as reference"},
+    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups,
+     "one group (accuracy includes window_edge)"},
 };
 
 /* A port for row r: 0, or 2 after saying what is wrong. */
@@ -114,14 +64,19 @@ static int opt_port(const bench_opt *r, const char *val, void *o)
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "redisbench",
-    .usage = usage, .own = opt_port};
+    .own = opt_port,
+    .about = "The Redis store against the Redis on 127.0.0.1:P "
+             "(bench/redisbench.sh starts a\nprivate one; FLUSHALLed): "
+             "redis-benchmark is taken from $REDIS_BENCHMARK or\nthe PATH; "
+             "the outage group hangs the server with SIGSTOP or DEBUG SLEEP\n"
+             "(REDISBENCH_FAULT=sigstop|debug)."};
 
 /* The checks across options: 0, or 2 after saying what is wrong. */
 static int opt_finish(options *o)
 {
     if (o->port == 0) {
         fprintf(stderr, "redisbench: --port is required\n");
-        usage(stderr);
+        bench_opt_usage(&table, stderr);
         return 2;
     }
     if (o->mem_keys > o->keys)

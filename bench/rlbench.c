@@ -15,31 +15,6 @@
 #include <stddef.h>
 
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: rlbench [--json] [--quick] [--keys N] [--big N] "
-            "[--samples N] [--algo NAME] [--batch N]\n"
-            "\n"
-            "Measures libratelimit's memory store: ns per rl_allow() (p50, p99;\n"
-            "1 and 2 threads), 2 threads' checks/s on keys of their own over 1\n"
-            "thread's, and bytes per tracked key, each beside a reference\n"
-            "measured in the same run.  ratio = value / ref.\n"
-            "\n"
-            "  --json       one JSON object per line (first: name \"params\")\n"
-            "  --keys N     distinct keys for latency and memory (default 1000000)\n"
-            "  --big N      keys for the second memory figure (default 10000000;\n"
-            "               0 skips it)\n"
-            "  --samples N  timed calls per thread per run (default 2000000)\n"
-            "  --algo NAME  sliding_window (default), token_bucket, fixed_window,\n"
-            "               gcra\n"
-            "  --batch N    requests per rl_check_many() call for the batch\n"
-            "               figure (default 32)\n"
-            "  --quick      smoke run: 100k keys, 1M big, 200k samples\n"
-            "  --help       this text\n"
-            "N may end in k, M or G (powers of 1000).\n");
-}
-
 /* ---- the command line: one row an option ---------------------------------- */
 
 #define OPT_AT(field) offsetof(options, field)
@@ -48,21 +23,26 @@ static const char *const algos[] = {"sliding_window", "token_bucket",
                                     "fixed_window", "gcra", NULL};
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL, "one JSON object a line (first: name \"params\")"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL,
+     "a smoke run"},
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_KEYS, 1000000, 100000,
-     NULL},
+     NULL, "distinct keys for latency and memory"},
     {"--big", BENCH_OPT_COUNT, OPT_AT(big), 0, MAX_KEYS, 10000000, 1000000,
-     NULL},
+     NULL, "keys for the second memory figure (0 skips it)"},
     {"--samples", BENCH_OPT_COUNT, OPT_AT(samples), 100, MAX_SAMPLES,
-     2000000, 200000, NULL},
-    {"--algo", BENCH_OPT_NAME, OPT_AT(algo), 0, 0, -1, -1, algos},
-    {"--batch", BENCH_OPT_COUNT, OPT_AT(batch), 2, 1024, 32, 32, NULL},
+     2000000, 200000, NULL, "timed calls per thread per run"},
+    {"--algo", BENCH_OPT_NAME, OPT_AT(algo), 0, 0, -1, -1, algos,
+     "the rule's algorithm"},
+    {"--batch", BENCH_OPT_COUNT, OPT_AT(batch), 2, 1024, 32, 32, NULL,
+     "requests per rl_check_many() call"},
 };
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench",
-    .usage = usage};
+    .about = "The memory store: ns per rl_allow() (1 and 2 threads), scaling, "
+             "batches and\nbytes per key, each beside a bare hash lookup in "
+             "the same run."};
 
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o)

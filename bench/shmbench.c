@@ -4,6 +4,7 @@
  * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,34 +25,29 @@ typedef struct tally {
 
 typedef struct options {
     unsigned long long seconds, keys;
-    int json;
+    int json, quick;
 } options;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rlbench shm [--json] [--quick] [--seconds N] [--keys N]\n"
-               "rl_allow() per second on shm:// beside memory://, 1 and 2 "
-               "processes.\n"
-               "  --seconds N  each run's length (default 3)\n"
-               "  --keys N     clients drawn from (default 100k)\n"
-               "  --quick      1 second\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    ((options *)arg)->seconds = 1;
-}
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 3, 1, NULL,
+     "each run's length"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 100000, 100000, NULL,
+     "clients drawn from"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench shm",
+    .about = "rl_allow() per second on shm:// beside memory://, 1 and 2 "
+             "processes."};
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    const bench_count counts[] = {{"--seconds", &o->seconds},
-                                  {"--keys", &o->keys},
-                                  {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-
-    *o = (options){3, 100000, 0};
-    return bench_args(argc, argv, &cli);
+    *o = (options){0};
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 static rl_limiter *make_limiter(const char *uri, char *err)

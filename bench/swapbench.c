@@ -12,52 +12,38 @@
 
 const text_layout layout = {26, 12, 2, 10, 22, 3};
 
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: swapbench [--json] [--quick] [--minimal] [--same-text]\n"
-            "                 [--only swap|parse|push|pull|put_push|put_pull]\n"
-            "                 [--rules N] [--seconds S] [--rounds N]\n"
-            "                 [--interval-ms MS] [--changes N]\n"
-            "\n"
-            "(a) rl_allow() checks/s on the memory store while the rule set\n"
-            "(--rules, default 1000) is swapped every --interval-ms (10),\n"
-            "rule r0 changed each time (--same-text: never), beside no swaps\n"
-            "and beside the same parsing without the swap: --rounds (5)\n"
-            "blocks of --seconds (2) each.\n"
-            "(d) ms to parse the set whole, and with one rule changed.\n"
-            "Sets are in ratelimitd's canonical form, every field given\n"
-            "(about 230 bytes a rule; --minimal: 77 bytes, required fields).\n"
-            "(b) ms from a change SET + PUBLISHed in Redis to a limiter\n"
-            "enforcing it, p50/p99 over --changes (100), by push and by the\n"
-            "1 s pull alone.  Starts its own redis-server.\n"
-            "(c) the same from a PUT's 200 from ratelimitd (RATELIMITD or\n"
-            "tools/ratelimitd/ratelimitd), beside the PUT's own time.\n"
-            "  --quick  1 s blocks, 20 changes\n");
-}
-
 #define OPT_AT(field) offsetof(options, field)
 
 static const char *const groups[] = {"swap", "parse", "push", "pull",
                                      "put_push", "put_pull", NULL};
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
-    {"--minimal", BENCH_OPT_FLAG, OPT_AT(minimal), 0, 0, -1, -1, NULL},
-    {"--same-text", BENCH_OPT_FLAG, OPT_AT(same_text), 0, 0, -1, -1, NULL},
-    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups},
-    {"--rules", BENCH_OPT_COUNT, OPT_AT(rules), 1, 100000, 1000, 1000, NULL},
-    {"--changes", BENCH_OPT_COUNT, OPT_AT(changes), 1, 1e9, 100, 20, NULL},
-    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, 1e9, 5, 5, NULL},
-    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 1e-3, 3600, 2, 1, NULL},
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL, "one JSON object a line (first: name \"params\")"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL,
+     "a short run"},
+    {"--minimal", BENCH_OPT_FLAG, OPT_AT(minimal), 0, 0, -1, -1, NULL,
+     "rules with the required fields only"},
+    {"--same-text", BENCH_OPT_FLAG, OPT_AT(same_text), 0, 0, -1, -1, NULL,
+     "swap the same text every time"},
+    {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups,
+     "one measurement"},
+    {"--rules", BENCH_OPT_COUNT, OPT_AT(rules), 1, 100000, 1000, 1000, NULL,
+     "rules in the set"},
+    {"--changes", BENCH_OPT_COUNT, OPT_AT(changes), 1, 1e9, 100, 20, NULL,
+     "changes timed, push and pull"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, 1e9, 5, 5, NULL,
+     "blocks of each kind"},
+    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 1e-3, 3600, 2, 1, NULL,
+     "a block's length"},
     {"--interval-ms", BENCH_OPT_REAL, OPT_AT(interval_ms), 1e-3, 1e6, 10, 10,
-     NULL},
+     NULL, "between swaps"},
 };
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "swapbench",
-    .usage = usage};
+    .about = "Live rules: checks/s while the set is swapped, parse times, and "
+             "a change's time\nto enforcement by push and pull (own "
+             "redis-server; ratelimitd: RATELIMITD)."};
 
 static int parse_args(int argc, char **argv, options *o)
 {

@@ -16,7 +16,7 @@ static const char rules[] =
 
 typedef struct options {
     unsigned long long seconds, threads, keys;
-    int json;
+    int json, quick;
 } options;
 
 typedef struct result {
@@ -119,33 +119,27 @@ static void emit(const char *name, double tls, double tcp, const char *unit,
     emit_figure(&f, o->json, &layout);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: serverbench tls [--json] [--quick] [--seconds N] "
-               "[--threads N] [--keys N]\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    ((options *)arg)->seconds = 1;
-}
+static const bench_opt opts[] = {
+    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
+    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 3, 1, NULL,
+     "each turn's length"},
+    {"--threads", BENCH_OPT_COUNT, OPT_AT(threads), 1, MAX_THREADS, 16, 16,
+     NULL, "checking threads"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 10000, 10000, NULL,
+     "keys drawn from"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "serverbench tls",
+    .about = "checks/s, p50 and p99 over TLS beside TCP."};
 
 static int parse(int argc, char **argv, options *o)
 {
-    const bench_count counts[] = {
-        {"--seconds", &o->seconds}, {"--threads", &o->threads},
-        {"--keys", &o->keys}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-    int rc;
-
-    *o = (options){.seconds = 3, .threads = 16, .keys = 10000};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (o->threads > MAX_THREADS)
-        return fprintf(stderr, "serverbench tls: threads 1..%d\n",
-                       MAX_THREADS), 2;
-    return 0;
+    *o = (options){0};
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 int tls_main(int argc, char **argv, sb_env *env)
