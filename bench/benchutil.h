@@ -17,6 +17,7 @@
 #ifndef RL_BENCH_BENCHUTIL_H
 #define RL_BENCH_BENCHUTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -146,6 +147,14 @@ typedef struct bench_opt {
     const char *const *names; /* BENCH_OPT_NAME: the values, NULL-ended  */
     const char *help;   /* its line in the usage bench_opt_usage() prints */
 } bench_opt;
+
+/* The rows every table has, on the fields json and quick of the bench's
+ * options struct T. */
+#define BENCH_OPT_JSON_ROW(T)                                             \
+    {"--json", BENCH_OPT_FLAG, offsetof(T, json),                         \
+     .help = "one JSON object a line (the first: \"params\")"}
+#define BENCH_OPT_QUICK_ROW(T)                                            \
+    {"--quick", BENCH_OPT_QUICK, offsetof(T, quick), .help = "a short run"}
 
 typedef struct bench_opts {
     const bench_opt *rows;

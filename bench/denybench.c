@@ -27,8 +27,8 @@ typedef struct run {
 #define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
     {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 5, 2, NULL,
      "each run's length"},
     {"--limit", BENCH_OPT_COUNT, OPT_AT(limit), 1, 1e12, 600, 600, NULL,

@@ -42,8 +42,8 @@ typedef struct worker {
 #define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e8, 100000, 10000, NULL,
      "distinct users"},
     {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 20000, 5000, NULL,

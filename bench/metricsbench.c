@@ -53,8 +53,8 @@ typedef struct worker {
 #define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
     {"--aa", BENCH_OPT_FLAG, OPT_AT(aa),
      .help = "every case with metrics off on both sides"},
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 2, 1e8, 100000, 10000, NULL,

@@ -26,9 +26,8 @@ enum { OPT_PORT = BENCH_OPT_OWN };
 #define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL, "one JSON object a line (first: name \"params\")"},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL,
-     "a smoke run"},
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
     {"--force", BENCH_OPT_FLAG, OPT_AT(force), 0, 0, -1, -1, NULL,
      "run even if the database is not empty"},
     {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1, NULL,

@@ -68,7 +68,7 @@ static double round_of(rl_limiter *lim, int w, const opts *o,
 #define OPT_AT(field) offsetof(opts, field)
 
 static const bench_opt rows[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
+    BENCH_OPT_JSON_ROW(opts),
     {"--store", BENCH_OPT_NAME, OPT_AT(store), -1, -1, -1, -1, NULL,
      "the store (default memory://)"},
     {"--n", BENCH_OPT_COUNT, OPT_AT(n), 1, 1e12, 20000, 20000, NULL,

@@ -31,8 +31,8 @@ typedef struct options {
 #define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), .help = "one JSON object a line"},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), .help = "a short run"},
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
     {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 3, 1, NULL,
      "each run's length"},
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 100000, 100000, NULL,

@@ -18,9 +18,8 @@ static const char *const groups[] = {"swap", "parse", "push", "pull",
                                      "put_push", "put_pull", NULL};
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL, "one JSON object a line (first: name \"params\")"},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL,
-     "a short run"},
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
     {"--minimal", BENCH_OPT_FLAG, OPT_AT(minimal), 0, 0, -1, -1, NULL,
      "rules with the required fields only"},
     {"--same-text", BENCH_OPT_FLAG, OPT_AT(same_text), 0, 0, -1, -1, NULL,
