@@ -57,12 +57,6 @@ static const bench_opts table = {
     .about = "ns per rl_check() with one rule in mode log, beside the same "
              "rule enforced."};
 
-static int parse_args(int argc, char **argv, options *o)
-{
-    *o = (options){0};
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 static rl_limiter *make_limiter(const char *mode, long long limit,
                                 char *err)
 {
@@ -240,10 +234,10 @@ static int bench_case(const options *o, const char *keys,
 
 int dryrun_main(int argc, char **argv)
 {
-    options o;
+    options o = {0};
     char err[ERRLEN] = "";
     bench_input in;
-    int rc = parse_args(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : 2;

@@ -48,12 +48,6 @@ static const bench_opts table = {
     .prog = "serverbench events",
     .about = "rejection events: cost on the request path, delivery."};
 
-static int parse_args(int argc, char **argv, options *o)
-{
-    *o = (options){0};
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 static rl_limiter *make_limiter(const char *events_uri, char *err)
 {
     return bench_limiter((const char *const[]){"rules", rules,
@@ -228,10 +222,10 @@ static int delivery(const options *o, const rh_server *srv, const char *uri,
 
 int events_main(int argc, char **argv, sb_env *env)
 {
-    options o;
+    options o = {0};
     char err[ERRLEN] = "", *keys;
     rl_limiter *lim[2] = {NULL, NULL};
-    int rc = parse_args(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : rc;

@@ -74,12 +74,6 @@ static const bench_opts table = {
     .about = "checks per CPU second of rl_check() with metrics on, beside "
              "metrics off."};
 
-static int parse_args(int argc, char **argv, options *o)
-{
-    *o = (options){0};
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 static rl_limiter *make_limiter(const options *o, int metrics,
                                 const bench_case *c, char *err)
 {
@@ -408,10 +402,10 @@ static const bench_case cases[] = {
 
 int metrics_main(int argc, char **argv)
 {
-    options o;
+    options o = {0};
     char err[ERRLEN] = "";
     bench_input in;
-    int rc = parse_args(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : 2;

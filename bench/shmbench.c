@@ -44,12 +44,6 @@ static const bench_opts table = {
     .about = "rl_allow() per second on shm:// beside memory://, 1 and 2 "
              "processes."};
 
-static int parse_args(int argc, char **argv, options *o)
-{
-    *o = (options){0};
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 static rl_limiter *make_limiter(const char *uri, char *err)
 {
     return bench_limiter(
@@ -143,10 +137,10 @@ static double run(const char *uri, const options *o, int procs,
 int shm_main(int argc, char **argv)
 {
     static const text_layout t = {26, 12, 0, 12, 12, 3};
-    options o;
+    options o = {0};
     char shm_uri[96], region[64];
     uint64_t t0 = now_ns();
-    int rc = parse_args(argc, argv, &o), bad = 0;
+    int rc = bench_opt_args(argc, argv, &table, &o), bad = 0;
 
     if (rc)
         return rc == 1 ? 0 : rc;

@@ -136,21 +136,15 @@ static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "serverbench tls",
     .about = "checks/s, p50 and p99 over TLS beside TCP."};
 
-static int parse(int argc, char **argv, options *o)
-{
-    *o = (options){0};
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 int tls_main(int argc, char **argv, sb_env *env)
 {
-    options o;
+    options o = {0};
     rh_server *s = &env->srv;
     char dir[64], path[4][128], tcp_uri[128], tls_uri[128];
     rl_limiter *tcp, *tls;
     result best_tcp = {0}, best_tls = {0};
     rh_tls t;
-    int rc = parse(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc || tls_certs_make(dir, sizeof dir) != 0)
         return rc == 1 ? 0 : 2;
