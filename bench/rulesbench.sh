@@ -1,24 +1,10 @@
 #!/bin/sh
-# rulesbench.sh -- ratelimitd's writes/s and reads/s with p99, from wrk on
-# loopback, beside GET /healthz of the same server in the same run (what
-# the HTTP layer and the machine give at most: no rule, no JSON, no lock).
+# rulesbench.sh -- ratelimitd's writes/s and reads/s with p99, from wrk,
+# beside GET /healthz of the same server in the same run.  What it runs and
+# how to read it: docs/BENCHMARKS.md, "How each bench measures".
 #
 #   sh bench/rulesbench.sh [PATH/TO/ratelimitd] [--json] [--quick]
 #       [--seconds N] [--connections N] [--rules N]
-#
-# Starts a private redis-server (bench/redis-up.sh) and ratelimitd on free
-# loopback ports with a fresh database in $TMPDIR (the file system type is
-# reported: fsync is the cost of a write), loads N rules (default 100),
-# then runs wrk (2 threads, --connections in all, default 8) for
-# --seconds each (default 10; --quick: 3):
-#   healthz  GET /healthz                     the reference
-#   read     GET /v1/rules, the whole set     from memory, canonical JSON
-#   write    PUT /v1/rules/rNNN, unconditional, a new limit each time,
-#            cycling over the N rules: validated, committed (WAL, fsync),
-#            published to Redis (asynchronously)
-# Output: a table, or with --json one object per line ("params" first).
-# Every run must end without a socket or status error, or the script
-# fails.  Needs wrk, curl, redis-server, redis-cli.
 set -eu
 
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
