@@ -39,12 +39,7 @@ done
 # ---- Redis, then ratelimitd, both stopped on exit --------------------------------
 . "$here/redis-up.sh"
 redis_init rulesbench.sh 'rulesbench.XXXXXX'
-rand_port() {
-	n=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	p=$((20000 + n % 40000))
-	redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1 || echo "$p"
-}
-redis_up 10 rand_port
+redis_up 10 redis_rand_port
 dir=$REDIS_DIR
 token=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
 printf 'bench:%s\n' "$token" >"$dir/tokens"
