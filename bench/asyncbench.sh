@@ -29,15 +29,7 @@ fi
 
 . "$here/redis-up.sh"
 redis_init asyncbench.sh 'asyncbench.XXXXXX'
-rand_port() {
-	n=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	p=$((20000 + n % 40000))
-	if redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
-		return 0
-	fi
-	echo "$p"
-}
-redis_up 10 rand_port
+redis_up 10 redis_rand_port
 echo "asyncbench.sh: $(redis-server --version | cut -d' ' -f1-3) on 127.0.0.1:$REDIS_PORT; load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 peer=

@@ -287,62 +287,6 @@ double rusage_seconds(const struct rusage *ru)
 
 /* ---- the command line, a limiter, keys --------------------------------- */
 
-static int bench_count_arg(const bench_cli *c, const char *flag,
-                           const char *value)
-{
-    for (const bench_count *k = c->counts; k && k->flag; k++)
-        if (strcmp(flag, k->flag) == 0)
-            return value && parse_count(value, k->dst) == 0 &&
-                           (!c->nonzero || *k->dst != 0)
-                       ? 0 : -1;
-    return -2;
-}
-
-/* argv[i] as one of c's flags (1) or string options (2, or -1 with no
- * value after it); 0 when it is neither. */
-static int bench_named_arg(const bench_cli *c, int argc, char **argv, int i)
-{
-    for (const bench_flag *f = c->flags; f && f->flag; f++)
-        if (strcmp(argv[i], f->flag) == 0)
-            return *f->dst = 1;
-    for (const bench_string *s = c->strings; s && s->flag; s++)
-        if (strcmp(argv[i], s->flag) == 0) {
-            if (i + 1 >= argc)
-                return -1;
-            *s->dst = argv[i + 1];
-            return 2;
-        }
-    return 0;
-}
-
-int bench_args(int argc, char **argv, const bench_cli *c)
-{
-    for (int i = 1; i < argc; i++) {
-        int named = bench_named_arg(c, argc, argv, i);
-
-        if (named > 0) {
-            i += named - 1;
-        } else if (named < 0) {
-            c->usage(stderr);
-            return 2;
-        } else if (strcmp(argv[i], "--json") == 0) {
-            *c->json = 1;
-        } else if (c->quick && strcmp(argv[i], "--quick") == 0) {
-            c->quick(c->arg);
-        } else if (strcmp(argv[i], "--help") == 0) {
-            c->usage(stdout);
-            return 1;
-        } else if (bench_count_arg(c, argv[i],
-                                   i + 1 < argc ? argv[i + 1] : NULL) != 0) {
-            c->usage(stderr);
-            return 2;
-        } else {
-            i++;
-        }
-    }
-    return 0;
-}
-
 /* A real number in [lo, hi]: 0, or -1 for anything else. */
 static int parse_real(const char *s, double lo, double hi, double *out)
 {
@@ -399,6 +343,7 @@ static int bench_opt_set(const bench_opts *t, const bench_opt *r,
     } else if (r->kind == BENCH_OPT_REAL) {
         ok = parse_real(val, r->lo, r->hi, (double *)(void *)field) == 0;
     } else if (r->kind == BENCH_OPT_NAME) {
+        ok = r->names == NULL;
         for (const char *const *nm = r->names; nm && *nm && !ok; nm++)
             ok = strcmp(val, *nm) == 0;
         if (ok)
@@ -428,6 +373,44 @@ static void bench_opt_defaults(const bench_opts *t, void *o,
     }
 }
 
+void bench_opt_usage(const bench_opts *t, FILE *f)
+{
+    static const char *const arg[] = {
+        [BENCH_OPT_COUNT] = " N", [BENCH_OPT_REAL] = " X",
+        [BENCH_OPT_NAME] = " NAME", [BENCH_OPT_OWN] = " V"};
+
+    if (t->usage) {
+        t->usage(f);
+        return;
+    }
+    fprintf(f, "usage: %s [options]\n%s%s", t->prog, t->about ? t->about : "",
+            t->about ? "\n" : "");
+    for (size_t k = 0; k < t->n; k++) {
+        const bench_opt *r = &t->rows[k];
+        char left[64];
+
+        snprintf(left, sizeof left, "%s%s", r->name,
+                 arg[r->kind] ? arg[r->kind] : "");
+        fprintf(f, "  %-18s %s", left, r->help ? r->help : "");
+        if (r->kind == BENCH_OPT_COUNT || r->kind == BENCH_OPT_REAL) {
+            if (r->def >= 0)
+                fprintf(f, " (default %.15g", r->def);
+            if (r->def >= 0 && r->quick != r->def)
+                fprintf(f, "; --quick %.15g", r->quick);
+            if (r->hi > 0)
+                fprintf(f, "%s%.15g..%.15g", r->def >= 0 ? "; " : " (",
+                        r->lo, r->hi);
+            fputs(r->def >= 0 || r->hi > 0 ? ")" : "", f);
+        }
+        for (const char *const *nm = r->names; nm && *nm; nm++)
+            fprintf(f, "%s%s", nm == r->names ? " (" : "|", *nm);
+        fputs(r->names ? ")\n" : "\n", f);
+    }
+    fprintf(f, "  --help             this text\n"
+               "N may end in k, M or G (powers of 1000).  What it measures: "
+               "docs/BENCHMARKS.md.\n");
+}
+
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
 {
     int given[BENCH_OPT_MAX] = {0}, quick = 0;
@@ -442,12 +425,12 @@ int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
         int k;
 
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            t->usage(stdout);
+            bench_opt_usage(t, stdout);
             return 1;
         }
         if ((k = bench_opt_find(t, a, &val)) < 0) {
             fprintf(stderr, "%s: unknown option '%s'\n", t->prog, a);
-            t->usage(stderr);
+            bench_opt_usage(t, stderr);
             return 2;
         }
         given[k] = 1;

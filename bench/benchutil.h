@@ -17,6 +17,7 @@
 #ifndef RL_BENCH_BENCHUTIL_H
 #define RL_BENCH_BENCHUTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/resource.h>
@@ -114,40 +115,6 @@ void set_err(char *err, const char *what, int rc, const char *detail);
  * s is no such number or it overflows. */
 int parse_count(const char *s, unsigned long long *out);
 
-/* One "--flag N" count of a bench's command line. */
-typedef struct bench_count {
-    const char *flag;
-    unsigned long long *dst;
-} bench_count;
-
-/* One "--flag" that sets an int to 1, or one "--flag VALUE" string
- * (dst points into argv). */
-typedef struct bench_flag {
-    const char *flag;
-    int *dst;
-} bench_flag;
-
-typedef struct bench_string {
-    const char *flag;
-    const char **dst;
-} bench_string;
-
-/* A bench's command line, as bench_args() reads it. */
-typedef struct bench_cli {
-    const bench_count *counts; /* ended by {NULL, NULL}                  */
-    const bench_flag *flags;   /* NULL, or ended by {NULL, NULL}          */
-    const bench_string *strings; /* NULL, or ended by {NULL, NULL}        */
-    int nonzero;               /* 1: a count of 0 is refused             */
-    int *json;                 /* --json sets it                         */
-    void (*quick)(void *arg);  /* --quick: the short run's numbers (a
-                                  count given after it wins)             */
-    void *arg;
-    void (*usage)(FILE *f);
-} bench_cli;
-
-/* Reads argv by c: 0; 1 after --help (usage on stdout); 2 after the usage
- * on stderr, for anything else or a count parse_count() refuses. */
-int bench_args(int argc, char **argv, const bench_cli *c);
 
 /* ---- a command line read by an option table (rlbench, redisbench) ------ */
 
@@ -161,7 +128,8 @@ enum {
     BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads,
                         in [lo, hi] when hi > 0                         */
     BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
-    BENCH_OPT_NAME,  /* a const char * (into argv), one of names        */
+    BENCH_OPT_NAME,  /* a const char * (into argv), one of names (names
+                        NULL: any)                                      */
     BENCH_OPT_OWN
 };
 
@@ -177,7 +145,16 @@ typedef struct bench_opt {
     double def, quick;  /* counts and reals not given: the full run's
                            value and the quick one (def < 0: left as is) */
     const char *const *names; /* BENCH_OPT_NAME: the values, NULL-ended  */
+    const char *help;   /* its line in the usage bench_opt_usage() prints */
 } bench_opt;
+
+/* The rows every table has, on the fields json and quick of the bench's
+ * options struct T. */
+#define BENCH_OPT_JSON_ROW(T)                                             \
+    {"--json", BENCH_OPT_FLAG, offsetof(T, json),                         \
+     .help = "one JSON object a line (the first: \"params\")"}
+#define BENCH_OPT_QUICK_ROW(T)                                            \
+    {"--quick", BENCH_OPT_QUICK, offsetof(T, quick), .help = "a short run"}
 
 typedef struct bench_opts {
     const bench_opt *rows;
@@ -187,13 +164,19 @@ typedef struct bench_opts {
     /* Reads val for a row of the bench's own kind into o: 0, or 2 after
      * saying on stderr what is wrong (NULL: the table has none). */
     int (*own)(const bench_opt *r, const char *val, void *o);
+    const char *about;       /* usage NULL: bench_opt_usage()'s second
+                                line, what the bench measures          */
 } bench_opts;
+
+/* The usage made from t: "usage: PROG [options]", t->about, then a line a
+ * row (its help, default, quick value and bounds or names). */
+void bench_opt_usage(const bench_opts *t, FILE *f);
 
 /* Reads argv by t into the options struct o, then sets the counts and
  * reals not given to their def, or to their quick value after a
  * BENCH_OPT_QUICK row (rows with def < 0 are left as they are): 0; 1 after
- * --help or -h (usage on stdout); 2 after saying on stderr what is
- * wrong. */
+ * --help or -h (usage on stdout: t->usage, or bench_opt_usage() when
+ * NULL); 2 after saying on stderr what is wrong. */
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
 /* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a
@@ -258,6 +241,15 @@ static inline uint64_t now_ns(void) /* CLOCK_MONOTONIC */
 
 /* The CPU's "model name" from /proc/cpuinfo into buf; buf is left as it
  * is when there is none. */
+/* Sleeps ms milliseconds, signals or not. */
+static inline void bench_sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
 void cpu_model_name(char *buf, size_t len);
 
 /* The closing line: "<prog>: done in S s, loadavg=L", or with json the

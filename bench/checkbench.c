@@ -1,24 +1,8 @@
 /*
- * checkbench.c -- what rl_check() and rl_check_many() cost on the memory
- * store, for comparing two builds of the library (issue 12: the callers'
- * struct sizes and named dimensions must cost nothing measurable).
- *
- * It compiles against any header from 0.1 on: with the 1.0 header it sets
- * the structs' sizes and also times a request that carries a named
- * dimension; with an older one it leaves them out.  Run the binaries of
- * two builds alternately, by hand, so drift on a shared machine hits both
- * alike; each run prints, per workload, the median
- * nanoseconds per request over --rounds rounds of --n requests each, one
- * thread, keys drawn from --keys users; the rule set has --others rules
- * per user on other endpoints (97 by default) and 3 that apply to a
- * request (per user, per ip, global).  With the default, "check" walks 97
- * endpoint patterns the named workloads skip by their dimension (the
- * other rules count by user, which they do not carry): compare a
- * workload with itself across builds, not with another.  Workloads: check (rl_check, user +
- * ip), many (rl_check_many, 32 at a time, same requests), and with the
- * 1.0 header check_named (rl_check where the per-user rule counts by a
- * named dimension "tenant" carried in dims) and many_named.  --json: one
- * object per line.
+ * checkbench.c -- rl_check() and rl_check_many() on the memory store, for
+ * comparing two builds of the library (issue 12); compiles against any
+ * header from 0.1 on.  Method: docs/BENCHMARKS.md, "How each bench
+ * measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -72,15 +72,6 @@ typedef struct cmdstats {
 
 #define MAX_PIDS RH_CLUSTER_MAX
 
-typedef struct cpu_snap {
-    uint64_t wall;
-    double busy, steal, self, redis, replica;
-} cpu_snap;
-
-typedef struct cpu_use {
-    double client, redis, replica, other, steal; /* cores */
-} cpu_use;
-
 /* The servers watched: masters (or the single server) and replicas. */
 typedef struct pidset {
     pid_t master[MAX_PIDS], replica[MAX_PIDS];
@@ -139,8 +130,6 @@ double cs_script_calls(const cmdstats *cs);
 double cs_script_usec(const cmdstats *cs);
 
 void cpu_take(cpu_snap *s, const pidset *ps);
-
-cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b);
 
 int make_limiter(const char *store, const char *redis_layout,
                  const char *rules, rl_limiter **out, char *err);

@@ -1,24 +1,7 @@
 /*
- * clusterbench_failover.c -- group 5 of clusterbench: everyday cluster
- * events under load, the ones that must not turn into local decisions
- * (issue 15).  FO_THREADS threads check clients spread over every master
- * (rl_allow, one rule of BIG_LIMIT per 60 s: nothing is denied), on a
- * limiter with timeout_ms FO_TIMEOUT_MS and the default breaker, while in
- * turn:
- *   failover_planned_degraded: CLUSTER FAILOVER on the replica of the
- *     master of slot 0; the checks decided by the failure modes from just
- *     before it until 0.5 s after the roles have switched (target 0), with
- *     breaker opens and checks beside;
- *   failover_hung_resume_ms: the master of slot 16383 is SIGSTOPped, and
- *     FO_HANG_MS later its replica takes over (CLUSTER FAILOVER TAKEOVER):
- *     ms from its promotion (its ROLE says master, polled every ms) to the
- *     first check of a client of that slot decided by Redis again;
- *   failover_killed_resume_ms: the master of slot 8192 is killed (-9) and
- *     the cluster promotes its replica (cluster-node-timeout 5 s); the same
- *     time.
- * Both times have the issue's target, 100 ms, as reference.  A watcher
- * thread checks a client of the victim's slot throughout, 1 ms apart.  The
- * group changes the cluster (a node stays killed), so it runs last.
+ * clusterbench_failover.c -- group 5 of clusterbench: planned, hung and
+ * killed masters under load (issue 15).  It changes the cluster, so it runs
+ * last.  Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "clusterbench.h"
 

@@ -1,12 +1,8 @@
 /*
  * clusterbench_reshard.c -- group 4 of clusterbench: resharding under
- * load.  While the load of group 3 runs on the cluster, --slots slots move
- * one by one between masters, half the draws going to the clients of the
- * slot being moved: reshard_redirect_share, the share of script calls
- * redirected (ASK while a slot is half-moved, MOVED after), with
- * redirects per call and per call into the moving slot, and the checks/s
- * meanwhile beside throughput_cluster_64.  A redirect must be followed,
- * never failed over: reshard_fallback and reshard_errors must be 0.
+ * load (reshard_redirect_share, the checks/s meanwhile; fallback and
+ * errors must be 0).  Method: docs/BENCHMARKS.md, "How each bench
+ * measures".
  */
 #include "clusterbench.h"
 /* ---- group 4: resharding under load ------------------------------------ */

@@ -196,23 +196,6 @@ void cpu_take(cpu_snap *s, const pidset *ps)
     s->wall = now_ns();
 }
 
-cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)
-{
-    double w = (double)(b->wall - a->wall) / 1e9;
-    cpu_use u;
-
-    if (w <= 0)
-        w = 1e-9;
-    u.client = (b->self - a->self) / w;
-    u.redis = (b->redis - a->redis) / w;
-    u.replica = (b->replica - a->replica) / w;
-    u.other = (b->busy - a->busy) / w - u.client - u.redis - u.replica;
-    if (u.other < 0)
-        u.other = 0; /* /proc/stat ticks are coarse */
-    u.steal = (b->steal - a->steal) / w;
-    return u;
-}
-
 /* ---- limiters --------------------------------------------------------- */
 
 int make_limiter(const char *store, const char *redis_layout,

@@ -1,33 +1,7 @@
 /*
- * denybench.c -- what the deny cache (option deny_cache) spares Redis:
- * one abusive client checking at full speed against a private
- * redis-server (the test harness starts one), with the cache on (the
- * default, 4096 entries) beside the same run with deny_cache=0 (the
- * reference), back to back.
- *
- * The client's rule is a token bucket of --limit tokens a minute; the
- * client spends them first, then calls rl_check() in a loop for
- * --seconds, admitted only when a token comes back (a denial lasts
- * 60000 / limit ms).  The figures: Redis calls per check (EVALSHA calls
- * from INFO commandstats over the loop / the loop's checks; the target
- * with the cache is <= 0.01), checks per second, and the admissions in
- * each run (the same rule, so about the same number: the cache must not
- * change who is let in).
- *
- * Then leases (a rule's "lease", src/lease.h): a partner at --partner
- * requests a minute (1M by default) checked by --fleet limiters at once
- * (threads of this one process, each its own rl_limiter, as a fleet's
- * processes would be), for --seconds, with "lease": --lease beside the
- * same rule without one (the reference), both runs inside one fixed
- * window (the bench waits for a new minute when too little of this one
- * is left).  The figures: Redis calls per check (EVALSHA and EVAL calls
- * over the run / its checks; target <= 0.01), checks per second, and
- * the admissions beside the limit and beside the documented bound (a
- * fixed window: never above the limit, at most fleet x (lease - 1)
- * below it when the fleet stops asking).
- *
- *   serverbench deny [--json] [--quick] [--seconds N] [--limit N]
- *                    [--fleet N] [--lease N] [--partner N]
+ * denybench.c -- serverbench deny: Redis calls per check with the deny
+ * cache and with leases, each beside the same run without.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <time.h>
 
@@ -38,7 +12,7 @@
 
 typedef struct options {
     unsigned long long seconds, limit;
-    int json;
+    int json, quick;
     unsigned long long fleet, lease, partner;
 } options;
 
@@ -50,43 +24,37 @@ typedef struct run {
     double secs;
 } run;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: serverbench deny [--json] [--quick] [--seconds N] "
-               "[--limit N]\n"
-               "Redis calls per check for one abusive client, deny cache "
-               "on beside off.\n"
-               "  --seconds N  each run's length (default 5)\n"
-               "  --limit N    the client's tokens a minute (default 600)\n"
-               "  --fleet N    limiters sharing the leased rule (default 8, "
-               "at most 64)\n"
-               "  --lease N    units per lease (default 1000)\n"
-               "  --partner N  the leased rule's limit a minute (default "
-               "1000000)\n"
-               "  --quick      2 seconds\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    ((options *)arg)->seconds = 2;
-}
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 5, 2, NULL,
+     "each run's length"},
+    {"--limit", BENCH_OPT_COUNT, OPT_AT(limit), 1, 1e12, 600, 600, NULL,
+     "the client's tokens a minute"},
+    {"--fleet", BENCH_OPT_COUNT, OPT_AT(fleet), 1, FLEET_MAX, 8, 8, NULL,
+     "limiters sharing the leased rule"},
+    {"--lease", BENCH_OPT_COUNT, OPT_AT(lease), 2, 1e12, 1000, 1000, NULL,
+     "units per lease (at most --partner / 2)"},
+    {"--partner", BENCH_OPT_COUNT, OPT_AT(partner), 4, 1e12, 1000000,
+     1000000, NULL, "the leased rule's limit a minute"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0],
+    .prog = "serverbench deny",
+    .about = "Redis calls per check: deny cache and leases, on beside off."};
 
 static int parse_args(int argc, char **argv, options *o)
 {
-    const bench_count counts[] = {
-        {"--seconds", &o->seconds}, {"--limit", &o->limit},
-        {"--fleet", &o->fleet},     {"--lease", &o->lease},
-        {"--partner", &o->partner}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
     int rc;
 
-    *o = (options){.seconds = 5, .limit = 600, .fleet = 8, .lease = 1000,
-                   .partner = 1000000};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
+    *o = (options){0};
+    if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
         return rc;
-    if (o->fleet > FLEET_MAX || o->lease < 2 || o->lease > o->partner / 2) {
-        usage(stderr);
+    if (o->lease > o->partner / 2) {
+        fprintf(stderr, "serverbench deny: --lease above --partner / 2\n");
         return 2;
     }
     return 0;

@@ -1,33 +1,14 @@
 /*
- * dryrunbench.c -- what a dry run costs the request path: nanoseconds per
- * rl_check() on the memory store with one rule in mode "log", beside the
- * same rule in mode "enforce" measured in the same run (the reference).
- *
- * Two limiters hold the same rule (users at /api, an hour's window), one
- * in each mode, and the same --keys users, already charged once.  Two
- * cases: "pass" (a limit of 10^9: nothing would be denied, the log rule
- * pays its checks counter) and "deny" (a limit of 1, spent by that first
- * charge: every check would be denied, the log rule also hashes the key
- * and raises a sketch register when the key's rank is higher; the
- * enforced rule denies, which takes the same store path).  Each thread
- * runs --rounds rounds; a round times one block of --calls checks on each
- * limiter, back to back, alternating which goes first, so drift on a
- * shared machine lands on both alike.  A figure is the median over rounds
- * of the block's mean ns per check (2 threads: the threads' mean per
- * round), with the means over all rounds beside it.  ratio = log /
- * enforce: 1.00 is free.  The log rule's counts are read back after each
- * case (rl_rule_dryrun_get) and printed beside it: checks, would_deny,
- * and the distinct estimate beside the true number of users it denied
- * (counts accumulate: the 2-thread run follows the 1-thread one on the
- * same limiters).
- *
- *   dryrunbench [--json] [--quick] [--keys N] [--calls N] [--rounds N]
+ * dryrunbench.c -- rlbench dryrun: ns per rl_check() with one rule in mode
+ * "log" beside the same rule enforced, in the same run.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +24,7 @@
 
 typedef struct options {
     unsigned long long keys, calls, rounds;
-    int json;
+    int json, quick;
 } options;
 
 typedef struct worker {
@@ -58,46 +39,23 @@ typedef struct worker {
     unsigned long long denied[2];
 } worker;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rlbench dryrun [--json] [--quick] [--keys N] "
-               "[--calls N] [--rounds N]\n"
-               "ns per rl_check() with one rule in mode log, beside the same "
-               "rule enforced.\n"
-               "  --keys N    distinct users (default 100000)\n"
-               "  --calls N   checks per timed block (default 20000)\n"
-               "  --rounds N  blocks per limiter and thread (default 40, "
-               "max 1000)\n"
-               "  --quick     10000 keys, 5000 calls, 10 rounds\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    options *o = arg;
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e8, 100000, 10000, NULL,
+     "distinct users"},
+    {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 20000, 5000, NULL,
+     "checks per timed block"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS, 40, 10, NULL,
+     "blocks per limiter and thread"},
+};
 
-    o->keys = 10000, o->calls = 5000, o->rounds = 10;
-}
-
-static int parse_args(int argc, char **argv, options *o)
-{
-    const bench_count counts[] = {{"--keys", &o->keys},
-                                  {"--calls", &o->calls},
-                                  {"--rounds", &o->rounds},
-                                  {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-    int rc;
-
-    *o = (options){100000, 20000, 40, 0};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (!o->keys || o->keys > 100000000ULL || o->calls < 100 ||
-        !o->rounds || o->rounds > MAX_ROUNDS) {
-        usage(stderr);
-        return 2;
-    }
-    return 0;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench dryrun",
+    .about = "ns per rl_check() with one rule in mode log, beside the same "
+             "rule enforced."};
 
 static rl_limiter *make_limiter(const char *mode, long long limit,
                                 char *err)
@@ -276,10 +234,10 @@ static int bench_case(const options *o, const char *keys,
 
 int dryrun_main(int argc, char **argv)
 {
-    options o;
+    options o = {0};
     char err[ERRLEN] = "";
     bench_input in;
-    int rc = parse_args(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : 2;

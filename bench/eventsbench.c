@@ -1,22 +1,7 @@
 /*
- * eventsbench.c -- what rejection events (option events_redis) cost and
- * deliver, against a private redis-server (the test harness starts one).
- *
- * "cost": ns per rl_check() on the memory store, every check denied (a
- * limit of 1 spent by a first charge of each of --keys users), with
- * events on beside the same limiter with events off, measured in the same
- * run: --rounds rounds of a block of --calls checks on each, alternating
- * which goes first; the median over rounds, and p99 of single checks
- * (one in 16 timed).  ratio = on / off in checks/s.
- *
- * "delivery": 8 threads deny at --rate checks/s in all (paced against the
- * clock) for --seconds; once every event is sent or counted lost (10 s
- * at most) the figures are the events offered, sent, dropped
- * (ring full, Redis away, refused), and the stream's length (XLEN) beside
- * its cap (events_maxlen, MAXLEN ~).
- *
- *   serverbench events [--json] [--quick] [--keys N] [--calls N]
- *                      [--rounds N] [--rate N] [--seconds N]
+ * eventsbench.c -- serverbench events: rejection events' cost on the
+ * request path (on beside off) and their delivery.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -34,46 +19,34 @@
 
 typedef struct options {
     unsigned long long keys, calls, rounds, rate, seconds;
-    int json;
+    int json, quick;
 } options;
 
 static const char rules[] =
     "{\"rules\":[{\"rule_id\":\"r\",\"dimension\":\"user\",\"match\":"
     "{\"endpoint\":\"/api\"},\"limit\":1,\"window_seconds\":3600}]}";
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: serverbench events [--json] [--quick] [--keys N] "
-               "[--calls N] [--rounds N] [--rate N] [--seconds N]\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    options *o = arg;
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 100000, 10000, NULL,
+     "distinct users (cost)"},
+    {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 20000, 5000, NULL,
+     "checks per timed block (cost)"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS, 40, 10, NULL,
+     "blocks per side (cost)"},
+    {"--rate", BENCH_OPT_COUNT, OPT_AT(rate), 1, 1e12, 100000, 100000, NULL,
+     "denials a second (delivery)"},
+    {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 10, 2, NULL,
+     "the delivery run's length"},
+};
 
-    o->keys = 10000, o->calls = 5000, o->rounds = 10, o->seconds = 2;
-}
-
-static int parse_args(int argc, char **argv, options *o)
-{
-    const bench_count counts[] = {
-        {"--keys", &o->keys}, {"--calls", &o->calls},
-        {"--rounds", &o->rounds}, {"--rate", &o->rate},
-        {"--seconds", &o->seconds}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-    int rc;
-
-    *o = (options){100000, 20000, 40, 100000, 10, 0};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (!o->keys || o->calls < 100 || !o->rounds || o->rounds > MAX_ROUNDS ||
-        !o->rate || !o->seconds) {
-        usage(stderr);
-        return 2;
-    }
-    return 0;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0],
+    .prog = "serverbench events",
+    .about = "rejection events: cost on the request path, delivery."};
 
 static rl_limiter *make_limiter(const char *events_uri, char *err)
 {
@@ -249,10 +222,10 @@ static int delivery(const options *o, const rh_server *srv, const char *uri,
 
 int events_main(int argc, char **argv, sb_env *env)
 {
-    options o;
+    options o = {0};
     char err[ERRLEN] = "", *keys;
     rl_limiter *lim[2] = {NULL, NULL};
-    int rc = parse_args(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : rc;

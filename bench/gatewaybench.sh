@@ -1,22 +1,10 @@
 #!/bin/sh
-# gatewaybench.sh -- requests/s and p99 through examples/gateway from wrk
-# on loopback, each beside the reference measured in the same run: the
-# same gateway with no rule (rl_check() finds none: the HTTP layer's
-# ceiling, libmicrohttpd's thread per connection and the canned 200).
+# gatewaybench.sh -- requests/s and p99 through examples/gateway from wrk,
+# beside the same gateway with no rule in the same run.  What it runs and
+# how to read it: docs/BENCHMARKS.md, "How each bench measures".
 #
 #   sh bench/gatewaybench.sh [PATH/TO/gateway] [--json] [--quick]
 #       [--seconds N] [--connections N]
-#
-# Runs, each a fresh gateway answering with its canned 200, wrk with one
-# thread and --connections (default 16) for --seconds (default 5;
-# --quick: 2), GET /api/orders with X-API-Key: k:
-#   none     no rule                                 the reference
-#   memory   one rule (api_key, 10^9 per hour), memory://, all admitted
-#   redis    the same rule on a private redis-server, all admitted
-#   denied   a rule of 1 per hour on Redis: all but one answered 429
-# Output: a table, or with --json one object per line ("params" first).
-# A run with a socket error, or with a status other than the expected
-# (200; 429 for denied), fails the script.  Needs wrk, curl, redis-server.
 set -u
 
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)

@@ -1,27 +1,14 @@
 /*
- * logbench.c -- what a sliding_log check costs beside a sliding_window
+ * logbench.c -- rlbench log: a sliding_log check beside a sliding_window
  * check of the same rule, on the memory store and (with --port) on Redis.
- *
- * The workload is the sliding log's: a login-like rule, limit 1000 per day
- * (the log's cap), by user, keys drawn uniformly from --keys clients, cost
- * 1, never denied over the run (--checks per round spread over the
- * clients: their logs grow to checks x rounds / keys times).  Per store,
- * rounds alternate the two algorithms (each on a limiter of its own, so
- * state is never shared) and the median checks/s of each is printed,
- * sliding_log's as the figure, sliding_window's as its reference:
- *   memory: one thread calling rl_allow();
- *   redis (--port P, 127.0.0.1; bench/redisbench.sh runs it on a private
- *   server: sh bench/redisbench.sh bench/logbench --json): 16 threads
- *   calling rl_allow() (the store batches what queues up into one script
- *   call).
- *
- *   logbench [--json] [--keys N] [--checks N] [--rounds N] [--port P]
+ * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -157,35 +144,35 @@ out:
     return rc;
 }
 
-static int parse(int argc, char **argv, options *o)
-{
-    *o = (options){.keys = 10000, .checks = 200000, .rounds = 5};
-    for (int i = 1; i < argc; i++) {
-        unsigned long long *v = NULL;
-        if (strcmp(argv[i], "--json") == 0) { o->json = 1; continue; }
-        if (strcmp(argv[i], "--keys") == 0) v = &o->keys;
-        else if (strcmp(argv[i], "--checks") == 0) v = &o->checks;
-        else if (strcmp(argv[i], "--rounds") == 0) v = &o->rounds;
-        else if (strcmp(argv[i], "--port") == 0) v = &o->port;
-        if (!v || i + 1 == argc || parse_count(argv[++i], v) != 0)
-            return -1;
-    }
-    return o->keys && o->checks >= MAX_THREADS && o->rounds &&
-                   o->rounds <= MAX_ROUNDS && o->port < 65536
-               ? 0 : -1;
-}
+#define OPT_AT(field) offsetof(options, field)
+
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e9, 10000, 10000, NULL,
+     "clients drawn from"},
+    {"--checks", BENCH_OPT_COUNT, OPT_AT(checks), MAX_THREADS, 1e12, 200000,
+     200000, NULL, "checks a round"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS, 5, 5, NULL,
+     "rounds, the algorithms alternated"},
+    {"--port", BENCH_OPT_COUNT, OPT_AT(port), 1, 65535, -1, -1, NULL,
+     "also on the Redis at 127.0.0.1:P"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench log",
+    .about = "a sliding_log check beside a sliding_window check, memory:// "
+             "and Redis."};
 
 int log_main(int argc, char **argv)
 {
     options o;
     char err[ERRLEN] = "", uri[64];
     uint64_t t0 = now_ns();
+    int rc;
 
-    if (parse(argc, argv, &o) != 0) {
-        fprintf(stderr, "usage: rlbench log [--json] [--keys N] [--checks N] "
-                        "[--rounds N (<= %d)] [--port P]\n", MAX_ROUNDS);
-        return 2;
-    }
+    o = (options){0};
+    if ((rc = bench_opt_args(argc, argv, &table, &o)) != 0)
+        return rc == 1 ? 0 : 2;
     if (!o.json)
         print_columns(&layout);
     if (bench_store(&o, "memory", "memory://", 1, err) != 0)

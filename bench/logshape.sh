@@ -1,19 +1,9 @@
 #!/bin/sh
 # logshape.sh -- why the sliding log is one packed string in Redis, not a
-# sorted set: the two shapes side by side on one private redis-server, the
-# same decision (admit if the times still inside the window, plus one, are
-# at most the limit; trim the expired; read the oldest for the reset).
+# sorted set: both shapes on one private redis-server.  What it runs:
+# docs/BENCHMARKS.md, "How each bench measures".
 #
 #   sh bench/logshape.sh [--json] [KEYS]
-#
-# For 10 and 100 times per client (KEYS clients, default 5000, checks
-# spread over them at random by redis-benchmark -c 16 -P 16), prints per
-# shape: Redis bytes per client (used_memory grown / clients) and Redis
-# CPU per check (INFO commandstats: EVALSHA usec_per_call), the packed
-# string's beside the sorted set's.  The packed script is the library's
-# algorithm reduced to one rule (lua/sliding_log.lua: GET, a binary search,
-# SET PXAT); the sorted set's is ZREMRANGEBYSCORE, ZCARD, ZRANGE 0 0,
-# ZADD, PEXPIRE.  Needs redis-server, redis-cli and redis-benchmark.
 set -eu
 json=0
 [ "${1:-}" = --json ] && { json=1; shift; }

@@ -1,57 +1,15 @@
 /*
- * metricsbench.c -- what the metrics (rl_metrics_write(3)) cost the
- * request path: checks per CPU second of rl_check() on the memory store
- * with the option metrics=1, beside the same limiter with metrics=0
- * measured in the same run (the reference).  Issue 10's target: >= 0.97x.
- *
- * Two limiters hold the same three rules a request to /api is charged (an
- * hour's window) and the same --keys users, each charged once before the
- * timing; one counts metrics (per rule: one add per charge on its
- * thread's own cache line; one check in 64 timed into the latency
- * histogram), the other not.  The cases:
- *   pass / deny     a limit of 10^9, or a per-user limit of 1 spent by
- *                   that first charge;
- *   1t / 2t         1 or 2 threads, each on its own half of the users;
- *   (global)        rules per user, per ip, and one global rule: every
- *                   check of every thread charges the global rule's one
- *                   key, so 2 threads contend on its store segment (a
- *                   property of the store, not of the metrics);
- *   _distinct       rules per user, per ip, per api_key: 2 threads share
- *                   no key, so what differs is the metrics' own cost.
- *
- * The measurement, made for a shared 2-core machine: a pair is four timed
- * blocks of --calls checks, off on on off (ABBA; the next pair on off off
- * on), all threads on the same limiter at once (a barrier before each
- * block), so a drift over the pair lands on both sides alike.  A pair's
- * ratio is its off time over its on time (1.00: free), in each thread's
- * CPU time (CLOCK_THREAD_CPUTIME_ID: a block's checks, not the other
- * programs that held the core meanwhile; ratio_paired_wall is the same
- * by the wall clock, which on a loaded machine mostly measures them).  The layout of a
- * memory store's table follows its random hash key, and which limiter is
- * made first moves the figures too; metrics=0 beside metrics=0 differs
- * by a few % from that alone.  So each case makes --instances fresh
- * pairs of limiters (the first made alternating) and runs --pairs pairs
- * on each; the figure's ratio_paired is the median of all pairs' ratios,
- * with its min, quartiles and max.  value and ref are checks per CPU
- * second of a thread, from the median over pairs of the mean CPU ns a
- * check.  The cases named aa_* (1 thread; 2 threads on distinct keys)
- * run the same with metrics off on both sides: the bench's own
- * resolution (--aa: every case so).  After each case the last on-limiter's text is
- * rendered once (rl_metrics_write) and its bytes and time given; last,
- * the rendering of a limiter with 1000 rules (the median of 21; on the
- * --store given, its shards counted: a cluster's masters).  With --store
- * URI (a Redis server) the same cases run on that store, the figures
- * named redis_*; both limiters share its keys, and as a check there
- * waits for a round trip, ratio_paired_wall is the figure that counts.
- *
- *   metricsbench [--json] [--quick] [--aa] [--keys N] [--calls N]
- *                [--pairs N] [--instances N] [--store URI]
+ * metricsbench.c -- rlbench metrics: checks per CPU second of rl_check()
+ * with metrics=1 beside metrics=0 in the same run (ABBA pairs over fresh
+ * limiter pairs; issue 10's target >= 0.97x).  Method: docs/BENCHMARKS.md,
+ * "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,7 +27,7 @@
 
 typedef struct options {
     unsigned long long keys, calls, pairs, instances;
-    int json, aa;
+    int json, aa, quick;
     const char *store;      /* NULL: the memory store */
 } options;
 
@@ -92,57 +50,29 @@ typedef struct worker {
     unsigned long long denied[2];
 } worker;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rlbench metrics [--json] [--quick] [--aa] [--keys N] "
-               "[--calls N] [--pairs N] [--instances N] [--store URI]\n"
-               "checks per CPU second of rl_check() with metrics on, beside "
-               "metrics off.\n"
-               "  --keys N       distinct users (default 100000)\n"
-               "  --calls N      checks per timed block (default 2000)\n"
-               "  --pairs N      ABBA pairs per instance (default 40, max "
-               "1000)\n"
-               "  --instances N  fresh limiter pairs per case (default 8, "
-               "max 16)\n"
-               "  --quick        10000 keys, 1000 calls, 10 pairs, 2 "
-               "instances\n"
-               "  --aa           every case with metrics off on both sides\n"
-               "  --store URI    run on this store (e.g. "
-               "redis://127.0.0.1:6379)\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    options *o = arg;
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--aa", BENCH_OPT_FLAG, OPT_AT(aa),
+     .help = "every case with metrics off on both sides"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 2, 1e8, 100000, 10000, NULL,
+     "distinct users"},
+    {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 2000, 1000, NULL,
+     "checks per timed block"},
+    {"--pairs", BENCH_OPT_COUNT, OPT_AT(pairs), 1, MAX_PAIRS, 40, 10, NULL,
+     "ABBA pairs per instance"},
+    {"--instances", BENCH_OPT_COUNT, OPT_AT(instances), 1, MAX_INSTANCES, 8,
+     2, NULL, "fresh limiter pairs per case"},
+    {"--store", BENCH_OPT_NAME, OPT_AT(store), -1, -1, -1, -1, NULL,
+     "run on this store (e.g. redis://127.0.0.1:6379)"},
+};
 
-    o->keys = 10000, o->calls = 1000, o->pairs = 10, o->instances = 2;
-}
-
-static int parse_args(int argc, char **argv, options *o)
-{
-    const bench_count counts[] = {{"--keys", &o->keys},
-                                  {"--calls", &o->calls},
-                                  {"--pairs", &o->pairs},
-                                  {"--instances", &o->instances},
-                                  {NULL, NULL}};
-    const bench_flag flags[] = {{"--aa", &o->aa}, {NULL, NULL}};
-    const bench_string strings[] = {{"--store", &o->store}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .flags = flags,
-                           .strings = strings, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-    int rc;
-
-    *o = (options){100000, 2000, 40, 8, 0, 0, NULL};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (o->keys < 2 || o->keys > 100000000ULL || o->calls < 100 ||
-        !o->pairs || o->pairs > MAX_PAIRS || !o->instances ||
-        o->instances > MAX_INSTANCES) {
-        usage(stderr);
-        return 2;
-    }
-    return 0;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench metrics",
+    .about = "checks per CPU second of rl_check() with metrics on, beside "
+             "metrics off."};
 
 static rl_limiter *make_limiter(const options *o, int metrics,
                                 const bench_case *c, char *err)
@@ -472,10 +402,10 @@ static const bench_case cases[] = {
 
 int metrics_main(int argc, char **argv)
 {
-    options o;
+    options o = {0};
     char err[ERRLEN] = "";
     bench_input in;
-    int rc = parse_args(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : 2;

@@ -1,17 +1,8 @@
 /*
- * outagebench.c -- what a short and a long Redis outage cost in admissions.
- *
- * 4 processes x 4 threads, each process with its own limiter on one private
- * redis-server (the test harness), hammer one client key of a token bucket
- * of 200 per 10 s (failure mode fallback, the defaults otherwise: timeout
- * 5 ms, breaker after 5 failures, cooldown 1 s) for 12 s; 2 s in, the server
- * is stopped (SIGSTOP) for 100 ms or 3 s.  Printed: what the fleet admitted
- * beside what the rule allows over the 12 s (200 + 12 s x 20/s = 440), how
- * many of the admissions were local (fallback) decisions, for fleet_size 1,
- * 4 and auto, and with the default options ("default": fleet_size not set,
- * auto since issue 23), where the bound is what the rule allows + limit x
- * outage / window + one check per process.  Each process shares only Redis with the others, as a fleet
- * does.  Never part of make check (about 90 s; --json: one object a line).
+ * outagebench.c -- serverbench outage: what a short and a long Redis
+ * outage cost in admissions, 4 processes x 4 threads, fleet_size 1, 4,
+ * auto and the defaults.  Method: docs/BENCHMARKS.md, "How each bench
+ * measures".
  */
 #include <signal.h>
 #include <stdatomic.h>
@@ -38,14 +29,6 @@ typedef struct worker {
     shared *sh;
     rl_limiter *lim;
 } worker;
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 static void *hammer(void *p)
 {
@@ -98,7 +81,7 @@ static void child(shared *sh, const char *uri, const char *fleet)
     }
     atomic_fetch_add(&sh->ready, 1);
     while (!atomic_load(&sh->go))
-        sleep_ms(1);
+        bench_sleep_ms(1);
     for (int i = 0; i < THREADS; i++)
         pthread_create(&t[i], NULL, hammer, &w);
     for (int i = 0; i < THREADS; i++)
@@ -129,14 +112,14 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
         if ((pid[p] = fork()) == 0)
             child(sh, uri, fleet);
     while (atomic_load(&sh->ready) < PROCS)
-        sleep_ms(5);
-    sleep_ms(1500); /* fleet_size auto: every heartbeat counted */
+        bench_sleep_ms(5);
+    bench_sleep_ms(1500); /* fleet_size auto: every heartbeat counted */
     atomic_store(&sh->go, 1);
-    sleep_ms(STOP_AT_S * 1000);
+    bench_sleep_ms(STOP_AT_S * 1000);
     rh_pause(srv);
-    sleep_ms(outage_ms);
+    bench_sleep_ms(outage_ms);
     rh_resume(srv);
-    sleep_ms(RUN_S * 1000 - STOP_AT_S * 1000 - outage_ms);
+    bench_sleep_ms(RUN_S * 1000 - STOP_AT_S * 1000 - outage_ms);
     atomic_store(&sh->stop, 1);
     for (int p = 0; p < PROCS; p++)
         bad |= waitpid(pid[p], &st, 0) < 0 || !WIFEXITED(st) ||

@@ -17,6 +17,9 @@
 #       nothing uses a try and starts nothing.  Sets REDIS_PORT and REDIS_PID;
 #       when no server came up it says so on stderr with the log's tail and
 #       exits 1.
+#   redis_rand_port
+#       A PICK: a random port in 20000..59999 that nothing answers on
+#       (nothing printed when something does: that try is spent).
 #
 # Needs redis-server and redis-cli on the PATH.
 
@@ -77,5 +80,13 @@ redis_up() {
 		echo "$REDIS_ME: could not start redis-server" >&2
 		[ -f "$REDIS_DIR/redis.log" ] && tail -n 20 "$REDIS_DIR/redis.log" >&2
 		exit 1
+	fi
+}
+
+redis_rand_port() {
+	redis_n=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
+	redis_p=$((20000 + redis_n % 40000))
+	if ! redis-cli -h 127.0.0.1 -p "$redis_p" ping >/dev/null 2>&1; then
+		echo "$redis_p"
 	fi
 }

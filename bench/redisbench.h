@@ -101,23 +101,6 @@ typedef struct cmdstat {
     double calls, usec_per_call, failed, rejected;
 } cmdstat;
 
-typedef struct cpu_snap {
-    uint64_t wall;     /* ns, monotonic                             */
-    double busy;       /* s, all CPUs (/proc/stat, not idle/iowait) */
-    double steal;      /* s, taken by the hypervisor                */
-    double self;       /* s, this process and its reaped children   */
-    double redis;      /* s, redis-server (INFO cpu)                */
-    double preempt;    /* redis-server main thread's involuntary
-                          context switches (/proc/<pid>/status)     */
-    double csw;        /* this process's context switches, all threads */
-} cpu_snap;
-
-typedef struct cpu_use {
-    double client, redis, other, steal; /* cores */
-    double preempt;                     /* per second */
-    double csw;                         /* per second */
-} cpu_use;
-
 #define MANY_THREADS 2  /* throughput_64_many: 2 threads x 32 per call */
 #define MANY_PER_CALL 32
 
@@ -197,8 +180,6 @@ int key_template(char *out, size_t outlen, char *err);
 int key_lengths(double *mean, char *example, size_t exlen, char *err);
 
 int cpu_take(cpu_snap *s, char *err);
-
-cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b);
 
 int make_limiter(const options *o, const char *rules,
                  rl_limiter **out, char *err);

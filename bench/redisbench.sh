@@ -58,20 +58,8 @@ done
 . "$here/redis-up.sh"
 redis_init redisbench.sh 'redisbench.XXXXXX'
 
-# A random port in 20000..59999 that nothing answers on (nothing printed when
-# something does: that try is spent); if the server still fails to come up
-# (taken meanwhile), redis_up tries another.
-rand_port() {
-	n=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	p=$((20000 + n % 40000))
-	if redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
-		return 0 # something listens there
-	fi
-	echo "$p"
-}
-
 version=$(redis-server --version)
-redis_up 10 rand_port
+redis_up 10 redis_rand_port
 echo "redisbench.sh: $version" >&2
 echo "redisbench.sh: pid $REDIS_PID on 127.0.0.1:$REDIS_PORT; $(nproc 2>/dev/null || echo '?') CPUs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" >&2
 echo "redisbench.sh: $bin $* --port $REDIS_PORT" >&2

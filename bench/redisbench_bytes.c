@@ -1,12 +1,7 @@
 /*
- * redisbench_bytes.c -- group 4 of redisbench: bytes_per_key, Redis
- * used_memory grown per client when --mem-keys new clients are each checked
- * once, per algorithm, beside 144 B, the leanest peer layout measured here;
- * the mean key-name length (from SCAN) is printed with it, as it is part of
- * the cost.  Then bytes_per_key_sliding_log_10: clients that each spent a
- * limit of 10 (a login limit), ten times checked, beside the same under
- * sliding_window (whose state does not grow with the count): a log's
- * cost per admitted request.
+ * redisbench_bytes.c -- group 4 of redisbench: bytes_per_key per algorithm
+ * beside the leanest peer layout, and the sliding log's cost per admitted
+ * request.  Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "redisbench.h"
 /* ---- bytes_per_key (group 4) ------------------------------------------------- */

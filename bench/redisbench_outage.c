@@ -1,12 +1,8 @@
 /*
- * redisbench_outage.c -- group 6 of redisbench: the circuit breaker against a
- * hung server.  outage_breaker_open_p50/_p99: the latency of checks with the
- * breaker open, beside a memory-store limiter with the same rule (target p99
- * <= 10 us), and no network call meanwhile; outage_probe_max_latency: the
- * slowest of the K checks that time out, beside timeout_ms;
- * outage_admitted_<open|closed|fallback>: what each failure mode admits
- * through an outage beside what it promises; outage_time_to_close: from the
- * server's resumption to a CLOSED breaker, beside breaker_cooldown_ms.
+ * redisbench_outage.c -- group 6 of redisbench: the circuit breaker
+ * against a hung server (breaker-open latency, probes, admissions per
+ * failure mode, time to close).  Method: docs/BENCHMARKS.md, "How each
+ * bench measures".
  */
 #include "redisbench.h"
 static void out_rule(char *buf, size_t len, const char *id, int algo,

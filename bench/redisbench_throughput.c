@@ -1,13 +1,8 @@
 /*
- * redisbench_throughput.c -- groups 1 and 2 of redisbench: checks per second and
- * latency, throughput_64 (64 threads of rl_allow), throughput_64_many (2
- * threads x 32 requests per rl_check_many) and throughput_1 (one thread, one
- * check at a time), each beside redis-benchmark running the library's own
- * script by EVALSHA with the library's arguments, on keys of the library's
- * shape, for as many requests: the reference says how hard Redis can be
- * driven with that script on this machine, so the ratio is the client's
- * cost.  CPU use of client, server and the rest tells where a shortfall
- * comes from.
+ * redisbench_throughput.c -- groups 1 and 2 of redisbench: throughput_64,
+ * throughput_64_many and throughput_1, each beside redis-benchmark running
+ * the library's own script.  Method: docs/BENCHMARKS.md, "How each bench
+ * measures".
  */
 #include "redisbench.h"
 /* ---- throughput (groups 1 and 2) ------------------------------------------ */

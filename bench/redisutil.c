@@ -377,3 +377,22 @@ void tp_load_stop(tp_load *l, tp_sums *sum)
     free(l->w);
     l->w = NULL;
 }
+
+cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)
+{
+    double w = (double)(b->wall - a->wall) / 1e9;
+    cpu_use u;
+
+    if (w <= 0)
+        w = 1e-9;
+    u.client = (b->self - a->self) / w;
+    u.redis = (b->redis - a->redis) / w;
+    u.replica = (b->replica - a->replica) / w;
+    u.other = (b->busy - a->busy) / w - u.client - u.redis - u.replica;
+    if (u.other < 0)
+        u.other = 0; /* /proc/stat ticks are coarse */
+    u.steal = (b->steal - a->steal) / w;
+    u.preempt = (b->preempt - a->preempt) / w;
+    u.csw = (b->csw - a->csw) / w;
+    return u;
+}

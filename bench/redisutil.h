@@ -4,8 +4,8 @@
  * fields, used_memory once it has settled, FLUSHALL with its lazy freeing
  * waited for, and the keys a SCAN walks; and the loads both put on a
  * server: a pool of threads doing a fixed number of rl_allow() checks, and
- * a timed load of rl_allow() or rl_check_many() threads.  err is ERRLEN
- * bytes.
+ * a timed load of rl_allow() or rl_check_many() threads; and where the CPU
+ * went meanwhile.  err is ERRLEN bytes.
  */
 #ifndef RL_BENCH_REDISUTIL_H
 #define RL_BENCH_REDISUTIL_H
@@ -140,5 +140,26 @@ int tp_load_start(tp_load *l, int threads, char *err);
 
 /* Phase 2: joins the workers and adds what they counted to *sum. */
 void tp_load_stop(tp_load *l, tp_sums *sum);
+
+/* Where the CPU went: a snapshot (each program's cpu_take() fills it: the
+ * servers by INFO cpu or by /proc/<pid>/stat) and the cores used between
+ * two (cpu_diff). */
+typedef struct cpu_snap {
+    uint64_t wall;     /* ns, monotonic                                   */
+    double busy;       /* s, all CPUs (/proc/stat, not idle/iowait)       */
+    double steal;      /* s, taken by the hypervisor                      */
+    double self;       /* s, this process (and its reaped children)       */
+    double redis;      /* s, redis-server, or the masters                 */
+    double replica;    /* s, the replicas                                 */
+    double preempt;    /* redis-server's involuntary context switches     */
+    double csw;        /* this process's context switches, all threads    */
+} cpu_snap;
+
+typedef struct cpu_use {
+    double client, redis, replica, other, steal; /* cores      */
+    double preempt, csw;                         /* per second */
+} cpu_use;
+
+cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b);
 
 #endif

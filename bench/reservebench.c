@@ -1,23 +1,13 @@
 /*
- * reservebench.c -- what reserving and settling cost beside a plain check,
- * on any store (--store, memory:// by default; a redis:// URI measures
- * the round trips).  One thread; keys drawn from --keys users; the rule
- * set charges 2 rules per request (per user, a fixed window; per ip, a
- * token bucket), all far from their limits.  Workloads, each the median
- * over --rounds rounds of --n requests of nanoseconds per request:
- *   check       rl_check() of cost 10: the reference, measured in the
- *               same run, interleaved with the others round by round;
- *   refund      rl_reserve() of 10, then rl_settle() at 7;
- *   debt        rl_reserve() of 10, then rl_settle() at 13;
- *   equal       rl_reserve() of 10, then rl_settle() at 10 (no store
- *               call for the settle).
- * Each line gives the workload's figure and its ratio to check.  --json:
- * one object per line.  A mode of bench/rlbench: rlbench reserve.
+ * reservebench.c -- rlbench reserve: rl_reserve() then rl_settle() beside
+ * rl_check() of the same request, on any store (--store).  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -75,29 +65,29 @@ static double round_of(rl_limiter *lim, int w, const opts *o,
     return (double)(now_ns() - t0) / (double)o->n;
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rlbench reserve [--store URI] [--n N] [--rounds R "
-               "(1..%d)] [--keys K] [--json]\n", ROUNDS_MAX);
-}
+#define OPT_AT(field) offsetof(opts, field)
+
+static const bench_opt rows[] = {
+    BENCH_OPT_JSON_ROW(opts),
+    {"--store", BENCH_OPT_NAME, OPT_AT(store), -1, -1, -1, -1, NULL,
+     "the store (default memory://)"},
+    {"--n", BENCH_OPT_COUNT, OPT_AT(n), 1, 1e12, 20000, 20000, NULL,
+     "requests a round"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, ROUNDS_MAX, 9, 9, NULL,
+     "rounds"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 10000, 10000, NULL,
+     "users drawn from"},
+};
+
+static const bench_opts table = {
+    .rows = rows, .n = sizeof rows / sizeof rows[0],
+    .prog = "rlbench reserve",
+    .about = "rl_reserve() then rl_settle() beside rl_check()."};
 
 static int parse(int argc, char **argv, opts *o)
 {
-    const bench_count counts[] = {
-        {"--n", &o->n}, {"--rounds", &o->rounds}, {"--keys", &o->keys},
-        {NULL, NULL}};
-    const bench_string strings[] = {{"--store", &o->store}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .strings = strings,
-                           .nonzero = 1, .json = &o->json, .usage = usage};
-    int rc;
-
-    *o = (opts){.store = "memory://", .n = 20000, .rounds = 9,
-                .keys = 10000};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (o->rounds > ROUNDS_MAX)
-        return usage(stderr), 2;
-    return 0;
+    *o = (opts){.store = "memory://"};
+    return bench_opt_args(argc, argv, &table, o);
 }
 
 int reserve_main(int argc, char **argv)

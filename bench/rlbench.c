@@ -1,101 +1,19 @@
 
 /*
  * rlbench.c -- how fast and how big is libratelimit's in-process store?
- *
- * It measures two things through the public API only, each beside a
- * reference measured in the same run on the same machine.  (1) Latency:
- * nanoseconds per rl_allow() on the "memory://" store, median (p50) and
- * 99th percentile (p99), with --keys distinct keys (1M by default) already
- * in the store, on 1 thread and then on 2 threads sharing one limiter.  Keys
- * are strings like "user:123456" made before timing; every thread draws
- * them uniformly from the same set along a sequence fixed before timing.
- * Each call is timed alone with clock_gettime(CLOCK_MONOTONIC), so every
- * sample also carries the clock's own cost (an empty sample's median is
- * printed as timer_overhead_ns); the *_mean_untimed lines repeat the run
- * without per-call clocks and give the plain mean.  The reference,
- * "bare_hash_lookup", is the least any store must do: hash the same key
- * string (FNV-1a with a 64-bit finalizer) and find its slot in a plain
- * open-addressing, linear-probing, power-of-two table of 24-byte slots
- * (64-bit hash + 16 bytes of state), read-only and lock-free, timed the same
- * way on the same keys.  Library and reference alternate block by block so
- * drift on a shared machine hits both alike.  (2) Memory: bytes per tracked
- * key, i.e. the growth of the resident set (/proc/self/statm) while N new
- * keys are charged through rl_allow() on a fresh limiter, divided by N, at
- * --keys and at --big keys (10M by default); the empty limiter's own
- * footprint is shown apart as empty_store_bytes.  Each memory figure is
- * taken first, in a forked child of a still-small parent, so no freed heap
- * can be refilled unseen.  References: the design note's budget of 100 B
- * per key ("design_note") and the bare table above holding the same N keys
- * at a load factor of at most 0.75 ("bare_hash_table").
- *
- * Reading the ratios: ratio = value / ref.  For latency it is what the
- * library's check (argument checks, rule lookup, clock, algorithm, locking)
- * costs over a bare lookup of the same key; 1.0 would be free, and a
- * 2-thread ratio well above the 1-thread one means the store scales worse
- * than an uncontended read (cpu_share below 1 means something else took the
- * CPU and the 2-thread figures are suspect).  The timed reference looks
- * slower than its untimed mean because the clock reads stop the CPU from
- * overlapping one lookup's cache misses with the next; rl_allow() gains
- * little from that overlap, so the untimed ratio is the larger.  For memory,
- * a ratio below 1 against design_note is within budget, and the ratio
- * against bare_hash_table says how close the store is to a minimal table.
- * Rules use a limit of 10^9 so nothing is denied (a denial takes the same
- * path); any denial is counted in the "denied" field.  (3) Scaling:
- * "mem_check_scaling_2t" is 2 threads' checks per second, each thread on
- * keys of its own (even or odd indexes), over 1 thread's, untimed; the
- * reference is the bare lookup's same ratio in the same run (what the 2
- * cores give a lock-free read at the moment).  (4) Batches:
- * "mem_check_many_mean_untimed_1t" is the untimed mean per check when the
- * same keys come --batch at a time through rl_check_many() (each request's
- * user the key's value, so the same state is charged), beside the bare
- * lookup's untimed mean in the same run.  (5) Chained:
- * "mem_check_mean_chained_*" repeat the untimed pass with each key's index
- * depending on the previous call's answer (an always-zero bit of it), so
- * neither the library nor the reference can start the next call's cache
- * misses before the last call is done: a server's checks, each waiting
- * for the request the last one let through, see this latency; the plain
- * untimed mean lets the bare loop (~110 instructions a lookup) overlap
- * several lookups' misses, which a check (~1,000) cannot.  Issue 11's
- * targets ride
- * along as target_max_ratio (the 1-thread untimed mean over the bare
- * lookup's) and target_min (the scaling).
- *
- * Latency lives in rlbench_latency.c, scaling in rlbench_scaling.c,
- * batches in rlbench_batch.c,
- * memory in rlbench_memory.c, the reference table in rlbench_bare.c, the
- * rest they share in rlbench_util.c and rlbench.h; this file reads the command line, runs the
- * figures and prints them.
+ * Latency and memory through the public API beside a bare hash lookup of
+ * the same keys, scaling and batches; and the memory store's modes.  How it
+ * measures and how to read the ratios: docs/BENCHMARKS.md, "How each bench
+ * measures".  Latency lives in rlbench_latency.c, scaling in
+ * rlbench_scaling.c, batches in rlbench_batch.c, memory in rlbench_memory.c,
+ * the reference table in rlbench_bare.c, the rest in rlbench_util.c and
+ * rlbench.h; this file reads the command line and prints the figures.
  */
 #include "benchmodes.h"
 #include "rlbench.h"
 
 #include <stddef.h>
 
-
-static void usage(FILE *f)
-{
-    fprintf(f,
-            "usage: rlbench [--json] [--quick] [--keys N] [--big N] "
-            "[--samples N] [--algo NAME] [--batch N]\n"
-            "\n"
-            "Measures libratelimit's memory store: ns per rl_allow() (p50, p99;\n"
-            "1 and 2 threads), 2 threads' checks/s on keys of their own over 1\n"
-            "thread's, and bytes per tracked key, each beside a reference\n"
-            "measured in the same run.  ratio = value / ref.\n"
-            "\n"
-            "  --json       one JSON object per line (first: name \"params\")\n"
-            "  --keys N     distinct keys for latency and memory (default 1000000)\n"
-            "  --big N      keys for the second memory figure (default 10000000;\n"
-            "               0 skips it)\n"
-            "  --samples N  timed calls per thread per run (default 2000000)\n"
-            "  --algo NAME  sliding_window (default), token_bucket, fixed_window,\n"
-            "               gcra\n"
-            "  --batch N    requests per rl_check_many() call for the batch\n"
-            "               figure (default 32)\n"
-            "  --quick      smoke run: 100k keys, 1M big, 200k samples\n"
-            "  --help       this text\n"
-            "N may end in k, M or G (powers of 1000).\n");
-}
 
 /* ---- the command line: one row an option ---------------------------------- */
 
@@ -105,21 +23,25 @@ static const char *const algos[] = {"sliding_window", "token_bucket",
                                     "fixed_window", "gcra", NULL};
 
 static const bench_opt opts[] = {
-    {"--json", BENCH_OPT_FLAG, OPT_AT(json), 0, 0, -1, -1, NULL},
-    {"--quick", BENCH_OPT_QUICK, OPT_AT(quick), 0, 0, -1, -1, NULL},
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_KEYS, 1000000, 100000,
-     NULL},
+     NULL, "distinct keys for latency and memory"},
     {"--big", BENCH_OPT_COUNT, OPT_AT(big), 0, MAX_KEYS, 10000000, 1000000,
-     NULL},
+     NULL, "keys for the second memory figure (0 skips it)"},
     {"--samples", BENCH_OPT_COUNT, OPT_AT(samples), 100, MAX_SAMPLES,
-     2000000, 200000, NULL},
-    {"--algo", BENCH_OPT_NAME, OPT_AT(algo), 0, 0, -1, -1, algos},
-    {"--batch", BENCH_OPT_COUNT, OPT_AT(batch), 2, 1024, 32, 32, NULL},
+     2000000, 200000, NULL, "timed calls per thread per run"},
+    {"--algo", BENCH_OPT_NAME, OPT_AT(algo), 0, 0, -1, -1, algos,
+     "the rule's algorithm"},
+    {"--batch", BENCH_OPT_COUNT, OPT_AT(batch), 2, 1024, 32, 32, NULL,
+     "requests per rl_check_many() call"},
 };
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench",
-    .usage = usage};
+    .about = "The memory store: ns per rl_allow() (1 and 2 threads), scaling, "
+             "batches and\nbytes per key, each beside a bare hash lookup in "
+             "the same run."};
 
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o)

@@ -1,13 +1,7 @@
 /*
- * rlbench_batch.c -- rlbench's batch figure: nanoseconds per check when
- * the checks come through rl_check_many(), --batch requests a call, on 1
- * thread, untimed, over the same keys and sequence as the latency
- * figures, beside the bare table's lookup of the same keys in the same
- * run (blocks taken in turn, as rlbench_latency.c's untimed pass does).
- * A request carries the key's value as its user (the rule counts by
- * "user", so its key is the one rl_allow() charges).  On the memory store
- * a batch's keys are hashed and their table lines fetched before any is
- * decided, so their misses overlap as the bare lookups' do.
+ * rlbench_batch.c -- rlbench's batch figure: ns per check through
+ * rl_check_many(), --batch requests a call, beside the bare table's lookup
+ * of the same keys.  Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "rlbench.h"
 

@@ -1,16 +1,8 @@
 /*
- * rlbench_scaling.c -- rlbench's scaling figure: checks per second on 2
- * threads over one limiter, each thread on keys of its own, divided by one
- * thread's checks per second on the same kind of keys (issue 11 asks for
- * >= 1.8).  Thread t charges only keys whose index is t modulo 2, so the
- * two never touch one client's state; anything they still share (a lock, a
- * counter's cache line) shows as a ratio below 2.  The bare table's lookups,
- * run the same way in the same rounds, are the reference: their ratio is
- * what this machine's 2 cores give a lock-free read at the moment (below 2
- * when other work holds a core, or when the two share a core's caches).
- * Untimed passes: a thread's checks over its wall time, 1 thread then 2,
- * library then reference, repeated SCALE_ROUNDS times and summed so drift
- * on a shared machine falls on all four alike.
+ * rlbench_scaling.c -- rlbench's scaling figure (mem_check_scaling_2t):
+ * 2 threads' checks/s on keys of their own over 1 thread's, beside the bare
+ * table's same ratio in the same rounds.  Method: docs/BENCHMARKS.md, "How
+ * each bench measures".
  */
 #include "rlbench.h"
 

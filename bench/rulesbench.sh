@@ -1,24 +1,10 @@
 #!/bin/sh
-# rulesbench.sh -- ratelimitd's writes/s and reads/s with p99, from wrk on
-# loopback, beside GET /healthz of the same server in the same run (what
-# the HTTP layer and the machine give at most: no rule, no JSON, no lock).
+# rulesbench.sh -- ratelimitd's writes/s and reads/s with p99, from wrk,
+# beside GET /healthz of the same server in the same run.  What it runs and
+# how to read it: docs/BENCHMARKS.md, "How each bench measures".
 #
 #   sh bench/rulesbench.sh [PATH/TO/ratelimitd] [--json] [--quick]
 #       [--seconds N] [--connections N] [--rules N]
-#
-# Starts a private redis-server (bench/redis-up.sh) and ratelimitd on free
-# loopback ports with a fresh database in $TMPDIR (the file system type is
-# reported: fsync is the cost of a write), loads N rules (default 100),
-# then runs wrk (2 threads, --connections in all, default 8) for
-# --seconds each (default 10; --quick: 3):
-#   healthz  GET /healthz                     the reference
-#   read     GET /v1/rules, the whole set     from memory, canonical JSON
-#   write    PUT /v1/rules/rNNN, unconditional, a new limit each time,
-#            cycling over the N rules: validated, committed (WAL, fsync),
-#            published to Redis (asynchronously)
-# Output: a table, or with --json one object per line ("params" first).
-# Every run must end without a socket or status error, or the script
-# fails.  Needs wrk, curl, redis-server, redis-cli.
 set -eu
 
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
@@ -53,12 +39,7 @@ done
 # ---- Redis, then ratelimitd, both stopped on exit --------------------------------
 . "$here/redis-up.sh"
 redis_init rulesbench.sh 'rulesbench.XXXXXX'
-rand_port() {
-	n=$(od -An -N2 -tu2 /dev/urandom | tr -d ' ')
-	p=$((20000 + n % 40000))
-	redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1 || echo "$p"
-}
-redis_up 10 rand_port
+redis_up 10 redis_rand_port
 dir=$REDIS_DIR
 token=$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')
 printf 'bench:%s\n' "$token" >"$dir/tokens"

@@ -6,9 +6,10 @@
  *   serverbench events [options]   rejection events' cost and delivery
  *   serverbench outage [options]   admissions through a short, long outage
  *   serverbench tls    [options]   a check over TLS beside TCP
+ *   serverbench timeout [--json]   store denials of a fail-closed rule
  *
  * A mode's options follow its name (--json in every mode, --quick in all
- * but outage; `serverbench MODE --help` lists the rest).  The table below
+ * but outage and timeout; `serverbench MODE --help` lists the rest).  The table below
  * is the whole driver: a mode that needs a plain server gets it started
  * here (tls starts its own, with a TLS port) and every mode ends with the
  * "done" row.
@@ -31,6 +32,8 @@ static const sb_mode modes[] = {
      .about = "admissions through a 100 ms and a 3 s outage, 4 processes"},
     {.name = "tls", .run = tls_main, .server = 0,
      .about = "checks/s, p50 and p99 over TLS beside TCP"},
+    {.name = "timeout", .run = timeout_main, .server = 1,
+     .about = "fail-closed denials by timeout_ms and host load"},
 };
 
 #define NMODES (sizeof modes / sizeof modes[0])
@@ -39,7 +42,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: serverbench MODE [--json] [--quick] [options]\n");
     for (size_t i = 0; i < NMODES; i++)
-        fprintf(f, "  %-7s %s\n", modes[i].name, modes[i].about);
+        fprintf(f, "  %-8s %s\n", modes[i].name, modes[i].about);
 }
 
 int main(int argc, char **argv)

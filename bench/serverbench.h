@@ -2,7 +2,7 @@
  * serverbench.h -- the modes of bench/serverbench, the benches that start
  * their own private redis-server through the test harness
  * (tests/redis_harness.c): deny (denybench.c), events (eventsbench.c),
- * outage (outagebench.c) and tls (tlsbench.c).  Each mode reads its own
+ * outage (outagebench.c), tls (tlsbench.c) and timeout (timeoutbench.c).  Each mode reads its own
  * options (argv[0] is the mode's name); the driver (serverbench.c) starts
  * the server a mode asks for and stops it however the mode ends.
  */
@@ -31,5 +31,6 @@ int deny_main(int argc, char **argv, sb_env *env);
 int events_main(int argc, char **argv, sb_env *env);
 int outage_main(int argc, char **argv, sb_env *env);
 int tls_main(int argc, char **argv, sb_env *env);
+int timeout_main(int argc, char **argv, sb_env *env);
 
 #endif

@@ -1,18 +1,10 @@
 /*
- * shmbench.c -- what the shared-memory store (shm://NAME) costs beside the
- * memory store (memory://, the reference), in the same run: checks per
- * second of 1 and of 2 processes, each process its own limiter calling
- * rl_allow() in a loop over --keys clients (uniformly drawn) of one token
- * bucket rule that admits them all.  With memory:// each process has its
- * own table; with shm:// they share one region (and its segment locks),
- * which is the point of it.  Two figures for each: checks per second
- * (wall clock, summed over the processes) and checks per CPU second (each
- * process's user + system time), the second steadier on a busy machine.  The region is 8 MiB (the clients fill about
- * 40 % of its slots); it is removed at the end.
- *
- *   shmbench [--json] [--quick] [--seconds N] [--keys N]
+ * shmbench.c -- rlbench shm: checks/s and checks per CPU second of
+ * shm://NAME beside memory://, 1 and 2 processes.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,35 +25,24 @@ typedef struct tally {
 
 typedef struct options {
     unsigned long long seconds, keys;
-    int json;
+    int json, quick;
 } options;
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: rlbench shm [--json] [--quick] [--seconds N] [--keys N]\n"
-               "rl_allow() per second on shm:// beside memory://, 1 and 2 "
-               "processes.\n"
-               "  --seconds N  each run's length (default 3)\n"
-               "  --keys N     clients drawn from (default 100k)\n"
-               "  --quick      1 second\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    ((options *)arg)->seconds = 1;
-}
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 3, 1, NULL,
+     "each run's length"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 100000, 100000, NULL,
+     "clients drawn from"},
+};
 
-static int parse_args(int argc, char **argv, options *o)
-{
-    const bench_count counts[] = {{"--seconds", &o->seconds},
-                                  {"--keys", &o->keys},
-                                  {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-
-    *o = (options){3, 100000, 0};
-    return bench_args(argc, argv, &cli);
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench shm",
+    .about = "rl_allow() per second on shm:// beside memory://, 1 and 2 "
+             "processes."};
 
 static rl_limiter *make_limiter(const char *uri, char *err)
 {
@@ -156,10 +137,10 @@ static double run(const char *uri, const options *o, int procs,
 int shm_main(int argc, char **argv)
 {
     static const text_layout t = {26, 12, 0, 12, 12, 3};
-    options o;
+    options o = {0};
     char shm_uri[96], region[64];
     uint64_t t0 = now_ns();
-    int rc = parse_args(argc, argv, &o), bad = 0;
+    int rc = bench_opt_args(argc, argv, &table, &o), bad = 0;
 
     if (rc)
         return rc == 1 ? 0 : rc;

@@ -1,33 +1,14 @@
 /*
- * timeoutbench.c -- how many checks a busy host denies "for store
- * reasons" on a healthy loopback Redis, by timeout_ms: the figure behind
- * the timeout_ms default and ratelimit(7)'s table for choosing it.
- *
- * One private redis-server (the test harness); a rule in failure mode
- * closed with a limit no check reaches, so every denial is the store
- * missing its deadline (RL_FLAG_FAIL_CLOSED), never a limit.  For each
- * load (0, 2, 4 processes spinning on the CPU beside the server, as a busy
- * host's other work) and each timeout_ms (5, 10, 20, 50, 100), 4 threads
- * check for RUN_MS; printed: checks, denied for store reasons (%), the
- * breaker's openings, and the ratio of the denied share to the 5 ms
- * timeout's at the same load (the old default: the reference, measured in
- * the same run).  While a breaker is open checks answer at once, so a
- * cell with an opening counts many more checks, most of them denied.  The
- * breaker options are the defaults.  Never part of make check (about
- * 50 s; --json: one object a line).
+ * timeoutbench.c -- serverbench timeout: the checks a busy host denies a
+ * fail-closed rule "for store reasons" on a healthy loopback Redis, by
+ * timeout_ms and load.  Method: docs/BENCHMARKS.md, "How each bench
+ * measures".
  */
-#include "ratelimit.h"
-#include "redis_harness.h"
-
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
+
+#include "serverbench.h"
 
 #define THREADS 4
 #define RUN_MS 3000
@@ -43,14 +24,6 @@ typedef struct run {
     _Atomic int stop;
     _Atomic long checks, closed;
 } run;
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-
-    while (nanosleep(&ts, &ts) != 0) {
-    }
-}
 
 static void *checker(void *p)
 {
@@ -125,10 +98,10 @@ static double measure(const char *uri, int timeout_ms, long *checks,
 
     if (!r.lim)
         return -1;
-    sleep_ms(200); /* connections up */
+    bench_sleep_ms(200); /* connections up */
     for (int i = 0; i < THREADS; i++)
         pthread_create(&th[i], NULL, checker, &r);
-    sleep_ms(RUN_MS);
+    bench_sleep_ms(RUN_MS);
     atomic_store(&r.stop, 1);
     for (int i = 0; i < THREADS; i++)
         pthread_join(th[i], NULL);
@@ -139,39 +112,31 @@ static double measure(const char *uri, int timeout_ms, long *checks,
     return *checks ? (double)atomic_load(&r.closed) / (double)*checks : 0;
 }
 
-int main(int argc, char **argv)
+int timeout_main(int argc, char **argv, sb_env *env)
 {
     int json = argc > 1 && strcmp(argv[1], "--json") == 0;
     double ref = 0;
-    char uri[128];
-    rh_server srv;
 
     if (argc > 1 && !json) {
-        fprintf(stderr, "usage: timeoutbench [--json]\n");
-        return 2;
+        fprintf(argc > 1 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
+                "usage: serverbench timeout [--json]\n");
+        return argc > 1 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
     }
-    if (!rh_available() || rh_start(&srv, NULL) != 0) {
-        fprintf(stderr, "timeoutbench: no redis-server\n");
-        return 1;
-    }
-    rh_uri(&srv, uri, sizeof uri);
     for (size_t l = 0; l < NLOADS; l++) {
         pid_t pid[MAX_SPIN] = {0};
 
         if (spin_start(pid, loads[l]) != 0) {
             spin_stop(pid, loads[l]);
-            rh_stop(&srv);
             return 1;
         }
         for (size_t t = 0; t < NTIMEOUTS; t++) {
             long checks = 0, opens = 0;
-            double d = measure(uri, timeouts[t], &checks, &opens);
+            double d = measure(env->uri, timeouts[t], &checks, &opens);
 
             if (d < 0) {
-                fprintf(stderr, "timeoutbench: limiter: %s\n",
+                fprintf(stderr, "serverbench timeout: limiter: %s\n",
                         rl_errmsg(NULL));
                 spin_stop(pid, loads[l]);
-                rh_stop(&srv);
                 return 1;
             }
             if (t == 0)
@@ -191,6 +156,5 @@ int main(int argc, char **argv)
         }
         spin_stop(pid, loads[l]);
     }
-    rh_stop(&srv);
     return 0;
 }

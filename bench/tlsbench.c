@@ -1,19 +1,7 @@
 /*
- * tlsbench.c -- what TLS costs a check: one private redis-server with a
- * plaintext port and a TLS port (the test harness, certificates made by
- * the openssl command as the tests make them), the same load over each in
- * the same run, in turns (tcp, tls, tcp, tls: drift on a shared machine
- * falls on both), each transport's best turns reported (its highest
- * rate, with that turn's median, and its lowest p99):
- *
- *   tls_checks_per_s   --threads threads, each rl_check() in a loop on a
- *                      key drawn from --keys keys; ref: the same over TCP
- *   tls_p99_us         the 99th percentile of one check's time; ref: TCP
- *   tls_p50_us         the median, likewise
- *
- * The rule's limit is so large that nothing is denied.  Options: --seconds
- * N per turn (default 3), --threads N (default 16), --keys N (default
- * 10000), --json (one object per line), --quick (1 s turns).
+ * tlsbench.c -- serverbench tls: the same load over TLS beside TCP to one
+ * private server, turns alternated.  Method: docs/BENCHMARKS.md, "How each
+ * bench measures".
  */
 #include "serverbench.h"
 #include "tls_certs.h"
@@ -28,7 +16,7 @@ static const char rules[] =
 
 typedef struct options {
     unsigned long long seconds, threads, keys;
-    int json;
+    int json, quick;
 } options;
 
 typedef struct result {
@@ -131,44 +119,32 @@ static void emit(const char *name, double tls, double tcp, const char *unit,
     emit_figure(&f, o->json, &layout);
 }
 
-static void usage(FILE *f)
-{
-    fprintf(f, "usage: serverbench tls [--json] [--quick] [--seconds N] "
-               "[--threads N] [--keys N]\n");
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static void quick(void *arg)
-{
-    ((options *)arg)->seconds = 1;
-}
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 3, 1, NULL,
+     "each turn's length"},
+    {"--threads", BENCH_OPT_COUNT, OPT_AT(threads), 1, MAX_THREADS, 16, 16,
+     NULL, "checking threads"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 10000, 10000, NULL,
+     "keys drawn from"},
+};
 
-static int parse(int argc, char **argv, options *o)
-{
-    const bench_count counts[] = {
-        {"--seconds", &o->seconds}, {"--threads", &o->threads},
-        {"--keys", &o->keys}, {NULL, NULL}};
-    const bench_cli cli = {.counts = counts, .nonzero = 1, .json = &o->json,
-                           .quick = quick, .arg = o, .usage = usage};
-    int rc;
-
-    *o = (options){.seconds = 3, .threads = 16, .keys = 10000};
-    if ((rc = bench_args(argc, argv, &cli)) != 0)
-        return rc;
-    if (o->threads > MAX_THREADS)
-        return fprintf(stderr, "serverbench tls: threads 1..%d\n",
-                       MAX_THREADS), 2;
-    return 0;
-}
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "serverbench tls",
+    .about = "checks/s, p50 and p99 over TLS beside TCP."};
 
 int tls_main(int argc, char **argv, sb_env *env)
 {
-    options o;
+    options o = {0};
     rh_server *s = &env->srv;
     char dir[64], path[4][128], tcp_uri[128], tls_uri[128];
     rl_limiter *tcp, *tls;
     result best_tcp = {0}, best_tls = {0};
     rh_tls t;
-    int rc = parse(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc || tls_certs_make(dir, sizeof dir) != 0)
         return rc == 1 ? 0 : 2;

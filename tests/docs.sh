@@ -7,7 +7,9 @@
 #   3. the README's API table has a row for every function the public
 #      header exports, linked to its man page;
 #   4. every relative link of README.md and docs/*.md names a file of the
-#      source tree, and every #anchor a heading of the file it points into.
+#      source tree, and every #anchor a heading of the file it points into;
+#   5. every page of the project's own that they name as name(N) (rl_*,
+#      ratelimit, ratelimitd, rlctl, the nginx module) is in man/manN.
 #
 # Run by `make check` with top_srcdir and top_builddir in the environment
 # (TESTS_ENVIRONMENT).  Exit 0: pass, 1: fail.
@@ -91,6 +93,20 @@ PY
     else
         fail "a relative link does not resolve (above)"
     fi
+fi
+
+# ---- 5. the man pages the docs name exist -------------------------------
+missing=""
+for ref in $(cat "$top_srcdir/README.md" "$top_srcdir"/docs/*.md |
+    grep -o '\b\(rl_[a-z0-9_]*\|ratelimit\|ratelimitd\|rlctl\|ngx_http_ratelimit_module\)([1-8])' |
+    sort -u); do
+    name=${ref%(*}; sec=${ref#*(}; sec=${sec%)}
+    [ -f "$top_srcdir/man/man$sec/$name.$sec" ] || missing="$missing $ref"
+done
+if [ -z "$missing" ]; then
+    pass "every man page README.md and docs/*.md name exists"
+else
+    fail "README.md or docs/*.md name man pages that do not exist:$missing"
 fi
 
 summary

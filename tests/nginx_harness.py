@@ -1,5 +1,6 @@
 """nginx_harness.py -- real nginx and redis-server processes for the nginx
-module's test (tests/nginx_module.py) and benchmark (bench/nginxbench.py).
+module's tests (tests/nginx_module.py, tests/nginx_install.py) and
+benchmark (bench/nginxbench.py), and the tests' PASS/FAIL count.
 
 Each server runs in the foreground of a child process (nginx with
 `-g 'daemon off;'`, redis-server without daemonize) on a free loopback
@@ -7,10 +8,12 @@ port, nginx with a prefix of its own under a temporary directory; stop()
 ends it by its pid and waits.  Requests go through curl, the client an
 operator would use.  Python standard library only.
 """
+import json
 import os
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -180,3 +183,34 @@ def curl(url, timeout=10, extra=()):
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
     return int(lines[0].split()[1]), headers, body
+
+
+def setup_test(prefix, rules):
+    """A test's start: the module named by argv[1] as an absolute path, a
+    temporary directory (prefix...) and the rule set (a dict, or JSON text)
+    written to rules.json in it: (module, tmp, rules_path)."""
+    module = os.path.abspath(sys.argv[1])
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    path = os.path.join(tmp, "rules.json")
+    with open(path, "w") as f:
+        f.write(rules if isinstance(rules, str) else json.dumps(rules))
+    return module, tmp, path
+
+
+class Checks:
+    """The tests' results: check(ok, what) prints a PASS or FAIL line and
+    counts it; summary() prints the counts and gives the exit status."""
+
+    def __init__(self):
+        self.passed = self.failed = 0
+
+    def __call__(self, ok, what):
+        print(("PASS: " if ok else "FAIL: ") + what, flush=True)
+        if ok:
+            self.passed += 1
+        else:
+            self.failed += 1
+
+    def summary(self):
+        print(f"{self.passed} passed, {self.failed} failed")
+        return 0 if self.failed == 0 else 1

@@ -23,10 +23,10 @@ import pwd
 import signal
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nginx_harness import NGINX, Nginx, curl, wait_for  # noqa: E402
+from nginx_harness import (NGINX, Checks, Nginx, curl, setup_test,  # noqa: E402
+                           wait_for)
 
 RULES = ('{"version":1,"rules":[{"rule_id":"r","dimension":"user",'
          '"limit":2,"window_seconds":86400,"algorithm":"token_bucket"}]}')
@@ -38,16 +38,7 @@ SERVER = """
         }
 """
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    print(("PASS: " if ok else "FAIL: ") + what, flush=True)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
+check = Checks()
 
 
 def region(tag):
@@ -178,11 +169,7 @@ def test_installed(snippet, rules):
 
 
 def main():
-    module = os.path.abspath(sys.argv[1])
-    tmp = tempfile.mkdtemp(prefix="rl-nginx-install-")
-    rules = os.path.join(tmp, "rules.json")
-    with open(rules, "w") as f:
-        f.write(RULES)
+    module, tmp, rules = setup_test("rl-nginx-install-", RULES)
     try:
         test_foreign_region(module, rules)
         test_group_region(module, rules)
@@ -191,8 +178,7 @@ def main():
             test_installed(sys.argv[2], rules)
     finally:
         subprocess.run(["rm", "-rf", tmp])
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return check.summary()
 
 
 if __name__ == "__main__":

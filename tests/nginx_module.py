@@ -29,11 +29,11 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nginx_harness import Nginx, Redis, curl, wait_for  # noqa: E402
+from nginx_harness import (Checks, Nginx, Redis, curl, setup_test,  # noqa: E402
+                           wait_for)
 
 RULES = {"version": 1, "rules": [
     {"rule_id": "fleet", "dimension": "user", "match": {"endpoint": "/fleet"},
@@ -70,16 +70,7 @@ SERVER = """
         location /free { return 200 "free\\n"; }
 """
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    print(("PASS: " if ok else "FAIL: ") + what, flush=True)
-    if ok:
-        passed += 1
-    else:
-        failed += 1
+check = Checks()
 
 
 def has_trio(h):
@@ -341,11 +332,7 @@ def test_bad_directives(module, tmp):
 
 
 def main():
-    module = os.path.abspath(sys.argv[1])
-    tmp = tempfile.mkdtemp(prefix="rl-nginx-test-")
-    rules = os.path.join(tmp, "rules.json")
-    with open(rules, "w") as f:
-        json.dump(RULES, f)
+    module, tmp, rules = setup_test("rl-nginx-test-", RULES)
     test_bad_directives(module, tmp)
     test_default_shm(module, rules)
     test_memory(module, rules)
@@ -370,8 +357,7 @@ def main():
                 n.stop()
         redis.stop()
         subprocess.run(["rm", "-rf", tmp])
-    print(f"{passed} passed, {failed} failed")
-    return 0 if failed == 0 else 1
+    return check.summary()
 
 
 if __name__ == "__main__":

@@ -1,33 +1,13 @@
 #!/usr/bin/env node
 'use strict';
 /*
- * peer.js -- the peer side of libratelimit's Redis-store benchmark.
- *
- * Runs rate-limiter-flexible's RateLimiterRedis on the ioredis client (the
- * library's recommended setup: `new Redis({ enableOfflineQueue: false })`)
- * against a Redis on the loopback interface and measures:
- *
- *   1. throughput and latency: `--concurrency` (64) consume() calls kept in
- *      flight at all times for `--seconds` (10), each on a key drawn
- *      uniformly at random from `--keys` (1,000,000) keys "user:<n>", all of
- *      which were consumed once beforehand (the "prefill"), so every timed
- *      call updates an existing counter.  Points are so large that nothing is
- *      rejected; rejections are counted all the same.  Latency is per
- *      consume() promise, process.hrtime.bigint() before the call and when
- *      it settles, in microseconds.
- *   2. the server-side cost of the limiter's Lua script: every
- *      cmdstat_evalsha / cmdstat_eval line of INFO commandstats, reset with
- *      CONFIG RESETSTAT right before the timed run.
- *   3. Redis memory per tracked key: used_memory (INFO memory) grown while
- *      `--mem-keys` (100,000) new keys are each consumed once, after
- *      FLUSHALL, divided by their number.  The same figure over the prefill
- *      of `--keys` keys is given too.
- *
- * It talks only to a loopback address (127.0.0.0/8, ::1 or "localhost") and
- * refuses anything else.  It FLUSHALLs the database it is pointed at, so it
- * refuses a non-empty database unless --force is given.  Exit status: 0 on
- * success, 1 when a consume() failed with an error (not a rejection) or Redis
- * misbehaved, 2 on bad arguments.
+ * peer.js -- the peer side of libratelimit's Redis-store benchmark:
+ * rate-limiter-flexible's RateLimiterRedis on ioredis against a Redis on
+ * the loopback interface (it refuses any other address, and a non-empty
+ * database without --force: it FLUSHALLs it).  What it measures:
+ * docs/BENCHMARKS.md, "How each bench measures" (bench/peer).  Exit
+ * status: 0; 1 when a consume() failed or Redis misbehaved; 2 on bad
+ * arguments.
  */
 
 const net = require('net');
