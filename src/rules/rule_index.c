@@ -14,6 +14,7 @@
  * larger than the largest kept.
  */
 #include "rule_index.h"
+#include "glob_index.h"
 #include "hash.h"
 #include "pattern.h"
 
@@ -44,6 +45,7 @@ struct rule_index {
     uint32_t *post;      /* every bucket's rule numbers                */
     uint32_t *glob;      /* rules whose endpoint is any other pattern  */
     size_t nglob;
+    glob_index *gx;      /* the same, by path segment (glob_index.h)   */
     uint64_t plen[(RL_PATTERN_MAX + 63) / 64]; /* prefix lengths used  */
     size_t plen_max;
     const ix_bucket *any0; /* rules of no endpoint and no tier, or NULL:
@@ -246,6 +248,25 @@ static int file_rules(rule_index *ix, const rl_rule *rules, size_t n,
     return 0;
 }
 
+/* The glob rules' trie, each rule with its tier's id. */
+static int index_globs(rule_index *ix, const rl_rule *rules)
+{
+    uint32_t *tier = malloc((ix->nglob ? ix->nglob : 1) * sizeof *tier);
+
+    if (!tier)
+        return -1;
+    for (size_t i = 0; i < ix->nglob; i++) {
+        const char *t = rules[ix->glob[i]].tier;
+        const ix_bucket *b = t ? lookup(ix, bytes_hash(IX_TIER, t, strlen(t)),
+                                        IX_TIER, 0, t, strlen(t))
+                               : NULL;
+        tier[i] = b ? b->off : 0;
+    }
+    ix->gx = glob_index_build(rules, ix->glob, tier, ix->nglob);
+    free(tier);
+    return ix->gx ? 0 : -1;
+}
+
 rule_index *rule_index_build(const rl_rule *rules, size_t n)
 {
     rule_index *ix = calloc(1, sizeof *ix);
@@ -270,6 +291,10 @@ rule_index *rule_index_build(const rl_rule *rules, size_t n)
     }
     free(where);
     ix->any0 = lookup(ix, 0, IX_ANY, 0, "", 0);
+    if (index_globs(ix, rules) != 0) {
+        rule_index_free(ix);
+        return NULL;
+    }
     return ix;
 }
 
@@ -281,6 +306,7 @@ void rule_index_free(rule_index *ix)
     free(ix->slot);
     free(ix->post);
     free(ix->glob);
+    glob_index_free(ix->gx);
     free(ix);
 }
 
@@ -314,12 +340,25 @@ static void sort_u32(uint32_t *v, size_t n)
     }
 }
 
+/* Sort v[0..n) and drop repeats (the glob index may report a rule more
+ * than once); returns how many are left. */
+static size_t sort_unique(uint32_t *v, size_t n)
+{
+    size_t k = 0;
+
+    sort_u32(v, n);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    return k;
+}
+
 static void add(collect *c, uint32_t r)
 {
     if (r > c->above)
         return;
-    if (c->n == COLLECT_MAX) {
-        sort_u32(c->buf, c->n);
+    if (c->n == COLLECT_MAX &&
+        (c->n = sort_unique(c->buf, c->n)) >= c->keep) {
         c->n = c->keep;
         c->above = c->buf[c->keep - 1];
         if (r > c->above)
@@ -392,6 +431,38 @@ static void add_endpoint(const rule_index *ix, const rl_rule *rules,
     }
 }
 
+/* glob_index_match()'s report: a glob rule that matches. */
+typedef struct glob_ctx {
+    const rl_rule *rules;
+    uint64_t present;
+    collect *c;
+} glob_ctx;
+
+static void add_glob(void *ctx, uint32_t r)
+{
+    const glob_ctx *g = ctx;
+
+    if (carried(&g->rules[r], g->present))
+        add(g->c, r);
+}
+
+/* The glob rules that match, by the trie (glob_index.h); one by one
+ * should the endpoint hold more of its nodes at once than it keeps. */
+static void add_globs(const rule_index *ix, const rl_rule *rules,
+                      const char *ep, size_t elen, uint32_t tier_id,
+                      const char *tier, uint64_t present, collect *c)
+{
+    glob_ctx g = {.rules = rules, .present = present, .c = c};
+
+    if (glob_index_match(ix->gx, rules, ep, elen, tier_id, add_glob, &g) == 0)
+        return;
+    for (size_t i = 0; i < ix->nglob && ix->glob[i] <= c->above; i++) {
+        const rl_rule *r = &rules[ix->glob[i]];
+        if (carried(r, present) && rule_matches(r, ep, tier))
+            add(c, ix->glob[i]);
+    }
+}
+
 size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
                         const char *endpoint, size_t elen, const char *tier,
                         uint64_t present, uint32_t *out, size_t max)
@@ -412,14 +483,10 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
         add_bucket(ix, rules, 0, IX_ANY, tiers[t], "", 0, present, &c);
     if (endpoint && elen) {
         add_endpoint(ix, rules, endpoint, elen, tiers, nt, present, &c);
-        /* The globs, last: each costs a match. */
-        for (size_t i = 0; i < ix->nglob && ix->glob[i] <= c.above; i++) {
-            const rl_rule *r = &rules[ix->glob[i]];
-            if (carried(r, present) && rule_matches(r, endpoint, tier))
-                add(&c, ix->glob[i]);
-        }
+        add_globs(ix, rules, endpoint, elen, nt > 1 ? tiers[1] : 0, tier,
+                  present, &c);
     }
-    sort_u32(c.buf, c.n);
+    c.n = sort_unique(c.buf, c.n);
     n = c.n < c.keep ? c.n : c.keep;
     memcpy(out, c.buf, n * sizeof *out);
     return n;
