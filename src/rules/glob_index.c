@@ -7,8 +7,10 @@
  * sharing segments share nodes.  A node's STAR and STARSTAR children are
  * fields of the node; its second-stage edges a chain through the edges.
  * The rules ending at a node (and those filed there with the rest of their
- * pattern) are one run of a postings array, laid out by counting, in the
- * order they were given.
+ * pattern) are one run of a postings array, laid out by counting, each
+ * part sorted by (tier id, rule): a request reads its two tiers' runs
+ * (no tier, its own) found by binary search, so rules of other tiers on
+ * the same pattern cost it nothing.
  *
  * Sizes are known before building: a pattern of k segments adds at most k
  * nodes and k edges, so the arrays are allocated once and shrunk to what
@@ -204,6 +206,15 @@ static uint32_t insert(glob_index *gx, const char *p, uint32_t *at)
     }
 }
 
+static int by_tier(const void *a, const void *b)
+{
+    const gpost *x = a, *y = b;
+
+    if (x->tier != y->tier)
+        return x->tier < y->tier ? -1 : 1;
+    return (x->rule > y->rule) - (x->rule < y->rule);
+}
+
 /* Count each node's rules, lay the runs out, fill them in given order. */
 static int post_rules(glob_index *gx, const uint32_t *which,
                       const uint32_t *tier, size_t n, const uint32_t *end,
@@ -235,8 +246,13 @@ static int post_rules(glob_index *gx, const uint32_t *which,
             gx->post[g->off + (pass ? g->ntail++ : g->nterm++)] =
                 (gpost){.rule = which[i], .tier = tier[i], .at = at[i]};
         }
-    for (size_t k = 0; k < gx->nn; k++)
-        gx->node[k].ntail -= gx->node[k].nterm;
+    for (size_t k = 0; k < gx->nn; k++) {
+        gnode *g = &gx->node[k];
+        g->ntail -= g->nterm;
+        qsort(gx->post + g->off, g->nterm, sizeof *gx->post, by_tier);
+        qsort(gx->post + g->off + g->nterm, g->ntail, sizeof *gx->post,
+              by_tier);
+    }
     return 0;
 }
 
@@ -374,17 +390,36 @@ static int step(const glob_index *gx, uint32_t at, segment *sg,
     return 0;
 }
 
-/* The tails filed at node at, matched against the endpoint's rest. */
-static void tails(const glob_index *gx, const rl_rule *rules, uint32_t at,
-                  const char *rest, uint32_t tier, glob_emit *emit, void *ctx)
+/* The first of p[0..n) (sorted by tier) of tier id `tier`, or n. */
+static uint32_t tier_start(const gpost *p, uint32_t n, uint32_t tier)
 {
-    const gnode *g = &gx->node[at];
-    const gpost *p = &gx->post[g->off + g->nterm];
+    uint32_t lo = 0, hi = n;
 
-    for (uint32_t i = 0; i < g->ntail; i++)
-        if ((!p[i].tier || p[i].tier == tier) &&
-            pattern_match(rules[p[i].rule].endpoint + p[i].at, rest))
-            emit(ctx, p[i].rule);
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (p[mid].tier < tier)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* The rules of p[0..n) of no tier and of the request's (tier; 0: none):
+ * each to emit(), a tail (rest not NULL) only if the rest of its pattern
+ * matches the rest of the endpoint. */
+static void report(const gpost *p, uint32_t n, const rl_rule *rules,
+                   const char *rest, uint32_t tier, glob_emit *emit,
+                   void *ctx)
+{
+    for (int pass = 0; pass < 1 + (tier != 0); pass++) {
+        uint32_t t = pass ? tier : 0;
+        for (uint32_t i = pass ? tier_start(p, n, t) : 0;
+             i < n && p[i].tier == t; i++)
+            if (!rest || pattern_match(rules[p[i].rule].endpoint + p[i].at,
+                                       rest))
+                emit(ctx, p[i].rule);
+    }
 }
 
 int glob_index_match(const glob_index *gx, const rl_rule *rules,
@@ -401,7 +436,10 @@ int glob_index_match(const glob_index *gx, const rl_rule *rules,
         nodeset *t;
         next->n = 0;
         for (size_t i = 0; i < cur->n; i++) {
-            tails(gx, rules, cur->id[i], endpoint + pos, tier, emit, ctx);
+            const gnode *g = &gx->node[cur->id[i]];
+            if (g->ntail)
+                report(gx->post + g->off + g->nterm, g->ntail, rules,
+                       endpoint + pos, tier, emit, ctx);
             if (step(gx, cur->id[i], &sg, next) != 0)
                 return -1;
         }
@@ -411,11 +449,7 @@ int glob_index_match(const glob_index *gx, const rl_rule *rules,
     }
     for (size_t i = 0; i < next->n; i++) {
         const gnode *g = &gx->node[next->id[i]];
-        for (uint32_t k = 0; k < g->nterm; k++) {
-            const gpost *p = &gx->post[g->off + k];
-            if (!p->tier || p->tier == tier)
-                emit(ctx, p->rule);
-        }
+        report(gx->post + g->off, g->nterm, rules, NULL, tier, emit, ctx);
     }
     return 0;
 }

@@ -310,6 +310,19 @@ void rule_index_free(rule_index *ix)
     free(ix);
 }
 
+size_t rule_index_bytes(const rule_index *ix)
+{
+    size_t posts = 0;
+
+    if (!ix)
+        return 0;
+    for (uint32_t k = 0; k < ix->nb; k++)
+        posts += ix->b[k].kind == IX_TIER ? 0 : ix->b[k].cnt;
+    return sizeof *ix + ix->cap * sizeof *ix->b +
+           (ix->mask + 1) * sizeof *ix->slot + posts * sizeof *ix->post +
+           ix->nglob * sizeof *ix->glob + glob_index_bytes(ix->gx);
+}
+
 /* ---- a request ---------------------------------------------------------- */
 
 /* The smallest `keep` rule numbers of those added. */

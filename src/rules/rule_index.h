@@ -35,6 +35,9 @@ rule_index *rule_index_build(const rl_rule *rules, size_t n);
 
 void rule_index_free(rule_index *ix);
 
+/* Bytes the index holds (its arrays and the glob trie; not the rules). */
+size_t rule_index_bytes(const rule_index *ix);
+
 /*
  * The indexes in rules[] (those rule_index_build() was given) of the rules
  * that apply to a request with this endpoint (elen bytes, or NULL) and
