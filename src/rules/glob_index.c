@@ -426,13 +426,15 @@ int glob_index_match(const glob_index *gx, const rl_rule *rules,
                      const char *endpoint, size_t elen, uint32_t tier,
                      glob_emit *emit, void *ctx)
 {
-    nodeset a = {.n = 1, .id = {0}}, b, *cur = &a, *next = &b;
+    nodeset a, b, *cur = &a, *next = &b; /* not zeroed: 64 ids a call */
 
     if (!gx || !elen)
         return 0;
-    for (size_t pos = 0;; pos = seg_end(endpoint, pos, elen) + 1) {
+    a.n = 1;
+    a.id[0] = 0; /* the root */
+    for (size_t pos = 0, end;; pos = end + 1) {
         segment sg = {.s = endpoint + pos,
-                      .len = seg_end(endpoint, pos, elen) - pos};
+                      .len = (end = seg_end(endpoint, pos, elen)) - pos};
         nodeset *t;
         next->n = 0;
         for (size_t i = 0; i < cur->n; i++) {
@@ -443,7 +445,7 @@ int glob_index_match(const glob_index *gx, const rl_rule *rules,
             if (step(gx, cur->id[i], &sg, next) != 0)
                 return -1;
         }
-        if (pos + sg.len == elen || next->n == 0)
+        if (end == elen || next->n == 0)
             break;
         t = cur, cur = next, next = t;
     }

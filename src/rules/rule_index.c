@@ -21,7 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { IX_TIER = 1, IX_ANY, IX_EXACT, IX_PREFIX };
+enum { IX_TIER = 1, IX_ANY, IX_EXACT, IX_PREFIX, IX_GLOB /* no bucket */ };
 
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x100000001b3ULL
@@ -35,6 +35,8 @@ typedef struct ix_bucket {
     uint32_t tier;     /* tier id: 0 = rules with no tier              */
     uint32_t kind;     /* IX_*                                         */
     uint32_t off, cnt; /* postings[off..off+cnt); a tier: off = its id */
+    uint32_t has;      /* a tier: bit k set if it has rules of kind k,
+                          so a request skips the probes it cannot hit  */
 } ix_bucket;
 
 struct rule_index {
@@ -172,6 +174,7 @@ typedef struct tier_memo {
     uint32_t n;
     const char *last;
     uint32_t last_id;
+    int64_t last_k; /* its bucket */
 } tier_memo;
 
 /* The id of tier name t (1 up), added if new; 0 out of memory. */
@@ -186,6 +189,7 @@ static uint32_t tier_id(rule_index *ix, tier_memo *ts, const char *t)
     if (ix->b[k].cnt++ == 0)
         ix->b[k].off = ++ts->n;
     ts->last = t;
+    ts->last_k = k;
     return ts->last_id = ix->b[k].off;
 }
 
@@ -193,16 +197,21 @@ static uint32_t tier_id(rule_index *ix, tier_memo *ts, const char *t)
 static int64_t bucket_of(rule_index *ix, const rl_rule *r, tier_memo *ts)
 {
     uint32_t tier = 0;
-    size_t len;
+    size_t len = r->endpoint ? strlen(r->endpoint) : 0;
+    int kind = !r->endpoint                   ? IX_ANY
+               : !strpbrk(r->endpoint, "*?")  ? IX_EXACT
+               : is_prefix(r->endpoint, len) ? IX_PREFIX
+                                              : IX_GLOB;
 
     if (r->tier && !(tier = tier_id(ix, ts, r->tier)))
         return -1;
-    if (!r->endpoint)
+    if (tier)
+        ix->b[ts->last_k].has |= 1u << kind;
+    if (kind == IX_ANY)
         return find_or_add(ix, IX_ANY, tier, "", 0);
-    len = strlen(r->endpoint);
-    if (!strpbrk(r->endpoint, "*?"))
+    if (kind == IX_EXACT)
         return find_or_add(ix, IX_EXACT, tier, r->endpoint, len);
-    if (!is_prefix(r->endpoint, len))
+    if (kind == IX_GLOB)
         return TO_GLOBS;
     ix->plen[(len - 2) / 64] |= (uint64_t)1 << ((len - 2) % 64);
     if (len - 2 > ix->plen_max)
@@ -408,8 +417,10 @@ static void add_bucket(const rule_index *ix, const rl_rule *rules,
     add_run(ix, rules, lookup(ix, h, kind, tier, s, len), present, c);
 }
 
-/* The request's tier ids: 0 (no tier) and its own, if any rule has it. */
-static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids)
+/* The request's tier ids: 0 (no tier) and its own, if any rule has it;
+ * *has: the kinds of rules its own has (ix_bucket.has). */
+static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids,
+                       uint32_t *has)
 {
     size_t len;
     const ix_bucket *b;
@@ -421,22 +432,27 @@ static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids)
                      len)))
         return 1;
     ids[1] = b->off;
+    *has = b->has;
     return 2;
 }
 
-/* The exact and prefix buckets of endpoint ep in the request's tiers. */
+/* The exact and prefix buckets of endpoint ep in the request's tiers
+ * (the no-tier ones; its own if it has rules of the kind: has). */
 static void add_endpoint(const rule_index *ix, const rl_rule *rules,
                          const char *ep, size_t elen, const uint32_t *tiers,
-                         size_t nt, uint64_t present, collect *c)
+                         size_t nt, uint32_t has, uint64_t present,
+                         collect *c)
 {
     uint64_t h = hash_bytes(ep, elen, 0x1e), rh = FNV_OFFSET;
     size_t top = elen < ix->plen_max ? elen : ix->plen_max;
+    size_t nte = nt > 1 && (has >> IX_EXACT & 1) ? 2 : 1;
+    size_t ntp = nt > 1 && (has >> IX_PREFIX & 1) ? 2 : 1;
 
-    for (size_t t = 0; t < nt; t++)
+    for (size_t t = 0; t < nte; t++)
         add_bucket(ix, rules, h, IX_EXACT, tiers[t], ep, elen, present, c);
     for (size_t len = 0; len <= top; len++) {
         if (ix->plen[len / 64] >> (len % 64) & 1)
-            for (size_t t = 0; t < nt; t++)
+            for (size_t t = 0; t < ntp; t++)
                 add_bucket(ix, rules, rh, IX_PREFIX, tiers[t], ep, len,
                            present, c);
         if (len < elen)
@@ -482,7 +498,7 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
 {
     collect c; /* buf not zeroed: an initializer cleared all of it, ~150
                 * instructions of every rl_check() */
-    uint32_t tiers[2];
+    uint32_t tiers[2], has = 0;
     size_t nt, n;
 
     if (!ix || max == 0)
@@ -490,13 +506,14 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
     c.n = 0;
     c.keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX;
     c.above = UINT32_MAX;
-    nt = tier_ids(ix, tier, tiers);
+    nt = tier_ids(ix, tier, tiers, &has);
     add_run(ix, rules, ix->any0, present, &c); /* tiers[0] is 0 */
-    for (size_t t = 1; t < nt; t++)
-        add_bucket(ix, rules, 0, IX_ANY, tiers[t], "", 0, present, &c);
+    if (nt > 1 && (has >> IX_ANY & 1))
+        add_bucket(ix, rules, 0, IX_ANY, tiers[1], "", 0, present, &c);
     if (endpoint && elen) {
-        add_endpoint(ix, rules, endpoint, elen, tiers, nt, present, &c);
-        add_globs(ix, rules, endpoint, elen, nt > 1 ? tiers[1] : 0, tier,
+        add_endpoint(ix, rules, endpoint, elen, tiers, nt, has, present, &c);
+        add_globs(ix, rules, endpoint, elen,
+                  nt > 1 && (has >> IX_GLOB & 1) ? tiers[1] : 0, tier,
                   present, &c);
     }
     c.n = sort_unique(c.buf, c.n);
