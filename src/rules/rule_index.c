@@ -8,10 +8,11 @@
  *
  * A request collects the rule numbers of every bucket it hits (at most
  * two tiers, each: no-endpoint, exact, one per prefix length the set
- * uses) and of the glob list, then sorts them.  Only the first `max` in
- * rule order are wanted, so the collection is bounded: when its buffer
- * fills it keeps the smallest `max` and from then on drops anything
- * larger than the largest kept.
+ * uses) and of the glob trie (which may report a rule twice), then sorts
+ * them and drops repeats.  Only the first `max` in rule order are wanted,
+ * so the collection is bounded: when its buffer fills it keeps the
+ * smallest `max` and from then on drops anything larger than the largest
+ * kept.
  */
 #include "rule_index.h"
 #include "glob_index.h"

@@ -11,8 +11,11 @@
  *   prefix "/api/STARSTAR" (no other wildcard): by hash of the prefix; a
  *                     request probes each prefix length the set uses, with
  *                     a hash rolled over its endpoint's bytes
- *   any other glob    one short list, matched last (pattern_match())
- * A request probes its own tier's buckets and the no-tier ones, and the
+ *   any other glob    a trie over path segments (glob_index.h); walked
+ *                     one by one only should an endpoint reach more of its
+ *                     nodes at once than it keeps
+ * A request probes its own tier's buckets and the no-tier ones (its own
+ * only for the kinds of rules its tier has), and the
  * matching rules come out in rule order (their index in the set), as a
  * walk over every rule in order would find them: rule order decides.
  */
