@@ -85,12 +85,37 @@ static int seg_kind(const char *s, size_t len)
     return wild ? SEG_PART : SEG_LIT;
 }
 
+/* Does p[0..len) ('?': any byte) match s[0..len)? */
+static int fixed_at(const char *p, const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != '?' && p[i] != s[i])
+            return 0;
+    return 1;
+}
+
 /* Does segment pattern p[0..m) (STAR and '?', no STARSTAR, no '/') match
- * segment s[0..n) (no '/')?  Greedy, going back to the last STAR on a
- * mismatch: right for a single kind of star, O(m * n) at worst. */
+ * segment s[0..n) (no '/')?  The bytes before the first STAR and after
+ * the last must match the segment's ends (a quick no for most segments);
+ * between them, greedy, going back to the last STAR on a mismatch: right
+ * for a single kind of star, O(n) times the longest run between stars at
+ * worst. */
 static int seg_glob(const char *p, size_t m, const char *s, size_t n)
 {
-    size_t i = 0, j = 0, star = SIZE_MAX, mark = 0;
+    size_t head = 0, tail = 0, i, j, star = SIZE_MAX, mark = 0;
+
+    while (head < m && p[head] != '*')
+        head++;
+    if (head == m)
+        return m == n && fixed_at(p, s, n);
+    while (p[m - 1 - tail] != '*')
+        tail++;
+    if (n < head + tail || !fixed_at(p, s, head) ||
+        !fixed_at(p + m - tail, s + n - tail, tail))
+        return 0;
+    p += head, s += head;
+    m -= head + tail, n -= head + tail;
+    i = j = 0;
 
     while (j < n) {
         if (i < m && p[i] == '*') {
