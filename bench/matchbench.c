@@ -11,7 +11,20 @@
  *                 reference: the same with 10 rules (target: ratio <= 1.3).
  *                 Beside it, walk_ns: what the walk over every rule
  *                 (rule_matches() on each, as rl_check did before the
- *                 index) costs for the same request and set.
+ *                 index) costs for the same request and set, and
+ *                 index_ns: rule_index_match() alone.
+ *   shape_N       the same, glob-heavy (issue 24): N rules (10, 5000,
+ *                 100000) of which 40 % exact endpoints, 30 % prefixes,
+ *                 20 % globs ("/api/STAR/itemsK/STAR", "/api/v?/ordersK",
+ *                 "/svcK/STARSTAR/x", "/filesK/STAR.json",
+ *                 "/api/STAR/users/STAR/rK", "/api/STARSTAR/hK"), 10 % of
+ *                 other tiers; 3 apply to every request
+ *                 ("/api/v1/users/<id>", tier gold): a glob, a prefix, a
+ *                 tier's.  Reference: shape_10 (targets: 5000 <= 1.3x,
+ *                 100000 <= 2x).  At 100000 also build_ms (median
+ *                 rule_index_build() of the set), parse_ms (the whole
+ *                 set from JSON: what a rule change costs) and
+ *                 index_bytes_per_rule.
  *   glob_star_L   100 glob rules "/api/STAR/vK/STARSTAR/end" and an
  *                 endpoint of L bytes ("/api/" + 'a's + "/end") that gets
  *                 past every pattern's fixed ends and keeps its automaton
@@ -43,6 +56,7 @@
 #include "pattern_dp.h"
 #include "ratelimit.h"
 #include "rule.h"
+#include "rule_index.h"
 #include "ruleset.h"
 
 #define GLOBS 100
@@ -60,6 +74,61 @@ static const text_layout layout = {20, 13, 1, 3, 12, 3};
 
 #define RULE_FMT "{\"rule_id\":\"%s%u\",\"dimension\":\"%s\",\"limit\":%s," \
                  "\"window_seconds\":60,\"match\":{\"endpoint\":\"%s\"}}"
+
+/* The glob-heavy shape's rule i >= 3 (ep: its endpoint; *tier: its
+ * tier or NULL). */
+static void shape_rule(unsigned i, char *ep, size_t room, const char **tier)
+{
+    static const char *const globs[] = {
+        "/api/*/items%u/*", "/api/v?/orders%u", "/svc%u/**/x",
+        "/files%u/*.json", "/api/*/users/*/r%u", "/api/**/h%u"};
+    static const char *const exact[] = {"/svc/%u/op", "/api/v1/users/n%u",
+                                        "/api/v%u/users", "/e%u"};
+    static const char *const prefix[] = {"/p%u/**", "/api/v1/users/n%u/**",
+                                         "/api/v%u/**"};
+    unsigned k = i % 10;
+
+    *tier = NULL;
+    if (k < 4)
+        snprintf(ep, room, exact[k], i);
+    else if (k < 7)
+        snprintf(ep, room, prefix[k - 4], i);
+    else if (k < 9)
+        snprintf(ep, room, globs[(i / 10 * 2 + k - 7) % 6], i);
+    else /* another tier's, on the request's own pattern or another */
+        snprintf(ep, room, i % 20 == 9 ? "/api/*/users/*" : "/svc/%u/op", i);
+    if (k == 9)
+        *tier = "t";
+}
+
+#define SHAPE_FMT "{\"rule_id\":\"%s%u\",\"dimension\":\"%s\"," \
+                  "\"limit\":1000000000,\"window_seconds\":60," \
+                  "\"match\":{\"endpoint\":\"%s\"%s%s%s}}"
+
+/* The glob-heavy shape (at the top) of n rules, as a JSON array. */
+static char *shape_json(unsigned n)
+{
+    size_t room = (size_t)n * 200 + 1024, at = 0;
+    char *s = malloc(room), ep[64], tier[16];
+
+    at += (size_t)sprintf(s, "[" SHAPE_FMT "," SHAPE_FMT ",", "u", 0u,
+                          "user", "/api/*/users/*", "", "", "", "ip", 0u,
+                          "ip", "/api/v1/**", "", "", "");
+    at += (size_t)sprintf(s + at, "{\"rule_id\":\"g0\",\"dimension\":"
+                          "\"global\",\"limit\":1000000000,"
+                          "\"window_seconds\":60,"
+                          "\"match\":{\"tier\":\"gold\"}}");
+    for (unsigned i = 3; i < n; i++) {
+        const char *t;
+        shape_rule(i, ep, sizeof ep, &t);
+        snprintf(tier, sizeof tier, "t%u", i % 37);
+        at += (size_t)sprintf(s + at, "," SHAPE_FMT, "r", i, "user", ep,
+                              t ? ",\"tier\":\"" : "", t ? tier : "",
+                              t ? "\"" : "");
+    }
+    strcpy(s + at, "]");
+    return s;
+}
 
 /* n rules as described at the top, as a JSON array (malloc'd). */
 static char *rules_json(unsigned n)
@@ -101,21 +170,31 @@ static double median(double *v, size_t n)
     return v[n / 2];
 }
 
-/* ns per rl_check() over n requests to /search by random users. */
-static double time_block(rl_limiter *lim, unsigned long long n,
-                         uint64_t *rng)
+/* A request of the set's kind (glob-heavy or not) by user u. */
+static void request_of(int glob, unsigned u, rl_request *req, char *user,
+                       char *ep)
 {
-    char user[32];
+    sprintf(user, "u%u", u);
+    sprintf(ep, "/api/v1/users/%u", u);
+    req->endpoint = glob ? ep : "/search";
+    req->tier = glob ? "gold" : NULL;
+}
+
+/* ns per rl_check() over n requests to /search (glob: to
+ * "/api/v1/users/<id>", tier gold) by random users. */
+static double time_block(rl_limiter *lim, unsigned long long n,
+                         uint64_t *rng, int glob)
+{
+    char user[32], ep[48];
     rl_result res = RL_RESULT_INIT;
     rl_request req = RL_REQUEST_INIT;
     uint64_t t0 = now_ns();
 
-    req.endpoint = "/search";
     req.ip = "10.0.0.1";
     req.user = user;
     req.cost = 1;
     for (unsigned long long i = 0; i < n; i++) {
-        snprintf(user, sizeof user, "u%u", (unsigned)pick(rng, USERS));
+        request_of(glob, (unsigned)pick(rng, USERS), &req, user, ep);
         if (rl_check(lim, &req, &res) != RL_OK || !res.allowed) {
             fprintf(stderr, "matchbench: rl_check: %s\n", errtext(lim));
             exit(1);
@@ -124,18 +203,31 @@ static double time_block(rl_limiter *lim, unsigned long long n,
     return (double)(now_ns() - t0) / (double)n;
 }
 
-/* Median ns of the old walk: rule_matches() on every rule, in order. */
-static double time_walk(const rl_ruleset *rs, const options *o)
+/* Median ns of the old walk (rule_matches() on every rule, in order;
+ * fewer requests for big sets) or of rule_index_match() alone (index). */
+static double time_walk(const rl_ruleset *rs, const options *o, int glob,
+                        int index)
 {
     double per[MAX_ROUNDS];
     volatile size_t sink = 0;
+    unsigned long long n = index ? o->n : o->n * 10 / rs->n + 10;
+    rl_request req = RL_REQUEST_INIT;
+    char user[32], ep[48];
+    uint32_t hit[RULE_INDEX_MAX];
 
+    request_of(glob, 7, &req, user, ep);
     for (unsigned long long r = 0; r < o->rounds; r++) {
         uint64_t t0 = now_ns();
-        for (unsigned long long i = 0; i < o->n; i++)
-            for (size_t k = 0; k < rs->n; k++)
-                sink += (size_t)rule_matches(&rs->rules[k], "/search", NULL);
-        per[r] = (double)(now_ns() - t0) / (double)o->n;
+        for (unsigned long long i = 0; i < n; i++)
+            if (index)
+                sink += rule_index_match(rs->match, rs->rules, req.endpoint,
+                                         strlen(req.endpoint), req.tier, ~0ULL,
+                                         hit, RULE_INDEX_MAX);
+            else
+                for (size_t k = 0; k < rs->n; k++)
+                    sink += (size_t)rule_matches(&rs->rules[k], req.endpoint,
+                                                 req.tier);
+        per[r] = (double)(now_ns() - t0) / (double)n;
     }
     (void)sink;
     return median(per, o->rounds);
@@ -155,46 +247,87 @@ static rl_limiter *limiter_with(const char *json)
 
 #define NSIZES 4
 
+static rl_ruleset *parse_or_die(const char *json)
+{
+    char why[256];
+    rl_ruleset *rs = NULL;
+
+    if (ruleset_parse(json, strlen(json), 1, &rs, why, sizeof why)) {
+        fprintf(stderr, "matchbench: %s\n", why);
+        exit(1);
+    }
+    return rs;
+}
+
+/* At the largest size: median ms to build the index and to parse the
+ * whole set, and the index's bytes per rule. */
+static void build_figures(figure *f, const char *json, const options *o)
+{
+    double build[MAX_ROUNDS], parse[MAX_ROUNDS];
+    rl_ruleset *rs = parse_or_die(json);
+
+    for (unsigned long long r = 0; r < o->rounds; r++) {
+        uint64_t t0 = now_ns();
+        rule_index *ix = rule_index_build(rs->rules, rs->n);
+        build[r] = (double)(now_ns() - t0) / 1e6;
+        rule_index_free(ix);
+        t0 = now_ns();
+        ruleset_free(parse_or_die(json));
+        parse[r] = (double)(now_ns() - t0) / 1e6;
+    }
+    xnum(f, "build_ms", median(build, o->rounds));
+    xnum(f, "parse_ms", median(parse, o->rounds));
+    xnum(f, "index_bytes_per_rule",
+         (double)rule_index_bytes(rs->match) / (double)rs->n);
+    ruleset_free(rs);
+}
+
 /* The sizes' blocks alternate, in a rotating order, so drift on a shared
  * machine hits them alike; each size's figure is its median block. */
-static void bench_rules(const options *o)
+static void bench_rules(const options *o, int glob)
 {
-    static const unsigned sizes[NSIZES] = {10, 100, 1000, 5000};
+    static const unsigned plain[NSIZES] = {10, 100, 1000, 5000};
+    static const unsigned shape[NSIZES] = {10, 5000, 100000};
+    const unsigned *sizes = glob ? shape : plain;
+    size_t ns = glob ? 3 : NSIZES;
     rl_limiter *lim[NSIZES];
-    double per[NSIZES][MAX_ROUNDS], walk[NSIZES];
+    double per[NSIZES][MAX_ROUNDS], walk[NSIZES], only[NSIZES];
+    char *json[NSIZES];
     uint64_t rng = 42;
 
-    for (size_t k = 0; k < NSIZES; k++) {
-        char *json = rules_json(sizes[k]), why[256];
-        rl_ruleset *rs = NULL;
-
-        lim[k] = limiter_with(json);
-        if (ruleset_parse(json, strlen(json), 1, &rs, why, sizeof why)) {
-            fprintf(stderr, "matchbench: %s\n", why);
-            exit(1);
-        }
-        walk[k] = time_walk(rs, o);
-        time_block(lim[k], o->n, &rng); /* warm-up: every user's state */
+    for (size_t k = 0; k < ns; k++) {
+        rl_ruleset *rs;
+        json[k] = glob ? shape_json(sizes[k]) : rules_json(sizes[k]);
+        lim[k] = limiter_with(json[k]);
+        rs = parse_or_die(json[k]);
+        walk[k] = time_walk(rs, o, glob, 0);
+        only[k] = time_walk(rs, o, glob, 1);
+        time_block(lim[k], o->n, &rng, glob); /* warm-up: users' state */
         ruleset_free(rs);
-        free(json);
     }
     for (unsigned long long r = 0; r < o->rounds; r++)
-        for (size_t j = 0; j < NSIZES; j++) {
-            size_t k = (j + r) % NSIZES;
-            per[k][r] = time_block(lim[k], o->n, &rng);
+        for (size_t j = 0; j < ns; j++) {
+            size_t k = (j + r) % ns;
+            per[k][r] = time_block(lim[k], o->n, &rng, glob);
         }
-    for (size_t k = 0; k < NSIZES; k++) {
+    for (size_t k = 0; k < ns; k++) {
         char name[32];
         figure f;
         per[k][0] = median(per[k], o->rounds);
-        snprintf(name, sizeof name, "rules_%u", sizes[k]);
+        snprintf(name, sizeof name, "%s_%u", glob ? "shape" : "rules",
+                 sizes[k]);
         f = (figure){.name = name, .value = per[k][0], .unit = "ns",
                      .nrefs = 1, .ref = {per[0][0]},
-                     .ref_name = {"rules_10"}};
+                     .ref_name = {glob ? "shape_10" : "rules_10"}};
         xnum(&f, "rules", sizes[k]);
         xnum(&f, "walk_ns", walk[k]);
+        xnum(&f, "index_ns", only[k]);
+        xnum(&f, "index_ratio", only[k] / only[0]);
+        if (glob && k == ns - 1)
+            build_figures(&f, json[k], o);
         emit_figure(&f, o->json, &layout);
         rl_limiter_free(lim[k]);
+        free(json[k]);
     }
 }
 
@@ -354,7 +487,8 @@ int match_main(int argc, char **argv)
         o.n /= 4;
     if (!o.json)
         print_columns(&layout);
-    bench_rules(&o);
+    bench_rules(&o, 0);
+    bench_rules(&o, 1);
     bench_globs(&o);
     print_done("matchbench", o.json, t0);
     return 0;

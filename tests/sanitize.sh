@@ -78,7 +78,7 @@ done
 if [ "$mode" = fuzz ]; then
     secs=${2:-30}
     n=0
-    for t in rules config pattern uri cluster dryrun rulebody ruleid ruleset_delta script; do
+    for t in rules config pattern uri cluster dryrun rulebody ruleid ruleset_delta script globindex; do
         mkdir -p "$out/corpus-$t"
         cp "$src/tests/fuzz/corpus/$t/"* "$out/corpus-$t/"
         $CC $cflags $san -DFUZZ_TARGET_$t $lib_srcs $rld_pure \

@@ -8,19 +8,21 @@
  *
  * A request collects the rule numbers of every bucket it hits (at most
  * two tiers, each: no-endpoint, exact, one per prefix length the set
- * uses) and of the glob list, then sorts them.  Only the first `max` in
- * rule order are wanted, so the collection is bounded: when its buffer
- * fills it keeps the smallest `max` and from then on drops anything
- * larger than the largest kept.
+ * uses) and of the glob trie (which may report a rule twice), then sorts
+ * them and drops repeats.  Only the first `max` in rule order are wanted,
+ * so the collection is bounded: when its buffer fills it keeps the
+ * smallest `max` and from then on drops anything larger than the largest
+ * kept.
  */
 #include "rule_index.h"
+#include "glob_index.h"
 #include "hash.h"
 #include "pattern.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-enum { IX_TIER = 1, IX_ANY, IX_EXACT, IX_PREFIX };
+enum { IX_TIER = 1, IX_ANY, IX_EXACT, IX_PREFIX, IX_GLOB /* no bucket */ };
 
 #define FNV_OFFSET 0xcbf29ce484222325ULL
 #define FNV_PRIME 0x100000001b3ULL
@@ -34,6 +36,8 @@ typedef struct ix_bucket {
     uint32_t tier;     /* tier id: 0 = rules with no tier              */
     uint32_t kind;     /* IX_*                                         */
     uint32_t off, cnt; /* postings[off..off+cnt); a tier: off = its id */
+    uint32_t has;      /* a tier: bit k set if it has rules of kind k,
+                          so a request skips the probes it cannot hit  */
 } ix_bucket;
 
 struct rule_index {
@@ -44,6 +48,7 @@ struct rule_index {
     uint32_t *post;      /* every bucket's rule numbers                */
     uint32_t *glob;      /* rules whose endpoint is any other pattern  */
     size_t nglob;
+    glob_index *gx;      /* the same, by path segment (glob_index.h)   */
     uint64_t plen[(RL_PATTERN_MAX + 63) / 64]; /* prefix lengths used  */
     size_t plen_max;
     const ix_bucket *any0; /* rules of no endpoint and no tier, or NULL:
@@ -170,6 +175,7 @@ typedef struct tier_memo {
     uint32_t n;
     const char *last;
     uint32_t last_id;
+    int64_t last_k; /* its bucket */
 } tier_memo;
 
 /* The id of tier name t (1 up), added if new; 0 out of memory. */
@@ -184,6 +190,7 @@ static uint32_t tier_id(rule_index *ix, tier_memo *ts, const char *t)
     if (ix->b[k].cnt++ == 0)
         ix->b[k].off = ++ts->n;
     ts->last = t;
+    ts->last_k = k;
     return ts->last_id = ix->b[k].off;
 }
 
@@ -191,16 +198,21 @@ static uint32_t tier_id(rule_index *ix, tier_memo *ts, const char *t)
 static int64_t bucket_of(rule_index *ix, const rl_rule *r, tier_memo *ts)
 {
     uint32_t tier = 0;
-    size_t len;
+    size_t len = r->endpoint ? strlen(r->endpoint) : 0;
+    int kind = !r->endpoint                   ? IX_ANY
+               : !strpbrk(r->endpoint, "*?")  ? IX_EXACT
+               : is_prefix(r->endpoint, len) ? IX_PREFIX
+                                              : IX_GLOB;
 
     if (r->tier && !(tier = tier_id(ix, ts, r->tier)))
         return -1;
-    if (!r->endpoint)
+    if (tier)
+        ix->b[ts->last_k].has |= 1u << kind;
+    if (kind == IX_ANY)
         return find_or_add(ix, IX_ANY, tier, "", 0);
-    len = strlen(r->endpoint);
-    if (!strpbrk(r->endpoint, "*?"))
+    if (kind == IX_EXACT)
         return find_or_add(ix, IX_EXACT, tier, r->endpoint, len);
-    if (!is_prefix(r->endpoint, len))
+    if (kind == IX_GLOB)
         return TO_GLOBS;
     ix->plen[(len - 2) / 64] |= (uint64_t)1 << ((len - 2) % 64);
     if (len - 2 > ix->plen_max)
@@ -246,6 +258,25 @@ static int file_rules(rule_index *ix, const rl_rule *rules, size_t n,
     return 0;
 }
 
+/* The glob rules' trie, each rule with its tier's id. */
+static int index_globs(rule_index *ix, const rl_rule *rules)
+{
+    uint32_t *tier = malloc((ix->nglob ? ix->nglob : 1) * sizeof *tier);
+
+    if (!tier)
+        return -1;
+    for (size_t i = 0; i < ix->nglob; i++) {
+        const char *t = rules[ix->glob[i]].tier;
+        const ix_bucket *b = t ? lookup(ix, bytes_hash(IX_TIER, t, strlen(t)),
+                                        IX_TIER, 0, t, strlen(t))
+                               : NULL;
+        tier[i] = b ? b->off : 0;
+    }
+    ix->gx = glob_index_build(rules, ix->glob, tier, ix->nglob);
+    free(tier);
+    return ix->gx ? 0 : -1;
+}
+
 rule_index *rule_index_build(const rl_rule *rules, size_t n)
 {
     rule_index *ix = calloc(1, sizeof *ix);
@@ -270,6 +301,10 @@ rule_index *rule_index_build(const rl_rule *rules, size_t n)
     }
     free(where);
     ix->any0 = lookup(ix, 0, IX_ANY, 0, "", 0);
+    if (index_globs(ix, rules) != 0) {
+        rule_index_free(ix);
+        return NULL;
+    }
     return ix;
 }
 
@@ -281,7 +316,21 @@ void rule_index_free(rule_index *ix)
     free(ix->slot);
     free(ix->post);
     free(ix->glob);
+    glob_index_free(ix->gx);
     free(ix);
+}
+
+size_t rule_index_bytes(const rule_index *ix)
+{
+    size_t posts = 0;
+
+    if (!ix)
+        return 0;
+    for (uint32_t k = 0; k < ix->nb; k++)
+        posts += ix->b[k].kind == IX_TIER ? 0 : ix->b[k].cnt;
+    return sizeof *ix + ix->cap * sizeof *ix->b +
+           (ix->mask + 1) * sizeof *ix->slot + posts * sizeof *ix->post +
+           ix->nglob * sizeof *ix->glob + glob_index_bytes(ix->gx);
 }
 
 /* ---- a request ---------------------------------------------------------- */
@@ -314,12 +363,25 @@ static void sort_u32(uint32_t *v, size_t n)
     }
 }
 
+/* Sort v[0..n) and drop repeats (the glob index may report a rule more
+ * than once); returns how many are left. */
+static size_t sort_unique(uint32_t *v, size_t n)
+{
+    size_t k = 0;
+
+    sort_u32(v, n);
+    for (size_t i = 0; i < n; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    return k;
+}
+
 static void add(collect *c, uint32_t r)
 {
     if (r > c->above)
         return;
-    if (c->n == COLLECT_MAX) {
-        sort_u32(c->buf, c->n);
+    if (c->n == COLLECT_MAX &&
+        (c->n = sort_unique(c->buf, c->n)) >= c->keep) {
         c->n = c->keep;
         c->above = c->buf[c->keep - 1];
         if (r > c->above)
@@ -356,8 +418,10 @@ static void add_bucket(const rule_index *ix, const rl_rule *rules,
     add_run(ix, rules, lookup(ix, h, kind, tier, s, len), present, c);
 }
 
-/* The request's tier ids: 0 (no tier) and its own, if any rule has it. */
-static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids)
+/* The request's tier ids: 0 (no tier) and its own, if any rule has it;
+ * *has: the kinds of rules its own has (ix_bucket.has). */
+static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids,
+                       uint32_t *has)
 {
     size_t len;
     const ix_bucket *b;
@@ -369,26 +433,63 @@ static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids)
                      len)))
         return 1;
     ids[1] = b->off;
+    *has = b->has;
     return 2;
 }
 
-/* The exact and prefix buckets of endpoint ep in the request's tiers. */
+/* The exact and prefix buckets of endpoint ep in the request's tiers
+ * (the no-tier ones; its own if it has rules of the kind: has). */
 static void add_endpoint(const rule_index *ix, const rl_rule *rules,
                          const char *ep, size_t elen, const uint32_t *tiers,
-                         size_t nt, uint64_t present, collect *c)
+                         size_t nt, uint32_t has, uint64_t present,
+                         collect *c)
 {
     uint64_t h = hash_bytes(ep, elen, 0x1e), rh = FNV_OFFSET;
     size_t top = elen < ix->plen_max ? elen : ix->plen_max;
+    size_t nte = nt > 1 && (has >> IX_EXACT & 1) ? 2 : 1;
+    size_t ntp = nt > 1 && (has >> IX_PREFIX & 1) ? 2 : 1;
 
-    for (size_t t = 0; t < nt; t++)
+    for (size_t t = 0; t < nte; t++)
         add_bucket(ix, rules, h, IX_EXACT, tiers[t], ep, elen, present, c);
     for (size_t len = 0; len <= top; len++) {
         if (ix->plen[len / 64] >> (len % 64) & 1)
-            for (size_t t = 0; t < nt; t++)
+            for (size_t t = 0; t < ntp; t++)
                 add_bucket(ix, rules, rh, IX_PREFIX, tiers[t], ep, len,
                            present, c);
         if (len < elen)
             rh = roll(rh, (unsigned char)ep[len]);
+    }
+}
+
+/* glob_index_match()'s report: a glob rule that matches. */
+typedef struct glob_ctx {
+    const rl_rule *rules;
+    uint64_t present;
+    collect *c;
+} glob_ctx;
+
+static void add_glob(void *ctx, uint32_t r)
+{
+    const glob_ctx *g = ctx;
+
+    if (carried(&g->rules[r], g->present))
+        add(g->c, r);
+}
+
+/* The glob rules that match, by the trie (glob_index.h); one by one
+ * should the endpoint hold more of its nodes at once than it keeps. */
+static void add_globs(const rule_index *ix, const rl_rule *rules,
+                      const char *ep, size_t elen, uint32_t tier_id,
+                      const char *tier, uint64_t present, collect *c)
+{
+    glob_ctx g = {.rules = rules, .present = present, .c = c};
+
+    if (glob_index_match(ix->gx, rules, ep, elen, tier_id, add_glob, &g) == 0)
+        return;
+    for (size_t i = 0; i < ix->nglob && ix->glob[i] <= c->above; i++) {
+        const rl_rule *r = &rules[ix->glob[i]];
+        if (carried(r, present) && rule_matches(r, ep, tier))
+            add(c, ix->glob[i]);
     }
 }
 
@@ -398,7 +499,7 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
 {
     collect c; /* buf not zeroed: an initializer cleared all of it, ~150
                 * instructions of every rl_check() */
-    uint32_t tiers[2];
+    uint32_t tiers[2], has = 0;
     size_t nt, n;
 
     if (!ix || max == 0)
@@ -406,20 +507,17 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
     c.n = 0;
     c.keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX;
     c.above = UINT32_MAX;
-    nt = tier_ids(ix, tier, tiers);
+    nt = tier_ids(ix, tier, tiers, &has);
     add_run(ix, rules, ix->any0, present, &c); /* tiers[0] is 0 */
-    for (size_t t = 1; t < nt; t++)
-        add_bucket(ix, rules, 0, IX_ANY, tiers[t], "", 0, present, &c);
+    if (nt > 1 && (has >> IX_ANY & 1))
+        add_bucket(ix, rules, 0, IX_ANY, tiers[1], "", 0, present, &c);
     if (endpoint && elen) {
-        add_endpoint(ix, rules, endpoint, elen, tiers, nt, present, &c);
-        /* The globs, last: each costs a match. */
-        for (size_t i = 0; i < ix->nglob && ix->glob[i] <= c.above; i++) {
-            const rl_rule *r = &rules[ix->glob[i]];
-            if (carried(r, present) && rule_matches(r, endpoint, tier))
-                add(&c, ix->glob[i]);
-        }
+        add_endpoint(ix, rules, endpoint, elen, tiers, nt, has, present, &c);
+        add_globs(ix, rules, endpoint, elen,
+                  nt > 1 && (has >> IX_GLOB & 1) ? tiers[1] : 0, tier,
+                  present, &c);
     }
-    sort_u32(c.buf, c.n);
+    c.n = sort_unique(c.buf, c.n);
     n = c.n < c.keep ? c.n : c.keep;
     memcpy(out, c.buf, n * sizeof *out);
     return n;

@@ -11,8 +11,11 @@
  *   prefix "/api/STARSTAR" (no other wildcard): by hash of the prefix; a
  *                     request probes each prefix length the set uses, with
  *                     a hash rolled over its endpoint's bytes
- *   any other glob    one short list, matched last (pattern_match())
- * A request probes its own tier's buckets and the no-tier ones, and the
+ *   any other glob    a trie over path segments (glob_index.h); walked
+ *                     one by one only should an endpoint reach more of its
+ *                     nodes at once than it keeps
+ * A request probes its own tier's buckets and the no-tier ones (its own
+ * only for the kinds of rules its tier has), and the
  * matching rules come out in rule order (their index in the set), as a
  * walk over every rule in order would find them: rule order decides.
  */
@@ -34,6 +37,9 @@ typedef struct rule_index rule_index;
 rule_index *rule_index_build(const rl_rule *rules, size_t n);
 
 void rule_index_free(rule_index *ix);
+
+/* Bytes the index holds (its arrays and the glob trie; not the rules). */
+size_t rule_index_bytes(const rule_index *ix);
 
 /*
  * The indexes in rules[] (those rule_index_build() was given) of the rules

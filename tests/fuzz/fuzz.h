@@ -21,6 +21,7 @@ int fuzz_rulebody(const uint8_t *data, size_t size); /* ratelimitd PUT body */
 int fuzz_ruleid(const uint8_t *data, size_t size);  /* ratelimitd path, ETags */
 int fuzz_ruleset_delta(const uint8_t *data, size_t size); /* = full parse */
 int fuzz_script(const uint8_t *data, size_t size);  /* check script answer */
+int fuzz_globindex(const uint8_t *data, size_t size); /* = the rule walk */
 
 #define FUZZ_CHECK(cond)                                                     \
     do {                                                                     \

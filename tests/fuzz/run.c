@@ -21,7 +21,7 @@ static const struct {
                {"cluster", fuzz_cluster}, {"dryrun", fuzz_dryrun},
                {"rulebody", fuzz_rulebody}, {"ruleid", fuzz_ruleid},
                {"ruleset_delta", fuzz_ruleset_delta},
-               {"script", fuzz_script}};
+               {"script", fuzz_script}, {"globindex", fuzz_globindex}};
 
 static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
