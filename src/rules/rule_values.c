@@ -13,7 +13,6 @@
 #include "rule_values.h"
 #include "hash.h"
 #include "rule_index.h"
-#include "ruleset.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,9 +214,17 @@ static int file_patterns(rule_values *vx, const rl_rule *rules, size_t n)
     return 0;
 }
 
+/* The rules being indexed, and how an id finds its rule. */
+typedef struct rule_set {
+    const rl_rule *rules;
+    size_t n;
+    rule_find_fn find;
+    const void *ctx;
+} rule_set;
+
 /* Resolve each rule's "replaces" to rule numbers; RL_ERULE naming the
  * first id that is no rule of the set. */
-static int resolve(rule_values *vx, const rl_ruleset *rs, char *err,
+static int resolve(rule_values *vx, const rule_set *rs, char *err,
                    size_t errlen)
 {
     size_t total = 0;
@@ -232,7 +239,7 @@ static int resolve(rule_values *vx, const rl_ruleset *rs, char *err,
         const char *id = rs->rules[r].replaces;
         vx->rep_off[r] = (uint32_t)total;
         for (uint32_t i = 0; i < rs->rules[r].nreplaces; i++) {
-            const rl_rule *x = ruleset_find(rs, id);
+            const rl_rule *x = rs->find(rs->ctx, id);
             if (!x)
                 return snprintf(err, errlen, "rules[%zu]: replaces: no rule "
                                 "\"%s\" in the set", r, id), RL_ERULE;
@@ -245,7 +252,7 @@ static int resolve(rule_values *vx, const rl_ruleset *rs, char *err,
 
 /* A chain of "replaces" that comes back: RL_ERULE naming it.  Iterative
  * depth-first search (the set may hold RL_RULES_MAX rules). */
-static int find_cycle(const rule_values *vx, const rl_ruleset *rs,
+static int find_cycle(const rule_values *vx, const rule_set *rs,
                       char *err, size_t errlen)
 {
     uint8_t *color = calloc(rs->n, 1); /* 0 new, 1 on the path, 2 done */
@@ -291,9 +298,12 @@ static int find_cycle(const rule_values *vx, const rl_ruleset *rs,
     return rc;
 }
 
-int rule_values_build(const rl_ruleset *rs, rule_values **out, char *err,
+int rule_values_build(const rl_rule *rules, size_t n, rule_find_fn find,
+                      const void *ctx, rule_values **out, char *err,
                       size_t errlen)
 {
+    const rule_set set = {.rules = rules, .n = n, .find = find, .ctx = ctx};
+    const rule_set *rs = &set;
     rule_values *vx;
     int used = 0, rc;
 

@@ -40,7 +40,6 @@
 #define RULE_VALUES_MAX 100000 /* patterns in one rule's match.value  */
 #define RULE_REPLACES_MAX 64   /* rule ids in one rule's "replaces"    */
 
-struct rl_ruleset;
 typedef struct rule_values rule_values;
 
 /* 0 if s is a value pattern: 1..RL_KEY_MAX bytes, no control byte, not
@@ -57,13 +56,16 @@ int rule_value_match(const char *pat, const char *v, size_t vlen);
 int rule_values_rule_check(const rl_rule *r, char *err, size_t errlen);
 
 /* The set's checks and index: every id in a "replaces" names a rule of
- * the set, no chain of "replaces" comes back to where it started.  *out
- * NULL when no rule of the set uses the members (the request path then
- * costs nothing more).  RL_OK, RL_ERULE ("rules[i]: replaces: ...") or
- * RL_ENOMEM, with the reason in err.  rs->rules and its id index must be
- * final. */
-int rule_values_build(const struct rl_ruleset *rs, rule_values **out,
-                      char *err, size_t errlen);
+ * the set (find(ctx, id): the rule so named, or NULL), no chain of
+ * "replaces" comes back to where it started.  *out NULL when no rule of
+ * rules[0..n) uses the members (the request path then costs nothing
+ * more).  RL_OK, RL_ERULE ("rules[i]: replaces: ...") or RL_ENOMEM, with
+ * the reason in err.  The rules must be final: the index points into
+ * them. */
+typedef const rl_rule *(*rule_find_fn)(const void *ctx, const char *id);
+int rule_values_build(const rl_rule *rules, size_t n, rule_find_fn find,
+                      const void *ctx, rule_values **out, char *err,
+                      size_t errlen);
 
 void rule_values_free(rule_values *vx);
 
