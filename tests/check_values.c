@@ -54,7 +54,7 @@ START_TEST(contradictions_are_refused_with_a_reason)
          "match.value[1]: control byte at 1"},
         {"[" GEN ",{\"rule_id\":\"a\",\"dimension\":\"api_key\",\"replaces\":"
          "\"nope\",\"limit\":1,\"window_seconds\":1}]",
-         "rules[1]: replaces: no rule \"nope\" in the set"},
+         "rules[1]: replaces: rule \"a\" replaces \"nope\", which is not in the set"},
         {"[{\"rule_id\":\"a\",\"dimension\":\"user\",\"replaces\":\"b\","
          "\"limit\":1,\"window_seconds\":1},{\"rule_id\":\"b\",\"dimension\":"
          "\"user\",\"replaces\":[\"c\"],\"limit\":1,\"window_seconds\":1},"

@@ -241,8 +241,9 @@ static int resolve(rule_values *vx, const rule_set *rs, char *err,
         for (uint32_t i = 0; i < rs->rules[r].nreplaces; i++) {
             const rl_rule *x = rs->find(rs->ctx, id);
             if (!x)
-                return snprintf(err, errlen, "rules[%zu]: replaces: no rule "
-                                "\"%s\" in the set", r, id), RL_ERULE;
+                return snprintf(err, errlen, "rules[%zu]: replaces: rule "
+                                "\"%s\" replaces \"%s\", which is not in "
+                                "the set", r, rs->rules[r].id, id), RL_ERULE;
             vx->rep[total++] = (uint32_t)(x - rs->rules);
             id += strlen(id) + 1;
         }
