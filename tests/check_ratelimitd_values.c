@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "redis_harness.h"
 #include "rld_check.h"
@@ -64,6 +65,30 @@ static void refused(const rld *d, const char *method, const char *id,
     ruleset_free(after);
 }
 
+/* rlctl (the binary) with these arguments against d as alice: its exit
+ * status, its output into out. */
+static int rlctl(const rld *d, char *out, size_t len, const char *args)
+{
+    char cmd[1024], tokens[320];
+    size_t n;
+    FILE *p;
+    int st;
+
+    snprintf(tokens, sizeof tokens, "%s/rlctl-token", d->dir);
+    ck_assert_ptr_nonnull(p = fopen(tokens, "w"));
+    fprintf(p, "%s\n", ALICE);
+    fclose(p);
+    snprintf(cmd, sizeof cmd, "RLCTL_TOKEN_FILE=%s '%s' --server %s %s 2>&1",
+             tokens, getenv("RLCTL") ? getenv("RLCTL") : "tools/rlctl/rlctl",
+             d->url, args);
+    ck_assert_ptr_nonnull(p = popen(cmd, "r"));
+    n = fread(out, 1, len - 1, p);
+    out[n] = '\0';
+    st = pclose(p);
+    ck_assert_msg(WIFEXITED(st), "rlctl %s: did not exit", args);
+    return WEXITSTATUS(st);
+}
+
 static rl_limiter *follower(void)
 {
     char uri[128];
@@ -107,7 +132,7 @@ static int admitted(rl_limiter *lim, const char *key, int cap, char *who)
 
 START_TEST(override_set_over_http_reaches_a_limiter)
 {
-    char uri[128], who[RL_RULE_ID_MAX + 1];
+    char uri[128], who[RL_RULE_ID_MAX + 1], out[4096];
     const char *args[] = {"--redis", uri, NULL};
     rl_ruleset *rs;
     rl_limiter *lim;
@@ -142,8 +167,24 @@ START_TEST(override_set_over_http_reaches_a_limiter)
     ck_assert_int_eq(get(&d, "/v1/rules/acme/history", NULL, NULL, &r), 200);
     ck_assert_ptr_nonnull(strstr(r.body, "partner-acme"));
     rld_resp_free(&r);
+    /* rlctl makes an allow-list from flags, turns a limited rule
+     * unlimited and back, and lists it. */
+    ck_assert_int_eq(rlctl(&d, out, sizeof out, "put ops --dimension "
+                           "api_key --value ops-1 --value ops-2 --unlimited"),
+                     0);
+    ck_assert_int_eq(rlctl(&d, out, sizeof out, "put ops --limit 3 --window "
+                           "60"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "\"limit\":3"));
+    ck_assert_int_eq(rlctl(&d, out, sizeof out, "put ops --unlimited"), 0);
+    ck_assert_ptr_null(strstr(out, "\"limit\""));
+    ck_assert_ptr_nonnull(strstr(out, "\"value\":[\"ops-1\",\"ops-2\"]"));
+    ck_assert_int_eq(rlctl(&d, out, sizeof out, "list"), 0);
+    ck_assert_ptr_nonnull(strstr(out, "unlimited"));
+    ck_assert_int_eq(rlctl(&d, out, sizeof out, "put bad --dimension "
+                           "api_key --replaces nope --limit 1 --window 1"), 1);
+    ck_assert_ptr_nonnull(strstr(out, "which is not in the set"));
     rs = list(&d);
-    ck_assert_uint_eq(rs->n, 4);
+    ck_assert_uint_eq(rs->n, 5);
 
     /* A limiter following the published set applies it, in Redis. */
     lim = follower();
@@ -155,6 +196,7 @@ START_TEST(override_set_over_http_reaches_a_limiter)
     ck_assert_int_eq(admitted(lim, "partner-acme", 50, who), 5);
     ck_assert_str_eq(who, "acme");
     ck_assert_int_eq(admitted(lim, "vip-1", 50, who), 50);
+    ck_assert_int_eq(admitted(lim, "ops-2", 50, who), 50);
     ruleset_free(rs);
     rl_limiter_free(lim);
     finish(&d);
