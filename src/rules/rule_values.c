@@ -197,7 +197,8 @@ static int file_patterns(rule_values *vx, const rl_rule *rules, size_t n)
         if (rules[r].values)
             vx->dims |= (uint64_t)1 << rules[r].dim_id;
     }
-    qsort(vx->pat, vx->npat, sizeof *vx->pat, cmp_pat);
+    if (vx->npat)
+        qsort(vx->pat, vx->npat, sizeof *vx->pat, cmp_pat);
     while (size < 2 * (vx->npat + 1))
         size <<= 1;
     if (!(vx->slot = calloc(size, sizeof *vx->slot)))
