@@ -11,6 +11,7 @@
  */
 #include <check.h>
 #include <curl/curl.h>
+#include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +88,25 @@ static int rlctl(const rld *d, char *out, size_t len, const char *args)
     st = pclose(p);
     ck_assert_msg(WIFEXITED(st), "rlctl %s: did not exit", args);
     return WEXITSTATUS(st);
+}
+
+/* The database's match column of rule id (its own connection). */
+static void db_match(const rld *d, const char *id, char *out, size_t len)
+{
+    sqlite3 *db = NULL;
+    sqlite3_stmt *q = NULL;
+
+    out[0] = '\0';
+    ck_assert_int_eq(sqlite3_open_v2(d->db, &db, SQLITE_OPEN_READONLY, NULL),
+                     SQLITE_OK);
+    ck_assert_int_eq(sqlite3_prepare_v2(db, "SELECT match FROM rules WHERE "
+                                        "rule_id = ?1", -1, &q, NULL),
+                     SQLITE_OK);
+    sqlite3_bind_text(q, 1, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(q) == SQLITE_ROW && sqlite3_column_text(q, 0))
+        snprintf(out, len, "%s", (const char *)sqlite3_column_text(q, 0));
+    sqlite3_finalize(q);
+    sqlite3_close(db);
 }
 
 static rl_limiter *follower(void)
@@ -185,6 +205,9 @@ START_TEST(override_set_over_http_reaches_a_limiter)
     ck_assert_ptr_nonnull(strstr(out, "which is not in the set"));
     rs = list(&d);
     ck_assert_uint_eq(rs->n, 5);
+    /* The SQLite file's match column says which values, as JSON. */
+    db_match(&d, "vip", out, sizeof out);
+    ck_assert_str_eq(out, "{\"value\":[\"vip-1\",\"vip-2\"]}");
 
     /* A limiter following the published set applies it, in Redis. */
     lim = follower();
