@@ -16,6 +16,7 @@
 #include "rule_json.h"
 #include "rule_values.h"
 #include "ruleset.h"
+#include "store.h"
 #include "testutil.h"
 
 #define GEN "{\"rule_id\":\"gen\",\"dimension\":\"api_key\",\"limit\":2," \
@@ -264,6 +265,52 @@ START_TEST(slots_chains_and_dry_runs)
 }
 END_TEST
 
+/* rl_check_many() takes the same path; a request that per-value rules
+ * make match more than RL_OPS_MAX rules is refused as any other. */
+START_TEST(batches_and_the_bound)
+{
+    rl_limiter *lim = limiter_with(
+        "[" GEN ","
+        V("partner", "\"partner-*\"", "\"limit\":20,\"window_seconds\":60") ","
+        V("vip", "\"vip-1\"", "\"unlimited\":true") "]");
+    rl_request reqs[3] = {
+        {.size = sizeof(rl_request), .api_key = "someone", .cost = 1},
+        {.size = sizeof(rl_request), .api_key = "partner-x", .cost = 1},
+        {.size = sizeof(rl_request), .api_key = "vip-1", .cost = 1}};
+    rl_result res[3];
+    int codes[3];
+    size_t room = 64 * 160, len;
+    char *text = malloc(room);
+    rl_request k = {.size = sizeof k, .api_key = "k", .cost = 1};
+
+    results_init(res, 3);
+    ck_assert_int_eq(rl_check_many(lim, reqs, res, codes, 3), RL_OK);
+    ck_assert_str_eq(res[0].rule_id, "gen");
+    ck_assert_int_eq(res[0].limit, 2);
+    ck_assert_str_eq(res[1].rule_id, "partner");
+    ck_assert_int_eq(res[1].limit, 20);
+    ck_assert(res[2].allowed && (res[2].flags & RL_FLAG_NO_RULE));
+    rl_limiter_free(lim);
+
+    /* 33 additive overrides of one value: one too many for a request. */
+    len = (size_t)snprintf(text, room, "[" GEN);
+    for (int i = 0; i < RL_OPS_MAX + 1; i++)
+        len += (size_t)snprintf(text + len, room - len,
+                                ",{\"rule_id\":\"o%d\",\"dimension\":"
+                                "\"api_key\",\"match\":{\"value\":\"k\"},"
+                                "\"replaces\":[],\"limit\":9,"
+                                "\"window_seconds\":60}", i);
+    snprintf(text + len, room - len, "]");
+    lim = limiter_with(text);
+    ck_assert_int_eq(rl_check(lim, &k, &res[0]), RL_ERULE);
+    ck_assert_ptr_nonnull(strstr(rl_errmsg(lim), "more than 32 rules"));
+    k.api_key = "other"; /* gen alone */
+    ck_assert_int_eq(rl_check(lim, &k, &res[0]), RL_OK);
+    rl_limiter_free(lim);
+    free(text);
+}
+END_TEST
+
 /* Thousands of per-customer contracts: each customer finds its own. */
 START_TEST(thousands_of_overrides_each_found)
 {
@@ -502,6 +549,7 @@ static Suite *values_suite(void)
     tcase_add_test(tc, most_specific_replaces_and_unlimited);
     tcase_add_test(tc, slots_chains_and_dry_runs);
     tcase_add_test(tc, thousands_of_overrides_each_found);
+    tcase_add_test(tc, batches_and_the_bound);
     suite_add_tcase(s, tc);
     tcase_set_timeout(random, 300);
     tcase_add_test(random, index_applies_as_the_walk_does);
