@@ -181,6 +181,17 @@ static int admitted(rl_limiter *lim, const char *key, const char *ep,
     return n;
 }
 
+/* The limiter's Prometheus text (a static buffer). */
+static const char *metrics_text(rl_limiter *lim)
+{
+    static char buf[1 << 16];
+    size_t len = 0;
+
+    ck_assert_int_eq(rl_metrics_write(lim, buf, sizeof buf - 1, &len), RL_OK);
+    buf[len] = '\0';
+    return buf;
+}
+
 #define V(id, val, rest)                                                    \
     "{\"rule_id\":\"" id "\",\"dimension\":\"api_key\",\"match\":"          \
     "{\"value\":" val "}," rest "}"
@@ -218,6 +229,9 @@ START_TEST(most_specific_replaces_and_unlimited)
     }
     ck_assert_int_eq(rl_allow(lim, "api_key:vip-1", "vip", 1, &res), RL_OK);
     ck_assert(res.allowed);
+    /* Its gauges say no limit, not a limit of 0. */
+    ck_assert_ptr_nonnull(strstr(metrics_text(lim),
+                                 "ratelimit_rule_limit{rule=\"vip\"} +Inf\n"));
     /* A value the allow-list does not hold is the general rule's. */
     ck_assert_int_eq(admitted(lim, "vip-3", NULL, 100, who), 2);
     rl_limiter_free(lim);
