@@ -16,7 +16,11 @@
  *   hit_N    keys of the 5000 customers; hit_5000 against hit_10: a
  *            customer's own rule instead of one of 10 shared ones
  *
- *   bench/rlbench values [--json] [--quick] [--n N] [--rounds R]
+ *   bench/rlbench values [--json] [--quick] [--no-metrics] [--n N]
+ *                        [--rounds R]
+ *
+ * --no-metrics: the limiters with option metrics=0 (a rule's metrics
+ * block is one more cold line per customer's rule).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,8 +109,8 @@ static double time_block(rl_limiter *lim, unsigned long long n,
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: rlbench values [--json] [--quick] [--n N] "
-            "[--rounds R]\n");
+    fprintf(stderr, "usage: rlbench values [--json] [--quick] [--no-metrics] "
+            "[--n N] [--rounds R]\n");
     exit(2);
 }
 
@@ -116,11 +120,14 @@ int values_main(int argc, char **argv)
     double per[2 * NSETS][MAX_ROUNDS];
     rl_limiter *lim[NSETS];
     uint64_t rng = 7, t0 = now_ns();
+    const char *metrics = "1";
     int json = 0;
 
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
+        else if (strcmp(argv[i], "--no-metrics") == 0)
+            metrics = "0";
         else if (strcmp(argv[i], "--quick") == 0)
             n /= 4;
         else if (strcmp(argv[i], "--n") == 0 && i + 1 < argc)
@@ -136,12 +143,15 @@ int values_main(int argc, char **argv)
         print_columns(&layout);
     for (size_t k = 0; k < NSETS; k++) {
         char *text = set_json(sizes[k]);
-        if (rl_limiter_new(&lim[k], NULL) != RL_OK ||
+        rl_config *cfg = rl_config_new();
+        if (!cfg || rl_config_set(cfg, "metrics", metrics) != RL_OK ||
+            rl_limiter_new(&lim[k], cfg) != RL_OK ||
             rl_rules_load_string(lim[k], text) != RL_OK) {
             fprintf(stderr, "valuesbench: rules: %s\n", errtext(lim[k]));
             exit(1);
         }
         free(text);
+        rl_config_free(cfg);
         time_block(lim[k], 4 * KEYS, 0, &rng); /* warm: every state */
         time_block(lim[k], 4 * KEYS, sizes[k] ? CUSTOMERS : 0, &rng);
     }
