@@ -81,6 +81,9 @@ START_TEST(contradictions_are_refused_with_a_reason)
         {"[{\"rule_id\":\"a\",\"dimension\":\"user\",\"replaces\":[],"
          "\"unlimited\":true}]", "unlimited: replaces lists no rule"},
         {"[{\"rule_id\":\"a\",\"dimension\":\"user\",\"match\":{\"value\":"
+         "\"k\"},\"replaces\":[],\"unlimited\":true}]",
+         "unlimited: replaces lists no rule"},
+        {"[{\"rule_id\":\"a\",\"dimension\":\"user\",\"match\":{\"value\":"
          "\"k\"},\"unlimited\":1}]", "unlimited: must be true or false"},
         {"[{\"rule_id\":\"a\",\"dimension\":\"user\",\"match\":{\"value\":"
          "\"k\"},\"unlimited\":false}]", "limit: required"},
@@ -103,8 +106,11 @@ START_TEST(new_members_round_trip)
         "20,\"window_seconds\":60,\"algorithm\":\"sliding_window\",\"mode\":"
         "\"enforce\",\"failure_mode\":\"fallback\",\"version\":1}",
         "{\"rule_id\":\"v\",\"dimension\":\"api_key\",\"match\":{\"value\":"
-        "[\"vip-1\",\"vip-2\"]},\"replaces\":[],\"unlimited\":true,"
-        "\"version\":3}",
+        "[\"vip-1\",\"vip-2\"]},\"replaces\":[],\"limit\":3,"
+        "\"window_seconds\":1,\"burst\":3,\"algorithm\":\"gcra\","
+        "\"mode\":\"enforce\",\"failure_mode\":\"open\",\"version\":3}",
+        "{\"rule_id\":\"w\",\"dimension\":\"api_key\",\"match\":{\"value\":"
+        "[\"vip-1\",\"vip-2\"]},\"unlimited\":true,\"version\":1}",
         "{\"rule_id\":\"u\",\"dimension\":\"api_key\",\"replaces\":[\"gen\","
         "\"gen2\"],\"unlimited\":true,\"version\":1}",
     };

@@ -106,7 +106,7 @@ int rule_values_rule_check(const rl_rule *r, char *err, size_t errlen)
     if (r->unlimited && !r->values && !r->has_replaces)
         return snprintf(err, errlen, "unlimited: needs match.value or "
                         "replaces (else it lifts no limit)"), -1;
-    if (r->unlimited && r->has_replaces && !r->nreplaces && !r->values)
+    if (r->unlimited && r->has_replaces && !r->nreplaces)
         return snprintf(err, errlen, "unlimited: replaces lists no rule "
                         "(it would lift no limit)"), -1;
     if (r->has_replaces && r->mode == RL_MODE_LOG)
