@@ -16,5 +16,6 @@ int log_main(int argc, char **argv);     /* logbench.c     */
 int match_main(int argc, char **argv);   /* matchbench.c   */
 int async_main(int argc, char **argv);   /* asyncbench.c   */
 int reserve_main(int argc, char **argv); /* reservebench.c */
+int values_main(int argc, char **argv);  /* valuesbench.c  */
 
 #endif

@@ -358,6 +358,8 @@ static const bench_mode modes[] = {
      .about = "rl_check with 10 to 5000 rules; glob matching"},
     {.name = "reserve", .run = reserve_main,
      .about = "rl_reserve then rl_settle beside rl_check (--store: any)"},
+    {.name = "values", .run = values_main,
+     .about = "rl_check with 10 beside 5000 per-value overrides"},
 };
 
 int main(int argc, char **argv)

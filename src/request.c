@@ -41,6 +41,7 @@
 #include "lease_check.h"
 #include "metrics.h"
 #include "rule_index.h"
+#include "rule_values.h"
 #include "sized.h"
 
 #include <string.h>
@@ -186,6 +187,9 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
     if (!(rule = ruleset_find(rs, rule_id))) {
         rc = rl_fail(lim, RL_ENORULE, "no rule \"%.64s\" in rule set version "
                      "%lld", rule_id, (long long)rs->version);
+    } else if (rule->unlimited) { /* charges nothing, as in rl_check */
+        decide_no_rule(lim, res);
+        rc = RL_OK;
     } else {
         op = (store_op){.rule = rule, .key = key, .key_len = len,
                         .cost = cost, .soft = rule->mode == RL_MODE_LOG,
@@ -338,7 +342,7 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
                     const rl_request *req, store_op *ops, size_t max_ops,
                     char *keys, size_t keys_len, size_t *used, size_t *n)
 {
-    uint32_t hit[RL_OPS_MAX + 1];
+    uint32_t hit[RULE_INDEX_MAX];
     size_t k = 0, at = *used, elen, nhit;
     req_dims rd;
     int rc = check_cost(lim, req->cost);
@@ -346,8 +350,12 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
     if (rc != RL_OK || (rc = endpoint_len(lim, req->endpoint, &elen)) != RL_OK ||
         (rc = resolve_dims(lim, rs, req, &rd)) != RL_OK)
         return rc;
+    /* With per-value rules, replaced rules leave: room for them all. */
     nhit = rule_index_match(rs->match, rs->rules, req->endpoint, elen,
-                            req->tier, rd.present, hit, RL_OPS_MAX + 1);
+                            req->tier, rd.present, hit,
+                            rs->values ? RULE_INDEX_MAX : RL_OPS_MAX + 1);
+    nhit = rule_values_apply(rs->values, rs->rules, req->endpoint,
+                             req->tier, rd.present, rd.val, hit, nhit);
     for (size_t i = 0; i < nhit; i++) {
         const rl_rule *rule = &rs->rules[hit[i]];
         int id = rule->dim_id;

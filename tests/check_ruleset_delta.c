@@ -418,14 +418,16 @@ static void make_rule(char *out, int id, unsigned k, int bad)
         "", ",\"mode\":\"log\"", ",\"algorithm\":\"gcra\",\"burst\":9",
         ",\"match\":{\"tier\":\"t\\\"x\\\\\"}", ",\"failureMode\":\"open\"",
         ",\"match\":{\"endpoint\":\"/a/*\"}",
-        ",\"updated_at\":\"2026-02-28T00:00:00Z\""};
+        ",\"updated_at\":\"2026-02-28T00:00:00Z\"",
+        ",\"match\":{\"value\":[\"k1\",\"p-*\"]}"};
     static const char *const wrong[] = {
         ",\"limit2\":1", ",\"updated_at\":\"2026-02-30T00:00:00Z\"",
-        ",\"burst\":0", ",\"mode\":\"Log\"", ",\"match\":[]"};
+        ",\"burst\":0", ",\"mode\":\"Log\"", ",\"match\":[]",
+        ",\"unlimited\":true"};
 
     snprintf(out, RULE_CAP, "{\"rule_id\":\"m%d\",\"dimension\":\"user\","
              "\"limit\":%u,\"window_seconds\":%u%s}", id, 1 + k % 999,
-             1 + k % 90, bad ? wrong[k % 5] : extra[k % 7]);
+             1 + k % 90, bad ? wrong[k % 6] : extra[k % 8]);
 }
 
 static size_t render(const set *s, char *buf, size_t cap)

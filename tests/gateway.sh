@@ -223,6 +223,33 @@ else
     fail "Redis stopped: closed rule answered$codes, $lines stderr lines"
 fi
 
+# ---- per-value rules (issue 25 s3): an override and an allow-list ----------
+cat >"$dir/values.json" <<'EOF2'
+{"rules": [{"rule_id": "key", "dimension": "api_key",
+            "match": {"endpoint": "/v"}, "limit": 2, "window_seconds": 60},
+           {"rule_id": "partner", "dimension": "api_key",
+            "match": {"endpoint": "/v", "value": "partner-*"}, "limit": 4,
+            "window_seconds": 60},
+           {"rule_id": "vip", "dimension": "api_key",
+            "match": {"endpoint": "/v", "value": ["vip-1", "vip-2"]},
+            "unlimited": true}]}
+EOF2
+gw_start values --store "$store" --rules "$dir/values.json" ||
+    fail "a gateway with per-value rules would not start"
+got=""
+for key in plain partner-a vip-2; do
+    got="$got $key:"
+    for i in 1 2 3 4 5; do
+        got="$got$(code_of -H "X-API-Key: $key" "http://127.0.0.1:$gw_port/v")"
+        [ "$i" = 5 ] || got="$got,"
+    done
+done
+if [ "$got" = " plain:200,200,429,429,429 partner-a:200,200,200,200,429 vip-2:200,200,200,200,200" ]; then
+    pass "per-value rules: 2 a key, a partner 4, the allow-list unlimited"
+else
+    fail "per-value rules answered$got"
+fi
+
 # ---- huge requests ---------------------------------------------------------------
 long() { head -c "$1" /dev/zero | tr '\0' a; }
 c1=$(code_of "http://127.0.0.1:$port1/api/$(long 100000)")

@@ -51,6 +51,15 @@ RULES = {"version": 1, "rules": [
     {"rule_id": "fallback", "dimension": "user",
      "match": {"endpoint": "/fallback"}, "limit": 5, "window_seconds": 86400,
      "algorithm": "token_bucket", "failure_mode": "fallback"},
+    # issue 25 s3: a per-value override and an allow-list, as rule JSON
+    {"rule_id": "values", "dimension": "api_key",
+     "match": {"endpoint": "/values"}, "limit": 2, "window_seconds": 86400},
+    {"rule_id": "values-partner", "dimension": "api_key",
+     "match": {"endpoint": "/values", "value": "partner-*"}, "limit": 4,
+     "window_seconds": 86400},
+    {"rule_id": "values-vip", "dimension": "api_key",
+     "match": {"endpoint": "/values", "value": ["vip-1", "vip-2"]},
+     "unlimited": True},
 ]}
 
 SERVER = """
@@ -169,6 +178,12 @@ def test_memory(module, rules):
         codes = [curl(n.url("/fleet?user=m"))[0] for _ in range(25)]
         check(codes.count(200) == 20 and codes[20:] == [429] * 5,
               f"memory:// (answers at once): 20 of 25 ({codes})")
+        per_key = {k: [curl(n.url("/values"), extra=["-H", f"X-Api-Key: {k}"])[0]
+                       for _ in range(6)] for k in ("a", "partner-b", "vip-1")}
+        check(per_key == {"a": [200] * 2 + [429] * 4,
+                          "partner-b": [200] * 4 + [429] * 2,
+                          "vip-1": [200] * 6},
+              f"per-value rules: 2, a partner 4, the allow-list all ({per_key})")
     finally:
         n.stop()
 

@@ -31,6 +31,18 @@ static inline int cmp_ap(const algo_params *a, const algo_params *b)
            a->p == b->p && a->q == b->q;
 }
 
+/* Two blocks of NUL-ended strings (rule.h: values, replaces). */
+static inline int cmp_strings(const char *a, uint32_t na, const char *b,
+                              uint32_t nb)
+{
+    if (na != nb || !a != !b)
+        return 0;
+    for (uint32_t i = 0; i < na; i++, a += strlen(a) + 1, b += strlen(b) + 1)
+        if (strcmp(a, b) != 0)
+            return 0;
+    return 1;
+}
+
 /* The first field in which two rules differ, or NULL. */
 static inline const char *rule_diff(const rl_rule *a, const rl_rule *b)
 {
@@ -54,6 +66,13 @@ static inline const char *rule_diff(const rl_rule *a, const rl_rule *b)
         a->shape.until_ms != b->shape.until_ms ||
         a->shape.len != b->shape.len || strcmp(a->shape.name, b->shape.name))
         return "shape or state seed";
+    if (!cmp_strings(a->values, a->nvalues, b->values, b->nvalues))
+        return "match.value";
+    if (a->has_replaces != b->has_replaces ||
+        !cmp_strings(a->replaces, a->nreplaces, b->replaces, b->nreplaces))
+        return "replaces";
+    if (a->unlimited != b->unlimited)
+        return "unlimited";
     if (a->prev || b->prev || a->nprev || b->nprev || a->dry || b->dry)
         return "swap-time fields (prev shapes, dry-run block) set";
     return NULL;

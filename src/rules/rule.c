@@ -13,6 +13,7 @@
 #include "rule.h"
 #include "hash.h"
 #include "pattern.h"
+#include "rule_values.h"
 
 #include <ctype.h>
 #include <stdio.h>
@@ -26,10 +27,10 @@ static const char *const failure_names[] = {"fallback", "open", "closed"};
  * its match; each with its input-only alias, if any.  A member name is
  * found by its length first, starting after the field found last, so a
  * rule written in the canonical order costs one comparison per member. */
-enum { F_RULE_ID, F_DIMENSION, F_MATCH, F_LIMIT, F_WINDOW, F_BURST,
-       F_ALGORITHM, F_MODE, F_FAILURE, F_VERSION, F_UPDATED, F_LEASE,
-       RULE_FIELDS };
-enum { M_ENDPOINT, M_TIER, MATCH_FIELDS };
+enum { F_RULE_ID, F_DIMENSION, F_MATCH, F_REPLACES, F_UNLIMITED, F_LIMIT,
+       F_WINDOW, F_BURST, F_ALGORITHM, F_MODE, F_FAILURE, F_VERSION,
+       F_UPDATED, F_LEASE, RULE_FIELDS };
+enum { M_ENDPOINT, M_TIER, M_VALUE, MATCH_FIELDS };
 
 typedef struct field_name {
     const char *name, *alias;
@@ -43,6 +44,8 @@ static const field_name rule_fields[RULE_FIELDS] = {
     [F_RULE_ID] = {NAMES("rule_id", "ruleId")},
     [F_DIMENSION] = {NAME("dimension")},
     [F_MATCH] = {NAME("match")},
+    [F_REPLACES] = {NAME("replaces")},
+    [F_UNLIMITED] = {NAME("unlimited")},
     [F_LIMIT] = {NAME("limit")},
     [F_WINDOW] = {NAMES("window_seconds", "windowSeconds")},
     [F_BURST] = {NAME("burst")},
@@ -53,7 +56,8 @@ static const field_name rule_fields[RULE_FIELDS] = {
     [F_UPDATED] = {NAMES("updated_at", "updatedAt")},
     [F_LEASE] = {NAME("lease")}};
 static const field_name match_fields[MATCH_FIELDS] = {
-    [M_ENDPOINT] = {NAME("endpoint")}, [M_TIER] = {NAME("tier")}};
+    [M_ENDPOINT] = {NAME("endpoint")}, [M_TIER] = {NAME("tier")},
+    [M_VALUE] = {NAME("value")}};
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -159,9 +163,30 @@ void rule_clear(rl_rule *r)
 {
     free(r->endpoint ? r->endpoint : r->tier); /* one block: set_match() */
     free(r->prev);
+    free(r->values);
+    free(r->replaces);
     r->endpoint = r->tier = NULL;
     r->prev = NULL;
     r->nprev = 0;
+    r->values = r->replaces = NULL;
+    r->nvalues = r->nreplaces = 0;
+}
+
+/* A copy of a block of n NUL-ended strings (NULL: none); -1 out of
+ * memory. */
+static int copy_strings(char **dst, const char *src, uint32_t n)
+{
+    size_t len = 0;
+
+    *dst = NULL;
+    if (!src)
+        return 0;
+    for (uint32_t i = 0; i < n; i++)
+        len += strlen(src + len) + 1;
+    if (!(*dst = malloc(len ? len : 1)))
+        return -1;
+    memcpy(*dst, src, len);
+    return 0;
 }
 
 int rule_copy(rl_rule *dst, const rl_rule *src)
@@ -172,7 +197,14 @@ int rule_copy(rl_rule *dst, const rl_rule *src)
     dst->nprev = 0;
     dst->dry = NULL;
     dst->met = NULL;
-    return set_match(dst, src->endpoint, src->tier);
+    dst->values = dst->replaces = NULL;
+    if (set_match(dst, src->endpoint, src->tier) ||
+        copy_strings(&dst->values, src->values, src->nvalues) ||
+        copy_strings(&dst->replaces, src->replaces, src->nreplaces)) {
+        rule_clear(dst);
+        return -1;
+    }
+    return 0;
 }
 
 void rule_shape_init(rule_shape *s, const char *id, const algo_params *ap)
@@ -332,6 +364,66 @@ static int get_int(json_t *v, const char *key, int64_t *out, char *err,
     return 1;
 }
 
+/* A check of one string of a list: 0, or -1 with the reason in err. */
+typedef int (*string_check)(const char *s, char *err, size_t errlen);
+
+static int value_check(const char *s, char *err, size_t errlen)
+{
+    return rule_value_check(s, err, errlen);
+}
+
+static int id_check(const char *s, char *err, size_t errlen)
+{
+    if (rule_id_check(s) == 0)
+        return 0;
+    return snprintf(err, errlen, "must be a rule_id, 1..%d bytes of A-Z "
+                    "a-z 0-9 . _ : -", RL_RULE_ID_MAX), -1;
+}
+
+/* One string or an array of 1..most strings (replaces: 0..most), each
+ * passing check, into one block of NUL-ended strings (*out; *n of them).
+ * v NULL: absent, *out NULL. */
+static int parse_strings(json_t *v, const char *key, size_t most,
+                         string_check check, char **out, uint32_t *n,
+                         char *err, size_t errlen)
+{
+    size_t count = json_is_array(v) ? json_array_size(v) : 1, len = 0, at;
+    char why[160];
+
+    *out = NULL;
+    *n = 0;
+    if (!v)
+        return 0;
+    if (!json_is_array(v) && !json_is_string(v))
+        return snprintf(err, errlen, "%s: must be a string or an array of "
+                        "strings", key), -1;
+    if (count > most || (count == 0 && check == value_check))
+        return snprintf(err, errlen, "%s: must list 1..%zu strings, lists "
+                        "%zu", key, most, count), -1;
+    for (size_t i = 0; i < count; i++) {
+        json_t *e = json_is_array(v) ? json_array_get(v, i) : v;
+        const char *s = json_is_string(e) ? json_string_value(e) : NULL;
+        if (!s || strlen(s) != json_string_length(e))
+            return snprintf(err, errlen, "%s[%zu]: must be a string without "
+                            "NUL bytes", key, i), -1;
+        if (check(s, why, sizeof why))
+            return snprintf(err, errlen, "%s[%zu]: %s", key, i, why), -1;
+        len += strlen(s) + 1;
+    }
+    if (!(*out = malloc(len ? len : 1)))
+        return snprintf(err, errlen, "out of memory"), -1;
+    at = 0;
+    for (size_t i = 0; i < count; i++) {
+        const char *s = json_string_value(json_is_array(v)
+                                              ? json_array_get(v, i) : v);
+        size_t l = strlen(s) + 1;
+        memcpy(*out + at, s, l);
+        at += l;
+    }
+    *n = (uint32_t)count;
+    return 0;
+}
+
 static int parse_match(json_t *m, rl_rule *r, char *err, size_t errlen)
 {
     const char *endpoint, *tier;
@@ -344,8 +436,13 @@ static int parse_match(json_t *m, rl_rule *r, char *err, size_t errlen)
     if (members(m, match_fields, MATCH_FIELDS, v, "match.", err, errlen) ||
         get_str(v[M_ENDPOINT], "endpoint", &endpoint, err, errlen,
                 "match.") ||
-        get_str(v[M_TIER], "tier", &tier, err, errlen, "match."))
+        get_str(v[M_TIER], "tier", &tier, err, errlen, "match.") ||
+        parse_strings(v[M_VALUE], "match.value", RULE_VALUES_MAX,
+                      value_check, &r->values, &r->nvalues, err, errlen))
         return -1;
+    if (v[M_VALUE] && r->dim_id == RULE_DIM_GLOBAL)
+        return snprintf(err, errlen, "match.value: not with dimension "
+                        "\"global\" (it has no value)"), -1;
     if (endpoint && pattern_check(endpoint, err, errlen))
         return -1;
     for (size_t i = 0; tier && tier[i]; i++)
@@ -482,6 +579,31 @@ static int parse_meta(json_t **v, rl_rule *r, char *err, size_t errlen)
     return 0;
 }
 
+/* "unlimited": true instead of the numbers (rule_values.h): a rule that
+ * charges nothing takes none of the members that say how it charges. */
+static int parse_limits(json_t **v, rl_rule *r, char *err, size_t errlen)
+{
+    static const int numbers[] = {F_LIMIT, F_WINDOW, F_BURST, F_ALGORITHM,
+                                  F_FAILURE, F_LEASE};
+
+    if (!v[F_UNLIMITED])
+        return parse_numbers(v, r, err, errlen);
+    if (!json_is_boolean(v[F_UNLIMITED]))
+        return snprintf(err, errlen, "unlimited: must be true or false"), -1;
+    if (json_is_false(v[F_UNLIMITED]))
+        return parse_numbers(v, r, err, errlen);
+    for (size_t i = 0; i < COUNT(numbers); i++)
+        if (v[numbers[i]])
+            return snprintf(err, errlen, "unlimited: not with %s (an "
+                            "unlimited rule charges nothing)",
+                            rule_fields[numbers[i]].name), -1;
+    if (r->mode == RL_MODE_LOG)
+        return snprintf(err, errlen, "unlimited: not with mode \"log\" (an "
+                        "unlimited rule charges nothing to report)"), -1;
+    r->unlimited = 1;
+    return 0;
+}
+
 static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
 {
     json_t *v[RULE_FIELDS];
@@ -507,12 +629,15 @@ static int parse_rule(json_t *obj, rl_rule *r, char *err, size_t errlen)
         parse_enum(v[F_FAILURE], "failure_mode", failure_names,
                    COUNT(failure_names), RL_FAIL_FALLBACK, &r->failure, err,
                    errlen) ||
-        parse_numbers(v, r, err, errlen) ||
+        parse_limits(v, r, err, errlen) ||
         parse_match(v[F_MATCH], r, err, errlen) ||
+        parse_strings(v[F_REPLACES], "replaces", RULE_REPLACES_MAX,
+                      id_check, &r->replaces, &r->nreplaces, err, errlen) ||
         parse_meta(v, r, err, errlen) ||
         parse_lease(v[F_LEASE], r, err, errlen))
         return -1;
-    return 0;
+    r->has_replaces = v[F_REPLACES] != NULL;
+    return rule_values_rule_check(r, err, errlen);
 }
 
 int rule_from_json(json_t *obj, rl_rule *r, char *err, size_t errlen)

@@ -90,6 +90,17 @@ typedef struct rl_rule {
                                     the option metrics=0               */
     int64_t lease;               /* units a limiter leases at once on a
                                     Redis store (lease.h); 0: none     */
+    /* Per-value rules (rule_values.h): NULL / 0 / 0 when not given. */
+    char *values;                /* match.value: its patterns, each NUL
+                                    ended, one after another; NULL: the
+                                    rule matches any value             */
+    uint32_t nvalues;
+    uint32_t nreplaces;          /* "replaces": rule ids, NUL ended,
+                                    one after another in *replaces     */
+    char *replaces;              /* NULL with has_replaces 0: absent   */
+    int has_replaces;            /* 1: given (an empty list too)       */
+    int unlimited;               /* 1: the rule lifts the limits it
+                                    replaces and charges nothing       */
 } rl_rule;
 
 /* Fill *r from one JSON rule object.  Strict: unknown fields, wrong types

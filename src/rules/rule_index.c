@@ -168,6 +168,7 @@ static int is_prefix(const char *pat, size_t len)
 }
 
 #define TO_GLOBS (-2) /* bucket_of(): the rule goes to the glob list */
+#define NOT_FILED (-3) /* a per-value rule: not here (rule_values.h) */
 
 /* The tiers met so far while building; the last one is kept, as rules
  * of one tier tend to come together. */
@@ -228,6 +229,10 @@ static int file_rules(rule_index *ix, const rl_rule *rules, size_t n,
     uint32_t off = 0;
 
     for (size_t r = 0; r < n; r++) {
+        if (rules[r].values) { /* per-value: rule_values.h's index */
+            where[r] = NOT_FILED;
+            continue;
+        }
         if ((where[r] = bucket_of(ix, &rules[r], &ts)) == -1)
             return -1;
         if (where[r] >= 0)
@@ -251,7 +256,7 @@ static int file_rules(rule_index *ix, const rl_rule *rules, size_t n,
         if (where[r] >= 0) {
             ix_bucket *b = &ix->b[where[r]];
             ix->post[b->off + b->cnt++] = (uint32_t)r;
-        } else {
+        } else if (where[r] == TO_GLOBS) {
             ix->glob[ix->nglob++] = (uint32_t)r;
         }
     }

@@ -11,6 +11,7 @@
 #include "metrics.h"
 #include "hash.h"
 #include "rule_index.h"
+#include "rule_values.h"
 
 #include <stdatomic.h>
 #include <stdio.h>
@@ -34,6 +35,7 @@ void ruleset_free(rl_ruleset *rs)
     free(rs->rules);
     free(rs->index);
     rule_index_free(rs->match);
+    rule_values_free(rs->values);
     free(rs->text);
     free(rs->slices);
     free(rs);
@@ -110,6 +112,12 @@ static int intern_dim(rl_ruleset *rs, size_t r, char *err, size_t errlen)
     return RL_OK;
 }
 
+/* ruleset_find() as rule_values_build() calls it. */
+static const rl_rule *find_in(const void *rs, const char *id)
+{
+    return ruleset_find(rs, id);
+}
+
 int ruleset_index(rl_ruleset *rs, char *err, size_t errlen)
 {
     size_t size = 4;
@@ -134,7 +142,8 @@ int ruleset_index(rl_ruleset *rs, char *err, size_t errlen)
     }
     if (!(rs->match = rule_index_build(rs->rules, rs->n)))
         return snprintf(err, errlen, "out of memory"), RL_ENOMEM;
-    return RL_OK;
+    return rule_values_build(rs->rules, rs->n, find_in, rs, &rs->values,
+                             err, errlen);
 }
 
 int ruleset_gen_check(const char *s, size_t len)

@@ -49,6 +49,9 @@ typedef struct rl_ruleset {
     ruleset_dims dims;   /* the named dimensions its rules use     */
     struct rule_index *match; /* which rules a request matches
                             (rule_index.h); NULL: no rules         */
+    struct rule_values *values; /* per-value rules, replaces and
+                            unlimited (rule_values.h); NULL: the
+                            set uses none of them                  */
 } rl_ruleset;
 
 /* 0 if s (len bytes) is a generation: 1..RULESET_GEN_MAX bytes of

@@ -90,6 +90,7 @@ typedef struct rule_snap {
     char id[2 * RL_RULE_ID_MAX + 1];   /* escaped                    */
     int64_t limit, window_s;
     int counted;                       /* has a metrics block        */
+    int unlimited;                     /* "unlimited": no numbers    */
     uint64_t n[RM_COUNT];
 } rule_snap;
 
@@ -117,6 +118,7 @@ static int snap_rules(const rl_limiter *lim, snap *s)
         escape_label(o->id, r->id);
         o->limit = r->ap.limit;
         o->window_s = r->window_s;
+        o->unlimited = r->unlimited;
         if ((o->counted = r->met != NULL))
             metrics_read(r->met, o->n);
     }
@@ -189,6 +191,18 @@ static const struct {
      "slot was another's."},
 };
 
+/* One rule's gauge: v, or +Inf for an unlimited rule (it has no limit and
+ * no window; 0 would read as "nothing allowed"). */
+static void gauge_or_inf(mw *w, const char *name, const rule_snap *r,
+                         int64_t v)
+{
+    if (r->unlimited)
+        mw_printf(w, "ratelimit_%s{rule=\"%s\"} +Inf\n", name, r->id);
+    else
+        mw_printf(w, "ratelimit_%s{rule=\"%s\"} %lld\n", name, r->id,
+                  (long long)v);
+}
+
 static void write_rules(mw *w, const snap *s)
 {
     for (size_t f = 0; f < sizeof rule_counters / sizeof rule_counters[0];
@@ -206,13 +220,12 @@ static void write_rules(mw *w, const snap *s)
         }
     }
     family(w, "rule_limit", "gauge", "The rule's limit per window.");
-    for (size_t i = 0; i < s->nrules; i++)
-        mw_printf(w, "ratelimit_rule_limit{rule=\"%s\"} %lld\n",
-                  s->rules[i].id, (long long)s->rules[i].limit);
+    for (size_t i = 0; i < s->nrules; i++) /* unlimited: +Inf */
+        gauge_or_inf(w, "rule_limit", &s->rules[i], s->rules[i].limit);
     family(w, "rule_window_seconds", "gauge", "The rule's window.");
     for (size_t i = 0; i < s->nrules; i++)
-        mw_printf(w, "ratelimit_rule_window_seconds{rule=\"%s\"} %lld\n",
-                  s->rules[i].id, (long long)s->rules[i].window_s);
+        gauge_or_inf(w, "rule_window_seconds", &s->rules[i],
+                     s->rules[i].window_s);
 }
 
 #define SHARD_FIELD(f) offsetof(store_shard, f)

@@ -25,6 +25,10 @@ int fuzz_rules(const uint8_t *data, size_t size)
         const rl_rule *r = &rs->rules[i];
         FUZZ_CHECK(rule_id_check(r->id) == 0);
         FUZZ_CHECK(ruleset_find(rs, r->id) == r);
+        if (r->unlimited) { /* no numbers: it never reaches a store */
+            FUZZ_CHECK(r->ap.limit == 0 && !r->lease);
+            continue;
+        }
         FUZZ_CHECK(r->ap.limit >= 1 && r->ap.limit <= RL_LIMIT_MAX);
         FUZZ_CHECK(r->window_s >= 1 && r->window_s <= RL_WINDOW_MAX);
         FUZZ_CHECK(r->ap.p >= 1 && r->ap.q >= 1);
@@ -42,10 +46,10 @@ int fuzz_rules(const uint8_t *data, size_t size)
     if (strlen(json) == size && rl_limiter_new(&lim, NULL) == RL_OK) {
         if (rl_rules_load_string(lim, json) == RL_OK) {
             static const rl_dim dims[] = {{"custom", "c"},
-                                          {"tenant", "t"}};
+                                          {"tenant", "t-1"}};
             rl_request req = {.size = sizeof(rl_request),
                               .endpoint = "/search", .tier = "free",
-                              .user = "u", .api_key = "k",
+                              .user = "u", .api_key = "partner-k",
                               .ip = "1.2.3.4", .dims = dims, .ndims = 2,
                               .cost = 1};
             FUZZ_CHECK(rl_check(lim, &req, &res) == RL_OK ||

@@ -351,13 +351,20 @@ static char *match_text(const rl_rule *r)
     json_t *m;
     char *s;
 
-    if (!r->endpoint && !r->tier)
+    if (!r->endpoint && !r->tier && !r->values)
         return NULL;
     m = json_object();
     if (m && r->endpoint)
         json_object_set_new(m, "endpoint", json_string(r->endpoint));
     if (m && r->tier)
         json_object_set_new(m, "tier", json_string(r->tier));
+    if (m && r->values) { /* the patterns, always as an array here */
+        json_t *a = json_array();
+        const char *v = r->values;
+        for (uint32_t i = 0; a && i < r->nvalues; i++, v += strlen(v) + 1)
+            json_array_append_new(a, json_string(v));
+        json_object_set_new(m, "value", a);
+    }
     s = m ? json_dumps(m, RULE_JSON_DUMP_FLAGS) : NULL;
     json_decref(m);
     return s;
@@ -369,7 +376,7 @@ int db_put_rule(db *d, const rl_rule *r, const char *json)
     char *match = match_text(r);
     int rc, bucket = r->ap.burst > 0;
 
-    if ((r->endpoint || r->tier) && !match)
+    if ((r->endpoint || r->tier || r->values) && !match)
         return snprintf(d->err, sizeof d->err, "out of memory"), -1;
     sqlite3_bind_text(s, 1, r->id, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, r->dimension, -1, SQLITE_STATIC);

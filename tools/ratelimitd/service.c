@@ -95,6 +95,28 @@ static void install(service *s, snapshot *snap)
         publisher_offer(s->pub, snap);
 }
 
+/* What only the whole set can say about a change: a rule's "replaces"
+ * names a rule of the set, and no chain of them comes back (the library
+ * refuses such a set whole, so the fleet would never take it).  A set
+ * whose text holds no "replaces" cannot fail those checks, so it costs
+ * a search of its text, not a parse of every rule. */
+static int set_check(const snapshot *snap, change_res *res)
+{
+    char err[sizeof res->msg - 32];
+    rl_ruleset *rs = NULL;
+
+    if (!memmem(snap->json, snap->len, "\"replaces\"", 10))
+        return SVC_OK;
+    if (ruleset_parse(snap->json, snap->len, snap->version, &rs, err,
+                      sizeof err) != RL_OK) {
+        snprintf(res->msg, sizeof res->msg, "the set would be refused: %s",
+                 err);
+        return SVC_INVALID;
+    }
+    ruleset_free(rs);
+    return SVC_OK;
+}
+
 /* The change is written: the next snapshot, COMMIT, install.  json is
  * the rule written, NULL for a delete. */
 static int commit(service *s, int64_t version, const char *id,
@@ -110,6 +132,10 @@ static int commit(service *s, int64_t version, const char *id,
     if (!(snap = snapshot_with(s->cur, version, id, rule_version, json))) {
         snprintf(res->msg, sizeof res->msg, "out of memory");
         return SVC_ERROR;
+    }
+    if (set_check(snap, res) != SVC_OK) {
+        snapshot_unref(snap);
+        return SVC_INVALID;
     }
     if (db_commit(s->db)) {
         snprintf(res->msg, sizeof res->msg, "%s", db_error(s->db));

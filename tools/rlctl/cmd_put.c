@@ -27,6 +27,7 @@ static const char put_usage[] =
     "       rlctl put ID --dimension D --limit N --window S [--burst B]\n"
     "                [--algorithm A] [--endpoint P] [--tier T]\n"
     "                [--mode enforce|log] [--failure-mode fallback|open|closed]\n"
+    "                [--value V]... [--replaces ID]... [--unlimited]\n"
     "       either form: [--if-match V] (only if the rule's version is V)\n"
     "       flags on an existing rule change only what they name\n";
 
@@ -82,6 +83,19 @@ static void set_match(json_t *rule, const char *key, const char *v)
     json_object_set_new(m, key, json_string(v));
 }
 
+/* One more string in rule's array `key` (inside match when in_match). */
+static void add_string(json_t *rule, int in_match, const char *key,
+                       const char *v)
+{
+    json_t *o = rule, *a;
+
+    if (in_match && !(o = json_object_get(rule, "match")))
+        json_object_set_new(rule, "match", o = json_object());
+    if (!(a = json_object_get(o, key)))
+        json_object_set_new(o, key, a = json_array());
+    json_array_append_new(a, json_string(v));
+}
+
 /* The flags into rule (or *file, if --file); -1 on a usage error. */
 static int parse_flags(int argc, char **argv, json_t *rule,
                        const char **file, const char **if_match)
@@ -98,10 +112,13 @@ static int parse_flags(int argc, char **argv, json_t *rule,
         {"mode", required_argument, NULL, 'M'},
         {"failure-mode", required_argument, NULL, 'F'},
         {"if-match", required_argument, NULL, 'm'},
+        {"value", required_argument, NULL, 'v'},
+        {"replaces", required_argument, NULL, 'r'},
+        {"unlimited", no_argument, NULL, 'u'},
         {NULL, 0, NULL, 0}};
     int c, bad = 0;
 
-    while (!bad && (c = getopt_long(argc, argv, "f:d:l:w:b:a:e:t:M:F:m:",
+    while (!bad && (c = getopt_long(argc, argv, "f:d:l:w:b:a:e:t:M:F:m:v:r:u",
                                     opts, NULL)) != -1) {
         switch (c) {
         case 'f': *file = optarg; break;
@@ -115,10 +132,29 @@ static int parse_flags(int argc, char **argv, json_t *rule,
         case 'M': json_object_set_new(rule, "mode", json_string(optarg)); break;
         case 'F': json_object_set_new(rule, "failure_mode", json_string(optarg)); break;
         case 'm': *if_match = optarg; break;
+        case 'v': add_string(rule, 1, "value", optarg); break;
+        case 'r': add_string(rule, 0, "replaces", optarg); break;
+        case 'u': json_object_set_new(rule, "unlimited", json_true()); break;
         default: bad = -1;
         }
     }
     return bad;
+}
+
+/* --unlimited on a rule with numbers drops them; --limit or --window on
+ * an unlimited rule drops "unlimited": the flags say which it becomes. */
+static void limits_over(json_t *cur, json_t *flags)
+{
+    static const char *const numbers[] = {"limit", "window_seconds",
+                                          "burst", "algorithm",
+                                          "failure_mode", "lease"};
+
+    if (json_object_get(flags, "unlimited"))
+        for (size_t i = 0; i < sizeof numbers / sizeof *numbers; i++)
+            json_object_del(cur, numbers[i]);
+    else if (json_object_get(flags, "limit") ||
+             json_object_get(flags, "window_seconds"))
+        json_object_del(cur, "unlimited");
 }
 
 /* The flags' rule laid over the rule the service holds (*rule replaced
@@ -156,6 +192,7 @@ static int merge(const rlctl_opts *o, const char *path, const char *id,
     }
     json_object_del(cur, "version");
     json_object_del(cur, "updated_at");
+    limits_over(cur, *rule);
     json_object_foreach(*rule, key, v) {
         if (strcmp(key, "match") == 0 &&
             json_is_object(m = json_object_get(cur, "match")))

@@ -122,9 +122,13 @@ static void rule_line(json_t *rule)
     const char *ep = json_string_value(json_object_get(m, "endpoint"));
     const char *tier = json_string_value(json_object_get(m, "tier"));
     json_t *burst = json_object_get(rule, "burst");
+    int unlimited = json_is_true(json_object_get(rule, "unlimited"));
     char rate[48];
 
-    snprintf(rate, sizeof rate, "%lld/%llds",
+    if (unlimited) /* no numbers, algorithm or failure mode: "-" */
+        snprintf(rate, sizeof rate, "unlimited");
+    else
+        snprintf(rate, sizeof rate, "%lld/%llds",
              (long long)json_integer_value(json_object_get(rule, "limit")),
              (long long)json_integer_value(
                  json_object_get(rule, "window_seconds")));
@@ -139,10 +143,10 @@ static void rule_line(json_t *rule)
 
     /* what the service sent is printed without its control bytes */
     for (size_t i = 0; i < sizeof col / sizeof col[0]; i++) {
-        int n = col[i] ? (int)strlen(col[i]) : 6;
+        int n = col[i] ? (int)strlen(col[i]) : unlimited ? 1 : 6;
         if (i)
             putchar(' ');
-        rlctl_put_clean(stdout, col[i] ? col[i] : "(null)");
+        rlctl_put_clean(stdout, col[i] ? col[i] : unlimited ? "-" : "(null)");
         printf("%*s", n < width[i] ? width[i] - n : 0, "");
     }
     printf(" v%lld",

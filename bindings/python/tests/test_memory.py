@@ -263,3 +263,28 @@ def test_reserve_then_settle():
         assert admitted == 70
         res, rsv = lim.reserve(user="7", cost=1)
         assert not res.allowed and rsv is None
+
+
+def test_per_value_rules_replaces_and_unlimited():
+    # issue 25 s3: the rule JSON passes through the library as is
+    rules = ruleset(
+        rule("per-key", 2, dimension="api_key"),
+        rule("partners", 20, dimension="api_key",
+             match={"value": "partner-*"}),
+        rule("acme", 5, dimension="api_key",
+             match={"value": "partner-acme"}, replaces="per-key"),
+        {"rule_id": "ops", "dimension": "api_key",
+         "match": {"value": ["ops-1", "ops-2"]}, "unlimited": True})
+    with Limiter(rules=rules) as lim:
+        def admitted(key):
+            n = 0
+            while n < 50 and lim.check(api_key=key).allowed:
+                n += 1
+            return n
+        assert admitted("someone") == 2
+        assert admitted("partner-x") == 20
+        assert admitted("partner-acme") == 5
+        assert admitted("ops-1") == 50
+        assert lim.check(api_key="ops-2").flags & Flags.NO_RULE
+        with pytest.raises(RuleError, match="which is not in the set"):
+            lim.load_rules(ruleset(rule("x", 1, replaces="nope")))

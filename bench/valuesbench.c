@@ -1,0 +1,186 @@
+/*
+ * valuesbench.c -- what per-value rules cost a check (issue 25 section
+ * 3): thousands of per-customer overrides must cost no more than a
+ * handful.  rl_check() on the memory store, one thread, median ns per
+ * request over --rounds blocks of --n requests (the blocks alternate in
+ * a rotating order).  Three sets: the general rule alone (no per-value
+ * rule: the value index is absent, the 1.0 path), and the general rule
+ * with 10 or with 5000 overrides, which name the same 5000 customers
+ * (500 each, or one each), beside 10 "prefix*" globs, 2 other globs and
+ * an unlimited allow-list of 10 keys.  So the stores hold as many states
+ * in both, and only the number of rules differs.
+ *
+ *   miss_N   keys no override names (10000 of them); reference: the
+ *            next smaller set (miss_5000 against miss_10: the index's
+ *            probes, target ratio <= 1.3)
+ *   hit_N    keys of the 5000 customers; hit_5000 against hit_10: a
+ *            customer's own rule instead of one of 10 shared ones
+ *
+ *   bench/rlbench values [--json] [--quick] [--no-metrics] [--n N]
+ *                        [--rounds R]
+ *
+ * --no-metrics: the limiters with option metrics=0 (a rule's metrics
+ * block is one more cold line per customer's rule).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "benchmodes.h"
+#include "benchutil.h"
+#include "ratelimit.h"
+
+#define MAX_ROUNDS 64
+#define NSETS 3
+#define KEYS 10000     /* keys no override names: other-0..        */
+#define CUSTOMERS 5000 /* keys with an override: cust-0.., in every
+                          set but the first, spread over its rules  */
+
+static const text_layout layout = {20, 13, 1, 3, 14, 3};
+static const unsigned sizes[NSETS] = {0, 10, 5000};
+
+/* The general rule and n overrides as a JSON array (malloc'd). */
+static char *set_json(unsigned n)
+{
+    size_t room = (size_t)n * 120 + CUSTOMERS * 16 + 4096, at;
+    char *s = malloc(room);
+
+    at = (size_t)snprintf(s, room, "[{\"rule_id\":\"gen\",\"dimension\":"
+                          "\"api_key\",\"limit\":1000000000,"
+                          "\"window_seconds\":60}");
+    if (n)
+        at += (size_t)snprintf(s + at, room - at,
+                               ",{\"rule_id\":\"vip\",\"dimension\":"
+                               "\"api_key\",\"match\":{\"value\":[\"vip-0\","
+                               "\"vip-1\",\"vip-2\",\"vip-3\",\"vip-4\","
+                               "\"vip-5\",\"vip-6\",\"vip-7\",\"vip-8\","
+                               "\"vip-9\"]},\"unlimited\":true}"
+                               ",{\"rule_id\":\"g1\",\"dimension\":\"api_key\","
+                               "\"match\":{\"value\":\"*-test\"},\"limit\":"
+                               "1000000000,\"window_seconds\":60}"
+                               ",{\"rule_id\":\"g2\",\"dimension\":\"api_key\","
+                               "\"match\":{\"value\":\"k*-x-*\"},\"limit\":"
+                               "1000000000,\"window_seconds\":60}");
+    for (unsigned i = 0; n && i < 10; i++)
+        at += (size_t)snprintf(s + at, room - at,
+                               ",{\"rule_id\":\"t%u\",\"dimension\":"
+                               "\"api_key\",\"match\":{\"value\":\"team%u-*\"}"
+                               ",\"limit\":1000000000,\"window_seconds\":60}",
+                               i, i);
+    for (unsigned i = 0; i < n; i++) { /* CUSTOMERS in n rules */
+        at += (size_t)snprintf(s + at, room - at,
+                               ",{\"rule_id\":\"c%u\",\"dimension\":"
+                               "\"api_key\",\"match\":{\"value\":[", i);
+        for (unsigned c = i; c < CUSTOMERS; c += n)
+            at += (size_t)snprintf(s + at, room - at, "%s\"cust-%u\"",
+                                   c == i ? "" : ",", c);
+        at += (size_t)snprintf(s + at, room - at, "]},\"limit\":1000000000,"
+                               "\"window_seconds\":60}");
+    }
+    snprintf(s + at, room - at, "]");
+    return s;
+}
+
+/* ns per rl_check() over n requests: with hit, by random customers of
+ * the set's (each has an override); else by random keys of KEYS that no
+ * override names. */
+static double time_block(rl_limiter *lim, unsigned long long n,
+                         unsigned hit, uint64_t *rng)
+{
+    char key[32];
+    rl_result res = RL_RESULT_INIT;
+    rl_request req = RL_REQUEST_INIT;
+    uint64_t t0 = now_ns();
+
+    req.api_key = key;
+    req.cost = 1;
+    for (unsigned long long i = 0; i < n; i++) {
+        if (hit)
+            snprintf(key, sizeof key, "cust-%u", (unsigned)pick(rng, hit));
+        else
+            snprintf(key, sizeof key, "other-%u", (unsigned)pick(rng, KEYS));
+        if (rl_check(lim, &req, &res) != RL_OK || !res.allowed) {
+            fprintf(stderr, "valuesbench: rl_check: %s\n", errtext(lim));
+            exit(1);
+        }
+    }
+    return (double)(now_ns() - t0) / (double)n;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: rlbench values [--json] [--quick] [--no-metrics] "
+            "[--n N] [--rounds R]\n");
+    exit(2);
+}
+
+int values_main(int argc, char **argv)
+{
+    unsigned long long n = 100000, rounds = 7;
+    double per[2 * NSETS][MAX_ROUNDS];
+    rl_limiter *lim[NSETS];
+    uint64_t rng = 7, t0 = now_ns();
+    const char *metrics = "1";
+    int json = 0;
+
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (strcmp(argv[i], "--no-metrics") == 0)
+            metrics = "0";
+        else if (strcmp(argv[i], "--quick") == 0)
+            n /= 4;
+        else if (strcmp(argv[i], "--n") == 0 && i + 1 < argc)
+            parse_count(argv[++i], &n) == 0 ? (void)0 : usage();
+        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
+            parse_count(argv[++i], &rounds) == 0 ? (void)0 : usage();
+        else
+            usage();
+    }
+    if (n == 0 || rounds == 0 || rounds > MAX_ROUNDS)
+        usage();
+    if (!json)
+        print_columns(&layout);
+    for (size_t k = 0; k < NSETS; k++) {
+        char *text = set_json(sizes[k]);
+        rl_config *cfg = rl_config_new();
+        if (!cfg || rl_config_set(cfg, "metrics", metrics) != RL_OK ||
+            rl_limiter_new(&lim[k], cfg) != RL_OK ||
+            rl_rules_load_string(lim[k], text) != RL_OK) {
+            fprintf(stderr, "valuesbench: rules: %s\n", errtext(lim[k]));
+            exit(1);
+        }
+        free(text);
+        rl_config_free(cfg);
+        time_block(lim[k], 4 * KEYS, 0, &rng); /* warm: every state */
+        time_block(lim[k], 4 * KEYS, sizes[k] ? CUSTOMERS : 0, &rng);
+    }
+    for (unsigned long long r = 0; r < rounds; r++)
+        for (size_t j = 0; j < 2 * NSETS; j++) {
+            size_t k = (j + r) % (2 * NSETS);
+            per[k][r] = time_block(lim[k / 2], n,
+                                   k % 2 && k > 1 ? CUSTOMERS : 0, &rng);
+        }
+    for (size_t k = 0; k < 2 * NSETS; k++) {
+        static const int ref[2 * NSETS] = {-1, -1, 0, 2, 2, 3};
+        char name[32], rname[32];
+        figure f;
+        if (k == 1)
+            continue; /* the general rule alone has no override to hit */
+        sort_doubles(per[k], rounds);
+        per[k][0] = per[k][rounds / 2];
+        snprintf(name, sizeof name, "%s_%u", k % 2 ? "hit" : "miss",
+                 sizes[k / 2]);
+        snprintf(rname, sizeof rname, "%s_%u",
+                 ref[k] % 2 ? "hit" : "miss", ref[k] >= 0 ? sizes[ref[k] / 2] : 0);
+        f = (figure){.name = name, .value = per[k][0], .unit = "ns",
+                     .nrefs = ref[k] >= 0, .ref = {ref[k] >= 0 ? per[ref[k]][0] : 0},
+                     .ref_name = {rname}};
+        xnum(&f, "overrides", sizes[k / 2]);
+        emit_figure(&f, json, &layout);
+    }
+    for (size_t k = 0; k < NSETS; k++)
+        rl_limiter_free(lim[k]);
+    print_done("valuesbench", json, t0);
+    return 0;
+}
