@@ -95,7 +95,7 @@ int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
     job->chk.cb = ngx_http_ratelimit_done;
     job->chk.data = job;
     job->chk.flags = RL_ASYNC_NOW;
-    job->res = (rl_result)RL_RESULT_INIT;
+    job->res.size = sizeof(job->res); /* the rest zeroed by the start */
     job->chk.result = &job->res;
     rc = rl_check_start(mcf->async, req, &job->chk);
     if (rc == RL_ASYNC_DONE) { /* decided at once: the job stays free */
