@@ -1,22 +1,29 @@
-"""nginxbench.py -- what ngx_http_ratelimit_module costs nginx: requests/s
-and p99 latency from wrk through nginx with the module beside the same
-nginx without it, on a location answering `return 200 "ok"`.
+"""nginxbench.py -- what ngx_http_ratelimit_module costs nginx beside
+nginx's own limit_req: requests/s, the workers' CPU per request and p99
+latency from wrk, on a location answering with `empty_gif` (a content
+handler, so that limit_req, a preaccess phase handler, runs too).
 
     python3 bench/nginxbench.py MODULE.so [--stores memory://,shm,redis]
-        [--seconds 5] [--rounds 3] [--connections 32] [--workers 1]
-        [--json]
+        [--workers 1,2] [--seconds 5] [--rounds 3] [--connections 32]
+        [--syscalls] [--json]
 
-Each store is a column: a store URI as ratelimit_store takes it, or
-`redis` for a private redis-server this script starts
-(tests/nginx_harness.py).  Every request is checked against one rule that
-admits everything (token bucket, 10^9 per second, one key per client
-address: wrk's one address is one hot key), so the figures are the
-check's cost, not rejections'.  The configurations run in turns, each
-round once each, and each figure is the median of its rounds; the ratio
-is the module's figure over the reference's of the same run.  Never part
-of make check.
+Columns, for each worker count: nginx without a limit, nginx's
+`limit_req` (the reference every ratio is taken against), then the module
+on each store: a store URI as ratelimit_store takes it, `shm` for a
+private shm:// region, or `redis` for a private redis-server this script
+starts (tests/nginx_harness.py).  Every request is checked against one
+rule that admits everything (token bucket, 10^9 per second, one key per
+client address: wrk's one address is one hot key, as limit_req's zone
+keyed by $binary_remote_addr), so the figures are the check's cost, not
+rejections'.  CPU is the workers' run time (every thread's, from
+/proc/PID/task/*/schedstat) over the requests wrk completed.  The
+configurations run in turns, each round once each, and each figure is the
+median of its rounds.  --syscalls adds one more run per configuration
+under `strace -c -f` (slow: its req/s mean nothing) for the workers'
+system calls per request.  Never part of make check.
 """
 import argparse
+import glob
 import json
 import os
 import re
@@ -24,6 +31,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "tests"))
@@ -31,75 +39,137 @@ from nginx_harness import Nginx, Redis  # noqa: E402
 
 RULES = {"rules": [{"rule_id": "all", "dimension": "ip", "limit": 1000000000,
                     "window_seconds": 1, "algorithm": "token_bucket"}]}
-PLAIN = '        location / { return 200 "ok"; }\n'
+PLAIN = '        location / { empty_gif; }\n'
+LIMIT_REQ = ("    limit_req_zone $binary_remote_addr zone=bench:10m "
+             "rate=1000000000r/s;",
+             "        location / { limit_req zone=bench burst=1000000 "
+             "nodelay; empty_gif; }\n")
 CHECKED = ('        location / { ratelimit on; '
-           'ratelimit_dimension ip $remote_addr; return 200 "ok"; }\n')
+           'ratelimit_dimension ip $remote_addr; empty_gif; }\n')
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
-def wrk(url, seconds, conns):
-    """(requests/s, p99 ms, non-2xx) of one wrk run."""
-    p = subprocess.run(["wrk", "-t1", f"-c{conns}", f"-d{seconds}s",
-                        "--latency", url], capture_output=True, text=True)
+def workers_of(srv, n):
+    """The pids of srv's n workers (the master's children)."""
+    path = f"/proc/{srv.proc.pid}/task/{srv.proc.pid}/children"
+    for _ in range(500):
+        with open(path) as f:
+            pids = [int(p) for p in f.read().split()]
+        if len(pids) == n:
+            return pids
+        time.sleep(0.01)
+    raise RuntimeError(f"nginx has {len(pids)} workers, not {n}")
+
+
+def cpu_ns(pids):
+    """Run time of every thread of pids, ns."""
+    total = 0
+    for pid in pids:
+        for f in glob.glob(f"/proc/{pid}/task/*/schedstat"):
+            try:
+                with open(f) as s:
+                    total += int(s.read().split()[0])
+            except OSError:  # a thread gone meanwhile
+                pass
+    return total
+
+
+def wrk(srv, args, pids):
+    """(requests/s, CPU us a request, p99 ms, non-2xx) of one wrk run."""
+    t0 = cpu_ns(pids)
+    p = subprocess.run(["wrk", "-t1", f"-c{args.connections}",
+                        f"-d{args.seconds}s", "--latency", srv.url("/")],
+                       capture_output=True, text=True)
+    cpu = cpu_ns(pids) - t0
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", p.stdout).group(1))
+    n = int(re.search(r"(\d+) requests in", p.stdout).group(1))
     m = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", p.stdout)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", p.stdout)
-    return rps, float(m.group(1)) * UNITS[m.group(2)], \
-        int(bad.group(1)) if bad else 0
+    return (rps, cpu / 1e3 / max(n, 1), float(m.group(1)) * UNITS[m.group(2)],
+            int(bad.group(1)) if bad else 0)
 
 
-def start(args, store, rules):
-    if store is None:
-        return Nginx(None, server=PLAIN, workers=args.workers).start()
-    http = f"ratelimit_store {store};\n    ratelimit_rules {rules};"
+def syscalls(srv, args, pids):
+    """The workers' system calls a request, one wrk run under strace."""
+    out = os.path.join(srv.prefix, "strace.txt")
+    st = subprocess.Popen(["strace", "-c", "-f", "-o", out] +
+                          [a for p in pids for a in ("-p", str(p))],
+                          stderr=subprocess.DEVNULL)
+    time.sleep(0.5)
+    p = subprocess.run(["wrk", "-t1", f"-c{args.connections}",
+                        f"-d{args.seconds}s", srv.url("/")],
+                       capture_output=True, text=True)
+    st.terminate()
+    st.wait()
+    n = int(re.search(r"(\d+) requests in", p.stdout).group(1))
+    with open(out) as f:  # % time, seconds, usecs/call, calls, [errors]
+        total = [ln.split() for ln in f if ln.rstrip().endswith(" total")]
+    return int(total[-1][3]) / max(n, 1)
+
+
+def start(args, workers, conf, rules):
+    if conf is None:
+        return Nginx(None, server=PLAIN, workers=workers).start()
+    if conf == "limit_req":
+        return Nginx(None, http=LIMIT_REQ[0], server=LIMIT_REQ[1],
+                     workers=workers).start()
+    http = f"ratelimit_store {conf};\n    ratelimit_rules {rules};"
     return Nginx(args.module, http=http, server=CHECKED,
-                 workers=args.workers).start()
+                 workers=workers).start()
 
 
-def run(args, rules, stores):
-    names = ["without module"] + [f"module, {s}" for s in stores]
-    got = {n: [] for n in names}
-    servers = [start(args, None, rules)] + \
-        [start(args, uri, rules) for uri in stores.values()]
+def run(args, workers, rules, stores):
+    confs = {"without a limit": None, "limit_req": "limit_req"}
+    confs.update({f"module, {s}": uri for s, uri in stores.items()})
+    got = {n: [] for n in confs}
+    servers = {n: start(args, workers, c, rules) for n, c in confs.items()}
     try:
+        pids = {n: workers_of(s, workers) for n, s in servers.items()}
         for _ in range(args.rounds):
-            for name, srv in zip(names, servers):
-                got[name].append(wrk(srv.url("/"), args.seconds,
-                                     args.connections))
+            for n, srv in servers.items():
+                got[n].append(wrk(srv, args, pids[n]))
+        sc = {n: syscalls(srv, args, pids[n]) for n, srv in servers.items()
+              } if args.syscalls else {}
     finally:
-        for srv in servers:
+        for srv in servers.values():
             srv.stop()
-    return names, got
+    return got, sc
 
 
-def report(args, names, got):
-    ref_rps = statistics.median(r[0] for r in got[names[0]])
-    ref_p99 = statistics.median(r[1] for r in got[names[0]])
-    for name in names:
-        rps = statistics.median(r[0] for r in got[name])
-        p99 = statistics.median(r[1] for r in got[name])
-        bad = sum(r[2] for r in got[name])
-        row = {"bench": "nginx", "config": name, "rps": round(rps),
-               "p99_ms": round(p99, 3), "rps_ratio": round(rps / ref_rps, 3),
-               "p99_ratio": round(p99 / ref_p99, 3), "non_2xx": bad,
-               "workers": args.workers, "connections": args.connections,
-               "seconds": args.seconds, "rounds": args.rounds}
+def report(args, workers, got, sc):
+    med = {n: [statistics.median(r[i] for r in rows) for i in range(3)]
+           for n, rows in got.items()}
+    ref = med["limit_req"]
+    for n, (rps, cpu, p99) in med.items():
+        bad = sum(r[3] for r in got[n])
+        row = {"bench": "nginx", "workers": workers, "config": n,
+               "rps": round(rps), "cpu_us": round(cpu, 2),
+               "p99_ms": round(p99, 3), "rps_ratio": round(rps / ref[0], 3),
+               "cpu_ratio": round(cpu / ref[1], 3),
+               "p99_ratio": round(p99 / ref[2], 3), "non_2xx": bad,
+               "connections": args.connections, "seconds": args.seconds,
+               "rounds": args.rounds}
+        if n in sc:
+            row["syscalls"] = round(sc[n], 2)
         if args.json:
             print(json.dumps(row))
-        else:
-            print(f"{name:<28} {rps:>10.0f} req/s ({rps / ref_rps:5.2f}x)"
-                  f"   p99 {p99:7.3f} ms ({p99 / ref_p99:5.2f}x)"
-                  f"{'   NON-2XX %d' % bad if bad else ''}")
+            continue
+        print(f"{workers} {n:<26} {rps:>8.0f} req/s ({rps / ref[0]:4.2f}x)"
+              f" {cpu:6.2f} us CPU ({cpu / ref[1]:4.2f}x)"
+              f" p99 {p99:7.3f} ms ({p99 / ref[2]:4.2f}x)"
+              + (f" {sc[n]:5.2f} syscalls" if n in sc else "")
+              + (f" NON-2XX {bad}" if bad else ""))
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("module")
     ap.add_argument("--stores", default="memory://,shm,redis")
+    ap.add_argument("--workers", default="1,2")
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--connections", type=int, default=32)
-    ap.add_argument("--workers", type=int, default=1)
+    ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     args.module = os.path.abspath(args.module)
@@ -119,9 +189,11 @@ def main():
             else:
                 stores[s] = s
         if not args.json:
-            print(f"wrk -t1 -c{args.connections} -d{args.seconds}s, nginx "
-                  f"workers {args.workers}, median of {args.rounds} rounds")
-        report(args, *run(args, rules, stores))
+            print(f"wrk -t1 -c{args.connections} -d{args.seconds}s, median "
+                  f"of {args.rounds} rounds, ratios to limit_req; "
+                  f"load {os.getloadavg()[0]:.1f}")
+        for w in (int(w) for w in args.workers.split(",")):
+            report(args, w, *run(args, w, rules, stores))
     finally:
         if redis:
             redis.stop()

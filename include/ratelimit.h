@@ -583,7 +583,9 @@ RL_EXPORT int rl_metrics_write(const rl_limiter *lim, char *buf, size_t cap,
  * once, inside rl_async_process(), in the thread that calls it: never
  * inside rl_check_start() (a check the store decides at once, the memory
  * store's or one no rule matches, is queued and the descriptor made
- * readable).
+ * readable) -- unless the caller sets RL_ASYNC_NOW in chk->flags: then
+ * such a check is answered by rl_check_start() itself (RL_ASYNC_DONE),
+ * with no callback, no slot and no system call.
  *
  * Threads: one rl_async per thread (event loop); its functions are called
  * from that thread only.  Many rl_async may share one limiter, with
@@ -608,7 +610,20 @@ struct rl_async_check {
     void *data;           /* yours; the library never touches it         */
     rl_result *result;    /* yours: filled before cb runs                */
     void *internal;       /* the library's while the check is in flight  */
+    /* ---- since 1.1.0, past RL_ASYNC_CHECK_SIZE_MIN ---- */
+    unsigned flags;       /* in: RL_ASYNC_NOW, or 0                      */
 };
+
+/* rl_async_check.flags: a check decided inside rl_check_start() (the
+ * memory and shm:// stores, no rule matched, the deny cache) is answered
+ * there: rl_check_start() returns RL_ASYNC_DONE with *chk->result filled,
+ * the callback never runs and the context's descriptor is not touched.
+ * A check that must wait for its store is started as without the flag. */
+#define RL_ASYNC_NOW 0x01u
+
+/* rl_check_start()'s answer, with RL_ASYNC_NOW only: decided at once
+ * (positive: no error code is). */
+#define RL_ASYNC_DONE 1
 
 #define RL_ASYNC_CHECK_INIT { .size = sizeof(rl_async_check) }
 #define RL_ASYNC_CHECK_SIZE_MIN                                             \
@@ -634,12 +649,17 @@ RL_EXPORT int rl_async_fd(const rl_async *a);
  * Start deciding req (the caller's; it may be freed once this returns)
  * for chk (the caller's, chk->size, cb and result set; it and *result
  * must stay valid until the callback ran).  RL_OK: the callback will run.
- * Otherwise nothing was started and no callback runs: RL_EINVAL (a NULL
+ * RL_ASYNC_DONE (only when chk->flags has RL_ASYNC_NOW): decided at once,
+ * *chk->result filled, no callback will run.  Otherwise nothing was
+ * started and no callback runs: RL_EINVAL (a NULL
  * argument, chk->size, req->size or chk->result->size below the struct's
  * RL_*_SIZE_MIN, a bad cost or dimension), RL_ERULE (more
  * than 32 rules match), RL_EBUSY (max_in_flight checks in flight), with
- * rl_errmsg(lim), and *chk->result zeroed (as rl_result says).  A check
- * that completes with an error also finds its result zeroed.
+ * rl_errmsg(lim), and *chk->result zeroed (as rl_result says), or, with
+ * RL_ASYNC_NOW, the error of a check decided at once (what rl_check()
+ * would return: RL_ESTORE when the store failed and no failure mode
+ * decided).  A check that completes with an error also finds its result
+ * zeroed.
  */
 RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
                              rl_async_check *chk);

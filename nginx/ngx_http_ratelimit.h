@@ -108,7 +108,6 @@ typedef struct {
  */
 typedef struct {
     ngx_uint_t phase;                 /* NGX_HTTP_RATELIMIT_*            */
-    ngx_uint_t in_handler;            /* completion inside the handler   */
     int rc;                           /* the check's RL_OK or RL_E*      */
     rl_result res;
     ngx_http_request_t *r;
@@ -163,7 +162,8 @@ ngx_int_t ngx_http_ratelimit_init_module(ngx_cycle_t *cycle);
  * limits end with this nginx; a reload keeps them). */
 void ngx_http_ratelimit_exit_master(ngx_cycle_t *cycle);
 /* Start st's check of req: RL_OK (the state is PENDING or, when the
- * answer came at once, DONE) or the library's refusal code. */
+ * answer came at once, DONE), the library's refusal code, or the error of
+ * a check decided at once. */
 int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
                              ngx_http_ratelimit_state_t *st,
                              const rl_request *req);

@@ -19,7 +19,8 @@
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
-/* Add one header, its name and value copied into the request pool. */
+/* Add one header, its name and value copied into the request pool (one
+ * allocation for both). */
 static ngx_int_t ngx_http_ratelimit_add(ngx_http_request_t *r,
                                         const rl_header *h)
 {
@@ -29,12 +30,11 @@ static ngx_int_t ngx_http_ratelimit_add(ngx_http_request_t *r,
         return NGX_ERROR;
     e->hash = 1;
     e->key.len = ngx_strlen(h->name);
-    e->key.data = ngx_pnalloc(r->pool, e->key.len);
     e->value.len = ngx_strlen(h->value);
-    e->value.data = ngx_pnalloc(r->pool, e->value.len);
-    if (e->key.data == NULL || e->value.data == NULL)
+    e->key.data = ngx_pnalloc(r->pool, e->key.len + e->value.len);
+    if (e->key.data == NULL)
         return NGX_ERROR;
-    ngx_memcpy(e->key.data, h->name, e->key.len);
+    e->value.data = ngx_cpymem(e->key.data, h->name, e->key.len);
     ngx_memcpy(e->value.data, h->value, e->value.len);
 #if (nginx_version >= 1023000)
     e->next = NULL;

@@ -16,9 +16,10 @@
  * A completion never runs a request's phases from inside another
  * request's handler or from the descriptor's handler: it posts the
  * request's resume event, which nginx runs after this turn's I/O events.
- * An answer ready at once (the memory store, no rule matched, the deny
- * cache) is taken right after rl_check_start(), in the handler, and the
- * request goes on without suspending.  A check that waits holds a timer
+ * An answer ready at once (the memory and shm:// stores, no rule matched,
+ * the deny cache) is rl_check_start()'s own (RL_ASYNC_NOW: RL_ASYNC_DONE),
+ * taken in the handler with no job, no callback and no system call, and
+ * the request goes on without suspending.  A check that waits holds a timer
  * (the guard), as nginx's own waits do, so a gracefully quitting worker
  * stays until its checks are answered.
  *
@@ -74,9 +75,7 @@ static void ngx_http_ratelimit_done(rl_async_check *chk, int rc)
         st->rc = rc;
         st->phase = NGX_HTTP_RATELIMIT_DONE;
         st->job = NULL;
-        if (!st->in_handler) {
-            ngx_post_event(&st->resume, &ngx_posted_events);
-        }
+        ngx_post_event(&st->resume, &ngx_posted_events);
     }
     job->st = NULL;
     job->next = job->mcf->free;
@@ -95,9 +94,15 @@ int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
     job->chk = (rl_async_check)RL_ASYNC_CHECK_INIT;
     job->chk.cb = ngx_http_ratelimit_done;
     job->chk.data = job;
-    job->res = (rl_result)RL_RESULT_INIT;
+    job->chk.flags = RL_ASYNC_NOW;
+    job->res.size = sizeof(job->res); /* the rest zeroed by the start */
     job->chk.result = &job->res;
     rc = rl_check_start(mcf->async, req, &job->chk);
+    if (rc == RL_ASYNC_DONE) { /* decided at once: the job stays free */
+        st->res = job->res;
+        st->phase = NGX_HTTP_RATELIMIT_DONE;
+        return RL_OK;
+    }
     if (rc != RL_OK)
         return rc;
     mcf->free = job->next;
@@ -107,17 +112,10 @@ int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
     st->resume.handler = ngx_http_ratelimit_resume;
     st->resume.data = st;
     st->resume.log = st->r->connection->log;
-    /* An answer the store gave at once is queued already: take it now
-     * (other requests' completions taken with it post their resumes). */
-    st->in_handler = 1;
-    rl_async_process(mcf->async);
-    st->in_handler = 0;
-    if (st->phase == NGX_HTTP_RATELIMIT_PENDING) {
-        st->guard.handler = ngx_http_ratelimit_guard;
-        st->guard.data = st;
-        st->guard.log = st->r->connection->log;
-        ngx_add_timer(&st->guard, NGX_HTTP_RATELIMIT_GUARD_MS);
-    }
+    st->guard.handler = ngx_http_ratelimit_guard;
+    st->guard.data = st;
+    st->guard.log = st->r->connection->log;
+    ngx_add_timer(&st->guard, NGX_HTTP_RATELIMIT_GUARD_MS);
     return RL_OK;
 }
 

@@ -11,11 +11,16 @@
  * fallback, statistics), the rule set released, and the slot pushed on
  * the context's completion stack.  rl_async_process(), in the owner's
  * thread, takes the stack and runs the callbacks in completion order.  A
- * store that decides at once (the memory store), a request no rule
- * matches and one the deny cache answers (decide_cached) are settled
- * inside rl_check_start() and pushed the same way, so
- * a callback never runs inside rl_check_start().  A check is timed
- * (metrics.h) from its start to its settling, as a blocking one is.
+ * store that decides at once (the memory and shm stores: no `start`), a
+ * request no rule matches and one the deny cache answers (decide_cached)
+ * are settled inside rl_check_start() and pushed the same way, so a
+ * callback never runs inside rl_check_start() -- unless the caller asked
+ * for such answers at once (RL_ASYNC_NOW in chk->flags): then the answer
+ * is copied out and rl_check_start() returns RL_ASYNC_DONE, the slot it
+ * collected into left free, the descriptor untouched (no eventfd write
+ * here, no read in rl_async_process: an in-process store's check costs no
+ * system call).  A check is timed (metrics.h) from its start to its
+ * settling, as a blocking one is.
  *
  * Locks and wake-ups: none taken here.  The completion stack is a
  * lock-free (Treiber) stack: any thread pushes, the owner takes it whole
@@ -88,17 +93,22 @@ static void push_done(aslot *s)
 }
 
 /* The store answered: settle now (the rule set is still held), release
- * the rule set, queue the callback. */
-static void store_done(store_async *sa)
+ * the rule set. */
+static void settle(aslot *s)
 {
-    aslot *s = sa->arg;
     rl_limiter *lim = s->owner->lim;
 
-    s->rc = decide_settle(lim, s->ops, sa->q.n, s->d, sa->q.now_ms,
-                          sa->q.rc, &s->res);
+    s->rc = decide_settle(lim, s->ops, s->sa.q.n, s->d, s->sa.q.now_ms,
+                          s->sa.q.rc, &s->res);
     request_timer_stop(lim, s->t0, 1);
     rcu_read_unlock(&lim->rules, s->tok);
-    push_done(s);
+}
+
+/* The store answered in its I/O thread: settle, queue the callback. */
+static void store_done(store_async *sa)
+{
+    settle(sa->arg);
+    push_done(sa->arg);
 }
 
 /* ---- the owner's side ------------------------------------------------------ */
@@ -230,6 +240,42 @@ static int check_args(rl_async *a, const rl_request *req,
     return RL_OK;
 }
 
+/* Does the caller take answers at once?  Its flags are read only when
+ * its struct has them (a 1.0 caller's has not: answers queued). */
+static int wants_now(const rl_async_check *chk)
+{
+    return chk->size >= offsetof(rl_async_check, flags) + sizeof chk->flags
+           && (chk->flags & RL_ASYNC_NOW);
+}
+
+/* Slot s, collected for chk, is in flight from now on. */
+static void take_slot(rl_async *a, aslot *s, rl_async_check *chk)
+{
+    a->free = s->next;
+    a->in_flight++;
+    s->chk = chk;
+    chk->internal = s;
+}
+
+/* A check decided inside rl_check_start (s->rc and s->res settled, the
+ * rule set released): queued as any completion, or (now) answered here
+ * with s left on the free list and the descriptor untouched. */
+static int decided_at_once(rl_async *a, aslot *s, rl_async_check *chk,
+                           int now)
+{
+    if (!now) {
+        take_slot(a, s, chk);
+        push_done(s);
+        return RL_OK;
+    }
+    if (s->rc != RL_OK) {
+        sized_zero(chk->result, s->span);
+        return s->rc;
+    }
+    sized_fill(chk->result, &s->res, s->span);
+    return RL_ASYNC_DONE;
+}
+
 RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
                              rl_async_check *chk)
 {
@@ -238,7 +284,7 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
     rl_store *st;
     aslot *s;
     size_t n = 0, used = 0;
-    int rc;
+    int rc, now;
 
     if (chk && chk->size >= sized_async_check.min) /* zero, whatever fails */
         sized_clear(chk->result, &sized_result);
@@ -260,10 +306,7 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
                    ? rl_fail(lim, RL_EINVAL, "rl_check_start: the keys do "
                              "not fit") : rc;
     }
-    a->free = s->next;
-    a->in_flight++;
-    s->chk = chk;
-    chk->internal = s;
+    now = wants_now(chk);
     s->t0 = n ? request_timer_start(lim) : 0; /* as rl_check times it */
     if (n == 0 || decide_cached(lim, s->ops, n, &s->res)) {
         request_timer_stop(lim, s->t0, 1);
@@ -271,18 +314,18 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
             decide_no_rule(lim, &s->res);
         s->rc = RL_OK;
         rcu_read_unlock(&lim->rules, s->tok);
-        push_done(s);
-        return RL_OK;
+        return decided_at_once(a, s, chk, now);
     }
     s->sa.q = (store_req){.ops = s->ops, .n = n, .out = s->d,
                           .rc = RL_ESTORE};
     s->sa.done = store_done;
     s->sa.arg = s;
-    if (st->vt->start) {
-        st->vt->start(st, &s->sa);
-    } else { /* decided at once (the memory store) */
+    if (!st->vt->start) { /* decided at once (the memory and shm stores) */
         s->sa.q.rc = st->vt->check(st, s->ops, n, s->d, &s->sa.q.now_ms);
-        store_done(&s->sa);
+        settle(s);
+        return decided_at_once(a, s, chk, now);
     }
+    take_slot(a, s, chk);
+    st->vt->start(st, &s->sa);
     return RL_OK;
 }

@@ -10,6 +10,8 @@
  */
 #include <check.h>
 #include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -212,6 +214,99 @@ START_TEST(memory_all_or_nothing)
 }
 END_TEST
 
+/* ---- answers at once (RL_ASYNC_NOW) ----------------------------------------- */
+
+/* Alternate checks of one client answered at once (RL_ASYNC_NOW) and
+ * queued (no flag): one count, the same answers either way, and the at
+ * once ones never touch the descriptor (it stays unreadable: no eventfd
+ * write, so no read either), take no slot and call nothing back. */
+static void answers_at_once(const char *store)
+{
+    rl_limiter *lim = open_lim(store, "100", "5");
+    rl_request req = {.size = sizeof(rl_request), .user = "carol", .cost = 1};
+    tally t = {0};
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(lim, 1, &a), RL_OK);
+    for (int i = 0; i < 12; i++) {
+        job j;
+        job_init(&j, &t);
+        if (i % 2 == 0) {
+            j.chk.flags = RL_ASYNC_NOW;
+            ck_assert_int_eq(rl_check_start(a, &req, &j.chk), RL_ASYNC_DONE);
+            ck_assert(!readable(a));
+            ck_assert_uint_eq(rl_async_in_flight(a), 0);
+            ck_assert_int_eq(rl_async_process(a), 0);
+        } else {
+            ck_assert_int_eq(rl_check_start(a, &req, &j.chk), RL_OK);
+            ck_assert(readable(a));
+            ck_assert_uint_eq(rl_async_in_flight(a), 1);
+            ck_assert_int_eq(rl_async_process(a), 1);
+            ck_assert(!readable(a));
+        }
+        ck_assert_int_eq(t.calls, (i + 1) / 2); /* the queued ones */
+        ck_assert_int_eq(j.res.allowed, i < 10); /* limit 10 */
+        ck_assert_int_eq(j.res.remaining, i < 10 ? 9 - i : 0);
+        ck_assert_int_eq(j.res.limit, 10);
+        ck_assert_str_eq(j.res.rule_id, "u");
+    }
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+
+START_TEST(memory_answers_at_once)
+{
+    answers_at_once("memory://");
+}
+END_TEST
+
+START_TEST(shm_answers_at_once)
+{
+    char shm[96], path[64];
+
+    snprintf(path, sizeof path, "/rl-async-now-%ld", (long)getpid());
+    snprintf(shm, sizeof shm, "shm:/%s", path);
+    shm_unlink(path);
+    answers_at_once(shm);
+    shm_unlink(path);
+}
+END_TEST
+
+/* The flag is read only from a struct that has it: a 1.0 caller's size
+ * keeps the queued answer whatever its memory holds past that size; an
+ * answer no rule gives is at once too. */
+START_TEST(memory_at_once_only_when_asked)
+{
+    rl_limiter *lim = open_lim("memory://", "100", "5");
+    rl_request req = {.size = sizeof(rl_request), .user = "dave", .cost = 1};
+    rl_request none = {.size = sizeof(rl_request), .endpoint = "/x",
+                       .cost = 1};
+    tally t = {0};
+    job j;
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(lim, 4, &a), RL_OK);
+    job_init(&j, &t);
+    j.chk.size = RL_ASYNC_CHECK_SIZE_MIN;
+    j.chk.flags = RL_ASYNC_NOW; /* past its size: not the library's */
+    ck_assert_int_eq(rl_check_start(a, &req, &j.chk), RL_OK);
+    ck_assert(readable(a));
+    ck_assert_int_eq(rl_async_process(a), 1);
+    ck_assert_int_eq(t.calls, 1);
+    ck_assert_int_eq(j.res.remaining, 9);
+
+    job_init(&j, &t);
+    j.chk.flags = RL_ASYNC_NOW;
+    ck_assert_int_eq(rl_check_start(a, &none, &j.chk), RL_ASYNC_DONE);
+    ck_assert_int_eq(j.res.allowed, 1);
+    ck_assert_uint_eq(j.res.flags & RL_FLAG_NO_RULE, RL_FLAG_NO_RULE);
+    ck_assert(!readable(a));
+    ck_assert_int_eq(t.calls, 1);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+END_TEST
+
 /* ---- one redis-server ------------------------------------------------------- */
 
 /* Many checks in flight over many clients: exactly the limit each. */
@@ -244,6 +339,38 @@ static void many_in_flight(const char *store)
     rl_async_free(a);
     rl_limiter_free(lim);
 }
+
+/* A check that waits for Redis is started as without the flag (RL_OK,
+ * called back from the descriptor); one no rule matches is answered at
+ * once. */
+START_TEST(redis_at_once_only_when_decided)
+{
+    rl_limiter *lim = open_lim(uri, "2000", "5");
+    rl_request req = {.size = sizeof(rl_request), .user = "erin", .cost = 1};
+    rl_request none = {.size = sizeof(rl_request), .endpoint = "/x",
+                       .cost = 1};
+    tally t = {0};
+    job j, k;
+    rl_async *a;
+
+    ck_assert_int_eq(rl_async_new(lim, 4, &a), RL_OK);
+    job_init(&j, &t);
+    j.chk.flags = RL_ASYNC_NOW;
+    ck_assert_int_eq(rl_check_start(a, &req, &j.chk), RL_OK);
+    ck_assert_uint_eq(rl_async_in_flight(a), 1);
+    job_init(&k, &t);
+    k.chk.flags = RL_ASYNC_NOW;
+    ck_assert_int_eq(rl_check_start(a, &none, &k.chk), RL_ASYNC_DONE);
+    ck_assert_uint_eq(k.res.flags & RL_FLAG_NO_RULE, RL_FLAG_NO_RULE);
+    drain(a, &t, 1, 5000);
+    ck_assert_int_eq(t.calls, 1);
+    ck_assert_int_eq(t.errors, 0);
+    ck_assert_int_eq(j.res.allowed, 1);
+    ck_assert_int_eq(j.res.remaining, 9);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+}
+END_TEST
 
 START_TEST(redis_many_in_flight)
 {
@@ -484,11 +611,15 @@ static Suite *suite(void)
     tcase_add_test(mem, memory_calls_back_from_process_only);
     tcase_add_test(mem, memory_errors_and_bounds);
     tcase_add_test(mem, memory_all_or_nothing);
+    tcase_add_test(mem, memory_answers_at_once);
+    tcase_add_test(mem, shm_answers_at_once);
+    tcase_add_test(mem, memory_at_once_only_when_asked);
     suite_add_tcase(s, mem);
     if (rh_available()) {
         tcase_add_checked_fixture(red, srv_up, srv_down);
         tcase_set_timeout(red, 60);
         tcase_add_test(red, redis_many_in_flight);
+        tcase_add_test(red, redis_at_once_only_when_decided);
         tcase_add_test(red, redis_all_or_nothing);
         tcase_add_test(red, redis_deadline_failure_modes_breaker);
         tcase_add_test(red, redis_free_with_checks_in_flight);

@@ -154,6 +154,30 @@ START_TEST(test_denied_headers)
 }
 END_TEST
 
+/* Every digit count, each side of each power of ten, as printf writes
+ * them (the numbers are formatted two digits at a time). */
+START_TEST(test_numbers_as_printf)
+{
+    int64_t p = 1;
+
+    for (int k = 0; k <= 18; k++) { /* p = 10^k */
+        int64_t vs[] = {p - 1, p, p + 1, p + p / 2 + 3,
+                        k < 18 ? p * 10 - 1 : INT64_MAX};
+        for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++) {
+            rl_result r = make_result(1, vs[j], 0, 0, 0, 1, "n");
+            rl_header h[RL_HEADERS_MAX];
+            char want[24];
+            int n = rl_headers(&r, 0, h, RL_HEADERS_MAX);
+
+            snprintf(want, sizeof want, "%lld", (long long)vs[j]);
+            assert_header(h, n, 0, "X-RateLimit-Limit", want);
+        }
+        if (k < 18)
+            p *= 10;
+    }
+}
+END_TEST
+
 START_TEST(test_large_values)
 {
     rl_result r = make_result(0, INT64_MAX, INT64_MAX, INT64_MAX, INT64_MAX,
@@ -866,6 +890,7 @@ static Suite *headers_suite(void)
     tcase_add_test(tc, test_allowed_headers);
     tcase_add_test(tc, test_denied_headers);
     tcase_add_test(tc, test_large_values);
+    tcase_add_test(tc, test_numbers_as_printf);
     tcase_add_test(tc, test_retry_after_zero_clamped);
     tcase_add_test(tc, test_retry_after_negative_clamped);
     tcase_add_test(tc, test_allowed_ignores_retry_after);

@@ -10,7 +10,8 @@ curl and wrk, against a real redis-server (tests/nginx_harness.py).
     the library's JSON body; the IETF pair on request; ratelimit_status;
   - the default store, shm://nginx-ratelimit: 2 workers share one limit,
     the master removes the region when it exits; the memory store (its
-    answers come at once, in the handler);
+    answers come at once, in the handler: under wrk the workers make no
+    read(2) and about one write(2) a request, /proc/PID/io);
   - Redis stopped (SIGSTOP): an `open` rule admits, a `closed` one
     answers 503 (ratelimit_unavailable_status; not the 429 of a limit)
     with Retry-After 1 and a line in error.log (rate-limited), a
@@ -154,6 +155,36 @@ def test_ietf_and_status(a):
 SHM_DEFAULT = "/dev/shm/nginx-ratelimit"  # the module's default store
 
 
+def worker_io(n):
+    """read(2)-family and write(2)-family calls the workers of n made so
+    far (/proc/PID/io's syscr, syscw: recv and accept are neither)."""
+    with open(f"/proc/{n.proc.pid}/task/{n.proc.pid}/children") as f:
+        pids = f.read().split()
+    total = [0, 0]
+    for pid in pids:
+        with open(f"/proc/{pid}/io") as f:
+            io = dict(line.split(": ") for line in f.read().splitlines())
+        total[0] += int(io["syscr"])
+        total[1] += int(io["syscw"])
+    return total
+
+
+def check_no_wakeup(n, what):
+    """A check decided at once (RL_ASYNC_NOW) is taken in the handler: no
+    eventfd write and read a request, so the workers read nothing and
+    write about one response a request (the queued path: a read and two
+    writes a request)."""
+    before = worker_io(n)
+    p = subprocess.run(["wrk", "-t1", "-c2", "-d1s", n.url("/fleet?user=io")],
+                       capture_output=True, text=True)
+    after = worker_io(n)
+    reqs = int(re.search(r"(\d+) requests in", p.stdout).group(1))
+    reads, writes = after[0] - before[0], after[1] - before[1]
+    check(reqs >= 100 and reads < reqs / 20 and writes < reqs * 1.2,
+          f"{what}: decided in the handler, no descriptor wake-up "
+          f"({reqs} requests, {reads} reads, {writes} writes)")
+
+
 def test_default_shm(module, rules):
     """No ratelimit_store: the workers share one shm:// region, made by a
     worker, removed by the master when it exits."""
@@ -166,6 +197,7 @@ def test_default_shm(module, rules):
         check(codes.count(200) == 20 and codes[20:] == [429] * 5,
               f"default shm://nginx-ratelimit, 2 workers: 20 of 25 ({codes})")
         check(os.path.exists(SHM_DEFAULT), "the region exists while it runs")
+        check_no_wakeup(n, "shm://, 2 workers")
     finally:
         n.stop()
     check(not os.path.exists(SHM_DEFAULT), "the master removed the region")
@@ -184,6 +216,7 @@ def test_memory(module, rules):
                           "partner-b": [200] * 4 + [429] * 2,
                           "vip-1": [200] * 6},
               f"per-value rules: 2, a partner 4, the allow-list all ({per_key})")
+        check_no_wakeup(n, "memory://")
     finally:
         n.stop()
 

@@ -55,6 +55,7 @@
 #include "siphash.h"
 #include "slots.h"
 #include "slots_settle.h"
+#include "wordlock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -77,6 +78,7 @@
 #define SHM_READY 0x52454459u /* the header's ready word once initialised */
 #define SHM_WAIT_MS 2000      /* a later opener waits this long for it    */
 #define SHM_MODE 0600
+#define SHM_LOCK_SPINS 100    /* tries of a held segment lock, then sleep */
 
 typedef struct shm_header {
     uint64_t magic;
@@ -212,11 +214,21 @@ static void repair(shm_store *m, shm_segment *g, slot_entry *s)
 }
 
 /* Lock segment i; a lock whose holder died is repaired and taken over.
- * 0, or the error of a lock that cannot be made consistent. */
+ * 0, or the error of a lock that cannot be made consistent.  A held lock
+ * is tried again SHM_LOCK_SPINS times before sleeping on it: a robust
+ * mutex sleeps at once (futex wait, and the holder's unlock a futex
+ * wake), while a segment is held for a few hundred ns. */
 static int seg_lock(shm_store *m, uint32_t i)
 {
     shm_segment *g = &m->seg[i];
-    int rc = pthread_mutex_lock(&g->lock);
+    int rc = pthread_mutex_trylock(&g->lock);
+
+    for (int k = 0; rc == EBUSY && k < SHM_LOCK_SPINS; k++) {
+        wordlock_relax();
+        rc = pthread_mutex_trylock(&g->lock);
+    }
+    if (rc == EBUSY)
+        rc = pthread_mutex_lock(&g->lock);
 
     if (rc == EOWNERDEAD) {
         repair(m, g, seg_slots(m, i));

@@ -9,15 +9,6 @@
 
 #define WORDLOCK_SPINS 100 /* looks at the word before sleeping */
 
-static inline void cpu_relax(void)
-{
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#elif defined(__aarch64__)
-    __asm__ __volatile__("yield");
-#endif
-}
-
 void wordlock_lock_slow(wordlock *l)
 {
     uint32_t c;
@@ -29,7 +20,7 @@ void wordlock_lock_slow(wordlock *l)
                                                   memory_order_acquire,
                                                   memory_order_relaxed))
             return;
-        cpu_relax();
+        wordlock_relax();
     }
     /* Mark the word "someone may sleep" and sleep while it says so; a
      * thread that takes it this way leaves it 2, so its release wakes the

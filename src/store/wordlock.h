@@ -22,6 +22,16 @@ typedef struct wordlock {
 
 #define WORDLOCK_INIT {0}
 
+/* A spinning waiter's pause between looks (also store_shm.c's). */
+static inline void wordlock_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
 /* The contended path: spin, then sleep (wordlock.c). */
 void wordlock_lock_slow(wordlock *l);
 
