@@ -18,7 +18,9 @@
  * With --rounds R every measurement, the peer's too, is taken R times in
  * turn (a loaded machine's swings fall on all of them alike) and each
  * figure is the median of its R values.  client_us: the process's CPU
- * time (user + system, every thread) per check.
+ * time (user + system, every thread) per check; server_us: redis-server's
+ * (INFO cpu) per check; the peer's from its own CPU shares.  On a loaded
+ * machine their sum is the steadier comparison of the two.
  *
  * Every check charges one rule on a key drawn uniformly from --keys keys
  * "user:<n>"; the limit is so large that nothing is denied.  Latency is per
@@ -36,6 +38,7 @@
 #include "benchmodes.h"
 #include "benchutil.h"
 #include "ratelimit.h"
+#include "redisutil.h"
 
 #define INFLIGHT 64
 #define MANY_THREADS 2
@@ -58,7 +61,7 @@ typedef struct options {
 
 /* What one measurement gives. */
 typedef struct result {
-    double checks_per_s, p50_us, p99_us, client_us;
+    double checks_per_s, p50_us, p99_us, client_us, server_us;
     uint64_t checks, errors, denied;
 } result;
 
@@ -80,19 +83,38 @@ static void key_of(uint64_t *rng, const options *o, char *buf)
              (unsigned long long)pick(rng, o->keys));
 }
 
-/* This process's CPU seconds so far. */
-static double cpu_s(void)
+/* CPU seconds so far: this process's, and the server's (0 when it cannot
+ * be read). */
+typedef struct meter {
+    double client, server;
+} meter;
+
+static meter meter_now(const options *o)
 {
     struct rusage ru;
+    meter m = {0, 0};
+    redisContext *c = redisConnect("127.0.0.1", o->port);
+    double u = 0, s = 0;
+    char err[ERRLEN];
 
+    if (c && !c->err && info_num(c, "cpu", "used_cpu_user", &u, err) == 0 &&
+        info_num(c, "cpu", "used_cpu_sys", &s, err) == 0)
+        m.server = u + s;
+    if (c)
+        redisFree(c);
     getrusage(RUSAGE_SELF, &ru);
-    return rusage_seconds(&ru);
+    m.client = rusage_seconds(&ru);
+    return m;
 }
 
-static void finish(result *r, const hist *h, uint64_t ns, double cpu0)
+static void finish(const options *o, result *r, const hist *h, uint64_t ns,
+                   meter m0)
 {
+    meter m = meter_now(o);
+
     r->checks = h->n;
-    r->client_us = h->n ? (cpu_s() - cpu0) * 1e6 / (double)h->n : 0;
+    r->client_us = h->n ? (m.client - m0.client) * 1e6 / (double)h->n : 0;
+    r->server_us = h->n ? (m.server - m0.server) * 1e6 / (double)h->n : 0;
     r->checks_per_s = ns ? (double)h->n * 1e9 / (double)ns : 0;
     r->p50_us = hist_pct(h, 0.50) / 1000.0;
     r->p99_us = hist_pct(h, 0.99) / 1000.0;
@@ -146,7 +168,7 @@ static int run_async(const options *o, rl_limiter *lim, result *out,
 {
     static arun r;
     uint64_t start, end;
-    double cpu0 = cpu_s();
+    meter m0 = meter_now(o);
     int rc;
 
     memset(&r, 0, sizeof r);
@@ -173,7 +195,7 @@ static int run_async(const options *o, rl_limiter *lim, result *out,
         rl_async_process(r.a);
     }
     r.stop = 1;
-    finish(out, &r.h, now_ns() - start, cpu0);
+    finish(o, out, &r.h, now_ns() - start, m0);
     while (rl_async_in_flight(r.a)) { /* the last ones, not counted */
         struct pollfd p = {.fd = rl_async_fd(r.a), .events = POLLIN};
         poll(&p, 1, 100);
@@ -237,7 +259,7 @@ static int run_threads(const options *o, rl_limiter *lim, int nthreads,
     static hist all;
     _Atomic int stop = 0;
     uint64_t start;
-    double cpu0 = cpu_s();
+    meter m0 = meter_now(o);
     int started = 0;
 
     memset(&all, 0, sizeof all);
@@ -259,7 +281,7 @@ static int run_threads(const options *o, rl_limiter *lim, int nthreads,
         out->errors += w[i].errors;
         out->denied += w[i].denied;
     }
-    finish(out, &all, now_ns() - start, cpu0);
+    finish(o, out, &all, now_ns() - start, m0);
     if (started < nthreads)
         return set_err(err, "pthread_create", -1, "no thread"), -1;
     return 0;
@@ -285,6 +307,7 @@ static int run_peer(const options *o, int inflight, result *out, char *err)
     char cmd[1024], line[1024];
     FILE *f;
     int got = 0;
+    double client = 0, server = 0; /* cores */
 
     snprintf(cmd, sizeof cmd, "node '%s' --port %d --seconds %g --keys %llu "
              "--mem-keys 1000 --concurrency %d --json --force", o->peer,
@@ -295,6 +318,12 @@ static int run_peer(const options *o, int inflight, result *out, char *err)
         got += peer_value(line, "peer_rlf_checks_per_s", &out->checks_per_s);
         got += peer_value(line, "peer_rlf_p50_us", &out->p50_us);
         got += peer_value(line, "peer_rlf_p99_us", &out->p99_us);
+        peer_value(line, "peer_rlf_client_cpu_share", &client);
+        peer_value(line, "peer_rlf_server_cpu_share", &server);
+    }
+    if (out->checks_per_s > 0) {
+        out->client_us = client * 1e6 / out->checks_per_s;
+        out->server_us = server * 1e6 / out->checks_per_s;
     }
     if (pclose(f) != 0 || got < 3)
         return set_err(err, "peer.js", -1, "failed or gave no figures"), -1;
@@ -320,8 +349,10 @@ static void emit_pair(const options *o, const char *name, const result *r,
     xnum(&f, "checks", (double)r->checks);
     xnum(&f, "errors", (double)r->errors);
     xnum(&f, "denied", (double)r->denied);
-    if (r->client_us > 0)
+    if (r->client_us > 0) {
         xnum(&f, "client_us", r->client_us);
+        xnum(&f, "server_us", r->server_us);
+    }
     emit_figure(&f, o->json, &layout);
     snprintf(pname, sizeof pname, "%s_p99", name);
     f = (figure){.name = pname, .value = r->p99_us, .unit = "us",
@@ -331,6 +362,16 @@ static void emit_pair(const options *o, const char *name, const result *r,
         f.ref_name[i] = ref_names[i];
     }
     xnum(&f, "p50_us", r->p50_us);
+    emit_figure(&f, o->json, &layout);
+    if (r->client_us <= 0)
+        return;
+    snprintf(pname, sizeof pname, "%s_cpu", name); /* client + server */
+    f = (figure){.name = pname, .value = r->client_us + r->server_us,
+                 .unit = "us/check", .nrefs = nrefs};
+    for (int i = 0; i < nrefs; i++) {
+        f.ref[i] = refs[i].client_us + refs[i].server_us;
+        f.ref_name[i] = ref_names[i];
+    }
     emit_figure(&f, o->json, &layout);
 }
 
@@ -418,12 +459,13 @@ static double median_of(double *v, int n)
 static void medians(result m[][M_COUNT], int rounds, result *med)
 {
     for (int k = 0; k < M_COUNT; k++) {
-        double v[4][ROUNDS_MAX];
+        double v[5][ROUNDS_MAX];
         for (int r = 0; r < rounds; r++) {
             v[0][r] = m[r][k].checks_per_s;
             v[1][r] = m[r][k].p50_us;
             v[2][r] = m[r][k].p99_us;
             v[3][r] = m[r][k].client_us;
+            v[4][r] = m[r][k].server_us;
             med[k].checks += m[r][k].checks;
             med[k].errors += m[r][k].errors;
             med[k].denied += m[r][k].denied;
@@ -432,6 +474,7 @@ static void medians(result m[][M_COUNT], int rounds, result *med)
         med[k].p50_us = median_of(v[1], rounds);
         med[k].p99_us = median_of(v[2], rounds);
         med[k].client_us = median_of(v[3], rounds);
+        med[k].server_us = median_of(v[4], rounds);
     }
 }
 
