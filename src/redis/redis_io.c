@@ -37,7 +37,10 @@
  *    inside a claim of its ticket (HELD -> BUSY -> HELD or DONE); a
  *    failure or a timeout is HELD -> DONE without touching the job.
  *  - A blocking caller waits in rio_wait(): a short look, then a futex
- *    sleep on its ticket's word until DONE or its deadline + RIO_GRACE_MS,
+ *    sleep on its cohort's bell (redis_ticket.h: the jobs one take_queue
+ *    took share one word; the loop notes the bells of the callers it
+ *    answers and rings each once at the end of its turn's work, `ring`)
+ *    until DONE or its deadline + RIO_GRACE_MS,
  *    whichever first; at that limit it takes the ticket from HELD to GONE
  *    and returns a timeout, whatever the loop is doing (a loop thread the
  *    scheduler does not run was seen late by over a second on busy
