@@ -8,10 +8,19 @@
  *                a poll() loop on rl_async_fd(): each callback starts the
  *                next check (issue 12's event-loop figure);
  *   many_2x32    2 threads, each rl_check_many() of 32 requests in a loop;
- *   blocking_64  64 threads, each rl_check() in a loop;
+ *   blocking_64  64 threads, each rl_check() in a loop (a thread-per-
+ *                connection server; issue 24 section 5), beside the peer;
+ *   blocking_1   ONE thread calling rl_check() (its p50: the unbatched
+ *                path's latency), beside the peer with 1 call in flight;
  *   peer         bench/peer/peer.js (rate-limiter-flexible on ioredis, 64
- *                consume() calls in flight in one Node loop), run as a
- *                child against the same server after ours.
+ *                consume() calls in flight in one Node loop, then 1),
+ *                run as a child against the same server after ours.
+ * With --rounds R every measurement, the peer's too, is taken R times in
+ * turn (a loaded machine's swings fall on all of them alike) and each
+ * figure is the median of its R values.  client_us: the process's CPU
+ * time (user + system, every thread) per check; server_us: redis-server's
+ * (INFO cpu) per check; the peer's from its own CPU shares.  On a loaded
+ * machine their sum is the steadier comparison of the two.
  *
  * Every check charges one rule on a key drawn uniformly from --keys keys
  * "user:<n>"; the limit is so large that nothing is denied.  Latency is per
@@ -29,6 +38,7 @@
 #include "benchmodes.h"
 #include "benchutil.h"
 #include "ratelimit.h"
+#include "redisutil.h"
 
 #define INFLIGHT 64
 #define MANY_THREADS 2
@@ -40,8 +50,10 @@ static const char *rules =
     "[{\"rule_id\":\"b\",\"dimension\":\"user\",\"limit\":1000000000,"
     "\"window_seconds\":3600}]";
 
+#define ROUNDS_MAX 15
+
 typedef struct options {
-    int port, json;
+    int port, json, rounds, blocking; /* blocking: rl_check's rows only */
     double seconds;
     unsigned long long keys;
     const char *peer;           /* path of peer.js, or NULL: not run      */
@@ -49,7 +61,7 @@ typedef struct options {
 
 /* What one measurement gives. */
 typedef struct result {
-    double checks_per_s, p50_us, p99_us;
+    double checks_per_s, p50_us, p99_us, client_us, server_us;
     uint64_t checks, errors, denied;
 } result;
 
@@ -71,9 +83,38 @@ static void key_of(uint64_t *rng, const options *o, char *buf)
              (unsigned long long)pick(rng, o->keys));
 }
 
-static void finish(result *r, const hist *h, uint64_t ns)
+/* CPU seconds so far: this process's, and the server's (0 when it cannot
+ * be read). */
+typedef struct meter {
+    double client, server;
+} meter;
+
+static meter meter_now(const options *o)
 {
+    struct rusage ru;
+    meter m = {0, 0};
+    redisContext *c = redisConnect("127.0.0.1", o->port);
+    double u = 0, s = 0;
+    char err[ERRLEN];
+
+    if (c && !c->err && info_num(c, "cpu", "used_cpu_user", &u, err) == 0 &&
+        info_num(c, "cpu", "used_cpu_sys", &s, err) == 0)
+        m.server = u + s;
+    if (c)
+        redisFree(c);
+    getrusage(RUSAGE_SELF, &ru);
+    m.client = rusage_seconds(&ru);
+    return m;
+}
+
+static void finish(const options *o, result *r, const hist *h, uint64_t ns,
+                   meter m0)
+{
+    meter m = meter_now(o);
+
     r->checks = h->n;
+    r->client_us = h->n ? (m.client - m0.client) * 1e6 / (double)h->n : 0;
+    r->server_us = h->n ? (m.server - m0.server) * 1e6 / (double)h->n : 0;
     r->checks_per_s = ns ? (double)h->n * 1e9 / (double)ns : 0;
     r->p50_us = hist_pct(h, 0.50) / 1000.0;
     r->p99_us = hist_pct(h, 0.99) / 1000.0;
@@ -127,6 +168,7 @@ static int run_async(const options *o, rl_limiter *lim, result *out,
 {
     static arun r;
     uint64_t start, end;
+    meter m0 = meter_now(o);
     int rc;
 
     memset(&r, 0, sizeof r);
@@ -153,7 +195,7 @@ static int run_async(const options *o, rl_limiter *lim, result *out,
         rl_async_process(r.a);
     }
     r.stop = 1;
-    finish(out, &r.h, now_ns() - start);
+    finish(o, out, &r.h, now_ns() - start, m0);
     while (rl_async_in_flight(r.a)) { /* the last ones, not counted */
         struct pollfd p = {.fd = rl_async_fd(r.a), .events = POLLIN};
         poll(&p, 1, 100);
@@ -217,6 +259,7 @@ static int run_threads(const options *o, rl_limiter *lim, int nthreads,
     static hist all;
     _Atomic int stop = 0;
     uint64_t start;
+    meter m0 = meter_now(o);
     int started = 0;
 
     memset(&all, 0, sizeof all);
@@ -238,7 +281,7 @@ static int run_threads(const options *o, rl_limiter *lim, int nthreads,
         out->errors += w[i].errors;
         out->denied += w[i].denied;
     }
-    finish(out, &all, now_ns() - start);
+    finish(o, out, &all, now_ns() - start, m0);
     if (started < nthreads)
         return set_err(err, "pthread_create", -1, "no thread"), -1;
     return 0;
@@ -259,21 +302,28 @@ static int peer_value(const char *line, const char *name, double *v)
     return 1;
 }
 
-static int run_peer(const options *o, result *out, char *err)
+static int run_peer(const options *o, int inflight, result *out, char *err)
 {
     char cmd[1024], line[1024];
     FILE *f;
     int got = 0;
+    double client = 0, server = 0; /* cores */
 
     snprintf(cmd, sizeof cmd, "node '%s' --port %d --seconds %g --keys %llu "
-             "--mem-keys 1000 --json --force", o->peer, o->port, o->seconds,
-             o->keys);
+             "--mem-keys 1000 --concurrency %d --json --force", o->peer,
+             o->port, o->seconds, o->keys, inflight);
     if (!(f = popen(cmd, "r")))
         return set_err(err, "popen node", -1, cmd), -1;
     while (fgets(line, sizeof line, f)) {
         got += peer_value(line, "peer_rlf_checks_per_s", &out->checks_per_s);
         got += peer_value(line, "peer_rlf_p50_us", &out->p50_us);
         got += peer_value(line, "peer_rlf_p99_us", &out->p99_us);
+        peer_value(line, "peer_rlf_client_cpu_share", &client);
+        peer_value(line, "peer_rlf_server_cpu_share", &server);
+    }
+    if (out->checks_per_s > 0) {
+        out->client_us = client * 1e6 / out->checks_per_s;
+        out->server_us = server * 1e6 / out->checks_per_s;
     }
     if (pclose(f) != 0 || got < 3)
         return set_err(err, "peer.js", -1, "failed or gave no figures"), -1;
@@ -299,6 +349,10 @@ static void emit_pair(const options *o, const char *name, const result *r,
     xnum(&f, "checks", (double)r->checks);
     xnum(&f, "errors", (double)r->errors);
     xnum(&f, "denied", (double)r->denied);
+    if (r->client_us > 0) {
+        xnum(&f, "client_us", r->client_us);
+        xnum(&f, "server_us", r->server_us);
+    }
     emit_figure(&f, o->json, &layout);
     snprintf(pname, sizeof pname, "%s_p99", name);
     f = (figure){.name = pname, .value = r->p99_us, .unit = "us",
@@ -308,6 +362,16 @@ static void emit_pair(const options *o, const char *name, const result *r,
         f.ref_name[i] = ref_names[i];
     }
     xnum(&f, "p50_us", r->p50_us);
+    emit_figure(&f, o->json, &layout);
+    if (r->client_us <= 0)
+        return;
+    snprintf(pname, sizeof pname, "%s_cpu", name); /* client + server */
+    f = (figure){.name = pname, .value = r->client_us + r->server_us,
+                 .unit = "us/check", .nrefs = nrefs};
+    for (int i = 0; i < nrefs; i++) {
+        f.ref[i] = refs[i].client_us + refs[i].server_us;
+        f.ref_name[i] = ref_names[i];
+    }
     emit_figure(&f, o->json, &layout);
 }
 
@@ -323,18 +387,23 @@ static void usage(FILE *to)
             "Redis on 127.0.0.1:P (bench/asyncbench.sh starts a private\n"
             "one).  The database is flushed by the peer.\n\n"
             "  --seconds S  per measurement (default 10)\n"
+            "  --blocking   the rl_check rows (and the peer's) only\n"
+            "  --rounds R   each measurement R times in turn, medians\n"
+            "               (default 1, at most %d)\n"
             "  --keys N     key space, k/M/G suffixes (default 100k)\n"
             "  --peer PATH  run peer.js (needs node and its npm packages)\n",
-            INFLIGHT, MANY_THREADS, MANY_BATCH, BLOCKING_THREADS);
+            INFLIGHT, MANY_THREADS, MANY_BATCH, BLOCKING_THREADS, ROUNDS_MAX);
 }
 
 static int parse(int argc, char **argv, options *o)
 {
-    *o = (options){.seconds = 10, .keys = 100000};
+    *o = (options){.seconds = 10, .keys = 100000, .rounds = 1};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (strcmp(a, "--json") == 0) {
             o->json = 1;
+        } else if (strcmp(a, "--blocking") == 0) {
+            o->blocking = 1;
         } else if (strcmp(a, "--help") == 0) {
             usage(stdout);
             exit(0);
@@ -346,56 +415,116 @@ static int parse(int argc, char **argv, options *o)
             if (parse_count(v, &o->keys) != 0 || o->keys == 0)
                 return -1;
             i++;
+        } else if (v && strcmp(a, "--rounds") == 0) {
+            o->rounds = atoi(v), i++;
         } else if (v && strcmp(a, "--peer") == 0) {
             o->peer = v, i++;
         } else {
             return -1;
         }
     }
-    return o->port > 0 && o->port < 65536 && o->seconds > 0 ? 0 : -1;
+    return o->port > 0 && o->port < 65536 && o->seconds > 0 &&
+                   o->rounds >= 1 && o->rounds <= ROUNDS_MAX ? 0 : -1;
+}
+
+enum { M_ASYNC, M_MANY, M_BLK, M_ONE, M_PEER, M_PEER1, M_COUNT };
+
+/* One round: each of ours on one limiter, then the peer's two. */
+static int run_round(const options *o, result *m, char *err)
+{
+    rl_limiter *lim = open_limiter(o, err);
+    int rc = !lim ||
+             (!o->blocking && (run_async(o, lim, &m[M_ASYNC], err) ||
+              run_threads(o, lim, MANY_THREADS, MANY_BATCH, &m[M_MANY], err))) ||
+             run_threads(o, lim, BLOCKING_THREADS, 0, &m[M_BLK], err) ||
+             run_threads(o, lim, 1, 0, &m[M_ONE], err);
+
+    rl_limiter_free(lim);
+    if (rc)
+        return -1;
+    if (o->peer && (run_peer(o, INFLIGHT, &m[M_PEER], err) ||
+                    run_peer(o, 1, &m[M_PEER1], err)))
+        return 1;
+    return 0;
+}
+
+static double median_of(double *v, int n)
+{
+    sort_doubles(v, (size_t)n);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* med[k] = the rounds' medians of m[.][k], field by field (counts
+ * summed). */
+static void medians(result m[][M_COUNT], int rounds, result *med)
+{
+    for (int k = 0; k < M_COUNT; k++) {
+        double v[5][ROUNDS_MAX];
+        for (int r = 0; r < rounds; r++) {
+            v[0][r] = m[r][k].checks_per_s;
+            v[1][r] = m[r][k].p50_us;
+            v[2][r] = m[r][k].p99_us;
+            v[3][r] = m[r][k].client_us;
+            v[4][r] = m[r][k].server_us;
+            med[k].checks += m[r][k].checks;
+            med[k].errors += m[r][k].errors;
+            med[k].denied += m[r][k].denied;
+        }
+        med[k].checks_per_s = median_of(v[0], rounds);
+        med[k].p50_us = median_of(v[1], rounds);
+        med[k].p99_us = median_of(v[2], rounds);
+        med[k].client_us = median_of(v[3], rounds);
+        med[k].server_us = median_of(v[4], rounds);
+    }
 }
 
 int async_main(int argc, char **argv)
 {
+    static result m[ROUNDS_MAX][M_COUNT];
     options o;
-    result as = {0}, many = {0}, blk = {0}, peer = {0};
+    result med[M_COUNT] = {{0}};
     char err[ERRLEN] = "";
-    rl_limiter *lim;
-    int rc = 0;
+    int rc = 0, with_peer;
 
     if (parse(argc, argv, &o) != 0) {
         usage(stderr);
         return 2;
     }
-    if (!(lim = open_limiter(&o, err)) || run_async(&o, lim, &as, err) ||
-        run_threads(&o, lim, MANY_THREADS, MANY_BATCH, &many, err) ||
-        run_threads(&o, lim, BLOCKING_THREADS, 0, &blk, err)) {
+    memset(m, 0, sizeof m);
+    for (int r = 0; r < o.rounds && rc == 0; r++)
+        if ((rc = run_round(&o, m[r], err)) < 0) {
+            fprintf(stderr, "asyncbench: %s\n", err);
+            return 1;
+        }
+    if (rc)
         fprintf(stderr, "asyncbench: %s\n", err);
-        rl_limiter_free(lim);
-        return 1;
-    }
-    rl_limiter_free(lim);
-    if (o.peer && run_peer(&o, &peer, err) != 0) {
-        fprintf(stderr, "asyncbench: %s\n", err);
-        rc = 1;
-    }
+    with_peer = o.peer && rc == 0;
+    medians(m, o.rounds, med);
     if (o.json)
         printf("{\"name\":\"params\",\"seconds\":%g,\"keys\":%llu,"
-               "\"in_flight\":%d,\"loadavg_1m\":%.2f}\n", o.seconds, o.keys,
-               INFLIGHT, loadavg1());
+               "\"in_flight\":%d,\"rounds\":%d,\"loadavg_1m\":%.2f}\n",
+               o.seconds, o.keys, INFLIGHT, o.rounds, loadavg1());
     else
         print_columns(&layout);
     {   /* at most two refs per figure: the peer first, when it ran */
-        result refs[2] = {peer, many};
+        result refs[2] = {med[M_PEER], med[M_MANY]};
         const char *names[2] = {"rate_limiter_flexible",
                                 "rl_check_many_2x32"};
-        int with_peer = o.peer && rc == 0;
-        emit_pair(&o, "async_64", &as, with_peer ? refs : refs + 1,
-                  with_peer ? names : names + 1, with_peer ? 2 : 1);
+        int nrefs = with_peer + !o.blocking;
+        if (!o.blocking)
+            emit_pair(&o, "async_64", &med[M_ASYNC], refs + !with_peer,
+                      names + !with_peer, nrefs);
+        emit_pair(&o, "blocking_64", &med[M_BLK], refs + !with_peer,
+                  names + !with_peer, nrefs);
+        if (!o.blocking)
+            emit_pair(&o, "many_2x32", &med[M_MANY], NULL, NULL, 0);
     }
-    emit_pair(&o, "many_2x32", &many, NULL, NULL, 0);
-    emit_pair(&o, "blocking_64", &blk, NULL, NULL, 0);
-    if (o.peer && rc == 0)
-        emit_pair(&o, "peer_rlf_64", &peer, NULL, NULL, 0);
-    return rc || as.errors || many.errors || blk.errors ? 1 : 0;
+    emit_pair(&o, "blocking_1", &med[M_ONE], &med[M_PEER1],
+              (const char *const[]){"rate_limiter_flexible_1"}, with_peer);
+    if (with_peer) {
+        emit_pair(&o, "peer_rlf_64", &med[M_PEER], NULL, NULL, 0);
+        emit_pair(&o, "peer_rlf_1", &med[M_PEER1], NULL, NULL, 0);
+    }
+    return rc || med[M_ASYNC].errors || med[M_MANY].errors ||
+                   med[M_BLK].errors || med[M_ONE].errors ? 1 : 0;
 }

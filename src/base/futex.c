@@ -28,3 +28,8 @@ void futex_wake_one(_Atomic uint32_t *w)
 {
     syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
+
+void futex_wake_all(_Atomic uint32_t *w)
+{
+    syscall(SYS_futex, w, FUTEX_WAKE_PRIVATE, INT32_MAX, NULL, NULL, 0);
+}

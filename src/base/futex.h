@@ -18,7 +18,8 @@
  * INT64_MAX: no limit).  Returns at once if *w != val. */
 void futex_wait_until(_Atomic uint32_t *w, uint32_t val, int64_t deadline_ns);
 
-/* Wake one thread sleeping on w. */
+/* Wake one thread sleeping on w; every thread sleeping on it. */
 void futex_wake_one(_Atomic uint32_t *w);
+void futex_wake_all(_Atomic uint32_t *w);
 
 #endif

@@ -37,7 +37,10 @@
  *    inside a claim of its ticket (HELD -> BUSY -> HELD or DONE); a
  *    failure or a timeout is HELD -> DONE without touching the job.
  *  - A blocking caller waits in rio_wait(): a short look, then a futex
- *    sleep on its ticket's word until DONE or its deadline + RIO_GRACE_MS,
+ *    sleep on its cohort's bell (redis_ticket.h: the jobs one take_queue
+ *    took share one word; the loop notes the bells of the callers it
+ *    answers and rings each once at the end of its turn's work, `ring`)
+ *    until DONE or its deadline + RIO_GRACE_MS,
  *    whichever first; at that limit it takes the ticket from HELD to GONE
  *    and returns a timeout, whatever the loop is doing (a loop thread the
  *    scheduler does not run was seen late by over a second on busy
@@ -102,10 +105,13 @@ static void wake_fd(int fd)
 static void fail(rio *r, rio_ticket *t, int stat)
 {
     if (!t->callback) {
-        if (!tk_settle(t))
+        int settled = tk_settle(t);
+        if (!settled)
             stat_add(r, S_TIMEOUTS, 1); /* its caller left at its deadline */
         else if (stat >= 0)
             stat_add(r, stat, 1);
+        if (settled == 2)
+            rio_loop_bell(r, t);
         recycle(r, t);
         return;
     }
@@ -120,7 +126,7 @@ void rio_wait(rio_job *j)
 {
     if (!j->tk) /* failed at submission */
         return;
-    if (!tk_wait(j->tk, j->gen,
+    if (!tk_wait(j->tk, j->gen, j->bell,
                  j->deadline_ns + (int64_t)RIO_GRACE_MS * 1000000)) {
         j->rc = RL_ESTORE; /* given up: the job is ours alone again */
         j->why.status = RN_ERROR;
@@ -362,6 +368,8 @@ static int take_queue(rio *r)
             stat_add(r, S_RECONNECTS, 1);
         }
     j = r->qhead;
+    if (j) /* what is queued from now on sleeps on the next bell */
+        tk_pool_cohort(&r->pool);
     r->qhead = r->qtail = NULL;
     atomic_store(&r->queued, 0);
     stop = r->stop;
@@ -549,6 +557,15 @@ static void wait_events(rio *r, int64_t now)
     }
 }
 
+/* Wake the callers whose jobs the turn ended: each bell noted, once. */
+static void ring(rio *r)
+{
+    if (r->ring) {
+        tk_ring(&r->pool, r->ring);
+        r->ring = 0;
+    }
+}
+
 static void *loop_main(void *arg)
 {
     rio *r = arg;
@@ -566,12 +583,15 @@ static void *loop_main(void *arg)
             if (r->c[i].fd >= 0 && r->c[i].off < r->c[i].out.len &&
                 !r->c[i].pollout)
                 flush(r, i);
+        ring(r); /* before a sleep */
         wait_events(r, now);
+        ring(r); /* the replies it read */
     }
     for (int i = 0; i < r->nconns; i++)
         fail_conn(r, i);
     fail_list(r, &r->phead, &r->ptail, S_DOWN);
     fail_list(r, &r->rhead, &r->rtail, S_DOWN);
+    ring(r);
     return NULL;
 }
 

@@ -85,6 +85,7 @@ struct rio_job {
     /* the I/O layer's */
     rio_ticket *tk;              /* NULL: failed at submission           */
     uint32_t gen;                /* tk's generation for this job         */
+    _Atomic uint32_t *bell;      /* tk's cohort's bell (redis_ticket.h)  */
 };
 
 typedef struct rio_opts {

@@ -97,6 +97,7 @@ struct rio {
     rio_ticket *phead, *ptail; /* checks taken, not sent yet            */
     rio_ticket *rhead, *rtail; /* raw calls taken, not sent yet         */
     rio_ticket *fhead, *ftail; /* done with: back to the pool next turn */
+    uint64_t ring;             /* bells to ring (bit i: pool.bell[i])    */
     char rbuf[RBUF];           /* what a read brings, before the reader  */
     rconnector *connector;
     pthread_t loop_th;
@@ -144,15 +145,23 @@ static inline int rio_loop_take(rio *r, rio_ticket *t)
     return 0;
 }
 
+/* t's caller sleeps on its cohort's bell: ring it when the turn's work
+ * is done (redis_io.c: one wake-up for all its sleepers). */
+static inline void rio_loop_bell(rio *r, rio_ticket *t)
+{
+    r->ring |= UINT64_C(1) << t->bell;
+}
+
 /* t is claimed and its answer (or failure) is in its job: tell the
- * submitter (its callback, or DONE and a wake-up), then recycle. */
+ * submitter (its callback, or DONE and its bell noted), then recycle. */
 static inline void rio_loop_finish(rio *r, rio_ticket *t)
 {
     rio_job *j = t->job;
 
     if (j->done)
         j->done(j); /* may free j */
-    tk_finish(t);
+    if (tk_finish(t))
+        rio_loop_bell(r, t);
     recycle(r, t);
 }
 

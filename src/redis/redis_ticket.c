@@ -56,10 +56,26 @@ rio_ticket *tk_issue(tk_pool *p, rio_job *job)
     t->flags = job->flags;
     t->nreplies = job->nreplies;
     t->callback = job->done != NULL;
+    t->bell = (int)p->cohort;
     atomic_store(&t->word, gen << TK_GEN_SHIFT | TK_HELD);
     job->tk = t;
     job->gen = gen & (UINT32_MAX >> TK_GEN_SHIFT);
+    job->bell = &p->bell[p->cohort].rung;
     return t;
+}
+
+void tk_pool_cohort(tk_pool *p)
+{
+    p->cohort = (p->cohort + 1) % TK_BELLS;
+}
+
+void tk_ring(tk_pool *p, uint64_t mask)
+{
+    for (int i = 0; mask; i++, mask >>= 1)
+        if (mask & 1) {
+            atomic_fetch_add(&p->bell[i].rung, 1);
+            futex_wake_all(&p->bell[i].rung);
+        }
 }
 
 void tk_pool_put(tk_pool *p, rio_ticket *head, rio_ticket *tail)
@@ -95,18 +111,21 @@ int tk_claim(rio_ticket *t)
     return 0;
 }
 
-/* BUSY -> phase, the sleeper bits in `keep` kept; wakes the caller if
- * it sleeps for what happened (`wake`).  Only the caller's sleeper bits
- * race with this: the CAS loop keeps one set meanwhile. */
-static void leave(rio_ticket *t, uint32_t phase, uint32_t keep, uint32_t wake)
+/* BUSY -> phase, the sleeper bits in `keep` kept; wakes a caller past its
+ * limit (it sleeps on the word) if `wake` names it.  1 when the caller
+ * sleeps on its bell (TK_WAITER) and `wake` names it: the bell is to be
+ * rung.  Only the caller's sleeper bits race with this: the CAS loop keeps
+ * one set meanwhile. */
+static int leave(rio_ticket *t, uint32_t phase, uint32_t keep, uint32_t wake)
 {
     uint32_t w = atomic_load(&t->word);
 
     while (!atomic_compare_exchange_weak(
         &t->word, &w, (w & ~(TK_PHASE | TK_SLEEPERS)) | (w & keep) | phase))
         ;
-    if (w & wake)
+    if (w & wake & TK_WAITBUSY)
         futex_wake_one(&t->word);
+    return (w & wake & TK_WAITER) != 0;
 }
 
 int tk_settle(rio_ticket *t)
@@ -116,9 +135,9 @@ int tk_settle(rio_ticket *t)
     while ((w & TK_PHASE) != TK_GONE)
         if (atomic_compare_exchange_weak(
                 &t->word, &w, (w & ~(TK_PHASE | TK_SLEEPERS)) | TK_DONE)) {
-            if (w & TK_SLEEPERS)
+            if (w & TK_WAITBUSY)
                 futex_wake_one(&t->word);
-            return 1;
+            return w & TK_WAITER ? 2 : 1;
         }
     return 0;
 }
@@ -131,9 +150,9 @@ void tk_release(rio_ticket *t)
     leave(t, TK_HELD, TK_WAITER, TK_WAITBUSY);
 }
 
-void tk_finish(rio_ticket *t)
+int tk_finish(rio_ticket *t)
 {
-    leave(t, TK_DONE, 0, TK_SLEEPERS);
+    return leave(t, TK_DONE, 0, TK_SLEEPERS);
 }
 
 /* ---- the caller's side ------------------------------------------------ */
@@ -143,13 +162,19 @@ static int answered(uint32_t w, uint32_t gen)
     return w >> TK_GEN_SHIFT != gen || (w & TK_PHASE) == TK_DONE;
 }
 
-int tk_wait(rio_ticket *t, uint32_t gen, int64_t limit_ns)
+/* Before its limit the caller sleeps on its bell: it reads the bell's
+ * count BEFORE its word, and the loop changes the word (DONE, seeing
+ * TK_WAITER) BEFORE it bumps the bell (seq_cst both sides), so a count
+ * read before DONE makes the sleep return at the ring. */
+int tk_wait(rio_ticket *t, uint32_t gen, _Atomic uint32_t *bell,
+            int64_t limit_ns)
 {
     for (int i = 0; i < TK_SPINS; i++)
         if (answered(atomic_load_explicit(&t->word, memory_order_acquire),
                      gen))
             return 1;
     for (;;) {
+        uint32_t rung = atomic_load(bell);
         uint32_t w = atomic_load(&t->word), want;
         int late;
         if (answered(w, gen))
@@ -169,6 +194,9 @@ int tk_wait(rio_ticket *t, uint32_t gen, int64_t limit_ns)
                 continue;
             w |= want;
         }
-        futex_wait_until(&t->word, w, late ? INT64_MAX : limit_ns);
+        if (late)
+            futex_wait_until(&t->word, w, INT64_MAX);
+        else
+            futex_wait_until(bell, rung, limit_ns);
     }
 }
