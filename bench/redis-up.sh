@@ -18,6 +18,8 @@
 #       when no server came up it says so on stderr with the log's tail and
 #       exits 1.
 #
+# $REDIS_UP_ARGS, when set, is added to the server's arguments (make
+# bench-module: --loadmodule ratelimit.so).
 # Needs redis-server and redis-cli on the PATH.
 
 redis_init() {
@@ -53,7 +55,8 @@ redis_up() {
 		fi
 		redis-server --port "$redis_p" --bind 127.0.0.1 --protected-mode yes \
 			--save "" --appendonly no --dir "$REDIS_DIR" \
-			--logfile "$REDIS_DIR/redis.log" --daemonize no &
+			--logfile "$REDIS_DIR/redis.log" --daemonize no \
+			${REDIS_UP_ARGS:-} &
 		REDIS_PID=$!
 		redis_i=0
 		while [ "$redis_i" -lt 50 ]; do

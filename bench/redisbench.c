@@ -96,7 +96,7 @@
 static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
-                                     "outage", NULL};
+                                     "outage", "module_usec", NULL};
 
 static void usage(FILE *f)
 {
@@ -136,7 +136,9 @@ static void usage(FILE *f)
             "                        throughput_64_many, throughput_1,\n"
             "                        usec_per_call, bytes_per_key, accuracy\n"
             "                        (with window_edge), window_edge, "
-            "outage\n"
+            "outage,\n"
+            "                        module_usec (only when named: needs "
+            "ratelimit.so)\n"
             "  --quick               smoke run: 2 s runs, 100k keys, 50k "
             "mem keys,\n"
             "                        10k usec checks, 5 s accuracy run, "
@@ -351,6 +353,9 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
         if (want(o, "accuracy") && acc_run(o, ac, err))
             return -1;
     }
+    if (o->only && strcmp(o->only, "module_usec") == 0 &&
+        group_module(o, err))
+        return -1;
     if (want(o, "outage") && group_outage(o, err))
         return -1;
     return 0;

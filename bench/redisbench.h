@@ -246,4 +246,6 @@ int fault_begin(const options *o, double secs, char *err);
 
 int group_outage(const options *o, char *err);
 
+int group_module(const options *o, char *err);
+
 #endif
