@@ -56,6 +56,7 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
     X(int, DeleteKey, (RedisModuleKey *))                                    \
     X(int, StringSet, (RedisModuleKey *, RedisModuleString *))               \
     X(char *, StringDMA, (RedisModuleKey *, size_t *, int))                  \
+    X(int, StringTruncate, (RedisModuleKey *, size_t))                       \
     X(mstime_t, GetAbsExpire, (RedisModuleKey *))                            \
     X(int, SetAbsExpire, (RedisModuleKey *, mstime_t))                       \
     X(int, HashSet, (RedisModuleKey *, int, ...))                            \

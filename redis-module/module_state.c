@@ -88,36 +88,51 @@ static int plain_load(const algo_params *ap, const char *v, size_t n,
     return MS_OK;
 }
 
+/* x >= 0 in decimal at buf, at least `width` digits (zeros before);
+ * its length.  (snprintf costs a check more than all its maths.) */
+static size_t put_dec(char *buf, int64_t x, size_t width)
+{
+    char tmp[24];
+    size_t n = 0;
+
+    do {
+        tmp[n++] = (char)('0' + x % 10);
+        x /= 10;
+    } while (x > 0);
+    while (n < width)
+        tmp[n++] = '0';
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
 size_t ms_plain_value(const algo_params *ap, const algo_state *st,
                       char *buf, int64_t *exp)
 {
     int64_t w = ap->window_ms, cap = ap->burst * ap->p;
-    int n;
+    size_t n;
 
     switch (ap->algo) {
     case RL_ALGO_TOKEN_BUCKET:
         *exp = st->b + ceil_div(cap - st->a, ap->q);
-        n = snprintf(buf, MS_VALUE_MAX, "%lld", (long long)st->a);
-        break;
+        return put_dec(buf, st->a, 1);
     case RL_ALGO_FIXED_WINDOW:
         *exp = (st->a + 1) * w;
-        n = snprintf(buf, MS_VALUE_MAX, "%lld", (long long)st->b);
-        break;
+        return put_dec(buf, st->b, 1);
     case RL_ALGO_GCRA:
         *exp = st->b > 0 ? st->a + 1 : st->a;
-        n = snprintf(buf, MS_VALUE_MAX, "%lld", (long long)st->b);
-        break;
-    default:
+        return put_dec(buf, st->b, 1);
+    default: /* prev * 10^10 + curr: "%d%010d" */
         *exp = (st->a + 2) * w;
-        n = st->c > 0 ? snprintf(buf, MS_VALUE_MAX, "%lu%010lld",
-                                 (unsigned long)st->c, (long long)st->b)
-                      : snprintf(buf, MS_VALUE_MAX, "%lld", (long long)st->b);
+        if (st->c == 0)
+            return put_dec(buf, st->b, 1);
+        n = put_dec(buf, st->c, 1);
+        return n + put_dec(buf + n, st->b, 10);
     }
-    return (size_t)n;
 }
 
 int ms_plain_read(RedisModuleKey *k, const algo_params *ap, algo_state *st,
-                  const char **log, size_t *loglen, int *found)
+                  const char **log, size_t *loglen, int *found, int64_t *exp)
 {
     int type = RedisModule_KeyType(k);
     size_t n;
@@ -127,11 +142,13 @@ int ms_plain_read(RedisModuleKey *k, const algo_params *ap, algo_state *st,
     *log = NULL;
     *loglen = 0;
     *found = 0;
+    *exp = REDISMODULE_NO_EXPIRE;
     if (type == REDISMODULE_KEYTYPE_EMPTY)
         return MS_OK;
     if (type != REDISMODULE_KEYTYPE_STRING)
         return MS_WRONGTYPE;
     v = RedisModule_StringDMA(k, &n, REDISMODULE_READ);
+    *exp = RedisModule_GetAbsExpire(k);
     *found = 1;
     if (ap->algo == RL_ALGO_SLIDING_LOG) {
         if (n % MS_LOG_B)
@@ -140,7 +157,7 @@ int ms_plain_read(RedisModuleKey *k, const algo_params *ap, algo_state *st,
         *loglen = n;
         return MS_OK;
     }
-    return plain_load(ap, v, n, RedisModule_GetAbsExpire(k), st);
+    return plain_load(ap, v, n, *exp, st);
 }
 
 /* ---- the compact layout (lua/compact.lua) ---------------------------- */

@@ -33,10 +33,11 @@ size_t ms_plain_value(const algo_params *ap, const algo_state *st,
                       char *buf, int64_t *exp);
 
 /* The plain state in key k (open for reading): *st and *found (0: all
- * zero, none).  A log's bytes are left in *log, *loglen (the key's own
- * memory: valid while k is open and unchanged). */
+ * zero, none), and the key's expiry in *exp (REDISMODULE_NO_EXPIRE: none).
+ * A log's bytes are left in *log, *loglen (the key's own memory: valid
+ * while k is open and unchanged). */
 int ms_plain_read(RedisModuleKey *k, const algo_params *ap, algo_state *st,
-                  const char **log, size_t *loglen, int *found);
+                  const char **log, size_t *loglen, int *found, int64_t *exp);
 
 /* The compact layout: the state of `field` of rule base `base` at now, as
  * lua/compact.lua's *_cread (not for the log); *found 0 when none. */

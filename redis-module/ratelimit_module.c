@@ -48,6 +48,9 @@
 /* Loaded with "testclock": a trailing "NOW ms" sets the time (tests). */
 static int test_clock;
 
+/* "PXAT", made once: an argument of every SET replicated. */
+static RedisModuleString *pxat;
+
 typedef struct op {
     RedisModuleString *key, *field; /* field NULL: the plain layout      */
     RedisModuleKey *k;              /* plain: the key, open              */
@@ -57,6 +60,7 @@ typedef struct op {
     algo_state st;                  /* as read                           */
     const char *log;                /* a log's bytes as read             */
     size_t loglen;
+    int64_t exp;                    /* the key's expiry as read          */
     algo_decision d;
     int64_t verdict;
     algo_state next;                /* the state to write (d.changed)    */
@@ -141,7 +145,7 @@ static int read_op(RedisModuleCtx *ctx, op *o, int64_t now)
         o->k = RedisModule_OpenKey(ctx, o->key,
                                    REDISMODULE_READ | REDISMODULE_WRITE);
         return ms_plain_read(o->k, &o->ap, &o->st, &o->log, &o->loglen,
-                             &found);
+                             &found, &o->exp);
     }
     if (blen > MOD_BASE_MAX)
         return MS_CORRUPT;
@@ -200,11 +204,39 @@ static void decide_op(RedisModuleCtx *ctx, op *o, int64_t now)
     }
 }
 
+/* A plain key's new value and expiry.  An existing string is changed in
+ * place, and its expiry (`was` before) only when it moves (a window's
+ * stays): a third of what a SET's new object, its key's overwrite and its
+ * expiry's removal and insertion cost.  A new key is set. */
+static void write_value(RedisModuleCtx *ctx, RedisModuleKey *k,
+                        const char *p, size_t n, int64_t exp, int64_t was)
+{
+    size_t len;
+    char *dst;
+
+    if (RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_STRING &&
+        (dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE)) != NULL) {
+        if (len != n) {
+            RedisModule_StringTruncate(k, n);
+            dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
+        }
+        memcpy(dst, p, n);
+        if (was != exp)
+            RedisModule_SetAbsExpire(k, exp);
+        return;
+    }
+    RedisModuleString *v = RedisModule_CreateString(ctx, p, n);
+    RedisModule_StringSet(k, v);
+    RedisModule_SetAbsExpire(k, exp);
+    RedisModule_FreeString(ctx, v);
+}
+
 /* Write op o's charged state (plain: SET ... PXAT, replicated as such; an
  * expiry already past deletes, as SET does). */
 static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
 {
     char buf[MS_VALUE_MAX];
+    const char *p;
     int64_t exp;
     size_t blen, n;
     RedisModuleString *v;
@@ -219,21 +251,21 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
     if (o->logval) {
         v = o->logval;
         exp = o->next.a;
+        p = RedisModule_StringPtrLen(v, &n);
     } else {
         n = ms_plain_value(&o->ap, &o->next, buf, &exp);
-        v = RedisModule_CreateString(ctx, buf, n);
+        p = buf;
     }
     if (exp <= RedisModule_Milliseconds()) {
         RedisModule_DeleteKey(o->k);
         RedisModule_Replicate(ctx, "DEL", "s", o->key);
     } else {
-        RedisModule_StringSet(o->k, v);
-        RedisModule_SetAbsExpire(o->k, exp);
-        RedisModule_Replicate(ctx, "SET", "sscl", o->key, v, "PXAT",
+        /* a reopened key may have been written by an earlier op */
+        write_value(ctx, o->k, p, n, exp,
+                    reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
+        RedisModule_Replicate(ctx, "SET", "sbsl", o->key, p, n, pxat,
                               (long long)exp);
     }
-    if (!o->logval)
-        RedisModule_FreeString(ctx, v);
     if (reopen) {
         RedisModule_CloseKey(o->k);
         o->k = NULL;
@@ -347,6 +379,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             return REDISMODULE_ERR;
         test_clock = 1;
     }
+    pxat = RedisModule_CreateString(NULL, "PXAT", 4);
     return RedisModule_CreateCommand(ctx, "rl.check", check_command,
                                      "write deny-oom getkeys-api", 0, 0, 0);
 }
