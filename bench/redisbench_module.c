@@ -10,7 +10,11 @@
  * the key space checked once first), so every measured check reads and
  * writes state.  Needs the module loaded in the server under test (make
  * bench-module starts it so: REDIS_UP_ARGS="--loadmodule ...").  Issue
- * 24's target: <= 0.3x the peer's script.
+ * 24's target: <= 0.3x the peer's script.  With RL_CALLGRIND_DIR set (the
+ * server runs under valgrind --tool=callgrind writing there: make
+ * bench-module-instructions), the server's instructions per check too,
+ * all of them (reading the request, the command, the reply), from
+ * callgrind_control's zero and dump around each measured run.
  */
 #include "redisbench.h"
 
@@ -59,12 +63,40 @@ static int read_replies(unsigned long long n, char *err)
     return 0;
 }
 
+/* callgrind_control -z (zero) or -d (dump) of the server; 0 or -1. */
+static int callgrind(const char *op)
+{
+    char cmd[96];
+
+    snprintf(cmd, sizeof cmd, "callgrind_control %s %ld >/dev/null", op,
+             redis_pid);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+/* The instructions ("summary:") of the newest dump in dir; -1 if none. */
+static double callgrind_last(const char *dir)
+{
+    char cmd[600], line[128];
+    double v = -1;
+    FILE *f;
+
+    snprintf(cmd, sizeof cmd, "grep -h '^summary:' $(ls -t %s/cg.* | head "
+             "-1)", dir);
+    if ((f = popen(cmd, "r")) == NULL)
+        return -1;
+    if (fgets(line, sizeof line, f))
+        v = strtod(line + strlen("summary:"), NULL);
+    pclose(f);
+    return v;
+}
+
 /* Variant v (0 RL.CHECK, 2 the peer): nk keys filled (pipelined), then m
  * lone calls on random ones; *us the server's usec_per_call. */
 static int run_direct(int v, int a, unsigned long long nk,
                       unsigned long long m, const char *sha, double *us,
-                      char *err)
+                      double *instr, char *err)
 {
+    const char *cg = getenv("RL_CALLGRIND_DIR");
     uint64_t rng = 0x5EED0000ULL + (uint64_t)a;
     cmdstat cs;
 
@@ -77,13 +109,15 @@ static int run_direct(int v, int a, unsigned long long nk,
         if (read_replies(b, err))
             return -1;
     }
-    if (ctl_ok(err, "CONFIG RESETSTAT"))
+    if (ctl_ok(err, "CONFIG RESETSTAT") || (cg && callgrind("-z")))
         return -1;
     for (unsigned long long i = 0; i < m; i++) {
         append_call(v, a, pick(&rng, nk), sha);
         if (read_replies(1, err))
             return -1;
     }
+    *instr = cg && callgrind("-d") == 0 ? callgrind_last(cg) / (double)m
+                                        : -1;
     if (cmdstat_get(v == 0 ? "rl.check" : "evalsha", &cs, err))
         return -1;
     *us = cs.usec_per_call;
@@ -136,7 +170,7 @@ int group_module(const options *o, char *err)
     unsigned long long m = o->usec_checks / 5 < 1000 ? 1000
                                                      : o->usec_checks / 5;
     int rounds = o->quick ? 1 : MOD_ROUNDS;
-    double us[ALGOS_ALL][3][MOD_ROUNDS];
+    double us[ALGOS_ALL][3][MOD_ROUNDS], in[ALGOS_ALL][3][MOD_ROUNDS];
     char sha[48];
     redisReply *r = ctl_cmd(err, "COMMAND INFO rl.check");
 
@@ -156,9 +190,11 @@ int group_module(const options *o, char *err)
     freeReplyObject(r);
     for (int round = 0; round < rounds; round++)
         for (int a = 0; a < ALGOS_ALL; a++)
-            if (run_direct(0, a, nk, m, sha, &us[a][0][round], err) ||
+            if (run_direct(0, a, nk, m, sha, &us[a][0][round],
+                           &in[a][0][round], err) ||
                 run_library(o, a, nk, m, &us[a][1][round], err) ||
-                run_direct(2, a, nk, m, sha, &us[a][2][round], err))
+                run_direct(2, a, nk, m, sha, &us[a][2][round],
+                           &in[a][2][round], err))
                 return -1;
     for (int a = 0; a < ALGOS_ALL; a++) {
         char name[48];
@@ -176,6 +212,12 @@ int group_module(const options *o, char *err)
         f.ref_name[1] = "fcall_lone";
         xnum(&f, "target_ratio", MOD_TARGET);
         xnum(&f, "over_fcall", f.value / f.ref[1]);
+        if (getenv("RL_CALLGRIND_DIR")) {
+            double mi = median(in[a][0], rounds), pi = median(in[a][2], rounds);
+            xnum(&f, "instructions", mi);
+            xnum(&f, "peer_instructions", pi);
+            xnum(&f, "instructions_ratio", mi / pi);
+        }
         xnum(&f, "checks_per_round", (double)m);
         xnum(&f, "rounds", rounds);
         emit(o, &f);
