@@ -95,6 +95,8 @@ typedef struct options {
     const char *only;
     int json, quick, force;
     int evalsha;                /* set by a group: redis_functions=0      */
+    const char *command;        /* set by a group: redis_command (NULL:
+                                   the default, auto)                    */
 } options;
 
 typedef struct cmdstat {

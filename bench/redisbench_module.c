@@ -2,7 +2,9 @@
  * redisbench_module.c -- group module_usec of redisbench: what one
  * unbatched check costs the server (INFO commandstats usec_per_call, one
  * thread, one check per call) as ratelimit.so's RL.CHECK, beside the
- * library's own FCALL (a limiter, one thread: one check per call) and the
+ * library's own FCALL (a limiter with redis_command=lua, one thread: one
+ * check per call), the library calling RL.CHECK itself (redis_command=
+ * module, the same: its Redis CPU per check is the command's) and the
  * peer's script, rate-limiter-flexible 11.4.0's RateLimiterRedis
  * (incrTtlLuaScript of lib/RateLimiterRedis.js, sent as the peer sends it:
  * EVALSHA sha 1 key points duration), per algorithm, in the same run, in
@@ -124,16 +126,20 @@ static int run_direct(int v, int a, unsigned long long nk,
     return 0;
 }
 
-/* The library's FCALL, one thread: nk keys filled, m lone checks. */
-static int run_library(const options *o, int a, unsigned long long nk,
-                       unsigned long long m, double *us, char *err)
+/* The library, one thread, redis_command `command`: nk keys filled, m
+ * lone checks; *us its calls' usec_per_call (FCALL, or RL.CHECK). */
+static int run_library(const options *lo, const char *command, int a,
+                       unsigned long long nk, unsigned long long m,
+                       double *us, char *err)
 {
+    options oc = *lo, *o = &oc;
     rl_limiter *lim = NULL;
     job j = {.rule_id = "u", .total = nk};
     job_result jr = {0};
     cmdstat cs;
     int rc;
 
+    oc.command = command;
     if (flushall_wait(ctl, err) ||
         limiter_one_rule(o, "u", a, SLOW_LIMIT, SLOW_WINDOW_S, &lim, err) !=
             RL_OK)
@@ -144,7 +150,8 @@ static int run_library(const options *o, int a, unsigned long long nk,
     j = (job){.lim = lim, .rule_id = "u", .total = m, .nkeys = nk,
               .random = 1};
     rc = rc || run_job(&j, 1, &jr, "redisbench", err) ||
-         cmdstat_script(&cs, err);
+         (strcmp(command, "lua") == 0 ? cmdstat_script(&cs, err)
+                                     : cmdstat_get("rl.check", &cs, err));
     rl_limiter_free(lim);
     if (rc)
         return -1;
@@ -170,7 +177,7 @@ int group_module(const options *o, char *err)
     unsigned long long m = o->usec_checks / 5 < 1000 ? 1000
                                                      : o->usec_checks / 5;
     int rounds = o->quick ? 1 : MOD_ROUNDS;
-    double us[ALGOS_ALL][3][MOD_ROUNDS], in[ALGOS_ALL][3][MOD_ROUNDS];
+    double us[ALGOS_ALL][4][MOD_ROUNDS], in[ALGOS_ALL][3][MOD_ROUNDS];
     char sha[48];
     redisReply *r = ctl_cmd(err, "COMMAND INFO rl.check");
 
@@ -192,7 +199,8 @@ int group_module(const options *o, char *err)
         for (int a = 0; a < ALGOS_ALL; a++)
             if (run_direct(0, a, nk, m, sha, &us[a][0][round],
                            &in[a][0][round], err) ||
-                run_library(o, a, nk, m, &us[a][1][round], err) ||
+                run_library(o, "lua", a, nk, m, &us[a][1][round], err) ||
+                run_library(o, "module", a, nk, m, &us[a][3][round], err) ||
                 run_direct(2, a, nk, m, sha, &us[a][2][round],
                            &in[a][2][round], err))
                 return -1;
@@ -212,6 +220,9 @@ int group_module(const options *o, char *err)
         f.ref_name[1] = "fcall_lone";
         xnum(&f, "target_ratio", MOD_TARGET);
         xnum(&f, "over_fcall", f.value / f.ref[1]);
+        xnum(&f, "library_module_usec", median(us[a][3], rounds));
+        xnum(&f, "library_module_ratio",
+             median(us[a][3], rounds) / f.ref[0]);
         if (getenv("RL_CALLGRIND_DIR")) {
             double mi = median(in[a][0], rounds), pi = median(in[a][2], rounds);
             xnum(&f, "instructions", mi);
