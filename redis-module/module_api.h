@@ -54,7 +54,6 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
     X(void, CloseKey, (RedisModuleKey *))                                    \
     X(int, KeyType, (RedisModuleKey *))                                      \
     X(int, DeleteKey, (RedisModuleKey *))                                    \
-    X(int, StringSet, (RedisModuleKey *, RedisModuleString *))               \
     X(char *, StringDMA, (RedisModuleKey *, size_t *, int))                  \
     X(int, StringTruncate, (RedisModuleKey *, size_t))                       \
     X(mstime_t, GetAbsExpire, (RedisModuleKey *))                            \

@@ -204,31 +204,27 @@ static void decide_op(RedisModuleCtx *ctx, op *o, int64_t now)
     }
 }
 
-/* A plain key's new value and expiry.  An existing string is changed in
- * place, and its expiry (`was` before) only when it moves (a window's
- * stays): a third of what a SET's new object, its key's overwrite and its
- * expiry's removal and insertion cost.  A new key is set. */
-static void write_value(RedisModuleCtx *ctx, RedisModuleKey *k,
-                        const char *p, size_t n, int64_t exp, int64_t was)
+/* A plain key's new value and expiry, written in place, and its expiry
+ * (`was` before) only when it moves (a window's stays): a third of what a
+ * SET's new object, its key's overwrite and its expiry's removal and
+ * insertion cost.  A new key is made by StringTruncate, a plain (raw)
+ * string, which a later read's StringDMA need not convert as it does an
+ * embedded or integer one (what a SET makes). */
+static void write_value(RedisModuleKey *k, const char *p, size_t n,
+                        int64_t exp, int64_t was)
 {
-    size_t len;
-    char *dst;
+    size_t len = 0;
+    char *dst = NULL;
 
-    if (RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_STRING &&
-        (dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE)) != NULL) {
-        if (len != n) {
-            RedisModule_StringTruncate(k, n);
-            dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
-        }
-        memcpy(dst, p, n);
-        if (was != exp)
-            RedisModule_SetAbsExpire(k, exp);
-        return;
+    if (RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_STRING)
+        dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
+    if (!dst || len != n) {
+        RedisModule_StringTruncate(k, n);
+        dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
     }
-    RedisModuleString *v = RedisModule_CreateString(ctx, p, n);
-    RedisModule_StringSet(k, v);
-    RedisModule_SetAbsExpire(k, exp);
-    RedisModule_FreeString(ctx, v);
+    memcpy(dst, p, n);
+    if (was != exp)
+        RedisModule_SetAbsExpire(k, exp);
 }
 
 /* Write op o's charged state (plain: SET ... PXAT, replicated as such; an
@@ -261,7 +257,7 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
         RedisModule_Replicate(ctx, "DEL", "s", o->key);
     } else {
         /* a reopened key may have been written by an earlier op */
-        write_value(ctx, o->k, p, n, exp,
+        write_value(o->k, p, n, exp,
                     reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
         RedisModule_Replicate(ctx, "SET", "sbsl", o->key, p, n, pxat,
                               (long long)exp);
