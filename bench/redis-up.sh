@@ -21,6 +21,10 @@
 #       A PICK: a random port in 20000..59999 that nothing answers on
 #       (nothing printed when something does: that try is spent).
 #
+# $REDIS_UP_ARGS, when set, is added to the server's arguments (make
+# bench-module: --loadmodule ratelimit.so), $REDIS_UP_WRAP put before
+# redis-server (valgrind --tool=callgrind ...), and $REDIS_UP_WAIT is the
+# tenths of a second to wait for its PING (50).
 # Needs redis-server and redis-cli on the PATH.
 
 redis_init() {
@@ -54,12 +58,13 @@ redis_up() {
 		if [ -z "$redis_p" ]; then
 			continue
 		fi
-		redis-server --port "$redis_p" --bind 127.0.0.1 --protected-mode yes \
+		${REDIS_UP_WRAP:-} redis-server --port "$redis_p" --bind 127.0.0.1 --protected-mode yes \
 			--save "" --appendonly no --dir "$REDIS_DIR" \
-			--logfile "$REDIS_DIR/redis.log" --daemonize no &
+			--logfile "$REDIS_DIR/redis.log" --daemonize no \
+			${REDIS_UP_ARGS:-} &
 		REDIS_PID=$!
 		redis_i=0
-		while [ "$redis_i" -lt 50 ]; do
+		while [ "$redis_i" -lt "${REDIS_UP_WAIT:-50}" ]; do
 			if ! kill -0 "$REDIS_PID" 2>/dev/null; then
 				break # died, e.g. the port was taken meanwhile: try another
 			fi

@@ -16,7 +16,7 @@
 static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
-                                     "outage", NULL};
+                                     "outage", "module_usec", NULL};
 
 /* ---- the command line: one row an option -------------------------------- */
 
@@ -225,6 +225,9 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
         if (want(o, "accuracy") && acc_run(o, ac, err))
             return -1;
     }
+    if (o->only && strcmp(o->only, "module_usec") == 0 &&
+        group_module(o, err))
+        return -1;
     if (want(o, "outage") && group_outage(o, err))
         return -1;
     return 0;

@@ -95,6 +95,8 @@ typedef struct options {
     const char *only;
     int json, quick, force;
     int evalsha;                /* set by a group: redis_functions=0      */
+    const char *command;        /* set by a group: redis_command (NULL:
+                                   the default, auto)                    */
 } options;
 
 typedef struct cmdstat {
@@ -226,5 +228,7 @@ int fault_end(char *err);
 int fault_begin(const options *o, double secs, char *err);
 
 int group_outage(const options *o, char *err);
+
+int group_module(const options *o, char *err);
 
 #endif

@@ -234,6 +234,8 @@ int make_limiter(const options *o, const char *rules,
      * that would be decided by the fallback, which is counted as an error. */
     *out = bench_limiter_rules(
         (const char *const[]){"store", uri, "timeout_ms", "1000",
+                              "redis_command",
+                              o->command ? o->command : "auto",
                               "redis_functions", o->evalsha ? "0" : NULL,
                               NULL},
         rules, err);

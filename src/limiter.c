@@ -87,6 +87,7 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
         .shm_size = cfg->shm_size,
         .hash_key = lim->layout_key,
         .functions = (int)cfg->redis_functions,
+        .command = (int)cfg->redis_command,
     };
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];

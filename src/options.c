@@ -115,6 +115,8 @@ static const opt_def opt_table[] = {
     NUM("redis_functions", OPT_BOOL, redis_functions, 0, 1, "1",
         "1: FUNCTION LOAD the script as a library and FCALL it (EVALSHA where "
         "refused); 0: EVALSHA always"),
+    ENUM("redis_command", redis_command, "auto|module|lua", "auto",
+         "RL.CHECK (ratelimit.so) where a server has it, always, or never"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])

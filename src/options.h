@@ -56,6 +56,7 @@ struct rl_config {
     int64_t deny_cache;         /* denials kept locally; 0: none       */
     int64_t lease_entries;      /* leases' grants kept; 0: no leases   */
     int64_t redis_functions;    /* 1: FCALL the function library      */
+    int64_t redis_command;      /* RCMD_*: ratelimit.so's RL.CHECK     */
     rl_log_fn *log_fn;          /* messages; NULL: silent             */
     void *log_arg;
 };

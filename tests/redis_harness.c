@@ -93,6 +93,7 @@ static const struct {
 #define RH_N_OPTIONAL (sizeof optional / sizeof optional[0])
 
 static rh_entry registry[RH_MAX_SERVERS];
+const char *rh_loadmodule;
 static int atexit_registered, swept;
 
 /* ---- small utilities ---------------------------------------------------- */
@@ -712,6 +713,8 @@ static int write_config(const rh_server *s, const rh_entry *e,
                    "repl-diskless-sync-delay 0\n"
                    "repl-ping-replica-period 1\n", e->cluster_ms);
     }
+    if (rh_loadmodule != NULL) /* a path and its arguments, as given */
+        fprintf(f, "loadmodule %s\n", rh_loadmodule);
     for (size_t i = 0; i < RH_N_OPTIONAL; i++)
         if (!(e->rejected & 1U << i) &&
             (!optional[i].cluster_only || e->cluster_ms > 0))

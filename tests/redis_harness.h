@@ -57,6 +57,11 @@ typedef struct rh_server {
     int tls_port;        /* rh_start_tls(): its TLS port; else 0 */
 } rh_server;
 
+/* A Redis module every server (not sentinel) started or restarted from
+ * now on loads: "path [args...]", a loadmodule line (ratelimit.so's tests);
+ * NULL (the default) for none. */
+extern const char *rh_loadmodule;
+
 /* 1 if redis-server is on PATH and runs; 0 with the reason on stderr. */
 int rh_available(void);
 

@@ -14,6 +14,7 @@
  * and write here.
  */
 #include "redis_batch.h"
+#include "redis_module_cmd.h"
 
 /* Encode c's batch as its calls into c->out; the number of replies, or 0
  * when out of memory (nothing kept). */
@@ -24,7 +25,12 @@ static int encode_batch(rio *r, conn *c)
     rio_job *shared[BATCH_MAX];
     int ns = 0, nrep = 0;
 
-    if (!r->o.per_call) {
+    if (!r->o.per_call && (c->fcall & RCONN_MODULE) &&
+        b->how != SCRIPT_EVAL && rcmd_batch_ok(b->job, b->nb)) {
+        b->how = SCRIPT_MODULE; /* one RL.CHECK a request */
+        rcmd_put(&r->sx, &c->out, b->job, b->nb);
+        nrep = b->nb;
+    } else if (!r->o.per_call) {
         script_put(&r->sx, &c->out, b->job, b->nb, 'c', b->how);
         nrep = 1;
     } else {
@@ -90,7 +96,7 @@ void rbatch_next(rio *r, int i, int64_t now)
     int own = 0;
 
     b->nb = 0;
-    b->how = r->c[i].fcall ? SCRIPT_FCALL : SCRIPT_EVALSHA;
+    b->how = r->c[i].fcall & RCONN_LIBRARY ? SCRIPT_FCALL : SCRIPT_EVALSHA;
     while (r->phead && b->nb < BATCH_MAX) {
         rio_ticket *t = r->phead;
         int flags = r->o.per_call ? t->flags : 0;
@@ -182,7 +188,11 @@ void rbatch_answer(rio *r, int i, entry *e)
     int redo[BATCH_MAX] = {0}, na = 0, nb = 0;
 
     claim_batch(r, b);
-    if (!r->o.per_call) {
+    if (b->how == SCRIPT_MODULE) {
+        for (int j = 0; j < b->nb; j++)
+            if (rcmd_parse(e->rep[j], b->job[j]) == 1 && b->job[j])
+                na += redo[j] = 1;
+    } else if (!r->o.per_call) {
         if (script_parse(e->rep[0], b->job, b->n, b->nb) == 1)
             for (int j = 0; j < b->nb; j++)
                 if (b->job[j])
@@ -193,7 +203,9 @@ void rbatch_answer(rio *r, int i, entry *e)
     if (na && b->how != SCRIPT_EVAL) {
         stat_add(r, S_NOSCRIPT, 1);
         if (b->how == SCRIPT_FCALL) /* the library is gone: EVALSHA from */
-            c->fcall = 0;           /* now on, FCALL after a reconnect  */
+            c->fcall &= ~RCONN_LIBRARY; /* now on, FCALL after a reconnect */
+        if (b->how == SCRIPT_MODULE) /* RL.CHECK gone or refused: Lua */
+            c->fcall &= ~RCONN_MODULE;
         for (int j = 0; j < b->nb; j++) { /* the others are answered */
             if (!b->tk[j])
                 continue;

@@ -15,6 +15,7 @@
 #include "clock.h"
 #include "log.h"
 #include "redis_link.h"
+#include "redis_module_cmd.h"
 #include "sha1.h"
 
 #include <pthread.h>
@@ -171,6 +172,7 @@ int rconnector_handshake(const rio_opts *o, const char *sha,
     const redis_uri *u = &o->uri;
     rlink l;
     redisReply *rep;
+    int rc;
 
     *ssl = NULL;
     *fcall = 0;
@@ -191,8 +193,10 @@ int rconnector_handshake(const rio_opts *o, const char *sha,
         goto fail;
     if (check_version(&l, err, errlen) || load_script(o, sha, &l, err, errlen))
         goto fail;
-    if ((*fcall = load_library(o, &l, err, errlen)) < 0)
+    if ((*fcall = load_library(o, &l, err, errlen)) < 0 ||
+        (rc = rcmd_detect(o, &l, err, errlen)) < 0)
         goto fail;
+    *fcall |= rc; /* RCONN_LIBRARY (1) and RCONN_MODULE */
     /* After replies came: a TLS 1.3 server's session tickets with them. */
     rlink_keep_session(&l, sess);
     return rlink_release(&l, ssl);

@@ -19,8 +19,10 @@ typedef struct rconnector rconnector;
 
 /* Called from the connector's thread, under its lock (so it may call no
  * rconnector_* function), with connection i's new descriptor and its SSL
- * (NULL: plain), which the callee owns from then on; fcall: the server
- * has the function library (FCALL), else EVALSHA. */
+ * (NULL: plain), which the callee owns from then on; fcall: bit
+ * RCONN_LIBRARY, the server has the function library (FCALL), else
+ * EVALSHA; bit RCONN_MODULE, it has ratelimit.so's RL.CHECK
+ * (redis_module_cmd.h). */
 typedef void (*rconnector_ready_fn)(void *arg, int i, int fd, SSL *ssl,
                                     int fcall);
 
@@ -28,10 +30,11 @@ typedef void (*rconnector_ready_fn)(void *arg, int i, int fd, SSL *ssl,
  * (40 hex digits), checked against the server's; *sess: the TLS session
  * to offer (NULL: none), replaced by the server's newest.  A non-blocking
  * fd and *ssl (NULL when plain), or -1 with the reason in err (no
- * password in it).  *fcall: 1 when o->library is set and the server has
- * it now (loaded, or there already); 0 when there is none or the server
- * refused FUNCTION LOAD (an ACL without it, a renamed command): the
- * connection calls EVALSHA, as before Redis functions. */
+ * password in it).  *fcall: RCONN_LIBRARY when o->library is set and the
+ * server has it now (loaded, or there already); not when there is none or
+ * the server refused FUNCTION LOAD (an ACL without it, a renamed command):
+ * the connection calls EVALSHA, as before Redis functions.  Or'ed with
+ * rcmd_detect()'s RCONN_MODULE. */
 int rconnector_handshake(const rio_opts *o, const char *sha,
                          SSL_SESSION **sess, SSL **ssl, int *fcall,
                          char *err, size_t errlen);

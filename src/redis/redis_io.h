@@ -114,6 +114,7 @@ typedef struct rio_opts {
     struct ssl_ctx_st *tls;      /* rediss://: the client context (an
                                     SSL_CTX, redis_tls.h; rio_open takes
                                     a reference of its own); NULL plain  */
+    int command;                 /* RCMD_* (redis_module_cmd.h)          */
 } rio_opts;
 
 /* Connect now (so a bad address or password is reported at start; with

@@ -164,6 +164,7 @@ typedef struct store_options {
     int64_t shm_size;            /* shm://: the region's bytes (0: default) */
     const uint64_t *hash_key;    /* option hash_key (NULL: not set)     */
     int functions;               /* Redis: FCALL the function library   */
+    int command;                 /* Redis: RCMD_* (redis_module_cmd.h)  */
 } store_options;
 
 /* Open the store a URI names ("memory://", "shm://NAME", "redis://...",

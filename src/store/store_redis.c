@@ -203,6 +203,7 @@ void store_redis_node_opts(rnode_opts *o, const store_options *opt,
     o->io.library = opt->functions && !store_redis_test_script
                         ? rl_lua_library : NULL;
     o->io.library_len = o->io.library ? rl_lua_library_len : 0;
+    o->io.command = opt->command;
 }
 
 int store_redis_tls(const redis_uri *u, const store_options *opt,

@@ -1,0 +1,307 @@
+/*
+ * module_state.c -- the state formats of lua/ in C, for ratelimit.so: the
+ * plain layout's value and expiry per algorithm (lua/fixed_window.lua,
+ * sliding_window.lua, token_bucket.lua, gcra.lua: *_load and *_save) and the compact layout's
+ * per-epoch hashes (lua/compact.lua).  Each function here repeats one Lua
+ * function step for step, in the same exact integers; module_state.h says
+ * why the formats must be the same.
+ */
+#include "module_state.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static int64_t floor_div(int64_t a, int64_t b) /* b > 0 */
+{
+    int64_t q = a / b;
+    return q * b > a ? q - 1 : q;
+}
+
+static int64_t ceil_div(int64_t a, int64_t b) /* a >= 0, b > 0 */
+{
+    return a / b + (a % b != 0);
+}
+
+/* A decimal integer of the whole of s[0..n), no sign, no spaces (what
+ * the library writes); -1 for anything else. */
+static int64_t parse_dec(const char *s, size_t n)
+{
+    int64_t x = 0;
+
+    if (n == 0 || n > 18)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        x = x * 10 + (s[i] - '0');
+    }
+    return x;
+}
+
+int64_t ms_log_time(const char *p)
+{
+    int64_t t = 0;
+
+    for (int i = 0; i < MS_LOG_B; i++)
+        t = t << 8 | (unsigned char)p[i];
+    return t;
+}
+
+void ms_log_put(char *p, int64_t t)
+{
+    for (int i = MS_LOG_B - 1; i >= 0; i--, t >>= 8)
+        p[i] = (char)(t & 0xff);
+}
+
+/* *_load of lua/: the state from a value and the key's expiry. */
+static int plain_load(const algo_params *ap, const char *v, size_t n,
+                      int64_t exp, algo_state *st)
+{
+    int64_t cap = ap->burst * ap->p, x, w = ap->window_ms;
+
+    if (ap->algo == RL_ALGO_SLIDING_WINDOW && n > 10) {
+        int64_t prev = parse_dec(v, n - 10), curr = parse_dec(v + n - 10, 10);
+        if (prev < 0 || curr < 0 || prev > UINT32_MAX)
+            return MS_CORRUPT;
+        *st = (algo_state){.a = floor_div(exp, w) - 2, .b = curr,
+                           .c = (uint32_t)prev};
+        return MS_OK;
+    }
+    if ((x = parse_dec(v, n)) < 0)
+        return MS_CORRUPT;
+    switch (ap->algo) {
+    case RL_ALGO_TOKEN_BUCKET:
+        *st = (algo_state){.a = x,
+                           .b = exp - ceil_div(cap - (x > cap ? cap : x),
+                                               ap->q)};
+        break;
+    case RL_ALGO_FIXED_WINDOW:
+        *st = (algo_state){.a = floor_div(exp, w) - 1, .b = x};
+        break;
+    case RL_ALGO_GCRA:
+        *st = x > 0 ? (algo_state){.a = exp - 1, .b = x}
+                    : (algo_state){.a = exp};
+        break;
+    default:
+        *st = (algo_state){.a = floor_div(exp, w) - 2, .b = x};
+    }
+    return MS_OK;
+}
+
+/* x >= 0 in decimal at buf, at least `width` digits (zeros before);
+ * its length.  (snprintf costs a check more than all its maths.) */
+static size_t put_dec(char *buf, int64_t x, size_t width)
+{
+    char tmp[24];
+    size_t n = 0;
+
+    do {
+        tmp[n++] = (char)('0' + x % 10);
+        x /= 10;
+    } while (x > 0);
+    while (n < width)
+        tmp[n++] = '0';
+    for (size_t i = 0; i < n; i++)
+        buf[i] = tmp[n - 1 - i];
+    return n;
+}
+
+size_t ms_plain_value(const algo_params *ap, const algo_state *st,
+                      char *buf, int64_t *exp)
+{
+    int64_t w = ap->window_ms, cap = ap->burst * ap->p;
+    size_t n;
+
+    switch (ap->algo) {
+    case RL_ALGO_TOKEN_BUCKET:
+        *exp = st->b + ceil_div(cap - st->a, ap->q);
+        return put_dec(buf, st->a, 1);
+    case RL_ALGO_FIXED_WINDOW:
+        *exp = (st->a + 1) * w;
+        return put_dec(buf, st->b, 1);
+    case RL_ALGO_GCRA:
+        *exp = st->b > 0 ? st->a + 1 : st->a;
+        return put_dec(buf, st->b, 1);
+    default: /* prev * 10^10 + curr: "%d%010d" */
+        *exp = (st->a + 2) * w;
+        if (st->c == 0)
+            return put_dec(buf, st->b, 1);
+        n = put_dec(buf, st->c, 1);
+        return n + put_dec(buf + n, st->b, 10);
+    }
+}
+
+int ms_plain_read(RedisModuleKey *k, const algo_params *ap, algo_state *st,
+                  const char **log, size_t *loglen, int *found, int64_t *exp)
+{
+    int type = RedisModule_KeyType(k);
+    size_t n;
+    const char *v;
+
+    *st = (algo_state){0};
+    *log = NULL;
+    *loglen = 0;
+    *found = 0;
+    *exp = REDISMODULE_NO_EXPIRE;
+    if (type == REDISMODULE_KEYTYPE_EMPTY)
+        return MS_OK;
+    if (type != REDISMODULE_KEYTYPE_STRING)
+        return MS_WRONGTYPE;
+    v = RedisModule_StringDMA(k, &n, REDISMODULE_READ);
+    *exp = RedisModule_GetAbsExpire(k);
+    *found = 1;
+    if (ap->algo == RL_ALGO_SLIDING_LOG) {
+        if (n % MS_LOG_B)
+            return MS_CORRUPT;
+        *log = v;
+        *loglen = n;
+        return MS_OK;
+    }
+    return plain_load(ap, v, n, *exp, st);
+}
+
+/* ---- the compact layout (lua/compact.lua) ---------------------------- */
+
+/* The hash of epoch e: base ':' e. */
+static size_t hname(char *buf, size_t size, const char *base, size_t blen,
+                    int64_t e)
+{
+    int n = snprintf(buf, size, "%.*s:%lld", (int)blen, base, (long long)e);
+    return n < 0 || (size_t)n >= size ? 0 : (size_t)n;
+}
+
+#define MS_NAME_MAX 600 /* a base name's length is at most 512 (below) */
+
+/* HGET of epoch e's hash: *v (-1 when none). */
+static int hget(RedisModuleCtx *ctx, const char *base, size_t blen,
+                int64_t e, RedisModuleString *field, int64_t *v)
+{
+    char name[MS_NAME_MAX];
+    size_t n = hname(name, sizeof name, base, blen, e);
+    RedisModuleString *s = RedisModule_CreateString(ctx, name, n), *val = NULL;
+    RedisModuleKey *k = RedisModule_OpenKey(ctx, s, REDISMODULE_READ);
+    int rc = MS_OK;
+
+    *v = -1;
+    if (k && RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_HASH) {
+        RedisModule_HashGet(k, REDISMODULE_HASH_NONE, field, &val, NULL);
+        if (val) {
+            size_t len;
+            const char *p = RedisModule_StringPtrLen(val, &len);
+            if ((*v = parse_dec(p, len)) < 0)
+                rc = MS_CORRUPT;
+            RedisModule_FreeString(ctx, val);
+        }
+    } else if (k && RedisModule_KeyType(k) != REDISMODULE_KEYTYPE_EMPTY) {
+        rc = MS_WRONGTYPE;
+    }
+    if (k)
+        RedisModule_CloseKey(k);
+    RedisModule_FreeString(ctx, s);
+    return rc;
+}
+
+/* HSET of epoch e's hash, and its expiry when that is not set yet (Lua
+ * sets it when the HSET created the field; every write of an epoch's hash
+ * sets the same time, so the hash ends alike). */
+static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
+                int64_t e, RedisModuleString *field, int64_t v, int64_t exp)
+{
+    char name[MS_NAME_MAX], num[24];
+    size_t n = hname(name, sizeof name, base, blen, e);
+    int vn = snprintf(num, sizeof num, "%lld", (long long)v);
+    RedisModuleString *s = RedisModule_CreateString(ctx, name, n);
+    RedisModuleString *val = RedisModule_CreateString(ctx, num, (size_t)vn);
+    RedisModuleKey *k = RedisModule_OpenKey(ctx, s, REDISMODULE_WRITE);
+    int type = RedisModule_KeyType(k), rc = MS_OK;
+
+    if (type != REDISMODULE_KEYTYPE_EMPTY && type != REDISMODULE_KEYTYPE_HASH) {
+        rc = MS_WRONGTYPE;
+    } else {
+        RedisModule_HashSet(k, REDISMODULE_HASH_NONE, field, val, NULL);
+        RedisModule_Replicate(ctx, "HSET", "bss", name, n, field, val);
+        if (RedisModule_GetAbsExpire(k) != exp) {
+            RedisModule_SetAbsExpire(k, exp);
+            RedisModule_Replicate(ctx, "PEXPIREAT", "bl", name, n,
+                                  (long long)exp);
+        }
+    }
+    RedisModule_CloseKey(k);
+    RedisModule_FreeString(ctx, val);
+    RedisModule_FreeString(ctx, s);
+    return rc;
+}
+
+/* A bucket's epoch: life() of lua/compact.lua. */
+static int64_t life(const algo_params *ap)
+{
+    return ceil_div(ap->burst * ap->p, ap->q) + 2;
+}
+
+int ms_compact_read(RedisModuleCtx *ctx, const char *base, size_t blen,
+                    RedisModuleString *field, const algo_params *ap,
+                    int64_t now, algo_state *st, int *found)
+{
+    int64_t w = ap->window_ms, cap = ap->burst * ap->p, q = ap->q;
+    int64_t cur, prev = -1, e, l;
+    int rc;
+
+    *st = (algo_state){0};
+    *found = 0;
+    if (ap->algo == RL_ALGO_FIXED_WINDOW || ap->algo == RL_ALGO_SLIDING_WINDOW) {
+        e = now / w;
+        if ((rc = hget(ctx, base, blen, e, field, &cur)) != MS_OK)
+            return rc;
+        if (ap->algo == RL_ALGO_SLIDING_WINDOW &&
+            (rc = hget(ctx, base, blen, e - 1, field, &prev)) != MS_OK)
+            return rc;
+        if (cur >= 0)
+            *st = (algo_state){.a = e, .b = cur,
+                               .c = (uint32_t)(prev > 0 ? prev : 0)};
+        else if (prev >= 0)
+            *st = (algo_state){.a = e - 1, .b = prev};
+        *found = cur >= 0 || prev >= 0;
+        return MS_OK;
+    }
+    l = life(ap); /* the buckets: a virtual time (vread) */
+    e = now / l;
+    if ((rc = hget(ctx, base, blen, e, field, &cur)) != MS_OK)
+        return rc;
+    if (cur < 0) {
+        e--;
+        if ((rc = hget(ctx, base, blen, e, field, &cur)) != MS_OK)
+            return rc;
+        if (cur < 0)
+            return MS_OK;
+    }
+    *found = 1;
+    if (ap->algo == RL_ALGO_TOKEN_BUCKET) {
+        int64_t k = ceil_div(cap, q);
+        int64_t t = ceil_div(cur + k * q - cap, q) - k;
+        *st = (algo_state){.a = t * q + cap - cur, .b = e * l + t};
+    } else {
+        *st = (algo_state){.a = e * l + cur / q, .b = cur % q};
+    }
+    return MS_OK;
+}
+
+int ms_compact_write(RedisModuleCtx *ctx, const char *base, size_t blen,
+                     RedisModuleString *field, const algo_params *ap,
+                     int64_t now, const algo_state *st)
+{
+    int64_t w = ap->window_ms, l, e, v;
+
+    switch (ap->algo) {
+    case RL_ALGO_FIXED_WINDOW:
+        return hput(ctx, base, blen, st->a, field, st->b, (st->a + 1) * w);
+    case RL_ALGO_SLIDING_WINDOW: /* the previous count is in its own hash */
+        return hput(ctx, base, blen, st->a, field, st->b, (st->a + 2) * w);
+    default:
+        l = life(ap);
+        e = now / l;
+        v = ap->algo == RL_ALGO_TOKEN_BUCKET
+                ? (st->b - e * l) * ap->q + ap->burst * ap->p - st->a
+                : (st->a - e * l) * ap->q + st->b;
+        return hput(ctx, base, blen, e, field, v, (e + 2) * l);
+    }
+}

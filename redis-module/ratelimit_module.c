@@ -1,0 +1,381 @@
+/*
+ * ratelimit_module.c -- ratelimit.so, a Redis module: the check of the Lua
+ * library (lua/check.lua, mode "c") as a native command, RL.CHECK, for
+ * servers that may load modules (managed services forbid them: the Lua
+ * library stays the baseline).  One call decides one request: its keys
+ * (one per rule) are read, each is decided by the C maths (src/base/algo.c,
+ * the very code the memory store runs), and only when every hard rule
+ * passes are the charged states written, all or nothing.  The states are
+ * the Lua library's formats (module_state.c), so limiters calling the
+ * module and limiters running the script share one fleet's keys.
+ *
+ *   RL.CHECK numkeys key [key ...] then per key
+ *            algo limit burst window_ms cost mode field
+ *            [NOW ms]                (only when loaded with "testclock")
+ *
+ * algo is lua/check.lua's number (0 sliding_window, 1 token_bucket,
+ * 2 fixed_window, 3 gcra, 4 sliding_log), burst 0 for "the limit"; mode
+ * is "0" (hard), "1" (soft: a denial vetoes nothing) or -m (a lease: cost
+ * units, or as many as are left but at least m); field is "" for the plain
+ * layout (the key is the state's), else the client's field in the compact
+ * layout (the key is the rule's base name).  The answer is an array: the
+ * time decided at (ms), then per key its verdict (1 allowed, a lease's
+ * units charged, or -retry ms), remaining, and reset (ms).
+ *
+ * Clock: the server's (RedisModule_Milliseconds: the same ms as the
+ * script's TIME).  Replication and AOF get the resulting writes (SET ...
+ * PXAT, HSET, PEXPIREAT, DEL), never the command, so a replica and a
+ * replay hold the same state whatever their clocks.  Keys are declared by
+ * the getkeys API (numkeys as EVAL's), so Cluster routing and ACL key
+ * patterns see them.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "algo.h"
+#include "module_api.h"
+#include "module_state.h"
+#include "ratelimit.h"
+
+#define MOD_NAME "ratelimit"
+#define MOD_VERSION 1
+#define MOD_MAX_OPS 64                 /* keys of one request            */
+#define MOD_VALUES 7                   /* values per key                 */
+#define MOD_LOG_MAX (2 * RL_LOG_LIMIT_MAX) /* a log's times, and a charge */
+#define MOD_BASE_MAX 512               /* a compact base name's bytes    */
+
+/* Loaded with "testclock": a trailing "NOW ms" sets the time (tests). */
+static int test_clock;
+
+/* "PXAT", made once: an argument of every SET replicated. */
+static RedisModuleString *pxat;
+
+typedef struct op {
+    RedisModuleString *key, *field; /* field NULL: the plain layout      */
+    RedisModuleKey *k;              /* plain: the key, open              */
+    algo_params ap;
+    int64_t cost, least;            /* least > 0: a lease's              */
+    int soft;
+    algo_state st;                  /* as read                           */
+    const char *log;                /* a log's bytes as read             */
+    size_t loglen;
+    int64_t exp;                    /* the key's expiry as read          */
+    algo_decision d;
+    int64_t verdict;
+    algo_state next;                /* the state to write (d.changed)    */
+    RedisModuleString *logval;      /* the log to write (d.changed)      */
+} op;
+
+static int64_t gcd64(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+static int is_bucket(int algo)
+{
+    return algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA;
+}
+
+/* A rule's numbers as algo_params_init() checks them (window in ms). */
+static const char *rule_params(algo_params *ap, long long algo,
+                               long long limit, long long burst,
+                               long long w)
+{
+    if (algo < 0 || algo > RL_ALGO_SLIDING_LOG)
+        return "ERR ratelimit: algo must be 0..4";
+    if (limit < 1 || limit > RL_LIMIT_MAX ||
+        (algo == RL_ALGO_SLIDING_LOG && limit > RL_LOG_LIMIT_MAX))
+        return "ERR ratelimit: limit out of range";
+    if (w < 1 || w > RL_WINDOW_MAX * 1000)
+        return "ERR ratelimit: window_ms out of range";
+    if (burst < 0 || burst > RL_LIMIT_MAX || (burst && !is_bucket((int)algo)))
+        return "ERR ratelimit: burst out of range";
+    int64_t g = gcd64(w, limit);
+    *ap = (algo_params){
+        .algo = (int)algo, .limit = limit, .window_ms = w,
+        .burst = is_bucket((int)algo) ? (burst ? burst : limit) : 0,
+        .p = w / g, .q = limit / g};
+    if (is_bucket(ap->algo) ? ap->burst > RL_EXACT_MAX / ap->p
+                            : limit > RL_EXACT_MAX / w)
+        return "ERR ratelimit: the rule needs more than 52 bits";
+    return NULL;
+}
+
+/* Key j's values, from argv[at]. */
+static const char *parse_op(op *o, RedisModuleString **argv, int at)
+{
+    long long v[6];
+    size_t flen;
+    const char *err;
+
+    for (int i = 0; i < 6; i++)
+        if (RedisModule_StringToLongLong(argv[at + i], &v[i]) !=
+            REDISMODULE_OK)
+            return "ERR ratelimit: a number expected";
+    if ((err = rule_params(&o->ap, v[0], v[1], v[2], v[3])) != NULL)
+        return err;
+    if (v[4] < 0 || v[4] > RL_COST_MAX)
+        return "ERR ratelimit: cost out of range";
+    if (v[5] > 1 || v[5] < -RL_COST_MAX)
+        return "ERR ratelimit: mode must be 0, 1 or -least";
+    o->cost = v[4];
+    o->soft = v[5] == 1;
+    o->least = v[5] < 0 ? -v[5] : 0;
+    RedisModule_StringPtrLen(argv[at + 6], &flen);
+    o->field = flen ? argv[at + 6] : NULL;
+    if (o->field && o->ap.algo == RL_ALGO_SLIDING_LOG)
+        return "ERR ratelimit: sliding_log has no compact layout";
+    return NULL;
+}
+
+/* Read op o's state. */
+static int read_op(RedisModuleCtx *ctx, op *o, int64_t now)
+{
+    int found;
+    size_t blen;
+    const char *base = RedisModule_StringPtrLen(o->key, &blen);
+
+    if (!o->field) {
+        o->k = RedisModule_OpenKey(ctx, o->key,
+                                   REDISMODULE_READ | REDISMODULE_WRITE);
+        return ms_plain_read(o->k, &o->ap, &o->st, &o->log, &o->loglen,
+                             &found, &o->exp);
+    }
+    if (blen > MOD_BASE_MAX)
+        return MS_CORRUPT;
+    return ms_compact_read(ctx, base, blen, o->field, &o->ap, now, &o->st,
+                           &found);
+}
+
+/* A charge of `cost` on o's state as read: *d, and the state it leaves
+ * in *next (a log: *drop and *at, algo_log_apply's). */
+static void decide(const op *o, int64_t now, int64_t cost, algo_decision *d,
+                   algo_state *next, size_t *drop, int64_t *at)
+{
+    static int64_t t[MOD_LOG_MAX];
+    size_t n = o->loglen / MS_LOG_B;
+
+    memset(d, 0, sizeof *d);
+    if (o->ap.algo != RL_ALGO_SLIDING_LOG) {
+        *next = o->st;
+        algo_apply(&o->ap, next, now, cost, d);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        t[i] = ms_log_time(o->log + i * MS_LOG_B);
+    algo_log_apply(&o->ap, t, n, now, cost, d, drop, at);
+}
+
+/* Decide op o: a plain charge, or a lease as lua/check.lua's lease(). */
+static void decide_op(RedisModuleCtx *ctx, op *o, int64_t now)
+{
+    static char buf[MOD_LOG_MAX * MS_LOG_B];
+    size_t drop = 0;
+    int64_t at = 0, charged = o->cost;
+
+    decide(o, now, o->cost, &o->d, &o->next, &drop, &at);
+    if (o->least && !o->d.allowed) {
+        charged = o->d.remaining;
+        if (charged > o->least)
+            decide(o, now, charged, &o->d, &o->next, &drop, &at);
+        if (charged <= o->least || !o->d.allowed) {
+            charged = o->least;
+            decide(o, now, charged, &o->d, &o->next, &drop, &at);
+        }
+    }
+    o->verdict = !o->d.allowed ? -o->d.retry_ms : o->least ? charged : 1;
+    if (o->ap.algo == RL_ALGO_SLIDING_LOG && o->d.changed) {
+        size_t keep = o->loglen - drop * MS_LOG_B, len = keep;
+        if (keep + (size_t)charged * MS_LOG_B > sizeof buf) {
+            o->d.changed = 0; /* a longer log than any rule keeps */
+            return;
+        }
+        memcpy(buf, o->log + drop * MS_LOG_B, keep);
+        for (int64_t i = 0; i < charged; i++, len += MS_LOG_B)
+            ms_log_put(buf + len, at);
+        o->logval = RedisModule_CreateString(ctx, buf, len);
+        o->next.a = at + o->ap.window_ms; /* its expiry: newest + W */
+    }
+}
+
+/* A plain key's new value and expiry, written in place, and its expiry
+ * (`was` before) only when it moves (a window's stays): a third of what a
+ * SET's new object, its key's overwrite and its expiry's removal and
+ * insertion cost.  A new key is made by StringTruncate, a plain (raw)
+ * string, which a later read's StringDMA need not convert as it does an
+ * embedded or integer one (what a SET makes). */
+static void write_value(RedisModuleKey *k, const char *p, size_t n,
+                        int64_t exp, int64_t was)
+{
+    size_t len = 0;
+    char *dst = NULL;
+
+    if (RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_STRING)
+        dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
+    if (!dst || len != n) {
+        RedisModule_StringTruncate(k, n);
+        dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
+    }
+    memcpy(dst, p, n);
+    if (was != exp)
+        RedisModule_SetAbsExpire(k, exp);
+}
+
+/* Write op o's charged state (plain: SET ... PXAT, replicated as such; an
+ * expiry already past deletes, as SET does). */
+static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
+{
+    char buf[MS_VALUE_MAX];
+    const char *p;
+    int64_t exp;
+    size_t blen, n;
+    RedisModuleString *v;
+
+    if (o->field) {
+        const char *base = RedisModule_StringPtrLen(o->key, &blen);
+        return ms_compact_write(ctx, base, blen, o->field, &o->ap, now,
+                                &o->next);
+    }
+    if (reopen)
+        o->k = RedisModule_OpenKey(ctx, o->key, REDISMODULE_WRITE);
+    if (o->logval) {
+        v = o->logval;
+        exp = o->next.a;
+        p = RedisModule_StringPtrLen(v, &n);
+    } else {
+        n = ms_plain_value(&o->ap, &o->next, buf, &exp);
+        p = buf;
+    }
+    if (exp <= RedisModule_Milliseconds()) {
+        RedisModule_DeleteKey(o->k);
+        RedisModule_Replicate(ctx, "DEL", "s", o->key);
+    } else {
+        /* a reopened key may have been written by an earlier op */
+        write_value(o->k, p, n, exp,
+                    reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
+        RedisModule_Replicate(ctx, "SET", "sbsl", o->key, p, n, pxat,
+                              (long long)exp);
+    }
+    if (reopen) {
+        RedisModule_CloseKey(o->k);
+        o->k = NULL;
+    }
+    return MS_OK;
+}
+
+static void close_ops(RedisModuleCtx *ctx, op *ops, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (ops[i].k)
+            RedisModule_CloseKey(ops[i].k);
+        if (ops[i].logval)
+            RedisModule_FreeString(ctx, ops[i].logval);
+        ops[i].k = NULL;
+        ops[i].logval = NULL;
+    }
+}
+
+static const char *state_error(int rc)
+{
+    return rc == MS_WRONGTYPE ? REDISMODULE_ERRORMSG_WRONGTYPE
+                              : "ERR ratelimit: a state no limiter writes";
+}
+
+/* The time: the server's, or with "testclock" a trailing NOW ms (0: the
+ * server's).  -1 on bad arguments. */
+static int64_t decision_time(RedisModuleString **argv, int argc, int at)
+{
+    long long ms;
+    size_t len;
+
+    if (argc == at)
+        return RedisModule_Milliseconds();
+    if (!test_clock || argc != at + 2)
+        return -1;
+    if (strcmp(RedisModule_StringPtrLen(argv[at], &len), "NOW") != 0 ||
+        RedisModule_StringToLongLong(argv[at + 1], &ms) != REDISMODULE_OK ||
+        ms < 0)
+        return -1;
+    return ms ? ms : RedisModule_Milliseconds();
+}
+
+static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
+                         int argc)
+{
+    op ops[MOD_MAX_OPS];
+    long long n;
+    int64_t now;
+    int all = 1, rc = MS_OK;
+    const char *err;
+
+    if (argc < 2 || RedisModule_StringToLongLong(argv[1], &n) !=
+                        REDISMODULE_OK || n < 1 || n > MOD_MAX_OPS ||
+        argc < 2 + n * (1 + MOD_VALUES))
+        return RedisModule_WrongArity(ctx);
+    if (RedisModule_IsKeysPositionRequest(ctx)) {
+        for (int i = 0; i < n; i++)
+            RedisModule_KeyAtPos(ctx, 2 + i);
+        return REDISMODULE_OK;
+    }
+    if ((now = decision_time(argv, argc, (int)(2 + n * (1 + MOD_VALUES)))) < 0)
+        return RedisModule_WrongArity(ctx);
+    memset(ops, 0, sizeof ops[0] * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        ops[i].key = argv[2 + i];
+        if ((err = parse_op(&ops[i], argv,
+                            (int)(2 + n + i * MOD_VALUES))) != NULL)
+            return RedisModule_ReplyWithError(ctx, err);
+    }
+    for (int i = 0; i < n && rc == MS_OK; i++)
+        if ((rc = read_op(ctx, &ops[i], now)) == MS_OK) {
+            decide_op(ctx, &ops[i], now);
+            all &= ops[i].d.allowed || ops[i].soft;
+        }
+    if (rc != MS_OK) {
+        close_ops(ctx, ops, (int)n);
+        return RedisModule_ReplyWithError(ctx, state_error(rc));
+    }
+    if (n > 1) /* a key named twice: each write on a handle of its own */
+        for (int i = 0; i < n; i++)
+            if (ops[i].k) {
+                RedisModule_CloseKey(ops[i].k);
+                ops[i].k = NULL;
+            }
+    for (int i = 0; all && i < n && rc == MS_OK; i++)
+        if (ops[i].d.allowed && ops[i].d.changed)
+            rc = write_op(ctx, &ops[i], now, n > 1);
+    close_ops(ctx, ops, (int)n);
+    if (rc != MS_OK)
+        return RedisModule_ReplyWithError(ctx, state_error(rc));
+    RedisModule_ReplyWithArray(ctx, 1 + 3 * n);
+    RedisModule_ReplyWithLongLong(ctx, now);
+    for (int i = 0; i < n; i++) {
+        RedisModule_ReplyWithLongLong(ctx, ops[i].verdict);
+        RedisModule_ReplyWithLongLong(ctx, ops[i].d.remaining);
+        RedisModule_ReplyWithLongLong(ctx, ops[i].d.reset_ms);
+    }
+    return REDISMODULE_OK;
+}
+
+/* The entry point Redis calls at loadmodule / MODULE LOAD. */
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    size_t len;
+
+    if (rl_module_api(ctx, MOD_NAME, MOD_VERSION) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    for (int i = 0; i < argc; i++) {
+        if (strcmp(RedisModule_StringPtrLen(argv[i], &len), "testclock"))
+            return REDISMODULE_ERR;
+        test_clock = 1;
+    }
+    pxat = RedisModule_CreateString(NULL, "PXAT", 4);
+    return RedisModule_CreateCommand(ctx, "rl.check", check_command,
+                                     "write deny-oom getkeys-api", 0, 0, 0);
+}

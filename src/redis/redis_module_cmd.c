@@ -1,0 +1,132 @@
+/*
+ * redis_module_cmd.c -- see redis_module_cmd.h.  A request goes as
+ *   RL.CHECK n key... then per key: algo limit burst window_ms cost mode
+ *   field [NOW ms]
+ * (ratelimit.so(8)); its reply is an array: the time, then per key the
+ * verdict (1, a lease's units, or -retry ms), remaining and reset.
+ */
+#include "redis_module_cmd.h"
+#include "ratelimit.h"
+#include "redis_key.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define RCMD_MAX_OPS 64 /* ratelimit_module.c's MOD_MAX_OPS */
+
+int rcmd_detect(const rio_opts *o, rlink *l, char *err, size_t errlen)
+{
+    redisReply *r;
+    int has;
+
+    if (o->command == RCMD_LUA)
+        return 0;
+    if ((r = rlink_command(l, "COMMAND INFO rl.check")) == NULL) {
+        snprintf(err, errlen, "COMMAND INFO: %s", l->errstr);
+        return -1;
+    }
+    has = r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+          r->element[0]->type == REDIS_REPLY_ARRAY;
+    freeReplyObject(r);
+    if (!has && o->command == RCMD_MODULE) {
+        snprintf(err, errlen, "redis_command=module: the server has no "
+                 "RL.CHECK (load ratelimit.so)");
+        return -1;
+    }
+    return has ? RCONN_MODULE : 0;
+}
+
+int rcmd_batch_ok(rio_job *const *jobs, int nb)
+{
+    if (nb > RIO_MAX_REPLIES)
+        return 0;
+    for (int j = 0; j < nb; j++) {
+        if (jobs[j]->n < 1 || jobs[j]->n > RCMD_MAX_OPS)
+            return 0;
+        for (size_t i = 0; i < jobs[j]->n; i++)
+            if (jobs[j]->ops[i].rule->nprev > 0)
+                return 0;
+    }
+    return 1;
+}
+
+static void put_one(const script_ctx *x, resp_buf *b, const rio_job *j,
+                    int64_t test_now)
+{
+    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
+    size_t flen;
+
+    resp_head(b, '*', 2 + 8 * (int64_t)j->n + (test_now ? 2 : 0));
+    resp_arg(b, "RL.CHECK", 8);
+    resp_num(b, (int64_t)j->n);
+    for (size_t i = 0; i < j->n; i++)
+        resp_arg(b, key, redis_key(&j->ops[i], x->compact, key, field,
+                                   &flen));
+    for (size_t i = 0; i < j->n; i++) {
+        const store_op *op = &j->ops[i];
+        const algo_params *ap = &op->rule->ap;
+        resp_num(b, ap->algo);
+        resp_num(b, ap->limit);
+        resp_num(b, ap->burst);
+        resp_num(b, ap->window_ms);
+        resp_num(b, op->cost);
+        resp_num(b, op->lease_min > 0 ? -op->lease_min : op->soft);
+        redis_key(op, x->compact, key, field, &flen);
+        resp_arg(b, field, x->compact ? flen : 0);
+    }
+    if (test_now) {
+        resp_arg(b, "NOW", 3);
+        resp_num(b, test_now);
+    }
+}
+
+void rcmd_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
+              int nb)
+{
+    int64_t test_now = x->clock && x->clock->fn
+                           ? x->clock->fn(x->clock->arg) : 0;
+
+    for (int j = 0; j < nb; j++)
+        put_one(x, b, jobs[j], test_now);
+}
+
+/* j's decisions from the reply's integers, as script_parse's fill(). */
+static void fill(rio_job *j, const redisReply *rep)
+{
+    for (size_t i = 0; i < j->n; i++) {
+        algo_decision *d = &j->out[i];
+        int64_t verdict = rep->element[1 + 3 * i]->integer;
+        d->allowed = verdict >= 1;
+        d->granted = j->ops[i].lease_min > 0 && d->allowed ? verdict : 0;
+        d->changed = d->allowed && j->ops[i].cost > 0;
+        d->remaining = rep->element[2 + 3 * i]->integer;
+        d->reset_ms = rep->element[3 + 3 * i]->integer;
+        d->retry_ms = verdict < 0 ? -verdict : 0;
+        d->expires_ms = d->reset_ms;
+    }
+    j->now_ms = rep->element[0]->integer;
+    j->rc = RL_OK;
+    j->why.status = RN_OK;
+}
+
+int rcmd_parse(const redisReply *rep, rio_job *j)
+{
+    if (rep->type == REDIS_REPLY_ERROR) {
+        if (strncmp(rep->str, "ERR unknown command", 19) == 0 ||
+            (strncmp(rep->str, "NOPERM", 6) == 0 &&
+             strstr(rep->str, "rl.check") != NULL))
+            return 1;
+        if (j)
+            j->why = (rnode_reply){.status = RN_ERROR};
+        return 0;
+    }
+    if (!j)
+        return 0;
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1 + 3 * j->n)
+        return 0;
+    for (size_t k = 0; k < rep->elements; k++)
+        if (rep->element[k]->type != REDIS_REPLY_INTEGER)
+            return 0;
+    fill(j, rep);
+    return 0;
+}

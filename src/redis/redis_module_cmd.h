@@ -1,0 +1,51 @@
+/*
+ * redis_module_cmd.h -- checks as ratelimit.so's native command RL.CHECK
+ * (redis-module/, ratelimit.so(8)) instead of the Lua library, on a
+ * server that has the module: detected per connection at connect
+ * (COMMAND INFO, so again after every reconnect or failover), one
+ * RL.CHECK per request of a batch, its reply read into the request's
+ * decisions.  The option redis_command forces either way.  The states are
+ * the same either way, so connections and limiters may mix them.
+ */
+#ifndef RL_REDIS_MODULE_CMD_H
+#define RL_REDIS_MODULE_CMD_H
+
+#include <hiredis/hiredis.h>
+
+#include "redis_io.h"
+#include "redis_link.h"
+#include "redis_script.h"
+#include "resp.h"
+
+/* The option redis_command (options.c's order). */
+enum { RCMD_AUTO, RCMD_MODULE, RCMD_LUA };
+
+/* What a connection's server offers (the connector's `fcall` bits): the
+ * function library, and RL.CHECK where redis_command lets it be used. */
+#define RCONN_LIBRARY 1
+#define RCONN_MODULE 2
+
+/* A batch's `how` beside redis_script.h's SCRIPT_*: RL.CHECKs. */
+#define SCRIPT_MODULE 16
+
+/* At connect: RCONN_MODULE when the server has RL.CHECK and o->command
+ * is not RCMD_LUA, else 0; -1 with why in err when RCMD_MODULE asks for
+ * it and the server has none (the connect fails), or no answer. */
+int rcmd_detect(const rio_opts *o, rlink *l, char *err, size_t errlen);
+
+/* 1 when every request of the batch can go as RL.CHECK: at most one
+ * reply per request fits an entry, and no rule sends replaced shapes
+ * (a conversion is the Lua library's alone). */
+int rcmd_batch_ok(rio_job *const *jobs, int nb);
+
+/* One RL.CHECK per request into b (its keys declared). */
+void rcmd_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
+              int nb);
+
+/* Request j's answer from its RL.CHECK reply (j NULL: its caller left):
+ * 0, or 1 when the server has no such command or refuses it (unloaded,
+ * an ACL without +rl.check): the request goes again through Lua and the
+ * connection uses Lua until it connects again. */
+int rcmd_parse(const redisReply *rep, rio_job *j);
+
+#endif

@@ -1,0 +1,692 @@
+/*
+ * check_module.c -- ratelimit.so (redis-module/) decides as the C maths
+ * (src/base/algo.c) and the Lua library (lua/) do, on the same random
+ * (time, cost) sequences, in a real redis-server started with
+ * `loadmodule ratelimit.so testclock` (the test clock: a trailing NOW ms,
+ * as the Lua test build's ARGV[1]).  Each sequence runs on two keys: one
+ * only the module decides on, and one a mixed fleet shares, where each
+ * step goes at random to the module or to the script: both read what the
+ * other wrote, so their state formats are the same.  Then a request of
+ * several keys (all or nothing, soft rules), leases, errors, what a
+ * replica receives (the writes, not the command), and a Redis Cluster's
+ * routing of the command by its declared keys.
+ */
+#include <check.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo.h"
+#include "lua_fixture.h"
+#include "ratelimit.h"
+#include "redis_harness.h"
+#include "testutil.h"
+#include "timeutil.h"
+
+static uint64_t rng = 2463534242ULL;
+
+static uint64_t rnd(uint64_t n)
+{
+    return xorshift64(&rng) % n;
+}
+
+/* One key of a request: its name (a compact base name when field is not
+ * ""), rule, cost and mode ("0" hard, "1" soft, "-m" a lease). */
+typedef struct mpart {
+    const char *key, *field;
+    const algo_params *ap;
+    int64_t cost;
+    const char *mode;
+} mpart;
+
+enum { MAXP = 4 };
+
+/* The burst as sent: 0 for "the limit" (what a rule without one says). */
+static int64_t sent_burst(const algo_params *ap)
+{
+    return ap->burst == ap->limit ? 0 : ap->burst;
+}
+
+/* RL.CHECK of n parts at now; d[i] each part's decision (verdict too). */
+static void mod_check(int64_t now, const mpart *pt, int n, algo_decision *d,
+                      int64_t *verdict)
+{
+    char num[MAXP * 7 + 4][24];
+    const char *argv[64];
+    int c = 0, u = 0;
+    redisReply *r;
+
+#define NUM(v) (snprintf(num[u], sizeof num[u], "%lld", (long long)(v)), \
+                argv[c++] = num[u++])
+    argv[c++] = "RL.CHECK";
+    NUM(n);
+    for (int i = 0; i < n; i++)
+        argv[c++] = pt[i].key;
+    for (int i = 0; i < n; i++) {
+        NUM(pt[i].ap->algo);
+        NUM(pt[i].ap->limit);
+        NUM(sent_burst(pt[i].ap));
+        NUM(pt[i].ap->window_ms);
+        NUM(pt[i].cost);
+        argv[c++] = pt[i].mode;
+        argv[c++] = pt[i].field;
+    }
+    argv[c++] = "NOW";
+    NUM(now);
+#undef NUM
+    r = redisCommandArgv(ctx, c, argv, NULL);
+    ck_assert_msg(r != NULL, "RL.CHECK: %s", ctx->errstr);
+    ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "RL.CHECK: %s",
+                  r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
+    ck_assert_int_eq(r->elements, 1 + 3 * (size_t)n);
+    ck_assert_int_eq(r->element[0]->integer, now);
+    for (int i = 0; i < n; i++) {
+        int64_t v = r->element[1 + 3 * i]->integer;
+        verdict[i] = v;
+        d[i] = (algo_decision){.allowed = v > 0, .retry_ms = v < 0 ? -v : 0,
+                               .remaining = r->element[2 + 3 * i]->integer,
+                               .reset_ms = r->element[3 + 3 * i]->integer};
+    }
+    freeReplyObject(r);
+}
+
+/* The same request through the Lua library's test build (lua/check.lua's
+ * long form: a rule table of one rule per part, then one request). */
+static void lua_check(int64_t now, const mpart *pt, int n, algo_decision *d,
+                      int64_t *verdict)
+{
+    char num[MAXP * 11 + 8][24];
+    const char *argv[96];
+    size_t lens[96];
+    int c = 0, u = 0, reqs;
+    redisReply *r;
+
+#define NUM(v) (snprintf(num[u], sizeof num[u], "%lld", (long long)(v)), \
+                argv[c++] = num[u++])
+    argv[c++] = "EVAL";
+    argv[c++] = rl_lua_check_test;
+    NUM(n);
+    for (int i = 0; i < n; i++)
+        argv[c++] = pt[i].key;
+    NUM(now);
+    argv[c++] = "c";
+    reqs = c++;
+    for (int i = 0; i < n; i++) {
+        NUM(pt[i].ap->algo);
+        NUM(pt[i].ap->limit);
+        NUM(pt[i].ap->burst);
+        NUM(pt[i].ap->window_ms);
+        NUM(pt[i].ap->p);
+        NUM(pt[i].ap->q);
+        NUM(0);
+    }
+    snprintf(num[u], sizeof num[u], "%d", c - (2 + n));
+    argv[reqs] = num[u++];
+    NUM(1);
+    NUM(n);
+    for (int i = 0; i < n; i++) {
+        NUM(4 + 7 * i);
+        NUM(pt[i].cost);
+        argv[c++] = pt[i].mode;
+        argv[c++] = pt[i].field;
+    }
+#undef NUM
+    for (int i = 0; i < c; i++)
+        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
+    r = redisCommandArgv(ctx, c, argv, lens);
+    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
+    lua_answer_shape(r, (size_t)n);
+    for (int i = 0; i < n; i++) {
+        lua_answer(r, (size_t)i, &d[i]);
+        verdict[i] = lua_answer_value(r, (size_t)i, 0);
+    }
+    freeReplyObject(r);
+}
+
+static void same(const algo_decision *c, const algo_decision *x,
+                 const char *what, const algo_params *ap, int step,
+                 int64_t base, int64_t t, int64_t cost)
+{
+    ck_assert_msg(c->allowed == x->allowed && c->remaining == x->remaining &&
+                  c->reset_ms == x->reset_ms && c->retry_ms == x->retry_ms,
+                  "%s: %s limit %lld burst %lld window %lld ms, step %d at "
+                  "t=%lld (base %lld) cost %lld: {%d %lld %lld %lld} vs "
+                  "{%d %lld %lld %lld}", what, algo_name(ap->algo),
+                  (long long)ap->limit, (long long)ap->burst,
+                  (long long)ap->window_ms, step, (long long)(t - base),
+                  (long long)base, (long long)cost, c->allowed,
+                  (long long)c->remaining, (long long)c->reset_ms,
+                  (long long)c->retry_ms, x->allowed,
+                  (long long)x->remaining, (long long)x->reset_ms,
+                  (long long)x->retry_ms);
+}
+
+static algo_params random_params(int algo)
+{
+    static const int64_t windows[] = {1, 7, 60, 3600, 86400};
+    static const int64_t limits[] = {1, 3, 7, 100, 999983, 1000000};
+    algo_params ap;
+    char err[200];
+    int64_t w = windows[rnd(5)], limit = limits[rnd(6)], burst = 0;
+
+    if (algo == RL_ALGO_SLIDING_LOG)
+        limit = 1 + (int64_t)rnd(20);
+    if (algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA)
+        burst = rnd(2) ? 1 + (int64_t)rnd((uint64_t)limit * 2) : 0;
+    if (algo_params_init(&ap, algo, limit, burst, w, err, sizeof err) != 0)
+        ck_assert_int_eq(algo_params_init(&ap, algo, 10, 0, 1, err,
+                                          sizeof err), 0);
+    return ap;
+}
+
+/* Mostly small moves, some jumps, some steps back (not before lo). */
+static int64_t next_time(const algo_params *ap, int64_t t, int64_t lo)
+{
+    int64_t back = t - (int64_t)rnd(2000);
+
+    switch (rnd(8)) {
+    case 0: return t;
+    case 1: return t + 1 + (int64_t)rnd(5);
+    case 2: return t + (int64_t)rnd((uint64_t)ap->window_ms / 4 + 1);
+    case 3: return t + ap->window_ms + (int64_t)rnd(1000);
+    case 4: return back < lo ? lo : back;
+    default: return t + (int64_t)rnd(2000);
+    }
+}
+
+static int64_t next_cost(const algo_params *ap)
+{
+    int64_t cap = ap->burst ? ap->burst : ap->limit;
+
+    switch (rnd(6)) {
+    case 0: return 0;
+    case 1: return cap + (int64_t)rnd(3);
+    case 2: return 1 + (int64_t)rnd((uint64_t)cap);
+    default: return 1;
+    }
+}
+
+/* The base time: the real clock an hour ahead, so Redis expires nothing
+ * a sequence still uses. */
+static int64_t test_base(void)
+{
+    return real_ms() / 1000 * 1000 + 3600 * 1000;
+}
+
+static int64_t epoch_ms(const algo_params *ap)
+{
+    if (ap->algo != RL_ALGO_TOKEN_BUCKET && ap->algo != RL_ALGO_GCRA)
+        return ap->window_ms;
+    return (ap->burst * ap->p + ap->q - 1) / ap->q + 2;
+}
+
+/* One charge on the C side: algo_apply, or the log's apply and commit. */
+typedef struct cside {
+    algo_state st;
+    int64_t log[64];
+    size_t n;
+} cside;
+
+static void c_apply(const algo_params *ap, cside *s, int64_t now,
+                    int64_t cost, algo_decision *d)
+{
+    size_t drop;
+    int64_t at;
+
+    memset(d, 0, sizeof *d);
+    if (ap->algo != RL_ALGO_SLIDING_LOG) {
+        algo_apply(ap, &s->st, now, cost, d);
+        return;
+    }
+    algo_log_apply(ap, s->log, s->n, now, cost, d, &drop, &at);
+    if (d->changed)
+        s->n = algo_log_commit(s->log, s->n, drop, at, cost);
+}
+
+/* The module alone on one key, and module and script mixed on another,
+ * against the C maths: `rules` random rules of `algo`, `steps` each.
+ * Compact: steps back stay in the newest epoch seen (and after a token
+ * bucket's last refill), where the compact layout decides as C does
+ * (lua/compact.lua). */
+static void twin(int algo, int rules, int steps, int compact)
+{
+    int64_t base = test_base();
+
+    for (int r = 0; r < rules; r++) {
+        algo_params ap = random_params(algo);
+        cside cs[2];
+        int64_t t = base + (int64_t)rnd(100000), tmax = t;
+        char key[2][64], field[16] = "";
+
+        memset(cs, 0, sizeof cs);
+        for (int k = 0; k < 2; k++)
+            snprintf(key[k], sizeof key[k], compact ? "rlc:{%d}:m%d-%s-%d:x"
+                                                    : "rl:{%d}:m%d-%s-%d",
+                     (int)rnd(65536), k, algo_name(algo), r);
+        if (compact)
+            snprintf(field, sizeof field, "%u", (unsigned)rnd(1u << 31));
+        for (int s = 0; s < steps; s++) {
+            int64_t cost = next_cost(&ap), v;
+            mpart pt[2] = {
+                {.key = key[0], .field = field, .ap = &ap, .cost = cost,
+                 .mode = "0"},
+                {.key = key[1], .field = field, .ap = &ap, .cost = cost,
+                 .mode = "0"}};
+            algo_decision c, x;
+            int by_lua = (int)rnd(2);
+
+            for (int k = 0; k < 2; k++) {
+                c_apply(&ap, &cs[k], t, cost, &c);
+                if (k == 1 && by_lua)
+                    lua_check(t, &pt[k], 1, &x, &v);
+                else
+                    mod_check(t, &pt[k], 1, &x, &v);
+                same(&c, &x, k == 0 ? "C vs module"
+                             : by_lua ? "C vs mixed fleet (script)"
+                                      : "C vs mixed fleet (module)",
+                     &ap, s, base, t, cost);
+            }
+            int64_t lo = base;
+            if (compact) {
+                lo = tmax - tmax % epoch_ms(&ap);
+                if (algo == RL_ALGO_TOKEN_BUCKET)
+                    for (int k = 0; k < 2; k++)
+                        lo = cs[k].st.b > lo ? cs[k].st.b : lo;
+            }
+            t = compact && rnd(10) == 0
+                    ? tmax + (int64_t)rnd((uint64_t)(3 * epoch_ms(&ap)))
+                    : next_time(&ap, t, lo);
+            t = t < lo ? lo : t;
+            tmax = t > tmax ? t : tmax;
+        }
+    }
+}
+
+START_TEST(every_algorithm_plain)
+{
+    for (int algo = 0; algo <= RL_ALGO_SLIDING_LOG; algo++)
+        twin(algo, 12, 120, 0);
+}
+END_TEST
+
+START_TEST(every_algorithm_compact)
+{
+    for (int algo = 0; algo < RL_ALGO_SLIDING_LOG; algo++)
+        twin(algo, 12, 120, 1);
+}
+END_TEST
+
+/* Requests of 2..4 keys (every algorithm, both layouts, hard and soft
+ * rules): all or nothing as lua/check.lua, on twin keys, against the C
+ * maths deciding every key and keeping the charges only when every hard
+ * key passed. */
+START_TEST(requests_all_or_nothing)
+{
+    int64_t base = test_base();
+
+    for (int r = 0; r < 40; r++) {
+        int n = 2 + (int)rnd(3);
+        algo_params ap[MAXP];
+        cside cs[MAXP];
+        char key[2][MAXP][64], field[MAXP][16];
+        int64_t t = base + (int64_t)rnd(100000);
+
+        int compact = (int)rnd(2); /* the script's is its first key's */
+
+        memset(cs, 0, sizeof cs);
+        for (int i = 0; i < n; i++) {
+            ap[i] = random_params((int)rnd(compact ? 4 : 5));
+            field[i][0] = 0;
+            if (compact)
+                snprintf(field[i], sizeof field[i], "%u",
+                         (unsigned)rnd(1u << 31));
+            for (int k = 0; k < 2; k++)
+                snprintf(key[k][i], sizeof key[k][i], "%s:{r%d}:%d-%d",
+                         field[i][0] ? "rlc" : "rl", r, k, i);
+        }
+        for (int s = 0; s < 60; s++) {
+            mpart pt[2][MAXP];
+            algo_decision c[MAXP], m[MAXP], l[MAXP];
+            cside next[MAXP];
+            int64_t vm[MAXP], vl[MAXP];
+            int all = 1;
+
+            for (int i = 0; i < n; i++) {
+                int64_t cost = next_cost(&ap[i]);
+                const char *mode = rnd(4) == 0 ? "1" : "0";
+                for (int k = 0; k < 2; k++)
+                    pt[k][i] = (mpart){.key = key[k][i], .field = field[i],
+                                       .ap = &ap[i], .cost = cost,
+                                       .mode = mode};
+                next[i] = cs[i];
+                c_apply(&ap[i], &next[i], t, cost, &c[i]);
+                all &= c[i].allowed || mode[0] == '1';
+            }
+            mod_check(t, pt[0], n, m, vm);
+            lua_check(t, pt[1], n, l, vl);
+            for (int i = 0; i < n; i++) {
+                same(&c[i], &m[i], "request: C vs module", &ap[i], s, base,
+                     t, pt[0][i].cost);
+                same(&c[i], &l[i], "request: C vs script", &ap[i], s, base,
+                     t, pt[0][i].cost);
+                if (all)
+                    cs[i] = next[i];
+            }
+            t += (int64_t)rnd(4) == 0 ? (int64_t)rnd(3000) : (int64_t)rnd(30);
+        }
+    }
+}
+END_TEST
+
+/* Leases (mode -m: cost units, or as many as are left but at least m):
+ * the module charges what the script charges, on twin keys. */
+START_TEST(leases_as_the_script)
+{
+    int64_t base = test_base();
+
+    for (int r = 0; r < 40; r++) {
+        algo_params ap = random_params((int)rnd(5));
+        char key[2][64], field[16] = "", mode[24];
+        int64_t t = base + (int64_t)rnd(100000);
+
+        if (ap.algo != RL_ALGO_SLIDING_LOG && rnd(2))
+            snprintf(field, sizeof field, "%u", (unsigned)rnd(1u << 31));
+        for (int k = 0; k < 2; k++)
+            snprintf(key[k], sizeof key[k], "%s:{l%d}:%d",
+                     field[0] ? "rlc" : "rl", r, k);
+        for (int s = 0; s < 60; s++) {
+            int64_t cost = 1 + next_cost(&ap), vm, vl;
+            algo_decision m, l;
+
+            snprintf(mode, sizeof mode, "-%lld",
+                     (long long)(1 + (int64_t)rnd((uint64_t)cost)));
+            mpart pm = {.key = key[0], .field = field, .ap = &ap,
+                        .cost = cost, .mode = mode};
+            mpart pl = pm;
+            pl.key = key[1];
+            mod_check(t, &pm, 1, &m, &vm);
+            lua_check(t, &pl, 1, &l, &vl);
+            l.allowed = vl > 0; /* lua_answer reads only a verdict of 1 */
+            same(&l, &m, "lease: script vs module", &ap, s, base, t, cost);
+            ck_assert_int_eq(vm, vl);
+            t += (int64_t)rnd(3) == 0 ? (int64_t)rnd(3000) : (int64_t)rnd(30);
+        }
+    }
+}
+END_TEST
+
+static redisReply *cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list va;
+    redisReply *r;
+
+    va_start(va, fmt);
+    r = redisvCommand(c, fmt, va);
+    va_end(va);
+    ck_assert_msg(r != NULL, "%s", c->errstr);
+    return r;
+}
+
+/* A key of another type is an error and writes nothing, not even the
+ * request's other keys; bad numbers are refused. */
+START_TEST(errors_write_nothing)
+{
+    redisReply *r;
+
+    freeReplyObject(cmd(ctx, "HSET rl:{e}:b f 1"));
+    r = cmd(ctx, "RL.CHECK 2 rl:{e}:a rl:{e}:b 0 10 0 60000 1 0 %s "
+                 "0 10 0 60000 1 0 %s", "", "");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    ck_assert_msg(strncmp(r->str, "WRONGTYPE", 9) == 0, "%s", r->str);
+    freeReplyObject(r);
+    r = cmd(ctx, "EXISTS rl:{e}:a");
+    ck_assert_int_eq(r->integer, 0);
+    freeReplyObject(r);
+    r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 9 10 0 60000 1 0 %s", "");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 0 10 0 60000");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 4 10 0 60000 1 0 7");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+}
+END_TEST
+
+/* A replica gets the writes (SET ... PXAT, HSET, PEXPIREAT), never the
+ * command: its keys, values and expiry times are the master's, and it has
+ * run no RL.CHECK. */
+START_TEST(replica_gets_the_writes)
+{
+    rh_server rep;
+    redisContext *rc;
+    int64_t base = test_base(), deadline = real_ms() + 20000;
+    static const char *keys[] = {"rl:{p}:sw", "rl:{p}:tb", "rl:{p}:fw",
+                                 "rl:{p}:gc", "rl:{p}:log",
+                                 "rlc:{p}:tb:x"};
+
+    ck_assert_int_eq(rh_start_replica(&rep, NULL, &srv), 0);
+    while (rh_info_int(&srv, "replication", "connected_slaves") < 1)
+        ck_assert_msg(real_ms() < deadline, "the replica never connected");
+    for (int s = 0; s < 30; s++) {
+        int64_t t = base + s * 997;
+        for (int a = 0; a <= RL_ALGO_SLIDING_LOG; a++) {
+            algo_params ap = random_params(a);
+            mpart pt = {.key = keys[a], .field = "", .ap = &ap, .cost = 1,
+                        .mode = "0"};
+            algo_decision d;
+            int64_t v;
+            mod_check(t, &pt, 1, &d, &v);
+            if (a == RL_ALGO_TOKEN_BUCKET) { /* and its compact twin */
+                pt.key = keys[5];
+                pt.field = "12345";
+                mod_check(t, &pt, 1, &d, &v);
+            }
+        }
+    }
+    redisReply *w = cmd(ctx, "WAIT 1 10000");
+    ck_assert_int_eq(w->integer, 1);
+    freeReplyObject(w);
+    ck_assert_ptr_nonnull(rc = rh_connect(&rep));
+    redisReply *all = cmd(ctx, "KEYS *");
+    ck_assert_int_ge(all->elements, 6);
+    for (size_t i = 0; i < all->elements; i++) {
+        const char *k = all->element[i]->str;
+        redisReply *a = cmd(ctx, "DUMP %s", k), *b = cmd(rc, "DUMP %s", k);
+        redisReply *ea = cmd(ctx, "PEXPIRETIME %s", k);
+        redisReply *eb = cmd(rc, "PEXPIRETIME %s", k);
+        ck_assert_msg(a->type == REDIS_REPLY_STRING &&
+                      b->type == REDIS_REPLY_STRING && a->len == b->len &&
+                      memcmp(a->str, b->str, a->len) == 0,
+                      "%s differs on the replica", k);
+        ck_assert_int_eq(ea->integer, eb->integer);
+        ck_assert_int_gt(ea->integer, 0);
+        freeReplyObject(a);
+        freeReplyObject(b);
+        freeReplyObject(ea);
+        freeReplyObject(eb);
+    }
+    freeReplyObject(all);
+    ck_assert_int_eq(rh_cmdstat_calls(&rep, "rl.check"), 0);
+    ck_assert_int_gt(rh_cmdstat_calls(&rep, "set"), 0);
+    ck_assert_int_gt(rh_cmdstat_calls(&rep, "hset"), 0);
+    redisFree(rc);
+    rh_stop(&rep);
+}
+END_TEST
+
+/* In a Redis Cluster the command goes where its declared keys live: the
+ * owner decides, another master answers MOVED, keys of two slots are
+ * CROSSSLOT; COMMAND GETKEYS names the keys. */
+START_TEST(cluster_routes_by_declared_keys)
+{
+    rh_cluster cl;
+    redisContext *c;
+    redisReply *r;
+    int slot, owner, other;
+
+    if (!rh_cluster_available())
+        return;
+    ck_assert_int_eq(rh_cluster_start(&cl, 3, 0, 2000), 0);
+    ck_assert_ptr_nonnull(c = rh_connect(&cl.node[0]));
+    r = cmd(c, "CLUSTER KEYSLOT rl:{u1}:r");
+    slot = (int)r->integer;
+    freeReplyObject(r);
+    owner = rh_cluster_master_of(&cl, slot);
+    ck_assert_int_ge(owner, 0);
+    other = (owner + 1) % cl.n;
+    redisFree(c);
+    ck_assert_ptr_nonnull(c = rh_connect(&cl.node[other]));
+    r = cmd(c, "RL.CHECK 1 rl:{u1}:r 0 10 0 60000 1 0 %s", "");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    ck_assert_msg(strncmp(r->str, "MOVED", 5) == 0, "%s", r->str);
+    freeReplyObject(r);
+    r = cmd(c, "COMMAND GETKEYS RL.CHECK 2 a b 0 1 0 1000 1 0 %s "
+               "0 1 0 1000 1 0 %s", "", "");
+    ck_assert_int_eq(r->elements, 2);
+    ck_assert_str_eq(r->element[1]->str, "b");
+    freeReplyObject(r);
+    redisFree(c);
+    ck_assert_ptr_nonnull(c = rh_connect(&cl.node[owner]));
+    r = cmd(c, "RL.CHECK 1 rl:{u1}:r 0 10 0 60000 1 0 %s", "");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    ck_assert_int_eq(r->element[1]->integer, 1);
+    ck_assert_int_eq(r->element[2]->integer, 9);
+    freeReplyObject(r);
+    r = cmd(c, "RL.CHECK 2 rl:{u1}:r rl:{u2}:r 0 10 0 60000 1 0 %s "
+               "0 10 0 60000 1 0 %s", "", "");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    ck_assert_msg(strncmp(r->str, "CROSSSLOT", 9) == 0, "%s", r->str);
+    freeReplyObject(r);
+    redisFree(c);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+/* ---- the library calling the module (src/redis/redis_module_cmd.c) ---- */
+
+static const char lib_rules[] =
+    "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":50,"
+    "\"window_seconds\":3600,\"algorithm\":\"token_bucket\","
+    "\"match\":{\"endpoint\":\"/tb\"}}]";
+
+/* A limiter on s with redis_command `command` (NULL: the default); NULL
+ * when rl_limiter_new fails (its message in msg). */
+static rl_limiter *lib_open(const rh_server *s, const char *command,
+                            char *msg, size_t len)
+{
+    rl_config *cfg = rl_config_new();
+    rl_limiter *lim = NULL;
+    char uri[512];
+
+    ck_assert_ptr_nonnull(rh_uri(s, uri, sizeof uri));
+    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "rules", lib_rules), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "2000"), RL_OK);
+    ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
+    if (command)
+        ck_assert_int_eq(rl_config_set(cfg, "redis_command", command), RL_OK);
+    if (rl_limiter_new(&lim, cfg) != RL_OK) {
+        snprintf(msg, len, "%s", rl_errmsg(NULL));
+        lim = NULL;
+    }
+    rl_config_free(cfg);
+    return lim;
+}
+
+/* auto finds RL.CHECK and uses it; lua never does; both on one client's
+ * state (a mixed fleet): 50 tokens in all, whoever asks. */
+START_TEST(library_uses_the_module_where_found)
+{
+    char msg[256] = "";
+    rl_limiter *mod = lib_open(&srv, NULL, msg, sizeof msg);
+    rl_limiter *lua = lib_open(&srv, "lua", msg, sizeof msg);
+    long long m0, f0;
+    int ok = 0;
+
+    ck_assert_msg(mod && lua, "%s", msg);
+    m0 = rh_cmdstat_calls(&srv, "rl.check");
+    f0 = rh_cmdstat_calls(&srv, "fcall");
+    for (int i = 0; i < 30; i++)
+        ok += allow_decided(mod, "user:mixed", "tb");
+    ck_assert_int_ge(rh_cmdstat_calls(&srv, "rl.check") - m0, 30);
+    ck_assert_int_eq(rh_cmdstat_calls(&srv, "fcall") - f0, 0);
+    m0 = rh_cmdstat_calls(&srv, "rl.check");
+    for (int i = 0; i < 30; i++)
+        ok += allow_decided(lua, "user:mixed", "tb");
+    ck_assert_int_eq(rh_cmdstat_calls(&srv, "rl.check") - m0, 0);
+    ck_assert_int_ge(rh_cmdstat_calls(&srv, "fcall") - f0, 30);
+    ck_assert_int_eq(ok, 50);
+    ck_assert_int_eq(allow_decided(mod, "user:mixed", "tb"), 0);
+    rl_limiter_free(mod);
+    rl_limiter_free(lua);
+}
+END_TEST
+
+/* Without the module: auto checks through Lua; module refuses to start,
+ * saying why. */
+START_TEST(library_without_the_module)
+{
+    rh_server plain;
+    char msg[256] = "";
+    const char *was = rh_loadmodule;
+    rl_limiter *lim;
+
+    rh_loadmodule = NULL;
+    ck_assert_int_eq(rh_start(&plain, NULL), 0);
+    rh_loadmodule = was;
+    lim = lib_open(&plain, NULL, msg, sizeof msg);
+    ck_assert_msg(lim != NULL, "%s", msg);
+    ck_assert_int_eq(allow_decided(lim, "user:a", "tb"), 1);
+    ck_assert_int_ge(rh_cmdstat_calls(&plain, "fcall"), 1);
+    rl_limiter_free(lim);
+    ck_assert_ptr_null(lib_open(&plain, "module", msg, sizeof msg));
+    ck_assert_msg(strstr(msg, "RL.CHECK") != NULL, "%s", msg);
+    rh_stop(&plain);
+}
+END_TEST
+
+static Suite *module_suite(void)
+{
+    Suite *s = suite_create("module");
+    TCase *tc = tcase_create("twin");
+
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 600);
+    tcase_add_test(tc, every_algorithm_plain);
+    tcase_add_test(tc, every_algorithm_compact);
+    tcase_add_test(tc, requests_all_or_nothing);
+    tcase_add_test(tc, leases_as_the_script);
+    tcase_add_test(tc, errors_write_nothing);
+    tcase_add_test(tc, replica_gets_the_writes);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("library");
+    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, library_uses_the_module_where_found);
+    tcase_add_test(tc, library_without_the_module);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("cluster");
+    tcase_set_timeout(tc, 120);
+    tcase_add_test(tc, cluster_routes_by_declared_keys);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr;
+    int failed;
+
+    if (!rh_available())
+        return 77;
+    rh_loadmodule = RL_MODULE_PATH " testclock";
+    sr = srunner_create(module_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed ? 1 : 0;
+}
