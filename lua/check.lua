@@ -178,6 +178,8 @@ end
 -- lua/embed.sh --library puts the rest, and settle.lua, in its callback.)
 
 now, dirty, migrate = rl_now(), nil, nil
+-- "l": the lean path (lean.lua), one key, its argument in ARGV[3]
+if ARGV[2] == 'l' then return lean_check(KEYS[1], ARGV[3], now) end
 local cross = ARGV[2] == 'C'
 local arg = argnum(ARGV[3])
 local converting = arg < 0 -- the table has replaced shapes

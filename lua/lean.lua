@@ -1,0 +1,144 @@
+-- lean.lua -- the lean path: one request of one rule on one plain-layout
+-- key (what most checks of a fleet are: one connection rarely has two
+-- checks to send at once), decided with as few Redis calls and Lua steps
+-- as the algorithm allows.  check.lua's general path carries a rule
+-- table, per key four values, multi-rule all-or-nothing, both layouts,
+-- conversions and leases; a lone call paid for all of it (~14 ARGV
+-- values at ~0.9k instructions each, a table returned, PEXPIRETIME).
+-- Here a call is one key and one argument, "algo:limit:burst:window:p:q:
+-- cost" (src/redis/redis_script.c sends it only for a request of one hard
+-- or soft charge, no lease, no replaced shape in force, the plain layout,
+-- no sliding log), parsed once per distinct string (a limiter sends the
+-- same few again and again) into the algorithm's function and its
+-- numbers.  The answer is one string, four little-endian doubles:
+-- verdict (1 allowed, -retry ms denied), remaining, reset ms, the time
+-- used (a string: a table returned costs Redis ~7k instructions more).
+--
+-- The state is the plain layout's, byte for byte (the _load and _save of
+-- each algorithm file): what the general path and every earlier version
+-- of the script wrote is read here, and what is written here they read.
+-- The windows are integer-native: their value is an integer (a fixed
+-- window's count; a sliding window's prev * 10^10 + curr) whose expiry
+-- says the window, so a charge in the state's own window is INCRBY, which
+-- keeps the expiry, and needs no GET: the charge is made first, the state
+-- before it read back from INCRBY's answer and PEXPIRETIME, the algorithm
+-- run on that state, and then whatever differs from save()'s result put
+-- right (a denial: DECRBY; a state INCRBY made: its expiry; a new window:
+-- SET ... PXAT).  What is stored is save()'s result in every case, all
+-- within the one atomic call.  The buckets keep their time in the expiry:
+-- GET, PEXPIRETIME, SET ... PXAT as the general path.
+
+-- The general steps on one key, as check.lua's: read (value, expiry),
+-- decide, write when charged.  The buckets' path, and the windows' where
+-- INCRBY cannot serve (no charge, a cost over the limit, counts whose
+-- integer would pass 2^53 in Lua's doubles or int64 in Redis).
+local lean_load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
+local lean_apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
+local lean_save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
+
+local function lean_answer(ok, remaining, reset, retry, now)
+  local verdict = 1
+  if not ok then verdict = -retry end
+  return struct.pack('<dddd', verdict, remaining, reset, now)
+end
+
+local function lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  local value = call('GET', key)
+  local a, b, c = 0, 0, 0
+  if value then
+    a, b, c = lean_load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
+  end
+  local ok, changed, remaining, reset, retry
+  ok, changed, remaining, reset, retry, a, b, c =
+    lean_apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
+  if ok and changed then
+    local v, exp = lean_save[algo](burst, w, p, q, a, b, c)
+    call('SET', key, v, 'PXAT', format('%d', exp))
+  end
+  return lean_answer(ok, remaining, reset, retry, now)
+end
+
+-- A sliding window's integer below this (prev < 900719) is exact in a
+-- double.  One whose prev passes 922337203 is no int64: INCRBY refuses it
+-- (redis.pcall: the general steps then).  A fixed window's count is at
+-- most its limit, 10^9.
+local LEAN_EXACT, E10 = 9007199254740992, 10000000000
+
+-- A window charged first: INCRBY's answer n, the expiry after it (-1: the
+-- INCRBY made the key), the state as it was, decided, then put right.
+local function lean_window(key, algo, limit, burst, w, p, q, cost, now)
+  if cost < 1 or cost > limit then
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  local n
+  if algo == 2 then n = call('INCRBY', key, cost)
+  else
+    n = redis.pcall('INCRBY', key, cost)
+    if type(n) ~= 'number' then
+      return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+    end
+  end
+  if n >= LEAN_EXACT then -- Lua's doubles would round it: undo, read it
+    call('DECRBY', key, cost)
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  local exp = call('PEXPIRETIME', key)
+  local a, b, c, old = 0, 0, 0, n - cost
+  if exp >= 0 then -- the state before the charge (_load's steps)
+    if algo == 2 then a, b = idiv(exp, w) - 1, old
+    else
+      c = idiv(old, E10)
+      a, b = idiv(exp, w) - 2, old - c * E10
+    end
+  end
+  local ok, changed, remaining, reset, retry, na, nb, nc =
+    lean_apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
+  if not ok then
+    if exp >= 0 then call('DECRBY', key, cost) else call('DEL', key) end
+  else -- save()'s expiry: (na + 1) * w, sliding (na + 2) * w
+    local e = (na + 2 - algo / 2) * w
+    if exp ~= e or nb ~= b + cost or nc ~= c then
+      if exp < 0 and nc == 0 and nb == n then -- INCRBY's value is it
+        call('PEXPIREAT', key, format('%d', e))
+      else
+        local v
+        v, e = lean_save[algo](burst, w, p, q, na, nb, nc)
+        call('SET', key, v, 'PXAT', format('%d', e))
+      end
+    end
+  end
+  return lean_answer(ok, remaining, reset, retry, now)
+end
+
+local function lean_bucket(key, algo, limit, burst, w, p, q, cost, now)
+  return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+end
+
+local lean_fn = {[0] = lean_window, lean_bucket, lean_window, lean_bucket}
+
+-- The argument's numbers by its string, {function, algo, limit, burst, w,
+-- p, q, cost}; bounded as argnum's memo.  A string that is not seven
+-- decimal integers, or names no algorithm here, is refused.
+local LEAN_MEMO, lean_memo, lean_count = 4096, {}, 0
+local function lean_args(s)
+  local x = lean_memo[s]
+  if x then return x end
+  local a, l, b, w, p, q, c = string.match(s,
+    '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$')
+  a = tonumber(a)
+  if not a or not lean_fn[a] then
+    return error('ERR libratelimit: bad lean argument')
+  end
+  x = {lean_fn[a], a, tonumber(l), tonumber(b), tonumber(w), tonumber(p),
+       tonumber(q), tonumber(c)}
+  if lean_count >= LEAN_MEMO then lean_memo, lean_count = {}, 0 end
+  lean_memo[s], lean_count = x, lean_count + 1
+  return x
+end
+
+-- One lean check of `key` at `now` (check.lua's mode "l", the function
+-- library's function RL_FUNCTION .. "_l").
+local function lean_check(key, packed, now)
+  local x = lean_args(packed)
+  return x[1](key, x[2], x[3], x[4], x[5], x[6], x[7], x[8], now)
+end
