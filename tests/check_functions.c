@@ -34,7 +34,10 @@ static const char rules[] =
     "\"window_seconds\":3600,\"algorithm\":\"token_bucket\","
     "\"match\":{\"endpoint\":\"/tb\"}},"
     " {\"rule_id\":\"sw\",\"dimension\":\"user\",\"limit\":1000000,"
-    "\"window_seconds\":3600,\"match\":{\"endpoint\":\"/sw\"}}]";
+    "\"window_seconds\":3600,\"match\":{\"endpoint\":\"/sw\"}},"
+    " {\"rule_id\":\"fw\",\"dimension\":\"user\",\"limit\":5,"
+    "\"window_seconds\":3600,\"algorithm\":\"fixed_window\","
+    "\"match\":{\"endpoint\":\"/fw\"}}]";
 
 static rh_server srv;
 static char uri[512];
@@ -127,6 +130,31 @@ START_TEST(fcall_when_on_evalsha_when_off)
     /* The same state either way: one key's charges, both commands. */
     ck_assert_int_eq(admitted(on, "user:off", 1), 0);
     ck_assert_int_eq(admitted(off, "user:on", 1), 0);
+    rl_limiter_free(on);
+    rl_limiter_free(off);
+}
+END_TEST
+
+/* A lone one-rule check is the lean function's (lua/lean.lua): a fixed
+ * window is charged by INCRBY, with no GET and no SET once its key is
+ * made, which only that function does; EVALSHA (the general script) reads
+ * and writes the same key, so either sees the other's charges. */
+START_TEST(lone_check_takes_the_lean_function)
+{
+    rl_limiter *on = open_on(uri, NULL), *off = open_on(uri, "0");
+    long long i0 = calls_of("incrby"), g0 = calls_of("get");
+    int ok = 0;
+
+    for (int i = 0; i < 8; i++)
+        ok += allow_decided(on, "user:lean", "fw");
+    ck_assert_int_eq(ok, 5);
+    ck_assert_int_eq(calls_of("incrby") - i0, 8);
+    ck_assert_int_eq(calls_of("get") - g0, 0);
+    ck_assert_int_eq(allow_decided(off, "user:lean", "fw"), 0);
+    ck_assert_int_eq(allow_decided(off, "user:other", "fw"), 1);
+    for (int i = 0; i < 5; i++)
+        ok += allow_decided(on, "user:other", "fw");
+    ck_assert_int_eq(ok, 5 + 4);
     rl_limiter_free(on);
     rl_limiter_free(off);
 }
@@ -296,6 +324,7 @@ int main(void)
         tcase_set_timeout(tc, 60);
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, fcall_when_on_evalsha_when_off);
+        tcase_add_test(tc, lone_check_takes_the_lean_function);
         tcase_add_test(tc, function_flush_under_load_decides_every_check);
         tcase_add_test(tc, least_privilege_falls_back_to_evalsha);
         tcase_add_test(tc, granted_functions_are_called);
