@@ -40,12 +40,14 @@ W, BIG = 86400000, 10 ** 9
 
 # Each part: the check.lua text it replaces with what, in the callback.
 PARTS = {
-    'pexpiretime': [("call('PEXPIRETIME', K[key]))", "now + 86400000)")],
-    'load': [("a, b, c = load[algo](burst, w, p, q, value, "
-              "call('PEXPIRETIME', K[key]))", "a, b, c = 0, 0, 0")],
+    'pexpiretime': [("pxt = call('PEXPIRETIME', K[key])",
+                     "pxt = now + 86400000")],
+    'load': [("a, b, c = load[algo](burst, w, p, q, value, pxt)",
+              "a, b, c = 0, 0, 0")],
     'save': [("local value, exp = save[algo](burst, w, p, q, a, b, c)",
               "local value, exp = '5', now + 100000")],
-    'set': [("call('SET', K[key], value, 'PXAT', last_pxat)", "")],
+    'set': [("call('SET', K[key], value, 'PXAT', last_pxat)", ""),
+            ("call('INCRBY', K[key], cost)", "")],
     'algorithm': [("ok, changed, remaining, reset, retry, a, b, c =\n"
                    "          apply[algo](limit, burst, w, p, q, a, b, c, "
                    "now, cost)",
