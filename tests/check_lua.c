@@ -422,7 +422,7 @@ START_TEST(lean_path_same_decisions)
     for (int mode = 1; mode <= 2; mode++) {
         lean_mode = mode;
         for (int algo = 0; algo < 4; algo++)
-            differential(algo, 20, 150, 0);
+            differential(algo, 10, 100, 0);
     }
     lean_mode = 1;
     for (int algo = 0; algo <= RL_ALGO_GCRA; algo++)
