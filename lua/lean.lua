@@ -21,10 +21,11 @@
 -- window's count; a sliding window's prev * 10^10 + curr) whose expiry
 -- says the window, so a charge in the state's own window is INCRBY, which
 -- keeps the expiry, and needs no GET: the charge is made first, the state
--- before it read back from INCRBY's answer and PEXPIRETIME, the algorithm
--- run on that state, and then whatever differs from save()'s result put
--- right (a denial: DECRBY; a state INCRBY made: its expiry; a new window:
--- SET ... PXAT).  What is stored is save()'s result in every case, all
+-- before it read back from INCRBY's answer and PEXPIRETIME, the
+-- algorithm's maths run on that state (fixed_window()'s and
+-- sliding_window()'s steps, written inline; check_lua twin-tests them),
+-- and then whatever differs from save()'s result put right (a denial:
+-- DECRBY; a state INCRBY made: its expiry; a new window: SET ... PXAT).  What is stored is save()'s result in every case, all
 -- within the one atomic call.  The buckets keep their time in the expiry:
 -- GET, PEXPIRETIME, SET ... PXAT as the general path.
 
@@ -64,54 +65,9 @@ end
 -- most its limit, 10^9.
 local LEAN_EXACT, E10 = 9007199254740992, 10000000000
 
--- A window charged first: INCRBY's answer n, the expiry after it (-1: the
--- INCRBY made the key), the state as it was, decided, then put right.
-local function lean_window(key, algo, limit, burst, w, p, q, cost, now)
-  if cost < 1 or cost > limit then
-    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
-  end
-  local n
-  if algo == 2 then n = call('INCRBY', key, cost)
-  else
-    n = redis.pcall('INCRBY', key, cost)
-    if type(n) ~= 'number' then
-      return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
-    end
-  end
-  if n >= LEAN_EXACT then -- Lua's doubles would round it: undo, read it
-    call('DECRBY', key, cost)
-    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
-  end
-  local exp = call('PEXPIRETIME', key)
-  local a, b, c, old = 0, 0, 0, n - cost
-  if exp >= 0 then -- the state before the charge (_load's steps)
-    if algo == 2 then a, b = idiv(exp, w) - 1, old
-    else
-      c = idiv(old, E10)
-      a, b = idiv(exp, w) - 2, old - c * E10
-    end
-  end
-  local ok, changed, remaining, reset, retry, na, nb, nc =
-    lean_apply[algo](limit, burst, w, p, q, a, b, c, now, cost)
-  if not ok then
-    if exp >= 0 then call('DECRBY', key, cost) else call('DEL', key) end
-  else -- save()'s expiry: (na + 1) * w, sliding (na + 2) * w
-    local e = (na + 2 - algo / 2) * w
-    if exp ~= e or nb ~= b + cost or nc ~= c then
-      if exp < 0 and nc == 0 and nb == n then -- INCRBY's value is it
-        call('PEXPIREAT', key, format('%d', e))
-      else
-        local v
-        v, e = lean_save[algo](burst, w, p, q, na, nb, nc)
-        call('SET', key, v, 'PXAT', format('%d', e))
-      end
-    end
-  end
-  return lean_answer(ok, remaining, reset, retry, now)
-end
-
--- The fixed window, lean_window()'s steps with fixed_window()'s maths
--- inline (a Lua call costs about what the rest of a step does): the
+-- The fixed window charged first: INCRBY's answer n, the expiry after it
+-- (-1: the INCRBY made the key), the state as it was, fixed_window()'s
+-- maths inline (a Lua call costs about what the rest of a step does): the
 -- window is [start, start + w), the state's own when its expiry says a
 -- later one (a clock gone back: fixed_window() takes the state's window),
 -- a fresh count when an earlier one (passed, not yet expired).
@@ -140,11 +96,59 @@ local function lean_fixed(key, algo, limit, burst, w, p, q, cost, now)
   return struct.pack('<dddd', 1, limit - count - cost, reset, now)
 end
 
-local function lean_bucket(key, algo, limit, burst, w, p, q, cost, now)
-  return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+-- The sliding window, the same way: sliding_window()'s maths inline on
+-- the state INCRBY's answer and the expiry give, [start, start + w) now's
+-- window (the state's own when later), e the time into it.
+local function lean_sliding(key, algo, limit, burst, w, p, q, cost, now)
+  if cost < 1 or cost > limit then
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  local n = redis.pcall('INCRBY', key, cost)
+  if type(n) ~= 'number' then
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  if n >= LEAN_EXACT then -- Lua's doubles would round it: undo, read it
+    call('DECRBY', key, cost)
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  local exp = call('PEXPIRETIME', key)
+  local e = now % w
+  local start, prev, curr, own = now - e, 0, 0, false
+  if exp >= 0 then
+    local old, at = n - cost, exp - 2 * w -- at: the state's window, in ms
+    local c = (old - old % E10) / E10
+    if at > start then start, e = at, 0 end
+    if at == start then curr, prev, own = old - c * E10, c, true
+    elseif at == start - w then prev = old - c * E10 end
+  end
+  local reset, cap = start + w, limit * w
+  local est = prev * (w - e) + curr * w
+  if est + cost * w > cap then
+    if exp >= 0 then call('DECRBY', key, cost) else call('DEL', key) end
+    local retry
+    if curr + cost <= limit then retry = sliding_wait(prev, limit - curr - cost, w, e)
+    else retry = (w - e) + sliding_wait(curr, limit - cost, w, 0) end
+    if retry < 1 then retry = 1 end
+    local left = 0
+    if est < cap then left = idiv(cap - est, w) end
+    return struct.pack('<dddd', -retry, left, reset, now)
+  end
+  curr, est = curr + cost, est + cost * w
+  if not own then -- INCRBY made the key, or counted another window
+    if prev == 0 and curr == n then
+      call('PEXPIREAT', key, format('%d', start + 2 * w))
+    else
+      local v = dec(curr)
+      if prev > 0 then v = format('%d%010d', prev, curr) end
+      call('SET', key, v, 'PXAT', format('%d', start + 2 * w))
+    end
+  end
+  local left, x = 0, cap - est
+  if x > 0 then left = (x - x % w) / w end
+  return struct.pack('<dddd', 1, left, reset, now)
 end
 
-local lean_fn = {[0] = lean_window, lean_bucket, lean_fixed, lean_bucket}
+local lean_fn = {[0] = lean_sliding, lean_rw, lean_fixed, lean_rw}
 
 -- The argument's numbers by its string, {function, algo, limit, burst, w,
 -- p, q, cost}; bounded as argnum's memo.  A string that is not seven
