@@ -47,7 +47,8 @@ PARTS = {
     'save': [("local value, exp = save[algo](burst, w, p, q, a, b, c)",
               "local value, exp = '5', now + 100000")],
     'set': [("call('SET', K[key], value, 'PXAT', last_pxat)", ""),
-            ("call('INCRBY', K[key], cost)", "")],
+            ("type(redis.pcall('INCRBY', K[key], cost)) == 'number'",
+             "true")],
     'algorithm': [("ok, changed, remaining, reset, retry, a, b, c =\n"
                    "          apply[algo](limit, burst, w, p, q, a, b, c, "
                    "now, cost)",

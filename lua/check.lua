@@ -358,12 +358,13 @@ for r = 1, nreq do
           npending = npending + 1
           pending[npending] = {K[key], field, algo, burst, w, p, q, a, b, c, old}
         elseif pxt and (algo == 0 or algo == 2) and b == ob + cost and
-               c == oc and oc < 900000000 and pxt == (a + 2 - algo / 2) * w then
+               c == oc and oc < 900000000 and pxt == (a + 2 - algo / 2) * w
+               and type(redis.pcall('INCRBY', K[key], cost)) == 'number' then
           -- a window charged in its own window: its integer (count;
           -- sliding: prev * 10^10 + curr, within int64 below 9 * 10^8)
           -- plus the cost, its expiry kept: what save() and SET ... PXAT
-          -- would write, for less (lean.lua)
-          call('INCRBY', K[key], cost)
+          -- would write, for less (lean.lua); refused (an ACL user without
+          -- +incrby, as set up before): the SET below
           if dirty then dirty[K[key]] = true end
         elseif field == '' and not old then -- one rule: write now (store()
           local value, exp = save[algo](burst, w, p, q, a, b, c) -- inline)

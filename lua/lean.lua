@@ -25,8 +25,9 @@
 -- algorithm's maths run on that state (fixed_window()'s and
 -- sliding_window()'s steps, written inline; check_lua twin-tests them),
 -- and then whatever differs from save()'s result put right (a denial:
--- DECRBY; a state INCRBY made: its expiry; a new window: SET ... PXAT).  What is stored is save()'s result in every case, all
--- within the one atomic call.  The buckets keep their time in the expiry:
+-- INCRBY -cost; a state INCRBY made: its expiry; a new window: SET ...
+-- PXAT).  What is stored is save()'s result in every case, all within
+-- the one atomic call.  The buckets keep their time in the expiry:
 -- GET, PEXPIRETIME, SET ... PXAT as the general path.
 
 -- The general steps on one key, as check.lua's: read (value, expiry),
@@ -61,8 +62,9 @@ end
 
 -- A sliding window's integer below this (prev < 900719) is exact in a
 -- double.  One whose prev passes 922337203 is no int64: INCRBY refuses it
--- (redis.pcall: the general steps then).  A fixed window's count is at
--- most its limit, 10^9.
+-- (redis.pcall: the general steps then, as for an ACL user set up before
+-- INCRBY was used, without +incrby; a denial's undo is INCRBY -cost, no
+-- other right).  A fixed window's count is at most its limit, 10^9.
 local LEAN_EXACT, E10 = 9007199254740992, 10000000000
 
 -- The fixed window charged first: INCRBY's answer n, the expiry after it
@@ -75,7 +77,10 @@ local function lean_fixed(key, algo, limit, burst, w, p, q, cost, now)
   if cost < 1 or cost > limit then
     return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
   end
-  local n = call('INCRBY', key, cost)
+  local n = redis.pcall('INCRBY', key, cost)
+  if type(n) ~= 'number' then -- refused (an ACL without +incrby)
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
   local exp = call('PEXPIRETIME', key)
   local start, count = now - now % w, 0
   if exp >= 0 then
@@ -84,7 +89,7 @@ local function lean_fixed(key, algo, limit, burst, w, p, q, cost, now)
   end
   local reset = start + w
   if count + cost > limit then
-    if exp >= 0 then call('DECRBY', key, cost) else call('DEL', key) end
+    if exp >= 0 then call('INCRBY', key, -cost) else call('DEL', key) end
     local retry = reset - now
     if retry < 1 then retry = 1 end
     return struct.pack('<dddd', -retry, limit - count, reset, now)
@@ -108,7 +113,7 @@ local function lean_sliding(key, algo, limit, burst, w, p, q, cost, now)
     return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
   end
   if n >= LEAN_EXACT then -- Lua's doubles would round it: undo, read it
-    call('DECRBY', key, cost)
+    call('INCRBY', key, -cost)
     return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
   end
   local exp = call('PEXPIRETIME', key)
@@ -124,7 +129,7 @@ local function lean_sliding(key, algo, limit, burst, w, p, q, cost, now)
   local reset, cap = start + w, limit * w
   local est = prev * (w - e) + curr * w
   if est + cost * w > cap then
-    if exp >= 0 then call('DECRBY', key, cost) else call('DEL', key) end
+    if exp >= 0 then call('INCRBY', key, -cost) else call('DEL', key) end
     local retry
     if curr + cost <= limit then retry = sliding_wait(prev, limit - curr - cost, w, e)
     else retry = (w - e) + sliding_wait(curr, limit - cost, w, 0) end
