@@ -14,7 +14,12 @@
  * call; per key a tonumber, an add, a format and a SET with PXAT), so
  * what is left above it is the algorithm's own Lua.  A second line per
  * algorithm, lone_usec_per_call: one thread, so one check per call, FCALL
- * beside EVALSHA and the floor script with one key.
+ * (a lone one-rule check: the library's lean function, lua/lean.lua)
+ * beside EVALSHA (the general script) and the floor script with one key.
+ * The peer, rate-limiter-flexible's script (bench/peer/README.md), runs
+ * on the same server, one key a call (as it always does), lone and
+ * pipelined: the first reference of both lines (peer_script), and the
+ * batched line's peer_x: the library's us per check over the peer's.
  */
 #include "redisbench.h"
 /* ---- usec_per_call (group 3) ------------------------------------------------- */
@@ -78,6 +83,26 @@ static int usec_pair(unsigned long long nk, unsigned long long m,
 }
 
 /* ---- the floor script: the least a script must do per key ------------------- */
+/* ---- and the peer's: rate-limiter-flexible 11.4.0's RateLimiterRedis ---------- */
+
+/* A script the floor's steps run: its text, its keys' prefix, the
+ * arguments after the keys. */
+typedef struct ref_script {
+    const char *lua, *prefix, *what;
+    const char *const *args;
+    int nargs;
+} ref_script;
+
+static const char peer_lua[] =
+    "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')\n"
+    "local consumed = redis.call('incrby', KEYS[1], ARGV[1])\n"
+    "local ttl = redis.call('pttl', KEYS[1])\n"
+    "if ttl == -1 then\n"
+    "  redis.call('expire', KEYS[1], ARGV[2])\n"
+    "  ttl = 1000 * ARGV[2]\n"
+    "end\n"
+    "return {consumed, ttl}\n";
+static const char *const peer_args[] = {"1", "3600", "1000000000", "3600"};
 
 static const char floor_lua[] =
     "local t = redis.call('TIME')\n"
@@ -89,46 +114,56 @@ static const char floor_lua[] =
     "end\n"
     "return #KEYS\n";
 
-/* One pipelined run of `calls` calls of the floor script, `batch` random
+static const ref_script floor_script = {floor_lua, "fl:", "floor script",
+                                        NULL, 0};
+static const ref_script peer_script = {peer_lua, "rlflx:user:",
+                                       "peer script", peer_args, 4};
+
+/* One pipelined run of `calls` calls of script sc, `batch` random
  * keys of nk each (pass 0: keys *next, *next + 1, ... in order, so that
  * every key exists once the fill is done). */
-static int floor_calls(const char *sha, int pass, unsigned long long calls,
-                       unsigned long long batch, unsigned long long nk,
-                       uint64_t *rng, unsigned long long *next, char *err)
+static int floor_calls(const ref_script *sc, const char *sha, int pass,
+                       unsigned long long calls, unsigned long long batch,
+                       unsigned long long nk, uint64_t *rng,
+                       unsigned long long *next, char *err)
 {
-    char nb[24], keys[64][24];
-    const char *argv[3 + 64];
+    char nb[24], keys[64][32];
+    const char *argv[3 + 64 + 4];
 
     snprintf(nb, sizeof nb, "%llu", batch);
     argv[0] = "EVALSHA", argv[1] = sha, argv[2] = nb;
     for (unsigned long long c = 0; c < calls; c++) {
         for (unsigned long long b = 0; b < batch; b++) {
             unsigned long long k = pass == 0 ? (*next)++ % nk : pick(rng, nk);
-            snprintf(keys[b], sizeof keys[b], "fl:%llu", k);
+            snprintf(keys[b], sizeof keys[b], "%s%llu", sc->prefix, k);
             argv[3 + b] = keys[b];
         }
-        redisAppendCommandArgv(ctl, (int)(3 + batch), argv, NULL);
+        for (int i = 0; i < sc->nargs; i++)
+            argv[3 + batch + (unsigned long long)i] = sc->args[i];
+        redisAppendCommandArgv(ctl, (int)(3 + batch) + sc->nargs, argv, NULL);
     }
     for (unsigned long long c = 0; c < calls; c++) {
         redisReply *rep = NULL;
         if (redisGetReply(ctl, (void **)&rep) != REDIS_OK) {
-            snprintf(err, ERRLEN, "floor script: %s", ctl->errstr);
+            snprintf(err, ERRLEN, "%s: %s", sc->what, ctl->errstr);
             return -1;
         }
-        int bad = rep->type != REDIS_REPLY_INTEGER;
+        int bad = rep->type == REDIS_REPLY_ERROR;
         freeReplyObject(rep);
         if (bad) {
-            snprintf(err, ERRLEN, "floor script: unexpected reply");
+            snprintf(err, ERRLEN, "%s: unexpected reply", sc->what);
             return -1;
         }
     }
     return 0;
 }
 
-/* The floor's usec per key over about m keys, in batches of `batch` (the
- * library's mean checks per call, 1..64). */
-static int usec_floor(unsigned long long nk, unsigned long long m,
-                      unsigned long long batch, double *per_key, char *err)
+/* Script sc's usec per key over about m keys, in batches of `batch` (the
+ * library's mean checks per call, 1..64), `depth` calls pipelined (1: one
+ * at a time, as a lone check). */
+static int usec_script(const ref_script *sc, unsigned long long nk,
+                       unsigned long long m, unsigned long long batch,
+                       unsigned long long depth, double *per_key, char *err)
 {
     uint64_t rng = 0xF100DULL;
     unsigned long long next = 0;
@@ -138,9 +173,9 @@ static int usec_floor(unsigned long long nk, unsigned long long m,
 
     if (flushall_wait(ctl, err))
         return -1;
-    r = redisCommand(ctl, "SCRIPT LOAD %s", floor_lua);
+    r = redisCommand(ctl, "SCRIPT LOAD %s", sc->lua);
     if (!r || r->type != REDIS_REPLY_STRING || r->len >= sizeof sha) {
-        snprintf(err, ERRLEN, "SCRIPT LOAD of the floor script failed");
+        snprintf(err, ERRLEN, "SCRIPT LOAD of the %s failed", sc->what);
         if (r)
             freeReplyObject(r);
         return -1;
@@ -148,12 +183,12 @@ static int usec_floor(unsigned long long nk, unsigned long long m,
     memcpy(sha, r->str, r->len + 1);
     freeReplyObject(r);
     while (next < nk)
-        if (floor_calls(sha, 0, 100, batch, nk, &rng, &next, err))
+        if (floor_calls(sc, sha, 0, 100, batch, nk, &rng, &next, err))
             return -1;
     if (ctl_ok(err, "CONFIG RESETSTAT"))
         return -1;
-    for (unsigned long long done = 0; done < m; done += 100 * batch)
-        if (floor_calls(sha, 1, 100, batch, nk, &rng, &next, err))
+    for (unsigned long long done = 0; done < m; done += depth * batch)
+        if (floor_calls(sc, sha, 1, depth, batch, nk, &rng, &next, err))
             return -1;
     if (cmdstat_get("evalsha", &cs, err))
         return -1;
@@ -251,7 +286,8 @@ static void usec_emit(const options *o, int a, unsigned long long nk,
                       unsigned long long m, const usec_lib *u,
                       const usec_lib *off, const cmdstat *hot, const cmdstat *hotpxt,
                       const cmdstat *incr, const cmdstat *pexp,
-                      unsigned long long batch, double floor_us)
+                      unsigned long long batch, double floor_us,
+                      double peer_us)
 {
     double checks = (double)m, pair = incr->usec_per_call +
                                       pexp->usec_per_call;
@@ -264,17 +300,13 @@ static void usec_emit(const options *o, int a, unsigned long long nk,
     f.name = name;
     f.value = u->cs.calls * u->cs.usec_per_call / checks;
     f.unit = "us";
-    if (o->peer_usec > 0) {
-        f.nrefs = 2;
-        f.ref[0] = o->peer_usec;
-        f.ref_name[0] = "peer_rate_limiter_flexible";
-        f.ref[1] = pair;
-        f.ref_name[1] = "incr_plus_pexpire";
-    } else {
-        f.nrefs = 1;
-        f.ref[0] = pair;
-        f.ref_name[0] = "incr_plus_pexpire";
-    }
+    f.nrefs = 2;
+    f.ref[0] = peer_us;
+    f.ref_name[0] = "peer_script";
+    f.ref[1] = pair;
+    f.ref_name[1] = "incr_plus_pexpire";
+    if (o->peer_usec > 0) /* peer.js's own figure, given */
+        xnum(&f, "peer_rate_limiter_flexible", o->peer_usec);
     xnum(&f, "checks", checks);
     xnum(&f, "script_calls", u->cs.calls);
     xnum(&f, "checks_per_call", checks / u->cs.calls);
@@ -317,7 +349,7 @@ static void usec_emit(const options *o, int a, unsigned long long nk,
  * issue 11's "<= 6 us for a lone check". */
 static void lone_emit(const options *o, int a, unsigned long long m,
                       const usec_lib *on, const usec_lib *off,
-                      double floor_us)
+                      double floor_us, double peer_us)
 {
     char name[48];
     figure f = {0};
@@ -327,10 +359,11 @@ static void lone_emit(const options *o, int a, unsigned long long m,
     f.value = on->cs.usec_per_call;
     f.unit = "us";
     f.nrefs = 2;
-    f.ref[0] = off->cs.usec_per_call;
-    f.ref_name[0] = "evalsha";
-    f.ref[1] = floor_us;
-    f.ref_name[1] = "floor_script_1_key";
+    f.ref[0] = peer_us;
+    f.ref_name[0] = "peer_script";
+    f.ref[1] = off->cs.usec_per_call;
+    f.ref_name[1] = "evalsha";
+    xnum(&f, "floor_script_1_key", floor_us);
     xnum(&f, "checks", (double)m);
     xnum(&f, "fcall_calls", on->cs.calls);
     xnum(&f, "evalsha_calls", off->cs.calls);
@@ -348,14 +381,15 @@ static int usec_lone(const options *o, int a, unsigned long long nk,
 {
     options off = *o;
     usec_lib on, ev;
-    double floor_us;
+    double floor_us, peer_us;
 
     off.evalsha = 1;
     if (usec_library(o, a, nk, m, 1, &on, tmpl, tmpllen, err) ||
         usec_library(&off, a, nk, m, 1, &ev, tmpl, tmpllen, err) ||
-        usec_floor(nk, m, 1, &floor_us, err))
+        usec_script(&floor_script, nk, m, 1, 1, &floor_us, err) ||
+        usec_script(&peer_script, nk, m, 1, 1, &peer_us, err))
         return -1;
-    lone_emit(o, a, m, &on, &ev, floor_us);
+    lone_emit(o, a, m, &on, &ev, floor_us, peer_us);
     return 0;
 }
 
@@ -375,7 +409,7 @@ int group_usec(const options *o, const char *sha, char *err)
         cmdstat hot, hotpxt;
         char tmpl[128];
         unsigned long long batch;
-        double floor_us;
+        double floor_us, peer_us;
         usec_lib u, uoff;
 
         if (usec_library(&off, a, nk, m, USEC_THREADS, &uoff, tmpl,
@@ -386,10 +420,11 @@ int group_usec(const options *o, const char *sha, char *err)
             return -1;
         batch = (unsigned long long)((double)m / u.cs.calls + 0.5);
         batch = batch < 1 ? 1 : batch > 64 ? 64 : batch;
-        if (usec_floor(nk, m, batch, &floor_us, err))
+        if (usec_script(&floor_script, nk, m, batch, 100, &floor_us, err) ||
+            usec_script(&peer_script, nk, m, 1, 100, &peer_us, err))
             return -1;
         usec_emit(o, a, nk, m, &u, &uoff, &hot, &hotpxt, &incr, &pexp, batch,
-                  floor_us);
+                  floor_us, peer_us);
         if (usec_lone(o, a, nk, lone, tmpl, sizeof tmpl, err))
             return -1;
     }

@@ -12,7 +12,12 @@ are printed beside the library's, in the same run; the floor script
 (bench/redisbench_usec.c: TIME, MGET, per key tonumber, format, SET PXAT)
 and the floor with 5 more ARGV values per key are the references.  With
 --base FILE (a lua_library.c of another commit, from lua/embed.sh
---library) that build's library runs beside this one's ("base").
+--library) that build's library runs beside this one's ("base").  The
+peer: rate-limiter-flexible's script (bench/peer/README.md, 11.4.0), one
+EVALSHA per check on its own keys, is printed beside every figure, and the
+library's lean function (lua/lean.lua: one key, one packed argument, what
+src/redis/redis_script.c sends for a lone one-rule check) beside the
+general path's FCALL with --batch 1; "x peer" is each one's ratio.
 
   python3 bench/scriptprofile.py [--json] [--calls N] [--batch N]
       [--base FILE [--base-long]] [--parts LIST] [--algos 0,1,2,3] [--long] [--rounds N]
@@ -35,12 +40,15 @@ W, BIG = 86400000, 10 ** 9
 
 # Each part: the check.lua text it replaces with what, in the callback.
 PARTS = {
-    'pexpiretime': [("call('PEXPIRETIME', K[key]))", "now + 86400000)")],
-    'load': [("a, b, c = load[algo](burst, w, p, q, value, "
-              "call('PEXPIRETIME', K[key]))", "a, b, c = 0, 0, 0")],
+    'pexpiretime': [("pxt = call('PEXPIRETIME', K[key])",
+                     "pxt = now + 86400000")],
+    'load': [("a, b, c = load[algo](burst, w, p, q, value, pxt)",
+              "a, b, c = 0, 0, 0")],
     'save': [("local value, exp = save[algo](burst, w, p, q, a, b, c)",
               "local value, exp = '5', now + 100000")],
-    'set': [("call('SET', K[key], value, 'PXAT', last_pxat)", "")],
+    'set': [("call('SET', K[key], value, 'PXAT', last_pxat)", ""),
+            ("type(redis.pcall('INCRBY', K[key], cost)) == 'number'",
+             "true")],
     'algorithm': [("ok, changed, remaining, reset, retry, a, b, c =\n"
                    "          apply[algo](limit, burst, w, p, q, a, b, c, "
                    "now, cost)",
@@ -51,6 +59,17 @@ PARTS = {
             ("-- one chunk (most calls) makes no table of parts.",
              "n = 0")],
 }
+
+# rate-limiter-flexible 11.4.0's RateLimiterRedis script (bench/peer/README.md)
+PEER = """redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')
+local consumed = redis.call('incrby', KEYS[1], ARGV[1])
+local ttl = redis.call('pttl', KEYS[1])
+if ttl == -1 then
+  redis.call('expire', KEYS[1], ARGV[2])
+  ttl = 1000 * ARGV[2]
+end
+return {consumed, ttl}
+"""
 
 FLOOR = """local t = redis.call('TIME')
 local exp = string.format('%d', t[1] * 1000 + 60000)
@@ -118,6 +137,16 @@ def fcall(fn, algo, keys, long_form):
         argv += [1, 4, 1, 0, ''] if long_form else [-1, 4, 1]
     return (['FCALL', fn, len(keys)] +
             ['rl:{user:%d}:p:%d' % (k, algo) for k in keys] + argv)
+
+
+def lean_call(fn, algo, key):
+    """The lean function's call (lua/lean.lua) for one key, cost 1."""
+    return ['FCALL', fn + '_l', 1, 'rl:{user:%d}:p:%d' % (key, algo),
+            ':'.join(str(v) for v in rule(algo)[:6] + [1])]
+
+
+def peer_call(sha, key):
+    return ['EVALSHA', sha, 1, 'rlflx:user:%d' % key, 1, 3600, BIG, 3600]
 
 
 def floor_call(sha, keys, extra):
@@ -195,14 +224,15 @@ def instructions(pid, tmp):
     return total
 
 
-def measure(o, r, pid, tmp, calls):
+def measure(o, r, pid, tmp, calls, per=None):
+    """The server's instructions per key: `per` keys a call (o.batch)."""
     subprocess.run(['callgrind_control', '-z', str(pid)],
                    capture_output=True, check=True)
     for c in calls:
         r.send(*c)
     for c in calls:
         r.read()
-    return instructions(pid, tmp) / (len(calls) * o.batch)
+    return instructions(pid, tmp) / (len(calls) * (per or o.batch))
 
 
 def run(o, r, pid, tmp, libs):
@@ -211,25 +241,39 @@ def run(o, r, pid, tmp, libs):
               "#!lua name=sp_%s\nlocal RL_FUNCTION = 'sp_%s'\n%s" %
               (name, name, text))
     sha = r.cmd('SCRIPT', 'LOAD', FLOOR)
+    peer = r.cmd('SCRIPT', 'LOAD', PEER)
+    lean = ['lean'] if o.batch == 1 and 'lean_check' in libs['library'] \
+        else []
     for algo in [int(a) for a in o.algos.split(',')]:
         r.cmd('FLUSHALL')
         for i in range(0, o.keys, 100):  # every key exists
             r.cmd(*fcall('sp_library', algo, range(i, i + 100), o.long))
             r.cmd(*floor_call(sha, range(i, i + 100), 0))
+            for k in range(i, i + 100):
+                r.send(*peer_call(peer, k))
+            for k in range(i, i + 100):
+                r.read()
         got = {}
         for _ in range(o.rounds):  # alternated; each name's least kept
-            for name in list(libs) + ['floor', 'floor_5_argv']:
+            for name in list(libs) + lean + ['peer', 'floor', 'floor_5_argv']:
                 rng = random.Random(11)  # the same keys for each
                 picks = [rng.sample(range(o.keys), o.batch)
                          for _ in range(o.calls)]
-                if name.startswith('floor'):
+                if name in ('lean', 'peer'):  # one key a call
+                    keys = [k for p in picks for k in p]
+                    v = measure(o, r, pid, tmp,
+                                [lean_call('sp_library', algo, k)
+                                 if name == 'lean' else peer_call(peer, k)
+                                 for k in keys], 1)
+                elif name.startswith('floor'):
                     extra = 5 if name == 'floor_5_argv' else 0
                     calls = [floor_call(sha, k, extra) for k in picks]
                 else:
                     calls = [fcall('sp_' + name, algo, k,
                                    o.long or (name == 'base' and o.base_long))
                              for k in picks]
-                v = measure(o, r, pid, tmp, calls)
+                if name not in ('lean', 'peer'):
+                    v = measure(o, r, pid, tmp, calls)
                 got[name] = min(got.get(name, v), v)
         report(o, algo, got)
 
@@ -241,14 +285,16 @@ def report(o, algo, got):
                           'value': round(lib), 'unit': 'instructions',
                           'batch': o.batch, 'calls': o.calls,
                           'long_form': o.long,
+                          'x_peer': round(lib / got['peer'], 3),
                           'refs': {k: round(v) for k, v in got.items()
                                    if k != 'library'}}))
         return
     print('algorithm %d: library %.0f instructions per key (batches of %d)'
-          % (algo, lib, o.batch))
+          ', %.2fx peer' % (algo, lib, o.batch, lib / got['peer']))
     for k, v in got.items():
         if k != 'library':
-            print('  %-16s %8.0f  (%+.0f)' % (k, v, v - lib))
+            print('  %-16s %8.0f  (%+.0f)  %.2fx peer'
+                  % (k, v, v - lib, v / got['peer']))
 
 
 if __name__ == '__main__':

@@ -178,6 +178,8 @@ end
 -- lua/embed.sh --library puts the rest, and settle.lua, in its callback.)
 
 now, dirty, migrate = rl_now(), nil, nil
+-- "l": the lean path (lean.lua), one key, its argument in ARGV[3]
+if ARGV[2] == 'l' then return lean_check(KEYS[1], ARGV[3], now) end
 local cross = ARGV[2] == 'C'
 local arg = argnum(ARGV[3])
 local converting = arg < 0 -- the table has replaced shapes
@@ -322,6 +324,7 @@ for r = 1, nreq do
     local field, soft = '', '0'
     if not short then field, soft = ARGV[arg + 3], ARGV[arg + 2] end
     local ok, changed, remaining, reset, retry, a, b, c, old = false, false, 0, 0, 0
+    local pxt, ob, oc -- a plain value's expiry, and its b and c, when read
     if not here then
     elseif cross then
       here, a, b, c, old = pcall(load_op, K[key], field, algo, limit, burst, w, p, q, moved, ri)
@@ -332,7 +335,9 @@ for r = 1, nreq do
       if algo == 4 then -- a sliding log: the value is its state
         a, b, c = value or 0, 0, 0
       elseif value then
-        a, b, c = load[algo](burst, w, p, q, value, call('PEXPIRETIME', K[key]))
+        pxt = call('PEXPIRETIME', K[key])
+        a, b, c = load[algo](burst, w, p, q, value, pxt)
+        ob, oc = b, c
       else
         a, b, c = 0, 0, 0
       end
@@ -352,6 +357,15 @@ for r = 1, nreq do
         if k ~= 1 then -- held back until every rule of the request passed
           npending = npending + 1
           pending[npending] = {K[key], field, algo, burst, w, p, q, a, b, c, old}
+        elseif pxt and (algo == 0 or algo == 2) and b == ob + cost and
+               c == oc and oc < 900000000 and pxt == (a + 2 - algo / 2) * w
+               and type(redis.pcall('INCRBY', K[key], cost)) == 'number' then
+          -- a window charged in its own window: its integer (count;
+          -- sliding: prev * 10^10 + curr, within int64 below 9 * 10^8)
+          -- plus the cost, its expiry kept: what save() and SET ... PXAT
+          -- would write, for less (lean.lua); refused (an ACL user without
+          -- +incrby, as set up before): the SET below
+          if dirty then dirty[K[key]] = true end
         elseif field == '' and not old then -- one rule: write now (store()
           local value, exp = save[algo](burst, w, p, q, a, b, c) -- inline)
           if exp ~= last_exp then last_exp, last_pxat = exp, format('%d', exp) end

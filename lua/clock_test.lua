@@ -6,5 +6,6 @@
 local function rl_now()
   if ARGV[1] ~= '0' then return tonumber(ARGV[1]) end
   local t = call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local s, u = t[1] + 0, t[2] + 0
+  return s * 1000 + (u - u % 1000) / 1000
 end

@@ -34,7 +34,10 @@ static const char rules[] =
     "\"window_seconds\":3600,\"algorithm\":\"token_bucket\","
     "\"match\":{\"endpoint\":\"/tb\"}},"
     " {\"rule_id\":\"sw\",\"dimension\":\"user\",\"limit\":1000000,"
-    "\"window_seconds\":3600,\"match\":{\"endpoint\":\"/sw\"}}]";
+    "\"window_seconds\":3600,\"match\":{\"endpoint\":\"/sw\"}},"
+    " {\"rule_id\":\"fw\",\"dimension\":\"user\",\"limit\":5,"
+    "\"window_seconds\":3600,\"algorithm\":\"fixed_window\","
+    "\"match\":{\"endpoint\":\"/fw\"}}]";
 
 static rh_server srv;
 static char uri[512];
@@ -127,6 +130,32 @@ START_TEST(fcall_when_on_evalsha_when_off)
     /* The same state either way: one key's charges, both commands. */
     ck_assert_int_eq(admitted(on, "user:off", 1), 0);
     ck_assert_int_eq(admitted(off, "user:on", 1), 0);
+    rl_limiter_free(on);
+    rl_limiter_free(off);
+}
+END_TEST
+
+/* A lone one-rule check is the lean function's (lua/lean.lua): a fixed
+ * window is charged by INCRBY (a denial undone by INCRBY -cost), with no
+ * GET and no SET once its key is made, which only that function does; EVALSHA (the general script) reads
+ * and writes the same key, so either sees the other's charges. */
+START_TEST(lone_check_takes_the_lean_function)
+{
+    rl_limiter *on = open_on(uri, NULL), *off = open_on(uri, "0");
+    long long i0 = calls_of("incrby"), g0 = calls_of("get");
+    int ok = 0;
+
+    for (int i = 0; i < 8; i++)
+        ok += allow_decided(on, "user:lean", "fw");
+    ck_assert_int_eq(ok, 5);
+    /* 8 charges, and the 3 denials' undo (INCRBY -cost) */
+    ck_assert_int_eq(calls_of("incrby") - i0, 8 + 3);
+    ck_assert_int_eq(calls_of("get") - g0, 0);
+    ck_assert_int_eq(allow_decided(off, "user:lean", "fw"), 0);
+    ck_assert_int_eq(allow_decided(off, "user:other", "fw"), 1);
+    for (int i = 0; i < 5; i++)
+        ok += allow_decided(on, "user:other", "fw");
+    ck_assert_int_eq(ok, 5 + 4);
     rl_limiter_free(on);
     rl_limiter_free(off);
 }
@@ -244,6 +273,30 @@ START_TEST(granted_functions_are_called)
 }
 END_TEST
 
+/* A user set up before the scripts used INCRBY (docs/REDIS.md's line
+ * without +incrby), with FCALL (the lean function) or without (EVALSHA,
+ * the general script): the windows' INCRBY is refused inside the script
+ * and the state written with SET instead; every decision stands. */
+START_TEST(user_without_incrby_is_served)
+{
+    for (int granted = 0; granted <= 2; granted += 2) {
+        char as_user[512], key[32];
+        rl_limiter *lim;
+        int ok = 0;
+
+        user_uri(granted, as_user, sizeof as_user);
+        admin("ACL SETUSER " USER " -incrby%s", "");
+        lim = open_on(as_user, NULL);
+        snprintf(key, sizeof key, "user:noincr%d", granted);
+        for (int i = 0; i < 8; i++)
+            ok += allow_decided(lim, key, "fw");
+        ck_assert_int_eq(ok, 5);
+        rl_limiter_free(lim);
+    }
+    ck_assert_int_eq(calls_of("incrby"), 0);
+}
+END_TEST
+
 /* A user who may load the library but not call it: its first FCALL is
  * refused (NOPERM), met as NOSCRIPT: the batch goes again as EVAL, the
  * connection EVALSHAs from then on; no check fails. */
@@ -296,9 +349,11 @@ int main(void)
         tcase_set_timeout(tc, 60);
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, fcall_when_on_evalsha_when_off);
+        tcase_add_test(tc, lone_check_takes_the_lean_function);
         tcase_add_test(tc, function_flush_under_load_decides_every_check);
         tcase_add_test(tc, least_privilege_falls_back_to_evalsha);
         tcase_add_test(tc, granted_functions_are_called);
+        tcase_add_test(tc, user_without_incrby_is_served);
         tcase_add_test(tc, load_without_fcall_falls_back_too);
         suite_add_tcase(s, tc);
     }

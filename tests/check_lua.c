@@ -132,13 +132,58 @@ static redisReply *lua_eval(char mode, int64_t now, const part *pt, int n)
     return r;
 }
 
+/* Plain-layout charges go to the lean path (lua/lean.lua, check.lua's
+ * mode "l": what src/redis/redis_script.c sends a lone one-rule check as):
+ * 1 always, 2 every other charge at random, so the lean and the general
+ * path read the state the other wrote. */
+static int lean_mode;
+
+/* One charge through the lean path: the answer is one string, the op's
+ * three doubles and the time. */
+static void lean_apply(const algo_params *ap, const char *key, int64_t now,
+                       int64_t cost, algo_decision *d)
+{
+    char t[24], arg[160];
+    const char *argv[] = {"EVAL", rl_lua_check_test, "1", key, t, "l", arg};
+    size_t lens[7];
+    redisReply *r;
+
+    snprintf(t, sizeof t, "%lld", (long long)now);
+    snprintf(arg, sizeof arg, "%d:%lld:%lld:%lld:%lld:%lld:%lld", ap->algo,
+             (long long)ap->limit, (long long)ap->burst,
+             (long long)ap->window_ms, (long long)ap->p, (long long)ap->q,
+             (long long)cost);
+    for (int i = 0; i < 7; i++)
+        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
+    r = redisCommandArgv(ctx, 7, argv, lens);
+    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 32,
+                  "lean reply type %d: %s", r->type,
+                  r->type == REDIS_REPLY_ERROR ? r->str : "");
+    {   /* lua_answer() reads an array's first element */
+        redisReply el = *r, *elp = &el;
+        redisReply arr = {.type = REDIS_REPLY_ARRAY, .elements = 1,
+                          .element = &elp};
+        lua_answer(&arr, 0, d);
+        ck_assert_int_eq(lua_answer_value(&arr, 1, 0), now);
+    }
+    freeReplyObject(r);
+}
+
 /* One charge through the Lua script on `key` (and `field`). */
 static void lua_apply(const algo_params *ap, const char *key,
                       const char *field, int64_t now, int64_t cost,
                       algo_decision *d)
 {
     part pt = {.key = key, .field = field, .ap = ap, .cost = cost};
-    redisReply *r = lua_eval('c', now, &pt, 1);
+    redisReply *r;
+
+    if (lean_mode && !field[0] && ap->algo != RL_ALGO_SLIDING_LOG &&
+        (lean_mode == 1 || rnd(2))) {
+        lean_apply(ap, key, now, cost, d);
+        return;
+    }
+    r = lua_eval('c', now, &pt, 1);
 
     lua_answer_shape(r, 1);
     lua_answer(r, 0, d);
@@ -303,7 +348,8 @@ static void differential(int algo, int rules, int steps, int compact)
         char key[64], field[2][16] = {"", ""};
 
         if (!compact) {
-            snprintf(key, sizeof key, "rl:{diff}:%s-%d", algo_name(algo), r);
+            snprintf(key, sizeof key, "rl:{diff%d}:%s-%d", lean_mode,
+                     algo_name(algo), r);
         } else {
             uint64_t f = rnd(1u << 31);
             snprintf(key, sizeof key, "rlc:{%u}:diff-%s-%d:x",
@@ -351,6 +397,7 @@ START_TEST(cross_slot_mode_same_decisions)
 END_TEST
 
 static void conversion(int compact, int pairs, int steps);
+static void refund_restores(int algo, int compact);
 
 /* Short requests (plain layout, hard checks), every algorithm, and a
  * rule change's conversion through them: the same decisions as the C
@@ -362,6 +409,102 @@ START_TEST(short_requests_same_decisions)
         differential(algo, 10, 100, 0);
     conversion(0, 40, 20);
     short_mode = 0;
+}
+END_TEST
+
+/* The lean path (lua/lean.lua), every algorithm but the log: the same
+ * decisions as the C maths, alone and taking turns at random with the
+ * general path on the same keys (each reads the state the other wrote:
+ * the state is the plain layout's, byte for byte); a refund by the
+ * general path gives back what a lean charge took. */
+START_TEST(lean_path_same_decisions)
+{
+    for (int mode = 1; mode <= 2; mode++) {
+        lean_mode = mode;
+        for (int algo = 0; algo < 4; algo++)
+            differential(algo, 10, 100, 0);
+    }
+    lean_mode = 1;
+    for (int algo = 0; algo <= RL_ALGO_GCRA; algo++)
+        refund_restores(algo, 0);
+    lean_mode = 0;
+}
+END_TEST
+
+/* The state as every earlier script wrote it (the plain layout: a
+ * decimal value whose expiry carries the time, lua/<algorithm>.lua's
+ * head), set by hand and read by the lean path: the C maths on the same
+ * state decide the same, and the C maths and the general path go on
+ * from what the lean path wrote.  Among them a sliding window whose
+ * previous count makes its integer pass 2^53 (Lua's doubles) and one
+ * past int64 (INCRBY refuses it): the lean path's general steps. */
+START_TEST(lean_path_reads_written_state)
+{
+    int64_t base = test_base(), w = 60000;
+    int64_t idx = base / w + 10, t = idx * w + 1234;
+    struct {
+        int algo;
+        int64_t limit, burst, a, b, c, cost;
+        const char *value;
+        int64_t exp;
+    } v[] = {
+        /* sliding: this window's 3 and the previous one's 7 */
+        {RL_ALGO_SLIDING_WINDOW, 100, 0, idx, 3, 7, 1, "70000000003",
+         (idx + 2) * w},
+        /* the state written in the previous window: prev moves up */
+        {RL_ALGO_SLIDING_WINDOW, 100, 0, idx - 1, 40, 0, 2, "40",
+         (idx + 1) * w},
+        /* denied: 90 + 20 * (1 - 1234/60000) is past 100 */
+        {RL_ALGO_SLIDING_WINDOW, 100, 0, idx, 90, 20, 5, "200000000090",
+         (idx + 2) * w},
+        {RL_ALGO_SLIDING_WINDOW, 1000000000, 0, idx, 5, 950000000, 1,
+         "9500000000000000005", (idx + 2) * w},
+        {RL_ALGO_SLIDING_WINDOW, 1000000000, 0, idx, 5, 910000000, 1,
+         "9100000000000000005", (idx + 2) * w},
+        {RL_ALGO_FIXED_WINDOW, 10, 0, idx, 9, 0, 1, "9", (idx + 1) * w},
+        {RL_ALGO_FIXED_WINDOW, 10, 0, idx, 10, 0, 1, "10", (idx + 1) * w},
+        /* a clock gone back a window: the state's own window decides */
+        {RL_ALGO_FIXED_WINDOW, 10, 0, idx + 1, 4, 0, 1, "4", (idx + 2) * w},
+        {RL_ALGO_TOKEN_BUCKET, 10, 20, 0, 0, 0, 1, NULL, 0},
+        {RL_ALGO_GCRA, 10, 20, 0, 0, 0, 3, NULL, 0},
+    };
+
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+        algo_params ap;
+        algo_state st = {.a = v[i].a, .b = v[i].b, .c = (uint32_t)v[i].c};
+        algo_decision c, l;
+        char err[200], key[64], val[32];
+        const char *value = v[i].value;
+        int64_t exp = v[i].exp, now = t;
+
+        ck_assert_int_eq(algo_params_init(&ap, v[i].algo, v[i].limit,
+                                          v[i].burst, w / 1000, err,
+                                          sizeof err), 0);
+        if (!value) { /* a bucket: 5 tokens left, last refilled 100 ms ago */
+            int64_t cap = ap.burst * ap.p;
+            if (v[i].algo == RL_ALGO_TOKEN_BUCKET) {
+                st.a = 5 * ap.p, st.b = t - 100;
+                exp = st.b + (cap - st.a + ap.q - 1) / ap.q;
+                snprintf(val, sizeof val, "%lld", (long long)st.a);
+            } else { /* a TAT 1.5 s ahead, fraction 1 */
+                st.a = t + 1500, st.b = 1;
+                exp = st.a + 1;
+                snprintf(val, sizeof val, "%lld", (long long)st.b);
+            }
+            value = val;
+        }
+        snprintf(key, sizeof key, "rl:{old}:%zu", i);
+        freeReplyObject(cmd("SET %s %s PXAT %lld", key, value,
+                            (long long)exp));
+        for (int s = 0; s < 6; s++, now += 700) {
+            algo_apply(&ap, &st, now, v[i].cost, &c);
+            lean_mode = s == 0 ? 1 : 2;
+            lua_apply(&ap, key, "", now, v[i].cost, &l);
+            same_decision(&c, &l, "C vs lean, written state", &ap, s, base,
+                          now, v[i].cost);
+        }
+    }
+    lean_mode = 0;
 }
 END_TEST
 
@@ -1036,6 +1179,8 @@ int main(void)
     tcase_add_test(tc, sliding_window_same_decisions);
     tcase_add_test(tc, cross_slot_mode_same_decisions);
     tcase_add_test(tc, short_requests_same_decisions);
+    tcase_add_test(tc, lean_path_same_decisions);
+    tcase_add_test(tc, lean_path_reads_written_state);
     tcase_add_test(tc, batch_repeated_keys_same_decisions);
     tcase_add_test(tc, state_size_bound);
     tcase_add_test(tc, token_bucket_same_decisions);

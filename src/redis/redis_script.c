@@ -11,6 +11,11 @@
  * allow-cross-slot-keys) and answers "not here" for a request whose keys
  * it does not serve now (RN_ELSEWHERE); a master demoted by a failover
  * refuses such a call with READONLY, which means the same.
+ *
+ * A lone request of one charge, the common case of an unbatched fleet,
+ * goes to the library's lean function instead (lua/lean.lua): its key
+ * and one argument, "algo:limit:burst:window:p:q:cost", answered by one
+ * string of four doubles (the op's three, then the time).
  */
 #include "redis_script.h"
 #include "cluster_reply.h"
@@ -246,11 +251,50 @@ void script_ctx_names(script_ctx *x, const char *library, size_t len)
     char sha[41];
 
     sha1_hex(x->script, x->script_len, x->sha);
-    x->fn[0] = 0;
+    x->fn[0] = x->lean[0] = 0;
     if (library) {
         sha1_hex(library, len, sha);
         snprintf(x->fn, sizeof x->fn, "rl_%s", sha);
+        snprintf(x->lean, sizeof x->lean, "%s_l", x->fn);
     }
+}
+
+/* ---- the lean path ------------------------------------------------------- */
+
+/* The lean function's argument: 7 integers and their colons. */
+#define LEAN_ARG_MAX (7 * 21)
+
+/* Does the lean function serve this call (see redis_script.h)? */
+static int lean_call(const script_ctx *x, rio_job *const *jobs, int nb,
+                     char mode, int how, int64_t now)
+{
+    const store_op *op;
+
+    if (how != SCRIPT_FCALL || mode != 'c' || nb != 1 || jobs[0]->n != 1 ||
+        x->compact || !x->lean[0])
+        return 0;
+    op = &jobs[0]->ops[0];
+    return op->lease_min <= 0 && op->rule->ap.algo != RL_ALGO_SLIDING_LOG &&
+           old_shapes(x, op->rule, now) == 0;
+}
+
+static void put_lean(const script_ctx *x, resp_buf *b, const rio_job *j)
+{
+    const store_op *op = &j->ops[0];
+    const algo_params *ap = &op->rule->ap;
+    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX], arg[LEAN_ARG_MAX];
+    size_t flen, klen = redis_key(op, 0, key, field, &flen);
+    int n = snprintf(arg, sizeof arg, "%d:%lld:%lld:%lld:%lld:%lld:%lld",
+                     ap->algo, (long long)ap->limit, (long long)ap->burst,
+                     (long long)ap->window_ms, (long long)ap->p,
+                     (long long)ap->q, (long long)op->cost);
+
+    resp_head(b, '*', 5);
+    resp_arg(b, "FCALL", 5);
+    resp_arg(b, x->lean, strlen(x->lean));
+    resp_num(b, 1);
+    resp_arg(b, key, klen);
+    resp_arg(b, arg, (size_t)n);
 }
 
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
@@ -264,6 +308,10 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
     if (x->clock && x->clock->fn)
         test_now = x->clock->fn(x->clock->arg);
     now = test_now ? test_now : clock_wall_ms();
+    if (lean_call(x, jobs, nb, mode, how, now)) {
+        put_lean(x, b, jobs[0]);
+        return;
+    }
     ntable = table_size(x, jobs, nb, old, now, &nkeys, &moves);
     nops = ops_size(x, jobs, nb, mode, &brief);
     resp_head(b, '*', 3 + (cross ? 0 : nkeys) + ntable + nops);
@@ -396,6 +444,23 @@ static int elsewhere(const unsigned char *p)
     return answer_int(p, &verdict) && verdict == 0;
 }
 
+/* The lean function's answer (lua/lean.lua): the op's SCRIPT_ANSWER
+ * bytes, then the time, a fourth double.  Unreadable: the job untouched
+ * (its rc stays a failure). */
+static int lean_parse(const redisReply *rep, rio_job *j)
+{
+    const unsigned char *p = (const unsigned char *)rep->str;
+    int64_t now;
+
+    if (!j || rep->len != SCRIPT_ANSWER + 8 ||
+        !answer_int(p + SCRIPT_ANSWER, &now) || !fill(j, p))
+        return 0;
+    j->now_ms = now;
+    j->rc = RL_OK;
+    j->why.status = RN_OK;
+    return 0;
+}
+
 int script_parse(const redisReply *rep, rio_job *const *jobs,
                  const size_t *n, int nb)
 {
@@ -413,6 +478,8 @@ int script_parse(const redisReply *rep, rio_job *const *jobs,
                 jobs[j]->why = why;
         return 0;
     }
+    if (rep->type == REDIS_REPLY_STRING && nb == 1 && n[0] == 1)
+        return lean_parse(rep, jobs[0]);
     for (int j = 0; j < nb; j++)
         want += n[j];
     if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 2 ||

@@ -19,6 +19,8 @@ typedef struct script_ctx {
     char sha[41];                /* its SHA-1, for EVALSHA               */
     char fn[44];                 /* the library's function, for FCALL:
                                     "rl_" and the library's SHA-1       */
+    char lean[48];               /* its lean function (lua/lean.lua):
+                                    fn and "_l"                         */
     int compact;                 /* the compact layout (redis_key.h)     */
     const rl_clock *clock;       /* tests: the time passed to the script */
 } script_ctx;
@@ -36,7 +38,10 @@ void script_ctx_names(script_ctx *x, const char *library, size_t len);
  * charges with every key declared; 'C' too, with the keys undeclared (a
  * cluster batch over many slots); 'r' gives back what each job's ops
  * charged (out[i].allowed && out[i].changed) at its now_ms.  how: a
- * SCRIPT_* above (SCRIPT_FCALL only when x->fn is set).
+ * SCRIPT_* above (SCRIPT_FCALL only when x->fn is set).  A lone request
+ * of one charge that the lean path serves (mode 'c', FCALL, the plain
+ * layout, no lease, no sliding log, no replaced shape in force) goes as
+ * an FCALL of x->lean instead: one key, one argument (lua/lean.lua).
  */
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                 int nb, char mode, int how);
