@@ -1,0 +1,37 @@
+#!/bin/sh
+# run-tests.sh -- ratelimit-envoy's tests (tests/envoy, pytest), as `make
+# check` runs them with --with-envoy-rls: the binary just built, a real
+# gRPC client (Debian's python3-grpcio) with messages protoc generates
+# from the project's .proto copies into a temporary directory (nothing is
+# written to the source tree: a VPATH build of a read-only tree works),
+# real redis-server processes.
+#
+# Exit 0: pass, 1: fail, 77: skip (no python3 with pytest, grpc and
+# protobuf, or no protoc).
+top_srcdir=${top_srcdir:-$(dirname "$0")/../..}
+top_builddir=${top_builddir:-.}
+python=${RATELIMIT_PYTHON:-/usr/bin/python3}
+
+if [ ! -x "$python" ] || ! "$python" -c 'import pytest, grpc, google.protobuf' 2>/dev/null; then
+    echo "SKIP: $python with pytest, grpc and protobuf not found (Debian: python3-pytest python3-grpcio python3-protobuf)"
+    exit 77
+fi
+if ! command -v protoc >/dev/null; then
+    echo "SKIP: protoc not found (Debian: protobuf-compiler)"
+    exit 77
+fi
+abs() { (cd "$(dirname "$1")" && printf '%s/%s\n' "$(pwd)" "$(basename "$1")"); }
+gen=$(mktemp -d "${TMPDIR:-/tmp}/rl-envoy-pb.XXXXXX") || exit 1
+trap 'rm -rf "$gen"' EXIT INT TERM
+proto=$top_srcdir/tools/envoy-rls/proto
+(cd "$proto" && protoc -I. --python_out="$gen" \
+    envoy/service/ratelimit/v3/rls.proto \
+    envoy/extensions/common/ratelimit/v3/ratelimit.proto \
+    envoy/config/core/v3/base.proto envoy/type/v3/ratelimit_unit.proto) || exit 1
+
+RATELIMIT_ENVOY=$(abs "$top_builddir/tools/envoy-rls/ratelimit-envoy")
+RLS_PB_DIR=$gen
+RLS_REDIS_HELPER=$(abs "$top_srcdir/bindings/python/tests/redis_server.py")
+PYTHONDONTWRITEBYTECODE=1
+export RATELIMIT_ENVOY RLS_PB_DIR RLS_REDIS_HELPER PYTHONDONTWRITEBYTECODE
+"$python" -m pytest -q -p no:cacheprovider "$top_srcdir/tests/envoy" "$@"
