@@ -1,7 +1,13 @@
 /*
  * server.c -- ratelimit-envoy's gRPC server on gRPC's C core (libgrpc):
- * one completion queue, `threads` workers taking its events, SLOTS_PER
- * calls requested per worker and re-armed as each call ends.  A call is a
+ * one completion queue driven by one poller thread that never waits on
+ * anything else, and `threads` workers that make the checks (which may
+ * wait for the store up to its timeout): the poller hands them each call
+ * whose message it has read, through a queue.  So every call gRPC hands
+ * over is read at once, whatever the checks wait for; a call matched but
+ * left unread when the server shuts down is cancelled by gRPC, which a
+ * graceful stop must not do.  SLOTS_PER calls are requested per worker
+ * and re-armed as each call ends.  A call is a
  * small state machine on its slot: requested -> its one message read ->
  * answered (initial metadata, the message, the status, and the close seen,
  * in one batch) -> the slot re-armed.  Methods are dispatched by path:
@@ -50,14 +56,18 @@ struct rls_server {
     rls_service *svc;
     grpc_server *server;
     grpc_completion_queue *cq;
-    pthread_t workers[THREADS_MAX];
+    pthread_t workers[THREADS_MAX], poller;
     int nworkers;
+    slot **queue; /* read calls for the workers: a ring of nslots */
+    size_t head, count;
+    int quit;
     slot *slots;
     size_t nslots;
     int stopping; /* atomic: no slot re-armed */
     int shutdown_tag;
-    pthread_mutex_t mu; /* done: the server's shutdown has completed */
-    pthread_cond_t cv;
+    pthread_mutex_t mu; /* done: the server's shutdown has completed; */
+    pthread_cond_t cv;  /* the queue, quit                            */
+    pthread_cond_t work;
     int done;
 };
 
@@ -212,6 +222,14 @@ static void answer(slot *s)
     }
 }
 
+static void enqueue(rls_server *srv, slot *s)
+{
+    pthread_mutex_lock(&srv->mu);
+    srv->queue[(srv->head + srv->count++) % srv->nslots] = s;
+    pthread_cond_signal(&srv->work);
+    pthread_mutex_unlock(&srv->mu);
+}
+
 static void on_event(rls_server *srv, slot *s, int ok)
 {
     switch (s->state) {
@@ -224,7 +242,7 @@ static void on_event(rls_server *srv, slot *s, int ok)
         read_message(s);
         return;
     case SLOT_READING:
-        answer(s); /* a failed read answers INVALID_ARGUMENT or is lost */
+        enqueue(srv, s); /* a failed read: answered INVALID_ARGUMENT */
         return;
     default:
         release(s);
@@ -233,7 +251,7 @@ static void on_event(rls_server *srv, slot *s, int ok)
     }
 }
 
-static void *worker(void *arg)
+static void *poller(void *arg)
 {
     rls_server *srv = arg;
 
@@ -247,11 +265,32 @@ static void *worker(void *arg)
         if (ev.tag == &srv->shutdown_tag) {
             pthread_mutex_lock(&srv->mu);
             srv->done = 1;
-            pthread_cond_signal(&srv->cv);
+            pthread_cond_broadcast(&srv->cv);
             pthread_mutex_unlock(&srv->mu);
             continue;
         }
         on_event(srv, ev.tag, ev.success);
+    }
+}
+
+static void *worker(void *arg)
+{
+    rls_server *srv = arg;
+
+    for (;;) {
+        slot *s;
+        pthread_mutex_lock(&srv->mu);
+        while (!srv->count && !srv->quit)
+            pthread_cond_wait(&srv->work, &srv->mu);
+        if (!srv->count) {
+            pthread_mutex_unlock(&srv->mu);
+            return NULL;
+        }
+        s = srv->queue[srv->head];
+        srv->head = (srv->head + 1) % srv->nslots;
+        srv->count--;
+        pthread_mutex_unlock(&srv->mu);
+        answer(s);
     }
 }
 
@@ -332,15 +371,21 @@ rls_server *rls_server_start(rls_service *svc, const rls_listen *l, size_t nl,
 
     if (threads < 1 || threads > THREADS_MAX)
         threads = threads < 1 ? 1 : THREADS_MAX;
-    if (!srv || !(srv->slots = calloc((size_t)threads * SLOTS_PER,
-                                      sizeof *srv->slots))) {
+    if (!srv ||
+        !(srv->slots = calloc((size_t)threads * SLOTS_PER,
+                              sizeof *srv->slots)) ||
+        !(srv->queue = calloc((size_t)threads * SLOTS_PER,
+                              sizeof *srv->queue))) {
         snprintf(err, errlen, "out of memory");
+        if (srv)
+            free(srv->slots);
         free(srv);
         return NULL;
     }
     grpc_init();
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cv, NULL);
+    pthread_cond_init(&srv->work, NULL);
     srv->svc = svc;
     srv->nslots = (size_t)threads * SLOTS_PER;
     srv->cq = grpc_completion_queue_create_for_next(NULL);
@@ -354,6 +399,7 @@ rls_server *rls_server_start(rls_service *svc, const rls_listen *l, size_t nl,
                                           NULL).type != GRPC_QUEUE_SHUTDOWN)
             ;
         grpc_completion_queue_destroy(srv->cq);
+        free(srv->queue);
         free(srv->slots);
         free(srv);
         grpc_shutdown();
@@ -366,6 +412,7 @@ rls_server *rls_server_start(rls_service *svc, const rls_listen *l, size_t nl,
     }
     for (; srv->nworkers < threads; srv->nworkers++)
         pthread_create(&srv->workers[srv->nworkers], NULL, worker, srv);
+    pthread_create(&srv->poller, NULL, poller, srv);
     return srv;
 }
 
@@ -399,12 +446,19 @@ void rls_server_stop(rls_server *srv, int grace_ms)
         wait_done(srv, NULL);
     }
     grpc_completion_queue_shutdown(srv->cq);
+    pthread_join(srv->poller, NULL);
+    pthread_mutex_lock(&srv->mu);
+    srv->quit = 1;
+    pthread_cond_broadcast(&srv->work);
+    pthread_mutex_unlock(&srv->mu);
     for (int i = 0; i < srv->nworkers; i++)
         pthread_join(srv->workers[i], NULL);
     grpc_server_destroy(srv->server);
     grpc_completion_queue_destroy(srv->cq);
     pthread_mutex_destroy(&srv->mu);
     pthread_cond_destroy(&srv->cv);
+    pthread_cond_destroy(&srv->work);
+    free(srv->queue);
     free(srv->slots);
     free(srv);
     grpc_shutdown();

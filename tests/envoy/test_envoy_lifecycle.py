@@ -1,0 +1,121 @@
+"""ratelimit-envoy as a fleet member and as a process: two instances on
+one redis-server and on one shm:// region count one limit exactly; the
+health service; SIGTERM answers the calls in flight; a call whose client
+deadline passes is ended, and the service goes on; TLS."""
+import shutil
+import signal
+import subprocess
+import time
+
+import grpc
+import pytest
+
+import rls_client
+from rls_client import OK, OVER, desc, request
+
+CONFIG = """
+domain: fleet
+descriptors:
+  - key: client
+    rate_limit: {unit: minute, requests_per_unit: 10}
+"""
+
+
+@pytest.fixture
+def fleet_config(config_dir):
+    (config_dir / "fleet.yaml").write_text(CONFIG)
+    return config_dir
+
+
+def hammer(services_, total):
+    futures = [services_[i % len(services_)].future(
+        request("fleet", desc(("client", "c1")))) for i in range(total)]
+    return [f.result().overall_code for f in futures]
+
+
+def test_two_instances_one_redis_exact(fleet_config, redis, services):
+    opts = ["store=" + redis.uri, "timeout_ms=2000", "fleet_size=2"]
+    a, b = services(fleet_config, opts), services(fleet_config, opts)
+    codes = hammer([a, b], 40)
+    assert codes.count(OK) == 10 and codes.count(OVER) == 30
+
+
+def test_two_instances_one_shm_exact(fleet_config, shm_store, services):
+    a, b = services(fleet_config, [shm_store]), \
+        services(fleet_config, [shm_store])
+    codes = hammer([a, b], 40)
+    assert codes.count(OK) == 10 and codes.count(OVER) == 30
+
+
+def test_health(fleet_config, shm_store, services):
+    s = services(fleet_config, [shm_store])
+    assert s.health() == b"\x08\x01"  # SERVING
+    assert s.health(b"envoy.service.ratelimit.v3.RateLimitService") == \
+        b"\x08\x01"
+    with pytest.raises(grpc.RpcError) as e:
+        s.health(b"other.Service")
+    assert e.value.code() == grpc.StatusCode.NOT_FOUND
+
+
+def test_sigterm_answers_calls_in_flight(fleet_config, redis, services):
+    s = services(fleet_config, ["store=" + redis.uri, "timeout_ms=3000",
+                                "fleet_size=1"])
+    assert s.call(request("fleet", desc(("client", "warm")))).overall_code \
+        == OK
+    redis.stop_process()  # SIGSTOP: the checks wait in the service
+    try:
+        futures = [s.future(request("fleet", desc(("client", f"c{i}"))),
+                            timeout=30) for i in range(8)]
+        time.sleep(0.5)  # they reach the service (not a race: see below)
+        s.signal(signal.SIGTERM)
+        assert s.wait_log("stopping")
+    finally:
+        redis.cont()
+    # every call is answered, none cancelled by the stop
+    for f in futures:
+        assert f.result().overall_code in (OK, OVER)
+    assert s.proc.wait(timeout=30) == 0
+
+
+def test_client_deadline_then_service_goes_on(fleet_config, redis, services):
+    s = services(fleet_config, ["store=" + redis.uri, "timeout_ms=3000",
+                                "fleet_size=1"])
+    redis.stop_process()
+    try:
+        with pytest.raises(grpc.RpcError) as e:
+            s.call(request("fleet", desc(("client", "late"))), timeout=0.3)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        redis.cont()
+    assert s.call(request("fleet", desc(("client", "after")))).overall_code \
+        == OK
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="no openssl")
+def test_tls_listener(fleet_config, shm_store, tmp_path):
+    key, crt = tmp_path / "key.pem", tmp_path / "crt.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
+                    "-nodes", "-keyout", str(key), "-out", str(crt),
+                    "-days", "1", "-subj", "/CN=localhost",
+                    "-addext", "subjectAltName=DNS:localhost"],
+                   check=True, capture_output=True)
+    p = subprocess.Popen([rls_client.BINARY, "-c", str(fleet_config),
+                          "-L", "127.0.0.1:0", "--tls-cert", str(crt),
+                          "--tls-key", str(key), "-o", shm_store],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         preexec_fn=rls_client._die_with_parent)
+    try:
+        line = p.stdout.readline().decode()
+        assert "(TLS)" in line, p.stderr.read()
+        port = int(line.split("port ")[1].split()[0])
+        creds = grpc.ssl_channel_credentials(root_certificates=crt.read_bytes())
+        ch = grpc.secure_channel(f"localhost:{port}", creds)
+        call = ch.unary_unary(rls_client.RLS_METHOD,
+                              request_serializer=rls_client.Request.SerializeToString,
+                              response_deserializer=rls_client.Response.FromString)
+        r = call(request("fleet", desc(("client", "tls"))), timeout=20)
+        assert r.overall_code == OK and r.statuses[0].limit_remaining == 9
+        ch.close()
+    finally:
+        p.terminate()
+        assert p.wait(timeout=30) == 0
