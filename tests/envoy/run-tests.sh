@@ -32,6 +32,8 @@ proto=$top_srcdir/tools/envoy-rls/proto
 RATELIMIT_ENVOY=$(abs "$top_builddir/tools/envoy-rls/ratelimit-envoy")
 RLS_PB_DIR=$gen
 RLS_REDIS_HELPER=$(abs "$top_srcdir/bindings/python/tests/redis_server.py")
+RLS_EXAMPLE_CONFIG=$(abs "$top_srcdir/examples/envoy/ratelimit-config")
 PYTHONDONTWRITEBYTECODE=1
-export RATELIMIT_ENVOY RLS_PB_DIR RLS_REDIS_HELPER PYTHONDONTWRITEBYTECODE
+export RATELIMIT_ENVOY RLS_PB_DIR RLS_REDIS_HELPER RLS_EXAMPLE_CONFIG \
+    PYTHONDONTWRITEBYTECODE
 "$python" -m pytest -q -p no:cacheprovider "$top_srcdir/tests/envoy" "$@"

@@ -3,6 +3,7 @@ nested descriptors, exact values, wildcards, bare keys, replaces,
 unlimited, shadow mode, the algorithm key, a directory of domains, and
 reloads (SIGHUP, a changed file) where a file with an error is refused with
 its file:line and the last good set stays."""
+import os
 import signal
 import time
 
@@ -205,3 +206,16 @@ def test_reload_on_sighup_and_on_change_keeps_last_good(config_dir,
     f.write_text(ONE % 9)
     s.signal(signal.SIGHUP)
     assert wait_for(lambda: limit_of(s, "r", "k") == 9)
+
+
+def test_example_config(shm_store, services):
+    """examples/envoy's descriptor file, with the descriptors its
+    envoy.yaml sends."""
+    s = services(os.environ["RLS_EXAMPLE_CONFIG"], [shm_store])
+    r = s.call(request("edge", desc(("remote_address", "192.0.2.1")),
+                       desc(("tenant", "acme"), ("path", "/search?q=x")),
+                       desc(("tenant", "other"), ("path", "/x")),
+                       desc(("tenant", "trial"), ("path", "/x"))))
+    got = [(st.current_limit.name, st.limit_remaining) for st in r.statuses]
+    assert got == [("", 59), ("acme_search", 9), ("tenant_default", 99),
+                   ("", 9)]

@@ -260,11 +260,8 @@ static int get_descriptor(walk *w, yaml_node_t *n, ecfg_node *d, int depth)
     if (d->value && !*d->value) /* value: "" is the bare key upstream too */
         free(d->value), d->value = NULL;
     d->wildcard = d->value && strchr(d->value, '*');
-    if (d->limit)
+    if (d->limit) /* without a rate_limit they have nothing to act on */
         d->limit->shadow = shadow, d->limit->detailed = detailed;
-    else if (shadow || detailed)
-        return fail(w, n, "descriptor: shadow_mode or detailed_metric "
-                    "without a rate_limit");
     return 0;
 }
 
