@@ -145,6 +145,10 @@ BAD_FILES = {
     "unlimited with unit": ("domain: x\ndescriptors:\n  - key: k\n"
                             "    rate_limit: {unlimited: true, unit: second}\n",
                             "bad.yaml:4"),
+    "rpu over the library's limit": (
+        "domain: x\ndescriptors:\n  - key: k\n    rate_limit:\n"
+        "      unit: second\n      requests_per_unit: 4000000000\n",
+        "bad.yaml:6"),
     "no key": ("domain: x\ndescriptors:\n  - value: v\n", "bad.yaml:3"),
     "year": ("domain: x\ndescriptors:\n  - key: k\n    rate_limit:\n"
              "      unit: year\n      requests_per_unit: 1\n", "bad.yaml:5"),

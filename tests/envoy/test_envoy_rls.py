@@ -122,6 +122,8 @@ BAD = {
     "1 MB value": lambda: request(
         "edge", ip("10.9.0.1"), desc(("remote_address", "x" * (1 << 20)))),
     "huge hits": lambda: request("edge", ip("10.9.0.1", hits=1 << 40)),
+    "huge override": lambda: request(
+        "edge", ip("10.9.0.1", limit=(4000000000, 2))),
 }
 
 

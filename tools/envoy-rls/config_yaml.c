@@ -158,8 +158,9 @@ static int rate_limit_key(walk *w, ecfg_limit *l, const char *k,
         unsigned long long x;
         errno = 0;
         x = s ? strtoull(s, &end, 10) : 0;
-        if (!s || !*s || *end || *s == '-' || errno || x > UINT32_MAX)
-            return fail(w, v, "requests_per_unit: 0..4294967295 expected");
+        if (!s || !*s || *end || *s == '-' || errno || x > RLS_RPU_MAX)
+            return fail(w, v, "requests_per_unit: 0..%u expected (the "
+                        "library's largest limit)", RLS_RPU_MAX);
         l->rpu = (uint32_t)x;
         return *has_rpu = 1, 0;
     }

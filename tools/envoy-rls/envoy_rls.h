@@ -27,6 +27,8 @@
 #define RLS_ENTRY_VALUE_MAX 4096
 #define RLS_MESSAGE_MAX (4 << 20)
 #define RLS_DECODE_BUDGET (16 << 20)
+/* The largest requests_per_unit: the library's largest rule limit. */
+#define RLS_RPU_MAX 1000000000U
 /* Distinct (unit, requests_per_unit) overrides a server keeps rules for. */
 #define RLS_OVERRIDES_MAX 256
 

@@ -157,6 +157,10 @@ static int validate(call *c)
             return refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
                           "descriptor %zu: hits_addend over %lld", i,
                           (long long)RL_COST_MAX);
+        if (d->limit && d->limit->requests_per_unit > RLS_RPU_MAX)
+            return refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
+                          "descriptor %zu: limit override over %u per unit",
+                          i, RLS_RPU_MAX);
         if (d->limit && !rls_unit_seconds((int)d->limit->unit))
             return refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
                           "descriptor %zu: limit override unit %s not "
