@@ -119,3 +119,69 @@ def test_tls_listener(fleet_config, shm_store, tmp_path):
     finally:
         p.terminate()
         assert p.wait(timeout=30) == 0
+
+
+MODES = """
+domain: modes
+descriptors:
+  - key: open
+    rate_limit: {unit: minute, requests_per_unit: 3, failure_mode: open}
+  - key: closed
+    rate_limit: {unit: minute, requests_per_unit: 3, failure_mode: closed}
+  - key: fallback
+    rate_limit: {unit: minute, requests_per_unit: 3, failure_mode: fallback}
+"""
+
+
+def test_redis_stopped_each_failure_mode(config_dir, redis, services):
+    (config_dir / "modes.yaml").write_text(MODES)
+    s = services(config_dir, ["store=" + redis.uri, "timeout_ms=100",
+                              "fleet_size=1"])
+
+    def codes(key, n):
+        return [s.call(request("modes", desc((key, "c")))).overall_code
+                for _ in range(n)]
+
+    redis.stop_process()  # SIGSTOP: every check times out
+    try:
+        assert codes("open", 6) == [OK] * 6
+        assert codes("closed", 2) == [OVER] * 2
+        # the local fallback at limit / fleet_size
+        assert codes("fallback", 5) == [OK, OK, OK, OVER, OVER]
+    finally:
+        redis.cont()
+
+
+def test_reload_under_load_drops_no_call(config_dir, shm_store, services):
+    import threading
+    f = config_dir / "fleet.yaml"
+    f.write_text(CONFIG)
+    s = services(config_dir, [shm_store])
+    errors, done = [], threading.Event()
+    count = [0]
+
+    def load():
+        while not done.is_set():
+            try:
+                r = s.call(request("fleet", desc(("client", "load"))))
+                assert r.overall_code in (OK, OVER)
+                count[0] += 1
+            except Exception as e:  # noqa: BLE001 - any failure counts
+                errors.append(repr(e))
+
+    threads = [threading.Thread(target=load) for _ in range(4)]
+    for t in threads:
+        t.start()
+    try:
+        for i in range(20):
+            f.write_text(CONFIG.replace("10}", "%d}" % (11 + i)))
+            s.signal(signal.SIGHUP)
+            time.sleep(0.05)
+    finally:
+        done.set()
+        for t in threads:
+            t.join()
+    assert not errors, errors[:3]
+    assert count[0] > 0
+    r = s.call(request("fleet", desc(("client", "after"))))
+    assert r.statuses[0].current_limit.requests_per_unit == 30
