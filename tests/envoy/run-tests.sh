@@ -29,7 +29,7 @@ proto=$top_srcdir/tools/envoy-rls/proto
     envoy/extensions/common/ratelimit/v3/ratelimit.proto \
     envoy/config/core/v3/base.proto envoy/type/v3/ratelimit_unit.proto) || exit 1
 
-RATELIMIT_ENVOY=$(abs "$top_builddir/tools/envoy-rls/ratelimit-envoy")
+RATELIMIT_ENVOY=${RATELIMIT_ENVOY:-$(abs "$top_builddir/tools/envoy-rls/ratelimit-envoy")}
 RLS_PB_DIR=$gen
 RLS_REDIS_HELPER=$(abs "$top_srcdir/bindings/python/tests/redis_server.py")
 RLS_EXAMPLE_CONFIG=$(abs "$top_srcdir/examples/envoy/ratelimit-config")

@@ -183,11 +183,15 @@ int main(int argc, char **argv)
     if (rls_service_init(&svc, lim, a.config, a.algorithm, a.headers, err,
                          sizeof err)) {
         fprintf(stderr, "ratelimit-envoy: %s\n", err);
+        rls_service_destroy(&svc);
+        rl_limiter_free(lim);
         return 1;
     }
     if (!(srv = rls_server_start(&svc, a.listen, a.nlisten, &a.tls, a.threads,
                                  err, sizeof err))) {
         fprintf(stderr, "ratelimit-envoy: %s\n", err);
+        rls_service_destroy(&svc);
+        rl_limiter_free(lim);
         return 1;
     }
     signal_loop(&svc, &set);

@@ -281,9 +281,13 @@ static int find_limits(call *c)
             uint32_t rpu = desc->limit->requests_per_unit;
             int unit = (int)desc->limit->unit;
             int o = find_override(c->s, rpu, unit);
-            if (!o && rpu && (add_override(c, rpu, unit) ||
-                              !(o = find_override(c->s, rpu, unit))))
-                return -1;
+            if (!o && rpu) {
+                /* the lock was let go: the configuration may be another
+                 * one now, so the whole search again (the override stays) */
+                if (add_override(c, rpu, unit))
+                    return -1;
+                return find_limits(c);
+            }
             *v = (verdict){.override = o, .rpu = rpu, .unit = unit,
                            .rule_id = o ? c->s->overrides[o - 1].rule_id
                                         : NULL,
