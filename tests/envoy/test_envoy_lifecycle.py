@@ -57,6 +57,43 @@ def test_health(fleet_config, shm_store, services):
     assert e.value.code() == grpc.StatusCode.NOT_FOUND
 
 
+def _server_sockets(port):
+    """(recv_q, bytes_received) of the service's side of its connections,
+    from ss(8)."""
+    out = subprocess.run(["ss", "-tinH", "state", "established",
+                          f"( sport = :{port} )"], capture_output=True,
+                         text=True).stdout
+    socks, cur = [], None
+    for line in out.splitlines():
+        f = line.split()
+        if f and f[0].isdigit():  # Recv-Q Send-Q local peer
+            cur = [int(f[0]), 0]
+            socks.append(cur)
+        elif cur is not None and "bytes_received:" in line:
+            cur[1] = int(line.split("bytes_received:")[1].split()[0])
+    return socks
+
+
+def bytes_received(port):
+    return sum(b for _, b in _server_sockets(port))
+
+
+def service_read(port, at_least):
+    socks = _server_sockets(port)
+    return sum(b for _, b in socks) >= at_least and \
+        all(q == 0 for q, _ in socks)
+
+
+def wait_until(cond, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.02)
+    return False
+
+
+@pytest.mark.skipif(shutil.which("ss") is None, reason="no ss (iproute2)")
 def test_sigterm_answers_calls_in_flight(fleet_config, redis, services):
     s = services(fleet_config, ["store=" + redis.uri, "timeout_ms=3000",
                                 "fleet_size=1"])
@@ -64,9 +101,13 @@ def test_sigterm_answers_calls_in_flight(fleet_config, redis, services):
         == OK
     redis.stop_process()  # SIGSTOP: the checks wait in the service
     try:
+        before = bytes_received(s.port)
         futures = [s.future(request("fleet", desc(("client", f"c{i}"))),
                             timeout=30) for i in range(8)]
-        time.sleep(0.5)  # they reach the service (not a race: see below)
+        # the calls are in the service when it has read their bytes
+        # (its socket's receive queue empty); its poller takes them at once
+        assert wait_until(lambda: service_read(s.port, before + 8 * 40))
+        time.sleep(0.2)
         s.signal(signal.SIGTERM)
         assert s.wait_log("stopping")
     finally:
