@@ -4,22 +4,28 @@
 # server in the same run (the reference: gRPC's own cost, no check).
 #
 #   sh bench/envoybench.sh [PATH/TO/ratelimit-envoy] [--rounds N] [--calls N]
+#       [--store URI] [--threads N]
 #
 # h2load (nghttp2-client) replays one prebuilt gRPC frame per method (4
 # connections x 16 streams, one thread); each round runs the health check
 # then the limit check; the medians of the rounds are printed with their
 # ratio (target: >= 0.7x).  p99 from h2load's per-request log.  One
 # descriptor (domain bench, k=v) under a limit no call reaches, so every
-# call is a full check that passes.  Prints the machine's load.
+# call is a full check that passes.  --store: another store than a
+# private shm:// region (e.g. redis://127.0.0.1:6379); --threads: the
+# service's workers (default 2; each waits for its store call, so on Redis
+# the calls in flight at the store are at most this).  Prints the load.
 set -eu
 bin=${1:-./tools/envoy-rls/ratelimit-envoy}
 [ $# -gt 0 ] && shift
-rounds=3 calls=100000
+rounds=3 calls=100000 store= threads=2
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) rounds=$2; shift 2 ;;
 	--calls) calls=$2; shift 2 ;;
-	*) echo "usage: $0 [BIN] [--rounds N] [--calls N]" >&2; exit 2 ;;
+	--store) store=$2; shift 2 ;;
+	--threads) threads=$2; shift 2 ;;
+	*) echo "usage: $0 [BIN] [--rounds N] [--calls N] [--store URI] [--threads N]" >&2; exit 2 ;;
 	esac
 done
 command -v h2load >/dev/null || { echo "envoybench: needs h2load (nghttp2-client)" >&2; exit 1; }
@@ -32,7 +38,7 @@ printf 'domain: bench\ndescriptors:\n  - key: k\n    rate_limit: {unit: second, 
 # and an empty HealthCheckRequest, each behind gRPC's 5-byte prefix
 printf '\000\000\000\000\021\012\005bench\022\010\012\006\012\001k\022\001v' > "$tmp/rls.bin"
 printf '\000\000\000\000\000' > "$tmp/health.bin"
-"$bin" -c "$tmp/bench.yaml" -l 127.0.0.1:0 -o "store=shm://$shm" > "$tmp/out" 2> "$tmp/err" &
+"$bin" -c "$tmp/bench.yaml" -l 127.0.0.1:0 -t "$threads" -o "store=${store:-shm://$shm}" > "$tmp/out" 2> "$tmp/err" &
 pid=$!
 for _ in $(seq 100); do grep -q port "$tmp/out" && break; sleep 0.05; done
 port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$tmp/out")
@@ -63,7 +69,7 @@ done
 hr=$(cut -d' ' -f1 "$tmp/health.r" | median); hp=$(cut -d' ' -f2 "$tmp/health.r" | median)
 cr=$(cut -d' ' -f1 "$tmp/rls.r" | median); cp=$(cut -d' ' -f2 "$tmp/rls.r" | median)
 echo "load: $(uptime | sed 's/.*load average: //')"
-printf '%-28s %12s %10s\n' "64 in flight, shm://" "calls/s" "p99 us"
+printf '%-28s %12s %10s\n' "64 in flight, ${store:-shm://}" "calls/s" "p99 us"
 printf '%-28s %12.0f %10s\n' "Health/Check (reference)" "$hr" "$hp"
 printf '%-28s %12.0f %10s\n' "ShouldRateLimit" "$cr" "$cp"
 awk -v c="$cr" -v h="$hr" 'BEGIN {printf "ratio: %.2fx the health check (target >= 0.7x)\n", c / h}'
