@@ -15,7 +15,8 @@ import sys
 import tempfile
 import time
 
-import grpc
+os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")  # run-tests.sh
+import grpc  # noqa: E402
 
 sys.path.insert(0, os.environ["RLS_PB_DIR"])
 from envoy.service.ratelimit.v3 import rls_pb2  # noqa: E402

@@ -34,6 +34,10 @@ RLS_PB_DIR=$gen
 RLS_REDIS_HELPER=$(abs "$top_srcdir/bindings/python/tests/redis_server.py")
 RLS_EXAMPLE_CONFIG=$(abs "$top_srcdir/examples/envoy/ratelimit-config")
 PYTHONDONTWRITEBYTECODE=1
-export RATELIMIT_ENVOY RLS_PB_DIR RLS_REDIS_HELPER RLS_EXAMPLE_CONFIG \
+# grpcio's fork handlers (pthread_atfork) crashed the test process in a
+# fork for a child (subprocess with preexec_fn, beside the channels'
+# threads): off, as the children exec at once
+GRPC_ENABLE_FORK_SUPPORT=false
+export GRPC_ENABLE_FORK_SUPPORT RATELIMIT_ENVOY RLS_PB_DIR RLS_REDIS_HELPER RLS_EXAMPLE_CONFIG \
     PYTHONDONTWRITEBYTECODE
 "$python" -m pytest -q -p no:cacheprovider "$top_srcdir/tests/envoy" "$@"
