@@ -16,7 +16,9 @@ libhiredis-dev libjansson-dev check mandoc libreadline8 redis-server \
 redis-tools redis-sentinel libmicrohttpd-dev libsqlite3-dev libcurl4-openssl-dev \
 libevent-dev libuv1-dev libssl-dev openssl python3-prometheus-client \
 python3-pytest python3-venv python3-setuptools python3-wheel curl nginx nginx-dev wrk \
-valgrind"
+valgrind \
+libgrpc-dev protobuf-c-compiler libprotobuf-c-dev libyaml-dev python3-grpcio \
+python3-protobuf protobuf-compiler nghttp2-client"
 
 deps() {
     missing=""
@@ -33,7 +35,7 @@ deps() {
 
 build() {
     [ -x configure ] || autoreconf -fi
-    [ -f Makefile ] || ./configure --enable-werror --with-ratelimitd
+    [ -f Makefile ] || ./configure --enable-werror --with-ratelimitd --with-envoy-rls
     make -j"$(nproc)"
 }
 
