@@ -63,9 +63,9 @@ esac
 # The scripts the library embeds, and the test build of them.
 lua="$src/lua/common.lua"
 algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $src/lua/sliding_window.lua $src/lua/sliding_log.lua $src/lua/convert.lua $src/lua/compact.lua"
-sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" "$src/lua/parts.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
-sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" "$src/lua/parts.lua" $algos "$src/lua/settle.lua" "$src/lua/check.lua"
-sh "$src/lua/embed.sh" --library "$out/lua_library.c" rl_lua_library $lua "$src/lua/clock.lua" "$src/lua/library.lua" $algos -- "$src/lua/settle.lua" "$src/lua/check.lua"
+sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" "$src/lua/parts.lua" $algos "$src/lua/lean.lua" "$src/lua/settle.lua" "$src/lua/check.lua"
+sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" "$src/lua/parts.lua" $algos "$src/lua/lean.lua" "$src/lua/settle.lua" "$src/lua/check.lua"
+sh "$src/lua/embed.sh" --library "$out/lua_library.c" rl_lua_library $lua "$src/lua/clock.lua" "$src/lua/library.lua" $algos "$src/lua/lean.lua" "$src/lua/lean_library.lua" -- "$src/lua/settle.lua" "$src/lua/check.lua"
 # The library's sources: src/*.c and src/*/*.c, less an in-tree build's generated
 # src/lua_scripts.c and src/lua_library.c (ours are the ones in $out).
 lib_srcs=""

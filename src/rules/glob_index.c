@@ -274,6 +274,8 @@ static int post_rules(glob_index *gx, const uint32_t *which,
     for (size_t k = 0; k < gx->nn; k++) {
         gnode *g = &gx->node[k];
         g->ntail -= g->nterm;
+        if (!gx->post) /* no rule at all: qsort takes no NULL, even for 0 */
+            continue;
         qsort(gx->post + g->off, g->nterm, sizeof *gx->post, by_tier);
         qsort(gx->post + g->off + g->nterm, g->ntail, sizeof *gx->post,
               by_tier);
