@@ -35,7 +35,7 @@ deps() {
 
 build() {
     [ -x configure ] || autoreconf -fi
-    [ -f Makefile ] || ./configure --enable-werror --with-ratelimitd --with-envoy-rls
+    [ -f Makefile ] || ./configure --enable-werror --with-ratelimitd --with-ratelimit-envoy
     make -j"$(nproc)"
 }
 

@@ -16,7 +16,7 @@
 # service's workers (default 2; each waits for its store call, so on Redis
 # the calls in flight at the store are at most this).  Prints the load.
 set -eu
-bin=${1:-./tools/envoy-rls/ratelimit-envoy}
+bin=${1:-./tools/ratelimit-envoy/ratelimit-envoy}
 [ $# -gt 0 ] && shift
 rounds=3 calls=100000 store= threads=2
 while [ $# -gt 0 ]; do

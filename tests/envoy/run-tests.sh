@@ -1,6 +1,6 @@
 #!/bin/sh
 # run-tests.sh -- ratelimit-envoy's tests (tests/envoy, pytest), as `make
-# check` runs them with --with-envoy-rls: the binary just built, a real
+# check` runs them with --with-ratelimit-envoy: the binary just built, a real
 # gRPC client (Debian's python3-grpcio) with messages protoc generates
 # from the project's .proto copies into a temporary directory (nothing is
 # written to the source tree: a VPATH build of a read-only tree works),
@@ -23,13 +23,13 @@ fi
 abs() { (cd "$(dirname "$1")" && printf '%s/%s\n' "$(pwd)" "$(basename "$1")"); }
 gen=$(mktemp -d "${TMPDIR:-/tmp}/rl-envoy-pb.XXXXXX") || exit 1
 trap 'rm -rf "$gen"' EXIT INT TERM
-proto=$top_srcdir/tools/envoy-rls/proto
+proto=$top_srcdir/tools/ratelimit-envoy/proto
 (cd "$proto" && protoc -I. --python_out="$gen" \
     envoy/service/ratelimit/v3/rls.proto \
     envoy/extensions/common/ratelimit/v3/ratelimit.proto \
     envoy/config/core/v3/base.proto envoy/type/v3/ratelimit_unit.proto) || exit 1
 
-RATELIMIT_ENVOY=${RATELIMIT_ENVOY:-$(abs "$top_builddir/tools/envoy-rls/ratelimit-envoy")}
+RATELIMIT_ENVOY=${RATELIMIT_ENVOY:-$(abs "$top_builddir/tools/ratelimit-envoy/ratelimit-envoy")}
 RLS_PB_DIR=$gen
 RLS_REDIS_HELPER=$(abs "$top_srcdir/bindings/python/tests/redis_server.py")
 RLS_EXAMPLE_CONFIG=$(abs "$top_srcdir/examples/envoy/ratelimit-config")
