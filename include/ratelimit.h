@@ -64,7 +64,7 @@ extern "C" {
 
 /* Version of this header; rl_version() gives the library's at run time. */
 #define RL_VERSION_MAJOR 1
-#define RL_VERSION_MINOR 0
+#define RL_VERSION_MINOR 1
 #define RL_VERSION_PATCH 0
 #define RL_VERSION_NUMBER                                                      \
     (RL_VERSION_MAJOR * 10000 + RL_VERSION_MINOR * 100 + RL_VERSION_PATCH)
@@ -183,7 +183,7 @@ typedef struct rl_limiter rl_limiter;
 
 /* ---- library ---------------------------------------------------------- */
 RL_EXPORT int rl_version(void);                  /* RL_VERSION_NUMBER     */
-RL_EXPORT const char *rl_version_string(void);   /* "1.0.0"               */
+RL_EXPORT const char *rl_version_string(void);   /* "1.1.0"               */
 RL_EXPORT const char *rl_strerror(int code);     /* static string         */
 RL_EXPORT const char *rl_errmsg(const rl_limiter *lim);
 

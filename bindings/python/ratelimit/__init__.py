@@ -34,5 +34,5 @@ __all__ = [
 
 
 def library_version():
-    """The loaded library's version string, e.g. "1.0.0"."""
+    """The loaded library's version string, e.g. "1.1.0"."""
     return _lib.lib().rl_version_string().decode("ascii")
