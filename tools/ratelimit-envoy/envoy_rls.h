@@ -3,7 +3,8 @@
  * read from envoyproxy/ratelimit's YAML (config_yaml.c), the descriptor
  * matching and rule-set text built from it (config.c), the
  * ShouldRateLimit handler (service.c) and the gRPC core server loop
- * (server.c).  One program, linked with the library's public API only;
+ * (server.c), the metrics listener (metrics.c).  One program, linked
+ * with the library's public API only;
  * see ratelimit-envoy(8) for what it serves and docs/GATEWAY.md for why
  * it is a program of its own.
  */

@@ -1,19 +1,27 @@
 /*
  * service.c -- ShouldRateLimit: a RateLimitRequest's bytes in, a
  * RateLimitResponse's bytes (or a gRPC status) out, the checks made
- * through the library's rl_allow() (so the store, its failure modes,
- * breaker, fallback, deny cache, leases and metrics are the library's).
+ * through the library's rl_check_start() on the calling worker's loop
+ * context (so the store, its failure modes, breaker, fallback, deny cache,
+ * leases and metrics are the library's, and a call waiting for Redis does
+ * not hold its worker).
  *
  * The order of one call: decode within a memory budget; check every bound
  * (nothing is counted for a request refused); find each descriptor's
  * limit in the configuration as envoyproxy/ratelimit does (an override
  * first, then the tree), drop the limits another matched limit
- * `replaces`; then one rl_allow() per counted descriptor, each on its own
- * as upstream counts them; then the response, with X-RateLimit-* and
- * Retry-After from the descriptor that decides (the longest wait among
- * those over the limit, else the least remaining).  The configuration and
- * the library's rule set change together under the service's write lock;
- * a call holds the read lock.
+ * `replaces`; then one check per counted descriptor, each on its own as
+ * upstream counts them, all started at once (RL_ASYNC_NOW: a store that
+ * answers at once, shm://, answers inside the start); when the last one
+ * is decided, the response, with X-RateLimit-* and Retry-After from the
+ * descriptor that decides (the longest wait among those over the limit,
+ * else the least remaining).  A YAML limit's rule matches the endpoint
+ * "/<rule id>" and counts the descriptor's client key (config.c); with
+ * the rules_source (no YAML) a descriptor is the request "/<domain>" with
+ * its entries as dimensions, and the rule set decides.  The configuration
+ * and the library's rule set change together under the service's write
+ * lock; a call holds the read lock while it finds its limits and a
+ * reference on the configuration until it is answered.
  */
 #include <grpc/status.h>
 #include <inttypes.h>
