@@ -554,9 +554,9 @@ static void start_all(call *c, rl_async *as)
 /* The descriptor whose numbers go into the headers: the longest wait of
  * those over the limit, else the least remaining; NULL when none was
  * counted. */
-static const rl_result *deciding(const call *c)
+static const verdict *deciding(const call *c)
 {
-    const rl_result *best = NULL;
+    const verdict *best = NULL;
     int best_over = 0;
 
     for (size_t i = 0; i < c->n; i++) {
@@ -565,11 +565,22 @@ static const rl_result *deciding(const call *c)
         if (!v->checked)
             continue;
         if (!best || (over && !best_over) ||
-            (over && v->res.retry_after_ms > best->retry_after_ms) ||
-            (!over && !best_over && v->res.remaining < best->remaining))
-            best = &v->res, best_over = over;
+            (over && v->res.retry_after_ms > best->res.retry_after_ms) ||
+            (!over && !best_over && v->res.remaining < best->res.remaining))
+            best = v, best_over = over;
     }
     return best;
+}
+
+/* The headers of the deciding descriptor; the IETF policy is named by the
+ * limit's name when it has one (a YAML limit's rule id is a hash). */
+static int headers_of(const call *c, const verdict *v, rl_header *h)
+{
+    rl_result r = v->res;
+
+    if (v->name && *v->name && strlen(v->name) <= RL_RULE_ID_MAX)
+        memcpy(r.rule_id, v->name, strlen(v->name) + 1);
+    return rl_headers(&r, c->s->headers, h, RL_HEADERS_MAX);
 }
 
 typedef struct reply {
@@ -613,7 +624,7 @@ static int pack(call *c)
 {
     reply *r = calloc(1, sizeof *r);
     Response resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
-    const rl_result *best = deciding(c);
+    const verdict *best = deciding(c);
     int nh = 0;
 
     if (!r)
@@ -628,7 +639,7 @@ static int pack(call *c)
     resp.n_statuses = c->n;
     resp.statuses = r->stp;
     if (best && !(c->s->headers & RLS_HEADERS_NONE))
-        nh = rl_headers(best, c->s->headers, r->h, RL_HEADERS_MAX);
+        nh = headers_of(c, best, r->h);
     for (int i = 0; i < nh; i++) {
         envoy__config__core__v3__header_value__init(&r->hv[i]);
         r->hv[i].key = r->h[i].name;
