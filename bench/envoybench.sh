@@ -53,7 +53,7 @@ for s in $stores; do
 	n=$((n + 1))
 	"$bin" -c "$tmp/bench.yaml" -l 127.0.0.1:0 -t "$threads" -o "store=$s" > "$tmp/out.$n" 2> "$tmp/err.$n" &
 	pids="$pids $!"
-	for _ in $(seq 100); do grep -q port "$tmp/out.$n" && break; sleep 0.05; done
+	for _ in $(seq 100); do grep -qs port "$tmp/out.$n" && break; sleep 0.05; done
 	port=$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$tmp/out.$n")
 	[ -n "$port" ] || { cat "$tmp/err.$n" >&2; exit 1; }
 	echo "http://127.0.0.1:$port" > "$tmp/url.$n"
