@@ -188,8 +188,10 @@ int main(int argc, char **argv)
      * alone takes them, in signal_loop */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (!cfg || parse_args(argc, argv, &a, cfg))
+    if (!cfg || parse_args(argc, argv, &a, cfg)) {
+        rl_config_free(cfg);
         return 2;
+    }
     if ((rc = rl_limiter_new(&lim, cfg)) != RL_OK) {
         fprintf(stderr, "ratelimit-envoy: limiter: %s (%s)\n",
                 rl_errmsg(lim), rl_strerror(rc));
