@@ -53,7 +53,8 @@ def services():
     started = []
 
     def start(config, options=(), args=()):
-        s = rls_client.Service(str(config), options, args).start()
+        s = rls_client.Service(None if config is None else str(config),
+                               options, args).start()
         started.append(s)
         return s
 

@@ -62,13 +62,16 @@ class Service:
     stop()."""
 
     def __init__(self, config, options=(), args=()):
+        """config None: no -c (the rules from -o rules_source=...)."""
         self.config, self.options, self.args = config, options, args
         self.proc = self.channel = None
-        self.port = 0
+        self.port = self.metrics_port = 0
         self.log = tempfile.TemporaryFile()
 
     def start(self):
-        argv = [BINARY, "-c", self.config, "-l", "127.0.0.1:0"]
+        argv = [BINARY, "-l", "127.0.0.1:0"]
+        if self.config is not None:
+            argv += ["-c", self.config]
         for o in self.options:
             argv += ["-o", o]
         argv += list(self.args)
@@ -81,6 +84,11 @@ class Service:
             raise RuntimeError("ratelimit-envoy did not start: " +
                                self.stderr())
         self.port = int(line.split("port ")[1].split()[0])
+        if "--metrics-listen" in self.args:  # its port on the next line
+            line = self.proc.stdout.readline().decode()
+            if "metrics on" not in line:
+                raise RuntimeError("no metrics listener: " + self.stderr())
+            self.metrics_port = int(line.split("port ")[1].split()[0])
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         grpc.channel_ready_future(self.channel).result(timeout=START_TIMEOUT_S)
         self._rls = self.channel.unary_unary(

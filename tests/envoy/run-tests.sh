@@ -31,6 +31,8 @@ proto=$top_srcdir/tools/ratelimit-envoy/proto
 
 RATELIMIT_ENVOY=${RATELIMIT_ENVOY:-$(abs "$top_builddir/tools/ratelimit-envoy/ratelimit-envoy")}
 RLS_PB_DIR=$gen
+# ratelimitd, for the rules_source tests (skipped without --with-ratelimitd)
+RATELIMITD=${RATELIMITD:-$(abs "$top_builddir/tools/ratelimitd/ratelimitd")}
 RLS_REDIS_HELPER=$(abs "$top_srcdir/bindings/python/tests/redis_server.py")
 RLS_EXAMPLE_CONFIG=$(abs "$top_srcdir/examples/envoy/ratelimit-config")
 PYTHONDONTWRITEBYTECODE=1
@@ -38,6 +40,6 @@ PYTHONDONTWRITEBYTECODE=1
 # fork for a child (subprocess with preexec_fn, beside the channels'
 # threads): off, as the children exec at once
 GRPC_ENABLE_FORK_SUPPORT=false
-export GRPC_ENABLE_FORK_SUPPORT RATELIMIT_ENVOY RLS_PB_DIR RLS_REDIS_HELPER RLS_EXAMPLE_CONFIG \
+export GRPC_ENABLE_FORK_SUPPORT RATELIMIT_ENVOY RATELIMITD RLS_PB_DIR RLS_REDIS_HELPER RLS_EXAMPLE_CONFIG \
     PYTHONDONTWRITEBYTECODE
 "$python" -m pytest -q -p no:cacheprovider "$top_srcdir/tests/envoy" "$@"

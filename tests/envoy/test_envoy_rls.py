@@ -2,6 +2,8 @@
 statuses in order, hits_addend (request and per descriptor), limit
 overrides, the headers, and every bad input refused with INVALID_ARGUMENT
 and nothing counted."""
+import re
+
 import grpc
 import pytest
 
@@ -158,3 +160,11 @@ def test_ietf_headers_when_asked(config_dir, shm_store, services):
     r = s.call(request("edge", ip("10.5.0.1")))
     names = {h.key for h in r.response_headers_to_add}
     assert "RateLimit-Policy" in names and "RateLimit" in names
+    # draft-ietf-httpapi-ratelimit-headers-11: the policy named by the
+    # limit's name, its quota and window; the quota left after this call
+    s.call(request("edge", desc(("path", "/login"))))
+    r = s.call(request("edge", desc(("path", "/login"))))
+    h = {h.key: h.value for h in r.response_headers_to_add}
+    assert h["RateLimit-Policy"] == '"login";q=2;w=3600'
+    assert re.fullmatch(r'"login";r=0;t=\d+', h["RateLimit"]), h
+    assert h["X-RateLimit-Remaining"] == "0"

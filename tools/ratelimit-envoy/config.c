@@ -11,7 +11,11 @@
  * to the new shape (rule.c's shapes); a limit moved elsewhere is a new
  * rule.  A (unit, requests_per_unit) override from a request is a rule of
  * its own, "o.<unit>.<rpu>", shared by every domain (the client key holds
- * the domain).
+ * the domain).  Each rule matches the endpoint "/<rule id>" exactly and
+ * counts the dimension RLS_DIMENSION, so service.c checks a descriptor
+ * with rl_check() (and so rl_check_start()) on that endpoint, the one
+ * rule matching it found by one probe of the library's exact-endpoint
+ * index.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -195,10 +199,12 @@ static void put(buf *b, const char *fmt, ...)
 static void put_rule(buf *b, const char *id, uint32_t rpu, int unit,
                      const char *algo, const char *mode, const char *failure)
 {
-    put(b, "%s{\"rule_id\":\"%s\",\"dimension\":\"descriptor\","
+    put(b, "%s{\"rule_id\":\"%s\",\"dimension\":\"" RLS_DIMENSION "\","
+        "\"match\":{\"endpoint\":\"/%s\"},"
         "\"limit\":%" PRIu32 ",\"window_seconds\":%" PRId64 ","
         "\"algorithm\":\"%s\",\"mode\":\"%s\"",
-        b->items++ ? "," : "", id, rpu, rls_unit_seconds(unit), algo, mode);
+        b->items++ ? "," : "", id, id, rpu, rls_unit_seconds(unit), algo,
+        mode);
     if (failure)
         put(b, ",\"failure_mode\":\"%s\"", failure);
     put(b, "}");

@@ -3,7 +3,8 @@
  * read from envoyproxy/ratelimit's YAML (config_yaml.c), the descriptor
  * matching and rule-set text built from it (config.c), the
  * ShouldRateLimit handler (service.c) and the gRPC core server loop
- * (server.c).  One program, linked with the library's public API only;
+ * (server.c), the metrics listener (metrics.c).  One program, linked
+ * with the library's public API only;
  * see ratelimit-envoy(8) for what it serves and docs/GATEWAY.md for why
  * it is a program of its own.
  */
@@ -31,6 +32,9 @@
 #define RLS_RPU_MAX 1000000000U
 /* Distinct (unit, requests_per_unit) overrides a server keeps rules for. */
 #define RLS_OVERRIDES_MAX 256
+/* The dimension every rule of a YAML configuration counts (config.c): a
+ * descriptor's client key is its value. */
+#define RLS_DIMENSION "descriptor"
 
 /* RateLimitResponse.RateLimit.Unit's numbers (RateLimitUnit's are the
  * same, without WEEK). */
@@ -71,6 +75,7 @@ typedef struct ecfg_domain {
 typedef struct ecfg {
     ecfg_domain *domains; /* sorted by name */
     size_t ndomains;
+    int refs; /* service.c: 1 while in force, +1 per call using it */
 } ecfg;
 
 /* config_yaml.c: every *.yaml / *.yml file of a directory (or the one
@@ -105,11 +110,25 @@ char *ecfg_rules_json(const ecfg *c, const rls_override *o, size_t no,
 int64_t rls_unit_seconds(int unit); /* 0: not a unit the library can keep */
 const char *rls_unit_name(int unit);
 
+/* The service's own counters (metrics.c serves them), updated with
+ * relaxed atomic adds. */
+#define RLS_GRPC_CODES 17 /* grpc_status_code 0..16 */
+typedef struct rls_counters {
+    uint64_t calls;                  /* ShouldRateLimit calls answered  */
+    uint64_t status[RLS_GRPC_CODES]; /* by gRPC status                  */
+    uint64_t overall_ok, overall_over; /* answered OK: the overall code */
+    uint64_t descriptors_ok, descriptors_over;
+    uint64_t health;                 /* Health/Check calls              */
+} rls_counters;
+
 /* service.c: the state one server shares between its threads. */
 typedef struct rls_service {
     rl_limiter *lim;
-    pthread_rwlock_t lock; /* read: a call; write: a reload, an override */
-    ecfg *cfg;
+    pthread_rwlock_t lock; /* read: finding a call's limits; write: a
+                              reload, an override */
+    ecfg *cfg;             /* NULL with rules from the rules_source */
+    int from_source;       /* the library's rules_source holds the rules */
+    rls_counters counters;
     const char *config_path;
     const char *algorithm; /* default algorithm */
     unsigned headers;      /* RLS_HEADERS_* */
@@ -121,6 +140,8 @@ typedef struct rls_service {
 #define RLS_HEADERS_NONE 0x100 /* no response_headers_to_add           */
 /* otherwise the RL_HEADERS_* options of rl_headers(3)                 */
 
+/* path NULL: the rules come from the limiter's rules_source (a descriptor
+ * checked as a request: see service.c). */
 int rls_service_init(rls_service *s, rl_limiter *lim, const char *path,
                      const char *algorithm, unsigned headers, char *err,
                      size_t errlen);
@@ -130,15 +151,34 @@ void rls_service_destroy(rls_service *s);
 
 /* One ShouldRateLimit call: the request's bytes in, the response's bytes
  * (malloc'ed, *out) or a gRPC status and message out.  deadline_ms: the
- * call's deadline on CLOCK_MONOTONIC in ms (INT64_MAX: none). */
+ * call's deadline on CLOCK_MONOTONIC in ms (INT64_MAX: none).  Its checks
+ * are started on `as` (the calling thread's loop context): 0 when the call
+ * is answered already (*a filled: no check had to wait for its store), 1
+ * when checks are in flight: done(arg) then runs once, from
+ * rl_async_process(as) in this thread, with *a filled.  *a must stay
+ * valid until then. */
 typedef struct rls_answer {
     int status; /* grpc_status_code */
     char message[256];
     uint8_t *out;
     size_t outlen;
 } rls_answer;
-void rls_should_rate_limit(rls_service *s, const uint8_t *in, size_t inlen,
-                           int64_t deadline_ms, rls_answer *a);
+typedef void rls_done_fn(void *arg);
+/* A ShouldRateLimit call the server refused before it reached the
+ * service (no message, deadline passed), in the counters. */
+void rls_count_refusal(rls_service *s, int status);
+int rls_should_rate_limit(rls_service *s, rl_async *as, const uint8_t *in,
+                          size_t inlen, int64_t deadline_ms, rls_answer *a,
+                          rls_done_fn *done, void *arg);
+/* The checks one loop context may have in flight (rl_async_new). */
+#define RLS_ASYNC_MAX 1024
+
+/* metrics.c: GET /metrics over plain HTTP/1.1 on addr ("host:port"; port
+ * 0: any, printed), the library's metrics and the service's counters. */
+typedef struct rls_metrics rls_metrics;
+rls_metrics *rls_metrics_start(rls_service *svc, const char *addr, char *err,
+                               size_t errlen);
+void rls_metrics_stop(rls_metrics *m);
 
 /* server.c */
 typedef struct rls_server rls_server;

@@ -1,8 +1,10 @@
 /*
  * main.c -- ratelimit-envoy(8): the command line, the library's limiter
  * (every -o name=value goes to rl_config_set, so the store URI, timeouts,
- * failure handling, deny cache and the rest are the library's options),
- * the service and its server, and the main thread's signal loop: SIGHUP
+ * failure handling, deny cache and the rest are the library's options;
+ * -o rules_source=... instead of -c takes the rules from ratelimitd's
+ * set), the service, its server and its metrics listener, and the main
+ * thread's signal loop: SIGHUP
  * reloads the configuration, so does a change seen by the once-a-second
  * look at its files; SIGTERM and SIGINT stop gracefully (the calls in
  * flight answered, cancelled past --grace).
@@ -26,6 +28,8 @@ typedef struct args {
     int threads, grace_ms;
     const char *algorithm;
     unsigned headers;
+    int rules_source; /* -o rules_source=... given */
+    const char *metrics_listen;
 } args;
 
 static void usage(FILE *f)
@@ -35,7 +39,9 @@ static void usage(FILE *f)
             "         [--tls-cert PEM --tls-key PEM [--tls-client-ca PEM]]\n"
             "         [-o NAME=VALUE]... [-t THREADS] [-a ALGORITHM]\n"
             "         [--headers x|ietf|none] [--grace MS]\n"
-            "  -c  a YAML file or a directory of them (envoyproxy/ratelimit's format)\n"
+            "         [--metrics-listen HOST:PORT]\n"
+            "  -c  a YAML file or a directory of them (envoyproxy/ratelimit's format);\n"
+            "      without it, -o rules_source=... (ratelimitd's rules) is required\n"
             "  -l  a plain-text listener (default 127.0.0.1:8081); -L a TLS one\n"
             "  -o  a library option (store=redis://..., timeout_ms=50, ...)\n");
 }
@@ -51,7 +57,7 @@ static int parse_headers(const char *s, unsigned *out)
     return -1;
 }
 
-static int set_option(rl_config *cfg, char *kv)
+static int set_option(args *a, rl_config *cfg, char *kv)
 {
     char *eq = strchr(kv, '=');
     int rc;
@@ -62,6 +68,8 @@ static int set_option(rl_config *cfg, char *kv)
     }
     *eq = '\0';
     rc = rl_config_set(cfg, kv, eq + 1);
+    if (!strcmp(kv, "rules_source"))
+        a->rules_source = *(eq + 1) != '\0';
     if (rc != RL_OK)
         fprintf(stderr, "ratelimit-envoy: option %s: %s\n", kv,
                 rl_strerror(rc));
@@ -79,7 +87,7 @@ static int add_listen(args *a, const char *addr, int tls)
 
 static int parse_args(int argc, char **argv, args *a, rl_config *cfg)
 {
-    enum { O_CERT = 256, O_KEY, O_CA, O_HEADERS, O_GRACE };
+    enum { O_CERT = 256, O_KEY, O_CA, O_HEADERS, O_GRACE, O_METRICS };
     static const struct option longs[] = {
         {"config", 1, NULL, 'c'},       {"listen", 1, NULL, 'l'},
         {"listen-tls", 1, NULL, 'L'},   {"option", 1, NULL, 'o'},
@@ -87,6 +95,7 @@ static int parse_args(int argc, char **argv, args *a, rl_config *cfg)
         {"tls-cert", 1, NULL, O_CERT},  {"tls-key", 1, NULL, O_KEY},
         {"tls-client-ca", 1, NULL, O_CA}, {"headers", 1, NULL, O_HEADERS},
         {"grace", 1, NULL, O_GRACE},    {"help", 0, NULL, 'h'},
+        {"metrics-listen", 1, NULL, O_METRICS},
         {NULL, 0, NULL, 0}};
     int c;
 
@@ -98,7 +107,7 @@ static int parse_args(int argc, char **argv, args *a, rl_config *cfg)
         case 'c': a->config = optarg; break;
         case 'l': bad = add_listen(a, optarg, 0); break;
         case 'L': bad = add_listen(a, optarg, 1); break;
-        case 'o': bad = set_option(cfg, optarg); break;
+        case 'o': bad = set_option(a, cfg, optarg); break;
         case 't': a->threads = atoi(optarg); bad = a->threads < 1; break;
         case 'a': a->algorithm = optarg; break;
         case O_CERT: a->tls.cert_file = optarg; break;
@@ -106,6 +115,7 @@ static int parse_args(int argc, char **argv, args *a, rl_config *cfg)
         case O_CA: a->tls.client_ca_file = optarg; break;
         case O_HEADERS: bad = parse_headers(optarg, &a->headers); break;
         case O_GRACE: a->grace_ms = atoi(optarg); bad = a->grace_ms < 0; break;
+        case O_METRICS: a->metrics_listen = optarg; break;
         case 'h': usage(stdout); exit(0);
         default: bad = 1;
         }
@@ -114,7 +124,10 @@ static int parse_args(int argc, char **argv, args *a, rl_config *cfg)
             return -1;
         }
     }
-    if (!a->config || optind != argc) {
+    if (!a->config == !a->rules_source || optind != argc) {
+        if (a->config && a->rules_source)
+            fprintf(stderr, "ratelimit-envoy: -c or -o rules_source, not "
+                    "both: a limiter holds one rule set\n");
         usage(stderr);
         return -1;
     }
@@ -137,13 +150,15 @@ static void reload(rls_service *svc, const char *why)
 /* Until SIGTERM or SIGINT: reload on SIGHUP and when the files change. */
 static void signal_loop(rls_service *svc, const sigset_t *set)
 {
-    uint64_t sig = ecfg_signature(svc->config_path);
+    uint64_t sig = svc->config_path ? ecfg_signature(svc->config_path) : 0;
     struct timespec second = {.tv_sec = 1};
 
     for (;;) {
         int s = sigtimedwait(set, NULL, &second);
         if (s == SIGTERM || s == SIGINT)
             return;
+        if (!svc->config_path)
+            continue; /* the rules_source follows its set by itself */
         uint64_t now = ecfg_signature(svc->config_path);
         if (s == SIGHUP)
             reload(svc, "SIGHUP");
@@ -159,6 +174,7 @@ int main(int argc, char **argv)
     rl_limiter *lim = NULL;
     rls_service svc;
     rls_server *srv;
+    rls_metrics *met = NULL;
     sigset_t set;
     args a;
     char err[512];
@@ -172,8 +188,10 @@ int main(int argc, char **argv)
      * alone takes them, in signal_loop */
     pthread_sigmask(SIG_BLOCK, &set, NULL);
     signal(SIGPIPE, SIG_IGN);
-    if (!cfg || parse_args(argc, argv, &a, cfg))
+    if (!cfg || parse_args(argc, argv, &a, cfg)) {
+        rl_config_free(cfg);
         return 2;
+    }
     if ((rc = rl_limiter_new(&lim, cfg)) != RL_OK) {
         fprintf(stderr, "ratelimit-envoy: limiter: %s (%s)\n",
                 rl_errmsg(lim), rl_strerror(rc));
@@ -194,9 +212,18 @@ int main(int argc, char **argv)
         rl_limiter_free(lim);
         return 1;
     }
+    if (a.metrics_listen &&
+        !(met = rls_metrics_start(&svc, a.metrics_listen, err, sizeof err))) {
+        fprintf(stderr, "ratelimit-envoy: metrics: %s\n", err);
+        rls_server_stop(srv, 0);
+        rls_service_destroy(&svc);
+        rl_limiter_free(lim);
+        return 1;
+    }
     signal_loop(&svc, &set);
     fprintf(stderr, "ratelimit-envoy: stopping\n");
     rls_server_stop(srv, a.grace_ms);
+    rls_metrics_stop(met);
     rls_service_destroy(&svc);
     rl_limiter_free(lim);
     return 0;

@@ -9,7 +9,9 @@
  * graceful stop must not do.  SLOTS_PER calls are requested per worker
  * and re-armed as each call ends.  A call is a
  * small state machine on its slot: requested -> its one message read ->
- * answered (initial metadata, the message, the status, and the close seen,
+ * (its checks started on the worker's loop context, rl_check_start; a
+ * worker is an event loop, so a worker has as many calls at the store as
+ * come, not one) -> answered (initial metadata, the message, the status, and the close seen,
  * in one batch) -> the slot re-armed.  Methods are dispatched by path:
  * ShouldRateLimit (service.c), the standard grpc.health.v1.Health/Check
  * (its two tiny messages written by hand: field 1, a string in and an enum
@@ -24,10 +26,13 @@
 #include <grpc/grpc.h>
 #include <grpc/grpc_security.h>
 #include <grpc/support/time.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "envoy_rls.h"
 
@@ -49,25 +54,39 @@ typedef struct slot {
     grpc_byte_buffer *in, *out;
     grpc_slice details_text;
     int cancelled;
+    rls_answer a; /* filled by the check, perhaps later (service.c) */
     struct rls_server *srv;
+    struct worker *w;
 } slot;
+
+/* A worker: an event loop over its queue's eventfd and its loop
+ * context's descriptor (rl_async_fd). */
+typedef struct worker {
+    struct rls_server *srv;
+    pthread_t thread;
+    rl_async *as;
+    int efd;            /* written when the queue gets a call, and on quit */
+    pthread_mutex_t mu; /* the queue and quit                              */
+    slot **queue;       /* read calls: a ring of nslots                    */
+    size_t head, count;
+    int quit;
+    size_t waiting;     /* the worker's: calls whose checks are in flight  */
+} worker;
 
 struct rls_server {
     rls_service *svc;
     grpc_server *server;
     grpc_completion_queue *cq;
-    pthread_t workers[THREADS_MAX], poller;
+    worker workers[THREADS_MAX];
+    pthread_t poller;
     int nworkers;
-    slot **queue; /* read calls for the workers: a ring of nslots */
-    size_t head, count;
-    int quit;
+    unsigned next; /* the poller's: the worker of the next call */
     slot *slots;
     size_t nslots;
     int stopping; /* atomic: no slot re-armed */
     int shutdown_tag;
-    pthread_mutex_t mu; /* done: the server's shutdown has completed; */
-    pthread_cond_t cv;  /* the queue, quit                            */
-    pthread_cond_t work;
+    pthread_mutex_t mu; /* done: the server's shutdown has completed */
+    pthread_cond_t cv;
     int done;
 };
 
@@ -161,47 +180,21 @@ static int64_t deadline_ms(const grpc_call_details *d)
     return rls_now_ms() + left;
 }
 
-static void decide(slot *s, rls_answer *a)
+static void send_answer(slot *s)
 {
-    grpc_slice m = s->details.method;
-    grpc_slice body = message_bytes(s->in);
-    const uint8_t *p = GRPC_SLICE_START_PTR(body);
-    size_t n = GRPC_SLICE_LENGTH(body);
-    int64_t dl = deadline_ms(&s->details);
-
-    *a = (rls_answer){.status = GRPC_STATUS_OK};
-    if (!s->in) {
-        a->status = GRPC_STATUS_INVALID_ARGUMENT;
-        snprintf(a->message, sizeof a->message, "no request message");
-    } else if (rls_now_ms() > dl) {
-        a->status = GRPC_STATUS_DEADLINE_EXCEEDED;
-        snprintf(a->message, sizeof a->message, "deadline passed");
-    } else if (grpc_slice_str_cmp(m, method_rls) == 0) {
-        rls_should_rate_limit(s->srv->svc, p, n, dl, a);
-    } else if (grpc_slice_str_cmp(m, method_health) == 0) {
-        health(p, n, a);
-    } else {
-        a->status = GRPC_STATUS_UNIMPLEMENTED;
-        snprintf(a->message, sizeof a->message, "unknown method");
-    }
-    grpc_slice_unref(body);
-}
-
-static void answer(slot *s)
-{
-    rls_answer a;
+    rls_answer *a = &s->a;
     grpc_op ops[4];
     size_t n = 0;
 
-    decide(s, &a);
-    if (a.status == GRPC_STATUS_OK && a.out) {
-        grpc_slice sl = grpc_slice_from_copied_buffer((const char *)a.out,
-                                                      a.outlen);
+    if (a->status == GRPC_STATUS_OK && a->out) {
+        grpc_slice sl = grpc_slice_from_copied_buffer((const char *)a->out,
+                                                      a->outlen);
         s->out = grpc_raw_byte_buffer_create(&sl, 1);
         grpc_slice_unref(sl);
     }
-    free(a.out);
-    s->details_text = grpc_slice_from_copied_string(a.message);
+    free(a->out);
+    a->out = NULL;
+    s->details_text = grpc_slice_from_copied_string(a->message);
     memset(ops, 0, sizeof ops);
     ops[n++].op = GRPC_OP_SEND_INITIAL_METADATA;
     if (s->out) {
@@ -209,9 +202,9 @@ static void answer(slot *s)
         ops[n++].data.send_message.send_message = s->out;
     }
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[n].data.send_status_from_server.status = (grpc_status_code)a.status;
+    ops[n].data.send_status_from_server.status = (grpc_status_code)a->status;
     ops[n++].data.send_status_from_server.status_details =
-        a.status == GRPC_STATUS_OK ? NULL : &s->details_text;
+        a->status == GRPC_STATUS_OK ? NULL : &s->details_text;
     ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
     ops[n++].data.recv_close_on_server.cancelled = &s->cancelled;
     s->state = SLOT_ANSWERING;
@@ -222,12 +215,67 @@ static void answer(slot *s)
     }
 }
 
+/* A call whose checks were in flight, answered (from rl_async_process). */
+static void answered_later(void *arg)
+{
+    slot *s = arg;
+
+    s->w->waiting--;
+    send_answer(s);
+}
+
+/* Start answering a call read: answered now, or once its checks are. */
+static void start(worker *w, slot *s)
+{
+    grpc_slice m = s->details.method;
+    grpc_slice body = message_bytes(s->in);
+    const uint8_t *p = GRPC_SLICE_START_PTR(body);
+    size_t n = GRPC_SLICE_LENGTH(body);
+    int64_t dl = deadline_ms(&s->details);
+    rls_answer *a = &s->a;
+    int rls = grpc_slice_str_cmp(m, method_rls) == 0;
+
+    s->w = w;
+    *a = (rls_answer){.status = GRPC_STATUS_OK};
+    if (!s->in) {
+        a->status = GRPC_STATUS_INVALID_ARGUMENT;
+        snprintf(a->message, sizeof a->message, "no request message");
+    } else if (rls_now_ms() > dl) {
+        a->status = GRPC_STATUS_DEADLINE_EXCEEDED;
+        snprintf(a->message, sizeof a->message, "deadline passed");
+    } else if (rls) {
+        int later = rls_should_rate_limit(s->srv->svc, w->as, p, n, dl, a,
+                                          answered_later, s);
+        grpc_slice_unref(body);
+        if (later)
+            w->waiting++;
+        else
+            send_answer(s);
+        return;
+    } else if (grpc_slice_str_cmp(m, method_health) == 0) {
+        health(p, n, a);
+        __atomic_add_fetch(&s->srv->svc->counters.health, 1,
+                           __ATOMIC_RELAXED);
+    } else {
+        a->status = GRPC_STATUS_UNIMPLEMENTED;
+        snprintf(a->message, sizeof a->message, "unknown method");
+    }
+    if (rls) /* refused before the service saw it: counted all the same */
+        rls_count_refusal(s->srv->svc, a->status);
+    grpc_slice_unref(body);
+    send_answer(s);
+}
+
 static void enqueue(rls_server *srv, slot *s)
 {
-    pthread_mutex_lock(&srv->mu);
-    srv->queue[(srv->head + srv->count++) % srv->nslots] = s;
-    pthread_cond_signal(&srv->work);
-    pthread_mutex_unlock(&srv->mu);
+    worker *w = &srv->workers[srv->next++ % (unsigned)srv->nworkers];
+    uint64_t one = 1;
+
+    pthread_mutex_lock(&w->mu);
+    w->queue[(w->head + w->count++) % srv->nslots] = s;
+    pthread_mutex_unlock(&w->mu);
+    if (write(w->efd, &one, sizeof one) < 0) /* an eventfd: cannot fill */
+        perror("ratelimit-envoy: eventfd");
 }
 
 static void on_event(rls_server *srv, slot *s, int ok)
@@ -273,25 +321,45 @@ static void *poller(void *arg)
     }
 }
 
-static void *worker(void *arg)
+/* The next call of the queue, or NULL; *quit: told to stop. */
+static slot *take(worker *w, int *quit)
 {
-    rls_server *srv = arg;
+    slot *s = NULL;
+
+    pthread_mutex_lock(&w->mu);
+    if (w->count) {
+        s = w->queue[w->head];
+        w->head = (w->head + 1) % w->srv->nslots;
+        w->count--;
+    }
+    *quit = w->quit;
+    pthread_mutex_unlock(&w->mu);
+    return s;
+}
+
+/* Start the calls queued, run the checks' completions, wait for either;
+ * leave once told to and no call is left. */
+static void *worker_loop(void *arg)
+{
+    worker *w = arg;
+    struct pollfd pf[2] = {{.fd = w->efd, .events = POLLIN},
+                           {.fd = rl_async_fd(w->as), .events = POLLIN}};
+    int quit = 0;
 
     for (;;) {
         slot *s;
-        pthread_mutex_lock(&srv->mu);
-        while (!srv->count && !srv->quit)
-            pthread_cond_wait(&srv->work, &srv->mu);
-        if (!srv->count) {
-            pthread_mutex_unlock(&srv->mu);
-            return NULL;
-        }
-        s = srv->queue[srv->head];
-        srv->head = (srv->head + 1) % srv->nslots;
-        srv->count--;
-        pthread_mutex_unlock(&srv->mu);
-        answer(s);
+        uint64_t x;
+        while ((s = take(w, &quit)))
+            start(w, s);
+        rl_async_process(w->as);
+        if (quit && !w->waiting)
+            break;
+        if (poll(pf, 2, -1) > 0 && (pf[0].revents & POLLIN) &&
+            read(w->efd, &x, sizeof x) < 0)
+            perror("ratelimit-envoy: eventfd");
     }
+    rl_async_free(w->as);
+    return NULL;
 }
 
 static char *read_pem(const char *path, char *err, size_t errlen)
@@ -359,6 +427,37 @@ static int listen_all(rls_server *srv, const rls_listen *l, size_t nl,
     return 0;
 }
 
+static void free_workers(rls_server *srv)
+{
+    for (int i = 0; i < srv->nworkers; i++) {
+        worker *w = &srv->workers[i];
+        if (w->efd >= 0)
+            close(w->efd);
+        pthread_mutex_destroy(&w->mu);
+        free(w->queue);
+    }
+}
+
+/* Each worker's queue, eventfd and loop context (freed by its thread). */
+static int make_workers(rls_server *srv, int threads, char *err,
+                        size_t errlen)
+{
+    for (; srv->nworkers < threads; srv->nworkers++) {
+        worker *w = &srv->workers[srv->nworkers];
+        int rc;
+        *w = (worker){.srv = srv, .efd = eventfd(0, EFD_CLOEXEC)};
+        pthread_mutex_init(&w->mu, NULL);
+        if (w->efd < 0 || !(w->queue = calloc(srv->nslots, sizeof *w->queue)))
+            return snprintf(err, errlen, "out of memory"), -1;
+        if ((rc = rl_async_new(srv->svc->lim, RLS_ASYNC_MAX, &w->as))) {
+            snprintf(err, errlen, "loop context: %s", rl_strerror(rc));
+            srv->nworkers++;
+            return -1;
+        }
+    }
+    return 0;
+}
+
 rls_server *rls_server_start(rls_service *svc, const rls_listen *l, size_t nl,
                              const rls_tls *tls, int threads, char *err,
                              size_t errlen)
@@ -373,21 +472,25 @@ rls_server *rls_server_start(rls_service *svc, const rls_listen *l, size_t nl,
         threads = threads < 1 ? 1 : THREADS_MAX;
     if (!srv ||
         !(srv->slots = calloc((size_t)threads * SLOTS_PER,
-                              sizeof *srv->slots)) ||
-        !(srv->queue = calloc((size_t)threads * SLOTS_PER,
-                              sizeof *srv->queue))) {
+                              sizeof *srv->slots))) {
         snprintf(err, errlen, "out of memory");
-        if (srv)
-            free(srv->slots);
+        free(srv);
+        return NULL;
+    }
+    srv->svc = svc;
+    srv->nslots = (size_t)threads * SLOTS_PER;
+    if (make_workers(srv, threads, err, errlen)) {
+        for (int i = 0; i < srv->nworkers; i++)
+            if (srv->workers[i].as)
+                rl_async_free(srv->workers[i].as);
+        free_workers(srv);
+        free(srv->slots);
         free(srv);
         return NULL;
     }
     grpc_init();
     pthread_mutex_init(&srv->mu, NULL);
     pthread_cond_init(&srv->cv, NULL);
-    pthread_cond_init(&srv->work, NULL);
-    srv->svc = svc;
-    srv->nslots = (size_t)threads * SLOTS_PER;
     srv->cq = grpc_completion_queue_create_for_next(NULL);
     srv->server = grpc_server_create(&ca, NULL);
     grpc_server_register_completion_queue(srv->server, srv->cq, NULL);
@@ -399,7 +502,9 @@ rls_server *rls_server_start(rls_service *svc, const rls_listen *l, size_t nl,
                                           NULL).type != GRPC_QUEUE_SHUTDOWN)
             ;
         grpc_completion_queue_destroy(srv->cq);
-        free(srv->queue);
+        for (int i = 0; i < srv->nworkers; i++)
+            rl_async_free(srv->workers[i].as);
+        free_workers(srv);
         free(srv->slots);
         free(srv);
         grpc_shutdown();
@@ -410,8 +515,9 @@ rls_server *rls_server_start(rls_service *svc, const rls_listen *l, size_t nl,
         srv->slots[i].srv = srv;
         arm(&srv->slots[i]);
     }
-    for (; srv->nworkers < threads; srv->nworkers++)
-        pthread_create(&srv->workers[srv->nworkers], NULL, worker, srv);
+    for (int i = 0; i < srv->nworkers; i++)
+        pthread_create(&srv->workers[i].thread, NULL, worker_loop,
+                       &srv->workers[i]);
     pthread_create(&srv->poller, NULL, poller, srv);
     return srv;
 }
@@ -445,20 +551,26 @@ void rls_server_stop(rls_server *srv, int grace_ms)
         grpc_server_cancel_all_calls(srv->server);
         wait_done(srv, NULL);
     }
+    /* the workers first: a call they hold is answered (its batch ends on
+     * the queue, which the poller still drains) before the queue stops */
+    for (int i = 0; i < srv->nworkers; i++) {
+        worker *w = &srv->workers[i];
+        uint64_t one = 1;
+        pthread_mutex_lock(&w->mu);
+        w->quit = 1;
+        pthread_mutex_unlock(&w->mu);
+        if (write(w->efd, &one, sizeof one) < 0)
+            perror("ratelimit-envoy: eventfd");
+    }
+    for (int i = 0; i < srv->nworkers; i++)
+        pthread_join(srv->workers[i].thread, NULL);
     grpc_completion_queue_shutdown(srv->cq);
     pthread_join(srv->poller, NULL);
-    pthread_mutex_lock(&srv->mu);
-    srv->quit = 1;
-    pthread_cond_broadcast(&srv->work);
-    pthread_mutex_unlock(&srv->mu);
-    for (int i = 0; i < srv->nworkers; i++)
-        pthread_join(srv->workers[i], NULL);
     grpc_server_destroy(srv->server);
     grpc_completion_queue_destroy(srv->cq);
+    free_workers(srv);
     pthread_mutex_destroy(&srv->mu);
     pthread_cond_destroy(&srv->cv);
-    pthread_cond_destroy(&srv->work);
-    free(srv->queue);
     free(srv->slots);
     free(srv);
     grpc_shutdown();

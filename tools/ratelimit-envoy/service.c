@@ -1,19 +1,27 @@
 /*
  * service.c -- ShouldRateLimit: a RateLimitRequest's bytes in, a
  * RateLimitResponse's bytes (or a gRPC status) out, the checks made
- * through the library's rl_allow() (so the store, its failure modes,
- * breaker, fallback, deny cache, leases and metrics are the library's).
+ * through the library's rl_check_start() on the calling worker's loop
+ * context (so the store, its failure modes, breaker, fallback, deny cache,
+ * leases and metrics are the library's, and a call waiting for Redis does
+ * not hold its worker).
  *
  * The order of one call: decode within a memory budget; check every bound
  * (nothing is counted for a request refused); find each descriptor's
  * limit in the configuration as envoyproxy/ratelimit does (an override
  * first, then the tree), drop the limits another matched limit
- * `replaces`; then one rl_allow() per counted descriptor, each on its own
- * as upstream counts them; then the response, with X-RateLimit-* and
- * Retry-After from the descriptor that decides (the longest wait among
- * those over the limit, else the least remaining).  The configuration and
- * the library's rule set change together under the service's write lock;
- * a call holds the read lock.
+ * `replaces`; then one check per counted descriptor, each on its own as
+ * upstream counts them, all started at once (RL_ASYNC_NOW: a store that
+ * answers at once, shm://, answers inside the start); when the last one
+ * is decided, the response, with X-RateLimit-* and Retry-After from the
+ * descriptor that decides (the longest wait among those over the limit,
+ * else the least remaining).  A YAML limit's rule matches the endpoint
+ * "/<rule id>" and counts the descriptor's client key (config.c); with
+ * the rules_source (no YAML) a descriptor is the request "/<domain>" with
+ * its entries as dimensions, and the rule set decides.  The configuration
+ * and the library's rule set change together under the service's write
+ * lock; a call holds the read lock while it finds its limits and a
+ * reference on the configuration until it is answered.
  */
 #include <grpc/status.h>
 #include <inttypes.h>
@@ -79,6 +87,7 @@ static void budget_free(void *data, void *ptr)
 
 /* ---- one call's state --------------------------------------------------- */
 
+typedef struct call call;
 typedef struct verdict {
     const ecfg_limit *limit; /* from the configuration, or NULL       */
     int override;            /* 1 + index in overrides, or 0          */
@@ -90,16 +99,24 @@ typedef struct verdict {
     int checked; /* res holds its answer               */
     int code;
     rl_result res;
+    rl_async_check chk; /* its check while in flight          */
+    call *c;
 } verdict;
 
-typedef struct call {
+struct call {
     rls_service *s;
-    const Request *req;
+    Request *req;
+    budget b;
+    ProtobufCAllocator alloc;
+    ecfg *cfg; /* the configuration its limits are in (a reference) */
     rls_answer *a;
+    rls_done_fn *done;
+    void *arg;
     verdict v[RLS_DESCRIPTORS_MAX];
-    size_t n;
+    size_t n, pending; /* descriptors; checks in flight */
+    int failed;        /* *a holds a refusal            */
     int64_t deadline_ms;
-} call;
+};
 
 static int refuse(rls_answer *a, int status, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -115,6 +132,48 @@ static int refuse(rls_answer *a, int status, const char *fmt, ...)
             *p = '?';
     a->status = status;
     return -1;
+}
+
+/* A descriptor entry's key as a dimension's name (rl_dim's grammar). */
+static int dim_name_ok(const char *k)
+{
+    size_t n = strlen(k);
+
+    if (!n || n > RL_DIM_NAME_MAX || *k < 'a' || *k > 'z' ||
+        !strcmp(k, "global"))
+        return 0;
+    return strspn(k, "abcdefghijklmnopqrstuvwxyz0123456789_.:-") == n;
+}
+
+/* With the rules_source every entry becomes a dimension: the bounds of a
+ * library request, before anything is counted. */
+static int validate_source(const Descriptor *d, size_t i, rls_answer *a)
+{
+    if (d->limit)
+        return refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
+                      "descriptor %zu: limit overrides need a YAML "
+                      "configuration (-c), not rules from rules_source", i);
+    if (d->n_entries > RL_DIMS_MAX)
+        return refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
+                      "descriptor %zu: at most %d entries with rules from "
+                      "rules_source", i, RL_DIMS_MAX);
+    for (size_t j = 0; j < d->n_entries; j++) {
+        const char *k = d->entries[j]->key, *v = d->entries[j]->value;
+        if (!dim_name_ok(k))
+            return refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
+                          "descriptor %zu entry %zu: key must be 1..%d "
+                          "bytes of a-z 0-9 _ . : -, starting with a "
+                          "letter, not \"global\"", i, j, RL_DIM_NAME_MAX);
+        if (strlen(k) + 1 + strlen(v) > RL_KEY_MAX)
+            return refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
+                          "descriptor %zu entry %zu: key and value over %d "
+                          "bytes", i, j, RL_KEY_MAX - 1);
+        for (size_t m = 0; m < j; m++)
+            if (!strcmp(k, d->entries[m]->key))
+                return refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
+                              "descriptor %zu: key %zu given twice", i, j);
+    }
+    return 0;
 }
 
 /* Every bound, before anything is counted. */
@@ -166,6 +225,8 @@ static int validate(call *c)
                           "descriptor %zu: limit override unit %s not "
                           "supported (second..month)", i,
                           rls_unit_name((int)d->limit->unit));
+        if (c->s->from_source && validate_source(d, i, a))
+            return -1;
     }
     return 0;
 }
@@ -235,7 +296,7 @@ static void take_limit(verdict *v, const ecfg_limit *l)
     *v = (verdict){.limit = l, .rpu = l->rpu, .unit = l->unit,
                    .shadow = l->shadow, .unlimited = l->unlimited,
                    .rule_id = l->rule_id, .name = l->name,
-                   .counted = !l->unlimited, .code = CODE_OK};
+                   .counted = !l->unlimited, .code = CODE_OK, .c = v->c};
 }
 
 /* Is a limit of this name replaced by another matched limit? */
@@ -262,7 +323,7 @@ static void drop_replaced(call *c)
                   replaced(c, c->v[j].limit->name);
     for (size_t j = 0; j < c->n; j++)
         if (drop[j])
-            c->v[j] = (verdict){.code = CODE_OK};
+            c->v[j] = (verdict){.code = CODE_OK, .c = c};
 }
 
 static int find_limits(call *c)
@@ -274,7 +335,12 @@ static int find_limits(call *c)
     for (size_t i = 0; i < c->n; i++) {
         const Descriptor *desc = c->req->descriptors[i];
         verdict *v = &c->v[i];
-        *v = (verdict){.code = CODE_OK};
+        *v = (verdict){.code = CODE_OK, .c = c};
+        if (c->s->from_source) { /* the rule set decides, by request */
+            *v = (verdict){.name = "", .counted = 1, .code = CODE_OK,
+                           .c = c};
+            continue;
+        }
         if (!d) /* an unknown domain: OK, no limit, as upstream */
             continue;
         if (desc->limit) {
@@ -291,7 +357,8 @@ static int find_limits(call *c)
             *v = (verdict){.override = o, .rpu = rpu, .unit = unit,
                            .rule_id = o ? c->s->overrides[o - 1].rule_id
                                         : NULL,
-                           .name = "", .counted = 1, .code = CODE_OK};
+                           .name = "", .counted = 1, .code = CODE_OK,
+                           .c = c};
             continue;
         }
         for (size_t j = 0; j < desc->n_entries; j++)
@@ -308,8 +375,9 @@ static int find_limits(call *c)
 /* ---- the checks --------------------------------------------------------- */
 
 /* The client key: the domain and the entries, each length-prefixed (no
- * value can pass for two entries); past RL_KEY_MAX bytes its head and a
- * 128-bit hash of the whole. */
+ * value can pass for two entries); past KEY_ROOM bytes (what a key
+ * "descriptor:<value>" leaves) its head and a 128-bit hash of the whole. */
+#define KEY_ROOM (RL_KEY_MAX - sizeof RLS_DIMENSION)
 #define KEY_HEAD 200
 typedef struct keyw {
     char k[RL_KEY_MAX + 1];
@@ -322,7 +390,7 @@ static void key_put(keyw *w, const char *s, size_t n)
     for (size_t i = 0; i < n; i++) {
         w->h1 = (w->h1 ^ (uint8_t)s[i]) * 1099511628211ULL;
         w->h2 = (w->h2 ^ (uint8_t)s[i]) * 0x100000001b3ULL + 0x9e3779b97f4a7c15ULL;
-        if (w->len < RL_KEY_MAX)
+        if (w->len < KEY_ROOM)
             w->k[w->len] = s[i];
         w->len++;
     }
@@ -347,7 +415,7 @@ static void client_key(keyw *w, const char *domain, const Descriptor *d)
         key_put(w, "=", 1);
         key_str(w, d->entries[i]->value);
     }
-    if (w->len > RL_KEY_MAX)
+    if (w->len > KEY_ROOM)
         w->len = KEY_HEAD + (size_t)snprintf(w->k + KEY_HEAD,
                                              sizeof w->k - KEY_HEAD,
                                              "#%016" PRIx64 "%016" PRIx64,
@@ -368,37 +436,117 @@ static void zero_limit(verdict *v)
     v->res.allowed = v->code == CODE_OK;
 }
 
-static int check_all(call *c)
+static int unit_of(int64_t window)
+{
+    for (int u = RLS_UNIT_SECOND; u < RLS_UNIT_COUNT; u++)
+        if (rls_unit_seconds(u) == window)
+            return u;
+    return RLS_UNIT_UNKNOWN;
+}
+
+static void finish(call *c);
+
+/* A descriptor's check decided (rc: RL_OK, or the error of its check). */
+static void settle(verdict *v, int rc, const char *why)
+{
+    call *c = v->c;
+
+    if (rc != RL_OK) {
+        if (!c->failed)
+            refuse(c->a, rc == RL_ESTORE   ? GRPC_STATUS_UNAVAILABLE
+                         : rc == RL_EINVAL ? GRPC_STATUS_INVALID_ARGUMENT
+                                           : GRPC_STATUS_INTERNAL,
+                   "%s: %s", rc == RL_ESTORE ? "store" : "check", why);
+        c->failed = 1;
+        return;
+    }
+    if (c->s->from_source) { /* the numbers of the rule that decided */
+        if (v->res.flags & RL_FLAG_NO_RULE)
+            return; /* no rule: OK, no limit */
+        v->rpu = v->res.limit > UINT32_MAX ? UINT32_MAX
+                                            : (uint32_t)v->res.limit;
+        v->unit = unit_of(v->res.window);
+        v->name = v->res.rule_id;
+    }
+    v->checked = 1;
+    v->code = v->res.allowed ? CODE_OK : CODE_OVER;
+}
+
+static void on_checked(rl_async_check *chk, int rc)
+{
+    verdict *v = chk->data;
+    call *c = v->c;
+
+    settle(v, rc, rl_strerror(rc));
+    if (!--c->pending)
+        finish(c);
+}
+
+/* One descriptor as a request: with a YAML configuration, its rule's
+ * endpoint and the client key; with the rules_source, the domain as
+ * the endpoint "/<domain>" and each entry a dimension of its key. */
+static int start_one(call *c, rl_async *as, size_t i)
+{
+    const Descriptor *d = c->req->descriptors[i];
+    verdict *v = &c->v[i];
+    char ep[RLS_DOMAIN_MAX + RL_RULE_ID_MAX + 2];
+    rl_dim dims[RL_DIMS_MAX];
+    rl_request req = RL_REQUEST_INIT;
+    keyw w;
+    int rc;
+
+    req.endpoint = ep;
+    req.cost = v->cost;
+    req.dims = dims;
+    if (c->s->from_source) {
+        snprintf(ep, sizeof ep, "/%s", c->req->domain);
+        for (size_t j = 0; j < d->n_entries; j++)
+            dims[j] = (rl_dim){d->entries[j]->key, d->entries[j]->value};
+        req.ndims = d->n_entries;
+    } else {
+        snprintf(ep, sizeof ep, "/%s", v->rule_id);
+        client_key(&w, c->req->domain, d);
+        dims[0] = (rl_dim){RLS_DIMENSION, w.k};
+        req.ndims = 1;
+    }
+    v->res = (rl_result)RL_RESULT_INIT;
+    v->chk = (rl_async_check)RL_ASYNC_CHECK_INIT;
+    v->chk.cb = on_checked;
+    v->chk.data = v;
+    v->chk.result = &v->res;
+    v->chk.flags = RL_ASYNC_NOW;
+    rc = rl_check_start(as, &req, &v->chk);
+    if (rc == RL_OK)
+        return c->pending++, 0;
+    if (rc == RL_EBUSY) /* the context is full: this one waits here */
+        rc = rl_check(c->s->lim, &req, &v->res);
+    settle(v, rc == RL_ASYNC_DONE ? RL_OK : rc, rl_errmsg(c->s->lim));
+    return 0;
+}
+
+/* Start every counted descriptor's check; stop at the first refusal. */
+static void start_all(call *c, rl_async *as)
 {
     int64_t hits = c->req->hits_addend ? c->req->hits_addend : 1;
-    keyw w;
 
-    for (size_t i = 0; i < c->n; i++) {
+    for (size_t i = 0; i < c->n && !c->failed; i++) {
         verdict *v = &c->v[i];
         const Descriptor *d = c->req->descriptors[i];
         if (!v->counted)
             continue;
-        if (!v->rpu) {
+        if (!v->rpu && !c->s->from_source) {
             zero_limit(v);
             continue;
         }
-        if (rls_now_ms() > c->deadline_ms)
-            return refuse(c->a, GRPC_STATUS_DEADLINE_EXCEEDED,
-                          "deadline passed before descriptor %zu", i);
+        if (rls_now_ms() > c->deadline_ms) {
+            refuse(c->a, GRPC_STATUS_DEADLINE_EXCEEDED,
+                   "deadline passed before descriptor %zu", i);
+            c->failed = 1;
+            break;
+        }
         v->cost = d->hits_addend ? (int64_t)d->hits_addend->value : hits;
-        client_key(&w, c->req->domain, d);
-        v->res = (rl_result)RL_RESULT_INIT;
-        int rc = rl_allow(c->s->lim, w.k, v->rule_id, v->cost, &v->res);
-        if (rc == RL_ESTORE)
-            return refuse(c->a, GRPC_STATUS_UNAVAILABLE, "store: %s",
-                          rl_errmsg(c->s->lim));
-        if (rc != RL_OK)
-            return refuse(c->a, GRPC_STATUS_INTERNAL, "check: %s",
-                          rl_errmsg(c->s->lim));
-        v->checked = 1;
-        v->code = v->res.allowed ? CODE_OK : CODE_OVER;
+        start_one(c, as, i);
     }
-    return 0;
 }
 
 /* ---- the response ------------------------------------------------------- */
@@ -406,9 +554,9 @@ static int check_all(call *c)
 /* The descriptor whose numbers go into the headers: the longest wait of
  * those over the limit, else the least remaining; NULL when none was
  * counted. */
-static const rl_result *deciding(const call *c)
+static const verdict *deciding(const call *c)
 {
-    const rl_result *best = NULL;
+    const verdict *best = NULL;
     int best_over = 0;
 
     for (size_t i = 0; i < c->n; i++) {
@@ -417,11 +565,22 @@ static const rl_result *deciding(const call *c)
         if (!v->checked)
             continue;
         if (!best || (over && !best_over) ||
-            (over && v->res.retry_after_ms > best->retry_after_ms) ||
-            (!over && !best_over && v->res.remaining < best->remaining))
-            best = &v->res, best_over = over;
+            (over && v->res.retry_after_ms > best->res.retry_after_ms) ||
+            (!over && !best_over && v->res.remaining < best->res.remaining))
+            best = v, best_over = over;
     }
     return best;
+}
+
+/* The headers of the deciding descriptor; the IETF policy is named by the
+ * limit's name when it has one (a YAML limit's rule id is a hash). */
+static int headers_of(const call *c, const verdict *v, rl_header *h)
+{
+    rl_result r = v->res;
+
+    if (v->name && *v->name && strlen(v->name) <= RL_RULE_ID_MAX)
+        memcpy(r.rule_id, v->name, strlen(v->name) + 1);
+    return rl_headers(&r, c->s->headers, h, RL_HEADERS_MAX);
 }
 
 typedef struct reply {
@@ -465,7 +624,7 @@ static int pack(call *c)
 {
     reply *r = calloc(1, sizeof *r);
     Response resp = ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__INIT;
-    const rl_result *best = deciding(c);
+    const verdict *best = deciding(c);
     int nh = 0;
 
     if (!r)
@@ -480,7 +639,7 @@ static int pack(call *c)
     resp.n_statuses = c->n;
     resp.statuses = r->stp;
     if (best && !(c->s->headers & RLS_HEADERS_NONE))
-        nh = rl_headers(best, c->s->headers, r->h, RL_HEADERS_MAX);
+        nh = headers_of(c, best, r->h);
     for (int i = 0; i < nh; i++) {
         envoy__config__core__v3__header_value__init(&r->hv[i]);
         r->hv[i].key = r->h[i].name;
@@ -499,40 +658,102 @@ static int pack(call *c)
     return 0;
 }
 
-void rls_should_rate_limit(rls_service *s, const uint8_t *in, size_t inlen,
-                           int64_t deadline_ms, rls_answer *a)
+static void cfg_unref(ecfg *cfg)
 {
-    budget b = {.max = RLS_DECODE_BUDGET};
-    ProtobufCAllocator alloc = {.alloc = budget_alloc, .free = budget_free,
-                                .allocator_data = &b};
+    if (cfg && __atomic_sub_fetch(&cfg->refs, 1, __ATOMIC_ACQ_REL) == 0)
+        ecfg_free(cfg);
+}
+
+/* A call answered with status st; c: its descriptors, or NULL. */
+static void count(rls_service *s, int st, const call *c)
+{
+    rls_counters *k = &s->counters;
+
+    __atomic_add_fetch(&k->calls, 1, __ATOMIC_RELAXED);
+    if (st >= 0 && st < RLS_GRPC_CODES)
+        __atomic_add_fetch(&k->status[st], 1, __ATOMIC_RELAXED);
+    if (st != GRPC_STATUS_OK || !c)
+        return;
+    for (size_t i = 0; i < c->n; i++)
+        __atomic_add_fetch(c->v[i].code == CODE_OVER ? &k->descriptors_over
+                                                     : &k->descriptors_ok,
+                           1, __ATOMIC_RELAXED);
+}
+
+void rls_count_refusal(rls_service *s, int status)
+{
+    count(s, status, NULL);
+}
+
+/* Every check decided: the response (or the refusal), then the call's
+ * memory, then done. */
+static void finish(call *c)
+{
+    rls_done_fn *done = c->done;
+    void *arg = c->arg;
+    rls_service *s = c->s;
+
+    if (!c->failed && !pack(c)) {
+        int over = 0;
+        for (size_t i = 0; i < c->n; i++)
+            over |= c->v[i].code == CODE_OVER;
+        __atomic_add_fetch(over ? &s->counters.overall_over
+                                : &s->counters.overall_ok,
+                           1, __ATOMIC_RELAXED);
+    }
+    count(s, c->a->status, c);
+    cfg_unref(c->cfg);
+    if (c->req)
+        envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(
+            c->req, &c->alloc);
+    free(c);
+    if (done)
+        done(arg);
+}
+
+int rls_should_rate_limit(rls_service *s, rl_async *as, const uint8_t *in,
+                          size_t inlen, int64_t deadline_ms, rls_answer *a,
+                          rls_done_fn *done, void *arg)
+{
     call *c = calloc(1, sizeof *c);
-    Request *req;
 
     *a = (rls_answer){.status = GRPC_STATUS_OK};
     if (!c) {
         refuse(a, GRPC_STATUS_RESOURCE_EXHAUSTED, "out of memory");
-        return;
+        return 0;
     }
-    req = envoy__service__ratelimit__v3__rate_limit_request__unpack(
-        &alloc, inlen, in);
-    if (!req) {
+    *c = (call){.s = s, .a = a, .deadline_ms = deadline_ms,
+                .b = {.max = RLS_DECODE_BUDGET}};
+    c->alloc = (ProtobufCAllocator){.alloc = budget_alloc,
+                                    .free = budget_free,
+                                    .allocator_data = &c->b};
+    c->req = envoy__service__ratelimit__v3__rate_limit_request__unpack(
+        &c->alloc, inlen, in);
+    if (!c->req) {
         refuse(a, GRPC_STATUS_INVALID_ARGUMENT,
-               b.used ? "RateLimitRequest does not decode (malformed or "
-                        "over the decoding budget)"
-                      : "RateLimitRequest does not decode");
-        free(c);
-        return;
-    }
-    *c = (call){.s = s, .req = req, .a = a, .deadline_ms = deadline_ms};
-    if (!validate(c)) {
+               c->b.used ? "RateLimitRequest does not decode (malformed or "
+                           "over the decoding budget)"
+                         : "RateLimitRequest does not decode");
+        c->failed = 1;
+    } else if (validate(c)) {
+        c->failed = 1;
+    } else {
         pthread_rwlock_rdlock(&s->lock);
-        if (!find_limits(c) && !check_all(c))
-            pack(c);
+        if (find_limits(c))
+            c->failed = 1;
+        else if ((c->cfg = s->cfg)) /* its limits stay while it runs */
+            __atomic_add_fetch(&c->cfg->refs, 1, __ATOMIC_ACQ_REL);
         pthread_rwlock_unlock(&s->lock);
+        if (!c->failed)
+            start_all(c, as);
     }
-    envoy__service__ratelimit__v3__rate_limit_request__free_unpacked(req,
-                                                                     &alloc);
-    free(c);
+    if (c->pending) { /* the last check's callback finishes it */
+        c->done = done;
+        c->arg = arg;
+        return 1;
+    }
+    finish(c);
+    return 0;
 }
 
 /* ---- lifecycle ---------------------------------------------------------- */
@@ -543,7 +764,7 @@ int rls_service_init(rls_service *s, rl_limiter *lim, const char *path,
 {
     pthread_rwlockattr_t attr;
 
-    *s = (rls_service){.lim = lim, .config_path = path,
+    *s = (rls_service){.lim = lim, .config_path = path, .from_source = !path,
                        .algorithm = algorithm, .headers = headers};
     pthread_rwlockattr_init(&attr);
     /* a reload waits for the calls in flight, not for every later one */
@@ -551,15 +772,18 @@ int rls_service_init(rls_service *s, rl_limiter *lim, const char *path,
                                   PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
     pthread_rwlock_init(&s->lock, &attr);
     pthread_rwlockattr_destroy(&attr);
-    return rls_service_reload(s, err, errlen);
+    return s->from_source ? 0 : rls_service_reload(s, err, errlen);
 }
 
 int rls_service_reload(rls_service *s, char *err, size_t errlen)
 {
     ecfg *cfg, *old;
 
+    if (s->from_source)
+        return 0; /* the library's rules_source keeps the rules */
     if (ecfg_load(s->config_path, &cfg, err, errlen))
         return -1;
+    cfg->refs = 1;
     pthread_rwlock_wrlock(&s->lock);
     if (load_rules(s, cfg, err, errlen)) {
         pthread_rwlock_unlock(&s->lock);
@@ -569,12 +793,12 @@ int rls_service_reload(rls_service *s, char *err, size_t errlen)
     old = s->cfg;
     s->cfg = cfg;
     pthread_rwlock_unlock(&s->lock);
-    ecfg_free(old);
+    cfg_unref(old); /* freed when its last call ends */
     return 0;
 }
 
 void rls_service_destroy(rls_service *s)
 {
-    ecfg_free(s->cfg);
+    cfg_unref(s->cfg);
     pthread_rwlock_destroy(&s->lock);
 }
