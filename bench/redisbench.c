@@ -67,8 +67,7 @@ static const bench_opts table = {
     .about = "The Redis store against the Redis on 127.0.0.1:P "
              "(bench/redisbench.sh starts a\nprivate one; FLUSHALLed): "
              "redis-benchmark is taken from $REDIS_BENCHMARK or\nthe PATH; "
-             "the outage group hangs the server with SIGSTOP or DEBUG SLEEP\n"
-             "(REDISBENCH_FAULT=sigstop|debug)."};
+             "the outage group hangs a private server of its own (SIGSTOP)."};
 
 /* The checks across options: 0, or 2 after saying what is wrong. */
 static int opt_finish(options *o)
@@ -238,7 +237,6 @@ static int redis_main(int argc, char **argv)
     options o;
     int prc, status = 1;
     char err[ERRLEN] = "", ver[64] = "", sha[41] = "", cpu_model[128] = "";
-    char scratch[ERRLEN];
     acc ac = {0};
     uint64_t t_start = now_ns();
 
@@ -255,7 +253,6 @@ static int redis_main(int argc, char **argv)
             status = 0;
         }
     }
-    fault_end(scratch); /* a stopped server is resumed, whatever happened */
     if (ac.sh)
         acc_stop(&ac);
     if (status != 0)
