@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "ratelimit.h"
+#include "algo.h"        /* algo_gcd64()                            */
 #include "limiter.h"     /* limiter_store()                         */
 #include "store_redis.h" /* rl_lua_check, store_redis_stats_get()   */
 #include "benchutil.h"
@@ -164,8 +165,6 @@ int64_t rt_ns(void);
 void sleep_s(double s);
 
 void sleep_until_rt(int64_t t_ns);
-
-int64_t gcd64(int64_t a, int64_t b);
 
 void emit(const options *o, const figure *f);
 
