@@ -482,11 +482,14 @@ static void bench_param(const bench_opt *r, const void *o, int json)
 
 void bench_params(const bench_opts *t, const void *o, int json)
 {
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+
     if (json)
-        printf("{\"name\":\"params\",\"library\":\"%s\"",
-               rl_version_string());
+        printf("{\"name\":\"params\",\"library\":\"%s\",\"nproc\":%ld",
+               rl_version_string(), nproc);
     else
-        printf("%s: libratelimit %s", t->prog, rl_version_string());
+        printf("%s: libratelimit %s, nproc=%ld", t->prog,
+               rl_version_string(), nproc);
     for (size_t k = 0; k < t->n; k++) {
         const bench_opt *r = &t->rows[k];
         if (strcmp(r->name, "--json") == 0)

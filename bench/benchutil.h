@@ -181,9 +181,9 @@ void bench_opt_usage(const bench_opts *t, FILE *f);
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
 /* The run's parameters, read from t's rows in o (each row but --json, its
- * name without "--", '-' as '_'), the library's version and the load:
- * with json the object named "params", else the line
- * "<prog>: libratelimit V, name=value, ..., loadavg=L". */
+ * name without "--", '-' as '_'), the library's version, the CPUs and
+ * the load: with json the object named "params", else the line
+ * "<prog>: libratelimit V, nproc=N, name=value, ..., loadavg=L". */
 void bench_params(const bench_opts *t, const void *o, int json);
 
 /* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a
