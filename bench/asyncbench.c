@@ -2,7 +2,7 @@
  * asyncbench.c -- the asynchronous checks against a real Redis, beside the
  * library's other ways of keeping 64 checks in flight and beside
  * rate-limiter-flexible, all in one run against one redis-server
- * (bench/asyncbench.sh starts a private one).  Method and figures: docs/BENCHMARKS.md, "How each bench measures".
+ * (bench/redisbench.sh starts a private one).  Method and figures: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <poll.h>
 #include <pthread.h>
@@ -376,7 +376,7 @@ static const bench_opts table = {
              "(checks/s, p99) beside\nrl_check_many (2 threads x 32), 64 "
              "threads of rl_check and, with --peer,\nrate-limiter-flexible "
              "(64 in flight, one Node loop), in this order, against the\n"
-             "Redis on 127.0.0.1:P (bench/asyncbench.sh starts a private "
+             "Redis on 127.0.0.1:P (bench/redisbench.sh starts a private "
              "one; the peer\nflushes it)."};
 
 enum { M_ASYNC, M_MANY, M_BLK, M_ONE, M_PEER, M_PEER1, M_COUNT };

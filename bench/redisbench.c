@@ -250,7 +250,7 @@ static const bench_mode modes[] = {
     {.name = "redisbench", .run = redis_main,
      .about = "throughput, Redis CPU and bytes per check, accuracy, faults"},
     {.name = "async", .run = async_main,
-     .about = "64 asynchronous checks from one thread (bench/asyncbench.sh)"},
+     .about = "64 asynchronous checks from one thread (bench/redisbench.sh)"},
 };
 
 int main(int argc, char **argv)
