@@ -2,31 +2,7 @@
  * asyncbench.c -- the asynchronous checks against a real Redis, beside the
  * library's other ways of keeping 64 checks in flight and beside
  * rate-limiter-flexible, all in one run against one redis-server
- * (bench/asyncbench.sh starts a private one):
- *
- *   async_64     ONE thread, an rl_async with 64 checks always in flight,
- *                a poll() loop on rl_async_fd(): each callback starts the
- *                next check (issue 12's event-loop figure);
- *   many_2x32    2 threads, each rl_check_many() of 32 requests in a loop;
- *   blocking_64  64 threads, each rl_check() in a loop (a thread-per-
- *                connection server; issue 24 section 5), beside the peer;
- *   blocking_1   ONE thread calling rl_check() (its p50: the unbatched
- *                path's latency), beside the peer with 1 call in flight;
- *   peer         bench/peer/peer.js (rate-limiter-flexible on ioredis, 64
- *                consume() calls in flight in one Node loop, then 1),
- *                run as a child against the same server after ours.
- * With --rounds R every measurement, the peer's too, is taken R times in
- * turn (a loaded machine's swings fall on all of them alike) and each
- * figure is the median of its R values.  client_us: the process's CPU
- * time (user + system, every thread) per check; server_us: redis-server's
- * (INFO cpu) per check; the peer's from its own CPU shares.  On a loaded
- * machine their sum is the steadier comparison of the two.
- *
- * Every check charges one rule on a key drawn uniformly from --keys keys
- * "user:<n>"; the limit is so large that nothing is denied.  Latency is per
- * check: from its start (rl_check_start, or the call) to its answer (the
- * callback, or the call's return; a rl_check_many request: its call's
- * duration).  ratio = value / ref.
+ * (bench/redisbench.sh starts a private one).  Method and figures: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <poll.h>
 #include <pthread.h>
@@ -375,57 +351,33 @@ static void emit_pair(const options *o, const char *name, const result *r,
     emit_figure(&f, o->json, &layout);
 }
 
-static void usage(FILE *to)
-{
-    fprintf(to,
-            "usage: redisbench async --port P [--json] [--seconds S] [--keys N]\n"
-            "                  [--peer PATH/peer.js]\n\n"
-            "One event-loop thread with %d asynchronous checks in flight\n"
-            "(checks/s, p99) beside rl_check_many (%d threads x %d), %d\n"
-            "threads of rl_check and, with --peer, rate-limiter-flexible\n"
-            "(64 in flight, one Node loop), in this order against the\n"
-            "Redis on 127.0.0.1:P (bench/asyncbench.sh starts a private\n"
-            "one).  The database is flushed by the peer.\n\n"
-            "  --seconds S  per measurement (default 10)\n"
-            "  --blocking   the rl_check rows (and the peer's) only\n"
-            "  --rounds R   each measurement R times in turn, medians\n"
-            "               (default 1, at most %d)\n"
-            "  --keys N     key space, k/M/G suffixes (default 100k)\n"
-            "  --peer PATH  run peer.js (needs node and its npm packages)\n",
-            INFLIGHT, MANY_THREADS, MANY_BATCH, BLOCKING_THREADS, ROUNDS_MAX);
-}
+#define OPT_AT(field) offsetof(options, field)
 
-static int parse(int argc, char **argv, options *o)
-{
-    *o = (options){.seconds = 10, .keys = 100000, .rounds = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--json") == 0) {
-            o->json = 1;
-        } else if (strcmp(a, "--blocking") == 0) {
-            o->blocking = 1;
-        } else if (strcmp(a, "--help") == 0) {
-            usage(stdout);
-            exit(0);
-        } else if (v && strcmp(a, "--port") == 0) {
-            o->port = atoi(v), i++;
-        } else if (v && strcmp(a, "--seconds") == 0) {
-            o->seconds = atof(v), i++;
-        } else if (v && strcmp(a, "--keys") == 0) {
-            if (parse_count(v, &o->keys) != 0 || o->keys == 0)
-                return -1;
-            i++;
-        } else if (v && strcmp(a, "--rounds") == 0) {
-            o->rounds = atoi(v), i++;
-        } else if (v && strcmp(a, "--peer") == 0) {
-            o->peer = v, i++;
-        } else {
-            return -1;
-        }
-    }
-    return o->port > 0 && o->port < 65536 && o->seconds > 0 &&
-                   o->rounds >= 1 && o->rounds <= ROUNDS_MAX ? 0 : -1;
-}
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    {"--port", BENCH_OPT_INT, OPT_AT(port), 1, 65535, -1, -1, NULL,
+     "Redis port on 127.0.0.1 (required)"},
+    {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 10, 10, NULL,
+     "per measurement"},
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 100000, 100000, NULL,
+     "key space"},
+    {"--rounds", BENCH_OPT_INT, OPT_AT(rounds), 1, ROUNDS_MAX, 1, 1, NULL,
+     "each measurement R times in turn, medians"},
+    {"--blocking", BENCH_OPT_FLAG, OPT_AT(blocking), .help =
+     "the rl_check rows (and the peer's) only"},
+    {"--peer", BENCH_OPT_NAME, OPT_AT(peer), .def = -1, .help =
+     "PATH of peer.js: run it (needs node and its npm packages)"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0],
+    .prog = "redisbench async",
+    .about = "One event-loop thread with 64 asynchronous checks in flight "
+             "(checks/s, p99) beside\nrl_check_many (2 threads x 32), 64 "
+             "threads of rl_check and, with --peer,\nrate-limiter-flexible "
+             "(64 in flight, one Node loop), in this order, against the\n"
+             "Redis on 127.0.0.1:P (bench/redisbench.sh starts a private "
+             "one; the peer\nflushes it)."};
 
 enum { M_ASYNC, M_MANY, M_BLK, M_ONE, M_PEER, M_PEER1, M_COUNT };
 
@@ -448,12 +400,6 @@ static int run_round(const options *o, result *m, char *err)
     return 0;
 }
 
-static double median_of(double *v, int n)
-{
-    sort_doubles(v, (size_t)n);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 /* med[k] = the rounds' medians of m[.][k], field by field (counts
  * summed). */
 static void medians(result m[][M_COUNT], int rounds, result *med)
@@ -470,25 +416,26 @@ static void medians(result m[][M_COUNT], int rounds, result *med)
             med[k].errors += m[r][k].errors;
             med[k].denied += m[r][k].denied;
         }
-        med[k].checks_per_s = median_of(v[0], rounds);
-        med[k].p50_us = median_of(v[1], rounds);
-        med[k].p99_us = median_of(v[2], rounds);
-        med[k].client_us = median_of(v[3], rounds);
-        med[k].server_us = median_of(v[4], rounds);
+        med[k].checks_per_s = median_of(v[0], (size_t)rounds);
+        med[k].p50_us = median_of(v[1], (size_t)rounds);
+        med[k].p99_us = median_of(v[2], (size_t)rounds);
+        med[k].client_us = median_of(v[3], (size_t)rounds);
+        med[k].server_us = median_of(v[4], (size_t)rounds);
     }
 }
 
 int async_main(int argc, char **argv)
 {
     static result m[ROUNDS_MAX][M_COUNT];
-    options o;
+    options o = {0};
     result med[M_COUNT] = {{0}};
     char err[ERRLEN] = "";
-    int rc = 0, with_peer;
+    int rc = bench_opt_args(argc, argv, &table, &o), with_peer;
 
-    if (parse(argc, argv, &o) != 0) {
-        usage(stderr);
-        return 2;
+    if (rc || o.port == 0) {
+        if (rc == 0)
+            fprintf(stderr, "redisbench async: --port is required\n");
+        return rc == 1 ? 0 : 2;
     }
     memset(m, 0, sizeof m);
     for (int r = 0; r < o.rounds && rc == 0; r++)
@@ -500,11 +447,8 @@ int async_main(int argc, char **argv)
         fprintf(stderr, "asyncbench: %s\n", err);
     with_peer = o.peer && rc == 0;
     medians(m, o.rounds, med);
-    if (o.json)
-        printf("{\"name\":\"params\",\"seconds\":%g,\"keys\":%llu,"
-               "\"in_flight\":%d,\"rounds\":%d,\"loadavg_1m\":%.2f}\n",
-               o.seconds, o.keys, INFLIGHT, o.rounds, loadavg1());
-    else
+    bench_params(&table, &o, o.json);
+    if (!o.json)
         print_columns(&layout);
     {   /* at most two refs per figure: the peer first, when it ran */
         result refs[2] = {med[M_PEER], med[M_MANY]};

@@ -342,6 +342,10 @@ static int bench_opt_set(const bench_opts *t, const bench_opt *r,
              (r->hi <= 0 || ((double)*n >= r->lo && (double)*n <= r->hi));
     } else if (r->kind == BENCH_OPT_REAL) {
         ok = parse_real(val, r->lo, r->hi, (double *)(void *)field) == 0;
+    } else if (r->kind == BENCH_OPT_INT) {
+        double v;
+        if ((ok = parse_real(val, r->lo, r->hi, &v) == 0 && v == (int)v))
+            *(int *)(void *)field = (int)v;
     } else if (r->kind == BENCH_OPT_NAME) {
         ok = r->names == NULL;
         for (const char *const *nm = r->names; nm && *nm && !ok; nm++)
@@ -368,6 +372,8 @@ static void bench_opt_defaults(const bench_opts *t, void *o,
             continue;
         if (r->kind == BENCH_OPT_REAL)
             *(double *)(void *)field = d;
+        else if (r->kind == BENCH_OPT_INT)
+            *(int *)(void *)field = (int)d;
         else if (r->kind == BENCH_OPT_COUNT)
             *(unsigned long long *)(void *)field = (unsigned long long)d;
     }
@@ -377,7 +383,8 @@ void bench_opt_usage(const bench_opts *t, FILE *f)
 {
     static const char *const arg[] = {
         [BENCH_OPT_COUNT] = " N", [BENCH_OPT_REAL] = " X",
-        [BENCH_OPT_NAME] = " NAME", [BENCH_OPT_OWN] = " V"};
+        [BENCH_OPT_NAME] = " NAME", [BENCH_OPT_INT] = " N",
+        [BENCH_OPT_OWN] = " V"};
 
     if (t->usage) {
         t->usage(f);
@@ -392,7 +399,8 @@ void bench_opt_usage(const bench_opts *t, FILE *f)
         snprintf(left, sizeof left, "%s%s", r->name,
                  arg[r->kind] ? arg[r->kind] : "");
         fprintf(f, "  %-18s %s", left, r->help ? r->help : "");
-        if (r->kind == BENCH_OPT_COUNT || r->kind == BENCH_OPT_REAL) {
+        if (r->kind == BENCH_OPT_COUNT || r->kind == BENCH_OPT_REAL ||
+            r->kind == BENCH_OPT_INT) {
             if (r->def >= 0)
                 fprintf(f, " (default %.15g", r->def);
             if (r->def >= 0 && r->quick != r->def)
@@ -452,6 +460,48 @@ int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
     }
     bench_opt_defaults(t, o, given, quick);
     return 0;
+}
+
+/* Row r's value in o, as JSON when json is set. */
+static void bench_param(const bench_opt *r, const void *o, int json)
+{
+    const void *field = (const char *)o + r->off;
+    const char *name = *(const char *const *)field;
+
+    if (r->kind == BENCH_OPT_COUNT)
+        printf("%llu", *(const unsigned long long *)field);
+    else if (r->kind == BENCH_OPT_REAL)
+        printf("%g", *(const double *)field);
+    else if (r->kind != BENCH_OPT_NAME)
+        printf("%d", *(const int *)field);
+    else if (json && name)
+        json_str(name);
+    else
+        printf("%s", name ? name : json ? "null" : "-");
+}
+
+void bench_params(const bench_opts *t, const void *o, int json)
+{
+    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+
+    if (json)
+        printf("{\"name\":\"params\",\"library\":\"%s\",\"nproc\":%ld",
+               rl_version_string(), nproc);
+    else
+        printf("%s: libratelimit %s, nproc=%ld", t->prog,
+               rl_version_string(), nproc);
+    for (size_t k = 0; k < t->n; k++) {
+        const bench_opt *r = &t->rows[k];
+        if (strcmp(r->name, "--json") == 0)
+            continue;
+        fputs(json ? ",\"" : ", ", stdout);
+        for (const char *c = r->name + 2; *c; c++)
+            putchar(*c == '-' ? '_' : *c);
+        fputs(json ? "\":" : "=", stdout);
+        bench_param(r, o, json);
+    }
+    printf(json ? ",\"loadavg_1m\":%.2f}\n" : ", loadavg=%.2f\n",
+           loadavg1());
 }
 
 rl_limiter *bench_limiter(const char *const *kv, char *err)
@@ -537,6 +587,12 @@ static int cmp_double(const void *a, const void *b)
 void sort_doubles(double *v, size_t n)
 {
     qsort(v, n, sizeof *v, cmp_double);
+}
+
+double median_of(double *v, size_t n)
+{
+    sort_doubles(v, n);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
 int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),

@@ -130,6 +130,7 @@ enum {
     BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
     BENCH_OPT_NAME,  /* a const char * (into argv), one of names (names
                         NULL: any)                                      */
+    BENCH_OPT_INT,   /* an int in [lo, hi] (a port, a number of rounds) */
     BENCH_OPT_OWN
 };
 
@@ -179,6 +180,12 @@ void bench_opt_usage(const bench_opts *t, FILE *f);
  * NULL); 2 after saying on stderr what is wrong. */
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
+/* The run's parameters, read from t's rows in o (each row but --json, its
+ * name without "--", '-' as '_'), the library's version, the CPUs and
+ * the load: with json the object named "params", else the line
+ * "<prog>: libratelimit V, nproc=N, name=value, ..., loadavg=L". */
+void bench_params(const bench_opts *t, const void *o, int json);
+
 /* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a
  * NULL value skips its key), or NULL with err set. */
 rl_limiter *bench_limiter(const char *const *kv, char *err);
@@ -212,6 +219,10 @@ void bench_input_free(bench_input *in);
 
 /* v[0..n) sorted ascending, for medians and percentiles. */
 void sort_doubles(double *v, size_t n);
+
+/* The median of v[0..n) (n > 0; the mean of the middle two when n is
+ * even), v sorted in passing. */
+double median_of(double *v, size_t n);
 
 /* A worker thread's outcome: the FIRST member of a bench's worker struct,
  * so that bench_threads() finds it in workers of any type. */

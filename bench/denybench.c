@@ -321,12 +321,7 @@ int deny_main(int argc, char **argv, sb_env *env)
 
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (o.json)
-        printf("{\"name\":\"params\",\"seconds\":%llu,\"limit\":%llu,"
-               "\"fleet\":%llu,\"lease\":%llu,\"partner\":%llu,"
-               "\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
-               o.seconds, o.limit, o.fleet, o.lease, o.partner,
-               rl_version_string(), loadavg1());
+    bench_params(&table, &o, o.json);
     for (int on = OFF; on <= ON && rc == 0; on++) {
         rl_limiter *lim = make_limiter(env->uri, &o, on, err);
         rc = !lim || abuse(lim, &env->srv, &o,

@@ -244,16 +244,9 @@ int dryrun_main(int argc, char **argv)
     if (bench_input_make(&in, o.keys, KEY_STRIDE, (size_t)o.calls, 0,
                          "dryrunbench") != 0)
         return 1;
-    if (o.json)
-        printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
-               "\"rounds\":%llu,\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
-               o.keys, o.calls, o.rounds, rl_version_string(), loadavg1());
-    else {
-        printf("dryrunbench: libratelimit %s, keys=%llu, calls=%llu x %llu "
-               "rounds, loadavg=%.2f\n", rl_version_string(), o.keys,
-               o.calls, o.rounds, loadavg1());
+    bench_params(&table, &o, o.json);
+    if (!o.json)
         print_columns(&layout);
-    }
     for (int deny = 0; deny <= 1 && rc == 0; deny++)
         rc = bench_case(&o, in.keys, in.seq, deny, err);
     if (rc)

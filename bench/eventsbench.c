@@ -231,12 +231,7 @@ int events_main(int argc, char **argv, sb_env *env)
         return rc == 1 ? 0 : rc;
     if (!(keys = bench_keys(o.keys, KEY_STRIDE)))
         return 1;
-    if (o.json)
-        printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
-               "\"rounds\":%llu,\"rate\":%llu,\"seconds\":%llu,"
-               "\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
-               o.keys, o.calls, o.rounds, o.rate, o.seconds,
-               rl_version_string(), loadavg1());
+    bench_params(&table, &o, o.json);
     rc = !(lim[OFF] = make_limiter(NULL, err)) ||
          !(lim[ON] = make_limiter(env->uri, err)) ||
          cost(&o, lim, keys) != 0;

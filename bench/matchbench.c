@@ -1,44 +1,7 @@
 /*
  * matchbench.c -- what finding a request's rules costs (issue 11), each
  * figure beside its reference measured in the same run.
- *
- *   rules_N       rl_check() on the memory store, one thread, median ns
- *                 per request over --rounds blocks of --n requests (the
- *                 four sizes' blocks alternate, in a rotating order), with N
- *                 rules (10, 100, 1000, 5000): 3 that apply (per user,
- *                 per ip, global on /search), 4 globs, and the rest exact
- *                 endpoints (4 in 5) and prefixes ("/pNNN/STARSTAR");
- *                 reference: the same with 10 rules (target: ratio <= 1.3).
- *                 Beside it, walk_ns: what the walk over every rule
- *                 (rule_matches() on each, as rl_check did before the
- *                 index) costs for the same request and set, and
- *                 index_ns: rule_index_match() alone.
- *   shape_N       the same, glob-heavy (issue 24): N rules (10, 5000,
- *                 100000) of which 40 % exact endpoints, 30 % prefixes,
- *                 20 % globs ("/api/STAR/itemsK/STAR", "/api/v?/ordersK",
- *                 "/svcK/STARSTAR/x", "/filesK/STAR.json",
- *                 "/api/STAR/users/STAR/rK", "/api/STARSTAR/hK"), 10 % of
- *                 other tiers; 3 apply to every request
- *                 ("/api/v1/users/<id>", tier gold): a glob, a prefix, a
- *                 tier's.  Reference: shape_10 (targets: 5000 <= 1.3x,
- *                 100000 <= 2x).  At 100000 also build_ms (median
- *                 rule_index_build() of the set), parse_ms (the whole
- *                 set from JSON: what a rule change costs) and
- *                 index_bytes_per_rule.
- *   glob_star_L   100 glob rules "/api/STAR/vK/STARSTAR/end" and an
- *                 endpoint of L bytes ("/api/" + 'a's + "/end") that gets
- *                 past every pattern's fixed ends and keeps its automaton
- *                 alive to the last byte: ns for the 100 matches by the
- *                 bit-parallel matcher (src/rules/pattern.c); reference: the
- *                 dynamic programme it replaced (tests/pattern_dp.h).  L:
- *                 64, 2 KiB (RL_ENDPOINT_MAX), 8 KiB, 1 MiB (1 MiB under
- *                 the old matcher takes seconds: skipped with --quick).
- *   glob_dstar_L  the same with "/api/STARSTAR/vK/STARSTAR/end": only
- *                 double stars, so segments found with memmem().
- *   check_glob_L  rl_check() with the first 100 rules and that endpoint:
- *                 at 2 KiB and below matched; at 8 KiB and 1 MiB refused
- *                 (RL_EINVAL, over RL_ENDPOINT_MAX), which costs reading
- *                 the bound.
+ * Method and figures: docs/BENCHMARKS.md, "How each bench measures".
  *
  *   bench/rlbench match [--json] [--quick] [--n N] [--rounds R]
  */
@@ -158,18 +121,6 @@ static char *rules_json(unsigned n)
     return s;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, size_t n)
-{
-    qsort(v, n, sizeof *v, cmp_double);
-    return v[n / 2];
-}
-
 /* A request of the set's kind (glob-heavy or not) by user u. */
 static void request_of(int glob, unsigned u, rl_request *req, char *user,
                        char *ep)
@@ -230,7 +181,7 @@ static double time_walk(const rl_ruleset *rs, const options *o, int glob,
         per[r] = (double)(now_ns() - t0) / (double)n;
     }
     (void)sink;
-    return median(per, o->rounds);
+    return median_of(per, o->rounds);
 }
 
 static rl_limiter *limiter_with(const char *json)
@@ -275,8 +226,8 @@ static void build_figures(figure *f, const char *json, const options *o)
         ruleset_free(parse_or_die(json));
         parse[r] = (double)(now_ns() - t0) / 1e6;
     }
-    xnum(f, "build_ms", median(build, o->rounds));
-    xnum(f, "parse_ms", median(parse, o->rounds));
+    xnum(f, "build_ms", median_of(build, o->rounds));
+    xnum(f, "parse_ms", median_of(parse, o->rounds));
     xnum(f, "index_bytes_per_rule",
          (double)rule_index_bytes(rs->match) / (double)rs->n);
     ruleset_free(rs);
@@ -313,7 +264,7 @@ static void bench_rules(const options *o, int glob)
     for (size_t k = 0; k < ns; k++) {
         char name[32];
         figure f;
-        per[k][0] = median(per[k], o->rounds);
+        per[k][0] = median_of(per[k], o->rounds);
         snprintf(name, sizeof name, "%s_%u", glob ? "shape" : "rules",
                  sizes[k]);
         f = (figure){.name = name, .value = per[k][0], .unit = "ns",

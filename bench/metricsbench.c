@@ -412,18 +412,9 @@ int metrics_main(int argc, char **argv)
     if (bench_input_make(&in, o.keys, KEY_STRIDE, (size_t)o.calls, 1,
                          "metricsbench") != 0)
         return 1;
-    if (o.json)
-        printf("{\"name\":\"params\",\"keys\":%llu,\"calls\":%llu,"
-               "\"pairs\":%llu,\"instances\":%llu,\"library\":\"%s\","
-               "\"loadavg_1m\":%.2f}\n", o.keys, o.calls, o.pairs,
-               o.instances, rl_version_string(), loadavg1());
-    else {
-        printf("metricsbench: libratelimit %s, keys=%llu, calls=%llu, "
-               "%llu ABBA pairs x %llu instances, loadavg=%.2f\n",
-               rl_version_string(), o.keys, o.calls, o.pairs, o.instances,
-               loadavg1());
+    bench_params(&table, &o, o.json);
+    if (!o.json)
         print_columns(&layout);
-    }
     for (size_t i = o.aa ? CONTROLS : 0;
          i < sizeof cases / sizeof cases[0] && rc == 0;
          i++) {

@@ -20,9 +20,6 @@ static const char *const groups[] = {"throughput_64", "throughput_64_many",
 
 /* ---- the command line: one row an option -------------------------------- */
 
-/* This bench's own kind (benchutil reads the others). */
-enum { OPT_PORT = BENCH_OPT_OWN };
-
 #define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
@@ -30,7 +27,7 @@ static const bench_opt opts[] = {
     BENCH_OPT_QUICK_ROW(options),
     {"--force", BENCH_OPT_FLAG, OPT_AT(force), 0, 0, -1, -1, NULL,
      "run even if the database is not empty"},
-    {"--port", OPT_PORT, OPT_AT(port), 1, 65535, -1, -1, NULL,
+    {"--port", BENCH_OPT_INT, OPT_AT(port), 1, 65535, -1, -1, NULL,
      "Redis port on 127.0.0.1 (required)"},
     {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 10.0, 2.0,
      NULL, "per throughput figure"},
@@ -48,27 +45,12 @@ static const bench_opt opts[] = {
      "one group (accuracy includes window_edge)"},
 };
 
-/* A port for row r: 0, or 2 after saying what is wrong. */
-static int opt_port(const bench_opt *r, const char *val, void *o)
-{
-    unsigned long long port = 0;
-
-    if (parse_count(val, &port) != 0 || port < 1 || port > 65535) {
-        fprintf(stderr, "redisbench: bad port '%s'\n", val);
-        return 2;
-    }
-    *(int *)(void *)((char *)o + r->off) = (int)port;
-    return 0;
-}
-
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "redisbench",
-    .own = opt_port,
     .about = "The Redis store against the Redis on 127.0.0.1:P "
              "(bench/redisbench.sh starts a\nprivate one; FLUSHALLed): "
              "redis-benchmark is taken from $REDIS_BENCHMARK or\nthe PATH; "
-             "the outage group hangs the server with SIGSTOP or DEBUG SLEEP\n"
-             "(REDISBENCH_FAULT=sigstop|debug)."};
+             "the outage group hangs a private server of its own (SIGSTOP)."};
 
 /* The checks across options: 0, or 2 after saying what is wrong. */
 static int opt_finish(options *o)
@@ -238,7 +220,6 @@ static int redis_main(int argc, char **argv)
     options o;
     int prc, status = 1;
     char err[ERRLEN] = "", ver[64] = "", sha[41] = "", cpu_model[128] = "";
-    char scratch[ERRLEN];
     acc ac = {0};
     uint64_t t_start = now_ns();
 
@@ -255,7 +236,6 @@ static int redis_main(int argc, char **argv)
             status = 0;
         }
     }
-    fault_end(scratch); /* a stopped server is resumed, whatever happened */
     if (ac.sh)
         acc_stop(&ac);
     if (status != 0)
@@ -270,7 +250,7 @@ static const bench_mode modes[] = {
     {.name = "redisbench", .run = redis_main,
      .about = "throughput, Redis CPU and bytes per check, accuracy, faults"},
     {.name = "async", .run = async_main,
-     .about = "64 asynchronous checks from one thread (bench/asyncbench.sh)"},
+     .about = "64 asynchronous checks from one thread (bench/redisbench.sh)"},
 };
 
 int main(int argc, char **argv)

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "ratelimit.h"
+#include "algo.h"        /* algo_gcd64()                            */
 #include "limiter.h"     /* limiter_store()                         */
 #include "store_redis.h" /* rl_lua_check, store_redis_stats_get()   */
 #include "benchutil.h"
@@ -111,7 +112,6 @@ typedef struct cmdstat {
 #define OUT_FAILURES 5           /* breaker_failures: K                   */
 #define OUT_COOLDOWN_MS 1000     /* breaker_cooldown_ms (the default)     */
 #define OUT_OPEN_COOLDOWN_MS 60000 /* figure 1: no probe while measuring  */
-#define OUT_OPEN_HANG_S 5.0      /* figure 1 under DEBUG SLEEP            */
 #define OUT_CHECKS 200000ULL     /* figure 1, per limiter (quick: 50k)    */
 #define OUT_CHECKS_QUICK 50000ULL
 #define OUT_WARM 10000ULL
@@ -166,8 +166,6 @@ void sleep_s(double s);
 
 void sleep_until_rt(int64_t t_ns);
 
-int64_t gcd64(int64_t a, int64_t b);
-
 void emit(const options *o, const figure *f);
 
 redisReply *ctl_cmd(char *err, const char *fmt, ...);
@@ -218,14 +216,6 @@ int acc_prepare(const options *o, acc *ac, char *err);
 int acc_run(const options *o, acc *ac, char *err);
 
 int group_edge(const options *o, char *err);
-
-int fault_setup(const options *o, char *err);
-
-const char *fault_name(void);
-
-int fault_end(char *err);
-
-int fault_begin(const options *o, double secs, char *err);
 
 int group_outage(const options *o, char *err);
 

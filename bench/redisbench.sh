@@ -15,7 +15,9 @@
 # benchmark with the remaining arguments plus --port, and stops the server
 # and removes the directory on exit, whatever happens.  Exit status: the
 # benchmark's, or 1 when the server cannot be started.  Needs redis-server,
-# redis-cli and redis-benchmark.
+# redis-cli and redis-benchmark.  `redisbench.sh redisbench async ...` runs
+# rate-limiter-flexible (bench/peer/peer.js) in the same run when node and
+# its npm packages are there (bench/peer/run.sh installs them once).
 set -eu
 
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
@@ -64,9 +66,19 @@ echo "redisbench.sh: $version" >&2
 echo "redisbench.sh: pid $REDIS_PID on 127.0.0.1:$REDIS_PORT; $(nproc 2>/dev/null || echo '?') CPUs; load $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo '?')" >&2
 echo "redisbench.sh: $bin $* --port $REDIS_PORT" >&2
 
+peer=
+if [ "${1:-}" = async ]; then
+	if command -v node >/dev/null 2>&1 && [ -d "$here/peer/node_modules/rate-limiter-flexible" ]; then
+		peer="--peer $here/peer/peer.js"
+	else
+		echo "redisbench.sh: no node or no bench/peer/node_modules: the peer is not run (sh bench/peer/run.sh installs it)" >&2
+	fi
+fi
+
 # ---- the benchmark (not exec'd: the trap must stop the server) -----------------
 REDIS_SERVER_VERSION=$version
 export REDIS_SERVER_VERSION
 st=0
-"$bin" "$@" --port "$REDIS_PORT" || st=$?
+# shellcheck disable=SC2086 # $peer is two words or none
+"$bin" "$@" $peer --port "$REDIS_PORT" || st=$?
 exit "$st"

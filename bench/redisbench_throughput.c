@@ -14,7 +14,7 @@
 void script_args(long long v8[8], int algo, long long limit,
                  long long window_s)
 {
-    long long wms = window_s * 1000LL, g = gcd64(wms, limit);
+    long long wms = window_s * 1000LL, g = algo_gcd64(wms, limit);
     long long bucket = algo == 1 || algo == 3;
 
     v8[0] = algo;

@@ -38,16 +38,6 @@ void sleep_until_rt(int64_t t_ns)
         ;
 }
 
-int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* ---- output ----------------------------------------------------------- */
 
 const text_layout layout = {30, 12, 2, 8, 24, 3};

@@ -161,26 +161,13 @@ static void emit_memory(const options *o, const char *name, size_t n,
 
 /* ---- main ------------------------------------------------------------------ */
 
+/* The parameters, the CPUs and the load (other work on the machine skews
+ * the 2-thread figures: it shows here), then the table's heading. */
 static void print_params(const options *o)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
-    /* Other work on the machine skews the 2-thread figures: show it. */
-    double load = loadavg1();
-
-    if (o->json)
-        printf("{\"name\":\"params\",\"nproc\":%ld,\"keys\":%llu,\"big\":%llu,"
-               "\"samples_per_thread\":%llu,\"algorithm\":\"%s\","
-               "\"quick\":%s,\"timer\":\"clock_gettime(CLOCK_MONOTONIC)\","
-               "\"library\":\"%s\",\"loadavg_1m\":%.2f}\n",
-               nproc, o->keys, o->big, o->samples, o->algo,
-               o->quick ? "true" : "false", rl_version_string(), load);
-    else {
-        printf("rlbench: libratelimit %s, nproc=%ld, keys=%llu, big=%llu, "
-               "samples=%llu/thread, algorithm=%s, loadavg=%.2f%s\n",
-               rl_version_string(), nproc, o->keys, o->big, o->samples,
-               o->algo, load, o->quick ? " (quick)" : "");
+    bench_params(&table, o, o->json);
+    if (!o->json)
         print_columns(&layout);
-    }
     fflush(stdout);
 }
 

@@ -3,7 +3,7 @@
 
 Starts its own redis-server under valgrind --tool=callgrind (instructions:
 the same on a busy 2-core machine as on a quiet one) and loads the function
-library (src/lua_library.c, as built) under several names: as built, and
+library (gen/lua_library.c, as built) under several names: as built, and
 variants that each skip one part of a plain-layout check (--parts).  Each
 runs the same FCALLs, batches of --batch existing keys (--calls of them;
 the rule numbers of bench/redisbench's usec_per_call with a huge limit, so
@@ -167,7 +167,7 @@ def main():
     ap.add_argument('--base-long', action='store_true')
     ap.add_argument('--rounds', type=int, default=3)
     ap.add_argument('--library', default=os.path.join(
-        HERE, '..', 'src', 'lua_library.c'))
+        HERE, '..', 'gen', 'lua_library.c'))
     o = ap.parse_args()
     if not shutil.which('valgrind') or not shutil.which('redis-server'):
         sys.exit('scriptprofile.py: needs valgrind and redis-server')

@@ -117,19 +117,9 @@ int main(int argc, char **argv)
 
     if (prc)
         return prc == 1 ? 0 : 2;
-    if (o.json)
-        printf("{\"name\":\"params\",\"nproc\":%ld,\"library\":\"%s\","
-               "\"rules\":%llu,\"changes\":%llu,\"seconds\":%.3g,"
-               "\"rounds\":%llu,\"interval_ms\":%.3g,\"quick\":%s,"
-               "\"loadavg_1m\":%.2f}\n", sysconf(_SC_NPROCESSORS_ONLN),
-               rl_version_string(), o.rules, o.changes, o.seconds, o.rounds,
-               o.interval_ms, o.quick ? "true" : "false", loadavg1());
-    else {
-        printf("swapbench: libratelimit %s, nproc=%ld, loadavg=%.2f, rules=%llu"
-               "\n", rl_version_string(), sysconf(_SC_NPROCESSORS_ONLN),
-               loadavg1(), o.rules);
+    bench_params(&table, &o, o.json);
+    if (!o.json)
         print_columns(&layout);
-    }
     if (want(&o, "parse"))
         rc = bench_parse(&o, err);
     if (rc == 0 && want(&o, "swap"))

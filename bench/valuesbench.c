@@ -1,20 +1,8 @@
 /*
  * valuesbench.c -- what per-value rules cost a check (issue 25 section
  * 3): thousands of per-customer overrides must cost no more than a
- * handful.  rl_check() on the memory store, one thread, median ns per
- * request over --rounds blocks of --n requests (the blocks alternate in
- * a rotating order).  Three sets: the general rule alone (no per-value
- * rule: the value index is absent, the 1.0 path), and the general rule
- * with 10 or with 5000 overrides, which name the same 5000 customers
- * (500 each, or one each), beside 10 "prefix*" globs, 2 other globs and
- * an unlimited allow-list of 10 keys.  So the stores hold as many states
- * in both, and only the number of rules differs.
- *
- *   miss_N   keys no override names (10000 of them); reference: the
- *            next smaller set (miss_5000 against miss_10: the index's
- *            probes, target ratio <= 1.3)
- *   hit_N    keys of the 5000 customers; hit_5000 against hit_10: a
- *            customer's own rule instead of one of 10 shared ones
+ * handful.  Method and figures: docs/BENCHMARKS.md, "How each bench
+ * measures".
  *
  *   bench/rlbench values [--json] [--quick] [--no-metrics] [--n N]
  *                        [--rounds R]

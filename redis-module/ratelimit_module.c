@@ -67,16 +67,6 @@ typedef struct op {
     RedisModuleString *logval;      /* the log to write (d.changed)      */
 } op;
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 static int is_bucket(int algo)
 {
     return algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA;
@@ -96,7 +86,7 @@ static const char *rule_params(algo_params *ap, long long algo,
         return "ERR ratelimit: window_ms out of range";
     if (burst < 0 || burst > RL_LIMIT_MAX || (burst && !is_bucket((int)algo)))
         return "ERR ratelimit: burst out of range";
-    int64_t g = gcd64(w, limit);
+    int64_t g = algo_gcd64(w, limit);
     *ap = (algo_params){
         .algo = (int)algo, .limit = limit, .window_ms = w,
         .burst = is_bucket((int)algo) ? (burst ? burst : limit) : 0,

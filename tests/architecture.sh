@@ -5,8 +5,8 @@
 # there must be a file, and every file under src/ must be named, a .c
 # standing for the .h beside it (a header without a .c is named itself).
 # The tree is `git ls-files src` in a checkout; in a release tarball (make
-# distcheck), the .c and .h files under src/ less the two that the build
-# generates from lua/ (src/lua_scripts.c, src/lua_library.c).
+# distcheck), the .c and .h files under src/ (the build generates its Lua
+# C files into gen/, not src/).
 # Run by `make check` with top_srcdir set.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/lib.sh" # pass, fail, summary
@@ -20,8 +20,7 @@ if git -C "$top_srcdir" rev-parse --is-inside-work-tree >/dev/null 2>&1 &&
    [ -n "$(git -C "$top_srcdir" ls-files src)" ]; then
     git -C "$top_srcdir" ls-files src
 else
-    (cd "$top_srcdir" && find src -name '*.[ch]' ! -name lua_scripts.c \
-                             ! -name lua_library.c)
+    (cd "$top_srcdir" && find src -name '*.[ch]')
 fi | sort -u > "$tmp.tree"
 
 # The map: backquoted src/ paths in the first cell of each table row.

@@ -66,8 +66,9 @@ algos="$src/lua/token_bucket.lua $src/lua/gcra.lua $src/lua/fixed_window.lua $sr
 sh "$src/lua/embed.sh" "$out/lua_scripts.c" rl_lua_check $lua "$src/lua/clock.lua" "$src/lua/parts.lua" $algos "$src/lua/lean.lua" "$src/lua/settle.lua" "$src/lua/check.lua"
 sh "$src/lua/embed.sh" "$out/lua_test_script.c" rl_lua_check_test $lua "$src/lua/clock_test.lua" "$src/lua/parts.lua" $algos "$src/lua/lean.lua" "$src/lua/settle.lua" "$src/lua/check.lua"
 sh "$src/lua/embed.sh" --library "$out/lua_library.c" rl_lua_library $lua "$src/lua/clock.lua" "$src/lua/library.lua" $algos "$src/lua/lean.lua" "$src/lua/lean_library.lua" -- "$src/lua/settle.lua" "$src/lua/check.lua"
-# The library's sources: src/*.c and src/*/*.c, less an in-tree build's generated
-# src/lua_scripts.c and src/lua_library.c (ours are the ones in $out).
+# The library's sources: src/*.c and src/*/*.c and the scripts embedded above
+# (the build generates its own into gen/; a stale src/lua_scripts.c or
+# src/lua_library.c an older build left in src/ is passed over).
 lib_srcs=""
 for f in "$src"/src/*.c "$src"/src/*/*.c "$out/lua_scripts.c" "$out/lua_library.c"; do
     [ "$f" = "$src/src/lua_scripts.c" ] && continue

@@ -174,6 +174,8 @@ check_headers_ietf
 check_failed_result
 check_abi
 check_algo
+check_rules
+check_rules_match
 check_options
 check_match CK_RUN_CASE=match
 check_sentinel CK_RUN_CASE=uris
