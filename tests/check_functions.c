@@ -92,7 +92,10 @@ static rl_limiter *open_on(const char *store, const char *functions)
 
     ck_assert_int_eq(rl_config_set(cfg, "store", store), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "rules", rules), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "1000"), RL_OK);
+    /* These tests ask which command decided, never how fast: a deadline
+     * no busy host misses (at load 25 a 1 s one was missed, and the check
+     * left to the failure modes failed the test, not the library). */
+    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "10000"), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
     if (functions)
         ck_assert_int_eq(rl_config_set(cfg, "redis_functions", functions),
