@@ -17,7 +17,9 @@ peer: rate-limiter-flexible's script (bench/peer/README.md, 11.4.0), one
 EVALSHA per check on its own keys, is printed beside every figure, and the
 library's lean function (lua/lean.lua: one key, one packed argument, what
 src/redis/redis_script.c sends for a lone one-rule check) beside the
-general path's FCALL with --batch 1; "x peer" is each one's ratio.
+general path's FCALL with --batch 1, and its lean batch (the keys, an
+argument each: a batch of one-rule checks) with --batch N > 1; "x peer" is
+each one's ratio.
 
   python3 bench/scriptprofile.py [--json] [--calls N] [--batch N]
       [--base FILE [--base-long]] [--parts LIST] [--algos 0,1,2,3] [--long] [--rounds N]
@@ -145,6 +147,13 @@ def lean_call(fn, algo, key):
             ':'.join(str(v) for v in rule(algo)[:6] + [1])]
 
 
+def lean_batch(fn, algo, keys):
+    """The lean batch's call (lua/lean.lua): the keys, an argument each."""
+    arg = ':'.join(str(v) for v in rule(algo)[:6] + [1])
+    return (['FCALL', fn + '_b', len(keys)] +
+            ['rl:{user:%d}:p:%d' % (k, algo) for k in keys] + [arg] * len(keys))
+
+
 def peer_call(sha, key):
     return ['EVALSHA', sha, 1, 'rlflx:user:%d' % key, 1, 3600, BIG, 3600]
 
@@ -242,8 +251,9 @@ def run(o, r, pid, tmp, libs):
               (name, name, text))
     sha = r.cmd('SCRIPT', 'LOAD', FLOOR)
     peer = r.cmd('SCRIPT', 'LOAD', PEER)
-    lean = ['lean'] if o.batch == 1 and 'lean_check' in libs['library'] \
-        else []
+    lean = [] if 'lean_check' not in libs['library'] else \
+        ['lean'] if o.batch == 1 else \
+        ['lean_batch'] if 'lean_batch' in libs['library'] else []
     for algo in [int(a) for a in o.algos.split(',')]:
         r.cmd('FLUSHALL')
         for i in range(0, o.keys, 100):  # every key exists
@@ -265,6 +275,8 @@ def run(o, r, pid, tmp, libs):
                                 [lean_call('sp_library', algo, k)
                                  if name == 'lean' else peer_call(peer, k)
                                  for k in keys], 1)
+                elif name == 'lean_batch':
+                    calls = [lean_batch('sp_library', algo, k) for k in picks]
                 elif name.startswith('floor'):
                     extra = 5 if name == 'floor_5_argv' else 0
                     calls = [floor_call(sha, k, extra) for k in picks]
