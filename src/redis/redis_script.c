@@ -276,9 +276,11 @@ static int lean_call(const script_ctx *x, rio_job *const *jobs, int nb,
     if (how != SCRIPT_FCALL || mode != 'c' || x->compact || !x->lean[0])
         return 0;
     for (int j = 0; j < nb; j++) {
-        const store_op *op = &jobs[j]->ops[0];
-        if (jobs[j]->n != 1 || op->lease_min > 0 ||
-            op->rule->ap.algo == RL_ALGO_SLIDING_LOG ||
+        const store_op *op;
+        if (jobs[j]->n != 1)
+            return 0;
+        op = jobs[j]->ops;
+        if (op->lease_min > 0 || op->rule->ap.algo == RL_ALGO_SLIDING_LOG ||
             old_shapes(x, op->rule, now) != 0)
             return 0;
     }
