@@ -17,10 +17,13 @@ peer: rate-limiter-flexible's script (bench/peer/README.md, 11.4.0), one
 EVALSHA per check on its own keys, is printed beside every figure, and the
 library's lean function (lua/lean.lua: one key, one packed argument, what
 src/redis/redis_script.c sends for a lone one-rule check) beside the
-general path's FCALL with --batch 1; "x peer" is each one's ratio.
+general path's FCALL with --batch 1, and its lean batch (the keys, an
+argument each: a batch of one-rule checks) with --batch N > 1; "x peer" is
+each one's ratio.
 
   python3 bench/scriptprofile.py [--json] [--calls N] [--batch N]
       [--base FILE [--base-long]] [--parts LIST] [--algos 0,1,2,3] [--long] [--rounds N]
+      [--usec [--gap US]]
 
 A part skipped changes what the script writes, so a part's figure is its
 cost give or take the knock-on work; the variants are measurements only.
@@ -30,7 +33,12 @@ Each variant runs --rounds times, alternated with the others, and its
 least count is kept: which one runs first after the keys are written (the
 Lua heap's garbage still to collect) otherwise moves a figure by ~1-2k.
 --base-long sends --base's library the long form (for a base that predates
-short requests).
+short requests).  --usec runs a plain redis-server instead and prints
+commandstats' us per check of the lean path (--batch 1: one call at a
+time; N: lean batches) beside the peer's (one call at a time), blocks of
+--calls alternated --rounds times, with --gap us between calls: the same
+pacing for both (a server idle between calls runs the same instructions
+several times slower: caches gone cold).
 """
 import argparse, json, os, random, re, shutil, socket, subprocess, sys
 import tempfile, time, glob
@@ -145,6 +153,13 @@ def lean_call(fn, algo, key):
             ':'.join(str(v) for v in rule(algo)[:6] + [1])]
 
 
+def lean_batch(fn, algo, keys):
+    """The lean batch's call (lua/lean.lua): the keys, an argument each."""
+    arg = ':'.join(str(v) for v in rule(algo)[:6] + [1])
+    return (['FCALL', fn + '_b', len(keys)] +
+            ['rl:{user:%d}:p:%d' % (k, algo) for k in keys] + [arg] * len(keys))
+
+
 def peer_call(sha, key):
     return ['EVALSHA', sha, 1, 'rlflx:user:%d' % key, 1, 3600, BIG, 3600]
 
@@ -166,6 +181,8 @@ def main():
     ap.add_argument('--long', action='store_true')
     ap.add_argument('--base-long', action='store_true')
     ap.add_argument('--rounds', type=int, default=3)
+    ap.add_argument('--usec', action='store_true')
+    ap.add_argument('--gap', type=float, default=0)
     ap.add_argument('--library', default=os.path.join(
         HERE, '..', 'gen', 'lua_library.c'))
     o = ap.parse_args()
@@ -188,9 +205,10 @@ def main():
     s.bind(('127.0.0.1', 0))
     port = s.getsockname()[1]
     s.close()
+    grind = [] if o.usec else ['valgrind', '--tool=callgrind',
+                               '--callgrind-out-file=%s/cg.%%p' % tmp]
     srv = subprocess.Popen(
-        ['valgrind', '--tool=callgrind',
-         '--callgrind-out-file=%s/cg.%%p' % tmp, 'redis-server',
+        grind + ['redis-server',
          '--port', str(port), '--bind', '127.0.0.1', '--save', '',
          '--appendonly', 'no', '--dir', tmp],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -204,7 +222,7 @@ def main():
                 time.sleep(0.1)
         else:
             sys.exit('scriptprofile.py: redis-server did not start')
-        run(o, r, srv.pid, tmp, libs)
+        (usec if o.usec else run)(o, r, srv.pid, tmp, libs)
     finally:
         srv.terminate()
         srv.wait()
@@ -242,8 +260,9 @@ def run(o, r, pid, tmp, libs):
               (name, name, text))
     sha = r.cmd('SCRIPT', 'LOAD', FLOOR)
     peer = r.cmd('SCRIPT', 'LOAD', PEER)
-    lean = ['lean'] if o.batch == 1 and 'lean_check' in libs['library'] \
-        else []
+    lean = [] if 'lean_check' not in libs['library'] else \
+        ['lean'] if o.batch == 1 else \
+        ['lean_batch'] if 'lean_batch' in libs['library'] else []
     for algo in [int(a) for a in o.algos.split(',')]:
         r.cmd('FLUSHALL')
         for i in range(0, o.keys, 100):  # every key exists
@@ -265,6 +284,8 @@ def run(o, r, pid, tmp, libs):
                                 [lean_call('sp_library', algo, k)
                                  if name == 'lean' else peer_call(peer, k)
                                  for k in keys], 1)
+                elif name == 'lean_batch':
+                    calls = [lean_batch('sp_library', algo, k) for k in picks]
                 elif name.startswith('floor'):
                     extra = 5 if name == 'floor_5_argv' else 0
                     calls = [floor_call(sha, k, extra) for k in picks]
@@ -276,6 +297,44 @@ def run(o, r, pid, tmp, libs):
                     v = measure(o, r, pid, tmp, calls)
                 got[name] = min(got.get(name, v), v)
         report(o, algo, got)
+
+
+def usec(o, r, pid, tmp, libs):
+    """--usec: commandstats' us per check of the lean path (one call at a
+    time, or --batch N > 1 pipelined lean batches) and of the peer's script
+    (one call at a time), in blocks of --calls checks alternated --rounds
+    times (each block's order turned), --gap us between calls; medians."""
+    r.cmd('FUNCTION', 'LOAD', 'REPLACE', "#!lua name=sp_library\n"
+          "local RL_FUNCTION = 'sp_library'\n%s" % libs['library'])
+    peer = r.cmd('SCRIPT', 'LOAD', PEER)
+    med = lambda v: sorted(v)[len(v) // 2]
+    for algo in [int(a) for a in o.algos.split(',')]:
+        r.cmd('FLUSHALL')
+        for i in range(0, o.keys, 100):
+            r.cmd(*fcall('sp_library', algo, range(i, i + 100), False))
+            for k in range(i, i + 100):
+                r.cmd(*peer_call(peer, k))
+        got = {'lean': [], 'peer': []}
+        for n in range(o.rounds):
+            rng = random.Random(n)
+            keys = [rng.randrange(o.keys) for _ in range(o.calls)]
+            for name in (['lean', 'peer'], ['peer', 'lean'])[n % 2]:
+                r.cmd('CONFIG', 'RESETSTAT')
+                b = o.batch if name == 'lean' else 1
+                for i in range(0, len(keys), b):
+                    r.cmd(*(peer_call(peer, keys[i]) if name == 'peer' else
+                            lean_call('sp_library', algo, keys[i]) if b == 1
+                            else lean_batch('sp_library', algo, keys[i:i + b])))
+                    if o.gap:
+                        time.sleep(o.gap / 1e6)
+                line = [x for x in r.cmd('INFO', 'commandstats').split('\r\n')
+                        if x.startswith('cmdstat_%s:' % ('evalsha' if name == 'peer' else 'fcall'))][0]
+                got[name].append(float(line.split('usec_per_call=')[1].split(',')[0]) / b)
+        ratios = [a / b for a, b in zip(got['lean'], got['peer'])]
+        print('algorithm %d: lean %.2f us per check (batches of %d), peer %.2f us, '
+              '%.2fx peer (median of %d; %.2f-%.2f), gap %g us'
+              % (algo, med(got['lean']), o.batch, med(got['peer']), med(ratios),
+                 o.rounds, min(ratios), max(ratios), o.gap))
 
 
 def report(o, algo, got):

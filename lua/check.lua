@@ -177,9 +177,14 @@ end
 -- (The line above ends what the function library makes once, at load:
 -- lua/embed.sh --library puts the rest, and settle.lua, in its callback.)
 
+-- "l": the lean path (lean.lua), one key, its argument in ARGV[3] (the
+-- time read off the key unless a test gives one); "L": a batch of lean
+-- checks, KEYS[i]'s argument in ARGV[2 + i]
+if ARGV[2] == 'l' then
+  return lean_check(KEYS[1], ARGV[3], ARGV[1] ~= '0' and rl_now() or nil)
+end
+if ARGV[2] == 'L' then return lean_batch(KEYS, ARGV, 3, rl_now()) end
 now, dirty, migrate = rl_now(), nil, nil
--- "l": the lean path (lean.lua), one key, its argument in ARGV[3]
-if ARGV[2] == 'l' then return lean_check(KEYS[1], ARGV[3], now) end
 local cross = ARGV[2] == 'C'
 local arg = argnum(ARGV[3])
 local converting = arg < 0 -- the table has replaced shapes

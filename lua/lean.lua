@@ -1,54 +1,91 @@
--- lean.lua -- the lean path: one request of one rule on one plain-layout
--- key (what most checks of a fleet are: one connection rarely has two
--- checks to send at once), decided with as few Redis calls and Lua steps
--- as the algorithm allows.  check.lua's general path carries a rule
--- table, per key four values, multi-rule all-or-nothing, both layouts,
--- conversions and leases; a lone call paid for all of it (~14 ARGV
--- values at ~0.9k instructions each, a table returned, PEXPIRETIME).
--- Here a call is one key and one argument, "algo:limit:burst:window:p:q:
--- cost" (src/redis/redis_script.c sends it only for a request of one hard
--- or soft charge, no lease, no replaced shape in force, the plain layout,
--- no sliding log), parsed once per distinct string (a limiter sends the
--- same few again and again) into the algorithm's function and its
--- numbers.  The answer is one string, four little-endian doubles:
--- verdict (1 allowed, -retry ms denied), remaining, reset ms, the time
--- used (a string: a table returned costs Redis ~7k instructions more).
+-- lean.lua -- the lean path: one-rule checks on plain-layout keys (what
+-- most checks of a fleet are: one connection rarely has two checks to
+-- send at once, and a batch is mostly such checks), decided with as few
+-- Redis calls and Lua steps as the algorithm allows.  check.lua's general
+-- path carries a rule table, per key four values, multi-rule
+-- all-or-nothing, both layouts, conversions and leases; a lone call paid
+-- for all of it (~14 ARGV values at ~0.9k instructions each, a table
+-- returned, PEXPIRETIME).  Here a check is one key and one argument,
+-- "algo:limit:burst:window:p:q:cost" (src/redis/redis_script.c sends it
+-- only for a request of one hard or soft charge, no lease, no replaced
+-- shape in force, the plain layout, no sliding log), parsed once per
+-- distinct string (a limiter sends the same few again and again) into
+-- the algorithm's function and its numbers.  A lone check's answer is one
+-- string, four little-endian doubles: verdict (1 allowed, -retry ms
+-- denied), remaining, reset ms, the time used (a string: a table
+-- returned costs Redis ~7k instructions more); a batch's is the general
+-- path's, {three doubles an op, the time}.
 --
 -- The state is the plain layout's, byte for byte (the _load and _save of
 -- each algorithm file): what the general path and every earlier version
--- of the script wrote is read here, and what is written here they read.
--- The windows are integer-native: their value is an integer (a fixed
--- window's count; a sliding window's prev * 10^10 + curr) whose expiry
--- says the window, so a charge in the state's own window is INCRBY, which
--- keeps the expiry, and needs no GET: the charge is made first, the state
--- before it read back from INCRBY's answer and PEXPIRETIME, the
--- algorithm's maths run on that state (fixed_window()'s and
--- sliding_window()'s steps, written inline; check_lua twin-tests them),
--- and then whatever differs from save()'s result put right (a denial:
--- INCRBY -cost; a state INCRBY made: its expiry; a new window: SET ...
--- PXAT).  What is stored is save()'s result in every case, all within
--- the one atomic call.  The buckets keep their time in the expiry:
--- GET, PEXPIRETIME, SET ... PXAT as the general path.
+-- of the script wrote is read here, and what is written here they read,
+-- so limiters of two versions may share keys during a rolling deploy.
+-- Only what changes is written:
+-- - the windows are integer-native: their value is an integer (a fixed
+--   window's count; a sliding window's prev * 10^10 + curr) whose expiry
+--   says the window, so a charge in the state's own window is INCRBY,
+--   which keeps the expiry, and needs no GET: the charge is made first,
+--   the state before it read back from INCRBY's answer and the expiry,
+--   the algorithm's maths run on that state (fixed_window()'s and
+--   sliding_window()'s steps, written inline; check_lua twin-tests them),
+--   and then whatever differs from save()'s result put right (a denial:
+--   INCRBY -cost; a state INCRBY made: its expiry; a new window: SET ...
+--   PXAT);
+-- - a GCRA whose q is 1 (a whole number of ms per unit: the rate divides
+--   the window) keeps its whole state in the expiry (the value, the TAT's
+--   fraction, is always "0"): PEXPIREAT moves it, nothing is read but the
+--   expiry;
+-- - a token bucket whose q is 1 holds its level in the value and the
+--   time it is full again in the expiry; the level now is the capacity
+--   less the time to full, whatever the value, unless the state's own
+--   time is not yet past (a clock gone back, or two charges in one ms),
+--   so the charge is written first by SET ... PXAT ... GET, and the value
+--   it replaced says whether that was so (if not: put back, and the
+--   general steps);
+-- - the other buckets (q > 1) take the general steps: GET, the expiry,
+--   SET ... PXAT.
+-- What is stored is save()'s result in every case, all within the one
+-- atomic call.
+--
+-- The time: Redis's own clock, in ms.  A lone check of a key whose state
+-- lives reads it off the key: PEXPIRETIME - PTTL (both integers Redis
+-- computes from its clock; the state's expiry is read anyway) instead of
+-- TIME (an array of two strings, and their conversion: ~9k instructions).
+-- A key without an expiry (new) or at it (PTTL 0 is clamped) reads TIME,
+-- as does an ACL user set up without +pttl (refused, not failed).  A
+-- batch reads TIME once for all its checks.
+
+-- The key's expiry (-2: no key, -1: none) and the time: `now` when given
+-- (a batch's, or the test build's), else Redis's clock as above.
+local function lean_clock(key, now)
+  if now then return call('PEXPIRETIME', key), now end
+  local d = redis.pcall('PTTL', key)
+  if d == -1 or d == -2 then return d, rl_now() end
+  if type(d) == 'number' and d > 0 then
+    local exp = call('PEXPIRETIME', key)
+    return exp, exp - d
+  end
+  return call('PEXPIRETIME', key), rl_now() -- at it, or no +pttl
+end
 
 -- The general steps on one key, as check.lua's: read (value, expiry),
--- decide, write when charged.  The buckets' path, and the windows' where
--- INCRBY cannot serve (no charge, a cost over the limit, counts whose
--- integer would pass 2^53 in Lua's doubles or int64 in Redis).
+-- decide, write when charged.  The buckets with q > 1, and every path
+-- below where its shortcut cannot serve (no charge, a cost over the
+-- limit, counts whose integer would pass 2^53 in Lua's doubles or int64
+-- in Redis).  A function returns the op's answer, four numbers.
 local lean_load = {[0] = sliding_window_load, token_bucket_load, fixed_window_load, gcra_load}
 local lean_apply = {[0] = sliding_window, token_bucket, fixed_window, gcra}
 local lean_save = {[0] = sliding_window_save, token_bucket_save, fixed_window_save, gcra_save}
-
-local function lean_answer(ok, remaining, reset, retry, now)
-  local verdict = 1
-  if not ok then verdict = -retry end
-  return struct.pack('<dddd', verdict, remaining, reset, now)
-end
 
 local function lean_rw(key, algo, limit, burst, w, p, q, cost, now)
   local value = call('GET', key)
   local a, b, c = 0, 0, 0
   if value then
-    a, b, c = lean_load[algo](burst, w, p, q, value, call('PEXPIRETIME', key))
+    local exp
+    exp, now = lean_clock(key, now)
+    a, b, c = lean_load[algo](burst, w, p, q, value, exp)
+  elseif not now then
+    now = rl_now()
   end
   local ok, changed, remaining, reset, retry
   ok, changed, remaining, reset, retry, a, b, c =
@@ -57,7 +94,8 @@ local function lean_rw(key, algo, limit, burst, w, p, q, cost, now)
     local v, exp = lean_save[algo](burst, w, p, q, a, b, c)
     call('SET', key, v, 'PXAT', format('%d', exp))
   end
-  return lean_answer(ok, remaining, reset, retry, now)
+  if ok then return 1, remaining, reset, now end
+  return -retry, remaining, reset, now
 end
 
 -- A sliding window's integer below this (prev < 900719) is exact in a
@@ -81,7 +119,8 @@ local function lean_fixed(key, algo, limit, burst, w, p, q, cost, now)
   if type(n) ~= 'number' then -- refused (an ACL without +incrby)
     return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
   end
-  local exp = call('PEXPIRETIME', key)
+  local exp
+  exp, now = lean_clock(key, now)
   local start, count = now - now % w, 0
   if exp >= 0 then
     if exp - w > start then start = exp - w end
@@ -92,13 +131,13 @@ local function lean_fixed(key, algo, limit, burst, w, p, q, cost, now)
     if exp >= 0 then call('INCRBY', key, -cost) else call('DEL', key) end
     local retry = reset - now
     if retry < 1 then retry = 1 end
-    return struct.pack('<dddd', -retry, limit - count, reset, now)
+    return -retry, limit - count, reset, now
   end
   if exp ~= reset then -- INCRBY made the key, or counted a passed window
     if count + cost == n then call('PEXPIREAT', key, format('%d', reset))
     else call('SET', key, dec(count + cost), 'PXAT', format('%d', reset)) end
   end
-  return struct.pack('<dddd', 1, limit - count - cost, reset, now)
+  return 1, limit - count - cost, reset, now
 end
 
 -- The sliding window, the same way: sliding_window()'s maths inline on
@@ -116,7 +155,8 @@ local function lean_sliding(key, algo, limit, burst, w, p, q, cost, now)
     call('INCRBY', key, -cost)
     return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
   end
-  local exp = call('PEXPIRETIME', key)
+  local exp
+  exp, now = lean_clock(key, now)
   local e = now % w
   local start, prev, curr, own = now - e, 0, 0, false
   if exp >= 0 then
@@ -136,7 +176,7 @@ local function lean_sliding(key, algo, limit, burst, w, p, q, cost, now)
     if retry < 1 then retry = 1 end
     local left = 0
     if est < cap then left = idiv(cap - est, w) end
-    return struct.pack('<dddd', -retry, left, reset, now)
+    return -retry, left, reset, now
   end
   curr, est = curr + cost, est + cost * w
   if not own then -- INCRBY made the key, or counted another window
@@ -150,10 +190,72 @@ local function lean_sliding(key, algo, limit, burst, w, p, q, cost, now)
   end
   local left, x = 0, cap - est
   if x > 0 then left = (x - x % w) / w end
-  return struct.pack('<dddd', 1, left, reset, now)
+  return 1, left, reset, now
 end
 
-local lean_fn = {[0] = lean_sliding, lean_rw, lean_fixed, lean_rw}
+-- GCRA, q = 1: the TAT is the expiry (gcra_load with the fraction 0,
+-- which it always is: q = 1 leaves none; gcra() would clamp any to 0
+-- too), gcra()'s maths inline, PEXPIREAT to the new TAT (or SET "0" for
+-- a new key).
+local function lean_gcra1(key, algo, limit, burst, w, p, q, cost, now)
+  if q ~= 1 or cost < 1 or cost > burst then
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  local exp
+  exp, now = lean_clock(key, now)
+  if exp == -1 then -- no expiry: not a state this path wrote
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  local cap, tat, t, debt = burst * p, exp, now, 0
+  if exp < 0 then tat = 0 end
+  if tat - t > cap + 1 then t = tat - cap - 1 end
+  if tat > t then debt = tat - t end
+  local need, left = debt + cost * p, 0
+  if need > cap then
+    if debt < cap then left = idiv(cap - debt, p) end
+    return -(need - cap), left, t + debt, now
+  end
+  if exp < 0 then call('SET', key, '0', 'PXAT', format('%d', t + need))
+  else call('PEXPIREAT', key, format('%d', t + need)) end
+  if need < cap then left = idiv(cap - need, p) end
+  return 1, left, t + need, now
+end
+
+-- The token bucket, q = 1: at exp (full again) the level is the
+-- capacity; at now, cap - (exp - now), when the state's time (exp less
+-- the level's room, which needs the value) is past.  Charged on that
+-- reading: SET ... GET writes save()'s result and answers the value it
+-- replaced, which says whether the reading held.  If not, or if the
+-- reading denies, the value (GET, or the one replaced, put back) and the
+-- general steps decide.
+local function lean_bucket1(key, algo, limit, burst, w, p, q, cost, now)
+  if q ~= 1 or cost < 1 or cost > burst then
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  local exp
+  exp, now = lean_clock(key, now)
+  local cap = burst * p
+  local level = cap
+  if exp > now then level = cap - (exp - now) end
+  local left = level - cost * p
+  if exp == -1 or left < 0 then
+    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+  end
+  local full = now + cap - left
+  local s = format('%d', full)
+  local old = call('SET', key, format('%d', left), 'PXAT', s, 'GET')
+  if old then -- the reading held if the state's time is past
+    local a = tonumber(old)
+    if a and a > cap then a = cap end
+    if not a or exp - (cap - a) >= now then
+      call('SET', key, old, 'PXAT', format('%d', exp))
+      return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+    end
+  end
+  return 1, idiv(left, p), full, now
+end
+
+local lean_fn = {[0] = lean_sliding, lean_bucket1, lean_fixed, lean_gcra1}
 
 -- The argument's numbers by its string, {function, algo, limit, burst, w,
 -- p, q, cost}; bounded as argnum's memo.  A string that is not seven
@@ -175,9 +277,40 @@ local function lean_args(s)
   return x
 end
 
--- One lean check of `key` at `now` (check.lua's mode "l", the function
--- library's function RL_FUNCTION .. "_l").
+-- One lean check of `key` (check.lua's mode "l", the function library's
+-- function RL_FUNCTION .. "_l"); `now` nil but in the test build.
 local function lean_check(key, packed, now)
   local x = lean_args(packed)
-  return x[1](key, x[2], x[3], x[4], x[5], x[6], x[7], x[8], now)
+  return struct.pack('<dddd', x[1](key, x[2], x[3], x[4], x[5], x[6], x[7], x[8], now))
+end
+
+-- A batch of lean checks (check.lua's mode "L", the function library's
+-- RL_FUNCTION .. "_b"): KEYS[i] with ARGV[first + i - 1], each its own
+-- request (in order: a key named twice sees the first check's charge), at
+-- one time.  The answer as the general path's: {three doubles an op in
+-- one string, now}; its numbers in a table kept across calls, packed
+-- LEAN_CHUNK a struct.pack (well within Lua's stack).
+local LEAN_CHUNK, lean_out, lean_fmt = 240, {}, {}
+local function lean_pack(n, i)
+  local f = lean_fmt[n]
+  if not f then f = '<' .. string.rep('d', n); lean_fmt[n] = f end
+  return struct.pack(f, unpack(lean_out, i, i + n - 1))
+end
+
+local function lean_batch(K, A, first, now)
+  local out, n = lean_out, 0
+  for i = 1, #K do
+    local x = lean_args(A[first + i - 1])
+    out[n + 1], out[n + 2], out[n + 3] =
+      x[1](K[i], x[2], x[3], x[4], x[5], x[6], x[7], x[8], now)
+    n = n + 3
+  end
+  if n <= LEAN_CHUNK then return {lean_pack(n, 1), now} end
+  local parts = {}
+  for i = 1, n, LEAN_CHUNK do
+    local m = n - i + 1
+    if m > LEAN_CHUNK then m = LEAN_CHUNK end
+    parts[#parts + 1] = lean_pack(m, i)
+  end
+  return {table.concat(parts), now}
 end

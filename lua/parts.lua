@@ -10,7 +10,7 @@
 -- file there.
 
 local compact_layout, converts
-if ARGV[2] ~= 'l' then -- the lean path (lean.lua) needs neither
+if ARGV[2] ~= 'l' and ARGV[2] ~= 'L' then -- the lean path (lean.lua): neither
   local reqs = tonumber(ARGV[3])
   converts = reqs < 0
   if reqs < 0 then reqs = -reqs end

@@ -164,6 +164,40 @@ START_TEST(lone_check_takes_the_lean_function)
 }
 END_TEST
 
+/* A batch of one-rule requests (rl_check_many) is the lean batch's
+ * (lua/lean.lua, rl_<sha>_b): no MGET (the general path reads a batch's
+ * keys with one), the fixed window charged by INCRBY (a denial undone by
+ * INCRBY -cost); each request decided on its own, in order, as the lone
+ * checks above. */
+START_TEST(batch_of_lone_checks_takes_the_lean_batch)
+{
+    rl_limiter *lim = open_on(uri, NULL);
+    rl_request req[8];
+    rl_result res[8];
+    int codes[8], ok = 0;
+    long long f0 = calls_of("fcall"), m0 = calls_of("mget");
+    long long i0 = calls_of("incrby");
+
+    results_init(res, 8);
+    for (int i = 0; i < 8; i++)
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = "/fw",
+                              .user = "batch", .cost = 1};
+    ck_assert_int_eq(rl_check_many(lim, req, res, codes, 8), RL_OK);
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(codes[i], RL_OK);
+        ok += res[i].allowed;
+    }
+    ck_assert_int_eq(ok, 5);
+    ck_assert_int_lt(calls_of("fcall") - f0, 8); /* batched */
+    ck_assert_int_eq(calls_of("mget") - m0, 0);
+    ck_assert_int_eq(calls_of("incrby") - i0, 8 + 3);
+    ck_assert_int_eq(rl_check_many(lim, req, res, codes, 8), RL_OK);
+    for (int i = 0; i < 8; i++)
+        ck_assert_int_eq(res[i].allowed, 0); /* the window is spent */
+    rl_limiter_free(lim);
+}
+END_TEST
+
 /* ---- FUNCTION FLUSH under load --------------------------------------------- */
 
 typedef struct load {
@@ -353,6 +387,7 @@ int main(void)
         tcase_add_checked_fixture(tc, setup, teardown);
         tcase_add_test(tc, fcall_when_on_evalsha_when_off);
         tcase_add_test(tc, lone_check_takes_the_lean_function);
+        tcase_add_test(tc, batch_of_lone_checks_takes_the_lean_batch);
         tcase_add_test(tc, function_flush_under_load_decides_every_check);
         tcase_add_test(tc, least_privilege_falls_back_to_evalsha);
         tcase_add_test(tc, granted_functions_are_called);

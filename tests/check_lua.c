@@ -141,19 +141,35 @@ static int lean_mode;
 
 /* One charge through the lean path: the answer is one string, the op's
  * three doubles and the time. */
+/* The lean argument of one op, "algo:limit:burst:window:p:q:cost", in
+ * buf (LEAN_ARG bytes). */
+#define LEAN_ARG 160
+static const char *lean_arg(char *buf, const algo_params *ap, int64_t cost)
+{
+    snprintf(buf, LEAN_ARG, "%d:%lld:%lld:%lld:%lld:%lld:%lld", ap->algo,
+             (long long)ap->limit, (long long)ap->burst,
+             (long long)ap->window_ms, (long long)ap->p, (long long)ap->q,
+             (long long)cost);
+    return buf;
+}
+
+/* Batches of plain one-rule checks go as the lean batch (check.lua's
+ * mode "L": one key and one argument an op, what src/redis/redis_script.c
+ * sends for a batch of lone one-rule requests). */
+static int lean_batch_mode;
+
+/* `now` "0": the lean path reads Redis's clock (PEXPIRETIME - PTTL of a
+ * live key, else TIME) instead of a test's time. */
 static void lean_apply(const algo_params *ap, const char *key, int64_t now,
                        int64_t cost, algo_decision *d)
 {
-    char t[24], arg[160];
+    char t[24], arg[LEAN_ARG];
     const char *argv[] = {"EVAL", rl_lua_check_test, "1", key, t, "l", arg};
     size_t lens[7];
     redisReply *r;
 
     snprintf(t, sizeof t, "%lld", (long long)now);
-    snprintf(arg, sizeof arg, "%d:%lld:%lld:%lld:%lld:%lld:%lld", ap->algo,
-             (long long)ap->limit, (long long)ap->burst,
-             (long long)ap->window_ms, (long long)ap->p, (long long)ap->q,
-             (long long)cost);
+    lean_arg(arg, ap, cost);
     for (int i = 0; i < 7; i++)
         lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
     r = redisCommandArgv(ctx, 7, argv, lens);
@@ -166,7 +182,9 @@ static void lean_apply(const algo_params *ap, const char *key, int64_t now,
         redisReply arr = {.type = REDIS_REPLY_ARRAY, .elements = 1,
                           .element = &elp};
         lua_answer(&arr, 0, d);
-        ck_assert_int_eq(lua_answer_value(&arr, 1, 0), now);
+        d->expires_ms = lua_answer_value(&arr, 1, 0); /* the time used */
+        if (now)
+            ck_assert_int_eq(d->expires_ms, now);
     }
     freeReplyObject(r);
 }
@@ -418,8 +436,11 @@ START_TEST(lean_path_reads_written_state)
         {RL_ALGO_FIXED_WINDOW, 10, 0, idx, 10, 0, 1, "10", (idx + 1) * w},
         /* a clock gone back a window: the state's own window decides */
         {RL_ALGO_FIXED_WINDOW, 10, 0, idx + 1, 4, 0, 1, "4", (idx + 2) * w},
+        /* the buckets: q = 1 (10 per minute) and q = 7 (7 per minute) */
         {RL_ALGO_TOKEN_BUCKET, 10, 20, 0, 0, 0, 1, NULL, 0},
+        {RL_ALGO_TOKEN_BUCKET, 7, 20, 0, 0, 0, 2, NULL, 0},
         {RL_ALGO_GCRA, 10, 20, 0, 0, 0, 3, NULL, 0},
+        {RL_ALGO_GCRA, 7, 20, 0, 0, 0, 3, NULL, 0},
     };
 
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
@@ -439,9 +460,9 @@ START_TEST(lean_path_reads_written_state)
                 st.a = 5 * ap.p, st.b = t - 100;
                 exp = st.b + (cap - st.a + ap.q - 1) / ap.q;
                 snprintf(val, sizeof val, "%lld", (long long)st.a);
-            } else { /* a TAT 1.5 s ahead, fraction 1 */
-                st.a = t + 1500, st.b = 1;
-                exp = st.a + 1;
+            } else { /* a TAT 1.5 s ahead, fraction 1 (q = 1: none) */
+                st.a = t + 1500, st.b = ap.q > 1;
+                exp = st.a + (st.b > 0);
                 snprintf(val, sizeof val, "%lld", (long long)st.b);
             }
             value = val;
@@ -458,6 +479,54 @@ START_TEST(lean_path_reads_written_state)
         }
     }
     lean_mode = 0;
+}
+END_TEST
+
+/* Redis's time in ms (TIME). */
+static int64_t redis_ms(void)
+{
+    redisReply *r = cmd("TIME");
+    int64_t ms;
+
+    ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+    ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+/* The lean path on Redis's own clock (no test time): the time it used,
+ * read off the key's expiry (PEXPIRETIME - PTTL) once a state lives,
+ * lies between TIME before and after the call, and the C maths at that
+ * time decide the same, every algorithm, q = 1 and q > 1. */
+START_TEST(lean_path_reads_redis_clock)
+{
+    static const int64_t limits[] = {10, 7};
+
+    for (int algo = 0; algo <= RL_ALGO_GCRA; algo++)
+        for (int k = 0; k < 2; k++) {
+            algo_params ap;
+            algo_state st = {0};
+            char err[200], key[64];
+
+            ck_assert_int_eq(algo_params_init(&ap, algo, limits[k],
+                                              is_bucket(algo) ? 20 : 0, 60,
+                                              err, sizeof err), 0);
+            snprintf(key, sizeof key, "rl:{clock}:%d-%d", algo, k);
+            for (int s = 0; s < 6; s++) {
+                algo_decision c, l;
+                int64_t before = redis_ms(), after;
+
+                lean_apply(&ap, key, 0, 1 + s % 2, &l);
+                after = redis_ms();
+                ck_assert_msg(l.expires_ms >= before && l.expires_ms <= after,
+                              "%s step %d: time %lld not in [%lld, %lld]",
+                              algo_name(algo), s, (long long)l.expires_ms,
+                              (long long)before, (long long)after);
+                algo_apply(&ap, &st, l.expires_ms, 1 + s % 2, &c);
+                same_decision(&c, &l, "C vs lean, Redis clock", &ap, s, 0,
+                              l.expires_ms, 1 + s % 2);
+            }
+        }
 }
 END_TEST
 
@@ -956,7 +1025,7 @@ static void lua_batch(const algo_params *ap, const char *const *keys,
                       int nreq, int64_t now, algo_decision *d)
 {
     enum { MAXR = 24, MAXARG = 16 + 6 * MAXR };
-    char num[MAXARG][24];
+    char num[MAXARG][24], packed[MAXR][LEAN_ARG];
     const char *argv[MAXARG];
     size_t lens[MAXARG];
     int c = 0;
@@ -981,6 +1050,12 @@ static void lua_batch(const algo_params *ap, const char *const *keys,
     for (int i = 0; i < nreq; i++)
         argv[c++] = keys[i];
     NUM(now);
+    if (lean_batch_mode && !fields) { /* mode "L": an argument per op */
+        argv[c++] = "L";
+        for (int i = 0; i < nreq; i++)
+            argv[c++] = lean_arg(packed[i], ap, cost[i]);
+        goto send;
+    }
     argv[c++] = "c";
     NUM(11); /* the requests' part, after the one rule at ARGV[4..10] */
     NUM(ap->algo), NUM(ap->limit), NUM(ap->burst), NUM(ap->window_ms);
@@ -991,6 +1066,7 @@ static void lua_batch(const algo_params *ap, const char *const *keys,
         argv[c++] = fields ? fields[i] : "";
     }
 #undef NUM
+send:
     for (int i = 0; i < c; i++)
         lens[i] = strlen(argv[i]);
     r = redisCommandArgv(ctx, c, argv, lens);
@@ -1003,12 +1079,15 @@ static void lua_batch(const algo_params *ap, const char *const *keys,
 }
 
 /* A batch naming the same clients again and again, every algorithm: each
- * request decided as the C maths decide the same requests one by one. */
+ * request decided as the C maths decide the same requests one by one;
+ * through the general path, then the lean batch (lua/lean.lua). */
 START_TEST(batch_repeated_keys_same_decisions)
 {
     int64_t base = test_base();
 
-    for (int algo = 0; algo < 4; algo++)
+    for (int m = 0; m < 8; m++) {
+        int algo = m % 4;
+        lean_batch_mode = m >= 4; /* then the lean batch, mode "L" */
         for (int round = 0; round < 20; round++) {
             algo_params ap = random_params(algo);
             algo_state st[3] = {{0}, {0}, {0}};
@@ -1019,8 +1098,8 @@ START_TEST(batch_repeated_keys_same_decisions)
             int who[24], n = 2 + (int)rnd(23);
 
             for (int k = 0; k < 3; k++)
-                snprintf(names[k], sizeof names[k], "rl:{batch}:%s-%d-%d",
-                         algo_name(algo), round, k);
+                snprintf(names[k], sizeof names[k], "rl:{batch}:%s-%d-%d-%d",
+                         algo_name(algo), lean_batch_mode, round, k);
             for (int s = 0; s < 3; s++) { /* three calls, time moving */
                 for (int i = 0; i < n; i++) {
                     who[i] = (int)rnd(3);
@@ -1030,12 +1109,15 @@ START_TEST(batch_repeated_keys_same_decisions)
                 lua_batch(&ap, keys, NULL, cost, n, t, l);
                 for (int i = 0; i < n; i++) {
                     algo_apply(&ap, &st[who[i]], t, cost[i], &c);
-                    same_decision(&c, &l[i], "C vs Lua batch", &ap, i, base,
-                                  t, cost[i]);
+                    same_decision(&c, &l[i], lean_batch_mode
+                                  ? "C vs Lua lean batch" : "C vs Lua batch",
+                                  &ap, i, base, t, cost[i]);
                 }
                 t = next_time(&ap, t, base);
             }
         }
+    }
+    lean_batch_mode = 0;
 }
 END_TEST
 
@@ -1134,6 +1216,7 @@ int main(void)
     tcase_add_test(tc, short_requests_same_decisions);
     tcase_add_test(tc, lean_path_same_decisions);
     tcase_add_test(tc, lean_path_reads_written_state);
+    tcase_add_test(tc, lean_path_reads_redis_clock);
     tcase_add_test(tc, batch_repeated_keys_same_decisions);
     tcase_add_test(tc, state_size_bound);
     tcase_add_test(tc, token_bucket_same_decisions);

@@ -15,7 +15,9 @@
  * A lone request of one charge, the common case of an unbatched fleet,
  * goes to the library's lean function instead (lua/lean.lua): its key
  * and one argument, "algo:limit:burst:window:p:q:cost", answered by one
- * string of four doubles (the op's three, then the time).
+ * string of four doubles (the op's three, then the time).  A batch of
+ * such requests (no multi-rule one among them) goes to the lean batch:
+ * their keys, then an argument each, answered as the general path is.
  */
 #include "redis_script.h"
 #include "cluster_reply.h"
@@ -264,37 +266,67 @@ void script_ctx_names(script_ctx *x, const char *library, size_t len)
 /* The lean function's argument: 7 integers and their colons. */
 #define LEAN_ARG_MAX (7 * 21)
 
-/* Does the lean function serve this call (see redis_script.h)? */
+/* Does the lean path serve this call (see redis_script.h): every request
+ * one op, on the plain layout, no lease, no sliding log, no replaced
+ * shape in force?  Then 1 for a lone request (x->lean), 2 for a batch
+ * (x->fn and "_b"). */
 static int lean_call(const script_ctx *x, rio_job *const *jobs, int nb,
                      char mode, int how, int64_t now)
 {
-    const store_op *op;
-
-    if (how != SCRIPT_FCALL || mode != 'c' || nb != 1 || jobs[0]->n != 1 ||
-        x->compact || !x->lean[0])
+    if (how != SCRIPT_FCALL || mode != 'c' || x->compact || !x->lean[0])
         return 0;
-    op = &jobs[0]->ops[0];
-    return op->lease_min <= 0 && op->rule->ap.algo != RL_ALGO_SLIDING_LOG &&
-           old_shapes(x, op->rule, now) == 0;
+    for (int j = 0; j < nb; j++) {
+        const store_op *op;
+        if (jobs[j]->n != 1)
+            return 0;
+        op = jobs[j]->ops;
+        if (op->lease_min > 0 || op->rule->ap.algo == RL_ALGO_SLIDING_LOG ||
+            old_shapes(x, op->rule, now) != 0)
+            return 0;
+    }
+    return nb == 1 ? 1 : 2;
 }
 
-static void put_lean(const script_ctx *x, resp_buf *b, const rio_job *j)
+/* One op's key, or its argument "algo:limit:burst:window:p:q:cost". */
+static void put_lean_key(resp_buf *b, const rio_job *j)
+{
+    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
+    size_t flen, klen = redis_key(&j->ops[0], 0, key, field, &flen);
+
+    resp_arg(b, key, klen);
+}
+
+static void put_lean_arg(resp_buf *b, const rio_job *j)
 {
     const store_op *op = &j->ops[0];
     const algo_params *ap = &op->rule->ap;
-    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX], arg[LEAN_ARG_MAX];
-    size_t flen, klen = redis_key(op, 0, key, field, &flen);
+    char arg[LEAN_ARG_MAX];
     int n = snprintf(arg, sizeof arg, "%d:%lld:%lld:%lld:%lld:%lld:%lld",
                      ap->algo, (long long)ap->limit, (long long)ap->burst,
                      (long long)ap->window_ms, (long long)ap->p,
                      (long long)ap->q, (long long)op->cost);
 
-    resp_head(b, '*', 5);
-    resp_arg(b, "FCALL", 5);
-    resp_arg(b, x->lean, strlen(x->lean));
-    resp_num(b, 1);
-    resp_arg(b, key, klen);
     resp_arg(b, arg, (size_t)n);
+}
+
+/* FCALL of the lean function (one job) or the lean batch (nb jobs): the
+ * keys, then an argument each (lua/lean.lua). */
+static void put_lean(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
+                     int nb)
+{
+    char fn[sizeof x->lean + 8];
+    size_t fl = (size_t)snprintf(fn, sizeof fn, "%s%s",
+                                 nb == 1 ? x->lean : x->fn,
+                                 nb == 1 ? "" : "_b");
+
+    resp_head(b, '*', 3 + 2 * (int64_t)nb);
+    resp_arg(b, "FCALL", 5);
+    resp_arg(b, fn, fl);
+    resp_num(b, nb);
+    for (int j = 0; j < nb; j++)
+        put_lean_key(b, jobs[j]);
+    for (int j = 0; j < nb; j++)
+        put_lean_arg(b, jobs[j]);
 }
 
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
@@ -309,7 +341,7 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
         test_now = x->clock->fn(x->clock->arg);
     now = test_now ? test_now : clock_wall_ms();
     if (lean_call(x, jobs, nb, mode, how, now)) {
-        put_lean(x, b, jobs[0]);
+        put_lean(x, b, jobs, nb);
         return;
     }
     ntable = table_size(x, jobs, nb, old, now, &nkeys, &moves);

@@ -41,7 +41,9 @@ void script_ctx_names(script_ctx *x, const char *library, size_t len);
  * SCRIPT_* above (SCRIPT_FCALL only when x->fn is set).  A lone request
  * of one charge that the lean path serves (mode 'c', FCALL, the plain
  * layout, no lease, no sliding log, no replaced shape in force) goes as
- * an FCALL of x->lean instead: one key, one argument (lua/lean.lua).
+ * an FCALL of x->lean instead: one key, one argument (lua/lean.lua); a
+ * batch of such requests, as an FCALL of x->fn and "_b": their keys,
+ * then an argument each.
  */
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
                 int nb, char mode, int how);
