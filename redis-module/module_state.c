@@ -203,7 +203,8 @@ static int hget(RedisModuleCtx *ctx, const char *base, size_t blen,
 
 /* HSET of epoch e's hash, and its expiry when that is not set yet (Lua
  * sets it when the HSET created the field; every write of an epoch's hash
- * sets the same time, so the hash ends alike). */
+ * sets the same time, so the hash ends alike); exp < 0: a refund's HSET
+ * of a field that exists, the expiry left as it is. */
 static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
                 int64_t e, RedisModuleString *field, int64_t v, int64_t exp)
 {
@@ -220,7 +221,7 @@ static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
     } else {
         RedisModule_HashSet(k, REDISMODULE_HASH_NONE, field, val, NULL);
         RedisModule_Replicate(ctx, "HSET", "bss", name, n, field, val);
-        if (RedisModule_GetAbsExpire(k) != exp) {
+        if (exp >= 0 && RedisModule_GetAbsExpire(k) != exp) {
             RedisModule_SetAbsExpire(k, exp);
             RedisModule_Replicate(ctx, "PEXPIREAT", "bl", name, n,
                                   (long long)exp);
@@ -304,4 +305,31 @@ int ms_compact_write(RedisModuleCtx *ctx, const char *base, size_t blen,
                 : (st->a - e * l) * ap->q + st->b;
         return hput(ctx, base, blen, e, field, v, (e + 2) * l);
     }
+}
+
+/* A refund of a field that exists (lua/compact.lua's window_crefund and
+ * bucket_crefund): a window's count in the epoch the charge was made in,
+ * less cost; a bucket's virtual time, in the hash it is read from, less
+ * cost * p; neither below 0. */
+int ms_compact_refund(RedisModuleCtx *ctx, const char *base, size_t blen,
+                      RedisModuleString *field, const algo_params *ap,
+                      int64_t cost, int64_t at, int64_t now)
+{
+    int64_t e, v, l, take = cost;
+    int rc;
+
+    if (ap->algo == RL_ALGO_FIXED_WINDOW ||
+        ap->algo == RL_ALGO_SLIDING_WINDOW) {
+        e = at / ap->window_ms;
+        rc = hget(ctx, base, blen, e, field, &v);
+    } else {
+        l = life(ap);
+        e = now / l;
+        take = cost * ap->p;
+        if ((rc = hget(ctx, base, blen, e, field, &v)) == MS_OK && v < 0)
+            rc = hget(ctx, base, blen, --e, field, &v);
+    }
+    if (rc != MS_OK || v < 0)
+        return rc;
+    return hput(ctx, base, blen, e, field, v > take ? v - take : 0, -1);
 }

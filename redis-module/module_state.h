@@ -51,6 +51,12 @@ int ms_compact_write(RedisModuleCtx *ctx, const char *base, size_t blen,
                      RedisModuleString *field, const algo_params *ap,
                      int64_t now, const algo_state *st);
 
+/* Give back `cost` of a charge made at `at` to `field`, as
+ * lua/compact.lua's *_crefund (nothing when the field has no state). */
+int ms_compact_refund(RedisModuleCtx *ctx, const char *base, size_t blen,
+                      RedisModuleString *field, const algo_params *ap,
+                      int64_t cost, int64_t at, int64_t now);
+
 /* The 6-byte big-endian time of a log entry, and its inverse. */
 int64_t ms_log_time(const char *p);
 void ms_log_put(char *p, int64_t t);

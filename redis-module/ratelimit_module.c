@@ -35,6 +35,7 @@
 
 #include "algo.h"
 #include "module_api.h"
+#include "module_cmd.h"
 #include "module_state.h"
 #include "ratelimit.h"
 
@@ -50,6 +51,9 @@ static int test_clock;
 
 /* "PXAT", made once: an argument of every SET replicated. */
 static RedisModuleString *pxat;
+
+/* The error of a bad number (module_cmd.h). */
+const char mod_enum[] = "ERR ratelimit: a number expected";
 
 typedef struct op {
     RedisModuleString *key, *field; /* field NULL: the plain layout      */
@@ -82,8 +86,7 @@ static int is_bucket(int algo)
     return algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA;
 }
 
-/* A rule's numbers as algo_params_init() checks them (window in ms). */
-static const char *rule_params(algo_params *ap, long long algo,
+const char *mod_rule_params(algo_params *ap, long long algo,
                                long long limit, long long burst,
                                long long w)
 {
@@ -117,8 +120,8 @@ static const char *parse_op(op *o, RedisModuleString **argv, int at)
     for (int i = 0; i < 6; i++)
         if (RedisModule_StringToLongLong(argv[at + i], &v[i]) !=
             REDISMODULE_OK)
-            return "ERR ratelimit: a number expected";
-    if ((err = rule_params(&o->ap, v[0], v[1], v[2], v[3])) != NULL)
+            return mod_enum;
+    if ((err = mod_rule_params(&o->ap, v[0], v[1], v[2], v[3])) != NULL)
         return err;
     if (v[4] < 0 || v[4] > RL_COST_MAX)
         return "ERR ratelimit: cost out of range";
@@ -227,6 +230,20 @@ static void write_value(RedisModuleKey *k, const char *p, size_t n,
         RedisModule_SetAbsExpire(k, exp);
 }
 
+void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
+                   RedisModuleString *key, const char *p, size_t n,
+                   int64_t exp, int64_t was)
+{
+    if (exp <= RedisModule_Milliseconds()) {
+        RedisModule_DeleteKey(k);
+        RedisModule_Replicate(ctx, "DEL", "s", key);
+        return;
+    }
+    write_value(k, p, n, exp, was);
+    RedisModule_Replicate(ctx, "SET", "sbsl", key, p, n, pxat,
+                          (long long)exp);
+}
+
 /* Write op o's charged state (plain: SET ... PXAT, replicated as such; an
  * expiry already past deletes, as SET does). */
 static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
@@ -252,16 +269,9 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
         n = ms_plain_value(&o->ap, &o->next, buf, &exp);
         p = buf;
     }
-    if (exp <= RedisModule_Milliseconds()) {
-        RedisModule_DeleteKey(o->k);
-        RedisModule_Replicate(ctx, "DEL", "s", o->key);
-    } else {
-        /* a reopened key may have been written by an earlier op */
-        write_value(o->k, p, n, exp,
-                    reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
-        RedisModule_Replicate(ctx, "SET", "sbsl", o->key, p, n, pxat,
-                              (long long)exp);
-    }
+    /* a reopened key may have been written by an earlier op */
+    mod_put_plain(ctx, o->k, o->key, p, n, exp,
+                  reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
     if (reopen) {
         RedisModule_CloseKey(o->k);
         o->k = NULL;
@@ -287,9 +297,7 @@ static const char *state_error(int rc)
                               : "ERR ratelimit: a state no limiter writes";
 }
 
-/* The time: the server's, or with "testclock" a trailing NOW ms (0: the
- * server's).  -1 on bad arguments. */
-static int64_t decision_time(RedisModuleString **argv, int argc, int at)
+int64_t mod_time(RedisModuleString **argv, int argc, int at)
 {
     long long ms;
     size_t len;
@@ -323,7 +331,7 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
             RedisModule_KeyAtPos(ctx, 2 + i);
         return REDISMODULE_OK;
     }
-    if ((now = decision_time(argv, argc, (int)(2 + n * (1 + MOD_VALUES)))) < 0)
+    if ((now = mod_time(argv, argc, (int)(2 + n * (1 + MOD_VALUES)))) < 0)
         return RedisModule_WrongArity(ctx);
     memset(ops, 0, sizeof ops[0] * (size_t)n);
     for (int i = 0; i < n; i++) {
@@ -376,6 +384,10 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         test_clock = 1;
     }
     pxat = RedisModule_CreateString(NULL, "PXAT", 4);
-    return RedisModule_CreateCommand(ctx, "rl.check", check_command,
+    if (RedisModule_CreateCommand(ctx, "rl.check", check_command,
+                                  "write deny-oom getkeys-api", 0, 0, 0) !=
+        REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    return RedisModule_CreateCommand(ctx, "rl.settle", mod_settle_command,
                                      "write deny-oom getkeys-api", 0, 0, 0);
 }

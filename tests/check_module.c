@@ -19,6 +19,7 @@
 
 #include "algo.h"
 #include "lua_fixture.h"
+#include "settle.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "testutil.h"
@@ -417,6 +418,187 @@ START_TEST(leases_as_the_script)
 }
 END_TEST
 
+/* ---- refunds and settles (RL.SETTLE; lua/check.lua "r", settle.lua) ---- */
+
+/* A refund (mode 'r') or settle ('s', 'd') of n parts, each pt[i].cost
+ * units charged at at[i], through RL.SETTLE (mod 1) or the script (mod
+ * 0); markers mk[i] for 's' and 'd'.  The answer's integer. */
+static long long settle_call(int mod, char mode, int64_t now,
+                             const mpart *pt, int n, const int64_t *at,
+                             char (*mk)[64])
+{
+    char num[MAXP * 8 + 8][24], m[2] = {mode, 0};
+    const char *argv[96];
+    size_t lens[96];
+    int c = 0, u = 0, nk = mode == 'r' ? n : 2 * n, reqs = 0;
+    redisReply *r;
+    long long v;
+
+#define NUM(x) (snprintf(num[u], sizeof num[u], "%lld", (long long)(x)), \
+                argv[c++] = num[u++])
+    argv[c++] = mod ? "RL.SETTLE" : "EVAL";
+    if (mod)
+        argv[c++] = m;
+    else
+        argv[c++] = rl_lua_check_test;
+    NUM(nk);
+    for (int i = 0; i < nk; i++)
+        argv[c++] = i < n ? pt[i].key : mk[i - n];
+    if (!mod) {
+        NUM(now);
+        argv[c++] = m;
+        reqs = c++;
+    }
+    for (int i = 0; i < n; i++) {
+        NUM(pt[i].ap->algo);
+        NUM(pt[i].ap->limit);
+        NUM(mod ? sent_burst(pt[i].ap) : pt[i].ap->burst);
+        NUM(pt[i].ap->window_ms);
+        if (mod) {
+            NUM(pt[i].cost);
+            NUM(at[i]);
+            argv[c++] = pt[i].field;
+        } else {
+            NUM(pt[i].ap->p);
+            NUM(pt[i].ap->q);
+            NUM(0);
+        }
+    }
+    if (mod) {
+        argv[c++] = "NOW";
+        NUM(now);
+    } else {
+        snprintf(num[u], sizeof num[u], "%d", c - (2 + nk));
+        argv[reqs] = num[u++];
+        NUM(1);
+        NUM(n);
+        for (int i = 0; i < n; i++) {
+            NUM(4 + 7 * i);
+            NUM(pt[i].cost);
+            NUM(at[i]);
+            argv[c++] = pt[i].field;
+        }
+    }
+#undef NUM
+    for (int i = 0; i < c; i++)
+        lens[i] = !mod && i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
+    r = redisCommandArgv(ctx, c, argv, lens);
+    ck_assert_msg(r != NULL, "%s", ctx->errstr);
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "%s %c: %s",
+                  mod ? "RL.SETTLE" : "script", mode,
+                  r->type == REDIS_REPLY_ERROR ? r->str : "no integer");
+    v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Charges, and now and then a refund ('r') or a settle ('s', 'd', each
+ * with a new marker or, once in a while, the last one again) of the last
+ * charge, on a key only the module settles and one only the script does:
+ * the answers and every later check the same, and (plain layout) as the
+ * C maths: settle_state(), algo_log_refund().  Time only moves on (a
+ * bucket's refill time stays at or before now, where check.lua's "r" and
+ * settle_state refund alike). */
+static void settle_twin(int algo, int compact, char kind, int rules,
+                        int steps)
+{
+    int64_t base = test_base();
+
+    for (int r = 0; r < rules; r++) {
+        algo_params ap = random_params(algo);
+        cside cs = {0};
+        int64_t t = base + (int64_t)rnd(100000), at = 0, charged = 0;
+        int written = 0, rid = 0, made = 0;
+        char key[2][40], field[16] = "", mk[2][1][64];
+
+        for (int k = 0; k < 2; k++)
+            snprintf(key[k], sizeof key[k], "%s:{%d}:s%d-%s-%d",
+                     compact ? "rlc" : "rl", (int)rnd(65536), k,
+                     algo_name(algo), r);
+        if (compact)
+            snprintf(field, sizeof field, "%u", (unsigned)rnd(1u << 31));
+        for (int s = 0; s < steps; s++) {
+            mpart pt[2] = {{.key = key[0], .field = field, .ap = &ap,
+                            .mode = "0"},
+                           {.key = key[1], .field = field, .ap = &ap,
+                            .mode = "0"}};
+            char mode = kind == 'r' ? 'r' : rnd(2) ? 's' : 'd';
+            if ((charged > 0 || mode == 'd') && rnd(3) == 0) {
+                int64_t u = mode == 'd' ? 1 + (int64_t)rnd(5)
+                                        : 1 + (int64_t)rnd((uint64_t)charged);
+                int again = rid > 0 && rnd(4) == 0, expect = 1;
+                long long am, al;
+                rid += !again;
+                for (int k = 0; k < 2; k++) {
+                    pt[k].cost = u;
+                    snprintf(mk[k][0], sizeof mk[k][0], "%.40s:~r:%d", key[k],
+                             rid);
+                }
+                am = settle_call(1, mode, t, &pt[0], 1, &at, mk[0]);
+                al = settle_call(0, mode, t, &pt[1], 1, &at, mk[1]);
+                ck_assert_msg(am == al, "%s %c: module %lld, script %lld",
+                              algo_name(algo), mode, am, al);
+                if (mode != 'r') { /* a marker is made when settled */
+                    expect = (!again || !made) && t <= settle_until(&ap, at);
+                    made = (again && made) || expect;
+                }
+                if (!compact)
+                    ck_assert_int_eq(am, expect);
+                if (!compact && expect && algo == RL_ALGO_SLIDING_LOG)
+                    cs.n = algo_log_refund(cs.log, cs.n, at, u);
+                else if (!compact && expect) {
+                    int64_t exp;
+                    settle_state(&ap, mode == 'd', u, at, t, &cs.st,
+                                 written, &exp);
+                    written |= mode == 'd';
+                }
+                charged = 0;
+            } else {
+                int64_t cost = next_cost(&ap), v;
+                algo_decision c, x, y;
+                pt[0].cost = pt[1].cost = cost;
+                c_apply(&ap, &cs, t, cost, &c);
+                mod_check(t, &pt[0], 1, &x, &v);
+                lua_check(t, &pt[1], 1, &y, &v);
+                same(&y, &x, "after settles: script vs module", &ap, s,
+                     base, t, cost);
+                if (!compact)
+                    same(&c, &x, "after settles: C vs module", &ap, s, base,
+                         t, cost);
+                if (x.allowed && cost > 0) {
+                    at = t;
+                    charged = cost;
+                    written = 1;
+                }
+            }
+            switch (rnd(6)) {
+            case 0: t += ap.window_ms + (int64_t)rnd(1000); break;
+            case 1: t += (int64_t)rnd((uint64_t)ap.window_ms / 4 + 1); break;
+            default: t += (int64_t)rnd(50);
+            }
+        }
+    }
+}
+
+START_TEST(refunds_as_the_script)
+{
+    for (int algo = 0; algo <= RL_ALGO_SLIDING_LOG; algo++) {
+        settle_twin(algo, 0, 'r', 10, 80);
+        if (algo != RL_ALGO_SLIDING_LOG)
+            settle_twin(algo, 1, 'r', 10, 80);
+    }
+}
+END_TEST
+
+START_TEST(settles_as_the_script)
+{
+    for (int algo = 0; algo < RL_ALGO_SLIDING_LOG; algo++) {
+        settle_twin(algo, 0, 's', 10, 80);
+        settle_twin(algo, 1, 's', 10, 80);
+    }
+}
+END_TEST
+
 static redisReply *cmd(redisContext *c, const char *fmt, ...)
 {
     va_list va;
@@ -660,6 +842,8 @@ static Suite *module_suite(void)
     tcase_add_test(tc, every_algorithm_compact);
     tcase_add_test(tc, requests_all_or_nothing);
     tcase_add_test(tc, leases_as_the_script);
+    tcase_add_test(tc, refunds_as_the_script);
+    tcase_add_test(tc, settles_as_the_script);
     tcase_add_test(tc, errors_write_nothing);
     tcase_add_test(tc, replica_gets_the_writes);
     suite_add_tcase(s, tc);
