@@ -9,13 +9,16 @@
  * other wrote, so their state formats are the same.  Then a request of
  * several keys (all or nothing, soft rules), leases, errors, what a
  * replica receives (the writes, not the command), and a Redis Cluster's
- * routing of the command by its declared keys.
+ * routing of the command by its declared keys.  Refunds and settles
+ * (RL.SETTLE) against the script's and the C maths on the same vectors.
+ * The library's side (detection, routing): check_module_lib.c.
  */
 #include <check.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algo.h"
 #include "lua_fixture.h"
@@ -748,89 +751,6 @@ START_TEST(cluster_routes_by_declared_keys)
 }
 END_TEST
 
-/* ---- the library calling the module (src/redis/redis_module_cmd.c) ---- */
-
-static const char lib_rules[] =
-    "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":50,"
-    "\"window_seconds\":3600,\"algorithm\":\"token_bucket\","
-    "\"match\":{\"endpoint\":\"/tb\"}}]";
-
-/* A limiter on s with redis_command `command` (NULL: the default); NULL
- * when rl_limiter_new fails (its message in msg). */
-static rl_limiter *lib_open(const rh_server *s, const char *command,
-                            char *msg, size_t len)
-{
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    char uri[512];
-
-    ck_assert_ptr_nonnull(rh_uri(s, uri, sizeof uri));
-    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", lib_rules), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "2000"), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
-    if (command)
-        ck_assert_int_eq(rl_config_set(cfg, "redis_command", command), RL_OK);
-    if (rl_limiter_new(&lim, cfg) != RL_OK) {
-        snprintf(msg, len, "%s", rl_errmsg(NULL));
-        lim = NULL;
-    }
-    rl_config_free(cfg);
-    return lim;
-}
-
-/* auto finds RL.CHECK and uses it; lua never does; both on one client's
- * state (a mixed fleet): 50 tokens in all, whoever asks. */
-START_TEST(library_uses_the_module_where_found)
-{
-    char msg[256] = "";
-    rl_limiter *mod = lib_open(&srv, NULL, msg, sizeof msg);
-    rl_limiter *lua = lib_open(&srv, "lua", msg, sizeof msg);
-    long long m0, f0;
-    int ok = 0;
-
-    ck_assert_msg(mod && lua, "%s", msg);
-    m0 = rh_cmdstat_calls(&srv, "rl.check");
-    f0 = rh_cmdstat_calls(&srv, "fcall");
-    for (int i = 0; i < 30; i++)
-        ok += allow_decided(mod, "user:mixed", "tb");
-    ck_assert_int_ge(rh_cmdstat_calls(&srv, "rl.check") - m0, 30);
-    ck_assert_int_eq(rh_cmdstat_calls(&srv, "fcall") - f0, 0);
-    m0 = rh_cmdstat_calls(&srv, "rl.check");
-    for (int i = 0; i < 30; i++)
-        ok += allow_decided(lua, "user:mixed", "tb");
-    ck_assert_int_eq(rh_cmdstat_calls(&srv, "rl.check") - m0, 0);
-    ck_assert_int_ge(rh_cmdstat_calls(&srv, "fcall") - f0, 30);
-    ck_assert_int_eq(ok, 50);
-    ck_assert_int_eq(allow_decided(mod, "user:mixed", "tb"), 0);
-    rl_limiter_free(mod);
-    rl_limiter_free(lua);
-}
-END_TEST
-
-/* Without the module: auto checks through Lua; module refuses to start,
- * saying why. */
-START_TEST(library_without_the_module)
-{
-    rh_server plain;
-    char msg[256] = "";
-    const char *was = rh_loadmodule;
-    rl_limiter *lim;
-
-    rh_loadmodule = NULL;
-    ck_assert_int_eq(rh_start(&plain, NULL), 0);
-    rh_loadmodule = was;
-    lim = lib_open(&plain, NULL, msg, sizeof msg);
-    ck_assert_msg(lim != NULL, "%s", msg);
-    ck_assert_int_eq(allow_decided(lim, "user:a", "tb"), 1);
-    ck_assert_int_ge(rh_cmdstat_calls(&plain, "fcall"), 1);
-    rl_limiter_free(lim);
-    ck_assert_ptr_null(lib_open(&plain, "module", msg, sizeof msg));
-    ck_assert_msg(strstr(msg, "RL.CHECK") != NULL, "%s", msg);
-    rh_stop(&plain);
-}
-END_TEST
-
 static Suite *module_suite(void)
 {
     Suite *s = suite_create("module");
@@ -846,12 +766,6 @@ static Suite *module_suite(void)
     tcase_add_test(tc, settles_as_the_script);
     tcase_add_test(tc, errors_write_nothing);
     tcase_add_test(tc, replica_gets_the_writes);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("library");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, library_uses_the_module_where_found);
-    tcase_add_test(tc, library_without_the_module);
     suite_add_tcase(s, tc);
     tc = tcase_create("cluster");
     tcase_set_timeout(tc, 120);

@@ -3,7 +3,11 @@
  *   RL.CHECK n key... then per key: algo limit burst window_ms cost mode
  *   field [NOW ms]
  * (ratelimit.so(8)); its reply is an array: the time, then per key the
- * verdict (1, a lease's units, or -retry ms), remaining and reset.
+ * verdict (1, a lease's units, or -retry ms), remaining and reset.  A
+ * refund goes as
+ *   RL.SETTLE r n key... then per key: algo limit burst window_ms cost
+ *   at_ms field [NOW ms]
+ * (rl_settle's as RL.SETTLE s|d, redis_settle.c), answered by a number.
  */
 #include "redis_module_cmd.h"
 #include "ratelimit.h"
@@ -74,10 +78,7 @@ static void put_one(const script_ctx *x, resp_buf *b, const rio_job *j,
         redis_key(op, x->compact, key, field, &flen);
         resp_arg(b, field, x->compact ? flen : 0);
     }
-    if (test_now) {
-        resp_arg(b, "NOW", 3);
-        resp_num(b, test_now);
-    }
+    rcmd_put_now(b, test_now);
 }
 
 void rcmd_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
@@ -109,12 +110,66 @@ static void fill(rio_job *j, const redisReply *rep)
     j->why.status = RN_OK;
 }
 
+int rcmd_refused(const redisReply *rep)
+{
+    return rep->type == REDIS_REPLY_ERROR &&
+           (strncmp(rep->str, "ERR unknown command", 19) == 0 ||
+            (strncmp(rep->str, "NOPERM", 6) == 0 &&
+             strstr(rep->str, "rl.") != NULL));
+}
+
+void rcmd_put_settle_op(resp_buf *b, const store_op *op, int64_t cost,
+                        int64_t at, const char *field, size_t flen)
+{
+    const algo_params *ap = &op->rule->ap;
+
+    resp_num(b, ap->algo);
+    resp_num(b, ap->limit);
+    resp_num(b, ap->burst);
+    resp_num(b, ap->window_ms);
+    resp_num(b, cost);
+    resp_num(b, at);
+    resp_arg(b, field, flen);
+}
+
+void rcmd_put_refund(const script_ctx *x, resp_buf *b, const rio_job *j)
+{
+    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
+    size_t flen;
+    int64_t test_now = x->clock && x->clock->fn
+                           ? x->clock->fn(x->clock->arg) : 0;
+
+    resp_head(b, '*', 3 + 8 * (int64_t)j->n + (test_now ? 2 : 0));
+    resp_arg(b, "RL.SETTLE", 9);
+    resp_arg(b, "r", 1);
+    resp_num(b, (int64_t)j->n);
+    for (size_t i = 0; i < j->n; i++)
+        resp_arg(b, key, redis_key(&j->ops[i], x->compact, key, field,
+                                   &flen));
+    for (size_t i = 0; i < j->n; i++) { /* what script_put's 'r' sends */
+        const algo_decision *d = &j->out[i];
+        redis_key(&j->ops[i], x->compact, key, field, &flen);
+        rcmd_put_settle_op(b, &j->ops[i],
+                           !(d->allowed && d->changed) ? 0
+                           : d->granted                ? d->granted
+                                                       : j->ops[i].cost,
+                           j->now_ms, field, x->compact ? flen : 0);
+    }
+    rcmd_put_now(b, test_now);
+}
+
+void rcmd_put_now(resp_buf *b, int64_t test_now)
+{
+    if (test_now) {
+        resp_arg(b, "NOW", 3);
+        resp_num(b, test_now);
+    }
+}
+
 int rcmd_parse(const redisReply *rep, rio_job *j)
 {
     if (rep->type == REDIS_REPLY_ERROR) {
-        if (strncmp(rep->str, "ERR unknown command", 19) == 0 ||
-            (strncmp(rep->str, "NOPERM", 6) == 0 &&
-             strstr(rep->str, "rl.check") != NULL))
+        if (rcmd_refused(rep))
             return 1;
         if (j)
             j->why = (rnode_reply){.status = RN_ERROR};

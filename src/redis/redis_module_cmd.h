@@ -42,6 +42,21 @@ int rcmd_batch_ok(rio_job *const *jobs, int nb);
 void rcmd_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
               int nb);
 
+/* Undo what j's RL.CHECK-or-script charged (the script's mode "r", as
+ * script_put(.., 'r', ..) writes it): RL.SETTLE r into b. */
+void rcmd_put_refund(const script_ctx *x, resp_buf *b, const rio_job *j);
+
+/* One op's values of an RL.SETTLE (cost units, charged at `at` ms; field
+ * flen bytes, 0: the plain layout), and the test clock's trailing NOW ms
+ * (nothing when test_now is 0). */
+void rcmd_put_settle_op(resp_buf *b, const store_op *op, int64_t cost,
+                        int64_t at, const char *field, size_t flen);
+void rcmd_put_now(resp_buf *b, int64_t test_now);
+
+/* 1 when rep says the server has no such command or refuses it to this
+ * user (unloaded; an ACL without +rl.check or +rl.settle). */
+int rcmd_refused(const redisReply *rep);
+
 /* Request j's answer from its RL.CHECK reply (j NULL: its caller left):
  * 0, or 1 when the server has no such command or refuses it (unloaded,
  * an ACL without +rl.check): the request goes again through Lua and the
