@@ -29,6 +29,7 @@
 
 #define REDISMODULE_NO_EXPIRE -1
 #define REDISMODULE_HASH_NONE 0
+#define REDISMODULE_HASH_DELETE ((RedisModuleString *)(long)1)
 #define REDISMODULE_ERRORMSG_WRONGTYPE \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
 

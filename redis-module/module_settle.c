@@ -134,7 +134,7 @@ static int compact_op(RedisModuleCtx *ctx, const sop *o, char mode,
         return ms_compact_refund(ctx, base, blen, o->field, &o->ap, o->cost,
                                  o->at, now);
     settle_state(&o->ap, mode == 'd', o->cost, o->at, now, &st, found, &exp);
-    return ms_compact_write(ctx, base, blen, o->field, &o->ap, now, &st);
+    return ms_compact_write(ctx, base, blen, o->field, &o->ap, now, &st, 0);
 }
 
 /* Settle op o once per reservation: its marker made when absent and the

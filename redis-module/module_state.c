@@ -162,8 +162,7 @@ int ms_plain_read(RedisModuleKey *k, const algo_params *ap, algo_state *st,
 
 /* ---- the compact layout (lua/compact.lua) ---------------------------- */
 
-/* The hash of epoch e: base ':' e. */
-static size_t hname(char *buf, size_t size, const char *base, size_t blen,
+size_t ms_hash_name(char *buf, size_t size, const char *base, size_t blen,
                     int64_t e)
 {
     int n = snprintf(buf, size, "%.*s:%lld", (int)blen, base, (long long)e);
@@ -177,7 +176,7 @@ static int hget(RedisModuleCtx *ctx, const char *base, size_t blen,
                 int64_t e, RedisModuleString *field, int64_t *v)
 {
     char name[MS_NAME_MAX];
-    size_t n = hname(name, sizeof name, base, blen, e);
+    size_t n = ms_hash_name(name, sizeof name, base, blen, e);
     RedisModuleString *s = RedisModule_CreateString(ctx, name, n), *val = NULL;
     RedisModuleKey *k = RedisModule_OpenKey(ctx, s, REDISMODULE_READ);
     int rc = MS_OK;
@@ -209,7 +208,7 @@ static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
                 int64_t e, RedisModuleString *field, int64_t v, int64_t exp)
 {
     char name[MS_NAME_MAX], num[24];
-    size_t n = hname(name, sizeof name, base, blen, e);
+    size_t n = ms_hash_name(name, sizeof name, base, blen, e);
     int vn = snprintf(num, sizeof num, "%lld", (long long)v);
     RedisModuleString *s = RedisModule_CreateString(ctx, name, n);
     RedisModuleString *val = RedisModule_CreateString(ctx, num, (size_t)vn);
@@ -237,6 +236,13 @@ static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
 static int64_t life(const algo_params *ap)
 {
     return ceil_div(ap->burst * ap->p, ap->q) + 2;
+}
+
+int64_t ms_epoch_ms(const algo_params *ap)
+{
+    return ap->algo == RL_ALGO_TOKEN_BUCKET || ap->algo == RL_ALGO_GCRA
+               ? life(ap)
+               : ap->window_ms;
 }
 
 int ms_compact_read(RedisModuleCtx *ctx, const char *base, size_t blen,
@@ -288,10 +294,17 @@ int ms_compact_read(RedisModuleCtx *ctx, const char *base, size_t blen,
 
 int ms_compact_write(RedisModuleCtx *ctx, const char *base, size_t blen,
                      RedisModuleString *field, const algo_params *ap,
-                     int64_t now, const algo_state *st)
+                     int64_t now, const algo_state *st, int converted)
 {
     int64_t w = ap->window_ms, l, e, v;
+    int rc;
 
+    /* a converted sliding window's previous count, in its own hash
+     * (compact.lua's compact_move) */
+    if (converted && ap->algo == RL_ALGO_SLIDING_WINDOW && st->c > 0 &&
+        (rc = hput(ctx, base, blen, st->a - 1, field, st->c,
+                   (st->a + 1) * w)) != MS_OK)
+        return rc;
     switch (ap->algo) {
     case RL_ALGO_FIXED_WINDOW:
         return hput(ctx, base, blen, st->a, field, st->b, (st->a + 1) * w);

@@ -36,6 +36,7 @@
 #include "algo.h"
 #include "module_api.h"
 #include "module_cmd.h"
+#include "module_convert.h"
 #include "module_state.h"
 #include "ratelimit.h"
 
@@ -69,7 +70,11 @@ typedef struct op {
     int64_t verdict;
     algo_state next;                /* the state to write (d.changed)    */
     RedisModuleString *logval;      /* the log to write (d.changed)      */
+    mc_old *old;                    /* its rule's replaced shapes, or NULL */
 } op;
+
+/* The ops' replaced shapes (the command runs on Redis's main thread). */
+static mc_old olds[MOD_MAX_OPS];
 
 static int64_t gcd64(int64_t a, int64_t b)
 {
@@ -137,23 +142,28 @@ static const char *parse_op(op *o, RedisModuleString **argv, int at)
     return NULL;
 }
 
-/* Read op o's state. */
+/* Read op o's state: its own, or (none, its rule replaced shapes) one
+ * converted from a replaced shape's (module_convert.c). */
 static int read_op(RedisModuleCtx *ctx, op *o, int64_t now)
 {
-    int found;
+    int found, rc;
     size_t blen;
     const char *base = RedisModule_StringPtrLen(o->key, &blen);
 
     if (!o->field) {
         o->k = RedisModule_OpenKey(ctx, o->key,
                                    REDISMODULE_READ | REDISMODULE_WRITE);
-        return ms_plain_read(o->k, &o->ap, &o->st, &o->log, &o->loglen,
-                             &found, &o->exp);
-    }
-    if (blen > MOD_BASE_MAX)
+        rc = ms_plain_read(o->k, &o->ap, &o->st, &o->log, &o->loglen,
+                           &found, &o->exp);
+    } else if (blen > MOD_BASE_MAX) {
         return MS_CORRUPT;
-    return ms_compact_read(ctx, base, blen, o->field, &o->ap, now, &o->st,
-                           &found);
+    } else {
+        rc = ms_compact_read(ctx, base, blen, o->field, &o->ap, now, &o->st,
+                             &found);
+    }
+    if (rc != MS_OK || found || !o->old)
+        return rc;
+    return mc_migrate(ctx, o->key, o->field, &o->ap, o->old, now, &o->st);
 }
 
 /* A charge of `cost` on o's state as read: *d, and the state it leaves
@@ -254,10 +264,15 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
     size_t blen, n;
     RedisModuleString *v;
 
+    int moved = o->old && o->old->from >= 0, rc;
+
     if (o->field) {
         const char *base = RedisModule_StringPtrLen(o->key, &blen);
-        return ms_compact_write(ctx, base, blen, o->field, &o->ap, now,
-                                &o->next);
+        rc = ms_compact_write(ctx, base, blen, o->field, &o->ap, now,
+                              &o->next, moved);
+        if (rc == MS_OK && moved)
+            mc_drop(ctx, o->old, o->field, now);
+        return rc;
     }
     if (reopen)
         o->k = RedisModule_OpenKey(ctx, o->key, REDISMODULE_WRITE);
@@ -272,6 +287,8 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
     /* a reopened key may have been written by an earlier op */
     mod_put_plain(ctx, o->k, o->key, p, n, exp,
                   reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
+    if (moved)
+        mc_drop(ctx, o->old, NULL, now);
     if (reopen) {
         RedisModule_CloseKey(o->k);
         o->k = NULL;
@@ -286,6 +303,8 @@ static void close_ops(RedisModuleCtx *ctx, op *ops, int n)
             RedisModule_CloseKey(ops[i].k);
         if (ops[i].logval)
             RedisModule_FreeString(ctx, ops[i].logval);
+        if (ops[i].old)
+            mc_free(ctx, ops[i].old);
         ops[i].k = NULL;
         ops[i].logval = NULL;
     }
@@ -313,13 +332,36 @@ int64_t mod_time(RedisModuleString **argv, int argc, int at)
     return ms ? ms : RedisModule_Milliseconds();
 }
 
+/* The SHAPES sections after the keys' values (module_convert.h), each
+ * into its op; *at: the index after them.  NULL, or the error. */
+static const char *parse_shapes(op *ops, int n, RedisModuleString **argv,
+                                int argc, int *at)
+{
+    const char *err;
+    long long i;
+    size_t len;
+
+    *at = 2 + n * (1 + MOD_VALUES);
+    while (*at < argc &&
+           strcmp(RedisModule_StringPtrLen(argv[*at], &len), "SHAPES") == 0) {
+        if (*at + 1 >= argc ||
+            RedisModule_StringToLongLong(argv[*at + 1], &i) !=
+                REDISMODULE_OK || i < 0 || i >= n || ops[i].old)
+            return "ERR ratelimit: SHAPES names no key";
+        if ((*at = mc_parse(&olds[i], argv, argc, *at, &err)) < 0)
+            return err;
+        ops[i].old = &olds[i];
+    }
+    return NULL;
+}
+
 static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
                          int argc)
 {
     op ops[MOD_MAX_OPS];
     long long n;
     int64_t now;
-    int all = 1, rc = MS_OK;
+    int all = 1, rc = MS_OK, at;
     const char *err;
 
     if (argc < 2 || RedisModule_StringToLongLong(argv[1], &n) !=
@@ -331,8 +373,6 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
             RedisModule_KeyAtPos(ctx, 2 + i);
         return REDISMODULE_OK;
     }
-    if ((now = mod_time(argv, argc, (int)(2 + n * (1 + MOD_VALUES)))) < 0)
-        return RedisModule_WrongArity(ctx);
     memset(ops, 0, sizeof ops[0] * (size_t)n);
     for (int i = 0; i < n; i++) {
         ops[i].key = argv[2 + i];
@@ -340,6 +380,10 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
                             (int)(2 + n + i * MOD_VALUES))) != NULL)
             return RedisModule_ReplyWithError(ctx, err);
     }
+    if ((err = parse_shapes(ops, (int)n, argv, argc, &at)) != NULL)
+        return RedisModule_ReplyWithError(ctx, err);
+    if ((now = mod_time(argv, argc, at)) < 0)
+        return RedisModule_WrongArity(ctx);
     for (int i = 0; i < n && rc == MS_OK; i++)
         if ((rc = read_op(ctx, &ops[i], now)) == MS_OK) {
             decide_op(ctx, &ops[i], now);

@@ -25,6 +25,7 @@
 #include "settle.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
+#include "rule.h"
 #include "testutil.h"
 #include "timeutil.h"
 
@@ -602,6 +603,184 @@ START_TEST(settles_as_the_script)
 }
 END_TEST
 
+static redisReply *cmd(redisContext *c, const char *fmt, ...);
+
+/* ---- rule changes: conversions (module_convert.c, lua/convert.lua) ---- */
+
+/* One check of key (its name ends in the shape `name` of rule `to`) whose
+ * rule replaced the shape `oname` (rule `from`) at `since`: through
+ * RL.CHECK's SHAPES (mod 1) or the script's table (mod 0). */
+static void moved_check(int mod, const char *key, const char *field,
+                        const algo_params *to, const char *name,
+                        const algo_params *from, const char *oname,
+                        int64_t since, int64_t now, int64_t cost,
+                        algo_decision *d)
+{
+    const algo_params *ap[2] = {to, from};
+    char num[32][24];
+    const char *argv[48];
+    size_t lens[48];
+    int c = 0, u = 0;
+    redisReply *r;
+
+#define NUM(x) (snprintf(num[u], sizeof num[u], "%lld", (long long)(x)), \
+                argv[c++] = num[u++])
+    argv[c++] = mod ? "RL.CHECK" : "EVAL";
+    if (!mod)
+        argv[c++] = rl_lua_check_test;
+    argv[c++] = "1";
+    argv[c++] = key;
+    if (!mod) {
+        NUM(now);
+        argv[c++] = "c";
+        argv[c++] = "-20"; /* the requests after a table of 16 values */
+    }
+    for (int i = 0; i < 2; i++) {
+        if (mod && i == 1) {
+            NUM(cost);
+            argv[c++] = "0";
+            argv[c++] = field;
+            argv[c++] = "SHAPES";
+            argv[c++] = "0";
+            argv[c++] = name;
+            argv[c++] = "1";
+        }
+        NUM(ap[i]->algo);
+        NUM(ap[i]->limit);
+        NUM(mod ? sent_burst(ap[i]) : ap[i]->burst);
+        NUM(ap[i]->window_ms);
+        if (!mod) {
+            NUM(ap[i]->p);
+            NUM(ap[i]->q);
+        }
+        if (!mod && i == 0) {
+            argv[c++] = "1";
+            argv[c++] = name;
+        }
+        if (i == 1) {
+            argv[c++] = oname;
+            NUM(since);
+        }
+    }
+    if (mod) {
+        argv[c++] = "NOW";
+        NUM(now);
+    } else {
+        argv[c++] = "1";
+        argv[c++] = "1";
+        argv[c++] = "4";
+        NUM(cost);
+        argv[c++] = "0";
+        argv[c++] = field;
+    }
+#undef NUM
+    for (int i = 0; i < c; i++)
+        lens[i] = !mod && i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
+    r = redisCommandArgv(ctx, c, argv, lens);
+    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "%s",
+                  r ? r->str : ctx->errstr);
+    if (mod) {
+        ck_assert_int_eq(r->elements, 4);
+        *d = (algo_decision){.allowed = r->element[1]->integer > 0,
+                             .retry_ms = r->element[1]->integer < 0
+                                             ? -r->element[1]->integer
+                                             : 0,
+                             .remaining = r->element[2]->integer,
+                             .reset_ms = r->element[3]->integer};
+    } else {
+        lua_answer_shape(r, 1);
+        lua_answer(r, 0, d);
+    }
+    freeReplyObject(r);
+}
+
+/* Random pairs of rules: a client's state built under the old one (C,
+ * module and script), then the rule changes; under the new one C converts
+ * (algo_convert, until a charge is kept), the module and the script each
+ * read their old shape's state, convert and decide: alike at every step;
+ * and (plain) the old key goes at the same step on both. */
+static void conversion(int compact, int pairs, int steps)
+{
+    int64_t base = test_base();
+
+    for (int r = 0; r < pairs; r++) {
+        algo_params from = random_params((int)rnd(4));
+        algo_params to = random_params((int)rnd(4));
+        cside so = {0};
+        algo_state sn = {0};
+        rule_shape sf, st;
+        char kf[2][96], kt[2][96], field[16] = "";
+        int64_t t = base + (int64_t)rnd(100000), since, v;
+        int have_new = 0;
+
+        rule_shape_init(&sf, "conv", &from);
+        rule_shape_init(&st, "conv", &to);
+        if (strcmp(sf.name, st.name) == 0)
+            continue; /* no change of shape: nothing replaced */
+        if (compact)
+            snprintf(field, sizeof field, "%u", (unsigned)rnd(1u << 31));
+        for (int k = 0; k < 2; k++) {
+            int tag = (int)rnd(65536);
+            snprintf(kf[k], sizeof kf[k], "%s:{%d}:cv%d-%d:%s",
+                     compact ? "rlc" : "rl", tag, k, r, sf.name);
+            snprintf(kt[k], sizeof kt[k], "%s:{%d}:cv%d-%d:%s",
+                     compact ? "rlc" : "rl", tag, k, r, st.name);
+        }
+        for (int s = (int)rnd((uint64_t)steps); s > 0; s--) {
+            int64_t cost = next_cost(&from);
+            mpart pm = {.key = kf[0], .field = field, .ap = &from,
+                        .cost = cost, .mode = "0"};
+            mpart pl = pm;
+            algo_decision c, m, l;
+            pl.key = kf[1];
+            c_apply(&from, &so, t, cost, &c);
+            mod_check(t, &pm, 1, &m, &v);
+            lua_check(t, &pl, 1, &l, &v);
+            same(&c, &m, "before the change: C vs module", &from, s, base,
+                 t, cost);
+            same(&c, &l, "before the change: C vs script", &from, s, base,
+                 t, cost);
+            t += (int64_t)rnd(4) == 0 ? (int64_t)rnd(5000) : (int64_t)rnd(40);
+        }
+        since = t - (int64_t)rnd(3000) + (int64_t)rnd(1000);
+        for (int s = 0; s < steps; s++) {
+            int64_t cost = next_cost(&to);
+            algo_decision c, m, l;
+            algo_state tmp = sn;
+            if (!have_new)
+                algo_convert(&from, &so.st, &to, since, t, &tmp);
+            algo_apply(&to, &tmp, t, cost, &c);
+            if (c.changed) {
+                sn = tmp;
+                have_new = 1;
+            }
+            moved_check(1, kt[0], field, &to, st.name, &from, sf.name, since,
+                        t, cost, &m);
+            moved_check(0, kt[1], field, &to, st.name, &from, sf.name, since,
+                        t, cost, &l);
+            same(&c, &m, "after the change: C vs module", &to, s, base, t,
+                 cost);
+            same(&c, &l, "after the change: C vs script", &to, s, base, t,
+                 cost);
+            if (!compact) {
+                redisReply *a = cmd(ctx, "EXISTS %s", kf[0]);
+                redisReply *b = cmd(ctx, "EXISTS %s", kf[1]);
+                ck_assert_int_eq(a->integer, b->integer);
+                freeReplyObject(a);
+                freeReplyObject(b);
+            }
+            t += (int64_t)rnd(4) == 0 ? (int64_t)rnd(5000) : (int64_t)rnd(40);
+        }
+    }
+}
+
+START_TEST(conversions_as_the_script)
+{
+    conversion(0, 80, 25);
+    conversion(1, 80, 25);
+}
+END_TEST
+
 static redisReply *cmd(redisContext *c, const char *fmt, ...)
 {
     va_list va;
@@ -764,6 +943,7 @@ static Suite *module_suite(void)
     tcase_add_test(tc, leases_as_the_script);
     tcase_add_test(tc, refunds_as_the_script);
     tcase_add_test(tc, settles_as_the_script);
+    tcase_add_test(tc, conversions_as_the_script);
     tcase_add_test(tc, errors_write_nothing);
     tcase_add_test(tc, replica_gets_the_writes);
     suite_add_tcase(s, tc);
