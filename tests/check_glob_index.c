@@ -20,6 +20,7 @@
 #include "pattern.h"
 #include "rule.h"
 #include "rule_index.h"
+#include "rule_walk.h"
 #include "store.h"
 #include "testutil.h"
 
@@ -89,11 +90,6 @@ static char *rand_pattern(void)
     }
 }
 
-typedef struct set {
-    rl_rule *rules;
-    size_t n;
-} set;
-
 static void rand_set(set *s, size_t n)
 {
     static const char *const tiers[] = {NULL, NULL, NULL, "free", "pro"};
@@ -119,30 +115,6 @@ static void rand_set(set *s, size_t n)
             r->endpoint = rand_pattern();
         }
     }
-}
-
-static void set_free(set *s)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        free(s->rules[i].endpoint);
-        free(s->rules[i].tier);
-    }
-    free(s->rules);
-}
-
-static size_t walk(const set *s, const char *ep, const char *tier,
-                   uint64_t present, uint32_t *out, size_t max)
-{
-    size_t k = 0;
-
-    for (size_t i = 0; i < s->n && k < max; i++) {
-        const rl_rule *r = &s->rules[i];
-        if (r->dim_id != RULE_DIM_GLOBAL && !(present >> r->dim_id & 1))
-            continue;
-        if (rule_matches(r, ep, tier))
-            out[k++] = (uint32_t)i;
-    }
-    return k;
 }
 
 /* The index's answer is the walk's, rule for rule. */

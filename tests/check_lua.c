@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include "algo.h"
+#include "algo_vectors.h"
 #include "lua_fixture.h"
 #include "redis_harness.h"
 #include "testutil.h"
@@ -269,42 +270,6 @@ static int64_t test_base(void)
     return base;
 }
 
-static void same_decision(const algo_decision *c, const algo_decision *l,
-                          const char *what, const algo_params *ap, int step,
-                          int64_t base, int64_t t, int64_t cost)
-{
-    ck_assert_msg(c->allowed == l->allowed &&
-                  c->remaining == l->remaining &&
-                  c->reset_ms == l->reset_ms &&
-                  c->retry_ms == l->retry_ms,
-                  "%s: %s limit %lld burst %lld window %lld ms, step %d "
-                  "at t=%lld cost %lld (RL_TEST_BASE_MS=%lld): "
-                  "{%d %lld %lld %lld} vs {%d %lld %lld %lld}",
-                  what, algo_name(ap->algo), (long long)ap->limit,
-                  (long long)ap->burst, (long long)ap->window_ms, step,
-                  (long long)(t - base), (long long)cost, (long long)base,
-                  c->allowed, (long long)c->remaining, (long long)c->reset_ms,
-                  (long long)c->retry_ms, l->allowed,
-                  (long long)l->remaining, (long long)l->reset_ms,
-                  (long long)l->retry_ms);
-}
-
-static algo_params random_params(int algo)
-{
-    static const int64_t windows[] = {1, 7, 60, 3600, 86400};
-    static const int64_t limits[] = {1, 3, 7, 100, 999983, 1000000};
-    algo_params ap;
-    char err[200];
-    int64_t w = windows[rnd(5)], limit = limits[rnd(6)], burst = 0;
-
-    if (algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA)
-        burst = rnd(2) ? 1 + (int64_t)rnd((uint64_t)limit * 2) : 0;
-    if (algo_params_init(&ap, algo, limit, burst, w, err, sizeof err) != 0)
-        ck_assert_int_eq(algo_params_init(&ap, algo, 10, 0, 1, err,
-                                          sizeof err), 0);
-    return ap;
-}
-
 /* A sequence of steps: mostly small moves, some jumps, some steps back. */
 static int64_t next_time(const algo_params *ap, int64_t t, int64_t base)
 {
@@ -315,18 +280,6 @@ static int64_t next_time(const algo_params *ap, int64_t t, int64_t base)
     case 3: return t + ap->window_ms + (int64_t)rnd(1000);  /* a window */
     case 4: return t - (int64_t)rnd(2000) < base ? base : t - (int64_t)rnd(2000);
     default: return t + (int64_t)rnd((uint64_t)ap->q ? 2000 : 10);
-    }
-}
-
-static int64_t next_cost(const algo_params *ap)
-{
-    int64_t cap = ap->burst ? ap->burst : ap->limit;
-
-    switch (rnd(6)) {
-    case 0: return 0;
-    case 1: return cap + (int64_t)rnd(3);  /* over the capacity */
-    case 2: return 1 + (int64_t)rnd((uint64_t)cap);
-    default: return 1;
     }
 }
 

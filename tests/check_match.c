@@ -17,6 +17,7 @@
 #include "pattern_dp.h"
 #include "rule.h"
 #include "rule_index.h"
+#include "rule_walk.h"
 #include "ruleset.h"
 #include "store.h"
 #include "testutil.h"
@@ -124,12 +125,6 @@ END_TEST
 
 /* ---- the index against the walk ----------------------------------------- */
 
-/* A rule set of rules built by hand: what the index reads. */
-typedef struct set {
-    rl_rule *rules;
-    size_t n;
-} set;
-
 static char *dup_or_null(const char *s)
 {
     return s ? strdup(s) : NULL;
@@ -159,31 +154,6 @@ static void rand_set(set *s, size_t n)
         r->endpoint = kind ? strdup(ep) : NULL;
         ck_assert(!kind || r->endpoint);
     }
-}
-
-static void set_free(set *s)
-{
-    for (size_t i = 0; i < s->n; i++) {
-        free(s->rules[i].endpoint);
-        free(s->rules[i].tier);
-    }
-    free(s->rules);
-}
-
-/* The walk the request path did before the index: every rule in order. */
-static size_t walk(const set *s, const char *ep, const char *tier,
-                   uint64_t present, uint32_t *out, size_t max)
-{
-    size_t k = 0;
-
-    for (size_t i = 0; i < s->n && k < max; i++) {
-        const rl_rule *r = &s->rules[i];
-        if (r->dim_id != RULE_DIM_GLOBAL && !(present >> r->dim_id & 1))
-            continue;
-        if (rule_matches(r, ep, tier))
-            out[k++] = (uint32_t)i;
-    }
-    return k;
 }
 
 START_TEST(index_matches_as_the_walk_did)

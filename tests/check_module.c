@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "algo.h"
+#include "algo_vectors.h"
 #include "lua_fixture.h"
 #include "settle.h"
 #include "ratelimit.h"
@@ -150,42 +151,6 @@ static void lua_check(int64_t now, const mpart *pt, int n, algo_decision *d,
     freeReplyObject(r);
 }
 
-static void same(const algo_decision *c, const algo_decision *x,
-                 const char *what, const algo_params *ap, int step,
-                 int64_t base, int64_t t, int64_t cost)
-{
-    ck_assert_msg(c->allowed == x->allowed && c->remaining == x->remaining &&
-                  c->reset_ms == x->reset_ms && c->retry_ms == x->retry_ms,
-                  "%s: %s limit %lld burst %lld window %lld ms, step %d at "
-                  "t=%lld (base %lld) cost %lld: {%d %lld %lld %lld} vs "
-                  "{%d %lld %lld %lld}", what, algo_name(ap->algo),
-                  (long long)ap->limit, (long long)ap->burst,
-                  (long long)ap->window_ms, step, (long long)(t - base),
-                  (long long)base, (long long)cost, c->allowed,
-                  (long long)c->remaining, (long long)c->reset_ms,
-                  (long long)c->retry_ms, x->allowed,
-                  (long long)x->remaining, (long long)x->reset_ms,
-                  (long long)x->retry_ms);
-}
-
-static algo_params random_params(int algo)
-{
-    static const int64_t windows[] = {1, 7, 60, 3600, 86400};
-    static const int64_t limits[] = {1, 3, 7, 100, 999983, 1000000};
-    algo_params ap;
-    char err[200];
-    int64_t w = windows[rnd(5)], limit = limits[rnd(6)], burst = 0;
-
-    if (algo == RL_ALGO_SLIDING_LOG)
-        limit = 1 + (int64_t)rnd(20);
-    if (algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA)
-        burst = rnd(2) ? 1 + (int64_t)rnd((uint64_t)limit * 2) : 0;
-    if (algo_params_init(&ap, algo, limit, burst, w, err, sizeof err) != 0)
-        ck_assert_int_eq(algo_params_init(&ap, algo, 10, 0, 1, err,
-                                          sizeof err), 0);
-    return ap;
-}
-
 /* Mostly small moves, some jumps, some steps back (not before lo). */
 static int64_t next_time(const algo_params *ap, int64_t t, int64_t lo)
 {
@@ -198,18 +163,6 @@ static int64_t next_time(const algo_params *ap, int64_t t, int64_t lo)
     case 3: return t + ap->window_ms + (int64_t)rnd(1000);
     case 4: return back < lo ? lo : back;
     default: return t + (int64_t)rnd(2000);
-    }
-}
-
-static int64_t next_cost(const algo_params *ap)
-{
-    int64_t cap = ap->burst ? ap->burst : ap->limit;
-
-    switch (rnd(6)) {
-    case 0: return 0;
-    case 1: return cap + (int64_t)rnd(3);
-    case 2: return 1 + (int64_t)rnd((uint64_t)cap);
-    default: return 1;
     }
 }
 
@@ -288,10 +241,10 @@ static void twin(int algo, int rules, int steps, int compact)
                     lua_check(t, &pt[k], 1, &x, &v);
                 else
                     mod_check(t, &pt[k], 1, &x, &v);
-                same(&c, &x, k == 0 ? "C vs module"
-                             : by_lua ? "C vs mixed fleet (script)"
-                                      : "C vs mixed fleet (module)",
-                     &ap, s, base, t, cost);
+                same_decision(&c, &x, k == 0 ? "C vs module"
+                              : by_lua ? "C vs mixed fleet (script)"
+                                       : "C vs mixed fleet (module)",
+                              &ap, s, base, t, cost);
             }
             int64_t lo = base;
             if (compact) {
@@ -372,10 +325,10 @@ START_TEST(requests_all_or_nothing)
             mod_check(t, pt[0], n, m, vm);
             lua_check(t, pt[1], n, l, vl);
             for (int i = 0; i < n; i++) {
-                same(&c[i], &m[i], "request: C vs module", &ap[i], s, base,
-                     t, pt[0][i].cost);
-                same(&c[i], &l[i], "request: C vs script", &ap[i], s, base,
-                     t, pt[0][i].cost);
+                same_decision(&c[i], &m[i], "request: C vs module", &ap[i],
+                              s, base, t, pt[0][i].cost);
+                same_decision(&c[i], &l[i], "request: C vs script", &ap[i],
+                              s, base, t, pt[0][i].cost);
                 if (all)
                     cs[i] = next[i];
             }
@@ -414,7 +367,8 @@ START_TEST(leases_as_the_script)
             mod_check(t, &pm, 1, &m, &vm);
             lua_check(t, &pl, 1, &l, &vl);
             l.allowed = vl > 0; /* lua_answer reads only a verdict of 1 */
-            same(&l, &m, "lease: script vs module", &ap, s, base, t, cost);
+            same_decision(&l, &m, "lease: script vs module", &ap, s, base,
+                          t, cost);
             ck_assert_int_eq(vm, vl);
             t += (int64_t)rnd(3) == 0 ? (int64_t)rnd(3000) : (int64_t)rnd(30);
         }
