@@ -76,24 +76,13 @@ typedef struct op {
 /* The ops' replaced shapes (the command runs on Redis's main thread). */
 static mc_old olds[MOD_MAX_OPS];
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 static int is_bucket(int algo)
 {
     return algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA;
 }
 
 const char *mod_rule_params(algo_params *ap, long long algo,
-                               long long limit, long long burst,
-                               long long w)
+                            long long limit, long long burst, long long w)
 {
     if (algo < 0 || algo > RL_ALGO_SLIDING_LOG)
         return "ERR ratelimit: algo must be 0..4";
@@ -104,7 +93,7 @@ const char *mod_rule_params(algo_params *ap, long long algo,
         return "ERR ratelimit: window_ms out of range";
     if (burst < 0 || burst > RL_LIMIT_MAX || (burst && !is_bucket((int)algo)))
         return "ERR ratelimit: burst out of range";
-    int64_t g = gcd64(w, limit);
+    int64_t g = algo_gcd64(w, limit);
     *ap = (algo_params){
         .algo = (int)algo, .limit = limit, .window_ms = w,
         .burst = is_bucket((int)algo) ? (burst ? burst : limit) : 0,

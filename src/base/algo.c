@@ -34,7 +34,7 @@ const char *algo_name(int algo)
     return names[algo];
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
+int64_t algo_gcd64(int64_t a, int64_t b)
 {
     while (b) {
         int64_t t = a % b;
@@ -85,7 +85,7 @@ int algo_params_init(algo_params *ap, int algo, int64_t limit, int64_t burst,
     ap->limit = limit;
     ap->window_ms = window_s * 1000;
     ap->burst = is_bucket(algo) ? (burst ? burst : limit) : 0;
-    int64_t g = gcd64(ap->window_ms, limit);
+    int64_t g = algo_gcd64(ap->window_ms, limit);
     ap->p = ap->window_ms / g;
     ap->q = limit / g;
 

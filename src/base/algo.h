@@ -66,6 +66,10 @@ typedef struct algo_decision {
 int algo_from_name(const char *name);
 const char *algo_name(int algo);
 
+/* The greatest common divisor of a and b (a window in ms and a limit: p
+ * and q of algo_params are their quotients by it). */
+int64_t algo_gcd64(int64_t a, int64_t b);
+
 /* Fill `ap` from a rule's numbers; burst 0 means "not given".  Returns 0, or
  * -1 with a message naming the field and the reason in err. */
 int algo_params_init(algo_params *ap, int algo, int64_t limit, int64_t burst,
