@@ -158,7 +158,8 @@ static int settle_once(RedisModuleCtx *ctx, const sop *o, char mode,
     RedisModule_CloseKey(m);
     if (type != REDISMODULE_KEYTYPE_EMPTY)
         return 0;
-    rc = o->field ? compact_op(ctx, o, mode, now) : plain_op(ctx, o, mode, now);
+    rc = o->field ? compact_op(ctx, o, mode, now)
+                  : plain_op(ctx, o, mode, now);
     return rc == MS_OK ? 1 : rc;
 }
 
