@@ -148,6 +148,43 @@ START_TEST(library_without_the_module)
 }
 END_TEST
 
+/* A rule whose shape changed goes on through RL.CHECK, its replaced
+ * shape sent along: the module converts the client's state as the script
+ * does (a client of each, the same charges, the same answer after). */
+START_TEST(changed_rule_through_the_module)
+{
+    static const char changed[] =
+        "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":80,"
+        "\"window_seconds\":3600,\"algorithm\":\"token_bucket\","
+        "\"match\":{\"endpoint\":\"/tb\"}}]";
+    char msg[256] = "";
+    rl_limiter *mod = lib_open(&srv, "module", msg, sizeof msg);
+    rl_limiter *lua = lib_open(&srv, "lua", msg, sizeof msg);
+    rl_result rm = RL_RESULT_INIT, rlua = RL_RESULT_INIT;
+    long long f0, m0;
+
+    ck_assert_msg(mod && lua, "%s", msg);
+    for (int i = 0; i < 30; i++) {
+        ck_assert_int_eq(allow_decided(mod, "user:cm", "tb"), 1);
+        ck_assert_int_eq(allow_decided(lua, "user:cl", "tb"), 1);
+    }
+    ck_assert_int_eq(rl_rules_load_string(mod, changed), RL_OK);
+    ck_assert_int_eq(rl_rules_load_string(lua, changed), RL_OK);
+    f0 = rh_cmdstat_calls(&srv, "fcall");
+    m0 = rh_cmdstat_calls(&srv, "rl.check");
+    ck_assert_int_eq(rl_allow(mod, "user:cm", "tb", 1, &rm), RL_OK);
+    ck_assert_int_eq(rh_cmdstat_calls(&srv, "fcall"), f0);
+    ck_assert_int_eq(rh_cmdstat_calls(&srv, "rl.check"), m0 + 1);
+    ck_assert_int_eq(rl_allow(lua, "user:cl", "tb", 1, &rlua), RL_OK);
+    ck_assert(rm.allowed && rlua.allowed);
+    ck_assert_int_eq(rm.remaining, rlua.remaining);
+    ck_assert_int_lt(rm.remaining, 79); /* converted: 20 of 50 left, not
+                                           a fresh bucket of 80 */
+    rl_limiter_free(mod);
+    rl_limiter_free(lua);
+}
+END_TEST
+
 static Suite *module_lib_suite(void)
 {
     Suite *s = suite_create("module_lib");
@@ -158,6 +195,7 @@ static Suite *module_lib_suite(void)
     tcase_add_test(tc, library_uses_the_module_where_found);
     tcase_add_test(tc, library_without_the_module);
     tcase_add_test(tc, lease_given_back_through_the_module);
+    tcase_add_test(tc, changed_rule_through_the_module);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,7 +1,8 @@
 /*
  * redis_module_cmd.c -- see redis_module_cmd.h.  A request goes as
  *   RL.CHECK n key... then per key: algo limit burst window_ms cost mode
- *   field [NOW ms]
+ *   field, then for a key whose rule replaced shapes SHAPES i <shape> n
+ *   and 6 values a replaced shape, then [NOW ms]
  * (ratelimit.so(8)); its reply is an array: the time, then per key the
  * verdict (1, a lease's units, or -retry ms), remaining and reset.  A
  * refund goes as
@@ -11,6 +12,7 @@
  */
 #include "redis_module_cmd.h"
 #include "ratelimit.h"
+#include "clock.h"
 #include "redis_key.h"
 
 #include <stdio.h>
@@ -25,16 +27,18 @@ int rcmd_detect(const rio_opts *o, rlink *l, char *err, size_t errlen)
 
     if (o->command == RCMD_LUA)
         return 0;
-    if ((r = rlink_command(l, "COMMAND INFO rl.check")) == NULL) {
+    if ((r = rlink_command(l, "COMMAND INFO rl.check rl.settle")) == NULL) {
         snprintf(err, errlen, "COMMAND INFO: %s", l->errstr);
         return -1;
     }
-    has = r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
-          r->element[0]->type == REDIS_REPLY_ARRAY;
+    /* both: a module with RL.CHECK alone (its first build) is not used */
+    has = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+          r->element[0]->type == REDIS_REPLY_ARRAY &&
+          r->element[1]->type == REDIS_REPLY_ARRAY;
     freeReplyObject(r);
     if (!has && o->command == RCMD_MODULE) {
         snprintf(err, errlen, "redis_command=module: the server has no "
-                 "RL.CHECK (load ratelimit.so)");
+                 "RL.CHECK and RL.SETTLE (load ratelimit.so)");
         return -1;
     }
     return has ? RCONN_MODULE : 0;
@@ -44,14 +48,40 @@ int rcmd_batch_ok(rio_job *const *jobs, int nb)
 {
     if (nb > RIO_MAX_REPLIES)
         return 0;
-    for (int j = 0; j < nb; j++) {
+    for (int j = 0; j < nb; j++)
         if (jobs[j]->n < 1 || jobs[j]->n > RCMD_MAX_OPS)
             return 0;
-        for (size_t i = 0; i < jobs[j]->n; i++)
-            if (jobs[j]->ops[i].rule->nprev > 0)
-                return 0;
-    }
     return 1;
+}
+
+/* The replaced shapes of op i's rule sent at now: how many (put 0: only
+ * counted), each as 6 values after "SHAPES i <its shape> n"; the number
+ * of arguments. */
+static int64_t put_shapes(const script_ctx *x, resp_buf *b, size_t i,
+                          const rl_rule *r, int64_t now, int put)
+{
+    int64_t n = 0;
+
+    for (int k = 0; k < r->nprev; k++)
+        n += script_shape_sent(x, r, &r->prev[k], now);
+    if (!n || !put)
+        return n ? 4 + 6 * n : 0;
+    resp_arg(b, "SHAPES", 6);
+    resp_num(b, (int64_t)i);
+    resp_arg(b, r->shape.name, r->shape.len);
+    resp_num(b, n);
+    for (int k = 0; k < r->nprev; k++) {
+        const rule_shape *s = &r->prev[k];
+        if (!script_shape_sent(x, r, s, now))
+            continue;
+        resp_num(b, s->ap.algo);
+        resp_num(b, s->ap.limit);
+        resp_num(b, s->ap.burst);
+        resp_num(b, s->ap.window_ms);
+        resp_arg(b, s->name, s->len);
+        resp_num(b, s->since_ms);
+    }
+    return 4 + 6 * n;
 }
 
 static void put_one(const script_ctx *x, resp_buf *b, const rio_job *j,
@@ -59,8 +89,11 @@ static void put_one(const script_ctx *x, resp_buf *b, const rio_job *j,
 {
     char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
     size_t flen;
+    int64_t now = test_now ? test_now : clock_wall_ms(), shapes = 0;
 
-    resp_head(b, '*', 2 + 8 * (int64_t)j->n + (test_now ? 2 : 0));
+    for (size_t i = 0; i < j->n; i++)
+        shapes += put_shapes(x, b, i, j->ops[i].rule, now, 0);
+    resp_head(b, '*', 2 + 8 * (int64_t)j->n + shapes + (test_now ? 2 : 0));
     resp_arg(b, "RL.CHECK", 8);
     resp_num(b, (int64_t)j->n);
     for (size_t i = 0; i < j->n; i++)
@@ -78,6 +111,8 @@ static void put_one(const script_ctx *x, resp_buf *b, const rio_job *j,
         redis_key(op, x->compact, key, field, &flen);
         resp_arg(b, field, x->compact ? flen : 0);
     }
+    for (size_t i = 0; shapes && i < j->n; i++)
+        put_shapes(x, b, i, j->ops[i].rule, now, 1);
     rcmd_put_now(b, test_now);
 }
 

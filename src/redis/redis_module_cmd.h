@@ -4,8 +4,9 @@
  * server that has the module: detected per connection at connect
  * (COMMAND INFO, so again after every reconnect or failover), one
  * RL.CHECK per request of a batch, its reply read into the request's
- * decisions.  The option redis_command forces either way.  The states are
- * the same either way, so connections and limiters may mix them.
+ * decisions; refunds and settles as RL.SETTLE.  The option redis_command
+ * forces either way.  The states are the same either way, so connections
+ * and limiters may mix them.
  */
 #ifndef RL_REDIS_MODULE_CMD_H
 #define RL_REDIS_MODULE_CMD_H
@@ -34,8 +35,8 @@ enum { RCMD_AUTO, RCMD_MODULE, RCMD_LUA };
 int rcmd_detect(const rio_opts *o, rlink *l, char *err, size_t errlen);
 
 /* 1 when every request of the batch can go as RL.CHECK: at most one
- * reply per request fits an entry, and no rule sends replaced shapes
- * (a conversion is the Lua library's alone). */
+ * reply per request fits an entry, and each request has 1..64 keys (a
+ * rule's replaced shapes go with it: RL.CHECK converts as the script). */
 int rcmd_batch_ok(rio_job *const *jobs, int nb);
 
 /* One RL.CHECK per request into b (its keys declared). */
