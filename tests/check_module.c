@@ -270,9 +270,10 @@ START_TEST(errors_write_nothing)
 }
 END_TEST
 
-/* A replica gets the writes (SET ... PXAT, HSET, PEXPIREAT), never the
- * command: its keys, values and expiry times are the master's, and it has
- * run no RL.CHECK. */
+/* A replica gets the writes (SET ... PXAT, HSET, PEXPIREAT, DEL), never
+ * the command: its keys, values and expiry times are the master's (after
+ * checks, a refund, a settled debt and its marker, a conversion), and it
+ * has run no RL.CHECK nor RL.SETTLE. */
 START_TEST(replica_gets_the_writes)
 {
     rh_server rep;
@@ -301,6 +302,22 @@ START_TEST(replica_gets_the_writes)
             }
         }
     }
+    /* RL.SETTLE (a refund, a debt with its marker) and a conversion */
+    for (int k = 0; k < 3; k++) {
+        static const char *const more[] = {
+            "RL.SETTLE r 1 rl:{p}:tb 1 10 0 60000 1 %lld %s NOW %lld",
+            "RL.SETTLE d 2 rl:{p}:fw rl:{p}:~r:1 2 10 0 60000 3 %lld %s "
+            "NOW %lld",
+            "RL.CHECK 1 rl:{p}:g2 3 10 0 2000 1 0 %s SHAPES 0 g2 1 "
+            "1 10 0 60000 tb %lld NOW %lld"};
+        int64_t t = base + 29 * 997;
+        redisReply *x = k < 2 ? cmd(ctx, more[k], (long long)t, "",
+                                    (long long)t)
+                              : cmd(ctx, more[k], "", (long long)t,
+                                    (long long)t);
+        ck_assert_msg(x->type != REDIS_REPLY_ERROR, "%s", x->str);
+        freeReplyObject(x);
+    }
     redisReply *w = cmd(ctx, "WAIT 1 10000");
     ck_assert_int_eq(w->integer, 1);
     freeReplyObject(w);
@@ -324,7 +341,8 @@ START_TEST(replica_gets_the_writes)
         freeReplyObject(eb);
     }
     freeReplyObject(all);
-    ck_assert_int_eq(rh_cmdstat_calls(&rep, "rl.check"), 0);
+    ck_assert_int_eq(rh_cmdstat_calls(&rep, "rl.check") +
+                         rh_cmdstat_calls(&rep, "rl.settle"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "set"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "hset"), 0);
     redisFree(rc);
