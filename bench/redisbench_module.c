@@ -37,9 +37,9 @@ static const char peer_script[] =
 static void append_call(int v, int a, unsigned long long k, const char *sha)
 {
     if (v == 0)
-        redisAppendCommand(ctl, "RL.CHECK 1 rl:{user:%012llu}:m %d %d 0 "
-                                "%lld 1 0 %s", k, a, SLOW_LIMIT,
-                           (long long)SLOW_WINDOW_S * 1000, "");
+        redisAppendCommand(ctl, "RL.CHECK 1 rl:{user:%012llu}:m "
+                                "%d:%d:0:%lld:1:0:", k, a, SLOW_LIMIT,
+                           (long long)SLOW_WINDOW_S * 1000); /* packed */
     else
         redisAppendCommand(ctl, "EVALSHA %s 1 rlflx:user:%012llu 1 %d", sha,
                            k, SLOW_WINDOW_S);

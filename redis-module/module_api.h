@@ -50,6 +50,7 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
     X(int, ReplyWithLongLong, (RedisModuleCtx *, long long))                 \
     X(int, ReplyWithError, (RedisModuleCtx *, const char *))                 \
     X(int, ReplyWithArray, (RedisModuleCtx *, long))                         \
+    X(int, ReplyWithStringBuffer, (RedisModuleCtx *, const char *, size_t))  \
     X(RedisModuleKey *, OpenKey, (RedisModuleCtx *, RedisModuleString *,     \
                                   int))                                      \
     X(void, CloseKey, (RedisModuleKey *))                                    \

@@ -267,6 +267,13 @@ START_TEST(errors_write_nothing)
     r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 4 10 0 60000 1 0 7");
     ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
     freeReplyObject(r);
+    /* the packed form: seven values, the last the field */
+    r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 0:10:0:60000:1:0");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 0:10:0:60000:x:0:");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
 }
 END_TEST
 

@@ -10,6 +10,7 @@
 
 #include <check.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "algo.h"
@@ -33,13 +34,41 @@ static inline int64_t sent_burst(const algo_params *ap)
     return ap->burst == ap->limit ? 0 : ap->burst;
 }
 
-/* RL.CHECK of n parts at now; d[i] each part's decision (verdict too). */
+/* The answer's integers into v[0..1 + 3n): an array of them (the long
+ * form), or the packed form's one string of them, ':' between. */
+static inline void mod_answer(const redisReply *r, int n, int packed,
+                              long long *v)
+{
+    const char *p = r->str;
+    char *end;
+
+    ck_assert_msg(r->type == (packed ? REDIS_REPLY_STRING
+                                     : REDIS_REPLY_ARRAY),
+                  "RL.CHECK: %s", r->type == REDIS_REPLY_ERROR ? r->str
+                                                               : "its type");
+    for (int k = 0; k < 1 + 3 * n; k++) {
+        if (!packed) {
+            ck_assert_int_eq(r->elements, 1 + 3 * (size_t)n);
+            v[k] = r->element[k]->integer;
+            continue;
+        }
+        v[k] = strtoll(p, &end, 10);
+        ck_assert_msg(end > p && *end == (k < 3 * n ? ':' : 0), "%s", r->str);
+        p = end + 1;
+    }
+}
+
+/* RL.CHECK of n parts at now; d[i] each part's decision (verdict too).
+ * Every other call in the packed form (one argument a key, one string
+ * answered), the others in the long form: both decide alike. */
 static inline void mod_check(int64_t now, const mpart *pt, int n,
                              algo_decision *d, int64_t *verdict)
 {
-    char num[MAXP * 7 + 4][24];
+    static int calls;
+    char num[MAXP * 7 + 4][48];
     const char *argv[64];
-    int c = 0, u = 0;
+    long long v[1 + 3 * MAXP];
+    int c = 0, u = 0, packed = calls++ % 2;
     redisReply *r;
 
 #define NUM(v) (snprintf(num[u], sizeof num[u], "%lld", (long long)(v)), \
@@ -49,10 +78,19 @@ static inline void mod_check(int64_t now, const mpart *pt, int n,
     for (int i = 0; i < n; i++)
         argv[c++] = pt[i].key;
     for (int i = 0; i < n; i++) {
-        NUM(pt[i].ap->algo);
-        NUM(pt[i].ap->limit);
-        NUM(sent_burst(pt[i].ap));
-        NUM(pt[i].ap->window_ms);
+        const algo_params *ap = pt[i].ap;
+        if (packed) {
+            snprintf(num[u], sizeof num[u], "%d:%lld:%lld:%lld:%lld:%s:%s",
+                     ap->algo, (long long)ap->limit,
+                     (long long)sent_burst(ap), (long long)ap->window_ms,
+                     (long long)pt[i].cost, pt[i].mode, pt[i].field);
+            argv[c++] = num[u++];
+            continue;
+        }
+        NUM(ap->algo);
+        NUM(ap->limit);
+        NUM(sent_burst(ap));
+        NUM(ap->window_ms);
         NUM(pt[i].cost);
         argv[c++] = pt[i].mode;
         argv[c++] = pt[i].field;
@@ -62,16 +100,15 @@ static inline void mod_check(int64_t now, const mpart *pt, int n,
 #undef NUM
     r = redisCommandArgv(ctx, c, argv, NULL);
     ck_assert_msg(r != NULL, "RL.CHECK: %s", ctx->errstr);
-    ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "RL.CHECK: %s",
-                  r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-    ck_assert_int_eq(r->elements, 1 + 3 * (size_t)n);
-    ck_assert_int_eq(r->element[0]->integer, now);
+    mod_answer(r, n, packed, v);
+    ck_assert_int_eq(v[0], now);
     for (int i = 0; i < n; i++) {
-        int64_t v = r->element[1 + 3 * i]->integer;
-        verdict[i] = v;
-        d[i] = (algo_decision){.allowed = v > 0, .retry_ms = v < 0 ? -v : 0,
-                               .remaining = r->element[2 + 3 * i]->integer,
-                               .reset_ms = r->element[3 + 3 * i]->integer};
+        verdict[i] = v[1 + 3 * i];
+        d[i] = (algo_decision){.allowed = v[1 + 3 * i] > 0,
+                               .retry_ms = v[1 + 3 * i] < 0 ? -v[1 + 3 * i]
+                                                            : 0,
+                               .remaining = v[2 + 3 * i],
+                               .reset_ms = v[3 + 3 * i]};
     }
     freeReplyObject(r);
 }

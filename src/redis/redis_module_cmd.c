@@ -1,11 +1,14 @@
 /*
  * redis_module_cmd.c -- see redis_module_cmd.h.  A request goes as
- *   RL.CHECK n key... then per key: algo limit burst window_ms cost mode
- *   field, then for a key whose rule replaced shapes SHAPES i <shape> n
- *   and 6 values a replaced shape, then [NOW ms]
- * (ratelimit.so(8)); its reply is an array: the time, then per key the
- * verdict (1, a lease's units, or -retry ms), remaining and reset.  A
- * refund goes as
+ *   RL.CHECK n key... then per key one packed argument
+ *   algo:limit:burst:window_ms:cost:mode:field, then for a key whose rule
+ *   replaced shapes SHAPES i <shape> n and 6 values a replaced shape,
+ *   then [NOW ms]
+ * (ratelimit.so(8)); its reply is one string of integers, ':' between
+ * them: the time, then per key the verdict (1, a lease's units, or -retry
+ * ms), remaining and reset.  (Four arguments and one reply for a lone
+ * check instead of eleven and five: what Redis spends on each.)  A refund
+ * goes as
  *   RL.SETTLE r n key... then per key: algo limit burst window_ms cost
  *   at_ms field [NOW ms]
  * (rl_settle's as RL.SETTLE s|d, redis_settle.c), answered by a number.
@@ -84,6 +87,45 @@ static int64_t put_shapes(const script_ctx *x, resp_buf *b, size_t i,
     return 4 + 6 * n;
 }
 
+/* x in decimal at p ('-' first when negative); its length. */
+static size_t put_num(char *p, int64_t x)
+{
+    char tmp[24];
+    size_t n = 0, k = 0;
+    uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+
+    do
+        tmp[n++] = (char)('0' + u % 10);
+    while ((u /= 10) > 0);
+    if (x < 0)
+        p[k++] = '-';
+    while (n)
+        p[k++] = tmp[--n];
+    return k;
+}
+
+/* Op op's one packed argument: algo:limit:burst:window_ms:cost:mode:field
+ * (field empty for the plain layout). */
+static void put_packed(const script_ctx *x, resp_buf *b, const store_op *op)
+{
+    char buf[6 * 21 + REDIS_FIELD_MAX + 8], key[REDIS_KEY_MAX];
+    char field[REDIS_FIELD_MAX];
+    const algo_params *ap = &op->rule->ap;
+    int64_t v[6] = {ap->algo, ap->limit, ap->burst, ap->window_ms, op->cost,
+                    op->lease_min > 0 ? -op->lease_min : op->soft};
+    size_t len = 0, flen = 0;
+
+    for (int k = 0; k < 6; k++) {
+        len += put_num(buf + len, v[k]);
+        buf[len++] = ':';
+    }
+    if (x->compact) {
+        redis_key(op, 1, key, field, &flen);
+        memcpy(buf + len, field, flen);
+    }
+    resp_arg(b, buf, len + flen);
+}
+
 static void put_one(const script_ctx *x, resp_buf *b, const rio_job *j,
                     int64_t test_now)
 {
@@ -93,24 +135,14 @@ static void put_one(const script_ctx *x, resp_buf *b, const rio_job *j,
 
     for (size_t i = 0; i < j->n; i++)
         shapes += put_shapes(x, b, i, j->ops[i].rule, now, 0);
-    resp_head(b, '*', 2 + 8 * (int64_t)j->n + shapes + (test_now ? 2 : 0));
+    resp_head(b, '*', 2 + 2 * (int64_t)j->n + shapes + (test_now ? 2 : 0));
     resp_arg(b, "RL.CHECK", 8);
     resp_num(b, (int64_t)j->n);
     for (size_t i = 0; i < j->n; i++)
         resp_arg(b, key, redis_key(&j->ops[i], x->compact, key, field,
                                    &flen));
-    for (size_t i = 0; i < j->n; i++) {
-        const store_op *op = &j->ops[i];
-        const algo_params *ap = &op->rule->ap;
-        resp_num(b, ap->algo);
-        resp_num(b, ap->limit);
-        resp_num(b, ap->burst);
-        resp_num(b, ap->window_ms);
-        resp_num(b, op->cost);
-        resp_num(b, op->lease_min > 0 ? -op->lease_min : op->soft);
-        redis_key(op, x->compact, key, field, &flen);
-        resp_arg(b, field, x->compact ? flen : 0);
-    }
+    for (size_t i = 0; i < j->n; i++)
+        put_packed(x, b, &j->ops[i]);
     for (size_t i = 0; shapes && i < j->n; i++)
         put_shapes(x, b, i, j->ops[i].rule, now, 1);
     rcmd_put_now(b, test_now);
@@ -127,22 +159,52 @@ void rcmd_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
 }
 
 /* j's decisions from the reply's integers, as script_parse's fill(). */
-static void fill(rio_job *j, const redisReply *rep)
+/* The next integer of the packed answer at *p (before end), and the ':'
+ * after it; 0 when there is none. */
+static int next_num(const char **p, const char *end, int64_t *v)
 {
+    const char *s = *p;
+    int neg = s < end && *s == '-', digits = 0;
+    uint64_t x = 0;
+
+    for (s += neg; s < end && *s >= '0' && *s <= '9' && digits < 19;
+         s++, digits++)
+        x = x * 10 + (uint64_t)(*s - '0');
+    if (!digits || (s < end && *s != ':'))
+        return 0;
+    *v = neg ? -(int64_t)x : (int64_t)x;
+    *p = s + (s < end);
+    return 1;
+}
+
+/* j's decisions from the packed answer "now:verdict:remaining:reset..."
+ * (as script_parse's fill()); 0 when it is not one. */
+static int fill(rio_job *j, const redisReply *rep)
+{
+    const char *p = rep->str, *end = rep->str + rep->len;
+    int64_t now, v[3];
+
+    if (!next_num(&p, end, &now))
+        return 0;
     for (size_t i = 0; i < j->n; i++) {
         algo_decision *d = &j->out[i];
-        int64_t verdict = rep->element[1 + 3 * i]->integer;
-        d->allowed = verdict >= 1;
-        d->granted = j->ops[i].lease_min > 0 && d->allowed ? verdict : 0;
+        for (int k = 0; k < 3; k++)
+            if (!next_num(&p, end, &v[k]))
+                return 0;
+        d->allowed = v[0] >= 1;
+        d->granted = j->ops[i].lease_min > 0 && d->allowed ? v[0] : 0;
         d->changed = d->allowed && j->ops[i].cost > 0;
-        d->remaining = rep->element[2 + 3 * i]->integer;
-        d->reset_ms = rep->element[3 + 3 * i]->integer;
-        d->retry_ms = verdict < 0 ? -verdict : 0;
+        d->remaining = v[1];
+        d->reset_ms = v[2];
+        d->retry_ms = v[0] < 0 ? -v[0] : 0;
         d->expires_ms = d->reset_ms;
     }
-    j->now_ms = rep->element[0]->integer;
+    if (p != end)
+        return 0;
+    j->now_ms = now;
     j->rc = RL_OK;
     j->why.status = RN_OK;
+    return 1;
 }
 
 int rcmd_refused(const redisReply *rep)
@@ -212,11 +274,7 @@ int rcmd_parse(const redisReply *rep, rio_job *j)
     }
     if (!j)
         return 0;
-    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1 + 3 * j->n)
-        return 0;
-    for (size_t k = 0; k < rep->elements; k++)
-        if (rep->element[k]->type != REDIS_REPLY_INTEGER)
-            return 0;
-    fill(j, rep);
+    if (rep->type == REDIS_REPLY_STRING)
+        fill(j, rep);
     return 0;
 }
