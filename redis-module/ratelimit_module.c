@@ -281,8 +281,22 @@ void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
                           (long long)exp);
 }
 
-/* Write op o's charged state (plain: SET ... PXAT, replicated as such; an
- * expiry already past deletes, as SET does). */
+/* 1 when op o's charge only adds to its window's count, the key's expiry
+ * kept (a window charged in its own window): its value is the integer it
+ * was plus the charge (sliding: prev * 10^10 + curr, within int64 while
+ * prev < 9 * 10^8), so INCRBY replicates it, for less than a SET's
+ * arguments (lua/check.lua writes such a charge with INCRBY too). */
+static int counted_on(const op *o, int64_t exp)
+{
+    return (o->ap.algo == RL_ALGO_FIXED_WINDOW ||
+            o->ap.algo == RL_ALGO_SLIDING_WINDOW) &&
+           exp == o->exp && exp > RedisModule_Milliseconds() &&
+           o->next.a == o->st.a && o->next.c == o->st.c &&
+           o->st.c < 900000000 && o->next.b > o->st.b;
+}
+
+/* Write op o's charged state (plain: SET ... PXAT, replicated as such, or
+ * INCRBY (counted_on); an expiry already past deletes, as SET does). */
 static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
 {
     char buf[MS_VALUE_MAX];
@@ -311,9 +325,14 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
         n = ms_plain_value(&o->ap, &o->next, buf, &exp);
         p = buf;
     }
-    /* a reopened key may have been written by an earlier op */
-    mod_put_plain(ctx, o->k, o->key, p, n, exp,
-                  reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
+    if (!reopen && !moved && counted_on(o, exp)) {
+        write_value(o->k, p, n, exp, o->exp); /* replicated as INCRBY */
+        RedisModule_Replicate(ctx, "INCRBY", "sl", o->key,
+                              (long long)(o->next.b - o->st.b));
+    } else { /* a reopened key may have been written by an earlier op */
+        mod_put_plain(ctx, o->k, o->key, p, n, exp,
+                      reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
+    }
     if (moved)
         mc_drop(ctx, o->old, NULL, now);
     if (reopen) {
@@ -407,6 +426,12 @@ static const char *parse_ops(RedisModuleCtx *ctx, op *ops, int n, int packed,
     return err;
 }
 
+/* "00" to "99". */
+static const char pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
+
 /* x in decimal at p (a '-' first when negative); its length. */
 static size_t put_num(char *p, int64_t x)
 {
@@ -414,9 +439,13 @@ static size_t put_num(char *p, int64_t x)
     size_t n = 0, k = 0;
     uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
 
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while ((u /= 10) > 0);
+    for (; u >= 100; u /= 100) { /* two digits a step */
+        tmp[n++] = pairs[u % 100 * 2 + 1];
+        tmp[n++] = pairs[u % 100 * 2];
+    }
+    if (u >= 10)
+        tmp[n++] = pairs[u * 2 + 1];
+    tmp[n++] = u >= 10 ? pairs[u * 2] : (char)('0' + u);
     if (x < 0)
         p[k++] = '-';
     while (n)

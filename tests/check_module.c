@@ -309,19 +309,23 @@ START_TEST(replica_gets_the_writes)
             }
         }
     }
-    /* RL.SETTLE (a refund, a debt with its marker) and a conversion */
-    for (int k = 0; k < 3; k++) {
+    /* RL.SETTLE (a refund, a debt with its marker), a conversion, and a
+     * window charged twice in one window (the second as INCRBY) */
+    for (int k = 0; k < 5; k++) {
         static const char *const more[] = {
             "RL.SETTLE r 1 rl:{p}:tb 1 10 0 60000 1 %lld %s NOW %lld",
             "RL.SETTLE d 2 rl:{p}:fw rl:{p}:~r:1 2 10 0 60000 3 %lld %s "
             "NOW %lld",
             "RL.CHECK 1 rl:{p}:g2 3 10 0 2000 1 0 %s SHAPES 0 g2 1 "
-            "1 10 0 60000 tb %lld NOW %lld"};
+            "1 10 0 60000 tb %lld NOW %lld",
+            "RL.CHECK 1 rl:{p}:f2 0:10:0:3600000:2:0:%s NOW %lld",
+            "RL.CHECK 1 rl:{p}:f2 0:10:0:3600000:3:0:%s NOW %lld"};
         int64_t t = base + 29 * 997;
         redisReply *x = k < 2 ? cmd(ctx, more[k], (long long)t, "",
                                     (long long)t)
-                              : cmd(ctx, more[k], "", (long long)t,
-                                    (long long)t);
+                        : k == 2 ? cmd(ctx, more[k], "", (long long)t,
+                                       (long long)t)
+                                 : cmd(ctx, more[k], "", (long long)t);
         ck_assert_msg(x->type != REDIS_REPLY_ERROR, "%s", x->str);
         freeReplyObject(x);
     }
@@ -352,6 +356,7 @@ START_TEST(replica_gets_the_writes)
                          rh_cmdstat_calls(&rep, "rl.settle"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "set"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "hset"), 0);
+    ck_assert_int_gt(rh_cmdstat_calls(&rep, "incrby"), 0);
     redisFree(rc);
     rh_stop(&rep);
 }

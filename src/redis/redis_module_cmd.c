@@ -87,6 +87,12 @@ static int64_t put_shapes(const script_ctx *x, resp_buf *b, size_t i,
     return 4 + 6 * n;
 }
 
+/* "00" to "99". */
+static const char pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
+
 /* x in decimal at p ('-' first when negative); its length. */
 static size_t put_num(char *p, int64_t x)
 {
@@ -94,9 +100,13 @@ static size_t put_num(char *p, int64_t x)
     size_t n = 0, k = 0;
     uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
 
-    do
-        tmp[n++] = (char)('0' + u % 10);
-    while ((u /= 10) > 0);
+    for (; u >= 100; u /= 100) { /* two digits a step */
+        tmp[n++] = pairs[u % 100 * 2 + 1];
+        tmp[n++] = pairs[u % 100 * 2];
+    }
+    if (u >= 10)
+        tmp[n++] = pairs[u * 2 + 1];
+    tmp[n++] = u >= 10 ? pairs[u * 2] : (char)('0' + u);
     if (x < 0)
         p[k++] = '-';
     while (n)
