@@ -16,7 +16,8 @@
  * server runs under valgrind --tool=callgrind writing there: make
  * bench-module-instructions), the server's instructions per check too,
  * all of them (reading the request, the command, the reply), from
- * callgrind_control's zero and dump around each measured run.
+ * callgrind_control's zero and dump around each measured run.  Group
+ * module_bytes: the state's memory per client, module beside script.
  */
 #include "redisbench.h"
 
@@ -232,6 +233,32 @@ int group_module(const options *o, char *err)
         xnum(&f, "checks_per_round", (double)m);
         xnum(&f, "rounds", rounds);
         emit(o, &f);
+    }
+    return 0;
+}
+
+/* Group module_bytes: Redis memory per client (bytes_one: used_memory
+ * grown over --mem-keys new clients, one check each) when ratelimit.so
+ * writes the state, beside the same clients written by the Lua library
+ * in the same run (its figure just before), per algorithm. */
+int group_module_bytes(const options *o, char *err)
+{
+    options lua = *o, mod = *o;
+    char name[64];
+    double vl, vm;
+
+    lua.command = "lua";
+    mod.command = "module";
+    for (int a = 0; a < ALGOS_ALL; a++) {
+        snprintf(name, sizeof name, "bytes_per_key_lua_%s", algo_names[a]);
+        if (bytes_one(&lua, a, SLOW_LIMIT, 1, name, PEER_BYTES_PER_KEY,
+                      "peer_gcra_string_35B_names", &vl, err))
+            return -1;
+        snprintf(name, sizeof name, "module_bytes_per_key_%s",
+                 algo_names[a]);
+        if (bytes_one(&mod, a, SLOW_LIMIT, 1, name, vl, "lua_same_run", &vm,
+                      err))
+            return -1;
     }
     return 0;
 }
