@@ -43,6 +43,8 @@
 #define MOD_NAME "ratelimit"
 #define MOD_VERSION 1
 #define MOD_MAX_OPS 64                 /* keys of one request            */
+#define MOD_MAX_KEYS 2048              /* keys of one call (REQS: many
+                                          requests, 64 x 32 a batch)      */
 #define MOD_VALUES 7                   /* values per key                 */
 #define MOD_LOG_MAX (2 * RL_LOG_LIMIT_MAX) /* a log's times, and a charge */
 #define MOD_BASE_MAX 512               /* a compact base name's bytes    */
@@ -75,7 +77,7 @@ typedef struct op {
 } op;
 
 /* The ops' replaced shapes (the command runs on Redis's main thread). */
-static mc_old olds[MOD_MAX_OPS];
+static mc_old olds[MOD_MAX_KEYS];
 
 static int is_bucket(int algo)
 {
@@ -403,12 +405,45 @@ static const char *parse_shapes(op *ops, int n, RedisModuleString **argv,
     return NULL;
 }
 
+/* A batch's requests: REQS m k1 .. km, each request's number of keys, in
+ * order (their sum the call's); none: one request of every key. */
+static const char *parse_reqs(RedisModuleString **argv, int argc, int n,
+                              int *at, int *reqs, int *nreq)
+{
+    long long m, k, sum = 0;
+    size_t len;
+
+    *nreq = 1;
+    reqs[0] = n;
+    if (*at >= argc ||
+        strcmp(RedisModule_StringPtrLen(argv[*at], &len), "REQS") != 0)
+        return n > MOD_MAX_OPS ? "ERR ratelimit: more keys than a request "
+                                 "has; REQS says whose"
+                               : NULL;
+    if (*at + 1 >= argc ||
+        RedisModule_StringToLongLong(argv[*at + 1], &m) != REDISMODULE_OK ||
+        m < 1 || m > n || *at + 2 + m > argc)
+        return "ERR ratelimit: REQS m, then m key counts";
+    for (int r = 0; r < m; r++) {
+        if (RedisModule_StringToLongLong(argv[*at + 2 + r], &k) !=
+                REDISMODULE_OK || k < 1 || k > MOD_MAX_OPS)
+            return "ERR ratelimit: a request has 1..64 keys";
+        reqs[r] = (int)k;
+        sum += k;
+    }
+    if (sum != n)
+        return "ERR ratelimit: REQS counts other than the keys";
+    *nreq = (int)m;
+    *at += 2 + (int)m;
+    return NULL;
+}
+
 /* Every op's values (the packed form's one argument each, or the long
- * form's seven), then the SHAPES sections and the time; NULL, or the
- * error to answer. */
+ * form's seven), then the SHAPES sections, the requests and the time;
+ * NULL, or the error to answer. */
 static const char *parse_ops(RedisModuleCtx *ctx, op *ops, int n, int packed,
                              RedisModuleString **argv, int argc,
-                             int64_t *now)
+                             int64_t *now, int *reqs, int *nreq)
 {
     const char *err = NULL;
     int at = 2 + n * (packed ? 2 : 1 + MOD_VALUES);
@@ -421,6 +456,8 @@ static const char *parse_ops(RedisModuleCtx *ctx, op *ops, int n, int packed,
     }
     if (!err)
         err = parse_shapes(ops, n, argv, argc, &at);
+    if (!err)
+        err = parse_reqs(argv, argc, n, &at, reqs, nreq);
     if (!err && (*now = mod_time(argv, argc, at)) < 0)
         err = "ERR wrong number of arguments for 'rl.check' command";
     return err;
@@ -459,7 +496,7 @@ static size_t put_num(char *p, int64_t x)
 static void reply(RedisModuleCtx *ctx, const op *ops, int n, int packed,
                   int64_t now)
 {
-    char buf[(1 + 3 * MOD_MAX_OPS) * 21];
+    static char buf[(1 + 3 * MOD_MAX_KEYS) * 21];
     size_t len = put_num(buf, now);
 
     if (!packed) {
@@ -483,18 +520,45 @@ static void reply(RedisModuleCtx *ctx, const op *ops, int n, int packed,
     RedisModule_ReplyWithStringBuffer(ctx, buf, len);
 }
 
+/* Request ops[0..n): read and decide every key at now, then, when every
+ * hard one passed, write the charges (all or nothing).  MS_OK or the
+ * error of a state. */
+static int decide_request(RedisModuleCtx *ctx, op *ops, int n, int64_t now)
+{
+    int all = 1, rc = MS_OK;
+
+    for (int i = 0; i < n && rc == MS_OK; i++)
+        if ((rc = read_op(ctx, &ops[i], now)) == MS_OK) {
+            decide_op(ctx, &ops[i], now);
+            all &= ops[i].d.allowed || ops[i].soft;
+        }
+    if (rc != MS_OK)
+        return rc;
+    if (n > 1) /* a key named twice: each write on a handle of its own */
+        for (int i = 0; i < n; i++)
+            if (ops[i].k) {
+                RedisModule_CloseKey(ops[i].k);
+                ops[i].k = NULL;
+            }
+    for (int i = 0; all && i < n && rc == MS_OK; i++)
+        if (ops[i].d.allowed && ops[i].d.changed)
+            rc = write_op(ctx, &ops[i], now, n > 1);
+    return rc;
+}
+
 static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
                          int argc)
 {
-    op ops[MOD_MAX_OPS];
+    static op ops[MOD_MAX_KEYS];
+    static int reqs[MOD_MAX_KEYS];
     long long n;
     int64_t now = 0;
-    int all = 1, rc = MS_OK, packed;
+    int rc = MS_OK, packed, nreq, at = 0;
     const char *err, *v;
     size_t len;
 
     if (argc < 2 || RedisModule_StringToLongLong(argv[1], &n) !=
-                        REDISMODULE_OK || n < 1 || n > MOD_MAX_OPS ||
+                        REDISMODULE_OK || n < 1 || n > MOD_MAX_KEYS ||
         argc < 2 + n * 2)
         return RedisModule_WrongArity(ctx);
     if (RedisModule_IsKeysPositionRequest(ctx)) {
@@ -506,31 +570,16 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
     packed = memchr(v, ':', len) != NULL; /* no long form's algo has one */
     if (!packed && argc < 2 + n * (1 + MOD_VALUES))
         return RedisModule_WrongArity(ctx);
-    if ((err = parse_ops(ctx, ops, (int)n, packed, argv, argc, &now))) {
-        close_ops(ctx, ops, (int)n);
-        return RedisModule_ReplyWithError(ctx, err);
+    err = parse_ops(ctx, ops, (int)n, packed, argv, argc, &now, reqs, &nreq);
+    /* each request in turn: a later one reads what an earlier wrote */
+    for (int r = 0; !err && r < nreq && rc == MS_OK; at += reqs[r++]) {
+        rc = decide_request(ctx, ops + at, reqs[r], now);
+        close_ops(ctx, ops + at, reqs[r]);
     }
-    for (int i = 0; i < n && rc == MS_OK; i++)
-        if ((rc = read_op(ctx, &ops[i], now)) == MS_OK) {
-            decide_op(ctx, &ops[i], now);
-            all &= ops[i].d.allowed || ops[i].soft;
-        }
-    if (rc != MS_OK) {
+    if (err || rc != MS_OK) {
         close_ops(ctx, ops, (int)n);
-        return RedisModule_ReplyWithError(ctx, state_error(rc));
+        return RedisModule_ReplyWithError(ctx, err ? err : state_error(rc));
     }
-    if (n > 1) /* a key named twice: each write on a handle of its own */
-        for (int i = 0; i < n; i++)
-            if (ops[i].k) {
-                RedisModule_CloseKey(ops[i].k);
-                ops[i].k = NULL;
-            }
-    for (int i = 0; all && i < n && rc == MS_OK; i++)
-        if (ops[i].d.allowed && ops[i].d.changed)
-            rc = write_op(ctx, &ops[i], now, n > 1);
-    close_ops(ctx, ops, (int)n);
-    if (rc != MS_OK)
-        return RedisModule_ReplyWithError(ctx, state_error(rc));
     reply(ctx, ops, (int)n, packed, now);
     return REDISMODULE_OK;
 }

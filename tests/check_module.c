@@ -193,6 +193,85 @@ START_TEST(requests_all_or_nothing)
 }
 END_TEST
 
+/* A batch as one RL.CHECK (REQS: each request all or nothing on its
+ * own, in turn) decides as the same requests sent one by one to the
+ * script: 2..6 requests of 1..3 keys drawn from 4 (so requests share
+ * keys, a later one reading what an earlier wrote), every algorithm. */
+START_TEST(batch_as_requests_in_turn)
+{
+    int64_t base = test_base();
+
+    for (int r = 0; r < 60; r++) {
+        algo_params ap[4];
+        char key[2][4][48], num[64][96];
+        const char *argv[96];
+        int nreq = 2 + (int)rnd(5), nk[6], pick[6][3], c = 0, u = 0, n = 0;
+        int64_t t = base + (int64_t)rnd(100000), v[3];
+        mpart pt[6][3];
+        algo_decision l[6][3];
+        long long got[1 + 3 * 18];
+        redisReply *rep;
+
+        for (int i = 0; i < 4; i++) {
+            ap[i] = random_params((int)rnd(5));
+            for (int k = 0; k < 2; k++)
+                snprintf(key[k][i], sizeof key[k][i], "rl:{b%d}:%d-%d", r, k,
+                         i);
+        }
+        for (int q = 0; q < nreq; q++) {
+            nk[q] = 1 + (int)rnd(3);
+            for (int i = 0; i < nk[q]; i++) {
+                pick[q][i] = (int)rnd(4);
+                pt[q][i] = (mpart){.key = key[1][pick[q][i]], .field = "",
+                                   .ap = &ap[pick[q][i]],
+                                   .cost = next_cost(&ap[pick[q][i]]),
+                                   .mode = rnd(4) ? "0" : "1"};
+            }
+            lua_check(t, pt[q], nk[q], l[q], v);
+            n += nk[q];
+        }
+#define NUM(x) (snprintf(num[u], sizeof num[u], "%lld", (long long)(x)), \
+                argv[c++] = num[u++])
+        argv[c++] = "RL.CHECK";
+        NUM(n);
+        for (int q = 0; q < nreq; q++)
+            for (int i = 0; i < nk[q]; i++)
+                argv[c++] = key[0][pick[q][i]];
+        for (int q = 0; q < nreq; q++)
+            for (int i = 0; i < nk[q]; i++) {
+                const algo_params *a = pt[q][i].ap;
+                snprintf(num[u], sizeof num[u], "%d:%lld:%lld:%lld:%lld:%s:",
+                         a->algo, (long long)a->limit,
+                         (long long)sent_burst(a), (long long)a->window_ms,
+                         (long long)pt[q][i].cost, pt[q][i].mode);
+                argv[c++] = num[u++];
+            }
+        argv[c++] = "REQS";
+        NUM(nreq);
+        for (int q = 0; q < nreq; q++)
+            NUM(nk[q]);
+        argv[c++] = "NOW";
+        NUM(t);
+#undef NUM
+        rep = redisCommandArgv(ctx, c, argv, NULL);
+        ck_assert_ptr_nonnull(rep);
+        mod_answer(rep, n, 1, got);
+        freeReplyObject(rep);
+        for (int q = 0, k = 0; q < nreq; q++)
+            for (int i = 0; i < nk[q]; i++, k++) {
+                algo_decision m = {.allowed = got[1 + 3 * k] > 0,
+                                   .retry_ms = got[1 + 3 * k] < 0
+                                                   ? -got[1 + 3 * k]
+                                                   : 0,
+                                   .remaining = got[2 + 3 * k],
+                                   .reset_ms = got[3 + 3 * k]};
+                same_decision(&l[q][i], &m, "batch: script vs module",
+                              pt[q][i].ap, r, base, t, pt[q][i].cost);
+            }
+    }
+}
+END_TEST
+
 /* Leases (mode -m: cost units, or as many as are left but at least m):
  * the module charges what the script charges, on twin keys. */
 START_TEST(leases_as_the_script)
@@ -421,6 +500,7 @@ static Suite *module_suite(void)
     tcase_add_test(tc, every_algorithm_compact);
     tcase_add_test(tc, requests_all_or_nothing);
     tcase_add_test(tc, leases_as_the_script);
+    tcase_add_test(tc, batch_as_requests_in_turn);
     tcase_add_test(tc, errors_write_nothing);
     tcase_add_test(tc, replica_gets_the_writes);
     suite_add_tcase(s, tc);

@@ -136,39 +136,42 @@ static void put_packed(const script_ctx *x, resp_buf *b, const store_op *op)
     resp_arg(b, buf, len + flen);
 }
 
-static void put_one(const script_ctx *x, resp_buf *b, const rio_job *j,
-                    int64_t test_now)
-{
-    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
-    size_t flen;
-    int64_t now = test_now ? test_now : clock_wall_ms(), shapes = 0;
-
-    for (size_t i = 0; i < j->n; i++)
-        shapes += put_shapes(x, b, i, j->ops[i].rule, now, 0);
-    resp_head(b, '*', 2 + 2 * (int64_t)j->n + shapes + (test_now ? 2 : 0));
-    resp_arg(b, "RL.CHECK", 8);
-    resp_num(b, (int64_t)j->n);
-    for (size_t i = 0; i < j->n; i++)
-        resp_arg(b, key, redis_key(&j->ops[i], x->compact, key, field,
-                                   &flen));
-    for (size_t i = 0; i < j->n; i++)
-        put_packed(x, b, &j->ops[i]);
-    for (size_t i = 0; shapes && i < j->n; i++)
-        put_shapes(x, b, i, j->ops[i].rule, now, 1);
-    rcmd_put_now(b, test_now);
-}
-
 void rcmd_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
               int nb)
 {
+    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
+    size_t flen, k = 0;
     int64_t test_now = x->clock && x->clock->fn
                            ? x->clock->fn(x->clock->arg) : 0;
+    int64_t now = test_now ? test_now : clock_wall_ms(), shapes = 0, n = 0;
 
     for (int j = 0; j < nb; j++)
-        put_one(x, b, jobs[j], test_now);
+        for (size_t i = 0; i < jobs[j]->n; i++, n++)
+            shapes += put_shapes(x, b, (size_t)n, jobs[j]->ops[i].rule, now,
+                                 0);
+    resp_head(b, '*', 2 + 2 * n + shapes + (nb > 1 ? 2 + nb : 0) +
+                          (test_now ? 2 : 0));
+    resp_arg(b, "RL.CHECK", 8);
+    resp_num(b, n);
+    for (int j = 0; j < nb; j++)
+        for (size_t i = 0; i < jobs[j]->n; i++)
+            resp_arg(b, key, redis_key(&jobs[j]->ops[i], x->compact, key,
+                                       field, &flen));
+    for (int j = 0; j < nb; j++)
+        for (size_t i = 0; i < jobs[j]->n; i++)
+            put_packed(x, b, &jobs[j]->ops[i]);
+    for (int j = 0; shapes && j < nb; j++)
+        for (size_t i = 0; i < jobs[j]->n; i++, k++)
+            put_shapes(x, b, k, jobs[j]->ops[i].rule, now, 1);
+    if (nb > 1) { /* the requests, each all or nothing on its own */
+        resp_arg(b, "REQS", 4);
+        resp_num(b, nb);
+        for (int j = 0; j < nb; j++)
+            resp_num(b, (int64_t)jobs[j]->n);
+    }
+    rcmd_put_now(b, test_now);
 }
 
-/* j's decisions from the reply's integers, as script_parse's fill(). */
 /* The next integer of the packed answer at *p (before end), and the ':'
  * after it; 0 when there is none. */
 static int next_num(const char **p, const char *end, int64_t *v)
@@ -187,19 +190,16 @@ static int next_num(const char **p, const char *end, int64_t *v)
     return 1;
 }
 
-/* j's decisions from the packed answer "now:verdict:remaining:reset..."
- * (as script_parse's fill()); 0 when it is not one. */
-static int fill(rio_job *j, const redisReply *rep)
+/* j's decisions from its part of the packed answer at *p, the call's
+ * time `now` (as script_parse's fill()); 0 when it is not one. */
+static int fill(rio_job *j, const char **p, const char *end, int64_t now)
 {
-    const char *p = rep->str, *end = rep->str + rep->len;
-    int64_t now, v[3];
+    int64_t v[3];
 
-    if (!next_num(&p, end, &now))
-        return 0;
     for (size_t i = 0; i < j->n; i++) {
         algo_decision *d = &j->out[i];
         for (int k = 0; k < 3; k++)
-            if (!next_num(&p, end, &v[k]))
+            if (!next_num(p, end, &v[k]))
                 return 0;
         d->allowed = v[0] >= 1;
         d->granted = j->ops[i].lease_min > 0 && d->allowed ? v[0] : 0;
@@ -209,8 +209,6 @@ static int fill(rio_job *j, const redisReply *rep)
         d->retry_ms = v[0] < 0 ? -v[0] : 0;
         d->expires_ms = d->reset_ms;
     }
-    if (p != end)
-        return 0;
     j->now_ms = now;
     j->rc = RL_OK;
     j->why.status = RN_OK;
@@ -273,18 +271,28 @@ void rcmd_put_now(resp_buf *b, int64_t test_now)
     }
 }
 
-int rcmd_parse(const redisReply *rep, rio_job *j)
+int rcmd_parse(const redisReply *rep, rio_job *const *jobs, const size_t *n,
+               int nb)
 {
+    const char *p = rep->str, *end = rep->str + rep->len;
+    int64_t now, skip;
+
     if (rep->type == REDIS_REPLY_ERROR) {
         if (rcmd_refused(rep))
             return 1;
-        if (j)
-            j->why = (rnode_reply){.status = RN_ERROR};
+        for (int j = 0; j < nb; j++)
+            if (jobs[j])
+                jobs[j]->why = (rnode_reply){.status = RN_ERROR};
         return 0;
     }
-    if (!j)
+    if (rep->type != REDIS_REPLY_STRING || !next_num(&p, end, &now))
         return 0;
-    if (rep->type == REDIS_REPLY_STRING)
-        fill(j, rep);
+    for (int j = 0; j < nb; j++) {
+        if (jobs[j] && !fill(jobs[j], &p, end, now))
+            return 0;
+        for (size_t i = 0; !jobs[j] && i < 3 * n[j]; i++) /* left */
+            if (!next_num(&p, end, &skip))
+                return 0;
+    }
     return 0;
 }

@@ -39,7 +39,8 @@ int rcmd_detect(const rio_opts *o, rlink *l, char *err, size_t errlen);
  * rule's replaced shapes go with it: RL.CHECK converts as the script). */
 int rcmd_batch_ok(rio_job *const *jobs, int nb);
 
-/* One RL.CHECK per request into b (its keys declared). */
+/* The batch as one RL.CHECK into b: every request's keys declared, each
+ * request all or nothing on its own (REQS, when more than one). */
 void rcmd_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
               int nb);
 
@@ -58,10 +59,12 @@ void rcmd_put_now(resp_buf *b, int64_t test_now);
  * user (unloaded; an ACL without +rl.check or +rl.settle). */
 int rcmd_refused(const redisReply *rep);
 
-/* Request j's answer from its RL.CHECK reply (j NULL: its caller left):
- * 0, or 1 when the server has no such command or refuses it (unloaded,
- * an ACL without +rl.check): the request goes again through Lua and the
- * connection uses Lua until it connects again. */
-int rcmd_parse(const redisReply *rep, rio_job *j);
+/* The batch's answers from its RL.CHECK reply: jobs[j] (NULL: its caller
+ * left; n[j] its keys) each filled: 0, or 1 when the server has no such
+ * command or refuses it (unloaded, an ACL without +rl.check): the batch
+ * goes again through Lua and the connection uses Lua until it connects
+ * again. */
+int rcmd_parse(const redisReply *rep, rio_job *const *jobs, const size_t *n,
+               int nb);
 
 #endif
