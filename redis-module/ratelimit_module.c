@@ -11,6 +11,10 @@
  *
  *   RL.CHECK numkeys key [key ...] then per key
  *            algo limit burst window_ms cost mode field
+ *            (or packed: one argument algo:limit:burst:window_ms:cost:
+ *            mode:field a key, answered by one string)
+ *            [SHAPES ...]           (a changed rule: module_convert.c)
+ *            [REQS m k1 .. km]      (a batch: each request on its own)
  *            [NOW ms]                (only when loaded with "testclock")
  *
  * algo is lua/check.lua's number (0 sliding_window, 1 token_bucket,
@@ -18,13 +22,14 @@
  * is "0" (hard), "1" (soft: a denial vetoes nothing) or -m (a lease: cost
  * units, or as many as are left but at least m); field is "" for the plain
  * layout (the key is the state's), else the client's field in the compact
- * layout (the key is the rule's base name).  The answer is an array: the
- * time decided at (ms), then per key its verdict (1 allowed, a lease's
- * units charged, or -retry ms), remaining, and reset (ms).
+ * layout (the key is the rule's base name).  The answer is an array (the
+ * packed form: one string, ':' between): the time decided at (ms), then
+ * per key its verdict (1 allowed, a lease's units charged, or -retry ms),
+ * remaining, and reset (ms).
  *
  * Clock: the server's (RedisModule_Milliseconds: the same ms as the
  * script's TIME).  Replication and AOF get the resulting writes (SET ...
- * PXAT, HSET, PEXPIREAT, DEL), never the command, so a replica and a
+ * PXAT, INCRBY, HSET, HDEL, PEXPIREAT, DEL), never the command, so a replica and a
  * replay hold the same state whatever their clocks.  Keys are declared by
  * the getkeys API (numkeys as EVAL's), so Cluster routing and ACL key
  * patterns see them.

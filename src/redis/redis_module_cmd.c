@@ -3,7 +3,7 @@
  *   RL.CHECK n key... then per key one packed argument
  *   algo:limit:burst:window_ms:cost:mode:field, then for a key whose rule
  *   replaced shapes SHAPES i <shape> n and 6 values a replaced shape,
- *   then [NOW ms]
+ *   then (a batch of m requests) REQS m k1..km, then [NOW ms]
  * (ratelimit.so(8)); its reply is one string of integers, ':' between
  * them: the time, then per key the verdict (1, a lease's units, or -retry
  * ms), remaining and reset.  (Four arguments and one reply for a lone

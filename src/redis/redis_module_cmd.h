@@ -3,8 +3,8 @@
  * (redis-module/, ratelimit.so(8)) instead of the Lua library, on a
  * server that has the module: detected per connection at connect
  * (COMMAND INFO, so again after every reconnect or failover), one
- * RL.CHECK per request of a batch, its reply read into the request's
- * decisions; refunds and settles as RL.SETTLE.  The option redis_command
+ * RL.CHECK for a batch of requests (REQS), its reply read into the
+ * requests' decisions; refunds and settles as RL.SETTLE.  The option redis_command
  * forces either way.  The states are the same either way, so connections
  * and limiters may mix them.
  */
