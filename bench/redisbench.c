@@ -16,7 +16,8 @@
 static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
-                                     "outage", "module_usec", NULL};
+                                     "outage", "module_usec", "module_bytes",
+                                     NULL};
 
 /* ---- the command line: one row an option -------------------------------- */
 
@@ -209,6 +210,9 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
     }
     if (o->only && strcmp(o->only, "module_usec") == 0 &&
         group_module(o, err))
+        return -1;
+    if (o->only && strcmp(o->only, "module_bytes") == 0 &&
+        group_module_bytes(o, err))
         return -1;
     if (want(o, "outage") && group_outage(o, err))
         return -1;

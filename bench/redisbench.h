@@ -208,6 +208,9 @@ int group_throughput(const options *o, const char *sha, int threads,
 int group_usec(const options *o, const char *sha, char *err);
 
 int group_bytes(const options *o, char *err);
+int bytes_one(const options *o, int a, long long limit, int passes,
+              const char *name, double ref, const char *ref_name,
+              double *value, char *err);
 
 void acc_stop(acc *ac);
 
@@ -220,5 +223,6 @@ int group_edge(const options *o, char *err);
 int group_outage(const options *o, char *err);
 
 int group_module(const options *o, char *err);
+int group_module_bytes(const options *o, char *err);
 
 #endif

@@ -10,7 +10,7 @@
 
 /* n new clients of algorithm a (limit `limit`), each checked `passes`
  * times; the figure `name`, beside `ref` (named ref_name). */
-static int bytes_one(const options *o, int a, long long limit, int passes,
+int bytes_one(const options *o, int a, long long limit, int passes,
                      const char *name, double ref, const char *ref_name,
                      double *value, char *err)
 {

@@ -12,11 +12,13 @@
  * the key space checked once first), so every measured check reads and
  * writes state.  Needs the module loaded in the server under test (make
  * bench-module starts it so: REDIS_UP_ARGS="--loadmodule ...").  Issue
- * 24's target: <= 0.3x the peer's script.  With RL_CALLGRIND_DIR set (the
+ * 24's target: <= 0.3x the peer's script.  Batches too: the library from
+ * 64 threads, RL.CHECK and FCALL, Redis time per check (target: 1 us).  With RL_CALLGRIND_DIR set (the
  * server runs under valgrind --tool=callgrind writing there: make
  * bench-module-instructions), the server's instructions per check too,
  * all of them (reading the request, the command, the reply), from
- * callgrind_control's zero and dump around each measured run.
+ * callgrind_control's zero and dump around each measured run.  Group
+ * module_bytes: the state's memory per client, module beside script.
  */
 #include "redisbench.h"
 
@@ -37,9 +39,9 @@ static const char peer_script[] =
 static void append_call(int v, int a, unsigned long long k, const char *sha)
 {
     if (v == 0)
-        redisAppendCommand(ctl, "RL.CHECK 1 rl:{user:%012llu}:m %d %d 0 "
-                                "%lld 1 0 %s", k, a, SLOW_LIMIT,
-                           (long long)SLOW_WINDOW_S * 1000, "");
+        redisAppendCommand(ctl, "RL.CHECK 1 rl:{user:%012llu}:m "
+                                "%d:%d:0:%lld:1:0:", k, a, SLOW_LIMIT,
+                           (long long)SLOW_WINDOW_S * 1000); /* packed */
     else
         redisAppendCommand(ctl, "EVALSHA %s 1 rlflx:user:%012llu 1 %d", sha,
                            k, SLOW_WINDOW_S);
@@ -126,11 +128,12 @@ static int run_direct(int v, int a, unsigned long long nk,
     return 0;
 }
 
-/* The library, one thread, redis_command `command`: nk keys filled, m
- * lone checks; *us its calls' usec_per_call (FCALL, or RL.CHECK). */
+/* The library, redis_command `command`: nk keys filled, m checks from
+ * `threads` threads (1: lone checks; many: batches); *us its calls' Redis
+ * time per check (FCALL, or RL.CHECK: usec_per_call x calls / m). */
 static int run_library(const options *lo, const char *command, int a,
                        unsigned long long nk, unsigned long long m,
-                       double *us, char *err)
+                       int threads, double *us, char *err)
 {
     options oc = *lo, *o = &oc;
     rl_limiter *lim = NULL;
@@ -149,13 +152,13 @@ static int run_library(const options *lo, const char *command, int a,
          ctl_ok(err, "CONFIG RESETSTAT");
     j = (job){.lim = lim, .rule_id = "u", .total = m, .nkeys = nk,
               .random = 1};
-    rc = rc || run_job(&j, 1, &jr, "redisbench", err) ||
+    rc = rc || run_job(&j, threads, &jr, "redisbench", err) ||
          (strcmp(command, "lua") == 0 ? cmdstat_script(&cs, err)
                                      : cmdstat_get("rl.check", &cs, err));
     rl_limiter_free(lim);
     if (rc)
         return -1;
-    *us = cs.usec_per_call;
+    *us = cs.usec_per_call * cs.calls / (double)m;
     return 0;
 }
 
@@ -177,7 +180,7 @@ int group_module(const options *o, char *err)
     unsigned long long m = o->usec_checks / 5 < 1000 ? 1000
                                                      : o->usec_checks / 5;
     int rounds = o->quick ? 1 : MOD_ROUNDS;
-    double us[ALGOS_ALL][4][MOD_ROUNDS], in[ALGOS_ALL][3][MOD_ROUNDS];
+    double us[ALGOS_ALL][6][MOD_ROUNDS], in[ALGOS_ALL][3][MOD_ROUNDS];
     char sha[48];
     redisReply *r = ctl_cmd(err, "COMMAND INFO rl.check");
 
@@ -199,8 +202,13 @@ int group_module(const options *o, char *err)
         for (int a = 0; a < ALGOS_ALL; a++)
             if (run_direct(0, a, nk, m, sha, &us[a][0][round],
                            &in[a][0][round], err) ||
-                run_library(o, "lua", a, nk, m, &us[a][1][round], err) ||
-                run_library(o, "module", a, nk, m, &us[a][3][round], err) ||
+                run_library(o, "lua", a, nk, m, 1, &us[a][1][round], err) ||
+                run_library(o, "module", a, nk, m, 1, &us[a][3][round],
+                            err) ||
+                run_library(o, "lua", a, nk, m, FILL_THREADS,
+                            &us[a][4][round], err) ||
+                run_library(o, "module", a, nk, m, FILL_THREADS,
+                            &us[a][5][round], err) ||
                 run_direct(2, a, nk, m, sha, &us[a][2][round],
                            &in[a][2][round], err))
                 return -1;
@@ -223,6 +231,9 @@ int group_module(const options *o, char *err)
         xnum(&f, "library_module_usec", median(us[a][3], rounds));
         xnum(&f, "library_module_ratio",
              median(us[a][3], rounds) / f.ref[0]);
+        /* 64 threads: batches, Redis time per check */
+        xnum(&f, "batched_module_usec", median(us[a][5], rounds));
+        xnum(&f, "batched_fcall_usec", median(us[a][4], rounds));
         if (getenv("RL_CALLGRIND_DIR")) {
             double mi = median(in[a][0], rounds), pi = median(in[a][2], rounds);
             xnum(&f, "instructions", mi);
@@ -232,6 +243,32 @@ int group_module(const options *o, char *err)
         xnum(&f, "checks_per_round", (double)m);
         xnum(&f, "rounds", rounds);
         emit(o, &f);
+    }
+    return 0;
+}
+
+/* Group module_bytes: Redis memory per client (bytes_one: used_memory
+ * grown over --mem-keys new clients, one check each) when ratelimit.so
+ * writes the state, beside the same clients written by the Lua library
+ * in the same run (its figure just before), per algorithm. */
+int group_module_bytes(const options *o, char *err)
+{
+    options lua = *o, mod = *o;
+    char name[64];
+    double vl, vm;
+
+    lua.command = "lua";
+    mod.command = "module";
+    for (int a = 0; a < ALGOS_ALL; a++) {
+        snprintf(name, sizeof name, "bytes_per_key_lua_%s", algo_names[a]);
+        if (bytes_one(&lua, a, SLOW_LIMIT, 1, name, PEER_BYTES_PER_KEY,
+                      "peer_gcra_string_35B_names", &vl, err))
+            return -1;
+        snprintf(name, sizeof name, "module_bytes_per_key_%s",
+                 algo_names[a]);
+        if (bytes_one(&mod, a, SLOW_LIMIT, 1, name, vl, "lua_same_run", &vm,
+                      err))
+            return -1;
     }
     return 0;
 }

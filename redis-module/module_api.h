@@ -29,6 +29,7 @@
 
 #define REDISMODULE_NO_EXPIRE -1
 #define REDISMODULE_HASH_NONE 0
+#define REDISMODULE_HASH_DELETE ((RedisModuleString *)(long)1)
 #define REDISMODULE_ERRORMSG_WRONGTYPE \
     "WRONGTYPE Operation against a key holding the wrong kind of value"
 
@@ -49,6 +50,7 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx,
     X(int, ReplyWithLongLong, (RedisModuleCtx *, long long))                 \
     X(int, ReplyWithError, (RedisModuleCtx *, const char *))                 \
     X(int, ReplyWithArray, (RedisModuleCtx *, long))                         \
+    X(int, ReplyWithStringBuffer, (RedisModuleCtx *, const char *, size_t))  \
     X(RedisModuleKey *, OpenKey, (RedisModuleCtx *, RedisModuleString *,     \
                                   int))                                      \
     X(void, CloseKey, (RedisModuleKey *))                                    \

@@ -162,8 +162,7 @@ int ms_plain_read(RedisModuleKey *k, const algo_params *ap, algo_state *st,
 
 /* ---- the compact layout (lua/compact.lua) ---------------------------- */
 
-/* The hash of epoch e: base ':' e. */
-static size_t hname(char *buf, size_t size, const char *base, size_t blen,
+size_t ms_hash_name(char *buf, size_t size, const char *base, size_t blen,
                     int64_t e)
 {
     int n = snprintf(buf, size, "%.*s:%lld", (int)blen, base, (long long)e);
@@ -177,7 +176,7 @@ static int hget(RedisModuleCtx *ctx, const char *base, size_t blen,
                 int64_t e, RedisModuleString *field, int64_t *v)
 {
     char name[MS_NAME_MAX];
-    size_t n = hname(name, sizeof name, base, blen, e);
+    size_t n = ms_hash_name(name, sizeof name, base, blen, e);
     RedisModuleString *s = RedisModule_CreateString(ctx, name, n), *val = NULL;
     RedisModuleKey *k = RedisModule_OpenKey(ctx, s, REDISMODULE_READ);
     int rc = MS_OK;
@@ -203,12 +202,13 @@ static int hget(RedisModuleCtx *ctx, const char *base, size_t blen,
 
 /* HSET of epoch e's hash, and its expiry when that is not set yet (Lua
  * sets it when the HSET created the field; every write of an epoch's hash
- * sets the same time, so the hash ends alike). */
+ * sets the same time, so the hash ends alike); exp < 0: a refund's HSET
+ * of a field that exists, the expiry left as it is. */
 static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
                 int64_t e, RedisModuleString *field, int64_t v, int64_t exp)
 {
     char name[MS_NAME_MAX], num[24];
-    size_t n = hname(name, sizeof name, base, blen, e);
+    size_t n = ms_hash_name(name, sizeof name, base, blen, e);
     int vn = snprintf(num, sizeof num, "%lld", (long long)v);
     RedisModuleString *s = RedisModule_CreateString(ctx, name, n);
     RedisModuleString *val = RedisModule_CreateString(ctx, num, (size_t)vn);
@@ -220,7 +220,7 @@ static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
     } else {
         RedisModule_HashSet(k, REDISMODULE_HASH_NONE, field, val, NULL);
         RedisModule_Replicate(ctx, "HSET", "bss", name, n, field, val);
-        if (RedisModule_GetAbsExpire(k) != exp) {
+        if (exp >= 0 && RedisModule_GetAbsExpire(k) != exp) {
             RedisModule_SetAbsExpire(k, exp);
             RedisModule_Replicate(ctx, "PEXPIREAT", "bl", name, n,
                                   (long long)exp);
@@ -236,6 +236,13 @@ static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
 static int64_t life(const algo_params *ap)
 {
     return ceil_div(ap->burst * ap->p, ap->q) + 2;
+}
+
+int64_t ms_epoch_ms(const algo_params *ap)
+{
+    return ap->algo == RL_ALGO_TOKEN_BUCKET || ap->algo == RL_ALGO_GCRA
+               ? life(ap)
+               : ap->window_ms;
 }
 
 int ms_compact_read(RedisModuleCtx *ctx, const char *base, size_t blen,
@@ -287,10 +294,17 @@ int ms_compact_read(RedisModuleCtx *ctx, const char *base, size_t blen,
 
 int ms_compact_write(RedisModuleCtx *ctx, const char *base, size_t blen,
                      RedisModuleString *field, const algo_params *ap,
-                     int64_t now, const algo_state *st)
+                     int64_t now, const algo_state *st, int converted)
 {
     int64_t w = ap->window_ms, l, e, v;
+    int rc;
 
+    /* a converted sliding window's previous count, in its own hash
+     * (compact.lua's compact_move) */
+    if (converted && ap->algo == RL_ALGO_SLIDING_WINDOW && st->c > 0 &&
+        (rc = hput(ctx, base, blen, st->a - 1, field, st->c,
+                   (st->a + 1) * w)) != MS_OK)
+        return rc;
     switch (ap->algo) {
     case RL_ALGO_FIXED_WINDOW:
         return hput(ctx, base, blen, st->a, field, st->b, (st->a + 1) * w);
@@ -304,4 +318,31 @@ int ms_compact_write(RedisModuleCtx *ctx, const char *base, size_t blen,
                 : (st->a - e * l) * ap->q + st->b;
         return hput(ctx, base, blen, e, field, v, (e + 2) * l);
     }
+}
+
+/* A refund of a field that exists (lua/compact.lua's window_crefund and
+ * bucket_crefund): a window's count in the epoch the charge was made in,
+ * less cost; a bucket's virtual time, in the hash it is read from, less
+ * cost * p; neither below 0. */
+int ms_compact_refund(RedisModuleCtx *ctx, const char *base, size_t blen,
+                      RedisModuleString *field, const algo_params *ap,
+                      int64_t cost, int64_t at, int64_t now)
+{
+    int64_t e, v, l, take = cost;
+    int rc;
+
+    if (ap->algo == RL_ALGO_FIXED_WINDOW ||
+        ap->algo == RL_ALGO_SLIDING_WINDOW) {
+        e = at / ap->window_ms;
+        rc = hget(ctx, base, blen, e, field, &v);
+    } else {
+        l = life(ap);
+        e = now / l;
+        take = cost * ap->p;
+        if ((rc = hget(ctx, base, blen, e, field, &v)) == MS_OK && v < 0)
+            rc = hget(ctx, base, blen, --e, field, &v);
+    }
+    if (rc != MS_OK || v < 0)
+        return rc;
+    return hput(ctx, base, blen, e, field, v > take ? v - take : 0, -1);
 }

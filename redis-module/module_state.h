@@ -46,10 +46,24 @@ int ms_compact_read(RedisModuleCtx *ctx, const char *base, size_t blen,
                     int64_t now, algo_state *st, int *found);
 
 /* Write st as lua/compact.lua's *_cwrite, replicating the HSET (and the
- * PEXPIREAT that the hash's first field sets). */
+ * PEXPIREAT that the hash's first field sets); converted: a state
+ * converted from a replaced shape (compact_move: a sliding window's
+ * previous count is written too). */
 int ms_compact_write(RedisModuleCtx *ctx, const char *base, size_t blen,
                      RedisModuleString *field, const algo_params *ap,
-                     int64_t now, const algo_state *st);
+                     int64_t now, const algo_state *st, int converted);
+
+/* The hash of epoch e, base ':' e, into buf (its length; 0: too long),
+ * and the length of a rule's epoch: its window, or a bucket's life. */
+size_t ms_hash_name(char *buf, size_t size, const char *base, size_t blen,
+                    int64_t e);
+int64_t ms_epoch_ms(const algo_params *ap);
+
+/* Give back `cost` of a charge made at `at` to `field`, as
+ * lua/compact.lua's *_crefund (nothing when the field has no state). */
+int ms_compact_refund(RedisModuleCtx *ctx, const char *base, size_t blen,
+                      RedisModuleString *field, const algo_params *ap,
+                      int64_t cost, int64_t at, int64_t now);
 
 /* The 6-byte big-endian time of a log entry, and its inverse. */
 int64_t ms_log_time(const char *p);

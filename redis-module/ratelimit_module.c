@@ -11,6 +11,10 @@
  *
  *   RL.CHECK numkeys key [key ...] then per key
  *            algo limit burst window_ms cost mode field
+ *            (or packed: one argument algo:limit:burst:window_ms:cost:
+ *            mode:field a key, answered by one string)
+ *            [SHAPES ...]           (a changed rule: module_convert.c)
+ *            [REQS m k1 .. km]      (a batch: each request on its own)
  *            [NOW ms]                (only when loaded with "testclock")
  *
  * algo is lua/check.lua's number (0 sliding_window, 1 token_bucket,
@@ -18,13 +22,14 @@
  * is "0" (hard), "1" (soft: a denial vetoes nothing) or -m (a lease: cost
  * units, or as many as are left but at least m); field is "" for the plain
  * layout (the key is the state's), else the client's field in the compact
- * layout (the key is the rule's base name).  The answer is an array: the
- * time decided at (ms), then per key its verdict (1 allowed, a lease's
- * units charged, or -retry ms), remaining, and reset (ms).
+ * layout (the key is the rule's base name).  The answer is an array (the
+ * packed form: one string, ':' between): the time decided at (ms), then
+ * per key its verdict (1 allowed, a lease's units charged, or -retry ms),
+ * remaining, and reset (ms).
  *
  * Clock: the server's (RedisModule_Milliseconds: the same ms as the
  * script's TIME).  Replication and AOF get the resulting writes (SET ...
- * PXAT, HSET, PEXPIREAT, DEL), never the command, so a replica and a
+ * PXAT, INCRBY, HSET, HDEL, PEXPIREAT, DEL), never the command, so a replica and a
  * replay hold the same state whatever their clocks.  Keys are declared by
  * the getkeys API (numkeys as EVAL's), so Cluster routing and ACL key
  * patterns see them.
@@ -35,12 +40,16 @@
 
 #include "algo.h"
 #include "module_api.h"
+#include "module_cmd.h"
+#include "module_convert.h"
 #include "module_state.h"
 #include "ratelimit.h"
 
 #define MOD_NAME "ratelimit"
 #define MOD_VERSION 1
 #define MOD_MAX_OPS 64                 /* keys of one request            */
+#define MOD_MAX_KEYS 2048              /* keys of one call (REQS: many
+                                          requests, 64 x 32 a batch)      */
 #define MOD_VALUES 7                   /* values per key                 */
 #define MOD_LOG_MAX (2 * RL_LOG_LIMIT_MAX) /* a log's times, and a charge */
 #define MOD_BASE_MAX 512               /* a compact base name's bytes    */
@@ -50,6 +59,9 @@ static int test_clock;
 
 /* "PXAT", made once: an argument of every SET replicated. */
 static RedisModuleString *pxat;
+
+/* The error of a bad number (module_cmd.h). */
+const char mod_enum[] = "ERR ratelimit: a number expected";
 
 typedef struct op {
     RedisModuleString *key, *field; /* field NULL: the plain layout      */
@@ -65,17 +77,20 @@ typedef struct op {
     int64_t verdict;
     algo_state next;                /* the state to write (d.changed)    */
     RedisModuleString *logval;      /* the log to write (d.changed)      */
+    mc_old *old;                    /* its rule's replaced shapes, or NULL */
+    RedisModuleString *own_field;   /* the packed form's field, to free  */
 } op;
+
+/* The ops' replaced shapes (the command runs on Redis's main thread). */
+static mc_old olds[MOD_MAX_KEYS];
 
 static int is_bucket(int algo)
 {
     return algo == RL_ALGO_TOKEN_BUCKET || algo == RL_ALGO_GCRA;
 }
 
-/* A rule's numbers as algo_params_init() checks them (window in ms). */
-static const char *rule_params(algo_params *ap, long long algo,
-                               long long limit, long long burst,
-                               long long w)
+const char *mod_rule_params(algo_params *ap, long long algo,
+                            long long limit, long long burst, long long w)
 {
     if (algo < 0 || algo > RL_ALGO_SLIDING_LOG)
         return "ERR ratelimit: algo must be 0..4";
@@ -97,18 +112,15 @@ static const char *rule_params(algo_params *ap, long long algo,
     return NULL;
 }
 
-/* Key j's values, from argv[at]. */
-static const char *parse_op(op *o, RedisModuleString **argv, int at)
+/* Op o from its values v (algo limit burst window_ms cost mode) and its
+ * field (flen bytes at f; 0: the plain layout). */
+static const char *op_values(RedisModuleCtx *ctx, op *o, const long long *v,
+                             RedisModuleString *field, const char *f,
+                             size_t flen)
 {
-    long long v[6];
-    size_t flen;
     const char *err;
 
-    for (int i = 0; i < 6; i++)
-        if (RedisModule_StringToLongLong(argv[at + i], &v[i]) !=
-            REDISMODULE_OK)
-            return "ERR ratelimit: a number expected";
-    if ((err = rule_params(&o->ap, v[0], v[1], v[2], v[3])) != NULL)
+    if ((err = mod_rule_params(&o->ap, v[0], v[1], v[2], v[3])) != NULL)
         return err;
     if (v[4] < 0 || v[4] > RL_COST_MAX)
         return "ERR ratelimit: cost out of range";
@@ -117,30 +129,75 @@ static const char *parse_op(op *o, RedisModuleString **argv, int at)
     o->cost = v[4];
     o->soft = v[5] == 1;
     o->least = v[5] < 0 ? -v[5] : 0;
-    RedisModule_StringPtrLen(argv[at + 6], &flen);
-    o->field = flen ? argv[at + 6] : NULL;
-    if (o->field && o->ap.algo == RL_ALGO_SLIDING_LOG)
+    if (flen && o->ap.algo == RL_ALGO_SLIDING_LOG)
         return "ERR ratelimit: sliding_log has no compact layout";
+    if (flen && !field) /* the packed form's: a string of its own */
+        o->own_field = field = RedisModule_CreateString(ctx, f, flen);
+    o->field = flen ? field : NULL;
     return NULL;
 }
 
-/* Read op o's state. */
+/* Key j's values, from argv[at]: the long form's 7 arguments. */
+static const char *parse_op(RedisModuleCtx *ctx, op *o,
+                            RedisModuleString **argv, int at)
+{
+    long long v[6];
+    size_t flen;
+
+    for (int i = 0; i < 6; i++)
+        if (RedisModule_StringToLongLong(argv[at + i], &v[i]) !=
+            REDISMODULE_OK)
+            return mod_enum;
+    RedisModule_StringPtrLen(argv[at + 6], &flen);
+    return op_values(ctx, o, v, argv[at + 6], NULL, flen);
+}
+
+/* The packed form's one argument "algo:limit:burst:window_ms:cost:mode:
+ * field" (each a decimal integer, mode perhaps negative; field empty for
+ * the plain layout): one argument instead of seven, read here at a
+ * fraction of what Redis and StringToLongLong spend on seven. */
+static const char *parse_packed(RedisModuleCtx *ctx, op *o,
+                                RedisModuleString *arg)
+{
+    size_t len, i = 0;
+    const char *s = RedisModule_StringPtrLen(arg, &len);
+    long long v[6];
+
+    for (int k = 0; k < 6; k++, i++) {
+        int neg = k == 5 && i < len && s[i] == '-', digits = 0;
+        unsigned long long x = 0;
+        for (i += neg; i < len && s[i] >= '0' && s[i] <= '9' && digits < 18;
+             i++, digits++)
+            x = x * 10 + (unsigned long long)(s[i] - '0');
+        if (!digits || i >= len || s[i] != ':')
+            return mod_enum;
+        v[k] = neg ? -(long long)x : (long long)x;
+    }
+    return op_values(ctx, o, v, NULL, s + i, len - i);
+}
+
+/* Read op o's state: its own, or (none, its rule replaced shapes) one
+ * converted from a replaced shape's (module_convert.c). */
 static int read_op(RedisModuleCtx *ctx, op *o, int64_t now)
 {
-    int found;
+    int found, rc;
     size_t blen;
     const char *base = RedisModule_StringPtrLen(o->key, &blen);
 
     if (!o->field) {
         o->k = RedisModule_OpenKey(ctx, o->key,
                                    REDISMODULE_READ | REDISMODULE_WRITE);
-        return ms_plain_read(o->k, &o->ap, &o->st, &o->log, &o->loglen,
-                             &found, &o->exp);
-    }
-    if (blen > MOD_BASE_MAX)
+        rc = ms_plain_read(o->k, &o->ap, &o->st, &o->log, &o->loglen,
+                           &found, &o->exp);
+    } else if (blen > MOD_BASE_MAX) {
         return MS_CORRUPT;
-    return ms_compact_read(ctx, base, blen, o->field, &o->ap, now, &o->st,
-                           &found);
+    } else {
+        rc = ms_compact_read(ctx, base, blen, o->field, &o->ap, now, &o->st,
+                             &found);
+    }
+    if (rc != MS_OK || found || !o->old)
+        return rc;
+    return mc_migrate(ctx, o->key, o->field, &o->ap, o->old, now, &o->st);
 }
 
 /* A charge of `cost` on o's state as read: *d, and the state it leaves
@@ -217,8 +274,36 @@ static void write_value(RedisModuleKey *k, const char *p, size_t n,
         RedisModule_SetAbsExpire(k, exp);
 }
 
-/* Write op o's charged state (plain: SET ... PXAT, replicated as such; an
- * expiry already past deletes, as SET does). */
+void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
+                   RedisModuleString *key, const char *p, size_t n,
+                   int64_t exp, int64_t was)
+{
+    if (exp <= RedisModule_Milliseconds()) {
+        RedisModule_DeleteKey(k);
+        RedisModule_Replicate(ctx, "DEL", "s", key);
+        return;
+    }
+    write_value(k, p, n, exp, was);
+    RedisModule_Replicate(ctx, "SET", "sbsl", key, p, n, pxat,
+                          (long long)exp);
+}
+
+/* 1 when op o's charge only adds to its window's count, the key's expiry
+ * kept (a window charged in its own window): its value is the integer it
+ * was plus the charge (sliding: prev * 10^10 + curr, within int64 while
+ * prev < 9 * 10^8), so INCRBY replicates it, for less than a SET's
+ * arguments (lua/check.lua writes such a charge with INCRBY too). */
+static int counted_on(const op *o, int64_t exp)
+{
+    return (o->ap.algo == RL_ALGO_FIXED_WINDOW ||
+            o->ap.algo == RL_ALGO_SLIDING_WINDOW) &&
+           exp == o->exp && exp > RedisModule_Milliseconds() &&
+           o->next.a == o->st.a && o->next.c == o->st.c &&
+           o->st.c < 900000000 && o->next.b > o->st.b;
+}
+
+/* Write op o's charged state (plain: SET ... PXAT, replicated as such, or
+ * INCRBY (counted_on); an expiry already past deletes, as SET does). */
 static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
 {
     char buf[MS_VALUE_MAX];
@@ -227,10 +312,15 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
     size_t blen, n;
     RedisModuleString *v;
 
+    int moved = o->old && o->old->from >= 0, rc;
+
     if (o->field) {
         const char *base = RedisModule_StringPtrLen(o->key, &blen);
-        return ms_compact_write(ctx, base, blen, o->field, &o->ap, now,
-                                &o->next);
+        rc = ms_compact_write(ctx, base, blen, o->field, &o->ap, now,
+                              &o->next, moved);
+        if (rc == MS_OK && moved)
+            mc_drop(ctx, o->old, o->field, now);
+        return rc;
     }
     if (reopen)
         o->k = RedisModule_OpenKey(ctx, o->key, REDISMODULE_WRITE);
@@ -242,16 +332,16 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
         n = ms_plain_value(&o->ap, &o->next, buf, &exp);
         p = buf;
     }
-    if (exp <= RedisModule_Milliseconds()) {
-        RedisModule_DeleteKey(o->k);
-        RedisModule_Replicate(ctx, "DEL", "s", o->key);
-    } else {
-        /* a reopened key may have been written by an earlier op */
-        write_value(o->k, p, n, exp,
-                    reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
-        RedisModule_Replicate(ctx, "SET", "sbsl", o->key, p, n, pxat,
-                              (long long)exp);
+    if (!reopen && !moved && counted_on(o, exp)) {
+        write_value(o->k, p, n, exp, o->exp); /* replicated as INCRBY */
+        RedisModule_Replicate(ctx, "INCRBY", "sl", o->key,
+                              (long long)(o->next.b - o->st.b));
+    } else { /* a reopened key may have been written by an earlier op */
+        mod_put_plain(ctx, o->k, o->key, p, n, exp,
+                      reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
     }
+    if (moved)
+        mc_drop(ctx, o->old, NULL, now);
     if (reopen) {
         RedisModule_CloseKey(o->k);
         o->k = NULL;
@@ -266,6 +356,11 @@ static void close_ops(RedisModuleCtx *ctx, op *ops, int n)
             RedisModule_CloseKey(ops[i].k);
         if (ops[i].logval)
             RedisModule_FreeString(ctx, ops[i].logval);
+        if (ops[i].old)
+            mc_free(ctx, ops[i].old);
+        if (ops[i].own_field)
+            RedisModule_FreeString(ctx, ops[i].own_field);
+        ops[i].own_field = NULL;
         ops[i].k = NULL;
         ops[i].logval = NULL;
     }
@@ -277,9 +372,7 @@ static const char *state_error(int rc)
                               : "ERR ratelimit: a state no limiter writes";
 }
 
-/* The time: the server's, or with "testclock" a trailing NOW ms (0: the
- * server's).  -1 on bad arguments. */
-static int64_t decision_time(RedisModuleString **argv, int argc, int at)
+int64_t mod_time(RedisModuleString **argv, int argc, int at)
 {
     long long ms;
     size_t len;
@@ -295,42 +388,157 @@ static int64_t decision_time(RedisModuleString **argv, int argc, int at)
     return ms ? ms : RedisModule_Milliseconds();
 }
 
-static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
-                         int argc)
+/* The SHAPES sections after the keys' values (module_convert.h), each
+ * into its op; *at: the index after them.  NULL, or the error. */
+static const char *parse_shapes(op *ops, int n, RedisModuleString **argv,
+                                int argc, int *at)
 {
-    op ops[MOD_MAX_OPS];
-    long long n;
-    int64_t now;
-    int all = 1, rc = MS_OK;
     const char *err;
+    long long i;
+    size_t len;
 
-    if (argc < 2 || RedisModule_StringToLongLong(argv[1], &n) !=
-                        REDISMODULE_OK || n < 1 || n > MOD_MAX_OPS ||
-        argc < 2 + n * (1 + MOD_VALUES))
-        return RedisModule_WrongArity(ctx);
-    if (RedisModule_IsKeysPositionRequest(ctx)) {
-        for (int i = 0; i < n; i++)
-            RedisModule_KeyAtPos(ctx, 2 + i);
-        return REDISMODULE_OK;
+    while (*at < argc &&
+           strcmp(RedisModule_StringPtrLen(argv[*at], &len), "SHAPES") == 0) {
+        if (*at + 1 >= argc ||
+            RedisModule_StringToLongLong(argv[*at + 1], &i) !=
+                REDISMODULE_OK || i < 0 || i >= n || ops[i].old)
+            return "ERR ratelimit: SHAPES names no key";
+        if ((*at = mc_parse(&olds[i], argv, argc, *at, &err)) < 0)
+            return err;
+        ops[i].old = &olds[i];
     }
-    if ((now = decision_time(argv, argc, (int)(2 + n * (1 + MOD_VALUES)))) < 0)
-        return RedisModule_WrongArity(ctx);
+    return NULL;
+}
+
+/* A batch's requests: REQS m k1 .. km, each request's number of keys, in
+ * order (their sum the call's); none: one request of every key. */
+static const char *parse_reqs(RedisModuleString **argv, int argc, int n,
+                              int *at, int *reqs, int *nreq)
+{
+    long long m, k, sum = 0;
+    size_t len;
+
+    *nreq = 1;
+    reqs[0] = n;
+    if (*at >= argc ||
+        strcmp(RedisModule_StringPtrLen(argv[*at], &len), "REQS") != 0)
+        return n > MOD_MAX_OPS ? "ERR ratelimit: more keys than a request "
+                                 "has; REQS says whose"
+                               : NULL;
+    if (*at + 1 >= argc ||
+        RedisModule_StringToLongLong(argv[*at + 1], &m) != REDISMODULE_OK ||
+        m < 1 || m > n || *at + 2 + m > argc)
+        return "ERR ratelimit: REQS m, then m key counts";
+    for (int r = 0; r < m; r++) {
+        if (RedisModule_StringToLongLong(argv[*at + 2 + r], &k) !=
+                REDISMODULE_OK || k < 1 || k > MOD_MAX_OPS)
+            return "ERR ratelimit: a request has 1..64 keys";
+        reqs[r] = (int)k;
+        sum += k;
+    }
+    if (sum != n)
+        return "ERR ratelimit: REQS counts other than the keys";
+    *nreq = (int)m;
+    *at += 2 + (int)m;
+    return NULL;
+}
+
+/* Every op's values (the packed form's one argument each, or the long
+ * form's seven), then the SHAPES sections, the requests and the time;
+ * NULL, or the error to answer. */
+static const char *parse_ops(RedisModuleCtx *ctx, op *ops, int n, int packed,
+                             RedisModuleString **argv, int argc,
+                             int64_t *now, int *reqs, int *nreq)
+{
+    const char *err = NULL;
+    int at = 2 + n * (packed ? 2 : 1 + MOD_VALUES);
+
     memset(ops, 0, sizeof ops[0] * (size_t)n);
-    for (int i = 0; i < n; i++) {
+    for (int i = 0; i < n && !err; i++) {
         ops[i].key = argv[2 + i];
-        if ((err = parse_op(&ops[i], argv,
-                            (int)(2 + n + i * MOD_VALUES))) != NULL)
-            return RedisModule_ReplyWithError(ctx, err);
+        err = packed ? parse_packed(ctx, &ops[i], argv[2 + n + i])
+                     : parse_op(ctx, &ops[i], argv, 2 + n + i * MOD_VALUES);
     }
+    if (!err)
+        err = parse_shapes(ops, n, argv, argc, &at);
+    if (!err)
+        err = parse_reqs(argv, argc, n, &at, reqs, nreq);
+    if (!err && (*now = mod_time(argv, argc, at)) < 0)
+        err = "ERR wrong number of arguments for 'rl.check' command";
+    return err;
+}
+
+/* "00" to "99". */
+static const char pairs[] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
+
+/* x in decimal at p (a '-' first when negative); its length. */
+static size_t put_num(char *p, int64_t x)
+{
+    char tmp[24];
+    size_t n = 0, k = 0;
+    uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+
+    for (; u >= 100; u /= 100) { /* two digits a step */
+        tmp[n++] = pairs[u % 100 * 2 + 1];
+        tmp[n++] = pairs[u % 100 * 2];
+    }
+    if (u >= 10)
+        tmp[n++] = pairs[u * 2 + 1];
+    tmp[n++] = u >= 10 ? pairs[u * 2] : (char)('0' + u);
+    if (x < 0)
+        p[k++] = '-';
+    while (n)
+        p[k++] = tmp[--n];
+    return k;
+}
+
+/* The answer: an array of integers (the long form), or for the packed
+ * form the same integers in one string, ':' between them: one reply
+ * instead of 1 + 3n, for what Redis spends on each. */
+static void reply(RedisModuleCtx *ctx, const op *ops, int n, int packed,
+                  int64_t now)
+{
+    static char buf[(1 + 3 * MOD_MAX_KEYS) * 21];
+    size_t len = put_num(buf, now);
+
+    if (!packed) {
+        RedisModule_ReplyWithArray(ctx, 1 + 3 * n);
+        RedisModule_ReplyWithLongLong(ctx, now);
+        for (int i = 0; i < n; i++) {
+            RedisModule_ReplyWithLongLong(ctx, ops[i].verdict);
+            RedisModule_ReplyWithLongLong(ctx, ops[i].d.remaining);
+            RedisModule_ReplyWithLongLong(ctx, ops[i].d.reset_ms);
+        }
+        return;
+    }
+    for (int i = 0; i < n; i++) {
+        buf[len++] = ':';
+        len += put_num(buf + len, ops[i].verdict);
+        buf[len++] = ':';
+        len += put_num(buf + len, ops[i].d.remaining);
+        buf[len++] = ':';
+        len += put_num(buf + len, ops[i].d.reset_ms);
+    }
+    RedisModule_ReplyWithStringBuffer(ctx, buf, len);
+}
+
+/* Request ops[0..n): read and decide every key at now, then, when every
+ * hard one passed, write the charges (all or nothing).  MS_OK or the
+ * error of a state. */
+static int decide_request(RedisModuleCtx *ctx, op *ops, int n, int64_t now)
+{
+    int all = 1, rc = MS_OK;
+
     for (int i = 0; i < n && rc == MS_OK; i++)
         if ((rc = read_op(ctx, &ops[i], now)) == MS_OK) {
             decide_op(ctx, &ops[i], now);
             all &= ops[i].d.allowed || ops[i].soft;
         }
-    if (rc != MS_OK) {
-        close_ops(ctx, ops, (int)n);
-        return RedisModule_ReplyWithError(ctx, state_error(rc));
-    }
+    if (rc != MS_OK)
+        return rc;
     if (n > 1) /* a key named twice: each write on a handle of its own */
         for (int i = 0; i < n; i++)
             if (ops[i].k) {
@@ -340,16 +548,44 @@ static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
     for (int i = 0; all && i < n && rc == MS_OK; i++)
         if (ops[i].d.allowed && ops[i].d.changed)
             rc = write_op(ctx, &ops[i], now, n > 1);
-    close_ops(ctx, ops, (int)n);
-    if (rc != MS_OK)
-        return RedisModule_ReplyWithError(ctx, state_error(rc));
-    RedisModule_ReplyWithArray(ctx, 1 + 3 * n);
-    RedisModule_ReplyWithLongLong(ctx, now);
-    for (int i = 0; i < n; i++) {
-        RedisModule_ReplyWithLongLong(ctx, ops[i].verdict);
-        RedisModule_ReplyWithLongLong(ctx, ops[i].d.remaining);
-        RedisModule_ReplyWithLongLong(ctx, ops[i].d.reset_ms);
+    return rc;
+}
+
+static int check_command(RedisModuleCtx *ctx, RedisModuleString **argv,
+                         int argc)
+{
+    static op ops[MOD_MAX_KEYS];
+    static int reqs[MOD_MAX_KEYS];
+    long long n;
+    int64_t now = 0;
+    int rc = MS_OK, packed, nreq, at = 0;
+    const char *err, *v;
+    size_t len;
+
+    if (argc < 2 || RedisModule_StringToLongLong(argv[1], &n) !=
+                        REDISMODULE_OK || n < 1 || n > MOD_MAX_KEYS ||
+        argc < 2 + n * 2)
+        return RedisModule_WrongArity(ctx);
+    if (RedisModule_IsKeysPositionRequest(ctx)) {
+        for (int i = 0; i < n; i++)
+            RedisModule_KeyAtPos(ctx, 2 + i);
+        return REDISMODULE_OK;
     }
+    v = RedisModule_StringPtrLen(argv[2 + n], &len);
+    packed = memchr(v, ':', len) != NULL; /* no long form's algo has one */
+    if (!packed && argc < 2 + n * (1 + MOD_VALUES))
+        return RedisModule_WrongArity(ctx);
+    err = parse_ops(ctx, ops, (int)n, packed, argv, argc, &now, reqs, &nreq);
+    /* each request in turn: a later one reads what an earlier wrote */
+    for (int r = 0; !err && r < nreq && rc == MS_OK; at += reqs[r++]) {
+        rc = decide_request(ctx, ops + at, reqs[r], now);
+        close_ops(ctx, ops + at, reqs[r]);
+    }
+    if (err || rc != MS_OK) {
+        close_ops(ctx, ops, (int)n);
+        return RedisModule_ReplyWithError(ctx, err ? err : state_error(rc));
+    }
+    reply(ctx, ops, (int)n, packed, now);
     return REDISMODULE_OK;
 }
 
@@ -366,6 +602,10 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         test_clock = 1;
     }
     pxat = RedisModule_CreateString(NULL, "PXAT", 4);
-    return RedisModule_CreateCommand(ctx, "rl.check", check_command,
+    if (RedisModule_CreateCommand(ctx, "rl.check", check_command,
+                                  "write deny-oom getkeys-api", 0, 0, 0) !=
+        REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    return RedisModule_CreateCommand(ctx, "rl.settle", mod_settle_command,
                                      "write deny-oom getkeys-api", 0, 0, 0);
 }

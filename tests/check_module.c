@@ -9,17 +9,21 @@
  * other wrote, so their state formats are the same.  Then a request of
  * several keys (all or nothing, soft rules), leases, errors, what a
  * replica receives (the writes, not the command), and a Redis Cluster's
- * routing of the command by its declared keys.
+ * routing of the command by its declared keys.  Refunds, settles and
+ * conversions: check_module_change.c; the library's side (detection,
+ * routing): check_module_lib.c.
  */
 #include <check.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "algo.h"
 #include "algo_vectors.h"
 #include "lua_fixture.h"
+#include "module_twin.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "testutil.h"
@@ -30,120 +34,6 @@ static uint64_t rng = 2463534242ULL;
 static uint64_t rnd(uint64_t n)
 {
     return xorshift64(&rng) % n;
-}
-
-/* One key of a request: its name (a compact base name when field is not
- * ""), rule, cost and mode ("0" hard, "1" soft, "-m" a lease). */
-typedef struct mpart {
-    const char *key, *field;
-    const algo_params *ap;
-    int64_t cost;
-    const char *mode;
-} mpart;
-
-enum { MAXP = 4 };
-
-/* The burst as sent: 0 for "the limit" (what a rule without one says). */
-static int64_t sent_burst(const algo_params *ap)
-{
-    return ap->burst == ap->limit ? 0 : ap->burst;
-}
-
-/* RL.CHECK of n parts at now; d[i] each part's decision (verdict too). */
-static void mod_check(int64_t now, const mpart *pt, int n, algo_decision *d,
-                      int64_t *verdict)
-{
-    char num[MAXP * 7 + 4][24];
-    const char *argv[64];
-    int c = 0, u = 0;
-    redisReply *r;
-
-#define NUM(v) (snprintf(num[u], sizeof num[u], "%lld", (long long)(v)), \
-                argv[c++] = num[u++])
-    argv[c++] = "RL.CHECK";
-    NUM(n);
-    for (int i = 0; i < n; i++)
-        argv[c++] = pt[i].key;
-    for (int i = 0; i < n; i++) {
-        NUM(pt[i].ap->algo);
-        NUM(pt[i].ap->limit);
-        NUM(sent_burst(pt[i].ap));
-        NUM(pt[i].ap->window_ms);
-        NUM(pt[i].cost);
-        argv[c++] = pt[i].mode;
-        argv[c++] = pt[i].field;
-    }
-    argv[c++] = "NOW";
-    NUM(now);
-#undef NUM
-    r = redisCommandArgv(ctx, c, argv, NULL);
-    ck_assert_msg(r != NULL, "RL.CHECK: %s", ctx->errstr);
-    ck_assert_msg(r->type == REDIS_REPLY_ARRAY, "RL.CHECK: %s",
-                  r->type == REDIS_REPLY_ERROR ? r->str : "not an array");
-    ck_assert_int_eq(r->elements, 1 + 3 * (size_t)n);
-    ck_assert_int_eq(r->element[0]->integer, now);
-    for (int i = 0; i < n; i++) {
-        int64_t v = r->element[1 + 3 * i]->integer;
-        verdict[i] = v;
-        d[i] = (algo_decision){.allowed = v > 0, .retry_ms = v < 0 ? -v : 0,
-                               .remaining = r->element[2 + 3 * i]->integer,
-                               .reset_ms = r->element[3 + 3 * i]->integer};
-    }
-    freeReplyObject(r);
-}
-
-/* The same request through the Lua library's test build (lua/check.lua's
- * long form: a rule table of one rule per part, then one request). */
-static void lua_check(int64_t now, const mpart *pt, int n, algo_decision *d,
-                      int64_t *verdict)
-{
-    char num[MAXP * 11 + 8][24];
-    const char *argv[96];
-    size_t lens[96];
-    int c = 0, u = 0, reqs;
-    redisReply *r;
-
-#define NUM(v) (snprintf(num[u], sizeof num[u], "%lld", (long long)(v)), \
-                argv[c++] = num[u++])
-    argv[c++] = "EVAL";
-    argv[c++] = rl_lua_check_test;
-    NUM(n);
-    for (int i = 0; i < n; i++)
-        argv[c++] = pt[i].key;
-    NUM(now);
-    argv[c++] = "c";
-    reqs = c++;
-    for (int i = 0; i < n; i++) {
-        NUM(pt[i].ap->algo);
-        NUM(pt[i].ap->limit);
-        NUM(pt[i].ap->burst);
-        NUM(pt[i].ap->window_ms);
-        NUM(pt[i].ap->p);
-        NUM(pt[i].ap->q);
-        NUM(0);
-    }
-    snprintf(num[u], sizeof num[u], "%d", c - (2 + n));
-    argv[reqs] = num[u++];
-    NUM(1);
-    NUM(n);
-    for (int i = 0; i < n; i++) {
-        NUM(4 + 7 * i);
-        NUM(pt[i].cost);
-        argv[c++] = pt[i].mode;
-        argv[c++] = pt[i].field;
-    }
-#undef NUM
-    for (int i = 0; i < c; i++)
-        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
-    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
-    lua_answer_shape(r, (size_t)n);
-    for (int i = 0; i < n; i++) {
-        lua_answer(r, (size_t)i, &d[i]);
-        verdict[i] = lua_answer_value(r, (size_t)i, 0);
-    }
-    freeReplyObject(r);
 }
 
 /* Mostly small moves, some jumps, some steps back (not before lo). */
@@ -161,41 +51,11 @@ static int64_t next_time(const algo_params *ap, int64_t t, int64_t lo)
     }
 }
 
-/* The base time: the real clock an hour ahead, so Redis expires nothing
- * a sequence still uses. */
-static int64_t test_base(void)
-{
-    return real_ms() / 1000 * 1000 + 3600 * 1000;
-}
-
 static int64_t epoch_ms(const algo_params *ap)
 {
     if (ap->algo != RL_ALGO_TOKEN_BUCKET && ap->algo != RL_ALGO_GCRA)
         return ap->window_ms;
     return (ap->burst * ap->p + ap->q - 1) / ap->q + 2;
-}
-
-/* One charge on the C side: algo_apply, or the log's apply and commit. */
-typedef struct cside {
-    algo_state st;
-    int64_t log[64];
-    size_t n;
-} cside;
-
-static void c_apply(const algo_params *ap, cside *s, int64_t now,
-                    int64_t cost, algo_decision *d)
-{
-    size_t drop;
-    int64_t at;
-
-    memset(d, 0, sizeof *d);
-    if (ap->algo != RL_ALGO_SLIDING_LOG) {
-        algo_apply(ap, &s->st, now, cost, d);
-        return;
-    }
-    algo_log_apply(ap, s->log, s->n, now, cost, d, &drop, &at);
-    if (d->changed)
-        s->n = algo_log_commit(s->log, s->n, drop, at, cost);
 }
 
 /* The module alone on one key, and module and script mixed on another,
@@ -333,6 +193,85 @@ START_TEST(requests_all_or_nothing)
 }
 END_TEST
 
+/* A batch as one RL.CHECK (REQS: each request all or nothing on its
+ * own, in turn) decides as the same requests sent one by one to the
+ * script: 2..6 requests of 1..3 keys drawn from 4 (so requests share
+ * keys, a later one reading what an earlier wrote), every algorithm. */
+START_TEST(batch_as_requests_in_turn)
+{
+    int64_t base = test_base();
+
+    for (int r = 0; r < 60; r++) {
+        algo_params ap[4];
+        char key[2][4][48], num[64][96];
+        const char *argv[96];
+        int nreq = 2 + (int)rnd(5), nk[6], pick[6][3], c = 0, u = 0, n = 0;
+        int64_t t = base + (int64_t)rnd(100000), v[3];
+        mpart pt[6][3];
+        algo_decision l[6][3];
+        long long got[1 + 3 * 18];
+        redisReply *rep;
+
+        for (int i = 0; i < 4; i++) {
+            ap[i] = random_params((int)rnd(5));
+            for (int k = 0; k < 2; k++)
+                snprintf(key[k][i], sizeof key[k][i], "rl:{b%d}:%d-%d", r, k,
+                         i);
+        }
+        for (int q = 0; q < nreq; q++) {
+            nk[q] = 1 + (int)rnd(3);
+            for (int i = 0; i < nk[q]; i++) {
+                pick[q][i] = (int)rnd(4);
+                pt[q][i] = (mpart){.key = key[1][pick[q][i]], .field = "",
+                                   .ap = &ap[pick[q][i]],
+                                   .cost = next_cost(&ap[pick[q][i]]),
+                                   .mode = rnd(4) ? "0" : "1"};
+            }
+            lua_check(t, pt[q], nk[q], l[q], v);
+            n += nk[q];
+        }
+#define NUM(x) (snprintf(num[u], sizeof num[u], "%lld", (long long)(x)), \
+                argv[c++] = num[u++])
+        argv[c++] = "RL.CHECK";
+        NUM(n);
+        for (int q = 0; q < nreq; q++)
+            for (int i = 0; i < nk[q]; i++)
+                argv[c++] = key[0][pick[q][i]];
+        for (int q = 0; q < nreq; q++)
+            for (int i = 0; i < nk[q]; i++) {
+                const algo_params *a = pt[q][i].ap;
+                snprintf(num[u], sizeof num[u], "%d:%lld:%lld:%lld:%lld:%s:",
+                         a->algo, (long long)a->limit,
+                         (long long)sent_burst(a), (long long)a->window_ms,
+                         (long long)pt[q][i].cost, pt[q][i].mode);
+                argv[c++] = num[u++];
+            }
+        argv[c++] = "REQS";
+        NUM(nreq);
+        for (int q = 0; q < nreq; q++)
+            NUM(nk[q]);
+        argv[c++] = "NOW";
+        NUM(t);
+#undef NUM
+        rep = redisCommandArgv(ctx, c, argv, NULL);
+        ck_assert_ptr_nonnull(rep);
+        mod_answer(rep, n, 1, got);
+        freeReplyObject(rep);
+        for (int q = 0, k = 0; q < nreq; q++)
+            for (int i = 0; i < nk[q]; i++, k++) {
+                algo_decision m = {.allowed = got[1 + 3 * k] > 0,
+                                   .retry_ms = got[1 + 3 * k] < 0
+                                                   ? -got[1 + 3 * k]
+                                                   : 0,
+                                   .remaining = got[2 + 3 * k],
+                                   .reset_ms = got[3 + 3 * k]};
+                same_decision(&l[q][i], &m, "batch: script vs module",
+                              pt[q][i].ap, r, base, t, pt[q][i].cost);
+            }
+    }
+}
+END_TEST
+
 /* Leases (mode -m: cost units, or as many as are left but at least m):
  * the module charges what the script charges, on twin keys. */
 START_TEST(leases_as_the_script)
@@ -407,12 +346,20 @@ START_TEST(errors_write_nothing)
     r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 4 10 0 60000 1 0 7");
     ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
     freeReplyObject(r);
+    /* the packed form: seven values, the last the field */
+    r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 0:10:0:60000:1:0");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    r = cmd(ctx, "RL.CHECK 1 rl:{e}:a 0:10:0:60000:x:0:");
+    ck_assert_int_eq(r->type, REDIS_REPLY_ERROR);
+    freeReplyObject(r);
 }
 END_TEST
 
-/* A replica gets the writes (SET ... PXAT, HSET, PEXPIREAT), never the
- * command: its keys, values and expiry times are the master's, and it has
- * run no RL.CHECK. */
+/* A replica gets the writes (SET ... PXAT, HSET, PEXPIREAT, DEL), never
+ * the command: its keys, values and expiry times are the master's (after
+ * checks, a refund, a settled debt and its marker, a conversion), and it
+ * has run no RL.CHECK nor RL.SETTLE. */
 START_TEST(replica_gets_the_writes)
 {
     rh_server rep;
@@ -441,6 +388,26 @@ START_TEST(replica_gets_the_writes)
             }
         }
     }
+    /* RL.SETTLE (a refund, a debt with its marker), a conversion, and a
+     * window charged twice in one window (the second as INCRBY) */
+    for (int k = 0; k < 5; k++) {
+        static const char *const more[] = {
+            "RL.SETTLE r 1 rl:{p}:tb 1 10 0 60000 1 %lld %s NOW %lld",
+            "RL.SETTLE d 2 rl:{p}:fw rl:{p}:~r:1 2 10 0 60000 3 %lld %s "
+            "NOW %lld",
+            "RL.CHECK 1 rl:{p}:g2 3 10 0 2000 1 0 %s SHAPES 0 g2 1 "
+            "1 10 0 60000 tb %lld NOW %lld",
+            "RL.CHECK 1 rl:{p}:f2 0:10:0:3600000:2:0:%s NOW %lld",
+            "RL.CHECK 1 rl:{p}:f2 0:10:0:3600000:3:0:%s NOW %lld"};
+        int64_t t = base + 29 * 997;
+        redisReply *x = k < 2 ? cmd(ctx, more[k], (long long)t, "",
+                                    (long long)t)
+                        : k == 2 ? cmd(ctx, more[k], "", (long long)t,
+                                       (long long)t)
+                                 : cmd(ctx, more[k], "", (long long)t);
+        ck_assert_msg(x->type != REDIS_REPLY_ERROR, "%s", x->str);
+        freeReplyObject(x);
+    }
     redisReply *w = cmd(ctx, "WAIT 1 10000");
     ck_assert_int_eq(w->integer, 1);
     freeReplyObject(w);
@@ -464,9 +431,11 @@ START_TEST(replica_gets_the_writes)
         freeReplyObject(eb);
     }
     freeReplyObject(all);
-    ck_assert_int_eq(rh_cmdstat_calls(&rep, "rl.check"), 0);
+    ck_assert_int_eq(rh_cmdstat_calls(&rep, "rl.check") +
+                         rh_cmdstat_calls(&rep, "rl.settle"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "set"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "hset"), 0);
+    ck_assert_int_gt(rh_cmdstat_calls(&rep, "incrby"), 0);
     redisFree(rc);
     rh_stop(&rep);
 }
@@ -520,89 +489,6 @@ START_TEST(cluster_routes_by_declared_keys)
 }
 END_TEST
 
-/* ---- the library calling the module (src/redis/redis_module_cmd.c) ---- */
-
-static const char lib_rules[] =
-    "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":50,"
-    "\"window_seconds\":3600,\"algorithm\":\"token_bucket\","
-    "\"match\":{\"endpoint\":\"/tb\"}}]";
-
-/* A limiter on s with redis_command `command` (NULL: the default); NULL
- * when rl_limiter_new fails (its message in msg). */
-static rl_limiter *lib_open(const rh_server *s, const char *command,
-                            char *msg, size_t len)
-{
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
-    char uri[512];
-
-    ck_assert_ptr_nonnull(rh_uri(s, uri, sizeof uri));
-    ck_assert_int_eq(rl_config_set(cfg, "store", uri), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "rules", lib_rules), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "2000"), RL_OK);
-    ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
-    if (command)
-        ck_assert_int_eq(rl_config_set(cfg, "redis_command", command), RL_OK);
-    if (rl_limiter_new(&lim, cfg) != RL_OK) {
-        snprintf(msg, len, "%s", rl_errmsg(NULL));
-        lim = NULL;
-    }
-    rl_config_free(cfg);
-    return lim;
-}
-
-/* auto finds RL.CHECK and uses it; lua never does; both on one client's
- * state (a mixed fleet): 50 tokens in all, whoever asks. */
-START_TEST(library_uses_the_module_where_found)
-{
-    char msg[256] = "";
-    rl_limiter *mod = lib_open(&srv, NULL, msg, sizeof msg);
-    rl_limiter *lua = lib_open(&srv, "lua", msg, sizeof msg);
-    long long m0, f0;
-    int ok = 0;
-
-    ck_assert_msg(mod && lua, "%s", msg);
-    m0 = rh_cmdstat_calls(&srv, "rl.check");
-    f0 = rh_cmdstat_calls(&srv, "fcall");
-    for (int i = 0; i < 30; i++)
-        ok += allow_decided(mod, "user:mixed", "tb");
-    ck_assert_int_ge(rh_cmdstat_calls(&srv, "rl.check") - m0, 30);
-    ck_assert_int_eq(rh_cmdstat_calls(&srv, "fcall") - f0, 0);
-    m0 = rh_cmdstat_calls(&srv, "rl.check");
-    for (int i = 0; i < 30; i++)
-        ok += allow_decided(lua, "user:mixed", "tb");
-    ck_assert_int_eq(rh_cmdstat_calls(&srv, "rl.check") - m0, 0);
-    ck_assert_int_ge(rh_cmdstat_calls(&srv, "fcall") - f0, 30);
-    ck_assert_int_eq(ok, 50);
-    ck_assert_int_eq(allow_decided(mod, "user:mixed", "tb"), 0);
-    rl_limiter_free(mod);
-    rl_limiter_free(lua);
-}
-END_TEST
-
-/* Without the module: auto checks through Lua; module refuses to start,
- * saying why. */
-START_TEST(library_without_the_module)
-{
-    rh_server plain;
-    char msg[256] = "";
-    const char *was = rh_loadmodule;
-    rl_limiter *lim;
-
-    rh_loadmodule = NULL;
-    ck_assert_int_eq(rh_start(&plain, NULL), 0);
-    rh_loadmodule = was;
-    lim = lib_open(&plain, NULL, msg, sizeof msg);
-    ck_assert_msg(lim != NULL, "%s", msg);
-    ck_assert_int_eq(allow_decided(lim, "user:a", "tb"), 1);
-    ck_assert_int_ge(rh_cmdstat_calls(&plain, "fcall"), 1);
-    rl_limiter_free(lim);
-    ck_assert_ptr_null(lib_open(&plain, "module", msg, sizeof msg));
-    ck_assert_msg(strstr(msg, "RL.CHECK") != NULL, "%s", msg);
-    rh_stop(&plain);
-}
-END_TEST
-
 static Suite *module_suite(void)
 {
     Suite *s = suite_create("module");
@@ -614,14 +500,9 @@ static Suite *module_suite(void)
     tcase_add_test(tc, every_algorithm_compact);
     tcase_add_test(tc, requests_all_or_nothing);
     tcase_add_test(tc, leases_as_the_script);
+    tcase_add_test(tc, batch_as_requests_in_turn);
     tcase_add_test(tc, errors_write_nothing);
     tcase_add_test(tc, replica_gets_the_writes);
-    suite_add_tcase(s, tc);
-    tc = tcase_create("library");
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
-    tcase_add_test(tc, library_uses_the_module_where_found);
-    tcase_add_test(tc, library_without_the_module);
     suite_add_tcase(s, tc);
     tc = tcase_create("cluster");
     tcase_set_timeout(tc, 120);

@@ -8,7 +8,9 @@
  * what it owes, a second settle (the same struct, a copy) is refused and
  * changes nothing, a settle after the window moved on refunds nothing, a
  * bucket never passes its burst, threads reserving and settling at once
- * keep the exact count, and an unsettled reservation stays charged.
+ * keep the exact count, and an unsettled reservation stays charged.  The
+ * Redis kinds run twice: by the script, and by ratelimit.so (RL.CHECK,
+ * RL.SETTLE) on a server that loaded it.
  */
 #include <check.h>
 #include <pthread.h>
@@ -49,9 +51,13 @@ static const char *rules =
     "\"/log\"},\"limit\":10,\"window_seconds\":60,\"mode\":\"log\"}]";
 
 /* The stores a test runs on (Check loop index). */
-enum { K_MEMORY, K_SHM, K_REDIS, K_COMPACT, K_CLUSTER, K_N };
-static const char *const kind_name[] = {"memory", "shm", "redis",
-                                        "redis compact", "redis-cluster"};
+enum { K_MEMORY, K_SHM, K_REDIS, K_COMPACT, K_MODULE, K_MODULE_COMPACT,
+       K_CLUSTER, K_N };
+static const char *const kind_name[] = {
+    "memory", "shm", "redis", "redis compact", "redis + ratelimit.so",
+    "redis compact + ratelimit.so", "redis-cluster"};
+#define ON_REDIS(k) ((k) >= K_REDIS && (k) < K_CLUSTER)
+#define ON_MODULE(k) ((k) == K_MODULE || (k) == K_MODULE_COMPACT)
 
 static rh_server srv;
 static rh_cluster cl;
@@ -77,8 +83,9 @@ static int up(int k)
     kind = k;
     if (k == K_SHM)
         snprintf(shm_name, sizeof shm_name, "rlrsv-%ld", (long)getpid());
-    if ((k == K_REDIS || k == K_COMPACT) &&
-        (!rh_available() || rh_start(&srv, NULL) != 0))
+    /* the module kinds: settles through RL.SETTLE (its test clock) */
+    rh_loadmodule = ON_MODULE(k) ? RL_MODULE_PATH " testclock" : NULL;
+    if (ON_REDIS(k) && (!rh_available() || rh_start(&srv, NULL) != 0))
         return 0;
     if (k == K_CLUSTER &&
         (!rh_cluster_available() || rh_cluster_start(&cl, 3, 0, 2000) != 0))
@@ -93,7 +100,7 @@ static void down(void)
 {
     char path[80];
 
-    if (kind == K_REDIS || kind == K_COMPACT)
+    if (ON_REDIS(kind))
         rh_stop(&srv);
     if (kind == K_CLUSTER)
         rh_cluster_stop(&cl);
@@ -125,7 +132,11 @@ static rl_limiter *open_kind(void)
     /* One limiter deciding alone: its fallback's share is the whole limit
      * (store_away reserves all of it), not the default's limit / N. */
     ck_assert_int_eq(rl_config_set(cfg, "fleet_size", "1"), RL_OK);
-    if (kind == K_COMPACT)
+    if (ON_REDIS(kind)) /* the module kinds through it, the others not */
+        ck_assert_int_eq(rl_config_set(cfg, "redis_command",
+                                       ON_MODULE(kind) ? "module" : "lua"),
+                         RL_OK);
+    if (kind == K_COMPACT || kind == K_MODULE_COMPACT)
         ck_assert_int_eq(rl_config_set(cfg, "redis_layout", "compact"),
                          RL_OK);
     rc = rl_limiter_new(&lim, cfg);
@@ -183,6 +194,19 @@ static int settle(rl_limiter *lim, const char *ep, const char *user,
     return rl_settle(lim, &r, rsv, actual);
 }
 
+/* The module kinds: every check and settle went as RL.CHECK and
+ * RL.SETTLE, none through the script. */
+static void module_only(void)
+{
+    if (!ON_MODULE(kind))
+        return;
+    ck_assert_int_gt(rh_cmdstat_calls(&srv, "rl.check"), 0);
+    ck_assert_int_gt(rh_cmdstat_calls(&srv, "rl.settle"), 0);
+    ck_assert_int_eq(rh_cmdstat_calls(&srv, "fcall") +
+                         rh_cmdstat_calls(&srv, "evalsha") +
+                         rh_cmdstat_calls(&srv, "eval"), 0);
+}
+
 #define SETTLE_OK(lim, ep, user, rsv, actual)                                \
     ck_assert_msg(settle(lim, ep, user, rsv, actual) == RL_OK, "%s: %s",     \
                   kind_name[kind], rl_errmsg(lim))
@@ -207,6 +231,7 @@ START_TEST(refund_exact)
                       drain(lim, eps[e], "u1", 200));
     }
     rl_limiter_free(lim);
+    module_only();
     down();
 }
 END_TEST
@@ -357,6 +382,7 @@ START_TEST(two_rules)
     /* ip2 (80) decides: 70 left; u2 (100) has 90. */
     ck_assert_int_eq(drain(lim, "/two", "u9", 300), 70);
     rl_limiter_free(lim);
+    module_only();
     down();
 }
 END_TEST
@@ -461,7 +487,8 @@ END_TEST
 
 /* ---- the stores agree ----------------------------------------------------- */
 
-#define LOCKSTEP 3   /* memory, redis plain, redis compact */
+#define LOCKSTEP 5   /* memory, redis plain and compact, each by the
+                        script and by ratelimit.so                  */
 #define LIVE_MAX 8   /* reservations held at once           */
 
 static uint64_t rnd_state;
@@ -478,6 +505,9 @@ static void step(rl_limiter **lim, rl_reservation (*live)[LIVE_MAX],
                  const char **live_ep, int *nlive, int s)
 {
     static const char *const eps[] = {"/fw", "/sw", "/tb", "/gc"};
+    /* the module's limiters on keys of their own (the same layouts) */
+    static const char *const who[LOCKSTEP] = {"walk", "walk", "walk",
+                                              "walkm", "walkm"};
     const char *ep = eps[rnd(4)];
     uint64_t what = rnd(10);
     rl_result res[LOCKSTEP];
@@ -491,7 +521,7 @@ static void step(rl_limiter **lim, rl_reservation (*live)[LIVE_MAX],
         int k = (int)rnd((uint64_t)*nlive);
         int64_t actual = (int64_t)rnd(90);
         for (int j = 0; j < LOCKSTEP; j++)
-            rc[j] = settle(lim[j], live_ep[k], "walk", &live[j][k], actual);
+            rc[j] = settle(lim[j], live_ep[k], who[j], &live[j][k], actual);
         for (int j = 1; j < LOCKSTEP; j++)
             ck_assert_msg(rc[j] == rc[0], "step %d: settle %s rc %d vs %d "
                           "(%s)", s, live_ep[k], rc[j], rc[0],
@@ -502,7 +532,7 @@ static void step(rl_limiter **lim, rl_reservation (*live)[LIVE_MAX],
         return;
     }
     for (int j = 0; j < LOCKSTEP; j++) {
-        rl_request r = req_of(ep, "walk", (int64_t)rnd(1) + (what < 5 ? 1 : 30));
+        rl_request r = req_of(ep, who[j], (int64_t)rnd(1) + (what < 5 ? 1 : 30));
         res[j] = (rl_result)RL_RESULT_INIT;
         if (what < 5 || *nlive == LIVE_MAX) {
             rc[j] = rl_check(lim[j], &r, &res[j]);
@@ -527,26 +557,29 @@ static void step(rl_limiter **lim, rl_reservation (*live)[LIVE_MAX],
 }
 
 /* A random walk of checks, reserves, refunds, debts and time on the
- * memory store and on Redis in both layouts, in lockstep: every answer
- * the same (the C maths and lua/settle.lua agree). */
+ * memory store and on Redis in both layouts, by the script and by
+ * ratelimit.so, in lockstep: every answer the same (the C maths,
+ * lua/settle.lua and RL.SETTLE agree). */
 START_TEST(stores_agree)
 {
-    static const int kinds[LOCKSTEP] = {K_MEMORY, K_REDIS, K_COMPACT};
+    static const int kinds[LOCKSTEP] = {K_MEMORY, K_REDIS, K_COMPACT,
+                                        K_MODULE, K_MODULE_COMPACT};
     rl_limiter *lim[LOCKSTEP];
     rl_reservation live[LOCKSTEP][LIVE_MAX];
     const char *live_ep[LIVE_MAX];
     int nlive = 0;
 
-    if (!up(K_REDIS))
+    if (!up(K_MODULE))
         return;
     for (int j = 0; j < LOCKSTEP; j++) {
         kind = kinds[j];
         lim[j] = open_kind();
     }
-    kind = K_REDIS;
+    kind = K_REDIS; /* settle() asserts nothing per call here */
     rnd_state = getenv("RSV_SEED") ? strtoull(getenv("RSV_SEED"), NULL, 10) : 20261202;
     for (int s = 0; s < (getenv("RSV_STEPS") ? atoi(getenv("RSV_STEPS")) : 1500); s++)
         step(lim, live, live_ep, &nlive, s);
+    ck_assert_int_gt(rh_cmdstat_calls(&srv, "rl.settle"), 0);
     for (int j = 0; j < LOCKSTEP; j++)
         rl_limiter_free(lim[j]);
     down();

@@ -131,17 +131,19 @@ link_suite() {
         pkg-config --exists libevent libuv || return 0
         extra="$(pkg-config --cflags --libs libevent libuv)"
     fi
-    # ratelimit.so's suite: the module built without the sanitizer (it
-    # runs inside redis-server, which none wraps), its path compiled in.
-    if [ "$name" = check_module ]; then
-        $CC $cflags -fPIC -shared -fvisibility=hidden "$src"/redis-module/*.c \
-            "$src/src/base/algo.c" -o "$out/ratelimit.so"
-        extra="-DRL_MODULE_PATH=\"$(cd "$out" && pwd)/ratelimit.so\""
-    fi
+    # ratelimit.so's suites (and check_reserve's module kinds): the
+    # module, built once below without the sanitizer (it runs inside
+    # redis-server, which none wraps), its path compiled in.
+    case $name in check_module*|check_reserve)
+        extra="-DRL_MODULE_PATH=\"$(cd "$out" && pwd)/ratelimit.so\"" ;;
+    esac
     $CC $cflags $san "$1" $objs "$out/redis_harness.o" "$out/lua_test_script.o" \
         $extra $libs -o "$out/$name"
     echo "$name" >>"$out/suites"
 }
+$CC $cflags -fPIC -shared -fvisibility=hidden "$src"/redis-module/*.c \
+    "$src/src/base/algo.c" "$src/src/base/settle.c" "$src/src/base/hash.c" \
+    -o "$out/ratelimit.so"
 rm -f "$out/suites" "$out"/*.rc
 : >"$out/suites"
 want=0

@@ -27,9 +27,9 @@ static int encode_batch(rio *r, conn *c)
 
     if (!r->o.per_call && (c->fcall & RCONN_MODULE) &&
         b->how != SCRIPT_EVAL && rcmd_batch_ok(b->job, b->nb)) {
-        b->how = SCRIPT_MODULE; /* one RL.CHECK a request */
+        b->how = SCRIPT_MODULE; /* one RL.CHECK for the batch */
         rcmd_put(&r->sx, &c->out, b->job, b->nb);
-        nrep = b->nb;
+        nrep = 1;
     } else if (!r->o.per_call) {
         script_put(&r->sx, &c->out, b->job, b->nb, 'c', b->how);
         nrep = 1;
@@ -189,9 +189,10 @@ void rbatch_answer(rio *r, int i, entry *e)
 
     claim_batch(r, b);
     if (b->how == SCRIPT_MODULE) {
-        for (int j = 0; j < b->nb; j++)
-            if (rcmd_parse(e->rep[j], b->job[j]) == 1 && b->job[j])
-                na += redo[j] = 1;
+        if (rcmd_parse(e->rep[0], b->job, b->n, b->nb) == 1)
+            for (int j = 0; j < b->nb; j++)
+                if (b->job[j])
+                    na += redo[j] = 1;
     } else if (!r->o.per_call) {
         if (script_parse(e->rep[0], b->job, b->n, b->nb) == 1)
             for (int j = 0; j < b->nb; j++)

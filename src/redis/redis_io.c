@@ -68,6 +68,7 @@
 #include "redis_io_loop.h"
 #include "redis_batch.h"
 #include "redis_connector.h"
+#include "redis_module_cmd.h"
 #include "redis_tls.h"
 #include "ratelimit.h"
 #include "redis_script.h"
@@ -470,7 +471,10 @@ static void dispatch(rio *r, int64_t now)
             t->next = NULL;
             if (!rio_loop_take(r, t)) /* its caller left */
                 continue;
-            resp_raw(&c->out, t->job->raw, t->job->raw_len);
+            rio_job *j = t->job;
+            j->as_module = j->raw_mod && (c->fcall & RCONN_MODULE);
+            resp_raw(&c->out, j->as_module ? j->raw_mod : j->raw,
+                     j->as_module ? j->raw_mod_len : j->raw_len);
             tk_release(t);
             push_entry(c, E_RAW, t->nreplies, t);
             stat_add(r, S_CALLS, 1);
@@ -670,17 +674,21 @@ void rio_submit(rio *r, rio_job *jobs, size_t n)
         wake_fd(r->efd);
 }
 
-int rio_call(rio *r, const char *cmd, size_t len, int nreplies,
-             redisReply **replies, int64_t timeout_ms)
+int rio_call_mod(rio *r, const char *cmd, size_t len, const char *mod,
+                 size_t mod_len, int nreplies, redisReply **replies,
+                 int64_t timeout_ms, int *as_mod)
 {
-    rio_job j = {.kind = RIO_RAW, .raw = cmd, .raw_len = len,
-                 .nreplies = nreplies, .replies = replies,
+    rio_job j = {.kind = RIO_RAW, .raw = cmd, .raw_len = len, .raw_mod = mod,
+                 .raw_mod_len = mod_len, .nreplies = nreplies,
+                 .replies = replies,
                  .deadline_ns = clock_mono_ns() + timeout_ms * 1000000};
 
     if (nreplies < 1 || nreplies > RIO_MAX_REPLIES)
         return RL_EINVAL;
     rio_submit(r, &j, 1);
     rio_wait(&j);
+    if (as_mod)
+        *as_mod = j.as_module;
     return j.rc;
 }
 
@@ -699,15 +707,20 @@ static void sent_done(rio_job *j)
     free(s);
 }
 
-int rio_send(rio *r, const char *cmd, size_t len, int nreplies)
+int rio_send_mod(rio *r, const char *cmd, size_t len, const char *mod,
+                 size_t mod_len, int nreplies)
 {
     sent *s;
 
     if (nreplies < 1 || nreplies > RIO_MAX_REPLIES ||
-        !(s = malloc(sizeof *s + len)))
+        !(s = malloc(sizeof *s + len + mod_len)))
         return RL_ESTORE;
     memcpy(s->bytes, cmd, len);
+    if (mod)
+        memcpy(s->bytes + len, mod, mod_len);
     s->job = (rio_job){.kind = RIO_RAW, .raw = s->bytes, .raw_len = len,
+                       .raw_mod = mod ? s->bytes + len : NULL,
+                       .raw_mod_len = mod_len,
                        .nreplies = nreplies, .replies = s->rep,
                        .deadline_ns = clock_mono_ns() + 5000000000LL,
                        .done = sent_done};

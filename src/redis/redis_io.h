@@ -72,6 +72,10 @@ struct rio_job {
     int flags;                   /* RN_ASKING, RN_DECLARED               */
     const char *raw;             /* RIO_RAW: bytes of nreplies commands  */
     size_t raw_len;
+    const char *raw_mod;         /* RIO_RAW: NULL, or the same as
+                                    ratelimit.so's commands, sent instead
+                                    on a connection that has them        */
+    size_t raw_mod_len;
     int nreplies;
     redisReply **replies;        /* RIO_RAW, on RL_OK: the caller's      */
     int64_t deadline_ns;         /* CLOCK_MONOTONIC                      */
@@ -82,6 +86,7 @@ struct rio_job {
     int rc;                      /* RL_OK or RL_ESTORE                   */
     int64_t now_ms;              /* the script's time                    */
     rnode_reply why;
+    int as_module;               /* RIO_RAW: raw_mod went                */
     /* the I/O layer's */
     rio_ticket *tk;              /* NULL: failed at submission           */
     uint32_t gen;                /* tk's generation for this job         */
@@ -144,9 +149,25 @@ void rio_wait(rio_job *j);
 /* A raw call, blocking: send `len` bytes holding nreplies commands and
  * wait up to timeout_ms; on RL_OK the caller frees replies[] with
  * freeReplyObject().  Fire and forget: rio_send (the bytes are copied). */
-int rio_call(rio *r, const char *cmd, size_t len, int nreplies,
-             redisReply **replies, int64_t timeout_ms);
-int rio_send(rio *r, const char *cmd, size_t len, int nreplies);
+int rio_call_mod(rio *r, const char *cmd, size_t len, const char *mod,
+                 size_t mod_len, int nreplies, redisReply **replies,
+                 int64_t timeout_ms, int *as_mod);
+int rio_send_mod(rio *r, const char *cmd, size_t len, const char *mod,
+                 size_t mod_len, int nreplies);
+/* The _mod forms take `mod` (the same replies through ratelimit.so's
+ * commands; NULL: none), sent instead of cmd on a connection that has the
+ * module (redis_module_cmd.h); *as_mod (may be NULL): which went. */
+static inline int rio_call(rio *r, const char *cmd, size_t len,
+                           int nreplies, redisReply **replies,
+                           int64_t timeout_ms)
+{
+    return rio_call_mod(r, cmd, len, NULL, 0, nreplies, replies, timeout_ms,
+                        NULL);
+}
+static inline int rio_send(rio *r, const char *cmd, size_t len, int nreplies)
+{
+    return rio_send_mod(r, cmd, len, NULL, 0, nreplies);
+}
 
 /* Talk to host:port from now on (Sentinel: the new primary): the
  * connections up are closed (what they wait for fails) and the connector

@@ -16,6 +16,7 @@
  * flapping server cannot flood the log.
  */
 #include "redis_node.h"
+#include "redis_module_cmd.h"
 #include "redis_settle.h"
 #include "ratelimit.h"
 #include "redis_script.h"
@@ -203,44 +204,58 @@ void rnode_start(rnode *r, rnode_async *a)
 int rnode_refund(rnode *r, const store_op *ops, size_t n,
                  const algo_decision *out, int64_t now_ms)
 {
-    char stack[CMD_STACK];
+    char stack[CMD_STACK], mstack[CMD_STACK / 2];
     resp_buf b = RESP_BUF(stack, sizeof stack);
+    resp_buf mb = RESP_BUF(mstack, sizeof mstack);
     rio_job j = {.ops = ops, .n = n, .out = (algo_decision *)out,
                  .now_ms = now_ms};
     rio_job *jp = &j;
     int sent;
 
     script_put(&r->sx, &b, &jp, 1, 'r', SCRIPT_EVALSHA);
-    sent = !b.oom && rio_send(r->io, b.p, b.len, 1) == RL_OK;
+    rcmd_put_refund(&r->sx, &mb, &j); /* RL.SETTLE r where it exists */
+    sent = !b.oom && !mb.oom &&
+           rio_send_mod(r->io, b.p, b.len, mb.p, mb.len, 1) == RL_OK;
     resp_release(&b);
+    resp_release(&mb);
     return sent;
 }
 
 int rnode_give_back(rnode *r, const store_op *op, int64_t units,
                     int64_t charged_ms, int64_t timeout_ms)
 {
-    char stack[CMD_STACK];
+    char stack[CMD_STACK], mstack[1024];
     resp_buf b = RESP_BUF(stack, sizeof stack);
+    resp_buf mb = RESP_BUF(mstack, sizeof mstack);
     store_op one = *op;
     algo_decision d = {.allowed = 1, .changed = 1};
     rio_job j = {.ops = &one, .n = 1, .out = &d, .now_ms = charged_ms};
     rio_job *jp = &j;
     redisReply *rep = NULL;
-    int rc = RL_ESTORE;
+    int rc = RL_ESTORE, as_mod = 0;
 
     one.cost = units;
     one.lease_min = 0;
     script_put(&r->sx, &b, &jp, 1, 'r', /* waited: EVAL */
                timeout_ms > 0 ? SCRIPT_EVAL : SCRIPT_EVALSHA);
-    if (!b.oom && timeout_ms <= 0)
-        rc = rio_send(r->io, b.p, b.len, 1);
-    else if (!b.oom &&
-             (rc = rio_call(r->io, b.p, b.len, 1, &rep, timeout_ms)) == RL_OK)
-    {
+    rcmd_put_refund(&r->sx, &mb, &j); /* RL.SETTLE r where it exists */
+    if (b.oom || mb.oom)
+        rc = RL_ESTORE;
+    else if (timeout_ms <= 0)
+        rc = rio_send_mod(r->io, b.p, b.len, mb.p, mb.len, 1);
+    /* waited: refused as RL.SETTLE (unloaded since the connect), again
+     * through Lua */
+    for (int lua = 0; !b.oom && !mb.oom && timeout_ms > 0 && lua < 2; lua++) {
+        rc = rio_call_mod(r->io, b.p, b.len, lua ? NULL : mb.p, mb.len, 1,
+                          &rep, timeout_ms, &as_mod);
+        if (rc != RL_OK)
+            break;
         rc = rep->type == REDIS_REPLY_INTEGER ? RL_OK : RL_ESTORE;
+        lua = as_mod && rcmd_refused(rep) ? lua : 2;
         freeReplyObject(rep);
     }
     resp_release(&b);
+    resp_release(&mb);
     return rc == RL_OK ? RL_OK : RL_ESTORE;
 }
 
@@ -251,20 +266,35 @@ int rnode_settle(rnode *r, const store_settle *ss, size_t from, size_t n,
     int nrep = asking ? 2 : 1, rc = 1;
 
     why->status = RN_ERROR;
-    for (int eval = 0; eval < 2 && rc == 1; eval++) { /* NOSCRIPT: EVAL */
-        char stack[CMD_STACK];
+    /* NOSCRIPT: EVAL; RL.SETTLE refused (unloaded since the connect):
+     * Lua */
+    for (int eval = 0, mod = 1; eval < 2 && rc == 1; eval++) {
+        char stack[CMD_STACK], mstack[CMD_STACK / 2];
         resp_buf b = RESP_BUF(stack, sizeof stack);
+        resp_buf mb = RESP_BUF(mstack, sizeof mstack);
         redisReply *rep[2];
+        int as_mod = 0;
 
-        if (asking)
+        if (asking) {
             script_put_asking(&b);
+            script_put_asking(&mb);
+        }
         settle_put(&r->sx, &b, ss, from, n, eval);
-        rc = b.oom ? RL_ESTORE
-                   : rio_call(r->io, b.p, b.len, nrep, rep, timeout_ms);
+        settle_put_module(&r->sx, &mb, ss, from, n);
+        rc = b.oom || mb.oom
+                 ? RL_ESTORE
+                 : rio_call_mod(r->io, b.p, b.len, mod ? mb.p : NULL,
+                                mb.len, nrep, rep, timeout_ms, &as_mod);
         resp_release(&b);
+        resp_release(&mb);
         if (rc != RL_OK)
             return RL_ESTORE;
         rc = settle_parse(rep[nrep - 1], settled, why);
+        if (as_mod && rcmd_refused(rep[nrep - 1])) {
+            rc = 1;
+            mod = 0; /* the same call through Lua */
+            eval--;
+        }
         for (int k = 0; k < nrep; k++)
             freeReplyObject(rep[k]);
     }

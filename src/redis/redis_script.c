@@ -536,3 +536,9 @@ int script_parse(const redisReply *rep, rio_job *const *jobs,
     }
     return 0;
 }
+
+int script_shape_sent(const script_ctx *x, const rl_rule *r,
+                      const rule_shape *s, int64_t now)
+{
+    return old_shape_sent(x, r, s, now);
+}

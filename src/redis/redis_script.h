@@ -52,6 +52,11 @@ void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
  * limit, burst, window ms, p, q (check.lua's and settle.lua's layout). */
 void script_put_numbers(resp_buf *b, const algo_params *ap);
 
+/* 1 when r's replaced shape s goes with a check at `now` (its states may
+ * still be alive; compact: kept in the current shape's layout). */
+int script_shape_sent(const script_ctx *x, const rl_rule *r,
+                      const rule_shape *s, int64_t now);
+
 /* ASKING, before the call a migration redirected. */
 void script_put_asking(resp_buf *b);
 

@@ -8,11 +8,14 @@
  * slot and one script call declares both.  It is no state key's name (a
  * state key's tag is followed by a rule id, which has no '~'), and it
  * falls under the ACL pattern ~rl:{* the limiters' user already has.
+ * The same settle through ratelimit.so is RL.SETTLE s|d with the same
+ * keys (ratelimit.so(8)).
  */
 #include "redis_settle.h"
 #include "cluster_reply.h"
 #include "ratelimit.h"
 #include "redis_key.h"
+#include "redis_module_cmd.h"
 #include "store.h"
 
 #include <stdio.h>
@@ -93,6 +96,27 @@ void settle_put(const script_ctx *x, resp_buf *b, const store_settle *ss,
             redis_key(&ss->ops[from + i], 1, key, field, &flen);
         resp_arg(b, field, flen);
     }
+}
+
+void settle_put_module(const script_ctx *x, resp_buf *b,
+                       const store_settle *ss, size_t from, size_t n)
+{
+    int64_t test_now = x->clock && x->clock->fn ? x->clock->fn(x->clock->arg)
+                                                : 0;
+    char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
+    size_t flen = 0;
+
+    resp_head(b, '*', 3 + 9 * (int64_t)n + (test_now ? 2 : 0));
+    resp_arg(b, "RL.SETTLE", 9);
+    resp_arg(b, ss->debt ? "d" : "s", 1);
+    resp_num(b, 2 * (int64_t)n);
+    put_keys(x, b, ss, from, n);
+    for (size_t i = from; i < from + n; i++) {
+        redis_key(&ss->ops[i], x->compact, key, field, &flen);
+        rcmd_put_settle_op(b, &ss->ops[i], ss->ops[i].cost, ss->at_ms, field,
+                           x->compact ? flen : 0);
+    }
+    rcmd_put_now(b, test_now);
 }
 
 int settle_parse(const redisReply *rep, size_t *settled, rnode_reply *why)

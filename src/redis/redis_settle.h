@@ -18,7 +18,12 @@
 void settle_put(const script_ctx *x, resp_buf *b, const store_settle *ss,
                 size_t from, size_t n, int eval);
 
-/* Its answer: RL_OK with *settled the ops settled now; 1 for NOSCRIPT;
+/* The same settle as ratelimit.so's RL.SETTLE s|d (the same keys; each
+ * op's rule numbers, cost, the reservation's time and field). */
+void settle_put_module(const script_ctx *x, resp_buf *b,
+                       const store_settle *ss, size_t from, size_t n);
+
+/* Its answer (either's): RL_OK with *settled the ops settled now; 1 for NOSCRIPT;
  * RL_ESTORE otherwise (an error, a redirect: *why says which when not
  * NULL). */
 int settle_parse(const redisReply *rep, size_t *settled, rnode_reply *why);
