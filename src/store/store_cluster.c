@@ -133,7 +133,11 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
             atomic_fetch_add(&c->tryagain, 1);
             pause_until(deadline_ns);
             continue;
-        default: /* down, timeout, error: maybe a failover */
+        case RN_DOWN: /* Redis's verdict: the failure modes decide */
+            atomic_fetch_add(&c->clusterdown, 1);
+            atomic_store(&c->want, 1);
+            return RL_ESTORE;
+        default: /* timeout, error: maybe a failover */
             atomic_store(&c->want, 1);
             return RL_ESTORE;
         }
@@ -272,6 +276,8 @@ static int cluster_check_many(rl_store *s, store_req *reqs, size_t n)
             if (sub[k].rc == RL_OK)
                 continue;
             atomic_store(&c->want, 1);
+            if (why[k].status == RN_DOWN)
+                atomic_fetch_add(&c->clusterdown, 1);
             retry[at[k]] = why[k].status >= RN_MOVED &&
                            why[k].status != RN_DOWN;
         }
@@ -424,6 +430,9 @@ static void attempt_done(rnode_async *na)
         atomic_fetch_add(&c->tryagain, 1);
         attempt(x, clock_mono_ns() + 1000000);
         return;
+    case RN_DOWN:
+        atomic_fetch_add(&c->clusterdown, 1);
+        break;
     }
     finish(x, RL_ESTORE);
 }
@@ -535,6 +544,7 @@ static void cluster_io_stats(rl_store *s, rnode_stats *st)
     st->refunds = atomic_load(&c->refunds);
     st->refreshes = atomic_load(&c->refreshes);
     st->tryagain = atomic_load(&c->tryagain);
+    st->clusterdown = atomic_load(&c->clusterdown);
 }
 
 /* Metrics: the masters that own slots now, each a shard. */
