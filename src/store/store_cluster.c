@@ -477,12 +477,21 @@ static void attempt_done(rnode_async *na)
         atomic_fetch_add(&c->tryagain, 1);
         attempt(x, clock_mono_ns() + 1000000);
         return;
-    case RN_DOWN: /* a replica's: to the slot's master, if the map has it */
+    case RN_DOWN:
+        if (!x->replica) { /* a master's verdict */
+            atomic_fetch_add(&c->clusterdown, 1);
+            break;
+        }
+        /* a replica's: to the slot's master once the map names it; until
+         * then the same call again a moment later (a wait, not a hop),
+         * within the deadline, as for a node not open yet */
         to = atomic_load_explicit(&c->owner[x->slot[x->g]],
                                   memory_order_relaxed);
-        atomic_fetch_add(&c->clusterdown, !x->replica);
-        if (!x->replica || to == (int)x->idx || !node_at(c, (unsigned)to))
-            break;
+        if (to == (int)x->idx || !node_at(c, (unsigned)to)) {
+            x->tries--;
+            attempt(x, clock_mono_ns() + 1000000);
+            return;
+        }
         x->idx = (unsigned)to;
         x->flags = x->replica = 0;
         attempt(x, 0);
