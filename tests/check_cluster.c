@@ -527,6 +527,8 @@ typedef struct watch {
     char user[32];
     _Atomic int stop;
     _Atomic long checks, degraded, slow;
+    _Atomic long late;            /* degraded after timeout_us or more   */
+    int64_t timeout_us;           /* the limiter's timeout_ms, in us     */
     _Atomic int64_t last_degraded_ms, max_us;
     _Atomic int64_t since_ms;     /* set: note the first check by Redis  */
     _Atomic int64_t first_ok_ms;  /* ... after since_ms                  */
@@ -544,6 +546,8 @@ static void *watch_main(void *arg)
         if (us > atomic_load(&w->max_us))
             atomic_store(&w->max_us, us);
         if (res.flags & RL_FLAG_FALLBACK) {
+            if (w->timeout_us && us >= w->timeout_us)
+                atomic_fetch_add(&w->late, 1);
             atomic_fetch_add(&w->degraded, 1);
             atomic_store(&w->last_degraded_ms, mono_us() / 1000);
         } else if (atomic_load(&w->since_ms) &&
@@ -767,13 +771,36 @@ static void wait_in_sync(int i, int master)
  * load, five times (back and forth), 8 threads checking: the demoted
  * master answers its old clients' calls with READONLY, and with MOVED once
  * keys are declared, both redirects, never failures, so no check
- * degrades and no breaker opens.  The timeout is long enough that the
- * master's write pause (from the failover's start until it learns it was
- * replaced: 34-119 ms measured here, longer on busy cores) never times a
- * check out: a READONLY taken for a failure would degrade at once,
- * whatever the timeout.  With timeout_ms 50 the pause itself degrades a
- * few checks per failover (0-16 seen; issue 23's note): Redis's pause,
- * not a redirect missed, and no bound on it holds on a loaded machine. */
+ * degrades for the library's sake and no breaker opens.  The timeout is
+ * long enough that the master's write pause (from the failover's start
+ * until it learns it was replaced: 34-119 ms measured here, longer on
+ * busy cores) never times a check out: a READONLY taken for a failure
+ * would degrade at once, whatever the timeout.  With timeout_ms 50 the
+ * pause itself degrades a few checks per failover (0-16 seen; issue 23's
+ * note): Redis's pause, not a redirect missed, and no bound on it holds on
+ * a loaded machine.
+ *
+ * The demoted master also answers CLUSTERDOWN for ~150 ms as it turns
+ * replica ("Cluster state changed: fail", then "ok", in its log alone,
+ * no node failing): 4 to 142 checks of one round degraded so in 2 of 7
+ * runs here (39 in the CI run that failed).  After its READONLY that is
+ * no master's verdict, and the check follows the map to the slot's new
+ * master (store_cluster.c); after a "not here" it cannot be told from a
+ * master's, and counts as one below.
+ *
+ * Two causes of a degraded check are Redis's or the machine's, not the
+ * library's, and each is counted where it happens instead of assumed
+ * away: a master's CLUSTERDOWN (the store's `clusterdown`), whose
+ * documented outcome is the failure modes (ratelimit(3), "Redirects"),
+ * and a check that degraded only after its whole timeout.  A master
+ * answers CLUSTERDOWN when Redis's failure detector, which a loaded
+ * 2-core machine trips with this cluster-node-timeout of 1 s, marks a
+ * node failing: every node then refuses keyed commands for ~1 s
+ * ("Marking node ... as failing (quorum reached)", "Cluster state
+ * changed: fail" in every node's log; 599 checks in one round under
+ * ThreadSanitizer at load 18).  Any other degraded check fails the test:
+ * an error reply not followed, a redirect ping-pong, a connection given
+ * up. */
 START_TEST(planned_failovers_degrade_nothing)
 {
     enum { W = 8, ROUNDS = 5 };
@@ -791,15 +818,16 @@ START_TEST(planned_failovers_degrade_nothing)
     ck_assert_int_ge(replica, 0);
     lim = open_with(uri, "timeout_ms", "2000", NULL, NULL);
     for (int i = 0; i < W; i++) {
-        w[i] = (watch){.lim = lim};
+        w[i] = (watch){.lim = lim, .timeout_us = 2000 * 1000};
         /* six on the victim's keys, two elsewhere */
         user_where(w[i].user, sizeof w[i].user, &from, -1,
                    i < 6 ? victim : first_master(victim));
         ck_assert_int_eq(pthread_create(&th[i], NULL, watch_main, &w[i]), 0);
     }
     for (int k = 0; k < ROUNDS; k++) {
-        long before = 0;
+        long before = 0, late = 0, down;
         int done = 0, tmp;
+        store_redis_stats s0, s1;
         redisContext *ctx;
         redisReply *r;
         wait_in_sync(replica, victim);
@@ -808,8 +836,11 @@ START_TEST(planned_failovers_degrade_nothing)
          * votes with the master's writes paused (1.7 s once) */
         while (k && mono_us() / 1000 - t0 < 2500)
             sleep_ms(50);
-        for (int i = 0; i < W; i++)
+        for (int i = 0; i < W; i++) {
             before += wait_steady(&w[i]);
+            late -= atomic_load(&w[i].late);
+        }
+        store_redis_stats_get(limiter_store(lim), &s0);
         ctx = rh_connect(&cl.node[replica]);
         ck_assert_ptr_nonnull(ctx);
         r = redisCommand(ctx, "CLUSTER FAILOVER");
@@ -823,12 +854,19 @@ START_TEST(planned_failovers_degrade_nothing)
         }
         took[k] = mono_us() / 1000 - t0;
         sleep_ms(500); /* the old clients meet the demoted master, move */
-        for (int i = 0; i < W; i++)
+        for (int i = 0; i < W; i++) {
             before -= atomic_load(&w[i].degraded);
-        fprintf(stderr, "planned failover %d: %lld ms, %ld degraded\n", k,
-                (long long)took[k], -before);
-        ck_assert_msg(-before == 0, "failover %d: %ld checks degraded in "
-                      "%lld ms", k, -before, (long long)took[k]);
+            late += atomic_load(&w[i].late);
+        }
+        store_redis_stats_get(limiter_store(lim), &s1);
+        down = (long)(s1.clusterdown - s0.clusterdown);
+        fprintf(stderr, "planned failover %d: %lld ms, %ld degraded (%ld "
+                "by a master's CLUSTERDOWN, %ld after the whole timeout)\n", k,
+                (long long)took[k], -before, down, late);
+        ck_assert_msg(-before <= down + late, "failover %d: %ld checks "
+                      "degraded in %lld ms, %ld by a master's CLUSTERDOWN, "
+                      "%ld after the timeout", k, -before, (long long)took[k],
+                      down, late);
         degraded += -before;
         tmp = victim; /* and back again */
         victim = replica;
@@ -845,6 +883,67 @@ START_TEST(planned_failovers_degrade_nothing)
             degraded, (unsigned long long)rs.breaker_opens,
             (unsigned long long)rs.store_errors);
     ck_assert_int_gt(checks, 100);
+    ck_assert_int_eq(rs.breaker_opens, 0);
+    /* what the test is about happened: old clients met a demoted master */
+    {
+        store_redis_stats st;
+        store_redis_stats_get(limiter_store(lim), &st);
+        fprintf(stderr, "planned failovers: READONLY met %lld, MOVED %lld\n",
+                (long long)st.elsewhere, (long long)st.moved);
+        ck_assert_int_gt(st.elsewhere + st.moved, 0);
+    }
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
+/* A master that sees a slot uncovered (CLUSTER DELSLOTS of another of
+ * its slots; cluster-require-full-coverage, the default) takes its
+ * cluster for down and answers CLUSTERDOWN to every keyed call: each
+ * check on its keys follows the failure modes (ratelimit(3),
+ * "Redirects"), the breaker stays closed (the node answered), and the
+ * store counts the answers; once the slot is back, Redis decides again. */
+START_TEST(clusterdown_degrades_and_is_counted)
+{
+    char user[32];
+    int from = 0, victim, degraded = 0, ok = 0;
+    unsigned other;
+    rl_limiter *lim;
+    rl_stats rs = RL_STATS_INIT;
+    store_redis_stats st;
+    redisContext *ctx;
+    redisReply *r;
+
+    up(15000);
+    victim = first_master(-1);
+    user_where(user, sizeof user, &from, -1, victim);
+    for (other = 0; rh_cluster_master_of(&cl, (int)other) != victim ||
+                    other == slot_of(user); other++)
+        ;
+    lim = open_with(uri, "timeout_ms", "2000", NULL, NULL);
+    ck_assert_int_eq(admitted(lim, user, 1, &degraded), 1);
+    ck_assert_int_eq(degraded, 0);
+    ctx = rh_connect(&cl.node[victim]);
+    ck_assert_ptr_nonnull(ctx);
+    r = redisCommand(ctx, "CLUSTER DELSLOTS %u", other);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER DELSLOTS");
+    freeReplyObject(r);
+    ck_assert_int_eq(admitted(lim, user, 5, &degraded), 0);
+    ck_assert_int_eq(degraded, 5);
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_eq(st.clusterdown, 5);
+    r = redisCommand(ctx, "CLUSTER ADDSLOTS %u", other);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER ADDSLOTS");
+    freeReplyObject(r);
+    redisFree(ctx);
+    for (int i = 0; i < 1000 && !ok; i++) { /* its state is ok again */
+        degraded = 0;
+        ok = admitted(lim, user, 1, &degraded) == 1;
+        if (!ok)
+            sleep_ms(10);
+    }
+    ck_assert(ok);
+    rl_stats_get(lim, &rs);
     ck_assert_int_eq(rs.breaker_opens, 0);
     rl_limiter_free(lim);
     rh_cluster_stop(&cl);
@@ -1123,6 +1222,7 @@ static Suite *suite(void)
     tcase_add_test(tc, reshard_follows_ask_and_moved);
     tcase_add_test(tc, tryagain_while_a_clients_keys_are_split);
     tcase_add_test(tc, node_restarted_empty);
+    tcase_add_test(tc, clusterdown_degrades_and_is_counted);
     tcase_add_test(tc, seed_list_with_first_nodes_down);
     tcase_add_test(tc, seed_that_is_not_a_cluster);
     tcase_add_test(tc, every_answering_seed_is_a_cluster_node);

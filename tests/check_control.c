@@ -3,8 +3,9 @@
  * redis-server, ratelimitd on it, two limiter processes whose rules come
  * from it (rules_source), and rlctl, the operator's command line, making
  * the changes.  What an operator does reaches the fleet: a PUT is
- * enforced by both limiters within 1 s by the push, within the refresh
- * interval by the pull alone; a DELETE stops enforcement; a stale
+ * enforced by both limiters by the push (how fast: bench/swapbench's
+ * put_push, docs/BENCHMARKS.md), within the refresh interval by the pull
+ * alone; a DELETE stops enforcement; a stale
  * --if-match changes nothing; a rule dry-run in mode log is reported
  * fleet-wide (rlctl dryrun) and then enforced (rlctl mode); rlctl's exit
  * codes are what rlctl(1) promises.  The same again with each part as
@@ -18,7 +19,8 @@
  *
  * The limiters are child processes (a limiter per process, as in a
  * fleet), driven over pipes by a line protocol: "allow KEY RULE COST"
- * answers "<rc> <allowed> <remaining> <flags>", "version" the rule set's
+ * answers "<rc> <allowed> <remaining> <flags>", "errors" the rules
+ * source's failed reads (rl_rules_status_get), "version" the rule set's
  * version, "quit" ends it.  Every wait is for a condition, with a deadline.
  */
 #include <check.h>
@@ -135,6 +137,10 @@ static void worker_main(int in, int out, const char *const *opts)
             int rc = rl_allow(lim, key, rule, cost, &res);
             fprintf(to, "%d %d %lld %u\n", rc, res.allowed,
                     (long long)res.remaining, res.flags);
+        } else if (strcmp(line, "errors\n") == 0) {
+            rl_rules_status st = RL_RULES_STATUS_INIT;
+            rl_rules_status_get(lim, &st);
+            fprintf(to, "%llu\n", (unsigned long long)st.source_errors);
         } else {
             fprintf(to, "%lld\n", (long long)rl_rules_version(lim));
         }
@@ -207,6 +213,16 @@ static long long version_of(worker *w)
     char a[64];
 
     ask(w, "version", a, sizeof a);
+    return atoll(a);
+}
+
+/* The rules source's failed reads in the limiter: each is followed by a
+ * reconnect, whose first step is a read of the set (a pull). */
+static long long source_errors_of(worker *w)
+{
+    char a[64];
+
+    ask(w, "errors", a, sizeof a);
     return atoll(a);
 }
 
@@ -333,12 +349,18 @@ static void teardown(void)
 
 /* ---- tests -------------------------------------------------------------------- */
 
-START_TEST(put_is_enforced_by_both_within_a_second)
+/* A PUT reaches both limiters by the push: their pull is an hour away,
+ * and neither lost its connection (a reconnect reads the set too), so
+ * the new set came by the message.  How fast is a figure, measured by
+ * bench/swapbench (put_push: ms at p50 and p99 against the PUT's own
+ * time), not a bound raced here: on two busy cores a limiter process
+ * can wait past any such bound for its turn. */
+START_TEST(put_is_enforced_by_both_by_the_push)
 {
     const char *opts[] = {"rules_refresh_s", "3600", NULL}; /* push only */
     worker a, b;
     int64_t start, ta, tb;
-    long long v;
+    long long v, ea, eb, subs = 0;
 
     worker_start(&a, opts);
     worker_start(&b, opts);
@@ -352,23 +374,27 @@ START_TEST(put_is_enforced_by_both_within_a_second)
     ck_assert_int_eq(allowed(&b, "user:1", "r"), 0);
     ck_assert_int_eq(allowed(&a, "user:1", "r"), 0);
     /* both subscribed before the change (the pull is an hour away) */
-    for (start = now_ms(); now_ms() - start < WAIT_MS; sleep_ms(5)) {
+    for (start = now_ms(); subs != 2; sleep_ms(5)) {
         redisContext *c = rh_connect(&redis);
         redisReply *r = redisCommand(c, "PUBSUB NUMSUB rl:rules");
-        long long subs = r && r->elements == 2 ? r->element[1]->integer : 0;
+        subs = r && r->elements == 2 ? r->element[1]->integer : 0;
         freeReplyObject(r);
         redisFree(c);
-        if (subs == 2)
-            break;
+        ck_assert_msg(subs == 2 || now_ms() - start < WAIT_MS,
+                      "%lld limiters subscribed", subs);
     }
+    ea = source_errors_of(&a);
+    eb = source_errors_of(&b);
     rlctl_ok("put r --dimension user --limit 5 --window 60");
     start = now_ms();
     ta = wait_version(&a, v + 1, start);
     tb = wait_version(&b, v + 1, start);
     printf("push: after rlctl put returned, limiter a ran the new set in "
            "%lld ms, b in %lld ms\n", (long long)ta, (long long)tb);
-    ck_assert_msg(ta >= 0 && ta < 1000 * SLOW, "a: %lld ms", (long long)ta);
-    ck_assert_msg(tb >= 0 && tb < 1000 * SLOW, "b: %lld ms", (long long)tb);
+    ck_assert_msg(ta >= 0, "a never ran the new set");
+    ck_assert_msg(tb >= 0, "b never ran the new set");
+    ck_assert_int_eq(source_errors_of(&a), ea); /* no reconnect's read */
+    ck_assert_int_eq(source_errors_of(&b), eb);
     /* a raised limit applies at once to the window's count: 2 more */
     ck_assert_int_eq(allowed(&b, "user:1", "r"), 1);
     ck_assert_int_eq(allowed(&a, "user:1", "r"), 1);
@@ -765,7 +791,7 @@ static Suite *suite(void)
 
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_add_test(tc, put_is_enforced_by_both_within_a_second);
+    tcase_add_test(tc, put_is_enforced_by_both_by_the_push);
     tcase_add_test(tc, pull_alone_follows_within_the_refresh_interval);
     tcase_add_test(tc, delete_stops_enforcement);
     tcase_add_test(tc, stale_if_match_changes_nothing);
@@ -777,14 +803,14 @@ static Suite *suite(void)
     tcase_set_timeout(acl, 120);
     tcase_add_checked_fixture(acl, acl_setup, teardown);
     tcase_add_test(acl, ratelimitd_as_its_user_logs_no_password);
-    tcase_add_test(acl, put_is_enforced_by_both_within_a_second);
+    tcase_add_test(acl, put_is_enforced_by_both_by_the_push);
     tcase_add_test(acl, pull_alone_follows_within_the_refresh_interval);
     tcase_add_test(acl, dry_run_then_enforce);
     tcase_add_test(acl, rlctl_exit_codes_and_output);
     suite_add_tcase(s, acl);
     tcase_set_timeout(tls, 120);
     tcase_add_checked_fixture(tls, tls_setup, teardown);
-    tcase_add_test(tls, put_is_enforced_by_both_within_a_second);
+    tcase_add_test(tls, put_is_enforced_by_both_by_the_push);
     tcase_add_test(tls, pull_alone_follows_within_the_refresh_interval);
     tcase_add_test(tls, delete_stops_enforcement);
     tcase_add_test(tls, stale_if_match_changes_nothing);

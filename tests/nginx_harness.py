@@ -134,11 +134,29 @@ class Nginx:
         return p.returncode, p.stdout + p.stderr
 
     def start(self):
+        """Start nginx; return once it takes signals.  Its master listens
+        (ngx_init_cycle) before it installs its signal handlers
+        (ngx_init_signals), and a SIGHUP in between ends it (the default
+        action): so wait for the pid file too, which it writes after."""
         self.proc = subprocess.Popen(
             [NGINX, "-p", self.prefix, "-c", self.conf, "-g", "daemon off;"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         wait_port(self.port, self.proc, "nginx")
+        if not wait_for(lambda: self.pid_file() == self.proc.pid or
+                        self.proc.poll() is not None):
+            raise RuntimeError("nginx wrote no pid file")
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"nginx exited with {self.proc.returncode}")
         return self
+
+    def pid_file(self):
+        """The pid in nginx.pid (the master's, once it takes signals), or
+        None."""
+        try:
+            with open(os.path.join(self.prefix, "nginx.pid")) as f:
+                return int(f.read().strip() or 0) or None
+        except (OSError, ValueError):
+            return None
 
     def url(self, path):
         return f"http://127.0.0.1:{self.port}{path}"

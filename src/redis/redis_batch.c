@@ -148,7 +148,8 @@ static int answer_calls(rio *r, conn *c, entry *e, int *redo)
             if (shared[j])
                 na += redo[at[j]] = 1;
     for (int j = 0; j < ns; j++)
-        if (shared[j] && shared[j]->why.status == RN_ELSEWHERE)
+        if (shared[j] && (shared[j]->why.status == RN_ELSEWHERE ||
+                          shared[j]->why.status == RN_REPLICA))
             stat_add(r, S_ELSEWHERE, 1);
     for (int j = 0; j < b->nb; j++) {
         rio_job *jb = b->job[j];

@@ -41,8 +41,10 @@ enum {
     RN_ASK,        /* the slot is migrating: ask addr, this once        */
     RN_TRYAGAIN,   /* the slot's keys are split by a migration          */
     RN_DOWN,       /* CLUSTERDOWN                                       */
-    RN_ELSEWHERE   /* a cluster batch found the keys not served here:
+    RN_ELSEWHERE,  /* a cluster batch found the keys not served here:
                       send again with RN_DECLARED to learn where       */
+    RN_REPLICA     /* as RN_ELSEWHERE, and the node said why: it is a
+                      replica (READONLY), so no master's verdict       */
 };
 
 /* Check job flags (cluster nodes only). */

@@ -92,6 +92,7 @@ typedef struct rnode_stats {
     int64_t batches, checks, noscript, moved, asks, elsewhere;
     int64_t tls_handshakes, tls_resumed;
     int64_t refunds, refreshes, tryagain; /* cluster store only */
+    int64_t clusterdown; /* cluster: checks failed on a master's CLUSTERDOWN */
 } rnode_stats;
 void rnode_stats_add(rnode *n, rnode_stats *st);
 

@@ -415,9 +415,10 @@ static int classify(const redisReply *rep, rnode_reply *why)
         return RN_DOWN;
     /* A replica refusing the write: in a cluster, a master just demoted by
      * a failover, met by a call whose keys it cannot route (undeclared).
-     * Not a failure: sent again, keys declared, it answers MOVED. */
+     * Not a failure: sent again, keys declared, it answers MOVED (or,
+     * while it turns replica, CLUSTERDOWN: store_cluster.c). */
     if (strncmp(s, "READONLY", 8) == 0)
-        return RN_ELSEWHERE;
+        return RN_REPLICA;
     return RN_ERROR;
 }
 

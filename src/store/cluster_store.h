@@ -50,7 +50,7 @@ typedef struct cluster_store {
     _Atomic int want;         /* the request path asks for a refresh   */
     int last_good;            /* the node that answered last, or -1    */
     unsigned char strikes[MAX_NODES]; /* refreshes it failed, in a row */
-    _Atomic int64_t refreshes, refunds, tryagain;
+    _Atomic int64_t refreshes, refunds, tryagain, clusterdown;
     fleet fl;
 } cluster_store;
 

@@ -13,7 +13,14 @@
  *   TRYAGAIN         the slot's keys are split by a migration: again, a
  *                    moment later, if the deadline allows;
  *   CLUSTERDOWN      the check fails (the failure modes decide) and the
- *                    map is refreshed.
+ *                    map is refreshed; but from a node that has just
+ *                    said it is a replica (READONLY), it is no master's
+ *                    verdict: a master demoted by a planned failover
+ *                    answers it for ~150 ms as it turns replica ("Cluster
+ *                    state changed: fail" then "ok" in its log, nothing
+ *                    else down), while the new master serves the slot.
+ *                    The check waits, within its deadline, for the map
+ *                    to name the slot's master, and goes there.
  * A background thread owns the table (cluster_map.c; the state both
  * files share is cluster_store.h's): it reads CLUSTER SLOTS from a live
  * node every second, and within ~50 ms when the request path asks (a
@@ -86,6 +93,37 @@ static void pause_until(int64_t deadline_ns)
         nanosleep(&ts, NULL);
 }
 
+/* Node `to` open, waited for within the deadline (the refresh thread
+ * opens it); 0 if it is not by then. */
+static int wait_open(cluster_store *c, int to, int64_t deadline_ns)
+{
+    if (!node_at(c, (unsigned)to))
+        want_open(c, to);
+    while (!node_at(c, (unsigned)to) && mono_ns() < deadline_ns)
+        pause_until(deadline_ns);
+    return node_at(c, (unsigned)to) != NULL;
+}
+
+/* CLUSTERDOWN from node idx, which said it is a replica: the slot's
+ * master is another node, which the map learns from a refresh (asked
+ * for here, and waited for within the deadline).  That node, or -1. */
+static int owner_after(cluster_store *c, unsigned slot, unsigned idx,
+                       int64_t deadline_ns)
+{
+    unsigned to;
+
+    for (;;) {
+        atomic_store(&c->want, 1);
+        to = atomic_load_explicit(&c->owner[slot], memory_order_relaxed);
+        if (to != idx || mono_ns() >= deadline_ns)
+            break;
+        pause_until(deadline_ns);
+    }
+    return to != idx && to < (unsigned)atomic_load(&c->nnodes) &&
+                   wait_open(c, (int)to, deadline_ns)
+               ? (int)to : -1;
+}
+
 /* Decide one slot's ops, following redirects.  RL_OK with *where the node
  * that charged them, or RL_ESTORE. */
 static int route(cluster_store *c, unsigned slot, const store_op *ops,
@@ -94,7 +132,7 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
 {
     unsigned idx = atomic_load_explicit(&c->owner[slot],
                                         memory_order_relaxed);
-    int flags = 0;
+    int flags = 0, replica = 0; /* idx said it is a replica */
 
     for (int t = 0; t < TRIES && mono_ns() < deadline_ns; t++) {
         rnode *nd = node_at(c, idx);
@@ -113,27 +151,37 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
             atomic_store(&c->want, 1);
             if ((to = cmap_find_node(c, why.addr)) < 0)
                 return RL_ESTORE; /* a new node: the refresh learns it */
-            if (!node_at(c, (unsigned)to))
-                want_open(c, to); /* and wait for it, within the deadline */
-            while (!node_at(c, (unsigned)to) && mono_ns() < deadline_ns)
-                pause_until(deadline_ns);
-            if (!node_at(c, (unsigned)to))
+            if (!wait_open(c, to, deadline_ns)) /* within the deadline */
                 return RL_ESTORE;
             flags = why.status == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
             if (!flags) /* ask for the full map too, but move on now */
                 atomic_store_explicit(&c->owner[slot], (uint16_t)to,
                                       memory_order_relaxed);
             idx = (unsigned)to;
+            replica = 0;
             continue;
+        case RN_REPLICA:
         case RN_ELSEWHERE: /* a batch call: ask again, keys declared */
             atomic_store(&c->want, 1);
             flags |= RN_DECLARED;
+            replica = why.status == RN_REPLICA;
+            continue;
+        case RN_DOWN:
+            if (!replica) { /* a master's verdict */
+                atomic_fetch_add(&c->clusterdown, 1);
+                atomic_store(&c->want, 1);
+                return RL_ESTORE;
+            }
+            if ((to = owner_after(c, slot, idx, deadline_ns)) < 0)
+                return RL_ESTORE; /* the map never moved: deadline */
+            idx = (unsigned)to; /* a replica's: to the slot's master */
+            flags = replica = 0;
             continue;
         case RN_TRYAGAIN:
             atomic_fetch_add(&c->tryagain, 1);
             pause_until(deadline_ns);
             continue;
-        default: /* down, timeout, error: maybe a failover */
+        default: /* timeout, error: maybe a failover */
             atomic_store(&c->want, 1);
             return RL_ESTORE;
         }
@@ -272,6 +320,8 @@ static int cluster_check_many(rl_store *s, store_req *reqs, size_t n)
             if (sub[k].rc == RL_OK)
                 continue;
             atomic_store(&c->want, 1);
+            if (why[k].status == RN_DOWN)
+                atomic_fetch_add(&c->clusterdown, 1);
             retry[at[k]] = why[k].status >= RN_MOVED &&
                            why[k].status != RN_DOWN;
         }
@@ -296,7 +346,7 @@ typedef struct cl_async {
     cluster_store *c;
     store_async *a;
     int64_t deadline;
-    int tries, flags, g, ngroups, denied;
+    int tries, flags, g, ngroups, denied, replica;
     unsigned idx;             /* the node the current group goes to   */
     unsigned slot[RL_OPS_MAX];
     unsigned char grp[RL_OPS_MAX];
@@ -356,7 +406,7 @@ static void start_group(cl_async *x)
         if (x->grp[i] == x->g)
             x->sub[x->nsub++] = q->ops[i];
     x->tries = 0;
-    x->flags = 0;
+    x->flags = x->replica = 0;
     x->idx = atomic_load_explicit(&x->c->owner[x->slot[x->g]],
                                   memory_order_relaxed);
     attempt(x, 0);
@@ -410,19 +460,41 @@ static void attempt_done(rnode_async *na)
             return;
         }
         x->flags = st == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
+        x->replica = 0;
         if (!x->flags)
             atomic_store_explicit(&c->owner[x->slot[x->g]], (uint16_t)to,
                                   memory_order_relaxed);
         x->idx = (unsigned)to;
         attempt(x, 0);
         return;
+    case RN_REPLICA:
     case RN_ELSEWHERE:
         x->flags |= RN_DECLARED;
+        x->replica = st == RN_REPLICA;
         attempt(x, 0);
         return;
     case RN_TRYAGAIN:
         atomic_fetch_add(&c->tryagain, 1);
         attempt(x, clock_mono_ns() + 1000000);
+        return;
+    case RN_DOWN:
+        if (!x->replica) { /* a master's verdict */
+            atomic_fetch_add(&c->clusterdown, 1);
+            break;
+        }
+        /* a replica's: to the slot's master once the map names it; until
+         * then the same call again a moment later (a wait, not a hop),
+         * within the deadline, as for a node not open yet */
+        to = atomic_load_explicit(&c->owner[x->slot[x->g]],
+                                  memory_order_relaxed);
+        if (to == (int)x->idx || !node_at(c, (unsigned)to)) {
+            x->tries--;
+            attempt(x, clock_mono_ns() + 1000000);
+            return;
+        }
+        x->idx = (unsigned)to;
+        x->flags = x->replica = 0;
+        attempt(x, 0);
         return;
     }
     finish(x, RL_ESTORE);
@@ -535,6 +607,7 @@ static void cluster_io_stats(rl_store *s, rnode_stats *st)
     st->refunds = atomic_load(&c->refunds);
     st->refreshes = atomic_load(&c->refreshes);
     st->tryagain = atomic_load(&c->tryagain);
+    st->clusterdown = atomic_load(&c->clusterdown);
 }
 
 /* Metrics: the masters that own slots now, each a shard. */

@@ -42,8 +42,10 @@ void store_redis_set_clock(rl_store *s, rl_clock_fn fn, void *arg);
 /* Counters of a Redis store, single server or cluster (every node's
  * summed): sockets (calls, writes, timeouts, reconnects, down_fails),
  * batches and the requests in them (checks), NOSCRIPT answers; the
- * cluster also counts redirects met (moved, asks, tryagain), refunds sent
- * and slot map refreshes.  Tests and benchmarks read them. */
+ * cluster also counts redirects met (moved, asks, tryagain), checks
+ * failed on a master's CLUSTERDOWN (clusterdown: Redis's own verdict; a
+ * replica's is followed to the slot's master), refunds sent and slot
+ * map refreshes.  Tests and benchmarks read them. */
 typedef rnode_stats store_redis_stats;
 void store_redis_stats_get(rl_store *s, store_redis_stats *st);
 
