@@ -1,5 +1,5 @@
 /*
- * eventsbench.c -- serverbench events: rejection events' cost on the
+ * eventsbench.c -- redisbench events: rejection events' cost on the
  * request path (on beside off) and their delivery.  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
@@ -45,7 +45,7 @@ static const bench_opt opts[] = {
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0],
-    .prog = "serverbench events",
+    .prog = "redisbench events",
     .about = "rejection events: cost on the request path, delivery."};
 
 static rl_limiter *make_limiter(const char *events_uri, char *err)
@@ -244,7 +244,7 @@ int events_main(int argc, char **argv, sb_env *env)
         rc = delivery(&o, &env->srv, env->uri, err) != 0;
     }
     if (rc)
-        fprintf(stderr, "serverbench events: %s\n", err);
+        fprintf(stderr, "redisbench events: %s\n", err);
     free(keys);
     return rc;
 }

@@ -1,5 +1,5 @@
 /*
- * timeoutbench.c -- serverbench timeout: the checks a busy host denies a
+ * timeoutbench.c -- redisbench timeout: the checks a busy host denies a
  * fail-closed rule "for store reasons" on a healthy loopback Redis, by
  * timeout_ms and load.  Method: docs/BENCHMARKS.md, "How each bench
  * measures".
@@ -119,7 +119,7 @@ int timeout_main(int argc, char **argv, sb_env *env)
 
     if (argc > 1 && !json) {
         fprintf(argc > 1 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
-                "usage: serverbench timeout [--json]\n");
+                "usage: redisbench timeout [--json]\n");
         return argc > 1 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
     }
     for (size_t l = 0; l < NLOADS; l++) {
@@ -134,7 +134,7 @@ int timeout_main(int argc, char **argv, sb_env *env)
             double d = measure(env->uri, timeouts[t], &checks, &opens);
 
             if (d < 0) {
-                fprintf(stderr, "serverbench timeout: limiter: %s\n",
+                fprintf(stderr, "redisbench timeout: limiter: %s\n",
                         rl_errmsg(NULL));
                 spin_stop(pid, loads[l]);
                 return 1;
