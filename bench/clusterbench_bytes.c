@@ -167,12 +167,9 @@ static void bytes_emit(const options *o, int l, int a, const bytes_run *r,
 
     snprintf(name, sizeof name, "bytes_per_key_%s_%s", layouts[l],
              algo_names[a]);
-    f.name = name;
-    f.value = (r->after - r->before) / n;
-    f.unit = "B";
-    f.nrefs = 1;
-    f.ref[0] = PEER_BYTES_PER_KEY;
-    f.ref_name[0] = "peer_gcra_string";
+    f = (figure){.name = name, .value = (r->after - r->before) / n,
+                  .unit = "B", .nrefs = 1, .ref = {PEER_BYTES_PER_KEY},
+                  .ref_name = {"peer_gcra_string"}};
     if (l == 1) {
         int ok = es->sampled > 0 && es->listpack == es->sampled &&
                  es->hashes == es->sampled;
@@ -232,9 +229,8 @@ static int usec_emit(const options *o, int l, int a, const bytes_run *r,
     }
     snprintf(name, sizeof name, "usec_per_call_%s_%s", layouts[l],
              algo_names[a]);
-    f.name = name;
-    f.value = cs_script_usec(cs) / checks;
-    f.unit = "us";
+    f = (figure){.name = name, .value = cs_script_usec(cs) / checks,
+                  .unit = "us"};
     if (l == 1) {
         f.nrefs = 1;
         f.ref[0] = plain_usec[a];

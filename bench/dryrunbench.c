@@ -179,12 +179,9 @@ static void emit_case(const options *o, const char *name, int threads,
 {
     figure f = {0};
 
-    f.name = name;
-    f.value = r->median[LOG];
-    f.unit = "ns";
-    f.nrefs = 1;
-    f.ref[0] = r->median[ENF];
-    f.ref_name[0] = "enforce_mode";
+    f = (figure){.name = name, .value = r->median[LOG], .unit = "ns",
+                  .nrefs = 1, .ref = {r->median[ENF]},
+                  .ref_name = {"enforce_mode"}};
     xnum(&f, "threads", threads);
     xnum(&f, "mean", r->mean[LOG]);
     xnum(&f, "ref_mean", r->mean[ENF]);

@@ -122,12 +122,8 @@ static int bench_store(const options *o, const char *label,
         med[a] = rate[a][o->rounds / 2];
     }
     snprintf(name, sizeof name, "checks_per_s_sliding_log_%s", label);
-    f.name = name;
-    f.value = med[0];
-    f.unit = "checks/s";
-    f.nrefs = 1;
-    f.ref[0] = med[1];
-    f.ref_name[0] = "sliding_window";
+    f = (figure){.name = name, .value = med[0], .unit = "checks/s", .nrefs = 1,
+                  .ref = {med[1]}, .ref_name = {"sliding_window"}};
     xnum(&f, "threads", threads);
     xnum(&f, "keys", (double)o->keys);
     xnum(&f, "checks_per_round", (double)o->checks);

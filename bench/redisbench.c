@@ -94,7 +94,6 @@ static int want(const options *o, const char *group)
            strcmp(o->only, "accuracy") == 0;
 }
 
-
 /* ---- main -------------------------------------------------------------------- */
 
 /* The control connection to 127.0.0.1:port; the server's version in ver,

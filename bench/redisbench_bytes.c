@@ -63,12 +63,9 @@ static int bytes_one(const options *o, int a, long long limit, int passes,
                  jr.fallback, jr.denied);
         return -1;
     }
-    f.name = name;
-    f.value = *value = (after - before) / (double)n;
-    f.unit = "B";
-    f.nrefs = 1;
-    f.ref[0] = ref;
-    f.ref_name[0] = ref_name;
+    f = (figure){.name = name, .value = *value = (after - before) / (double)n,
+                  .unit = "B", .nrefs = 1, .ref = {ref},
+                  .ref_name = {ref_name}};
     xnum(&f, "keys", (double)n);
     xnum(&f, "checks_per_key", passes);
     xnum(&f, "key_name_bytes_mean", name_bytes);
