@@ -82,12 +82,8 @@ static int bytes_job(const char *uri, int l, const char *rules,
 
     if (make_limiter(uri, layouts[l], rules, &lim, err))
         return -1;
-    memset(&j, 0, sizeof j);
-    j.lim = lim;
-    j.rule_id = "b";
-    j.total = total;
-    j.nkeys = nkeys;
-    j.stop = &g_stop;
+    j = (job){.lim = lim, .rule_id = "b", .total = total, .nkeys = nkeys,
+              .stop = &g_stop};
     rc = run_job(&j, THREADS, jr, "clusterbench", err);
     rl_limiter_free(lim);
     return rc;
@@ -133,11 +129,8 @@ static int bytes_usec(const options *o, redisContext *c, const char *uri,
 
     if (make_limiter(uri, layouts[l], rules, &lim, err))
         return -1;
-    memset(&j, 0, sizeof j);
-    j.lim = lim;
-    j.rule_id = "b";
-    j.total = o->usec_clients;
-    j.stop = &g_stop;
+    j = (job){.lim = lim, .rule_id = "b", .total = o->usec_clients,
+              .stop = &g_stop};
     if (run_job(&j, THREADS, &r->warm, "clusterbench", err) ||
         bcmd_ok(c, err, "CONFIG RESETSTAT")) {
         rl_limiter_free(lim);

@@ -92,12 +92,6 @@ static rl_limiter *limiter(const char *store, const char *algo, char *err)
                          err);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Both algorithms on `store`, rounds alternating; one figure. */
 static int bench_store(const options *o, const char *label,
                        const char *store, int threads, char *err)
@@ -118,7 +112,7 @@ static int bench_store(const options *o, const char *label,
                                          &denied[a], err)) < 0)
                 goto out;
     for (int a = 0; a < 2; a++) {
-        qsort(rate[a], o->rounds, sizeof rate[a][0], cmp_double);
+        sort_doubles(rate[a], (size_t)o->rounds);
         med[a] = rate[a][o->rounds / 2];
     }
     snprintf(name, sizeof name, "checks_per_s_sliding_log_%s", label);

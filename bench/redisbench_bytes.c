@@ -34,10 +34,7 @@ static int bytes_one(const options *o, int a, long long limit, int passes,
         return -1;
     t0 = now_ns();
     for (int p = 0; p < passes; p++) { /* each pass: every client once */
-        memset(&j, 0, sizeof j);
-        j.lim = lim;
-        j.rule_id = "b";
-        j.total = n;
+        j = (job){.lim = lim, .rule_id = "b", .total = n};
         if (run_job(&j, FILL_THREADS, &jr, "redisbench", err)) {
             rl_limiter_free(lim);
             return -1;

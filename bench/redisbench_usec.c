@@ -213,10 +213,8 @@ static int usec_library(const options *o, int a, unsigned long long nk,
         limiter_one_rule(o, "u", a, SLOW_LIMIT, SLOW_WINDOW_S, &lim, err) !=
             RL_OK)
         return -1;
-    memset(&j, 0, sizeof j);
-    j.lim = lim;
-    j.rule_id = "u";
-    j.total = nk; /* every key once: the measured checks find state */
+    /* every key once: the measured checks find state */
+    j = (job){.lim = lim, .rule_id = "u", .total = nk};
     if (run_job(&j, FILL_THREADS, &jr, "redisbench", err) ||
         ctl_ok(err, "CONFIG RESETSTAT")) {
         rl_limiter_free(lim);

@@ -50,18 +50,13 @@ static rl_limiter *open_limiter(const char *uri, int timeout_ms)
     static const char rules[] =
         "[{\"rule_id\":\"fc\",\"dimension\":\"user\",\"limit\":1000000000,"
         "\"window_seconds\":60,\"failure_mode\":\"closed\"}]";
-    char t[16];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
+    char t[16], err[ERRLEN];
 
     snprintf(t, sizeof t, "%d", timeout_ms);
-    if (cfg && rl_config_set(cfg, "store", uri) == RL_OK &&
-        rl_config_set(cfg, "rules", rules) == RL_OK &&
-        rl_config_set(cfg, "timeout_ms", t) == RL_OK &&
-        rl_config_set(cfg, "deny_cache", "0") == RL_OK)
-        (void)rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    return lim;
+    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
+                                               "timeout_ms", t, "deny_cache",
+                                               "0", NULL},
+                         err);
 }
 
 /* n processes spinning until killed. */
