@@ -154,11 +154,10 @@ static void rs_emit_redirects(const options *o, const rs_plan *p,
 static void rs_emit_load(const options *o, const tp *t,
                          const tp_figs *cluster_ref)
 {
-    figure f = {0};
+    figure f = {.name = "reshard_checks_per_s",
+                 .value = (double)t->sum.calls / ((double)(t->t1 - t->t0) / 1e9),
+                 .unit = "checks/s"};
 
-    f = (figure){.name = "reshard_checks_per_s",
-                  .value = (double)t->sum.calls / ((double)(t->t1 - t->t0) / 1e9),
-                  .unit = "checks/s"};
     if (cluster_ref && cluster_ref->rate > 0) {
         f.nrefs = 1;
         f.ref[0] = cluster_ref->rate;

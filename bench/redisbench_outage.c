@@ -175,12 +175,11 @@ static int oo_measure(oo_run *r, const char *rid, char *err)
 static void oo_emit_open(const options *o, const oo_run *r)
 {
     const hist *h = r->h;
-    figure f = {0};
+    figure f = {.name = "outage_breaker_open_p50",
+                 .value = hist_pct(&h[0], 0.50) / 1000.0, .unit = "us",
+                 .nrefs = 1, .ref = {hist_pct(&h[1], 0.50) / 1000.0},
+                 .ref_name = {"memory_store_check"}};
 
-    f = (figure){.name = "outage_breaker_open_p50",
-                  .value = hist_pct(&h[0], 0.50) / 1000.0, .unit = "us",
-                  .nrefs = 1, .ref = {hist_pct(&h[1], 0.50) / 1000.0},
-                  .ref_name = {"memory_store_check"}};
     xnum(&f, "samples", (double)h[0].n);
     xnum(&f, "ref_samples", (double)h[1].n);
     emit(o, &f);
@@ -214,11 +213,10 @@ static void oo_emit_open(const options *o, const oo_run *r)
 
 static void oo_emit_probe(const options *o, const oo_run *r)
 {
-    figure f = {0};
+    figure f = {.name = "outage_probe_max_latency", .value = r->probe_max,
+                 .unit = "ms", .nrefs = 1, .ref = {OUT_TIMEOUT_MS},
+                 .ref_name = {"timeout_ms"}};
 
-    f = (figure){.name = "outage_probe_max_latency", .value = r->probe_max,
-                  .unit = "ms", .nrefs = 1, .ref = {OUT_TIMEOUT_MS},
-                  .ref_name = {"timeout_ms"}};
     xnum(&f, "checks_to_open", r->opened_after);
     xnum(&f, "breaker_failures", OUT_FAILURES);
     xnum(&f, "min_ms", r->probe_min);
@@ -477,12 +475,11 @@ static void om_emit_close(const options *o, const om_run *r)
 {
     const rl_stats *b1 = &r->b1, *b2 = &r->b2;
     const store_redis_stats *s1 = &r->s1, *s2 = &r->s2;
-    figure f = {0};
+    figure f = {.name = "outage_time_to_close",
+                 .value = ms_between(r->t_cont, r->t_close), .unit = "ms",
+                 .nrefs = 1, .ref = {OUT_COOLDOWN_MS},
+                 .ref_name = {"cooldown_ms"}};
 
-    f = (figure){.name = "outage_time_to_close",
-                  .value = ms_between(r->t_cont, r->t_close), .unit = "ms",
-                  .nrefs = 1, .ref = {OUT_COOLDOWN_MS},
-                  .ref_name = {"cooldown_ms"}};
     xnum(&f, "timeout_ms", OUT_TIMEOUT_MS);
     xnum(&f, "breaker_failures", OUT_FAILURES);
     /* A probe goes at most a cooldown after the last opening, and takes at

@@ -285,10 +285,9 @@ static void tp_emit_rate(const options *o, const char *name, int threads,
     double secs = (double)(s->t1 - s->t0) / 1e9;
     double rate = (double)s->sum.calls / secs;
     cpu_use cu = cpu_diff(&s->c0, &s->c1), ru = cpu_diff(&r->r0, &r->r1);
-    figure f = {0};
+    figure f = {.name = name, .value = rate, .unit = "checks/s", .nrefs = 1,
+                 .ref = {r->rb.rps}, .ref_name = {refname}};
 
-    f = (figure){.name = name, .value = rate, .unit = "checks/s", .nrefs = 1,
-                  .ref = {r->rb.rps}, .ref_name = {refname}};
     xnum(&f, "threads", threads);
     xnum(&f, "per_call", per_call);
     xnum(&f, "keys", (double)o->keys);

@@ -63,10 +63,9 @@ static void emit(const options *o, const figure *f)
 static figure beside_bare(const char *name, double value, const char *unit,
                           double ref)
 {
-    figure f = {0};
+    figure f = {.name = name, .value = value, .unit = unit, .nrefs = 1,
+                 .ref = {ref}, .ref_name = {"bare_hash_lookup"}};
 
-    f = (figure){.name = name, .value = value, .unit = unit, .nrefs = 1,
-                  .ref = {ref}, .ref_name = {"bare_hash_lookup"}};
     return f;
 }
 
@@ -133,12 +132,11 @@ static void emit_memory(const options *o, const char *name, size_t n,
                         const mem_result *lib, const mem_result *ref,
                         int with_target)
 {
-    figure f = {0};
+    figure f = {.name = name, .value = lib->bytes_per_key, .unit = "B",
+                 .nrefs = 2,
+                 .ref = {DESIGN_NOTE_BYTES_PER_KEY, ref->bytes_per_key},
+                 .ref_name = {"design_note", "bare_hash_table"}};
 
-    f = (figure){.name = name, .value = lib->bytes_per_key, .unit = "B",
-                  .nrefs = 2,
-                  .ref = {DESIGN_NOTE_BYTES_PER_KEY, ref->bytes_per_key},
-                  .ref_name = {"design_note", "bare_hash_table"}};
     xnum(&f, "keys", (double)n);
     xnum(&f, "empty_store_bytes", lib->empty_bytes);
     xnum(&f, "insert_ns", lib->insert_ns);
