@@ -115,7 +115,6 @@ void set_err(char *err, const char *what, int rc, const char *detail);
  * s is no such number or it overflows. */
 int parse_count(const char *s, unsigned long long *out);
 
-
 /* ---- a command line read by an option table (rlbench, redisbench) ------ */
 
 /* The kinds of option bench_opt_args() reads itself; a bench's own kinds

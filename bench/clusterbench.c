@@ -62,7 +62,6 @@ static int want(const options *o, const char *group)
     return o->only == NULL || strcmp(o->only, group) == 0;
 }
 
-
 /* ---- main -------------------------------------------------------------- */
 
 static int params_done;

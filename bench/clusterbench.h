@@ -80,8 +80,6 @@ typedef struct pidset {
 
 #define DEGRADED (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN | RL_FLAG_FAIL_CLOSED)
 
-
-
 /* A timed load (redisutil.h's) with the figures' counters around its
  * measured span. */
 typedef struct tp {
@@ -136,7 +134,6 @@ int make_limiter(const char *store, const char *redis_layout,
 
 void one_rule(char *buf, size_t len, const char *id, int algo,
               long long limit, long long window_s, long long burst);
-
 
 int group_bytes(const options *o, redisContext *c, const char *uri,
                 char *err);

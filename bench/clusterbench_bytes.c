@@ -82,12 +82,8 @@ static int bytes_job(const char *uri, int l, const char *rules,
 
     if (make_limiter(uri, layouts[l], rules, &lim, err))
         return -1;
-    memset(&j, 0, sizeof j);
-    j.lim = lim;
-    j.rule_id = "b";
-    j.total = total;
-    j.nkeys = nkeys;
-    j.stop = &g_stop;
+    j = (job){.lim = lim, .rule_id = "b", .total = total, .nkeys = nkeys,
+              .stop = &g_stop};
     rc = run_job(&j, THREADS, jr, "clusterbench", err);
     rl_limiter_free(lim);
     return rc;
@@ -133,11 +129,8 @@ static int bytes_usec(const options *o, redisContext *c, const char *uri,
 
     if (make_limiter(uri, layouts[l], rules, &lim, err))
         return -1;
-    memset(&j, 0, sizeof j);
-    j.lim = lim;
-    j.rule_id = "b";
-    j.total = o->usec_clients;
-    j.stop = &g_stop;
+    j = (job){.lim = lim, .rule_id = "b", .total = o->usec_clients,
+              .stop = &g_stop};
     if (run_job(&j, THREADS, &r->warm, "clusterbench", err) ||
         bcmd_ok(c, err, "CONFIG RESETSTAT")) {
         rl_limiter_free(lim);
@@ -167,12 +160,9 @@ static void bytes_emit(const options *o, int l, int a, const bytes_run *r,
 
     snprintf(name, sizeof name, "bytes_per_key_%s_%s", layouts[l],
              algo_names[a]);
-    f.name = name;
-    f.value = (r->after - r->before) / n;
-    f.unit = "B";
-    f.nrefs = 1;
-    f.ref[0] = PEER_BYTES_PER_KEY;
-    f.ref_name[0] = "peer_gcra_string";
+    f = (figure){.name = name, .value = (r->after - r->before) / n,
+                  .unit = "B", .nrefs = 1, .ref = {PEER_BYTES_PER_KEY},
+                  .ref_name = {"peer_gcra_string"}};
     if (l == 1) {
         int ok = es->sampled > 0 && es->listpack == es->sampled &&
                  es->hashes == es->sampled;
@@ -232,9 +222,8 @@ static int usec_emit(const options *o, int l, int a, const bytes_run *r,
     }
     snprintf(name, sizeof name, "usec_per_call_%s_%s", layouts[l],
              algo_names[a]);
-    f.name = name;
-    f.value = cs_script_usec(cs) / checks;
-    f.unit = "us";
+    f = (figure){.name = name, .value = cs_script_usec(cs) / checks,
+                  .unit = "us"};
     if (l == 1) {
         f.nrefs = 1;
         f.ref[0] = plain_usec[a];

@@ -157,9 +157,9 @@ static int fo_planned(const options *o, const char *uri, char *err)
     fo_stop(&l);
     if (!at)
         return -1;
-    f.name = "failover_planned_degraded";
-    f.value = (double)(atomic_load(&l.degraded) - d0);
-    f.unit = "checks";
+    f = (figure){.name = "failover_planned_degraded",
+                  .value = (double)(atomic_load(&l.degraded) - d0),
+                  .unit = "checks"};
     xnum(&f, "checks", (double)(atomic_load(&l.checks) - c0));
     xnum(&f, "errors", (double)atomic_load(&l.errors));
     xnum(&f, "breaker_opens", (double)st.breaker_opens);
@@ -203,12 +203,10 @@ static int fo_resume(const options *o, const char *uri, int slot, int hang,
     if (!at || !atomic_load(&l.first_ok_ns))
         return err[0] ? -1 : (snprintf(err, ERRLEN, "failover: the keys "
                                        "never resumed"), -1);
-    f.name = hang ? "failover_hung_resume_ms" : "failover_killed_resume_ms";
-    f.value = (double)((uint64_t)atomic_load(&l.first_ok_ns) - at) / 1e6;
-    f.unit = "ms";
-    f.nrefs = 1;
-    f.ref[0] = FO_TARGET_MS;
-    f.ref_name[0] = "target";
+    f = (figure){.name = hang ? "failover_hung_resume_ms" : "failover_killed_resume_ms",
+                  .value = (double)((uint64_t)atomic_load(&l.first_ok_ns) - at) / 1e6,
+                  .unit = "ms", .nrefs = 1, .ref = {FO_TARGET_MS},
+                  .ref_name = {"target"}};
     xnum(&f, "promoted_after_ms", (double)(at - t0) / 1e6);
     xnum(&f, "degraded", (double)atomic_load(&l.degraded));
     xnum(&f, "checks", (double)atomic_load(&l.checks));

@@ -116,9 +116,9 @@ static void rs_emit_redirects(const options *o, const rs_plan *p,
            checks = (double)(t->s1.checks - t->s0.checks);
     cpu_use cu = cpu_diff(&t->c0, &t->c1);
 
-    f.name = "reshard_redirect_share";
-    f.value = checks > 0 ? (moved + asks) / checks : NAN;
-    f.unit = "share";
+    f = (figure){.name = "reshard_redirect_share",
+                  .value = checks > 0 ? (moved + asks) / checks : NAN,
+                  .unit = "share"};
     xnum(&f, "moved", moved);
     xnum(&f, "asks", asks);
     xnum(&f, "elsewhere", (double)(t->s1.elsewhere - t->s0.elsewhere));
@@ -154,11 +154,10 @@ static void rs_emit_redirects(const options *o, const rs_plan *p,
 static void rs_emit_load(const options *o, const tp *t,
                          const tp_figs *cluster_ref)
 {
-    figure f = {0};
+    figure f = {.name = "reshard_checks_per_s",
+                 .value = (double)t->sum.calls / ((double)(t->t1 - t->t0) / 1e9),
+                 .unit = "checks/s"};
 
-    f.name = "reshard_checks_per_s";
-    f.value = (double)t->sum.calls / ((double)(t->t1 - t->t0) / 1e9);
-    f.unit = "checks/s";
     if (cluster_ref && cluster_ref->rate > 0) {
         f.nrefs = 1;
         f.ref[0] = cluster_ref->rate;
@@ -169,17 +168,13 @@ static void rs_emit_load(const options *o, const tp *t,
     xnum(&f, "p999_us", hist_pct(&t->sum.all, 0.999) / 1000.0);
     xnum(&f, "max_us", hist_pct(&t->sum.all, 1.0) / 1000.0);
     emit(o, &f);
-    f = (figure){0};
-    f.name = "reshard_fallback";
-    f.value = (double)t->sum.fallback;
-    f.unit = "checks";
+    f = (figure){.name = "reshard_fallback", .value = (double)t->sum.fallback,
+                  .unit = "checks"};
     xnum(&f, "degraded", (double)t->sum.degraded);
     xnum(&f, "denied", (double)t->sum.denied);
     emit(o, &f);
-    f = (figure){0};
-    f.name = "reshard_errors";
-    f.value = (double)t->sum.errors;
-    f.unit = "calls";
+    f = (figure){.name = "reshard_errors", .value = (double)t->sum.errors,
+                  .unit = "calls"};
     xstr(&f, "first_error", t->sum.first_err);
     emit(o, &f);
 }

@@ -63,9 +63,7 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
     double calls = (double)(t->s1.batches - t->s0.batches);
     cpu_use cu = cpu_diff(&t->c0, &t->c1);
 
-    f.name = name;
-    f.value = out->rate;
-    f.unit = "checks/s";
+    f = (figure){.name = name, .value = out->rate, .unit = "checks/s"};
     if (ref) {
         f.nrefs = 1;
         f.ref[0] = ref->rate;
@@ -117,10 +115,7 @@ static void tp_emit_latency(const options *o, const char *name, const tp *t,
     snprintf(nm[0], sizeof nm[0], "%s_p50", name);
     snprintf(nm[1], sizeof nm[1], "%s_p99", name);
     for (int i = 0; i < 2; i++) {
-        figure f = {0};
-        f.name = nm[i];
-        f.value = v[i];
-        f.unit = "us";
+        figure f = {.name = nm[i], .value = v[i], .unit = "us"};
         if (ref) {
             f.nrefs = 1;
             f.ref[0] = r[i];

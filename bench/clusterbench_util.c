@@ -85,7 +85,6 @@ redisContext *control(const rh_server *s, char *err)
     return c;
 }
 
-
 int cmdstats_add(redisContext *c, cmdstats *cs, char *err)
 {
     redisReply *r = bcmd(c, err, "INFO commandstats");
@@ -180,7 +179,6 @@ static double proc_cpu(pid_t pid)
     return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
 }
 
-
 void cpu_take(cpu_snap *s, const pidset *ps)
 {
     struct rusage ru;
@@ -221,5 +219,4 @@ void one_rule(char *buf, size_t len, const char *id, int algo,
              "%s}]}",
              id, limit, window_s, algo_names[algo], b);
 }
-
 

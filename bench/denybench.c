@@ -1,5 +1,5 @@
 /*
- * denybench.c -- serverbench deny: Redis calls per check with the deny
+ * denybench.c -- redisbench deny: Redis calls per check with the deny
  * cache and with leases, each beside the same run without.  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
@@ -43,7 +43,7 @@ static const bench_opt opts[] = {
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0],
-    .prog = "serverbench deny",
+    .prog = "redisbench deny",
     .about = "Redis calls per check: deny cache and leases, on beside off."};
 
 static int parse_args(int argc, char **argv, options *o)
@@ -54,7 +54,7 @@ static int parse_args(int argc, char **argv, options *o)
     if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
         return rc;
     if (o->lease > o->partner / 2) {
-        fprintf(stderr, "serverbench deny: --lease above --partner / 2\n");
+        fprintf(stderr, "redisbench deny: --lease above --partner / 2\n");
         return 2;
     }
     return 0;
@@ -336,7 +336,7 @@ int deny_main(int argc, char **argv, sb_env *env)
     for (int on = OFF; on <= ON && rc == 0; on++)
         rc = lease_fleet(env->uri, &env->srv, &o, on, &r[on], err) != 0;
     if (rc)
-        fprintf(stderr, "serverbench deny: %s\n", err);
+        fprintf(stderr, "redisbench deny: %s\n", err);
     else
         report_lease(&o, r);
     return rc;

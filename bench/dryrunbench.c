@@ -177,14 +177,10 @@ static const text_layout layout = {24, 10, 1, 4, 14, 3};
 static void emit_case(const options *o, const char *name, int threads,
                       const result *r, const rl_dryrun *d, double distinct)
 {
-    figure f = {0};
+    figure f = {.name = name, .value = r->median[LOG], .unit = "ns",
+                 .nrefs = 1, .ref = {r->median[ENF]},
+                 .ref_name = {"enforce_mode"}};
 
-    f.name = name;
-    f.value = r->median[LOG];
-    f.unit = "ns";
-    f.nrefs = 1;
-    f.ref[0] = r->median[ENF];
-    f.ref_name[0] = "enforce_mode";
     xnum(&f, "threads", threads);
     xnum(&f, "mean", r->mean[LOG]);
     xnum(&f, "ref_mean", r->mean[ENF]);

@@ -1,5 +1,5 @@
 /*
- * eventsbench.c -- serverbench events: rejection events' cost on the
+ * eventsbench.c -- redisbench events: rejection events' cost on the
  * request path (on beside off) and their delivery.  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
@@ -45,7 +45,7 @@ static const bench_opt opts[] = {
 
 static const bench_opts table = {
     .rows = opts, .n = sizeof opts / sizeof opts[0],
-    .prog = "serverbench events",
+    .prog = "redisbench events",
     .about = "rejection events: cost on the request path, delivery."};
 
 static rl_limiter *make_limiter(const char *events_uri, char *err)
@@ -96,12 +96,10 @@ static int cost(const options *o, rl_limiter **lim, const char *keys)
         }
     for (int w = OFF; w <= ON; w++)
         sort_doubles(ns[w], o->rounds);
-    f.name = "events_cost_deny_1t";
-    f.value = 1e9 / ns[ON][o->rounds / 2];
-    f.unit = "checks/s";
-    f.nrefs = 1;
-    f.ref[0] = 1e9 / ns[OFF][o->rounds / 2];
-    f.ref_name[0] = "events_off";
+    f = (figure){.name = "events_cost_deny_1t",
+                  .value = 1e9 / ns[ON][o->rounds / 2], .unit = "checks/s",
+                  .nrefs = 1, .ref = {1e9 / ns[OFF][o->rounds / 2]},
+                  .ref_name = {"events_off"}};
     xnum(&f, "ns", ns[ON][o->rounds / 2]);
     xnum(&f, "ref_ns", ns[OFF][o->rounds / 2]);
     xnum(&f, "p99_ns", hist_pct(&h[ON], 0.99));
@@ -196,12 +194,10 @@ static int delivery(const options *o, const rh_server *srv, const char *uri,
     rl_limiter_free(lim);
     c = rh_connect(srv);
     r = c ? redisCommand(c, "XLEN " STREAM) : NULL;
-    f.name = "events_delivery_8t";
-    f.value = metric(text, "ratelimit_events_sent_total");
-    f.unit = "events";
-    f.nrefs = 1;
-    f.ref[0] = (double)offered;
-    f.ref_name[0] = "denials";
+    f = (figure){.name = "events_delivery_8t",
+                  .value = metric(text, "ratelimit_events_sent_total"),
+                  .unit = "events", .nrefs = 1, .ref = {(double)offered},
+                  .ref_name = {"denials"}};
     xnum(&f, "seconds", (double)o->seconds);
     xnum(&f, "checks", (double)checks);
     xnum(&f, "rate_target", (double)o->rate);
@@ -244,7 +240,7 @@ int events_main(int argc, char **argv, sb_env *env)
         rc = delivery(&o, &env->srv, env->uri, err) != 0;
     }
     if (rc)
-        fprintf(stderr, "serverbench events: %s\n", err);
+        fprintf(stderr, "redisbench events: %s\n", err);
     free(keys);
     return rc;
 }

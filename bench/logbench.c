@@ -92,12 +92,6 @@ static rl_limiter *limiter(const char *store, const char *algo, char *err)
                          err);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Both algorithms on `store`, rounds alternating; one figure. */
 static int bench_store(const options *o, const char *label,
                        const char *store, int threads, char *err)
@@ -118,16 +112,12 @@ static int bench_store(const options *o, const char *label,
                                          &denied[a], err)) < 0)
                 goto out;
     for (int a = 0; a < 2; a++) {
-        qsort(rate[a], o->rounds, sizeof rate[a][0], cmp_double);
+        sort_doubles(rate[a], (size_t)o->rounds);
         med[a] = rate[a][o->rounds / 2];
     }
     snprintf(name, sizeof name, "checks_per_s_sliding_log_%s", label);
-    f.name = name;
-    f.value = med[0];
-    f.unit = "checks/s";
-    f.nrefs = 1;
-    f.ref[0] = med[1];
-    f.ref_name[0] = "sliding_window";
+    f = (figure){.name = name, .value = med[0], .unit = "checks/s", .nrefs = 1,
+                  .ref = {med[1]}, .ref_name = {"sliding_window"}};
     xnum(&f, "threads", threads);
     xnum(&f, "keys", (double)o->keys);
     xnum(&f, "checks_per_round", (double)o->checks);

@@ -223,12 +223,10 @@ static void emit_case(const options *o, const bench_case *c, result *r,
     sort_doubles(r->ns[OFF], n);
     sort_doubles(r->ratio, n);
     sort_doubles(r->wall_ratio, n);
-    f.name = name;
-    f.value = 1e9 / quantile(r->ns[ON], n, 0.5);
-    f.unit = "checks/cpu-s";
-    f.nrefs = 1;
-    f.ref[0] = 1e9 / quantile(r->ns[OFF], n, 0.5);
-    f.ref_name[0] = "metrics_off";
+    f = (figure){.name = name, .value = 1e9 / quantile(r->ns[ON], n, 0.5),
+                  .unit = "checks/cpu-s", .nrefs = 1,
+                  .ref = {1e9 / quantile(r->ns[OFF], n, 0.5)},
+                  .ref_name = {"metrics_off"}};
     xnum(&f, "threads", c->threads);
     xstr(&f, "keys", c->distinct ? "distinct" : "global_rule");
     xstr(&f, "on_side", c->aa ? "metrics_off" : "metrics_on");
@@ -368,9 +366,8 @@ static int render_big(const options *o, char *err)
         us[k] = (double)(now_ns() - t0) / 1e3;
     }
     sort_doubles(us, RENDER_RUNS);
-    f.name = "metrics_render_1000_rules";
-    f.value = us[RENDER_RUNS / 2];
-    f.unit = "us";
+    f = (figure){.name = "metrics_render_1000_rules",
+                  .value = us[RENDER_RUNS / 2], .unit = "us"};
     xnum(&f, "bytes", (double)len);
     xnum(&f, "rules", RENDER_RULES);
     xnum(&f, "shards", count_shards(text));

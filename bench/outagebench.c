@@ -1,5 +1,5 @@
 /*
- * outagebench.c -- serverbench outage: what a short and a long Redis
+ * outagebench.c -- redisbench outage: what a short and a long Redis
  * outage cost in admissions, 4 processes x 4 threads, fleet_size 1, 4,
  * auto and the defaults.  Method: docs/BENCHMARKS.md, "How each bench
  * measures".
@@ -76,7 +76,7 @@ static void child(shared *sh, const char *uri, const char *fleet)
 
     w.sh = sh;
     if (!(w.lim = open_limiter(uri, fleet))) {
-        fprintf(stderr, "serverbench outage: limiter: %s\n", rl_errmsg(NULL));
+        fprintf(stderr, "redisbench outage: limiter: %s\n", rl_errmsg(NULL));
         _exit(1);
     }
     atomic_fetch_add(&sh->ready, 1);
@@ -157,7 +157,7 @@ int outage_main(int argc, char **argv, sb_env *env)
         else if (strcmp(argv[i], "--defaults") == 0)
             defaults_only = 1; /* the 100 ms blip, default options only */
         else {
-            fprintf(stderr, "usage: serverbench outage [--json] [--defaults]\n");
+            fprintf(stderr, "usage: redisbench outage [--json] [--defaults]\n");
             return 2;
         }
     }

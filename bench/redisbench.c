@@ -7,9 +7,13 @@
  * docs/BENCHMARKS.md, "How each bench measures".  The groups live in
  * redisbench_<group>.c, what they share in redisbench_util.c and
  * redisbench.h; this file reads the command line and runs the groups.
+ * Its modes (`redisbench --modes`): async (asyncbench.c, against --port),
+ * and deny, events, outage, tls and timeout (serverbench.h), which start a
+ * private redis-server of their own through the test harness.
  */
 #include "benchmodes.h"
 #include "redisbench.h"
+#include "serverbench.h"
 
 #include <stddef.h>
 
@@ -90,7 +94,6 @@ static int want(const options *o, const char *group)
     return strcmp(group, "window_edge") == 0 &&
            strcmp(o->only, "accuracy") == 0;
 }
-
 
 /* ---- main -------------------------------------------------------------------- */
 
@@ -249,12 +252,65 @@ static int redis_main(int argc, char **argv)
     return status;
 }
 
+/* ---- the modes with a private redis-server (serverbench.h) ----------------- */
+
+/* Runs a mode that needs no --port: the test harness starts its plain
+ * redis-server when `server` (tls starts its own, with a TLS port), stops
+ * it however the mode ends, and the "done" row follows a success. */
+static int server_mode(int argc, char **argv,
+                       int (*run)(int, char **, sb_env *), int server)
+{
+    static sb_env env;
+    uint64_t t_start = now_ns();
+    int rc, json = 0, help = 0;
+
+    for (int i = 1; i < argc; i++) {
+        json |= strcmp(argv[i], "--json") == 0;
+        help |= strcmp(argv[i], "--help") == 0;
+    }
+    if (help)
+        return run(argc, argv, &env);
+    if (server && (!rh_available() || rh_start(&env.srv, NULL) != 0)) {
+        fprintf(stderr, "redisbench %s: cannot start redis-server\n", argv[0]);
+        return 1;
+    }
+    if (server)
+        rh_uri(&env.srv, env.uri, sizeof env.uri);
+    rc = run(argc, argv, &env);
+    if (server)
+        rh_stop(&env.srv);
+    if (rc == 0)
+        print_done(argv[0], json, t_start);
+    return rc;
+}
+
+#define SERVER_MODE(m, server)                                                \
+    static int m##_mode(int argc, char **argv)                               \
+    {                                                                         \
+        return server_mode(argc, argv, m##_main, server);                     \
+    }
+SERVER_MODE(deny, 1)
+SERVER_MODE(events, 1)
+SERVER_MODE(outage, 1)
+SERVER_MODE(tls, 0)
+SERVER_MODE(timeout, 1)
+
 /* The Redis store's group: redisbench's own figures, and the modes. */
 static const bench_mode modes[] = {
     {.name = "redisbench", .run = redis_main,
      .about = "throughput, Redis CPU and bytes per check, accuracy, faults"},
     {.name = "async", .run = async_main,
      .about = "64 asynchronous checks from one thread (bench/redisbench.sh)"},
+    {.name = "deny", .run = deny_mode,
+     .about = "Redis calls per check, deny cache and leases on beside off"},
+    {.name = "events", .run = events_mode,
+     .about = "rejection events: cost on the request path, delivery"},
+    {.name = "outage", .run = outage_mode,
+     .about = "admissions through a 100 ms and a 3 s outage, 4 processes"},
+    {.name = "tls", .run = tls_mode,
+     .about = "checks/s, p50 and p99 over TLS beside TCP"},
+    {.name = "timeout", .run = timeout_mode,
+     .about = "fail-closed denials by timeout_ms and host load"},
 };
 
 int main(int argc, char **argv)

@@ -107,7 +107,6 @@ typedef struct cmdstat {
 #define MANY_THREADS 2  /* throughput_64_many: 2 threads x 32 per call */
 #define MANY_PER_CALL 32
 
-
 #define OUT_TIMEOUT_MS 20        /* timeout_ms of the Redis limiters      */
 #define OUT_FAILURES 5           /* breaker_failures: K                   */
 #define OUT_COOLDOWN_MS 1000     /* breaker_cooldown_ms (the default)     */
@@ -127,7 +126,6 @@ typedef struct cmdstat {
 #define OUT_CLOSE_WAIT_MS 15000  /* give up waiting for the breaker       */
 
 #define DEGRADED (RL_FLAG_FAIL_OPEN | RL_FLAG_FALLBACK)
-
 
 typedef struct rb_result {
     double rps, p50_ms, p99_ms;
@@ -190,7 +188,6 @@ void one_rule(char *buf, size_t len, const char *id, int algo,
 int limiter_one_rule(const options *o, const char *id, int algo,
                      long long limit, long long window_s, rl_limiter **out,
                      char *err);
-
 
 void script_args(long long v8[8], int algo, long long limit,
                  long long window_s);

@@ -271,9 +271,8 @@ static void acc_emit(const options *o, const acc_sum *t)
         char name[48];
 
         snprintf(name, sizeof name, "accuracy_%s", algo_names[a]);
-        f.name = name;
-        f.value = (double)t->adm[a];
-        f.unit = "admitted";
+        f = (figure){.name = name, .value = (double)t->adm[a],
+                      .unit = "admitted"};
         acc_allowed(&f, a, span, s0, windows);
         xnum(&f, "over", (double)t->adm[a] - f.ref[0]);
         if (a == 1 || a == 3)

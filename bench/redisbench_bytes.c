@@ -34,10 +34,7 @@ int bytes_one(const options *o, int a, long long limit, int passes,
         return -1;
     t0 = now_ns();
     for (int p = 0; p < passes; p++) { /* each pass: every client once */
-        memset(&j, 0, sizeof j);
-        j.lim = lim;
-        j.rule_id = "b";
-        j.total = n;
+        j = (job){.lim = lim, .rule_id = "b", .total = n};
         if (run_job(&j, FILL_THREADS, &jr, "redisbench", err)) {
             rl_limiter_free(lim);
             return -1;
@@ -63,12 +60,9 @@ int bytes_one(const options *o, int a, long long limit, int passes,
                  jr.fallback, jr.denied);
         return -1;
     }
-    f.name = name;
-    f.value = *value = (after - before) / (double)n;
-    f.unit = "B";
-    f.nrefs = 1;
-    f.ref[0] = ref;
-    f.ref_name[0] = ref_name;
+    f = (figure){.name = name, .value = *value = (after - before) / (double)n,
+                  .unit = "B", .nrefs = 1, .ref = {ref},
+                  .ref_name = {ref_name}};
     xnum(&f, "keys", (double)n);
     xnum(&f, "checks_per_key", passes);
     xnum(&f, "key_name_bytes_mean", name_bytes);

@@ -123,12 +123,10 @@ static void edge_emit(const options *o, edge *e, int64_t ws)
         figure f = {0};
         int total = atomic_load(&e->adm1[a]) + atomic_load(&e->adm2[a]);
 
-        f.name = a == 0 ? "window_edge_sliding_window" : "window_edge_fixed_window";
-        f.value = total;
-        f.unit = "admitted";
-        f.nrefs = 1;
-        f.ref[0] = a == 0 ? 1.1 * EDGE_LIMIT : 2.0 * EDGE_LIMIT;
-        f.ref_name[0] = a == 0 ? "1.1_x_limit_max" : "2_x_limit_expected";
+        f = (figure){.name = a == 0 ? "window_edge_sliding_window" : "window_edge_fixed_window",
+                      .value = total, .unit = "admitted", .nrefs = 1,
+                      .ref = {a == 0 ? 1.1 * EDGE_LIMIT : 2.0 * EDGE_LIMIT},
+                      .ref_name = {a == 0 ? "1.1_x_limit_max" : "2_x_limit_expected"}};
         xnum(&f, "limit", EDGE_LIMIT);
         xnum(&f, "window_s", (double)EDGE_WINDOW_MS / 1000);
         xnum(&f, "phase1_admitted", atomic_load(&e->adm1[a]));

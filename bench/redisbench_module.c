@@ -218,14 +218,10 @@ int group_module(const options *o, char *err)
 
         snprintf(name, sizeof name, "module_usec_per_check_%s",
                  algo_names[a]);
-        f.name = name;
-        f.value = median(us[a][0], rounds);
-        f.unit = "us";
-        f.nrefs = 2;
-        f.ref[0] = median(us[a][2], rounds);
-        f.ref_name[0] = "peer_script_rlf";
-        f.ref[1] = median(us[a][1], rounds);
-        f.ref_name[1] = "fcall_lone";
+        f = (figure){.name = name, .value = median(us[a][0], rounds),
+                      .unit = "us", .nrefs = 2,
+                      .ref = {median(us[a][2], rounds), median(us[a][1], rounds)},
+                      .ref_name = {"peer_script_rlf", "fcall_lone"}};
         xnum(&f, "target_ratio", MOD_TARGET);
         xnum(&f, "over_fcall", f.value / f.ref[1]);
         xnum(&f, "library_module_usec", median(us[a][3], rounds));

@@ -46,7 +46,6 @@ static int out_limiter(const options *o, int redis, const char *rules,
     return *out ? RL_OK : -1;
 }
 
-
 /* rl_allow(), timed; -1 (err set) when it fails. */
 static int out_allow(rl_limiter *lim, const char *key, const char *rule,
                      rl_result *res, uint64_t *ns, char *err)
@@ -176,24 +175,18 @@ static int oo_measure(oo_run *r, const char *rid, char *err)
 static void oo_emit_open(const options *o, const oo_run *r)
 {
     const hist *h = r->h;
-    figure f = {0};
+    figure f = {.name = "outage_breaker_open_p50",
+                 .value = hist_pct(&h[0], 0.50) / 1000.0, .unit = "us",
+                 .nrefs = 1, .ref = {hist_pct(&h[1], 0.50) / 1000.0},
+                 .ref_name = {"memory_store_check"}};
 
-    f.name = "outage_breaker_open_p50";
-    f.value = hist_pct(&h[0], 0.50) / 1000.0;
-    f.unit = "us";
-    f.nrefs = 1;
-    f.ref[0] = hist_pct(&h[1], 0.50) / 1000.0;
-    f.ref_name[0] = "memory_store_check";
     xnum(&f, "samples", (double)h[0].n);
     xnum(&f, "ref_samples", (double)h[1].n);
     emit(o, &f);
-    f = (figure){0};
-    f.name = "outage_breaker_open_p99";
-    f.value = hist_pct(&h[0], 0.99) / 1000.0;
-    f.unit = "us";
-    f.nrefs = 1;
-    f.ref[0] = hist_pct(&h[1], 0.99) / 1000.0;
-    f.ref_name[0] = "memory_store_check";
+    f = (figure){.name = "outage_breaker_open_p99",
+                  .value = hist_pct(&h[0], 0.99) / 1000.0, .unit = "us",
+                  .nrefs = 1, .ref = {hist_pct(&h[1], 0.99) / 1000.0},
+                  .ref_name = {"memory_store_check"}};
     xnum(&f, "target_max_us", OUT_TARGET_P99_US);
     xnum(&f, "p999_us", hist_pct(&h[0], 0.999) / 1000.0);
     xnum(&f, "ref_p999_us", hist_pct(&h[1], 0.999) / 1000.0);
@@ -220,14 +213,10 @@ static void oo_emit_open(const options *o, const oo_run *r)
 
 static void oo_emit_probe(const options *o, const oo_run *r)
 {
-    figure f = {0};
+    figure f = {.name = "outage_probe_max_latency", .value = r->probe_max,
+                 .unit = "ms", .nrefs = 1, .ref = {OUT_TIMEOUT_MS},
+                 .ref_name = {"timeout_ms"}};
 
-    f.name = "outage_probe_max_latency";
-    f.value = r->probe_max;
-    f.unit = "ms";
-    f.nrefs = 1;
-    f.ref[0] = OUT_TIMEOUT_MS;
-    f.ref_name[0] = "timeout_ms";
     xnum(&f, "checks_to_open", r->opened_after);
     xnum(&f, "breaker_failures", OUT_FAILURES);
     xnum(&f, "min_ms", r->probe_min);
@@ -430,10 +419,8 @@ static void om_emit_admitted(const options *o, const om_run *r, int m)
     char name[48];
 
     snprintf(name, sizeof name, "outage_admitted_%s", mode[m]);
-    f.name = name;
-    f.value = (double)r->adm[m];
-    f.unit = "admitted";
-    f.nrefs = 1;
+    f = (figure){.name = name, .value = (double)r->adm[m], .unit = "admitted",
+                  .nrefs = 1};
     switch (m) {
     case 0:
         f.ref[0] = (double)r->sent[m];
@@ -488,14 +475,11 @@ static void om_emit_close(const options *o, const om_run *r)
 {
     const rl_stats *b1 = &r->b1, *b2 = &r->b2;
     const store_redis_stats *s1 = &r->s1, *s2 = &r->s2;
-    figure f = {0};
+    figure f = {.name = "outage_time_to_close",
+                 .value = ms_between(r->t_cont, r->t_close), .unit = "ms",
+                 .nrefs = 1, .ref = {OUT_COOLDOWN_MS},
+                 .ref_name = {"cooldown_ms"}};
 
-    f.name = "outage_time_to_close";
-    f.value = ms_between(r->t_cont, r->t_close);
-    f.unit = "ms";
-    f.nrefs = 1;
-    f.ref[0] = OUT_COOLDOWN_MS;
-    f.ref_name[0] = "cooldown_ms";
     xnum(&f, "timeout_ms", OUT_TIMEOUT_MS);
     xnum(&f, "breaker_failures", OUT_FAILURES);
     /* A probe goes at most a cooldown after the last opening, and takes at

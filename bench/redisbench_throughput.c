@@ -7,7 +7,6 @@
 #include "redisbench.h"
 /* ---- throughput (groups 1 and 2) ------------------------------------------ */
 
-
 /* The script's ARGV for one request of a rule (what algo_params_init()
  * computes): algorithm, limit, burst (the limit for token bucket and GCRA),
  * window ms, p and q, cost 1, soft 0. */
@@ -286,14 +285,9 @@ static void tp_emit_rate(const options *o, const char *name, int threads,
     double secs = (double)(s->t1 - s->t0) / 1e9;
     double rate = (double)s->sum.calls / secs;
     cpu_use cu = cpu_diff(&s->c0, &s->c1), ru = cpu_diff(&r->r0, &r->r1);
-    figure f = {0};
+    figure f = {.name = name, .value = rate, .unit = "checks/s", .nrefs = 1,
+                 .ref = {r->rb.rps}, .ref_name = {refname}};
 
-    f.name = name;
-    f.value = rate;
-    f.unit = "checks/s";
-    f.nrefs = 1;
-    f.ref[0] = r->rb.rps;
-    f.ref_name[0] = refname;
     xnum(&f, "threads", threads);
     xnum(&f, "per_call", per_call);
     xnum(&f, "keys", (double)o->keys);
@@ -341,10 +335,9 @@ static void tp_emit_latency(const options *o, const char *name, int clients,
     snprintf(nm[0], sizeof nm[0], "%s_p50", name);
     snprintf(nm[1], sizeof nm[1], "%s_p99", name);
     for (int i = 0; i < 2; i++) {
-        figure f = {0};
-        f.name = nm[i];
-        f.value = hist_pct(&s->sum.all, pct[i]) / 1000.0;
-        f.unit = "us";
+        figure f = {.name = nm[i],
+                     .value = hist_pct(&s->sum.all, pct[i]) / 1000.0,
+                     .unit = "us"};
         if (clients == 1) { /* one in flight both sides: comparable */
             f.nrefs = 1;
             f.ref[0] = ref_us[i];
@@ -371,9 +364,8 @@ static void tp_emit_store(const options *o, const char *name,
 
     snprintf(nfb, sizeof nfb, "%s_fallback", name);
     snprintf(nbt, sizeof nbt, "%s_batching", name);
-    f.name = nfb;
-    f.value = (double)s->sum.fallback;
-    f.unit = "checks";
+    f = (figure){.name = nfb, .value = (double)s->sum.fallback,
+                  .unit = "checks"};
     xnum(&f, "timeouts", (double)(s1->timeouts - s0->timeouts));
     xnum(&f, "down_fails", (double)(s1->down_fails - s0->down_fails));
     xnum(&f, "reconnects", (double)(s1->reconnects - s0->reconnects));

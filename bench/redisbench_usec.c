@@ -213,10 +213,8 @@ static int usec_library(const options *o, int a, unsigned long long nk,
         limiter_one_rule(o, "u", a, SLOW_LIMIT, SLOW_WINDOW_S, &lim, err) !=
             RL_OK)
         return -1;
-    memset(&j, 0, sizeof j);
-    j.lim = lim;
-    j.rule_id = "u";
-    j.total = nk; /* every key once: the measured checks find state */
+    /* every key once: the measured checks find state */
+    j = (job){.lim = lim, .rule_id = "u", .total = nk};
     if (run_job(&j, FILL_THREADS, &jr, "redisbench", err) ||
         ctl_ok(err, "CONFIG RESETSTAT")) {
         rl_limiter_free(lim);
@@ -297,14 +295,10 @@ static void usec_emit(const options *o, int a, unsigned long long nk,
     figure f = {0};
 
     snprintf(name, sizeof name, "usec_per_call_%s", algo_names[a]);
-    f.name = name;
-    f.value = u->cs.calls * u->cs.usec_per_call / checks;
-    f.unit = "us";
-    f.nrefs = 2;
-    f.ref[0] = peer_us;
-    f.ref_name[0] = "peer_script";
-    f.ref[1] = pair;
-    f.ref_name[1] = "incr_plus_pexpire";
+    f = (figure){.name = name,
+                  .value = u->cs.calls * u->cs.usec_per_call / checks,
+                  .unit = "us", .nrefs = 2, .ref = {peer_us, pair},
+                  .ref_name = {"peer_script", "incr_plus_pexpire"}};
     if (o->peer_usec > 0) /* peer.js's own figure, given */
         xnum(&f, "peer_rate_limiter_flexible", o->peer_usec);
     xnum(&f, "checks", checks);
@@ -355,14 +349,9 @@ static void lone_emit(const options *o, int a, unsigned long long m,
     figure f = {0};
 
     snprintf(name, sizeof name, "lone_usec_per_call_%s", algo_names[a]);
-    f.name = name;
-    f.value = on->cs.usec_per_call;
-    f.unit = "us";
-    f.nrefs = 2;
-    f.ref[0] = peer_us;
-    f.ref_name[0] = "peer_script";
-    f.ref[1] = off->cs.usec_per_call;
-    f.ref_name[1] = "evalsha";
+    f = (figure){.name = name, .value = on->cs.usec_per_call, .unit = "us",
+                  .nrefs = 2, .ref = {peer_us, off->cs.usec_per_call},
+                  .ref_name = {"peer_script", "evalsha"}};
     xnum(&f, "floor_script_1_key", floor_us);
     xnum(&f, "checks", (double)m);
     xnum(&f, "fcall_calls", on->cs.calls);

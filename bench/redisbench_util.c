@@ -76,7 +76,6 @@ int ctl_ok(char *err, const char *fmt, ...)
     return 0;
 }
 
-
 int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
 {
     char key[64], buf[256];
@@ -173,7 +172,6 @@ int key_lengths(double *mean, char *example, size_t exlen, char *err)
     return 0;
 }
 
-
 long redis_pid; /* INFO server process_id: Redis runs here */
 
 static double involuntary_switches(long pid)
@@ -244,7 +242,6 @@ void one_rule(char *buf, size_t len, const char *id, int algo,
              "\"window_seconds\":%lld,\"algorithm\":\"%s\"%s}",
              id, limit, window_s, algo_names[algo], b);
 }
-
 
 /* A limiter (make_limiter) with one rule by user (one_rule). */
 int limiter_one_rule(const options *o, const char *id, int algo,

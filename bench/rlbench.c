@@ -14,7 +14,6 @@
 
 #include <stddef.h>
 
-
 /* ---- the command line: one row an option ---------------------------------- */
 
 #define OPT_AT(field) offsetof(options, field)
@@ -51,7 +50,6 @@ static int parse_args(int argc, char **argv, options *o)
     return bench_opt_args(argc, argv, &table, o);
 }
 
-
 /* ---- output ----------------------------------------------------------------- */
 
 static const text_layout layout = {28, 10, 1, 5, 17, 2};
@@ -65,14 +63,9 @@ static void emit(const options *o, const figure *f)
 static figure beside_bare(const char *name, double value, const char *unit,
                           double ref)
 {
-    figure f = {0};
+    figure f = {.name = name, .value = value, .unit = unit, .nrefs = 1,
+                 .ref = {ref}, .ref_name = {"bare_hash_lookup"}};
 
-    f.name = name;
-    f.value = value;
-    f.unit = unit;
-    f.nrefs = 1;
-    f.ref[0] = ref;
-    f.ref_name[0] = "bare_hash_lookup";
     return f;
 }
 
@@ -139,16 +132,11 @@ static void emit_memory(const options *o, const char *name, size_t n,
                         const mem_result *lib, const mem_result *ref,
                         int with_target)
 {
-    figure f = {0};
+    figure f = {.name = name, .value = lib->bytes_per_key, .unit = "B",
+                 .nrefs = 2,
+                 .ref = {DESIGN_NOTE_BYTES_PER_KEY, ref->bytes_per_key},
+                 .ref_name = {"design_note", "bare_hash_table"}};
 
-    f.name = name;
-    f.value = lib->bytes_per_key;
-    f.unit = "B";
-    f.nrefs = 2;
-    f.ref[0] = DESIGN_NOTE_BYTES_PER_KEY;
-    f.ref_name[0] = "design_note";
-    f.ref[1] = ref->bytes_per_key;
-    f.ref_name[1] = "bare_hash_table";
     xnum(&f, "keys", (double)n);
     xnum(&f, "empty_store_bytes", lib->empty_bytes);
     xnum(&f, "insert_ns", lib->insert_ns);

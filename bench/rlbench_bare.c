@@ -8,8 +8,6 @@
 #include "rlbench.h"
 /* ---- the reference: a bare open-addressing hash table ----------------- */
 
-
-
 static uint64_t bare_hash(const char *key)
 {
     uint64_t h = 0xCBF29CE484222325ULL; /* FNV-1a 64 ...            */

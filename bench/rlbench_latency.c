@@ -17,7 +17,6 @@
  * just pulled into cache (nor the other way round).
  */
 
-
 /* One call of the library (LIB) or the reference (REF) on key.  Returns
  * a number that is always 0 but that the compiler cannot know to be, read
  * from the call's answer: the chained pass (untimed_pass) folds it into
@@ -154,8 +153,6 @@ static void *worker_main(void *arg)
     untimed_pass(w, 1, w->chained_ns, cpu);
     return NULL;
 }
-
-
 
 static void summarize(uint32_t *lat, size_t n, lat_figs *f)
 {

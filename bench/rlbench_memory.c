@@ -8,8 +8,6 @@
 #include "rlbench.h"
 /* ---- memory figures (each in a forked child) --------------------------- */
 
-
-
 void mem_limiter(const options *o, size_t n, mem_result *r)
 {
     rl_limiter *lim = NULL;

@@ -63,7 +63,6 @@ double percentile(const uint32_t *sorted, size_t n, double p)
     return (double)sorted[rank - 1];
 }
 
-
 /* ---- limiter setup ------------------------------------------------------ */
 
 int make_limiter(const options *o, unsigned long long nkeys,

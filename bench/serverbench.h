@@ -1,10 +1,10 @@
 /*
- * serverbench.h -- the modes of bench/serverbench, the benches that start
- * their own private redis-server through the test harness
- * (tests/redis_harness.c): deny (denybench.c), events (eventsbench.c),
- * outage (outagebench.c), tls (tlsbench.c) and timeout (timeoutbench.c).  Each mode reads its own
- * options (argv[0] is the mode's name); the driver (serverbench.c) starts
- * the server a mode asks for and stops it however the mode ends.
+ * serverbench.h -- the modes of bench/redisbench that start their own
+ * private redis-server through the test harness (tests/redis_harness.c):
+ * deny (denybench.c), events (eventsbench.c), outage (outagebench.c), tls
+ * (tlsbench.c) and timeout (timeoutbench.c).  Each mode reads its own
+ * options (argv[0] is the mode's name); redisbench.c's server_mode()
+ * starts the server a mode asks for and stops it however the mode ends.
  */
 #ifndef RL_BENCH_SERVERBENCH_H
 #define RL_BENCH_SERVERBENCH_H
@@ -20,7 +20,7 @@
 #include "redis_harness.h"
 
 /* What the driver hands a mode: the server it started (srv and uri set
- * when the mode's table row asks for one). */
+ * when the mode asks for one). */
 typedef struct sb_env {
     rh_server srv;
     char uri[256];

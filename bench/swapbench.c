@@ -107,7 +107,6 @@ char *rule_set(unsigned long long n, int minimal, long long version,
     return buf;
 }
 
-
 int main(int argc, char **argv)
 {
     options o;

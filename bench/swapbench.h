@@ -58,7 +58,6 @@ int bench_swap(const options *o, char *err);
 
 int bench_parse(const options *o, char *err);
 
-
 int bench_change(const options *o, const rh_server *srv, char *err);
 
 int bench_put(const options *o, const rh_server *srv, char *err);

@@ -1,5 +1,5 @@
 /*
- * timeoutbench.c -- serverbench timeout: the checks a busy host denies a
+ * timeoutbench.c -- redisbench timeout: the checks a busy host denies a
  * fail-closed rule "for store reasons" on a healthy loopback Redis, by
  * timeout_ms and load.  Method: docs/BENCHMARKS.md, "How each bench
  * measures".
@@ -50,18 +50,13 @@ static rl_limiter *open_limiter(const char *uri, int timeout_ms)
     static const char rules[] =
         "[{\"rule_id\":\"fc\",\"dimension\":\"user\",\"limit\":1000000000,"
         "\"window_seconds\":60,\"failure_mode\":\"closed\"}]";
-    char t[16];
-    rl_config *cfg = rl_config_new();
-    rl_limiter *lim = NULL;
+    char t[16], err[ERRLEN];
 
     snprintf(t, sizeof t, "%d", timeout_ms);
-    if (cfg && rl_config_set(cfg, "store", uri) == RL_OK &&
-        rl_config_set(cfg, "rules", rules) == RL_OK &&
-        rl_config_set(cfg, "timeout_ms", t) == RL_OK &&
-        rl_config_set(cfg, "deny_cache", "0") == RL_OK)
-        (void)rl_limiter_new(&lim, cfg);
-    rl_config_free(cfg);
-    return lim;
+    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
+                                               "timeout_ms", t, "deny_cache",
+                                               "0", NULL},
+                         err);
 }
 
 /* n processes spinning until killed. */
@@ -119,7 +114,7 @@ int timeout_main(int argc, char **argv, sb_env *env)
 
     if (argc > 1 && !json) {
         fprintf(argc > 1 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
-                "usage: serverbench timeout [--json]\n");
+                "usage: redisbench timeout [--json]\n");
         return argc > 1 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
     }
     for (size_t l = 0; l < NLOADS; l++) {
@@ -134,7 +129,7 @@ int timeout_main(int argc, char **argv, sb_env *env)
             double d = measure(env->uri, timeouts[t], &checks, &opens);
 
             if (d < 0) {
-                fprintf(stderr, "serverbench timeout: limiter: %s\n",
+                fprintf(stderr, "redisbench timeout: limiter: %s\n",
                         rl_errmsg(NULL));
                 spin_stop(pid, loads[l]);
                 return 1;

@@ -1,5 +1,5 @@
 /*
- * tlsbench.c -- serverbench tls: the same load over TLS beside TCP to one
+ * tlsbench.c -- redisbench tls: the same load over TLS beside TCP to one
  * private server, turns alternated.  Method: docs/BENCHMARKS.md, "How each
  * bench measures".
  */
@@ -65,7 +65,7 @@ static rl_limiter *open_limiter(const char *store, const char *ca)
         err);
 
     if (!lim)
-        fprintf(stderr, "serverbench tls: %s: %s\n", store, err);
+        fprintf(stderr, "redisbench tls: %s: %s\n", store, err);
     return lim;
 }
 
@@ -133,7 +133,7 @@ static const bench_opt opts[] = {
 };
 
 static const bench_opts table = {
-    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "serverbench tls",
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "redisbench tls",
     .about = "checks/s, p50 and p99 over TLS beside TCP."};
 
 int tls_main(int argc, char **argv, sb_env *env)
