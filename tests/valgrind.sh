@@ -105,12 +105,15 @@ fi
 #                   memcheck); a dead server's paths (refused connections,
 #                   failure modes) run here in check_redis's redis case.
 #   check_control, check_ratelimitd, check_ratelimitd_durable, check_generation,
-#   check_ratelimitd_daemon
+#   check_ratelimitd_daemon, check_ratelimitd_values
 #                   they test ratelimitd and rlctl, which they exec, and which
 #                   therefore run natively: memcheck would see only the
 #                   tests' HTTP client, for a minute.
 #   check_faults    not a make check suite (make faults): kill -9, SIGSTOP
 #                   and outages timed against load, for seconds each.
+#   check_fleet     a 100 ms SIGSTOP of Redis against four limiters'
+#                   heartbeats and fallback shares: the fallback's counting
+#                   code runs here in check_redis's and check_lease's cases.
 # and these narrowed:
 #   check_cluster   the cluster case only: the failover case's checks are
 #                   timed against the cluster's failover (a 2 s timeout, a
@@ -137,6 +140,16 @@ fi
 #   check_sliding_log  the sliding_log case only: the twins case's long
 #                   sequences (over a minute) are mostly Redis running the
 #                   script; the C log code runs here in the other tests.
+#   check_values    the values case only: the random case compares the
+#                   value index with a plain walk over random sets (over a
+#                   minute, CPU-bound); the values case's 5000 overrides run
+#                   the same index code.
+#   check_glob_index  GLOB_SETS=40 random rule sets, not 400 (3.5 minutes
+#                   under memcheck): the same trie paths, a tenth the cases.
+#   check_module    the library case only: the twin and cluster cases
+#                   compare ratelimit.so, which runs inside redis-server
+#                   (natively), with the script; the library case runs the
+#                   library's detection of the module (src/redis).
 # fuzz_run replays the fuzz corpus (every parser, planted secrets) with 100
 # mutations a file, not make check's 300.  The longest suites come first,
 # so that the two lanes end together.
@@ -148,6 +161,8 @@ check_memory CK_RUN_CASE=memory
 check_tls
 check_dryrun
 check_sliding_log CK_RUN_CASE=sliding_log
+check_threads
+check_rules
 check_rules_source
 check_lease
 check_limiter
@@ -177,6 +192,9 @@ check_algo
 check_rules
 check_rules_match
 check_options
+check_values CK_RUN_CASE=values
+check_glob_index GLOB_SETS=40
+check_module CK_RUN_CASE=library
 check_match CK_RUN_CASE=match
 check_sentinel CK_RUN_CASE=uris
 fuzz_run $src/tests/fuzz/corpus 100

@@ -437,7 +437,11 @@ static void expire(rio *r, int64_t now)
  * whole connect may take and no reply came meanwhile: the server hangs, or
  * the network swallows what it sends.  Replace it: its requests have
  * long been given up, and a fresh connection lets checks reach Redis
- * again as soon as it answers. */
+ * again as soon as it answers.  Judged right after the turn's read
+ * (wait_events), never before it: a loop the scheduler kept off its CPU
+ * for a second (a loaded host, valgrind) finds replies waiting in the
+ * socket, which are not silence (judged at the top of the turn, a healthy
+ * connection was replaced and the checks Redis had answered fell back). */
 static void unstick(rio *r, int64_t now)
 {
     int64_t limit = r->o.connect_timeout_ms * 1000000;
@@ -581,7 +585,6 @@ static void *loop_main(void *arg)
     while (!take_queue(r)) {
         int64_t now = clock_mono_ns();
         expire(r, now);
-        unstick(r, now);
         dispatch(r, now);
         for (int i = 0; i < r->nconns; i++)
             if (r->c[i].fd >= 0 && r->c[i].off < r->c[i].out.len &&
@@ -589,7 +592,8 @@ static void *loop_main(void *arg)
                 flush(r, i);
         ring(r); /* before a sleep */
         wait_events(r, now);
-        ring(r); /* the replies it read */
+        unstick(r, clock_mono_ns());
+        ring(r); /* the replies it read, the calls unstick failed */
     }
     for (int i = 0; i < r->nconns; i++)
         fail_conn(r, i);
