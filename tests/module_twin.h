@@ -65,7 +65,7 @@ static inline void mod_check(int64_t now, const mpart *pt, int n,
                              algo_decision *d, int64_t *verdict)
 {
     static int calls;
-    char num[MAXP * 7 + 4][48];
+    char num[MAXP * 7 + 4][96]; /* a packed argument: 7 numbers */
     const char *argv[64];
     long long v[1 + 3 * MAXP];
     int c = 0, u = 0, packed = calls++ % 2;
@@ -80,10 +80,14 @@ static inline void mod_check(int64_t now, const mpart *pt, int n,
     for (int i = 0; i < n; i++) {
         const algo_params *ap = pt[i].ap;
         if (packed) {
-            snprintf(num[u], sizeof num[u], "%d:%lld:%lld:%lld:%lld:%s:%s",
-                     ap->algo, (long long)ap->limit,
-                     (long long)sent_burst(ap), (long long)ap->window_ms,
-                     (long long)pt[i].cost, pt[i].mode, pt[i].field);
+            int len = snprintf(num[u], sizeof num[u],
+                               "%d:%lld:%lld:%lld:%lld:%s:%s", ap->algo,
+                               (long long)ap->limit,
+                               (long long)sent_burst(ap),
+                               (long long)ap->window_ms,
+                               (long long)pt[i].cost, pt[i].mode,
+                               pt[i].field);
+            ck_assert_int_lt(len, (int)sizeof num[u]); /* never cut */
             argv[c++] = num[u++];
             continue;
         }
@@ -168,10 +172,13 @@ static inline void lua_check(int64_t now, const mpart *pt, int n,
 }
 
 /* The base time: the real clock an hour ahead, so Redis expires nothing
- * a sequence still uses. */
+ * a sequence still uses; RL_TEST_BASE_MS replays a failure's (its message
+ * prints the base), within the hour. */
 static inline int64_t test_base(void)
 {
-    return real_ms() / 1000 * 1000 + 3600 * 1000;
+    const char *fixed = getenv("RL_TEST_BASE_MS");
+
+    return fixed ? atoll(fixed) : real_ms() / 1000 * 1000 + 3600 * 1000;
 }
 
 /* One charge on the C side: algo_apply, or the log's apply and commit. */
