@@ -39,6 +39,7 @@
 #include <string.h>
 
 #include "algo.h"
+#include "decimal.h"
 #include "module_api.h"
 #include "module_cmd.h"
 #include "module_convert.h"
@@ -468,33 +469,6 @@ static const char *parse_ops(RedisModuleCtx *ctx, op *ops, int n, int packed,
     return err;
 }
 
-/* "00" to "99". */
-static const char pairs[] =
-    "00010203040506070809101112131415161718192021222324252627282930313233"
-    "34353637383940414243444546474849505152535455565758596061626364656667"
-    "6869707172737475767778798081828384858687888990919293949596979899";
-
-/* x in decimal at p (a '-' first when negative); its length. */
-static size_t put_num(char *p, int64_t x)
-{
-    char tmp[24];
-    size_t n = 0, k = 0;
-    uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
-
-    for (; u >= 100; u /= 100) { /* two digits a step */
-        tmp[n++] = pairs[u % 100 * 2 + 1];
-        tmp[n++] = pairs[u % 100 * 2];
-    }
-    if (u >= 10)
-        tmp[n++] = pairs[u * 2 + 1];
-    tmp[n++] = u >= 10 ? pairs[u * 2] : (char)('0' + u);
-    if (x < 0)
-        p[k++] = '-';
-    while (n)
-        p[k++] = tmp[--n];
-    return k;
-}
-
 /* The answer: an array of integers (the long form), or for the packed
  * form the same integers in one string, ':' between them: one reply
  * instead of 1 + 3n, for what Redis spends on each. */
@@ -502,7 +476,7 @@ static void reply(RedisModuleCtx *ctx, const op *ops, int n, int packed,
                   int64_t now)
 {
     static char buf[(1 + 3 * MOD_MAX_KEYS) * 21];
-    size_t len = put_num(buf, now);
+    size_t len = decimal_put(buf, now);
 
     if (!packed) {
         RedisModule_ReplyWithArray(ctx, 1 + 3 * n);
@@ -516,11 +490,11 @@ static void reply(RedisModuleCtx *ctx, const op *ops, int n, int packed,
     }
     for (int i = 0; i < n; i++) {
         buf[len++] = ':';
-        len += put_num(buf + len, ops[i].verdict);
+        len += decimal_put(buf + len, ops[i].verdict);
         buf[len++] = ':';
-        len += put_num(buf + len, ops[i].d.remaining);
+        len += decimal_put(buf + len, ops[i].d.remaining);
         buf[len++] = ':';
-        len += put_num(buf + len, ops[i].d.reset_ms);
+        len += decimal_put(buf + len, ops[i].d.reset_ms);
     }
     RedisModule_ReplyWithStringBuffer(ctx, buf, len);
 }

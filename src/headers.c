@@ -13,6 +13,7 @@
  * DEL whatever the result holds.
  */
 #include "clock.h"
+#include "decimal.h"
 #include "ratelimit.h"
 
 #include <stddef.h>
@@ -82,34 +83,12 @@ static void sb_puts(sbuf *sb, const char *s)
     sb_putn(sb, s, strlen(s));
 }
 
-/* "00" "01" ... "99": two digits a division (a response's three 10-digit
- * numbers took ~530 instructions one digit at a time). */
-#define DIGIT_PAIRS(t)                                                     \
-    t "0" t "1" t "2" t "3" t "4" t "5" t "6" t "7" t "8" t "9"
-static const char digit_pairs[] =
-    DIGIT_PAIRS("0") DIGIT_PAIRS("1") DIGIT_PAIRS("2") DIGIT_PAIRS("3")
-    DIGIT_PAIRS("4") DIGIT_PAIRS("5") DIGIT_PAIRS("6") DIGIT_PAIRS("7")
-    DIGIT_PAIRS("8") DIGIT_PAIRS("9");
-
 /* Appends v (>= 0) in decimal. */
 static void sb_uint(sbuf *sb, int64_t v)
 {
     char tmp[24];
-    size_t i = sizeof(tmp);
-    uint64_t u = v < 0 ? 0 : (uint64_t)v;
 
-    for (; u >= 100; u /= 100) {
-        const char *d = &digit_pairs[(u % 100) * 2];
-        tmp[--i] = d[1];
-        tmp[--i] = d[0];
-    }
-    if (u >= 10) {
-        tmp[--i] = digit_pairs[u * 2 + 1];
-        tmp[--i] = digit_pairs[u * 2];
-    } else {
-        tmp[--i] = (char)('0' + u);
-    }
-    sb_putn(sb, tmp + i, sizeof(tmp) - i);
+    sb_putn(sb, tmp, decimal_put(tmp, v < 0 ? 0 : v));
 }
 
 static int64_t clamp_min(int64_t v, int64_t lo)

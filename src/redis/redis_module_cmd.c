@@ -16,6 +16,7 @@
 #include "redis_module_cmd.h"
 #include "ratelimit.h"
 #include "clock.h"
+#include "decimal.h"
 #include "redis_key.h"
 
 #include <stdio.h>
@@ -87,33 +88,6 @@ static int64_t put_shapes(const script_ctx *x, resp_buf *b, size_t i,
     return 4 + 6 * n;
 }
 
-/* "00" to "99". */
-static const char pairs[] =
-    "00010203040506070809101112131415161718192021222324252627282930313233"
-    "34353637383940414243444546474849505152535455565758596061626364656667"
-    "6869707172737475767778798081828384858687888990919293949596979899";
-
-/* x in decimal at p ('-' first when negative); its length. */
-static size_t put_num(char *p, int64_t x)
-{
-    char tmp[24];
-    size_t n = 0, k = 0;
-    uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
-
-    for (; u >= 100; u /= 100) { /* two digits a step */
-        tmp[n++] = pairs[u % 100 * 2 + 1];
-        tmp[n++] = pairs[u % 100 * 2];
-    }
-    if (u >= 10)
-        tmp[n++] = pairs[u * 2 + 1];
-    tmp[n++] = u >= 10 ? pairs[u * 2] : (char)('0' + u);
-    if (x < 0)
-        p[k++] = '-';
-    while (n)
-        p[k++] = tmp[--n];
-    return k;
-}
-
 /* Op op's one packed argument: algo:limit:burst:window_ms:cost:mode:field
  * (field empty for the plain layout). */
 static void put_packed(const script_ctx *x, resp_buf *b, const store_op *op)
@@ -126,7 +100,7 @@ static void put_packed(const script_ctx *x, resp_buf *b, const store_op *op)
     size_t len = 0, flen = 0;
 
     for (int k = 0; k < 6; k++) {
-        len += put_num(buf + len, v[k]);
+        len += decimal_put(buf + len, v[k]);
         buf[len++] = ':';
     }
     if (x->compact) {
