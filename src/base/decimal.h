@@ -1,9 +1,10 @@
 /*
  * decimal.h -- an integer in decimal, two digits a division.
  *
- * Three places write numbers on a hot path: the response headers
+ * Four places write numbers on a hot path: the response headers
  * (headers.c: a response's three 10-digit numbers took ~530 instructions
- * one digit at a time), the packed RL.CHECK argument the library sends
+ * one digit at a time), the RESP encoder of every command sent to Redis
+ * (redis/resp.c), the packed RL.CHECK argument the library sends
  * (redis/redis_module_cmd.c) and the packed answer ratelimit.so gives
  * (redis-module/).  They share this one writer; it is a header so the
  * module, which compiles a few of the library's files in, needs no more.

@@ -2,6 +2,7 @@
  * resp.c -- see resp.h.
  */
 #include "resp.h"
+#include "decimal.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -27,31 +28,16 @@ void resp_raw(resp_buf *b, const char *s, size_t n)
     b->len += n;
 }
 
-/* Decimal digits of v into the bytes before `end`; returns where they
- * start. */
-static char *digits(int64_t v, char *end)
-{
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-
-    do {
-        *--end = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *--end = '-';
-    return end;
-}
-
 void resp_head(resp_buf *b, char lead, int64_t v)
 {
-    char tmp[24], *end = tmp + sizeof tmp, *p;
+    char tmp[24];
+    size_t n = 0;
 
-    end -= 2;
-    end[0] = '\r';
-    end[1] = '\n';
-    p = digits(v, end);
-    *--p = lead;
-    resp_raw(b, p, (size_t)(tmp + sizeof tmp - p));
+    tmp[n++] = lead;
+    n += decimal_put(tmp + n, v);
+    tmp[n++] = '\r';
+    tmp[n++] = '\n';
+    resp_raw(b, tmp, n);
 }
 
 void resp_arg(resp_buf *b, const char *s, size_t n)
@@ -63,9 +49,9 @@ void resp_arg(resp_buf *b, const char *s, size_t n)
 
 void resp_num(resp_buf *b, int64_t v)
 {
-    char tmp[24], *end = tmp + sizeof tmp, *p = digits(v, end);
+    char tmp[24];
 
-    resp_arg(b, p, (size_t)(end - p));
+    resp_arg(b, tmp, decimal_put(tmp, v));
 }
 
 void resp_cmd(resp_buf *b, int argc, const char *const *argv)
