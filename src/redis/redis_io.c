@@ -163,6 +163,8 @@ static void install(rio *r, int i, int fd, SSL *ssl, int fcall)
     c->pollout = 0;
     c->last_reply_ns = clock_mono_ns();
     c->fcall = fcall;
+    if (fcall & RCONN_MODULE)
+        atomic_store(&r->mod_seen, 1);
     redisReaderFree(c->reader);
     c->reader = redisReaderCreate();
     epoll_ctl(r->epfd, EPOLL_CTL_ADD, fd, &ev);
@@ -744,6 +746,11 @@ void rio_retarget(rio *r, const char *host, int port)
 int rio_is_up(rio *r)
 {
     return atomic_load(&r->nup) > 0;
+}
+
+int rio_module_seen(rio *r)
+{
+    return atomic_load(&r->mod_seen);
 }
 
 void rio_stats_add(rio *r, rio_stats *s)

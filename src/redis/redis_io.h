@@ -179,6 +179,11 @@ void rio_retarget(rio *r, const char *host, int port);
 /* 1 while a connection is up (a job would be sent). */
 int rio_is_up(rio *r);
 
+/* 1 once a connection has found ratelimit.so's commands
+ * (redis_module_cmd.h; never with redis_command=lua): only then is a
+ * _mod form worth encoding.  Any thread. */
+int rio_module_seen(rio *r);
+
 typedef struct rio_stats {
     int64_t calls, writes, timeouts, reconnects, down_fails, stuck;
     int64_t batches, checks, noscript, moved, asks, elsewhere;

@@ -87,6 +87,7 @@ struct rio {
     int drop;                  /* rio_retarget: close what is up          */
     /* shared: atomics */
     _Atomic int sleeping, queued, nup;
+    _Atomic int mod_seen;      /* rio_module_seen()                      */
     _Atomic int64_t wake_at;
     _Atomic int64_t st[S_COUNT];
     int efd, epfd;

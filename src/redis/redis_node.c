@@ -213,9 +213,11 @@ int rnode_refund(rnode *r, const store_op *ops, size_t n,
     int sent;
 
     script_put(&r->sx, &b, &jp, 1, 'r', SCRIPT_EVALSHA);
-    rcmd_put_refund(&r->sx, &mb, &j); /* RL.SETTLE r where it exists */
+    if (rio_module_seen(r->io)) /* RL.SETTLE r where it exists */
+        rcmd_put_refund(&r->sx, &mb, &j);
     sent = !b.oom && !mb.oom &&
-           rio_send_mod(r->io, b.p, b.len, mb.p, mb.len, 1) == RL_OK;
+           rio_send_mod(r->io, b.p, b.len, mb.len ? mb.p : NULL, mb.len,
+                        1) == RL_OK;
     resp_release(&b);
     resp_release(&mb);
     return sent;
@@ -238,16 +240,19 @@ int rnode_give_back(rnode *r, const store_op *op, int64_t units,
     one.lease_min = 0;
     script_put(&r->sx, &b, &jp, 1, 'r', /* waited: EVAL */
                timeout_ms > 0 ? SCRIPT_EVAL : SCRIPT_EVALSHA);
-    rcmd_put_refund(&r->sx, &mb, &j); /* RL.SETTLE r where it exists */
+    if (rio_module_seen(r->io)) /* RL.SETTLE r where it exists */
+        rcmd_put_refund(&r->sx, &mb, &j);
     if (b.oom || mb.oom)
         rc = RL_ESTORE;
     else if (timeout_ms <= 0)
-        rc = rio_send_mod(r->io, b.p, b.len, mb.p, mb.len, 1);
+        rc = rio_send_mod(r->io, b.p, b.len, mb.len ? mb.p : NULL, mb.len,
+                          1);
     /* waited: refused as RL.SETTLE (unloaded since the connect), again
      * through Lua */
     for (int lua = 0; !b.oom && !mb.oom && timeout_ms > 0 && lua < 2; lua++) {
-        rc = rio_call_mod(r->io, b.p, b.len, lua ? NULL : mb.p, mb.len, 1,
-                          &rep, timeout_ms, &as_mod);
+        rc = rio_call_mod(r->io, b.p, b.len,
+                          lua || !mb.len ? NULL : mb.p, mb.len, 1, &rep,
+                          timeout_ms, &as_mod);
         if (rc != RL_OK)
             break;
         rc = rep->type == REDIS_REPLY_INTEGER ? RL_OK : RL_ESTORE;
@@ -268,7 +273,8 @@ int rnode_settle(rnode *r, const store_settle *ss, size_t from, size_t n,
     why->status = RN_ERROR;
     /* NOSCRIPT: EVAL; RL.SETTLE refused (unloaded since the connect):
      * Lua */
-    for (int eval = 0, mod = 1; eval < 2 && rc == 1; eval++) {
+    for (int eval = 0, mod = rio_module_seen(r->io); eval < 2 && rc == 1;
+         eval++) {
         char stack[CMD_STACK], mstack[CMD_STACK / 2];
         resp_buf b = RESP_BUF(stack, sizeof stack);
         resp_buf mb = RESP_BUF(mstack, sizeof mstack);
@@ -277,10 +283,12 @@ int rnode_settle(rnode *r, const store_settle *ss, size_t from, size_t n,
 
         if (asking) {
             script_put_asking(&b);
-            script_put_asking(&mb);
+            if (mod)
+                script_put_asking(&mb);
         }
         settle_put(&r->sx, &b, ss, from, n, eval);
-        settle_put_module(&r->sx, &mb, ss, from, n);
+        if (mod) /* only where RL.SETTLE may be */
+            settle_put_module(&r->sx, &mb, ss, from, n);
         rc = b.oom || mb.oom
                  ? RL_ESTORE
                  : rio_call_mod(r->io, b.p, b.len, mod ? mb.p : NULL,
