@@ -38,6 +38,7 @@ typedef struct options {
 /* What one measurement gives. */
 typedef struct result {
     double checks_per_s, p50_us, p99_us, client_us, server_us;
+    double csw;                 /* this process's context switches a check */
     uint64_t checks, errors, denied;
 } result;
 
@@ -60,15 +61,15 @@ static void key_of(uint64_t *rng, const options *o, char *buf)
 }
 
 /* CPU seconds so far: this process's, and the server's (0 when it cannot
- * be read). */
+ * be read); this process's context switches (voluntary and not). */
 typedef struct meter {
-    double client, server;
+    double client, server, csw;
 } meter;
 
 static meter meter_now(const options *o)
 {
     struct rusage ru;
-    meter m = {0, 0};
+    meter m = {0, 0, 0};
     redisContext *c = redisConnect("127.0.0.1", o->port);
     double u = 0, s = 0;
     char err[ERRLEN];
@@ -80,6 +81,7 @@ static meter meter_now(const options *o)
         redisFree(c);
     getrusage(RUSAGE_SELF, &ru);
     m.client = rusage_seconds(&ru);
+    m.csw = (double)(ru.ru_nvcsw + ru.ru_nivcsw);
     return m;
 }
 
@@ -91,6 +93,7 @@ static void finish(const options *o, result *r, const hist *h, uint64_t ns,
     r->checks = h->n;
     r->client_us = h->n ? (m.client - m0.client) * 1e6 / (double)h->n : 0;
     r->server_us = h->n ? (m.server - m0.server) * 1e6 / (double)h->n : 0;
+    r->csw = h->n ? (m.csw - m0.csw) / (double)h->n : 0;
     r->checks_per_s = ns ? (double)h->n * 1e9 / (double)ns : 0;
     r->p50_us = hist_pct(h, 0.50) / 1000.0;
     r->p99_us = hist_pct(h, 0.99) / 1000.0;
@@ -329,6 +332,8 @@ static void emit_pair(const options *o, const char *name, const result *r,
         xnum(&f, "client_us", r->client_us);
         xnum(&f, "server_us", r->server_us);
     }
+    if (r->csw > 0)
+        xnum(&f, "csw", r->csw);
     emit_figure(&f, o->json, &layout);
     snprintf(pname, sizeof pname, "%s_p99", name);
     f = (figure){.name = pname, .value = r->p99_us, .unit = "us",
@@ -405,13 +410,14 @@ static int run_round(const options *o, result *m, char *err)
 static void medians(result m[][M_COUNT], int rounds, result *med)
 {
     for (int k = 0; k < M_COUNT; k++) {
-        double v[5][ROUNDS_MAX];
+        double v[6][ROUNDS_MAX];
         for (int r = 0; r < rounds; r++) {
             v[0][r] = m[r][k].checks_per_s;
             v[1][r] = m[r][k].p50_us;
             v[2][r] = m[r][k].p99_us;
             v[3][r] = m[r][k].client_us;
             v[4][r] = m[r][k].server_us;
+            v[5][r] = m[r][k].csw;
             med[k].checks += m[r][k].checks;
             med[k].errors += m[r][k].errors;
             med[k].denied += m[r][k].denied;
@@ -421,6 +427,7 @@ static void medians(result m[][M_COUNT], int rounds, result *med)
         med[k].p99_us = median_of(v[2], (size_t)rounds);
         med[k].client_us = median_of(v[3], (size_t)rounds);
         med[k].server_us = median_of(v[4], (size_t)rounds);
+        med[k].csw = median_of(v[5], (size_t)rounds);
     }
 }
 
