@@ -1,6 +1,6 @@
 /*
  * benchutil.c -- the output, error and command-line helpers that
- * bench/rlbench.c, redisbench.c and clusterbench.c share (see
+ * bench/rlbench.c and redisbench.c share (see
  * benchutil.h).
  */
 #ifndef _GNU_SOURCE

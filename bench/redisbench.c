@@ -8,8 +8,9 @@
  * redisbench_<group>.c, what they share in redisbench_util.c and
  * redisbench.h; this file reads the command line and runs the groups.
  * Its modes (`redisbench --modes`): async (asyncbench.c, against --port),
- * and deny, events, outage, tls and timeout (serverbench.h), which start a
- * private redis-server of their own through the test harness.
+ * cluster (clusterbench.c: servers and a cluster of its own), and deny,
+ * events, outage, tls and timeout (serverbench.h), which start a private
+ * redis-server of their own through the test harness.
  */
 #include "benchmodes.h"
 #include "redisbench.h"
@@ -21,7 +22,7 @@ static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
                                      "outage", "module_usec", "module_bytes",
-                                     NULL};
+                                     "compact", NULL};
 
 /* ---- the command line: one row an option -------------------------------- */
 
@@ -47,7 +48,7 @@ static const bench_opt opts[] = {
     {"--peer-usec", BENCH_OPT_REAL, OPT_AT(peer_usec), 0.001, 1e6, -1, -1,
      NULL, "the peer script's usec_per_call, as reference"},
     {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups,
-     "one group (accuracy includes window_edge)"},
+     "one group (accuracy includes window_edge; module_*, compact: only so)"},
 };
 
 static const bench_opts table = {
@@ -217,6 +218,8 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
     if (o->only && strcmp(o->only, "module_bytes") == 0 &&
         group_module_bytes(o, err))
         return -1;
+    if (o->only && strcmp(o->only, "compact") == 0 && group_compact(o, err))
+        return -1;
     if (want(o, "outage") && group_outage(o, err))
         return -1;
     return 0;
@@ -299,6 +302,8 @@ SERVER_MODE(timeout, 1)
 static const bench_mode modes[] = {
     {.name = "redisbench", .run = redis_main,
      .about = "throughput, Redis CPU and bytes per check, accuracy, faults"},
+    {.name = "cluster", .run = cluster_main,
+     .about = "a 3 + 3 Redis Cluster beside one server, resharding, failovers"},
     {.name = "async", .run = async_main,
      .about = "64 asynchronous checks from one thread (bench/redisbench.sh)"},
     {.name = "deny", .run = deny_mode,

@@ -55,6 +55,7 @@ extern char **environ;
 #define SLOW_LIMIT 1000
 #define SLOW_WINDOW_S 86400
 #define PEER_BYTES_PER_KEY 144.0
+#define COMPACT_TARGET 48.0 /* bytes per client, compact layout */
 #define TARGET_TP64 0.9
 #define TARGET_TP1 0.95
 #define USEC_KEYS 10000ULL
@@ -98,6 +99,10 @@ typedef struct options {
     int evalsha;                /* set by a group: redis_functions=0      */
     const char *command;        /* set by a group: redis_command (NULL:
                                    the default, auto)                    */
+    const char *layout;         /* set by a group: redis_layout (NULL:
+                                   the default, plain)                   */
+    const char *uri;            /* the store (NULL: 127.0.0.1:port)       */
+    unsigned long long slots;   /* cluster: slots moved by resharding    */
 } options;
 
 typedef struct cmdstat {
@@ -157,10 +162,11 @@ typedef struct acc {
 extern const text_layout layout;
 extern redisContext *ctl;
 extern long redis_pid;
+extern volatile sig_atomic_t g_signal; /* cluster: the signal that came */
 
 int64_t rt_ns(void);
 
-void sleep_s(double s);
+void sleep_s(double s); /* cut short by a signal (g_signal) */
 
 void sleep_until_rt(int64_t t_ns);
 
@@ -170,7 +176,11 @@ redisReply *ctl_cmd(char *err, const char *fmt, ...);
 
 int ctl_ok(char *err, const char *fmt, ...);
 
+/* INFO commandstats of cmd on c (on ctl: cmdstat_get); the script's, EVALSHA
+ * and FCALL (redis_functions) together (on ctl: cmdstat_script). */
+int cmdstat_at(redisContext *c, const char *cmd, cmdstat *cs, char *err);
 int cmdstat_get(const char *cmd, cmdstat *cs, char *err);
+int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err);
 int cmdstat_script(cmdstat *cs, char *err);
 
 int key_template(char *out, size_t outlen, char *err);
@@ -205,6 +215,7 @@ int group_throughput(const options *o, const char *sha, int threads,
 int group_usec(const options *o, const char *sha, char *err);
 
 int group_bytes(const options *o, char *err);
+int group_compact(const options *o, char *err);
 int bytes_one(const options *o, int a, long long limit, int passes,
               const char *name, double ref, const char *ref_name,
               double *value, char *err);
@@ -221,5 +232,8 @@ int group_outage(const options *o, char *err);
 
 int group_module(const options *o, char *err);
 int group_module_bytes(const options *o, char *err);
+
+/* The mode `redisbench cluster` (clusterbench.c): a Redis Cluster it starts. */
+int cluster_main(int argc, char **argv);
 
 #endif
