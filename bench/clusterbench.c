@@ -92,31 +92,16 @@ static redisContext *control(const rh_server *s, char *err)
 
 /* ---- main -------------------------------------------------------------- */
 
-static int params_done;
-
-static void print_params(const options *o, const char *ver,
-                         const char *cpu_model)
+/* The parameters once, before the first figure. */
+static void print_params(const options *o)
 {
-    if (params_done++)
+    static int done;
+
+    if (done++)
         return;
-    if (o->json) {
-        printf("{\"name\":\"params\",\"nproc\":%ld,\"redis_version\":"
-               "\"%s\",\"keys\":%llu,\"seconds\":%.3g,\"slots\":%llu,"
-               "\"threads\":%d,\"quick\":%s,\"only\":\"%s\","
-               "\"library\":\"%s\",\"loadavg_1m\":%.2f,\"cpu_model\":",
-               sysconf(_SC_NPROCESSORS_ONLN), ver, o->keys, o->seconds,
-               o->slots, TP_THREADS, o->quick ? "true" : "false",
-               o->only ? o->only : "", rl_version_string(), loadavg1());
-        json_str(cpu_model);
-        printf("}\n");
-    } else {
-        printf("redisbench cluster: libratelimit %s, redis %s, nproc=%ld "
-               "(%s), loadavg=%.2f\n  keys=%llu, seconds=%g, slots=%llu%s\n",
-               rl_version_string(), ver, sysconf(_SC_NPROCESSORS_ONLN),
-               cpu_model, loadavg1(), o->keys, o->seconds, o->slots,
-               o->quick ? " (quick)" : "");
+    bench_params(&table, o, o->json);
+    if (!o->json)
         print_columns(&layout);
-    }
     fflush(stdout);
 }
 
@@ -148,9 +133,8 @@ typedef struct tp_all {
     int have_cluster;
 } tp_all;
 
-/* The single server: throughput_single_64 (_many); ver gets its version. */
-static int single_phase(options *o, const char *cpu_model, char *ver,
-                        size_t verlen, tp_all *tps, char *err)
+/* The single server: throughput_single_64 (_many). */
+static int single_phase(options *o, tp_all *tps, char *err)
 {
     pidset ps = {0};
     redisContext *c = NULL;
@@ -161,10 +145,9 @@ static int single_phase(options *o, const char *cpu_model, char *ver,
         return snprintf(err, ERRLEN, "cannot start redis-server (stderr)"),
                -1;
     single_up = 1;
-    if ((c = control(&single, err)) == NULL ||
-        info_str(c, "server", "redis_version", ver, verlen, err))
+    if ((c = control(&single, err)) == NULL)
         goto out;
-    print_params(o, ver, cpu_model);
+    print_params(o);
     if (!rh_uri(&single, uri, sizeof uri)) {
         snprintf(err, ERRLEN, "rh_uri failed");
         goto out;
@@ -223,8 +206,7 @@ static int cluster_start(pidset *ps, redisContext **mctl, int *nm,
 }
 
 /* The cluster: throughput_cluster_64 (_many) and resharding. */
-static int cluster_phase(options *o, const char *cpu_model, char *ver,
-                         size_t verlen, tp_all *tps, char *err)
+static int cluster_phase(options *o, tp_all *tps, char *err)
 {
     redisContext *mctl[RH_CLUSTER_MAX] = {0};
     pidset ps = {0};
@@ -233,10 +215,7 @@ static int cluster_phase(options *o, const char *cpu_model, char *ver,
 
     if (cluster_start(&ps, mctl, &nm, uri, sizeof uri, err))
         goto out;
-    if (ver[0] == '\0' &&
-        info_str(mctl[0], "server", "redis_version", ver, verlen, err))
-        goto out;
-    print_params(o, ver, cpu_model);
+    print_params(o);
     o->uri = uri;
     if (want(o, "throughput")) {
         if (throughput(o, "throughput_cluster_64", 1, &ps, mctl, nm,
@@ -265,7 +244,7 @@ int cluster_main(int argc, char **argv)
 {
     options o = {0};
     int prc, status = 1;
-    char err[ERRLEN] = "", ver[64] = "", cpu_model[128] = "";
+    char err[ERRLEN] = "";
     uint64_t t_start = now_ns();
     tp_all tps = {.have_cluster = 0};
 
@@ -276,11 +255,8 @@ int cluster_main(int argc, char **argv)
         snprintf(err, ERRLEN, "needs redis-server and redis-cli on PATH");
         goto out;
     }
-    cpu_model_name(cpu_model, sizeof cpu_model);
-    if (want(&o, "throughput") &&
-        single_phase(&o, cpu_model, ver, sizeof ver, &tps, err))
-        goto out;
-    if (cluster_phase(&o, cpu_model, ver, sizeof ver, &tps, err))
+    if ((want(&o, "throughput") && single_phase(&o, &tps, err)) ||
+        cluster_phase(&o, &tps, err))
         goto out;
     print_done("redisbench cluster", o.json, t_start);
     status = 0;

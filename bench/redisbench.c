@@ -148,37 +148,21 @@ static int server_prepare(const options *o, char *sha, char *err)
     return 0;
 }
 
-static void print_params(const options *o, const char *ver, const char *sha,
-                         const char *cpu_model)
+/* The run's parameters (bench_params), then the server and the script. */
+static void print_params(const options *o, const char *ver, const char *sha)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     const char *server_line = getenv("REDIS_SERVER_VERSION");
 
+    bench_params(&table, o, o->json);
     if (o->json) {
-        printf("{\"name\":\"params\",\"nproc\":%ld,\"redis_version\":\"%s\","
-               "\"keys\":%llu,\"seconds\":%.3g,\"mem_keys\":%llu,"
-               "\"usec_checks\":%llu,\"accuracy_seconds\":%.3g,"
-               "\"outage_seconds\":%.3g,\"quick\":%s,\"only\":\"%s\",\"script_sha\":\"%s\","
-               "\"script_bytes\":%zu,\"library\":\"%s\",\"loadavg_1m\":%.2f,"
-               "\"cpu_model\":",
-               nproc, ver, o->keys, o->seconds, o->mem_keys, o->usec_checks,
-               o->acc_seconds, o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS,
-               o->quick ? "true" : "false",
-               o->only ? o->only : "", sha, (size_t)rl_lua_check_len,
-               rl_version_string(), loadavg1());
-        json_str(cpu_model);
-        printf(",\"redis_server\":");
+        printf("{\"name\":\"server\",\"redis_version\":\"%s\",\"script_sha\":"
+               "\"%s\",\"script_bytes\":%zu,\"redis_server\":", ver, sha,
+               (size_t)rl_lua_check_len);
         json_str(server_line ? server_line : "");
         printf("}\n");
     } else {
-        printf("redisbench: libratelimit %s, redis %s on 127.0.0.1:%d, "
-               "nproc=%ld (%s), loadavg=%.2f\n"
-               "  keys=%llu, seconds=%g, mem_keys=%llu, usec_checks=%llu, "
-               "accuracy_seconds=%g%s, script %s (%zu bytes)\n",
-               rl_version_string(), ver, o->port, nproc, cpu_model,
-               loadavg1(), o->keys, o->seconds, o->mem_keys, o->usec_checks,
-               o->acc_seconds, o->quick ? " (quick)" : "", sha,
-               (size_t)rl_lua_check_len);
+        printf("  redis %s on 127.0.0.1:%d, script %s (%zu bytes)\n", ver,
+               o->port, sha, (size_t)rl_lua_check_len);
         print_columns(&layout);
     }
     fflush(stdout);
@@ -229,7 +213,7 @@ static int redis_main(int argc, char **argv)
 {
     options o;
     int prc, status = 1;
-    char err[ERRLEN] = "", ver[64] = "", sha[41] = "", cpu_model[128] = "";
+    char err[ERRLEN] = "", ver[64] = "", sha[41] = "";
     acc ac = {0};
     uint64_t t_start = now_ns();
 
@@ -239,8 +223,7 @@ static int redis_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not death */
     if (server_connect(&o, ver, sizeof ver, err) == 0 &&
         server_prepare(&o, sha, err) == 0) {
-        cpu_model_name(cpu_model, sizeof cpu_model);
-        print_params(&o, ver, sha, cpu_model);
+        print_params(&o, ver, sha);
         if (run_groups(&o, sha, &ac, err) == 0) {
             print_done("redisbench", o.json, t_start);
             status = 0;
