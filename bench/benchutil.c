@@ -157,7 +157,8 @@ double loadavg1(void)
     return getloadavg(l, 1) == 1 ? l[0] : -1.0;
 }
 
-void cpu_model_name(char *buf, size_t len)
+/* The CPU's "model name" from /proc/cpuinfo into buf, or buf as it is. */
+static void cpu_model_name(char *buf, size_t len)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[256];
@@ -483,13 +484,17 @@ static void bench_param(const bench_opt *r, const void *o, int json)
 void bench_params(const bench_opts *t, const void *o, int json)
 {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    char cpu[128] = "";
 
-    if (json)
-        printf("{\"name\":\"params\",\"library\":\"%s\",\"nproc\":%ld",
-               rl_version_string(), nproc);
-    else
-        printf("%s: libratelimit %s, nproc=%ld", t->prog,
-               rl_version_string(), nproc);
+    cpu_model_name(cpu, sizeof cpu);
+    if (json) {
+        printf("{\"name\":\"params\",\"library\":\"%s\",\"nproc\":%ld,"
+               "\"cpu_model\":", rl_version_string(), nproc);
+        json_str(cpu);
+    } else {
+        printf("%s: libratelimit %s, nproc=%ld (%s)", t->prog,
+               rl_version_string(), nproc, cpu);
+    }
     for (size_t k = 0; k < t->n; k++) {
         const bench_opt *r = &t->rows[k];
         if (strcmp(r->name, "--json") == 0)

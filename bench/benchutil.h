@@ -180,8 +180,8 @@ void bench_opt_usage(const bench_opts *t, FILE *f);
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
 /* The run's parameters, read from t's rows in o (each row but --json, its
- * name without "--", '-' as '_'), the library's version, the CPUs and
- * the load: with json the object named "params", else the line
+ * name without "--", '-' as '_'), the library's version, the CPUs (their
+ * number and model) and the load: with json the object named "params", else the line
  * "<prog>: libratelimit V, nproc=N, name=value, ..., loadavg=L". */
 void bench_params(const bench_opts *t, const void *o, int json);
 
@@ -249,8 +249,6 @@ static inline uint64_t now_ns(void) /* CLOCK_MONOTONIC */
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* The CPU's "model name" from /proc/cpuinfo into buf; buf is left as it
- * is when there is none. */
 /* Sleeps ms milliseconds, signals or not. */
 static inline void bench_sleep_ms(long ms)
 {
@@ -259,8 +257,6 @@ static inline void bench_sleep_ms(long ms)
     while (nanosleep(&ts, &ts) != 0) {
     }
 }
-
-void cpu_model_name(char *buf, size_t len);
 
 /* The closing line: "<prog>: done in S s, loadavg=L", or with json the
  * object named "done"; S counted from t_start (now_ns()). */

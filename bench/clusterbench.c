@@ -44,7 +44,6 @@ static int want(const options *o, const char *group)
 
 /* ---- stopping: signals and the servers ------------------------------ */
 
-_Atomic int g_stop; /* workers: stop now */
 static rh_server single;
 static int single_up;
 rh_cluster cl;

@@ -92,7 +92,7 @@ static int rs_run(const options *o, const pidset *ps, const rs_plan *p,
 {
     int rc = -1;
 
-    if (tp_start(t, o, p->hot, 1, err) == 0) {
+    if (tp_start(t, o, p->hot, TP_THREADS, 1, 0, err) == 0) {
         sleep_s(WARM_S);
         if (!interrupted(err)) {
             tp_measure_begin(t, ps);

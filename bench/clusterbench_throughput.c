@@ -1,85 +1,11 @@
 /*
- * clusterbench_throughput.c -- the timed load of `redisbench cluster`
- * (redisutil.h's tp_load: TP_THREADS threads of rl_allow, or rl_check_many
- * of MANY_PER_CALL, keys drawn uniformly or, while a slot moves, half from
- * its clients) with the store's counters and the CPU of client, masters,
- * replicas and the rest of the machine around the measured span; and the
- * group throughput: checks/s and p50/p99 against one server, then the
- * cluster beside it.
+ * clusterbench_throughput.c -- the group throughput of `redisbench
+ * cluster`: checks/s and p50/p99 of TP_THREADS threads of rl_allow (or
+ * rl_check_many of MANY_PER_CALL) against one server, then the cluster
+ * beside it, with the CPU of client, masters, replicas and the rest of the
+ * machine and the servers' script time per check.
  */
 #include "clusterbench.h"
-
-/* utime + stime of a process, all its threads, in seconds; 0 if gone. */
-static double proc_cpu(pid_t pid)
-{
-    char buf[1024];
-    unsigned long long ut = 0, st = 0;
-    const char *p;
-
-    /* state is field 3, utime 14, stime 15 */
-    if (pid <= 0 || (p = proc_stat((long)pid, buf, sizeof buf)) == NULL ||
-        sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
-               &ut, &st) != 2)
-        return 0;
-    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static void cpu_take_pids(cpu_snap *s, const pidset *ps)
-{
-    struct rusage ru;
-
-    memset(s, 0, sizeof *s);
-    machine_cpu(&s->busy, &s->steal);
-    getrusage(RUSAGE_SELF, &ru);
-    s->self = rusage_seconds(&ru);
-    for (int i = 0; i < ps->nmaster; i++)
-        s->redis += proc_cpu(ps->master[i]);
-    for (int i = 0; i < ps->nreplica; i++)
-        s->replica += proc_cpu(ps->replica[i]);
-    s->wall = now_ns();
-}
-
-int tp_start(tp *t, const options *o, const hot_pool *hot, int per_call,
-             char *err)
-{
-    memset(t, 0, sizeof *t);
-    atomic_store(&t->l.run.cur, -1);
-    t->l.run.hot = hot;
-    t->l.run.nkeys = o->keys;
-    t->l.run.per_call = per_call;
-    t->l.run.stop = &g_stop;
-    if (limiter_one_rule(o, "bench", 0, BIG_LIMIT, BIG_WINDOW_S,
-                         &t->l.run.lim, err))
-        return -1;
-    return tp_load_start(&t->l, TP_THREADS / per_call,
-                         err); /* tp_stop() joins what started */
-}
-
-void tp_measure_begin(tp *t, const pidset *ps)
-{
-    cpu_take_pids(&t->c0, ps);
-    store_redis_stats_get(limiter_store(t->l.run.lim), &t->s0);
-    t->t0 = now_ns();
-    atomic_store(&t->l.run.phase, 1);
-}
-
-void tp_measure_end(tp *t, const pidset *ps)
-{
-    atomic_store(&t->l.run.phase, 0); /* stop counting; keep the load on */
-    t->t1 = now_ns();
-    store_redis_stats_get(limiter_store(t->l.run.lim), &t->s1);
-    cpu_take_pids(&t->c1, ps);
-}
-
-void tp_stop(tp *t)
-{
-    tp_load_stop(&t->l, &t->sum);
-    if (t->l.run.lim)
-        rl_limiter_free(t->l.run.lim);
-    t->l.run.lim = NULL;
-}
-
-/* ---- the group throughput ----------------------------------------------- */
 
 /* CONFIG RESETSTAT on every server in cs[0..n). */
 static int reset_all(redisContext **cs, int n, char *err)
@@ -100,7 +26,7 @@ static int tp_measured(const options *o, const char *name, int per_call,
     int rc = -1;
     cmdstat c;
 
-    if (tp_start(t, o, NULL, per_call, err))
+    if (tp_start(t, o, NULL, TP_THREADS / per_call, per_call, 0, err))
         goto out;
     sleep_s(WARM_S);
     if (interrupted(err) || reset_all(servers, nservers, err))
@@ -177,31 +103,6 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
     emit(o, &f);
 }
 
-/* <name>_p50 and _p99, beside ref's when given. */
-static void tp_emit_latency(const options *o, const char *name, const tp *t,
-                            const tp_figs *ref, const tp_figs *out)
-{
-    char nm[2][64];
-    const double v[2] = {out->p50, out->p99};
-    const double r[2] = {ref ? ref->p50 : 0, ref ? ref->p99 : 0};
-
-    snprintf(nm[0], sizeof nm[0], "%s_p50", name);
-    snprintf(nm[1], sizeof nm[1], "%s_p99", name);
-    for (int i = 0; i < 2; i++) {
-        figure f = {.name = nm[i], .value = v[i], .unit = "us"};
-        if (ref) {
-            f.nrefs = 1;
-            f.ref[0] = r[i];
-            f.ref_name[0] = i == 0 ? "ref_p50" : "ref_p99";
-        }
-        if (i == 0)
-            xnum(&f, "samples", (double)t->sum.all.n);
-        else
-            xnum(&f, "p999_us", hist_pct(&t->sum.all, 0.999) / 1000.0);
-        emit(o, &f);
-    }
-}
-
 int throughput(const options *o, const char *name, int per_call,
                const pidset *ps, redisContext **servers, int nservers,
                const tp_figs *ref, const char *ref_name, tp_figs *out,
@@ -216,6 +117,8 @@ int throughput(const options *o, const char *name, int per_call,
     out->p50 = hist_pct(&t.sum.all, 0.50) / 1000.0;
     out->p99 = hist_pct(&t.sum.all, 0.99) / 1000.0;
     tp_emit_rate(o, name, per_call, nservers, &t, cs, ref, ref_name, out);
-    tp_emit_latency(o, name, &t, ref, out);
+    tp_emit_latency(o, name, &t.sum, ref ? (double[2]){ref->p50, ref->p99}
+                                         : NULL,
+                    (const char *const[2]){"ref_p50", "ref_p99"}, NULL);
     return 0;
 }

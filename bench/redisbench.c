@@ -116,6 +116,7 @@ static int server_connect(const options *o, char *ver, size_t verlen,
     if (info_num(ctl, "server", "process_id", &pid, err))
         return -1;
     redis_pid = (long)pid;
+    server_ps = (pidset){.master = {(pid_t)pid}, .nmaster = 1};
     return 0;
 }
 

@@ -40,6 +40,7 @@
 #include "limiter.h"     /* limiter_store()                         */
 #include "store_redis.h" /* rl_lua_check, store_redis_stats_get()   */
 #include "benchutil.h"
+#include "redis_harness.h" /* RH_CLUSTER_MAX */
 #include "redisutil.h"
 
 extern char **environ;
@@ -159,10 +160,29 @@ typedef struct acc {
     int nproc;
 } acc;
 
+/* The servers whose CPU cpu_take() counts: masters (or the single server)
+ * and replicas. */
+typedef struct pidset {
+    pid_t master[RH_CLUSTER_MAX], replica[RH_CLUSTER_MAX];
+    int nmaster, nreplica;
+} pidset;
+
+/* A timed load (redisutil.h's) with the figures' counters around its
+ * measured span (redisbench_throughput.c). */
+typedef struct tp {
+    tp_load l;
+    uint64_t t0, t1;
+    store_redis_stats s0, s1;
+    cpu_snap c0, c1;
+    tp_sums sum;              /* after tp_stop() */
+} tp;
+
 extern const text_layout layout;
 extern redisContext *ctl;
 extern long redis_pid;
+extern pidset server_ps; /* {redis_pid} */
 extern volatile sig_atomic_t g_signal; /* cluster: the signal that came */
+extern _Atomic int g_stop;             /* cluster: workers, stop now    */
 
 int64_t rt_ns(void);
 
@@ -187,7 +207,25 @@ int key_template(char *out, size_t outlen, char *err);
 
 int key_lengths(double *mean, char *example, size_t exlen, char *err);
 
-int cpu_take(cpu_snap *s, char *err);
+void cpu_take(cpu_snap *s, const pidset *ps);
+
+/* `threads` workers of rl_allow() (or rl_check_many() of per_call) on a
+ * limiter of one rule of BIG_LIMIT on o's store, ids drawn below o->keys
+ * (half from hot while t->l.run.cur >= 0) written with key_digits
+ * digits: 0, or -1 with err (tp_stop() joins what started). */
+int tp_start(tp *t, const options *o, const hot_pool *hot, int threads,
+             int per_call, int key_digits, char *err);
+/* The measured span: counting on (phase 1) and off (the load kept on),
+ * each with the store's counters and cpu_take(ps). */
+void tp_measure_begin(tp *t, const pidset *ps);
+void tp_measure_end(tp *t, const pidset *ps);
+void tp_stop(tp *t);
+/* <name>_p50 and _p99 of sum's latencies: beside ref_us[i] (named
+ * ref_name[i]) when given, else with x_us[] beside as ref_p50_us and
+ * ref_p99_us when given. */
+void tp_emit_latency(const options *o, const char *name, const tp_sums *sum,
+                     const double ref_us[2], const char *const ref_name[2],
+                     const double x_us[2]);
 
 int make_limiter(const options *o, const char *rules,
                  rl_limiter **out, char *err);

@@ -18,6 +18,7 @@ int64_t rt_ns(void) /* CLOCK_REALTIME: the clock Redis TIME reads */
 }
 
 volatile sig_atomic_t g_signal;
+_Atomic int g_stop;
 
 void sleep_s(double s)
 {
@@ -182,6 +183,7 @@ int key_lengths(double *mean, char *example, size_t exlen, char *err)
 }
 
 long redis_pid; /* INFO server process_id: Redis runs here */
+pidset server_ps; /* {redis_pid} */
 
 static double involuntary_switches(long pid)
 {
@@ -199,24 +201,38 @@ static double involuntary_switches(long pid)
     return v;
 }
 
-int cpu_take(cpu_snap *s, char *err)
+/* utime + stime of a process, all its threads, in seconds; 0 if gone. */
+static double proc_cpu(pid_t pid)
+{
+    char buf[1024];
+    unsigned long long ut = 0, st = 0;
+    const char *p;
+
+    /* state is field 3, utime 14, stime 15 */
+    if (pid <= 0 || (p = proc_stat((long)pid, buf, sizeof buf)) == NULL ||
+        sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+               &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+void cpu_take(cpu_snap *s, const pidset *ps)
 {
     struct rusage ru, rc;
-    double su, ss;
 
     memset(s, 0, sizeof *s);
     machine_cpu(&s->busy, &s->steal);
     getrusage(RUSAGE_SELF, &ru);
     getrusage(RUSAGE_CHILDREN, &rc);
     s->self = rusage_seconds(&ru) + rusage_seconds(&rc);
-    if (info_num(ctl, "cpu", "used_cpu_sys", &ss, err) ||
-        info_num(ctl, "cpu", "used_cpu_user", &su, err))
-        return -1;
-    s->redis = ss + su;
-    s->preempt = involuntary_switches(redis_pid);
+    for (int i = 0; i < ps->nmaster; i++) {
+        s->redis += proc_cpu(ps->master[i]);
+        s->preempt += involuntary_switches(ps->master[i]);
+    }
+    for (int i = 0; i < ps->nreplica; i++)
+        s->replica += proc_cpu(ps->replica[i]);
     s->csw = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
     s->wall = now_ns();
-    return 0;
 }
 
 /* ---- limiters ---------------------------------------------------------------- */
