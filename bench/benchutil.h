@@ -282,6 +282,10 @@ static inline uint64_t now_ns(void) /* CLOCK_MONOTONIC */
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
+/* The calling thread's CPU time, ns: time it ran, not time it waited for
+ * a core other programs held (the wall clock counts both). */
+uint64_t thread_cpu_ns(void);
+
 /* Sleeps ms milliseconds, signals or not. */
 static inline void bench_sleep_ms(long ms)
 {
