@@ -1,7 +1,6 @@
 /*
- * benchutil.c -- the output, error and command-line helpers that
- * bench/rlbench.c, redisbench.c and clusterbench.c share (see
- * benchutil.h).
+ * benchutil.c -- the output, error and command-line helpers, and the
+ * frames, that the programs of bench/ share (see benchutil.h).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -157,7 +156,8 @@ double loadavg1(void)
     return getloadavg(l, 1) == 1 ? l[0] : -1.0;
 }
 
-void cpu_model_name(char *buf, size_t len)
+/* The CPU's "model name" from /proc/cpuinfo into buf, or buf as it is. */
+static void cpu_model_name(char *buf, size_t len)
 {
     FILE *f = fopen("/proc/cpuinfo", "r");
     char line[256];
@@ -483,13 +483,17 @@ static void bench_param(const bench_opt *r, const void *o, int json)
 void bench_params(const bench_opts *t, const void *o, int json)
 {
     long nproc = sysconf(_SC_NPROCESSORS_ONLN);
+    char cpu[128] = "";
 
-    if (json)
-        printf("{\"name\":\"params\",\"library\":\"%s\",\"nproc\":%ld",
-               rl_version_string(), nproc);
-    else
-        printf("%s: libratelimit %s, nproc=%ld", t->prog,
-               rl_version_string(), nproc);
+    cpu_model_name(cpu, sizeof cpu);
+    if (json) {
+        printf("{\"name\":\"params\",\"library\":\"%s\",\"nproc\":%ld,"
+               "\"cpu_model\":", rl_version_string(), nproc);
+        json_str(cpu);
+    } else {
+        printf("%s: libratelimit %s, nproc=%ld (%s)", t->prog,
+               rl_version_string(), nproc, cpu);
+    }
     for (size_t k = 0; k < t->n; k++) {
         const bench_opt *r = &t->rows[k];
         if (strcmp(r->name, "--json") == 0)
@@ -618,5 +622,111 @@ int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
         if ((rc = st->rc) != 0)
             memcpy(err, st->err, ERRLEN);
     }
+    return rc;
+}
+
+/* ---- two limiters side by side ------------------------------------------- */
+
+typedef struct ab_worker {
+    bench_status st;        /* first: bench_threads() reads it */
+    const ab_run *r;
+    const uint32_t *seq;
+    pthread_barrier_t *bar;
+    double cpu[AB_MAX_PAIRS][2], wall[AB_MAX_PAIRS][2];
+    unsigned long long denied[2];
+} ab_worker;
+
+static int ab_check(ab_worker *w, int side, size_t key)
+{
+    const ab_run *r = w->r;
+    const char *user = r->keys + key * r->stride;
+    rl_request req = {.size = sizeof req, .endpoint = "/api", .user = user,
+                      .ip = r->all_dims ? user : NULL,
+                      .api_key = r->all_dims ? user : NULL, .cost = 1};
+    rl_result res = RL_RESULT_INIT;
+    int rc = rl_check(r->lim[side], &req, &res);
+
+    if (rc != RL_OK) {
+        set_err(w->st.err, "rl_check", rc, errtext(r->lim[side]));
+        return w->st.rc = rc;
+    }
+    w->denied[side] += !res.allowed;
+    return RL_OK;
+}
+
+uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+/* One timed block on `side`, its ns a check added to pair p's with weight
+ * share (a side's blocks in a pair add up to 1). */
+static void ab_block(ab_worker *w, int p, int side, double share)
+{
+    uint64_t t0, c0;
+
+    pthread_barrier_wait(w->bar);
+    t0 = now_ns();
+    c0 = thread_cpu_ns();
+    for (size_t i = 0; i < w->r->calls && w->st.rc == 0; i++)
+        ab_check(w, side, w->seq[i]);
+    w->cpu[p][side] += (double)(thread_cpu_ns() - c0) / (double)w->r->calls * share;
+    w->wall[p][side] += (double)(now_ns() - t0) / (double)w->r->calls * share;
+}
+
+static void *ab_main(void *arg)
+{
+    ab_worker *w = arg;
+    const ab_run *r = w->r;
+
+    for (int side = 0; side <= 1; side++) /* warm-up, untimed */
+        for (size_t i = 0; i < r->calls && w->st.rc == 0; i++)
+            ab_check(w, side, w->seq[i]);
+    w->denied[0] = w->denied[1] = 0;
+    for (int p = 0; p < r->pairs; p++) {
+        int a = (r->first + p) % 2;
+        for (int k = 0; k < r->blocks; k++)
+            ab_block(w, p, k == 0 || k == 3 ? a : !a, 2.0 / r->blocks);
+    }
+    return NULL;
+}
+
+int bench_ab_charge(const ab_run *r, size_t nkeys, char *err)
+{
+    static ab_worker w;
+
+    w = (ab_worker){.r = r};
+    for (size_t i = 0; i < nkeys && w.st.rc == 0; i++)
+        for (int side = 0; side <= 1 && w.st.rc == 0; side++)
+            ab_check(&w, side, i);
+    if (w.st.rc)
+        memcpy(err, w.st.err, ERRLEN);
+    return w.st.rc;
+}
+
+int bench_ab(const ab_run *r, uint32_t *const *seqs, int threads,
+             ab_result *out, const char *prog, char *err)
+{
+    static ab_worker w[2];
+    pthread_barrier_t bar;
+    int rc;
+
+    pthread_barrier_init(&bar, NULL, (unsigned)threads);
+    for (int t = 0; t < threads; t++)
+        w[t] = (ab_worker){.r = r, .seq = seqs[t], .bar = &bar};
+    rc = bench_threads(w, sizeof w[0], threads, ab_main, prog, err);
+    pthread_barrier_destroy(&bar);
+    memset(out, 0, sizeof *out);
+    for (int t = 0; t < threads; t++)
+        for (int side = 0; side <= 1; side++) {
+            out->denied[side] += w[t].denied[side];
+            for (int p = 0; p < r->pairs; p++) {
+                out->cpu[p][side] += w[t].cpu[p][side] / threads;
+                out->wall[p][side] += w[t].wall[p][side] / threads;
+            }
+        }
     return rc;
 }

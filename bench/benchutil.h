@@ -180,8 +180,8 @@ void bench_opt_usage(const bench_opts *t, FILE *f);
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
 /* The run's parameters, read from t's rows in o (each row but --json, its
- * name without "--", '-' as '_'), the library's version, the CPUs and
- * the load: with json the object named "params", else the line
+ * name without "--", '-' as '_'), the library's version, the CPUs (their
+ * number and model) and the load: with json the object named "params", else the line
  * "<prog>: libratelimit V, nproc=N, name=value, ..., loadavg=L". */
 void bench_params(const bench_opts *t, const void *o, int json);
 
@@ -238,6 +238,39 @@ typedef struct bench_status {
 int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
                   const char *prog, char *err);
 
+/* ---- two limiters side by side: timed blocks in turn (rlbench dryrun,
+ * metrics) ---------------------------------------------------------------- */
+
+#define AB_MAX_PAIRS 1000
+
+/* Two limiters, side 0 (the reference) and side 1, checked in timed blocks
+ * of `calls` checks on the same keys by up to 2 threads at once (a barrier
+ * starts every block).  Pair p is A B (blocks 2) or A B B A (blocks 4), A
+ * being side (first + p) % 2.  A check is rl_check() of endpoint "/api"
+ * by the key as user (with all_dims, as ip and api_key too). */
+typedef struct ab_run {
+    rl_limiter *lim[2];
+    const char *keys;       /* key i at keys + i * stride (bench_keys) */
+    size_t stride, calls;
+    int pairs, blocks, first, all_dims;
+} ab_run;
+
+/* Per pair and side, the threads' mean CPU and wall ns a check; the
+ * denials on each side. */
+typedef struct ab_result {
+    double cpu[AB_MAX_PAIRS][2], wall[AB_MAX_PAIRS][2];
+    unsigned long long denied[2];
+} ab_result;
+
+/* Keys 0 .. nkeys-1 checked once on each side (state made before timing):
+ * 0, or rl_check()'s code with err set. */
+int bench_ab_charge(const ab_run *r, size_t nkeys, char *err);
+
+/* r on `threads` threads (seqs[t]: thread t's r->calls key indexes), after
+ * an untimed block a side: 0, or the first failure's code with err set. */
+int bench_ab(const ab_run *r, uint32_t *const *seqs, int threads,
+             ab_result *out, const char *prog, char *err);
+
 /* The 1-minute load average, or -1 when it cannot be read. */
 double loadavg1(void);
 
@@ -249,8 +282,10 @@ static inline uint64_t now_ns(void) /* CLOCK_MONOTONIC */
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* The CPU's "model name" from /proc/cpuinfo into buf; buf is left as it
- * is when there is none. */
+/* The calling thread's CPU time, ns: time it ran, not time it waited for
+ * a core other programs held (the wall clock counts both). */
+uint64_t thread_cpu_ns(void);
+
 /* Sleeps ms milliseconds, signals or not. */
 static inline void bench_sleep_ms(long ms)
 {
@@ -259,8 +294,6 @@ static inline void bench_sleep_ms(long ms)
     while (nanosleep(&ts, &ts) != 0) {
     }
 }
-
-void cpu_model_name(char *buf, size_t len);
 
 /* The closing line: "<prog>: done in S s, loadavg=L", or with json the
  * object named "done"; S counted from t_start (now_ns()). */

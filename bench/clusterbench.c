@@ -1,12 +1,11 @@
-
 /*
- * clusterbench.c -- what do the Redis layouts cost, and what does a Redis
- * Cluster give and take?  Starts its own redis-server and a 3 + 3 cluster
+ * clusterbench.c -- `redisbench cluster`: what does a Redis Cluster give
+ * and take?  Starts its own redis-server and a 3 + 3 cluster
  * (tests/redis_harness.c) and stops them however it ends.  How it measures
  * and how to read the ratios: docs/BENCHMARKS.md, "How each bench
- * measures".  The groups live in clusterbench_<group>.c over
- * clusterbench_util.c, clusterbench_load.c and clusterbench.h; this file
- * reads the command line, starts the servers and runs the groups.
+ * measures".  The groups live in clusterbench_<group>.c over the load of
+ * clusterbench_throughput.c; this file reads the command line, starts the
+ * servers and runs the groups.
  */
 #include "clusterbench.h"
 
@@ -15,97 +14,103 @@
 /* ---- the command line: one row an option ---------------------------- */
 
 #define OPT_AT(field) offsetof(options, field)
-#define MAX_COUNT 100000000.0
 
-static const char *const groups[] = {"bytes", "throughput", "reshard",
-                                     "failover", NULL};
+static const char *const groups[] = {"throughput", "reshard", "failover",
+                                     NULL};
 
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),
     {"--seconds", BENCH_OPT_REAL, OPT_AT(seconds), 0.1, 3600, 5, 2, NULL,
      "per throughput figure"},
-    {"--mem-keys", BENCH_OPT_COUNT, OPT_AT(mem_keys), 1, MAX_COUNT, 1000000,
-     20000, NULL, "clients for bytes_per_key"},
-    {"--usec-checks", BENCH_OPT_COUNT, OPT_AT(usec_checks), 1, MAX_COUNT,
-     200000, 20000, NULL, "checks per usec_per_call figure"},
-    {"--usec-clients", BENCH_OPT_COUNT, OPT_AT(usec_clients), 1, MAX_COUNT,
-     5000, 5000, NULL, "clients they go round"},
-    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_COUNT, 1000000,
+    {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, MAX_KEYS, 1000000,
      1000000, NULL, "key space for throughput and resharding"},
     {"--slots", BENCH_OPT_COUNT, OPT_AT(slots), 1, 1000, 20, 5, NULL,
      "slots moved during resharding"},
     {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups,
-     "one group (bytes includes usec_per_call)"},
+     "one group"},
 };
 
 static const bench_opts table = {
-    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "clusterbench",
-    .about = "Redis layouts and a 3 + 3 Redis Cluster it starts itself: "
-             "bytes and CPU per\ncheck, throughput beside one server, "
-             "resharding and failovers under load."};
-
-static int parse_args(int argc, char **argv, options *o)
-{
-    int rc;
-
-    memset(o, 0, sizeof *o);
-    if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
-        return rc;
-    if (o->usec_clients > o->mem_keys)
-        o->usec_clients = o->mem_keys;
-    return 0;
-}
+    .rows = opts, .n = sizeof opts / sizeof opts[0],
+    .prog = "redisbench cluster",
+    .about = "A 3 + 3 Redis Cluster it starts itself: throughput beside "
+             "one server,\nresharding and failovers under load."};
 
 static int want(const options *o, const char *group)
 {
     return o->only == NULL || strcmp(o->only, group) == 0;
 }
 
+/* ---- stopping: signals and the servers ------------------------------ */
+
+static rh_server single;
+static int single_up;
+rh_cluster cl;
+int cluster_up;
+double cluster_start_s;  /* rh_cluster_start(), until settled */
+static int cluster_master[RH_CLUSTER_MAX]; /* ROLE at start: 1 master */
+
+static void on_signal(int sig)
+{
+    g_signal = sig;
+    atomic_store(&g_stop, 1);
+}
+
+int interrupted(char *err)
+{
+    if (g_signal == 0)
+        return 0;
+    snprintf(err, ERRLEN, "interrupted by signal %d", (int)g_signal);
+    return 1;
+}
+
+int failovers(void)
+{
+    int n = 0;
+
+    for (int i = 0; i < cl.n; i++)
+        if (cluster_master[i] && rh_cluster_is_master(&cl, i) != 1)
+            n++;
+    return n;
+}
+
+/* A control connection with long timeouts (a FLUSHALL of millions of keys
+ * takes seconds). */
+static redisContext *control(const rh_server *s, char *err)
+{
+    redisContext *c = rh_connect(s);
+
+    if (c == NULL) {
+        snprintf(err, ERRLEN, "cannot connect to 127.0.0.1:%d", s->port);
+        return NULL;
+    }
+    redisSetTimeout(c, (struct timeval){60, 0});
+    return c;
+}
+
 /* ---- main -------------------------------------------------------------- */
 
-static int params_done;
-
-static void print_params(const options *o, const char *ver,
-                         const char *cpu_model)
+/* The parameters once, before the first figure. */
+static void print_params(const options *o)
 {
-    if (params_done++)
+    static int done;
+
+    if (done++)
         return;
-    if (o->json) {
-        printf("{\"name\":\"params\",\"nproc\":%ld,\"redis_version\":"
-               "\"%s\",\"mem_keys\":%llu,\"usec_checks\":%llu,"
-               "\"usec_clients\":%llu,\"keys\":%llu,\"seconds\":%.3g,"
-               "\"slots\":%llu,\"threads\":%d,\"quick\":%s,\"only\":\"%s\","
-               "\"library\":\"%s\",\"loadavg_1m\":%.2f,\"cpu_model\":",
-               sysconf(_SC_NPROCESSORS_ONLN), ver, o->mem_keys,
-               o->usec_checks, o->usec_clients, o->keys, o->seconds, o->slots,
-               THREADS, o->quick ? "true" : "false", o->only ? o->only : "",
-               rl_version_string(), loadavg1());
-        json_str(cpu_model);
-        printf("}\n");
-    } else {
-        printf("clusterbench: libratelimit %s, redis %s, nproc=%ld (%s), "
-               "loadavg=%.2f\n  mem_keys=%llu, usec_checks=%llu over %llu "
-               "clients, keys=%llu, seconds=%g, slots=%llu%s\n",
-               rl_version_string(), ver, sysconf(_SC_NPROCESSORS_ONLN),
-               cpu_model, loadavg1(), o->mem_keys, o->usec_checks,
-               o->usec_clients, o->keys, o->seconds, o->slots,
-               o->quick ? " (quick)" : "");
+    bench_params(&table, o, o->json);
+    if (!o->json)
         print_columns(&layout);
-    }
     fflush(stdout);
 }
 
 static void stop_servers(void)
 {
-    if (single_up) {
+    if (single_up)
         rh_stop(&single);
-        single_up = 0;
-    }
-    if (cluster_up) {
+    if (cluster_up)
         rh_cluster_stop(&cl);
-        cluster_up = 0;
-    }
+    single_up = cluster_up = 0;
 }
 
 static void install_signals(void)
@@ -127,13 +132,11 @@ typedef struct tp_all {
     int have_cluster;
 } tp_all;
 
-/* The single server: groups 1, 2 and throughput_single_64 (_many); ver
- * gets its version. */
-static int single_phase(const options *o, const char *cpu_model, char *ver,
-                        size_t verlen, tp_all *tps, char *err)
+/* The single server: throughput_single_64 (_many). */
+static int single_phase(options *o, tp_all *tps, char *err)
 {
     pidset ps = {0};
-    redisContext *ctl = NULL;
+    redisContext *c = NULL;
     char uri[1024];
     int rc = -1;
 
@@ -141,39 +144,28 @@ static int single_phase(const options *o, const char *cpu_model, char *ver,
         return snprintf(err, ERRLEN, "cannot start redis-server (stderr)"),
                -1;
     single_up = 1;
-    if ((ctl = control(&single, err)) == NULL ||
-        info_str(ctl, "server", "redis_version", ver, verlen, err))
+    if ((c = control(&single, err)) == NULL)
         goto out;
-    /* The script loaded first, so no figure counts its cache entry. */
-    {
-        redisReply *r = bcmd(ctl, err, "SCRIPT LOAD %b", rl_lua_check,
-                            rl_lua_check_len);
-        if (r == NULL)
-            goto out;
-        freeReplyObject(r);
-    }
-    print_params(o, ver, cpu_model);
-    fflush(stdout);
+    print_params(o);
     if (!rh_uri(&single, uri, sizeof uri)) {
         snprintf(err, ERRLEN, "rh_uri failed");
         goto out;
     }
-    if (want(o, "bytes") && group_bytes(o, ctl, uri, err))
-        goto out;
+    o->uri = uri;
     ps.master[ps.nmaster++] = single.pid;
-    if (want(o, "throughput") &&
-        (flushall_wait(ctl, err) ||
-         throughput(o, "throughput_single_64", uri, 1, &ps, &ctl, 1, NULL,
-                    NULL, &tps->single, err) ||
-         flushall_wait(ctl, err) ||
-         throughput(o, "throughput_single_64_many", uri, MANY_PER_CALL, &ps,
-                    &ctl, 1, &tps->single, "throughput_single_64",
-                    &tps->single_many, err)))
+    if (flushall_wait(c, err) ||
+        throughput(o, "throughput_single_64", 1, &ps, &c, 1, NULL, NULL,
+                   &tps->single, err) ||
+        flushall_wait(c, err) ||
+        throughput(o, "throughput_single_64_many", MANY_PER_CALL, &ps, &c, 1,
+                   &tps->single, "throughput_single_64", &tps->single_many,
+                   err))
         goto out;
     rc = 0;
 out:
-    if (ctl)
-        redisFree(ctl);
+    o->uri = NULL;
+    if (c)
+        redisFree(c);
     if (rc == 0) {
         rh_stop(&single);
         single_up = 0;
@@ -213,8 +205,7 @@ static int cluster_start(pidset *ps, redisContext **mctl, int *nm,
 }
 
 /* The cluster: throughput_cluster_64 (_many) and resharding. */
-static int cluster_phase(const options *o, const char *cpu_model, char *ver,
-                         size_t verlen, tp_all *tps, char *err)
+static int cluster_phase(options *o, tp_all *tps, char *err)
 {
     redisContext *mctl[RH_CLUSTER_MAX] = {0};
     pidset ps = {0};
@@ -223,63 +214,55 @@ static int cluster_phase(const options *o, const char *cpu_model, char *ver,
 
     if (cluster_start(&ps, mctl, &nm, uri, sizeof uri, err))
         goto out;
-    if (ver[0] == '\0' &&
-        info_str(mctl[0], "server", "redis_version", ver, verlen, err))
-        goto out;
-    print_params(o, ver, cpu_model);
+    print_params(o);
+    o->uri = uri;
     if (want(o, "throughput")) {
-        if (throughput(o, "throughput_cluster_64", uri, 1, &ps, mctl, nm,
+        if (throughput(o, "throughput_cluster_64", 1, &ps, mctl, nm,
                        &tps->single, "throughput_single_64", &tps->cluster,
                        err) ||
-            throughput(o, "throughput_cluster_64_many", uri, MANY_PER_CALL,
-                       &ps, mctl, nm, &tps->single_many,
+            throughput(o, "throughput_cluster_64_many", MANY_PER_CALL, &ps,
+                       mctl, nm, &tps->single_many,
                        "throughput_single_64_many", &tps->cluster_many, err))
             goto out;
         tps->have_cluster = 1;
     }
     if (want(o, "reshard") &&
-        group_reshard(o, uri, &ps, tps->have_cluster ? &tps->cluster : NULL,
-                      err))
+        group_reshard(o, &ps, tps->have_cluster ? &tps->cluster : NULL, err))
         goto out;
-    if (want(o, "failover") && group_failover(o, uri, err))
+    if (want(o, "failover") && group_failover(o, err))
         goto out;
     rc = 0;
 out:
+    o->uri = NULL;
     for (int i = 0; i < nm; i++)
         redisFree(mctl[i]);
     return rc;
 }
 
-int main(int argc, char **argv)
+int cluster_main(int argc, char **argv)
 {
-    options o;
+    options o = {0};
     int prc, status = 1;
-    char err[ERRLEN] = "", ver[64] = "", cpu_model[128] = "";
+    char err[ERRLEN] = "";
     uint64_t t_start = now_ns();
     tp_all tps = {.have_cluster = 0};
 
-    prc = parse_args(argc, argv, &o);
-    if (prc != 0)
+    if ((prc = bench_opt_args(argc, argv, &table, &o)) != 0)
         return prc == 1 ? 0 : 2;
     install_signals();
     if (!rh_available() || !rh_cluster_available()) {
         snprintf(err, ERRLEN, "needs redis-server and redis-cli on PATH");
         goto out;
     }
-    cpu_model_name(cpu_model, sizeof cpu_model);
-    if ((want(&o, "bytes") || want(&o, "throughput")) &&
-        single_phase(&o, cpu_model, ver, sizeof ver, &tps, err))
+    if ((want(&o, "throughput") && single_phase(&o, &tps, err)) ||
+        cluster_phase(&o, &tps, err))
         goto out;
-    if ((want(&o, "throughput") || want(&o, "reshard") ||
-         want(&o, "failover")) &&
-        cluster_phase(&o, cpu_model, ver, sizeof ver, &tps, err))
-        goto out;
-    print_done("clusterbench", o.json, t_start);
+    print_done("redisbench cluster", o.json, t_start);
     status = 0;
 out:
     stop_servers();
     if (status != 0) {
-        fprintf(stderr, "clusterbench: %s\n", err[0] ? err : "failed");
+        fprintf(stderr, "redisbench cluster: %s\n", err[0] ? err : "failed");
         if (g_signal)
             status = 128 + (int)g_signal;
     }

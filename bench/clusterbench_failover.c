@@ -1,5 +1,5 @@
 /*
- * clusterbench_failover.c -- group 5 of clusterbench: planned, hung and
+ * clusterbench_failover.c -- the group failover of `redisbench cluster`: planned, hung and
  * killed masters under load (issue 15).  It changes the cluster, so it runs
  * last.  Method: docs/BENCHMARKS.md, "How each bench measures".
  */
@@ -10,6 +10,7 @@
 #define FO_HANG_MS 400
 #define FO_TARGET_MS 100.0
 #define FO_WAIT_S 30.0
+#define FO_DEGRADED (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN | RL_FLAG_FAIL_CLOSED)
 
 typedef struct fo_load {
     rl_limiter *lim;
@@ -28,7 +29,7 @@ static void fo_count(fo_load *l, int rc, const rl_result *res)
     atomic_fetch_add(&l->checks, 1);
     if (rc != RL_OK)
         atomic_fetch_add(&l->errors, 1);
-    else if (res->flags & DEGRADED)
+    else if (res->flags & FO_DEGRADED)
         atomic_fetch_add(&l->degraded, 1);
 }
 
@@ -55,7 +56,7 @@ static void *fo_watcher(void *arg)
 
     while (!atomic_load(&l->stop)) {
         int rc = rl_allow(l->lim, l->key, "big", 1, &res);
-        if (rc == RL_OK && !(res.flags & DEGRADED) &&
+        if (rc == RL_OK && !(res.flags & FO_DEGRADED) &&
             atomic_load(&l->since_ns) && !atomic_load(&l->first_ok_ns))
             atomic_store(&l->first_ok_ns, (int64_t)now_ns());
         sleep_s(0.001);
@@ -76,9 +77,10 @@ static void key_in_slot(char *buf, size_t len, int slot)
 static int fo_start(fo_load *l, const char *uri, const options *o,
                     int slot, char *err)
 {
-    char rules[256];
+    char rule[256], rules[300];
 
-    one_rule(rules, sizeof rules, "big", 0, BIG_LIMIT, BIG_WINDOW_S, 0);
+    one_rule(rule, sizeof rule, "big", 0, BIG_LIMIT, BIG_WINDOW_S, 0);
+    snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
     l->nkeys = o->keys;
     key_in_slot(l->key, sizeof l->key, slot);
     if (!(l->lim = bench_limiter(
@@ -215,8 +217,10 @@ static int fo_resume(const options *o, const char *uri, int slot, int hang,
     return 0;
 }
 
-int group_failover(const options *o, const char *uri, char *err)
+int group_failover(const options *o, char *err)
 {
+    const char *uri = o->uri;
+
     if (fo_planned(o, uri, err) || rh_cluster_wait_ok(&cl, 20000) != 0 ||
         fo_resume(o, uri, 16383, 1, err) ||
         rh_cluster_wait_ok(&cl, 20000) != 0 ||

@@ -1,11 +1,10 @@
 /*
- * clusterbench_reshard.c -- group 4 of clusterbench: resharding under
- * load (reshard_redirect_share, the checks/s meanwhile; fallback and
- * errors must be 0).  Method: docs/BENCHMARKS.md, "How each bench
+ * clusterbench_reshard.c -- the group reshard of `redisbench cluster`:
+ * resharding under load (reshard_redirect_share, the checks/s meanwhile;
+ * fallback and errors must be 0).  Method: docs/BENCHMARKS.md, "How each bench
  * measures".
  */
 #include "clusterbench.h"
-/* ---- group 4: resharding under load ------------------------------------ */
 
 static int first_master_other_than(int not)
 {
@@ -88,12 +87,12 @@ static int rs_move(const rs_plan *p, tp *t, int *moved_keys, char *err)
 }
 
 /* The load started, warmed up, measured while the slots move, stopped. */
-static int rs_run(const options *o, const char *uri, const pidset *ps,
-                  const rs_plan *p, tp *t, int *moved_keys, char *err)
+static int rs_run(const options *o, const pidset *ps, const rs_plan *p,
+                  tp *t, int *moved_keys, char *err)
 {
     int rc = -1;
 
-    if (tp_start(t, uri, p->hot, o->keys, 1, err) == 0) {
+    if (tp_start(t, o, p->hot, TP_THREADS, 1, 0, err) == 0) {
         sleep_s(WARM_S);
         if (!interrupted(err)) {
             tp_measure_begin(t, ps);
@@ -179,7 +178,7 @@ static void rs_emit_load(const options *o, const tp *t,
     emit(o, &f);
 }
 
-int group_reshard(const options *o, const char *uri, const pidset *ps,
+int group_reshard(const options *o, const pidset *ps,
                   const tp_figs *cluster_ref, char *err)
 {
     rs_plan p = {.nslots = (int)o->slots};
@@ -193,7 +192,7 @@ int group_reshard(const options *o, const char *uri, const pidset *ps,
     }
     if (rs_pick_slots(&p, err) == 0) {
         rs_hot_pools(o, &p);
-        rc = rs_run(o, uri, ps, &p, &t, &moved_keys, err);
+        rc = rs_run(o, ps, &p, &t, &moved_keys, err);
     }
     if (rc == 0) {
         rs_emit_redirects(o, &p, &t, moved_keys);

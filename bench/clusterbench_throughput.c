@@ -1,15 +1,13 @@
 /*
- * clusterbench_throughput.c -- group 3 of clusterbench: checks per second
- * and p50/p99 latency of 64 threads of rl_allow (and of 2 threads x 32 per
- * rl_check_many) against the single server, then against the cluster,
- * whose figures have the single server's as reference, with the CPU of
- * client, masters, replicas and the rest of the machine and the servers'
- * EVALSHA time per check: what a cluster costs or gives on this machine.
+ * clusterbench_throughput.c -- the group throughput of `redisbench
+ * cluster`: checks/s and p50/p99 of TP_THREADS threads of rl_allow (or
+ * rl_check_many of MANY_PER_CALL) against one server, then the cluster
+ * beside it, with the CPU of client, masters, replicas and the rest of the
+ * machine and the servers' script time per check.
  */
 #include "clusterbench.h"
-/* ---- group 3: throughput ---------------------------------------------- */
 
-/* CONFIG RESETSTAT on every server in cs[0..n) / their EVALSHA totals. */
+/* CONFIG RESETSTAT on every server in cs[0..n). */
 static int reset_all(redisContext **cs, int n, char *err)
 {
     for (int i = 0; i < n; i++)
@@ -19,14 +17,16 @@ static int reset_all(redisContext **cs, int n, char *err)
 }
 
 /* The load started, warmed up, measured for o->seconds with the servers'
- * command counts summed into cs, stopped; an error of any check fails it. */
-static int tp_measured(const options *o, const char *name, const char *uri,
-                       int per_call, const pidset *ps, redisContext **servers,
-                       int nservers, tp *t, cmdstats *cs, char *err)
+ * script calls and their usec summed into cs[0..2), stopped; an error of
+ * any check fails it. */
+static int tp_measured(const options *o, const char *name, int per_call,
+                       const pidset *ps, redisContext **servers,
+                       int nservers, tp *t, double cs[2], char *err)
 {
     int rc = -1;
+    cmdstat c;
 
-    if (tp_start(t, uri, NULL, o->keys, per_call, err))
+    if (tp_start(t, o, NULL, TP_THREADS / per_call, per_call, 0, err))
         goto out;
     sleep_s(WARM_S);
     if (interrupted(err) || reset_all(servers, nservers, err))
@@ -36,9 +36,12 @@ static int tp_measured(const options *o, const char *name, const char *uri,
     tp_measure_end(t, ps);
     if (interrupted(err))
         goto out;
-    for (int i = 0; i < nservers; i++)
-        if (cmdstats_add(servers[i], cs, err))
+    for (int i = 0; i < nservers; i++) {
+        if (cmdstat_script_at(servers[i], &c, err))
             goto out;
+        cs[0] += c.calls;
+        cs[1] += c.calls * c.usec_per_call;
+    }
     rc = 0;
 out:
     tp_stop(t);
@@ -53,7 +56,7 @@ out:
 /* <name>: checks/s (beside ref, named ref_name, when given), with where
  * the CPU went and the servers' script calls per check. */
 static void tp_emit_rate(const options *o, const char *name, int per_call,
-                         int nservers, const tp *t, const cmdstats *cs,
+                         int nservers, const tp *t, const double cs[2],
                          const tp_figs *ref, const char *ref_name,
                          const tp_figs *out)
 {
@@ -69,7 +72,7 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
         f.ref[0] = ref->rate;
         f.ref_name[0] = ref_name;
     }
-    xnum(&f, "threads", per_call > 1 ? THREADS / per_call : THREADS);
+    xnum(&f, "threads", TP_THREADS / per_call);
     xnum(&f, "per_call", per_call);
     xnum(&f, "keys", (double)o->keys);
     xnum(&f, "seconds", secs);
@@ -80,14 +83,10 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
     xnum(&f, "degraded", (double)t->sum.degraded);
     xnum(&f, "denied", (double)t->sum.denied);
     xnum(&f, "servers", nservers);
-    xnum(&f, "server_usec_per_check",
-         (double)t->sum.calls > 0 ? cs_script_usec(cs) / (double)t->sum.calls
-                              : NAN);
-    xnum(&f, "evalsha_calls", cs_script_calls(cs));
+    xnum(&f, "server_usec_per_check", cs[1] / (double)t->sum.calls);
+    xnum(&f, "evalsha_calls", cs[0]);
     xnum(&f, "checks_per_batch", calls > 0 ? checks / calls : NAN);
-    xnum(&f, "evalsha_calls_per_check",
-         (double)t->sum.calls > 0 ? cs_script_calls(cs) / (double)t->sum.calls
-                              : NAN);
+    xnum(&f, "evalsha_calls_per_check", cs[0] / (double)t->sum.calls);
     xnum(&f, "client_cpu", cu.client);
     xnum(&f, "redis_cpu", cu.redis);
     xnum(&f, "replica_cpu", cu.replica);
@@ -104,46 +103,22 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
     emit(o, &f);
 }
 
-/* <name>_p50 and _p99, beside ref's when given. */
-static void tp_emit_latency(const options *o, const char *name, const tp *t,
-                            const tp_figs *ref, const tp_figs *out)
-{
-    char nm[2][64];
-    const double v[2] = {out->p50, out->p99};
-    const double r[2] = {ref ? ref->p50 : 0, ref ? ref->p99 : 0};
-
-    snprintf(nm[0], sizeof nm[0], "%s_p50", name);
-    snprintf(nm[1], sizeof nm[1], "%s_p99", name);
-    for (int i = 0; i < 2; i++) {
-        figure f = {.name = nm[i], .value = v[i], .unit = "us"};
-        if (ref) {
-            f.nrefs = 1;
-            f.ref[0] = r[i];
-            f.ref_name[0] = i == 0 ? "ref_p50" : "ref_p99";
-        }
-        if (i == 0)
-            xnum(&f, "samples", (double)t->sum.all.n);
-        else
-            xnum(&f, "p999_us", hist_pct(&t->sum.all, 0.999) / 1000.0);
-        emit(o, &f);
-    }
-}
-
-int throughput(const options *o, const char *name, const char *uri,
-               int per_call, const pidset *ps, redisContext **servers,
-               int nservers, const tp_figs *ref, const char *ref_name,
-               tp_figs *out, char *err)
+int throughput(const options *o, const char *name, int per_call,
+               const pidset *ps, redisContext **servers, int nservers,
+               const tp_figs *ref, const char *ref_name, tp_figs *out,
+               char *err)
 {
     tp t;
-    cmdstats cs = {0};
+    double cs[2] = {0, 0};
 
-    if (tp_measured(o, name, uri, per_call, ps, servers, nservers, &t, &cs,
-                    err))
+    if (tp_measured(o, name, per_call, ps, servers, nservers, &t, cs, err))
         return -1;
     out->rate = (double)t.sum.calls / ((double)(t.t1 - t.t0) / 1e9);
     out->p50 = hist_pct(&t.sum.all, 0.50) / 1000.0;
     out->p99 = hist_pct(&t.sum.all, 0.99) / 1000.0;
-    tp_emit_rate(o, name, per_call, nservers, &t, &cs, ref, ref_name, out);
-    tp_emit_latency(o, name, &t, ref, out);
+    tp_emit_rate(o, name, per_call, nservers, &t, cs, ref, ref_name, out);
+    tp_emit_latency(o, name, &t.sum, ref ? (double[2]){ref->p50, ref->p99}
+                                         : NULL,
+                    (const char *const[2]){"ref_p50", "ref_p99"}, NULL);
     return 0;
 }

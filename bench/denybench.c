@@ -125,40 +125,54 @@ static int abuse(rl_limiter *lim, const rh_server *srv, const options *o,
     return before < 0 ? -1 : 0;
 }
 
-static void report(const options *o, const run r[2])
-{
-    static const text_layout t = {30, 12, 4, 10, 22, 4};
-    figure f = {.name = "deny_redis_calls_per_check",
-                .value = (double)r[ON].calls / (double)r[ON].checks,
-                .unit = "calls", .nrefs = 1,
-                .ref = {(double)r[OFF].calls / (double)r[OFF].checks},
-                .ref_name = {"deny_cache=0"}};
+static const text_layout layout = {30, 12, 4, 10, 22, 4};
 
-    if (!o->json)
-        print_columns(&t);
+/* <what>_redis_calls_per_check and <what>_checks_per_s, on beside off
+ * (named ref); `cached`: what r[].cached counts. */
+static void report_calls(const options *o, const char *what, const run r[2],
+                         const char *ref, const char *cached)
+{
+    char name[2][48];
+    figure f = {.name = name[0], .unit = "calls", .nrefs = 1,
+                .value = (double)r[ON].calls / (double)r[ON].checks,
+                .ref = {(double)r[OFF].calls / (double)r[OFF].checks},
+                .ref_name = {ref}};
+
+    snprintf(name[0], sizeof name[0], "%s_redis_calls_per_check", what);
+    snprintf(name[1], sizeof name[1], "%s_checks_per_s", what);
     xnum(&f, "target", 0.01);
-    xnum(&f, "calls_per_million_checks",
-         1e6 * (double)r[ON].calls / (double)r[ON].checks);
+    xnum(&f, "calls_per_million_checks", 1e6 * f.value);
+    /* once a limit is spent the rest are denials the deny cache answers:
+     * the calls over the admitted checks alone, too */
+    xnum(&f, "calls_per_admitted",
+         (double)r[ON].calls / (double)(r[ON].admitted ? r[ON].admitted : 1));
     xnum(&f, "checks", (double)r[ON].checks);
     xnum(&f, "calls", (double)r[ON].calls);
-    xnum(&f, "cached", (double)r[ON].cached);
+    xnum(&f, cached, (double)r[ON].cached);
     xnum(&f, "admitted", (double)r[ON].admitted);
     xnum(&f, "checks_ref", (double)r[OFF].checks);
     xnum(&f, "calls_ref", (double)r[OFF].calls);
     xnum(&f, "admitted_ref", (double)r[OFF].admitted);
-    emit_figure(&f, o->json, &t);
-    f = (figure){.name = "deny_checks_per_s",
+    emit_figure(&f, o->json, &layout);
+    f = (figure){.name = name[1], .unit = "checks/s", .nrefs = 1,
                  .value = (double)r[ON].checks / r[ON].secs,
-                 .unit = "checks/s", .nrefs = 1,
                  .ref = {(double)r[OFF].checks / r[OFF].secs},
-                 .ref_name = {"deny_cache=0"}};
-    emit_figure(&f, o->json, &t);
-    f = (figure){.name = "deny_admitted", .value = (double)r[ON].admitted,
-                 .unit = "requests", .nrefs = 1,
-                 .ref = {(double)r[OFF].admitted},
-                 .ref_name = {"deny_cache=0"}};
+                 .ref_name = {ref}};
+    emit_figure(&f, o->json, &layout);
+}
+
+static void report(const options *o, const run r[2])
+{
+    figure f = {.name = "deny_admitted", .value = (double)r[ON].admitted,
+                .unit = "requests", .nrefs = 1,
+                .ref = {(double)r[OFF].admitted},
+                .ref_name = {"deny_cache=0"}};
+
+    if (!o->json)
+        print_columns(&layout);
+    report_calls(o, "deny", r, "deny_cache=0", "cached");
     xnum(&f, "expected", (double)o->limit * (double)o->seconds / 60.0);
-    emit_figure(&f, o->json, &t);
+    emit_figure(&f, o->json, &layout);
 }
 
 /* ---- leases ------------------------------------------------------------- */
@@ -267,49 +281,24 @@ static int lease_fleet(const char *uri, const rh_server *srv,
 
 static void report_lease(const options *o, const run r[2])
 {
-    static const text_layout t = {30, 12, 4, 10, 22, 4};
     double held = (double)o->fleet * (double)(o->lease - 1);
-    figure f = {.name = "lease_redis_calls_per_check",
-                .value = (double)r[ON].calls / (double)r[ON].checks,
-                .unit = "calls", .nrefs = 1,
-                .ref = {(double)r[OFF].calls / (double)r[OFF].checks},
-                .ref_name = {"no lease"}};
-
-    xnum(&f, "target", 0.01);
-    /* once the limit is spent the rest are denials the deny cache
-     * answers: the calls over the admitted checks alone, too */
-    xnum(&f, "calls_per_million_checks",
-         1e6 * (double)r[ON].calls / (double)r[ON].checks);
-    xnum(&f, "calls_per_admitted",
-         (double)r[ON].calls / (double)(r[ON].admitted ? r[ON].admitted : 1));
-    xnum(&f, "fleet", (double)o->fleet);
-    xnum(&f, "lease", (double)o->lease);
-    xnum(&f, "checks", (double)r[ON].checks);
-    xnum(&f, "calls", (double)r[ON].calls);
-    xnum(&f, "leased", (double)r[ON].cached);
-    xnum(&f, "checks_ref", (double)r[OFF].checks);
-    xnum(&f, "calls_ref", (double)r[OFF].calls);
-    xnum(&f, "admitted_ref", (double)r[OFF].admitted);
-    emit_figure(&f, o->json, &t);
-    f = (figure){.name = "lease_checks_per_s",
-                 .value = (double)r[ON].checks / r[ON].secs,
-                 .unit = "checks/s", .nrefs = 1,
-                 .ref = {(double)r[OFF].checks / r[OFF].secs},
-                 .ref_name = {"no lease"}};
-    emit_figure(&f, o->json, &t);
     /* a fixed window: never above the limit but by the answers Redis did
      * not give (degraded: a check that timed out, the rule's fallback);
      * when the partner asks beyond it, at most fleet x (lease - 1) below
      * (held, unspent) */
-    f = (figure){.name = "lease_admitted", .value = (double)r[ON].admitted,
-                 .unit = "requests", .nrefs = 2,
-                 .ref = {(double)o->partner, (double)o->partner - held},
-                 .ref_name = {"the limit", "limit - fleet*(lease-1)"}};
+    figure f = {.name = "lease_admitted", .value = (double)r[ON].admitted,
+                .unit = "requests", .nrefs = 2,
+                .ref = {(double)o->partner, (double)o->partner - held},
+                .ref_name = {"the limit", "limit - fleet*(lease-1)"}};
+
+    report_calls(o, "lease", r, "no lease", "leased");
+    xnum(&f, "fleet", (double)o->fleet);
+    xnum(&f, "lease", (double)o->lease);
     xnum(&f, "bound_over", 0);
     xnum(&f, "degraded", (double)r[ON].degraded);
     xnum(&f, "bound_under", held);
     xnum(&f, "admitted_ref", (double)r[OFF].admitted);
-    emit_figure(&f, o->json, &t);
+    emit_figure(&f, o->json, &layout);
 }
 
 int deny_main(int argc, char **argv, sb_env *env)

@@ -20,24 +20,11 @@
 #define ENF 0
 #define LOG 1
 #define KEY_STRIDE 16
-#define MAX_ROUNDS 1000
 
 typedef struct options {
     unsigned long long keys, calls, rounds;
     int json, quick;
 } options;
-
-typedef struct worker {
-    bench_status st;        /* first: bench_threads() reads it */
-    rl_limiter *lim[2];
-    const char *keys;
-    uint32_t *seq;          /* calls key indexes */
-    size_t calls;
-    int rounds;
-    pthread_barrier_t *bar;
-    double ns[2][MAX_ROUNDS]; /* out: mean ns per check, per round */
-    unsigned long long denied[2];
-} worker;
 
 #define OPT_AT(field) offsetof(options, field)
 
@@ -48,7 +35,7 @@ static const bench_opt opts[] = {
      "distinct users"},
     {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 20000, 5000, NULL,
      "checks per timed block"},
-    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS, 40, 10, NULL,
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, AB_MAX_PAIRS, 40, 10, NULL,
      "blocks per limiter and thread"},
 };
 
@@ -69,89 +56,24 @@ static rl_limiter *make_limiter(const char *mode, long long limit,
     return bench_limiter((const char *const[]){"rules", rules, NULL}, err);
 }
 
-static int check(worker *w, int which, const char *user)
-{
-    rl_request req = {.size = sizeof(rl_request), .endpoint = "/api", .user = user, .cost = 1};
-    rl_result res = RL_RESULT_INIT;
-    int rc = rl_check(w->lim[which], &req, &res);
-
-    if (rc != RL_OK) {
-        set_err(w->st.err, "rl_check", rc, errtext(w->lim[which]));
-        return w->st.rc = rc;
-    }
-    w->denied[which] += !res.allowed;
-    return RL_OK;
-}
-
-static void *worker_main(void *arg)
-{
-    worker *w = arg;
-
-    for (int which = ENF; which <= LOG; which++) /* warm-up, untimed */
-        for (size_t i = 0; i < w->calls && w->st.rc == 0; i++)
-            check(w, which, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
-    w->denied[ENF] = w->denied[LOG] = 0;
-    for (int r = 0; r < w->rounds; r++) {
-        for (int k = 0; k < 2; k++) {
-            int which = (r + k) % 2; /* alternate which goes first */
-            uint64_t t0;
-
-            pthread_barrier_wait(w->bar);
-            t0 = now_ns();
-            for (size_t i = 0; i < w->calls && w->st.rc == 0; i++)
-                check(w, which, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
-            w->ns[which][r] = (double)(now_ns() - t0) / (double)w->calls;
-        }
-    }
-    return NULL;
-}
-
 typedef struct result {
     double median[2], mean[2];
     unsigned long long denied[2];
 } result;
 
-/* Per round, the threads' mean; then the median and mean over rounds. */
-static void summarize(worker *w, int threads, int rounds, result *out)
+/* Per side, the median and the mean over rounds of the threads' mean. */
+static void summarize(const ab_result *ab, int rounds, result *out)
 {
-    double per_round[MAX_ROUNDS];
+    double per_round[AB_MAX_PAIRS];
 
     for (int which = ENF; which <= LOG; which++) {
         double sum = 0;
-        for (int r = 0; r < rounds; r++) {
-            per_round[r] = 0;
-            for (int t = 0; t < threads; t++)
-                per_round[r] += w[t].ns[which][r] / threads;
-            sum += per_round[r];
-        }
-        sort_doubles(per_round, (size_t)rounds);
-        out->median[which] = per_round[rounds / 2];
+        for (int r = 0; r < rounds; r++)
+            sum += per_round[r] = ab->wall[r][which];
+        out->median[which] = median_of(per_round, (size_t)rounds);
         out->mean[which] = sum / rounds;
-        out->denied[which] = 0;
-        for (int t = 0; t < threads; t++)
-            out->denied[which] += w[t].denied[which];
+        out->denied[which] = ab->denied[which];
     }
-}
-
-static int run_case(const options *o, rl_limiter **lim, const char *keys,
-                    uint32_t *const *seqs, int threads, result *out,
-                    char *err)
-{
-    static worker w[2];
-    pthread_barrier_t bar;
-    int rc;
-
-    pthread_barrier_init(&bar, NULL, (unsigned)threads);
-    for (int t = 0; t < threads; t++)
-        w[t] = (worker){.lim = {lim[ENF], lim[LOG]}, .keys = keys,
-                        .seq = seqs[t], .calls = (size_t)o->calls,
-                        .rounds = (int)o->rounds, .bar = &bar};
-    rc = bench_threads(w, sizeof w[0], threads, worker_main, "dryrunbench",
-                       err);
-    pthread_barrier_destroy(&bar);
-    if (rc == 0)
-        summarize(w, threads, (int)o->rounds, out);
-    return rc;
 }
 
 /* How many distinct users the first `threads` sequences name: after a
@@ -202,24 +124,25 @@ static int bench_case(const options *o, const char *keys,
         {"dryrun_check_deny_1t", "dryrun_check_deny_2t"}};
     long long limit = deny ? 1 : 1000000000LL;
     rl_limiter *lim[2] = {make_limiter("enforce", limit, err), NULL};
+    ab_run ab = {.keys = keys, .stride = KEY_STRIDE, .calls = o->calls,
+                 .pairs = (int)o->rounds, .blocks = 2};
+    static ab_result res;
     int rc = -1;
 
     if (lim[ENF] && (lim[LOG] = make_limiter("log", limit, err))) {
-        worker w = {.lim = {lim[ENF], lim[LOG]}};
-        rc = 0;
-        for (size_t i = 0; i < o->keys && rc == 0; i++)
-            for (int which = ENF; which <= LOG && rc == 0; which++)
-                rc = check(&w, which, keys + i * KEY_STRIDE);
-        if (rc)
-            memcpy(err, w.st.err, ERRLEN);
+        ab.lim[ENF] = lim[ENF];
+        ab.lim[LOG] = lim[LOG];
+        rc = bench_ab_charge(&ab, o->keys, err);
     }
     for (int threads = 1; threads <= 2 && rc == 0; threads++) {
         rl_dryrun d = {.size = sizeof d};
         result r;
-        if ((rc = run_case(o, lim, keys, seqs, threads, &r, err)) == 0 &&
-            (rc = rl_rule_dryrun_get(lim[LOG], "r", &d)) != RL_OK)
+        if ((rc = bench_ab(&ab, seqs, threads, &res, "rlbench dryrun", err)))
+            break;
+        summarize(&res, (int)o->rounds, &r);
+        if ((rc = rl_rule_dryrun_get(lim[LOG], "r", &d)) != RL_OK)
             set_err(err, "rl_rule_dryrun_get", rc, errtext(lim[LOG]));
-        if (rc == 0)
+        else
             emit_case(o, names[deny][threads - 1], threads, &r, &d,
                       deny ? true_distinct(o, seqs, threads) : 0);
     }

@@ -8,17 +8,12 @@ set -eu
 json=0
 [ "${1:-}" = --json ] && { json=1; shift; }
 keys=${1:-5000}
-dir=$(mktemp -d)
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    --dir "$dir" --daemonize yes --pidfile "$dir/pid" >/dev/null
-trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$dir"' EXIT
+here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
+. "$here/redis-up.sh"
+redis_init logshape.sh 'logshape.XXXXXX'
+redis_up 10 redis_rand_port
+port=$REDIS_PORT
 cli() { redis-cli -p "$port" "$@"; }
-i=0
-until cli ping >/dev/null 2>&1; do
-    i=$((i + 1)); [ $i -lt 100 ] || { echo "logshape: no redis" >&2; exit 1; }
-    sleep 0.05
-done
 
 packed='local key, limit, w = KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2])
 local t = redis.call("TIME")

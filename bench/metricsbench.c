@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #endif
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,9 +20,8 @@
 #define OFF 0 /* metrics off: the reference */
 #define ON 1  /* metrics on                  */
 #define KEY_STRIDE 16
-#define MAX_PAIRS 1000      /* per instance */
+#define MAX_PAIRS AB_MAX_PAIRS /* per instance */
 #define MAX_INSTANCES 16
-#define BLOCKS 4            /* a pair: A B B A */
 
 typedef struct options {
     unsigned long long keys, calls, pairs, instances;
@@ -36,19 +34,6 @@ typedef struct bench_case {
     const char *name;       /* after "metrics_check_" */
     int deny, threads, distinct, aa;
 } bench_case;
-
-typedef struct worker {
-    bench_status st;        /* first: bench_threads() reads it */
-    rl_limiter *lim[2];
-    const char *keys;
-    uint32_t *seq;          /* calls key indexes, this thread's users */
-    size_t calls;
-    int pairs, first;       /* first: the side that opens pair 0 */
-    pthread_barrier_t *bar;
-    double ns[MAX_PAIRS][2];   /* out: per pair and side, CPU ns a check */
-    double wall[MAX_PAIRS][2]; /*      ... and wall ns                   */
-    unsigned long long denied[2];
-} worker;
 
 #define OPT_AT(field) offsetof(options, field)
 
@@ -94,63 +79,6 @@ static rl_limiter *make_limiter(const options *o, int metrics,
                          err);
 }
 
-static int check(worker *w, int side, const char *user)
-{
-    rl_request req = {.size = sizeof(rl_request), .endpoint = "/api",
-                      .user = user, .ip = user, .api_key = user, .cost = 1};
-    rl_result res = RL_RESULT_INIT;
-    int rc = rl_check(w->lim[side], &req, &res);
-
-    if (rc != RL_OK) {
-        set_err(w->st.err, "rl_check", rc, errtext(w->lim[side]));
-        return w->st.rc = rc;
-    }
-    w->denied[side] += !res.allowed;
-    return RL_OK;
-}
-
-/* The calling thread's CPU time, ns: time it ran, not time it waited
- * for a core other programs held (the wall clock counts both). */
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
-}
-
-/* One timed block of w->calls checks on side `side`: CPU and wall ns per
- * check added to the pair's (each of its two blocks counts half). */
-static void block(worker *w, int p, int side)
-{
-    uint64_t t0, c0;
-
-    pthread_barrier_wait(w->bar);
-    t0 = now_ns();
-    c0 = thread_cpu_ns();
-    for (size_t i = 0; i < w->calls && w->st.rc == 0; i++)
-        check(w, side, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
-    w->ns[p][side] += (double)(thread_cpu_ns() - c0) / (double)w->calls / 2;
-    w->wall[p][side] += (double)(now_ns() - t0) / (double)w->calls / 2;
-}
-
-static void *worker_main(void *arg)
-{
-    worker *w = arg;
-
-    for (int side = OFF; side <= ON; side++) /* warm-up, untimed */
-        for (size_t i = 0; i < w->calls && w->st.rc == 0; i++)
-            check(w, side, w->keys + (size_t)w->seq[i] * KEY_STRIDE);
-    w->denied[OFF] = w->denied[ON] = 0;
-    for (int p = 0; p < w->pairs; p++) {
-        int a = (w->first + p) % 2; /* A B B A, then B A A B */
-        w->ns[p][OFF] = w->ns[p][ON] = w->wall[p][OFF] = w->wall[p][ON] = 0;
-        for (int k = 0; k < BLOCKS; k++)
-            block(w, p, k == 0 || k == BLOCKS - 1 ? a : !a);
-    }
-    return NULL;
-}
-
 /* A case's pairs over its instances: per pair, the threads' mean ns per
  * check on each side, and off / on. */
 typedef struct result {
@@ -161,22 +89,16 @@ typedef struct result {
     unsigned long long denied[2];
 } result;
 
-static void collect(const worker *w, int threads, int pairs, result *out)
+static void collect(const ab_result *ab, int pairs, result *out)
 {
     for (int p = 0; p < pairs; p++) {
-        double on = 0, off = 0, won = 0, woff = 0;
-        for (int t = 0; t < threads; t++) {
-            on += w[t].ns[p][ON] / threads, off += w[t].ns[p][OFF] / threads;
-            won += w[t].wall[p][ON], woff += w[t].wall[p][OFF];
-        }
-        out->wall_ratio[out->n] = woff / won;
-        out->ns[ON][out->n] = on;
-        out->ns[OFF][out->n] = off;
-        out->ratio[out->n++] = off / on;
+        out->wall_ratio[out->n] = ab->wall[p][OFF] / ab->wall[p][ON];
+        out->ns[ON][out->n] = ab->cpu[p][ON];
+        out->ns[OFF][out->n] = ab->cpu[p][OFF];
+        out->ratio[out->n++] = ab->cpu[p][OFF] / ab->cpu[p][ON];
     }
-    for (int t = 0; t < threads; t++)
-        for (int side = OFF; side <= ON; side++)
-            out->denied[side] += w[t].denied[side];
+    for (int side = OFF; side <= ON; side++)
+        out->denied[side] += ab->denied[side];
 }
 
 /* The q-quantile of the n sorted values v (nearest rank). */
@@ -187,24 +109,21 @@ static double quantile(const double *v, size_t n, double q)
     return v[i < n ? i : n - 1];
 }
 
+/* One instance: o->pairs ABBA pairs on lim, side `first` opening the
+ * first pair, CPU ns a check. */
 static int run_instance(const options *o, rl_limiter **lim, const char *keys,
                         uint32_t *const *seqs, int threads, int first,
                         result *out, char *err)
 {
-    static worker w[2];
-    pthread_barrier_t bar;
-    int rc;
+    static ab_result ab;
+    ab_run r = {.lim = {lim[OFF], lim[ON]}, .keys = keys,
+                .stride = KEY_STRIDE, .calls = (size_t)o->calls,
+                .pairs = (int)o->pairs, .blocks = 4, .first = first,
+                .all_dims = 1};
+    int rc = bench_ab(&r, seqs, threads, &ab, "rlbench metrics", err);
 
-    pthread_barrier_init(&bar, NULL, (unsigned)threads);
-    for (int t = 0; t < threads; t++)
-        w[t] = (worker){.lim = {lim[OFF], lim[ON]}, .keys = keys,
-                        .seq = seqs[t], .calls = (size_t)o->calls,
-                        .pairs = (int)o->pairs, .first = first, .bar = &bar};
-    rc = bench_threads(w, sizeof w[0], threads, worker_main, "metricsbench",
-                       err);
-    pthread_barrier_destroy(&bar);
     if (rc == 0)
-        collect(w, threads, (int)o->pairs, out);
+        collect(&ab, (int)o->pairs, out);
     return rc;
 }
 
@@ -265,23 +184,16 @@ static double render(rl_limiter *lim, double *us)
 static int make_pair(const options *o, const bench_case *c, const char *keys,
                      int first, rl_limiter **lim, char *err)
 {
-    worker w = {0};
-    int rc = 0;
+    ab_run r = {.keys = keys, .stride = KEY_STRIDE, .all_dims = 1};
 
     lim[OFF] = lim[ON] = NULL;
-    for (int k = 0; k < 2 && rc == 0; k++) {
+    for (int k = 0; k < 2; k++) {
         int side = k ? !first : first;
-        if (!(lim[side] = make_limiter(o, side == ON && !c->aa, c, err)))
-            rc = -1;
+        if (!(r.lim[side] = lim[side] =
+                  make_limiter(o, side == ON && !c->aa, c, err)))
+            return -1;
     }
-    w.lim[OFF] = lim[OFF];
-    w.lim[ON] = lim[ON];
-    for (size_t i = 0; i < o->keys && rc == 0; i++)
-        for (int side = OFF; side <= ON && rc == 0; side++)
-            rc = check(&w, side, keys + i * KEY_STRIDE);
-    if (rc > 0)
-        memcpy(err, w.st.err, ERRLEN);
-    return rc;
+    return bench_ab_charge(&r, o->keys, err);
 }
 
 /* One case over its instances. */

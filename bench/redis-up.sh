@@ -1,5 +1,5 @@
 # redis-up.sh -- a private, throw-away redis-server on a free loopback port,
-# for the benchmark scripts (bench/redisbench.sh, bench/peer/run.sh).  Meant
+# for the benchmark scripts (bench/*.sh, bench/peer/run.sh).  Meant
 # to be sourced (`. path/to/redis-up.sh`) by a script running under set -eu:
 #
 #   redis_init NAME TEMPLATE

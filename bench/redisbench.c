@@ -8,8 +8,9 @@
  * redisbench_<group>.c, what they share in redisbench_util.c and
  * redisbench.h; this file reads the command line and runs the groups.
  * Its modes (`redisbench --modes`): async (asyncbench.c, against --port),
- * and deny, events, outage, tls and timeout (serverbench.h), which start a
- * private redis-server of their own through the test harness.
+ * cluster (clusterbench.c: servers and a cluster of its own), and deny,
+ * events, outage, tls and timeout (serverbench.h), which start a private
+ * redis-server of their own through the test harness.
  */
 #include "benchmodes.h"
 #include "redisbench.h"
@@ -21,7 +22,7 @@ static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
                                      "outage", "module_usec", "module_bytes",
-                                     NULL};
+                                     "compact", NULL};
 
 /* ---- the command line: one row an option -------------------------------- */
 
@@ -47,7 +48,7 @@ static const bench_opt opts[] = {
     {"--peer-usec", BENCH_OPT_REAL, OPT_AT(peer_usec), 0.001, 1e6, -1, -1,
      NULL, "the peer script's usec_per_call, as reference"},
     {"--only", BENCH_OPT_NAME, OPT_AT(only), 0, 0, -1, -1, groups,
-     "one group (accuracy includes window_edge)"},
+     "one group (accuracy includes window_edge; module_*, compact: only so)"},
 };
 
 static const bench_opts table = {
@@ -115,6 +116,7 @@ static int server_connect(const options *o, char *ver, size_t verlen,
     if (info_num(ctl, "server", "process_id", &pid, err))
         return -1;
     redis_pid = (long)pid;
+    server_ps = (pidset){.master = {(pid_t)pid}, .nmaster = 1};
     return 0;
 }
 
@@ -147,37 +149,21 @@ static int server_prepare(const options *o, char *sha, char *err)
     return 0;
 }
 
-static void print_params(const options *o, const char *ver, const char *sha,
-                         const char *cpu_model)
+/* The run's parameters (bench_params), then the server and the script. */
+static void print_params(const options *o, const char *ver, const char *sha)
 {
-    long nproc = sysconf(_SC_NPROCESSORS_ONLN);
     const char *server_line = getenv("REDIS_SERVER_VERSION");
 
+    bench_params(&table, o, o->json);
     if (o->json) {
-        printf("{\"name\":\"params\",\"nproc\":%ld,\"redis_version\":\"%s\","
-               "\"keys\":%llu,\"seconds\":%.3g,\"mem_keys\":%llu,"
-               "\"usec_checks\":%llu,\"accuracy_seconds\":%.3g,"
-               "\"outage_seconds\":%.3g,\"quick\":%s,\"only\":\"%s\",\"script_sha\":\"%s\","
-               "\"script_bytes\":%zu,\"library\":\"%s\",\"loadavg_1m\":%.2f,"
-               "\"cpu_model\":",
-               nproc, ver, o->keys, o->seconds, o->mem_keys, o->usec_checks,
-               o->acc_seconds, o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS,
-               o->quick ? "true" : "false",
-               o->only ? o->only : "", sha, (size_t)rl_lua_check_len,
-               rl_version_string(), loadavg1());
-        json_str(cpu_model);
-        printf(",\"redis_server\":");
+        printf("{\"name\":\"server\",\"redis_version\":\"%s\",\"script_sha\":"
+               "\"%s\",\"script_bytes\":%zu,\"redis_server\":", ver, sha,
+               (size_t)rl_lua_check_len);
         json_str(server_line ? server_line : "");
         printf("}\n");
     } else {
-        printf("redisbench: libratelimit %s, redis %s on 127.0.0.1:%d, "
-               "nproc=%ld (%s), loadavg=%.2f\n"
-               "  keys=%llu, seconds=%g, mem_keys=%llu, usec_checks=%llu, "
-               "accuracy_seconds=%g%s, script %s (%zu bytes)\n",
-               rl_version_string(), ver, o->port, nproc, cpu_model,
-               loadavg1(), o->keys, o->seconds, o->mem_keys, o->usec_checks,
-               o->acc_seconds, o->quick ? " (quick)" : "", sha,
-               (size_t)rl_lua_check_len);
+        printf("  redis %s on 127.0.0.1:%d, script %s (%zu bytes)\n", ver,
+               o->port, sha, (size_t)rl_lua_check_len);
         print_columns(&layout);
     }
     fflush(stdout);
@@ -217,6 +203,8 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
     if (o->only && strcmp(o->only, "module_bytes") == 0 &&
         group_module_bytes(o, err))
         return -1;
+    if (o->only && strcmp(o->only, "compact") == 0 && group_compact(o, err))
+        return -1;
     if (want(o, "outage") && group_outage(o, err))
         return -1;
     return 0;
@@ -226,7 +214,7 @@ static int redis_main(int argc, char **argv)
 {
     options o;
     int prc, status = 1;
-    char err[ERRLEN] = "", ver[64] = "", sha[41] = "", cpu_model[128] = "";
+    char err[ERRLEN] = "", ver[64] = "", sha[41] = "";
     acc ac = {0};
     uint64_t t_start = now_ns();
 
@@ -236,8 +224,7 @@ static int redis_main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not death */
     if (server_connect(&o, ver, sizeof ver, err) == 0 &&
         server_prepare(&o, sha, err) == 0) {
-        cpu_model_name(cpu_model, sizeof cpu_model);
-        print_params(&o, ver, sha, cpu_model);
+        print_params(&o, ver, sha);
         if (run_groups(&o, sha, &ac, err) == 0) {
             print_done("redisbench", o.json, t_start);
             status = 0;
@@ -299,6 +286,8 @@ SERVER_MODE(timeout, 1)
 static const bench_mode modes[] = {
     {.name = "redisbench", .run = redis_main,
      .about = "throughput, Redis CPU and bytes per check, accuracy, faults"},
+    {.name = "cluster", .run = cluster_main,
+     .about = "a 3 + 3 Redis Cluster beside one server, resharding, failovers"},
     {.name = "async", .run = async_main,
      .about = "64 asynchronous checks from one thread (bench/redisbench.sh)"},
     {.name = "deny", .run = deny_mode,

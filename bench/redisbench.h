@@ -40,6 +40,7 @@
 #include "limiter.h"     /* limiter_store()                         */
 #include "store_redis.h" /* rl_lua_check, store_redis_stats_get()   */
 #include "benchutil.h"
+#include "redis_harness.h" /* RH_CLUSTER_MAX */
 #include "redisutil.h"
 
 extern char **environ;
@@ -55,6 +56,7 @@ extern char **environ;
 #define SLOW_LIMIT 1000
 #define SLOW_WINDOW_S 86400
 #define PEER_BYTES_PER_KEY 144.0
+#define COMPACT_TARGET 48.0 /* bytes per client, compact layout */
 #define TARGET_TP64 0.9
 #define TARGET_TP1 0.95
 #define USEC_KEYS 10000ULL
@@ -98,6 +100,10 @@ typedef struct options {
     int evalsha;                /* set by a group: redis_functions=0      */
     const char *command;        /* set by a group: redis_command (NULL:
                                    the default, auto)                    */
+    const char *layout;         /* set by a group: redis_layout (NULL:
+                                   the default, plain)                   */
+    const char *uri;            /* the store (NULL: 127.0.0.1:port)       */
+    unsigned long long slots;   /* cluster: slots moved by resharding    */
 } options;
 
 typedef struct cmdstat {
@@ -154,13 +160,33 @@ typedef struct acc {
     int nproc;
 } acc;
 
+/* The servers whose CPU cpu_take() counts: masters (or the single server)
+ * and replicas. */
+typedef struct pidset {
+    pid_t master[RH_CLUSTER_MAX], replica[RH_CLUSTER_MAX];
+    int nmaster, nreplica;
+} pidset;
+
+/* A timed load (redisutil.h's) with the figures' counters around its
+ * measured span (redisbench_throughput.c). */
+typedef struct tp {
+    tp_load l;
+    uint64_t t0, t1;
+    store_redis_stats s0, s1;
+    cpu_snap c0, c1;
+    tp_sums sum;              /* after tp_stop() */
+} tp;
+
 extern const text_layout layout;
 extern redisContext *ctl;
 extern long redis_pid;
+extern pidset server_ps; /* {redis_pid} */
+extern volatile sig_atomic_t g_signal; /* cluster: the signal that came */
+extern _Atomic int g_stop;             /* cluster: workers, stop now    */
 
 int64_t rt_ns(void);
 
-void sleep_s(double s);
+void sleep_s(double s); /* cut short by a signal (g_signal) */
 
 void sleep_until_rt(int64_t t_ns);
 
@@ -170,14 +196,36 @@ redisReply *ctl_cmd(char *err, const char *fmt, ...);
 
 int ctl_ok(char *err, const char *fmt, ...);
 
+/* INFO commandstats of cmd on c (on ctl: cmdstat_get); the script's, EVALSHA
+ * and FCALL (redis_functions) together (on ctl: cmdstat_script). */
+int cmdstat_at(redisContext *c, const char *cmd, cmdstat *cs, char *err);
 int cmdstat_get(const char *cmd, cmdstat *cs, char *err);
+int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err);
 int cmdstat_script(cmdstat *cs, char *err);
 
 int key_template(char *out, size_t outlen, char *err);
 
 int key_lengths(double *mean, char *example, size_t exlen, char *err);
 
-int cpu_take(cpu_snap *s, char *err);
+void cpu_take(cpu_snap *s, const pidset *ps);
+
+/* `threads` workers of rl_allow() (or rl_check_many() of per_call) on a
+ * limiter of one rule of BIG_LIMIT on o's store, ids drawn below o->keys
+ * (half from hot while t->l.run.cur >= 0) written with key_digits
+ * digits: 0, or -1 with err (tp_stop() joins what started). */
+int tp_start(tp *t, const options *o, const hot_pool *hot, int threads,
+             int per_call, int key_digits, char *err);
+/* The measured span: counting on (phase 1) and off (the load kept on),
+ * each with the store's counters and cpu_take(ps). */
+void tp_measure_begin(tp *t, const pidset *ps);
+void tp_measure_end(tp *t, const pidset *ps);
+void tp_stop(tp *t);
+/* <name>_p50 and _p99 of sum's latencies: beside ref_us[i] (named
+ * ref_name[i]) when given, else with x_us[] beside as ref_p50_us and
+ * ref_p99_us when given. */
+void tp_emit_latency(const options *o, const char *name, const tp_sums *sum,
+                     const double ref_us[2], const char *const ref_name[2],
+                     const double x_us[2]);
 
 int make_limiter(const options *o, const char *rules,
                  rl_limiter **out, char *err);
@@ -205,6 +253,7 @@ int group_throughput(const options *o, const char *sha, int threads,
 int group_usec(const options *o, const char *sha, char *err);
 
 int group_bytes(const options *o, char *err);
+int group_compact(const options *o, char *err);
 int bytes_one(const options *o, int a, long long limit, int passes,
               const char *name, double ref, const char *ref_name,
               double *value, char *err);
@@ -221,5 +270,8 @@ int group_outage(const options *o, char *err);
 
 int group_module(const options *o, char *err);
 int group_module_bytes(const options *o, char *err);
+
+/* The mode `redisbench cluster` (clusterbench.c): a Redis Cluster it starts. */
+int cluster_main(int argc, char **argv);
 
 #endif

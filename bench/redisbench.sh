@@ -11,7 +11,7 @@
 # Starts redis-server (no persistence: save "", appendonly no) bound to
 # 127.0.0.1 on a free port in a temporary directory, records
 # `redis-server --version` (on stderr, and to the benchmark as
-# $REDIS_SERVER_VERSION, which it prints in its "params" line), runs the
+# $REDIS_SERVER_VERSION, which it prints in its "server" line), runs the
 # benchmark with the remaining arguments plus --port, and stops the server
 # and removes the directory on exit, whatever happens.  Exit status: the
 # benchmark's, or 1 when the server cannot be started.  Needs redis-server,

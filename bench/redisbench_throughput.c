@@ -175,76 +175,85 @@ int run_redis_benchmark(const options *o, const char *sha,
 
 /* ---- one throughput figure ------------------------------------------------- */
 
-/* The library's side: what the workers counted, and the server's and the
- * store's counters around the measured span. */
+int tp_start(tp *t, const options *o, const hot_pool *hot, int threads,
+             int per_call, int key_digits, char *err)
+{
+    memset(t, 0, sizeof *t);
+    atomic_store(&t->l.run.cur, -1);
+    t->l.run.hot = hot;
+    t->l.run.nkeys = o->keys;
+    t->l.run.per_call = per_call;
+    t->l.run.key_digits = key_digits;
+    t->l.run.stop = &g_stop;
+    if (limiter_one_rule(o, "bench", 0, BIG_LIMIT, BIG_WINDOW_S,
+                         &t->l.run.lim, err))
+        return -1;
+    return tp_load_start(&t->l, threads, err);
+}
+
+void tp_measure_begin(tp *t, const pidset *ps)
+{
+    cpu_take(&t->c0, ps);
+    store_redis_stats_get(limiter_store(t->l.run.lim), &t->s0);
+    t->t0 = now_ns();
+    atomic_store(&t->l.run.phase, 1);
+}
+
+void tp_measure_end(tp *t, const pidset *ps)
+{
+    atomic_store(&t->l.run.phase, 0); /* stop counting; keep the load on */
+    t->t1 = now_ns();
+    store_redis_stats_get(limiter_store(t->l.run.lim), &t->s1);
+    cpu_take(&t->c1, ps);
+}
+
+void tp_stop(tp *t)
+{
+    tp_load_stop(&t->l, &t->sum);
+    if (t->l.run.lim)
+        rl_limiter_free(t->l.run.lim);
+    t->l.run.lim = NULL;
+}
+
+/* The library's side (the load, the server's script counts) and the
+ * reference's (redis-benchmark's figures, the counters around its run). */
 typedef struct tp_side {
-    tp_sums sum;
-    store_redis_stats s0, s1;
-    cpu_snap c0, c1;
+    tp t;
     cmdstat cs, pxt;
-    uint64_t t0, t1;
 } tp_side;
 
-/* The reference's side: redis-benchmark's figures and the counters around
- * its run. */
 typedef struct tp_ref {
     rb_result rb;
     cpu_snap r0, r1;
     cmdstat rcs, rpxt;
 } tp_ref;
 
-/* A short warm-up, then o->seconds counted, the load kept on until the
- * counters are read; the workers are told to stop on every way out. */
-static int tp_window(const options *o, tp_run *run, tp_side *s, char *err)
-{
-    double warm = o->seconds / 10 < 1 ? o->seconds / 10 : 1;
-    int rc = 0;
-
-    sleep_s(warm);
-    if (ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&s->c0, err)) {
-        atomic_store(&run->phase, 2);
-        return -1;
-    }
-    store_redis_stats_get(limiter_store(run->lim), &s->s0);
-    s->t0 = now_ns();
-    atomic_store(&run->phase, 1);
-    sleep_s(o->seconds);
-    if (atomic_load(&run->phase) == 1)
-        atomic_store(&run->phase, 0); /* stop counting; keep the load on */
-    s->t1 = now_ns();
-    store_redis_stats_get(limiter_store(run->lim), &s->s1);
-    if (cpu_take(&s->c1, err) || cmdstat_script(&s->cs, err) ||
-        cmdstat_get("pexpiretime", &s->pxt, err))
-        rc = -1;
-    atomic_store(&run->phase, 2);
-    return rc;
-}
-
 /* The library: `threads` workers on one limiter, sliding window of 10^9
- * per minute (nothing denied), from an empty database. */
+ * per minute (nothing denied), from an empty database, keys of
+ * redis-benchmark's 12 digits; a short warm-up, then o->seconds counted. */
 static int tp_library(const options *o, int threads, int per_call,
                       tp_side *s, char *err)
 {
-    static tp_load l;
     int rc;
 
-    memset(&l, 0, sizeof l);
     memset(s, 0, sizeof *s);
     if (flushall_wait(ctl, err) != 0)
         return -1;
-    if (limiter_one_rule(o, "bench", 0, BIG_LIMIT, BIG_WINDOW_S, &l.run.lim,
-                         err) != RL_OK)
-        return -1;
-    l.run.nkeys = o->keys;
-    l.run.per_call = per_call;
-    l.run.key_digits = 12; /* redis-benchmark's __rand_int__: 12 digits */
-    rc = tp_load_start(&l, threads, err);
-    if (rc == 0)
-        rc = tp_window(o, &l.run, s, err);
-    tp_load_stop(&l, &s->sum);
-    if (rc == 0 && s->sum.errors)
-        rc = (memcpy(err, s->sum.first_err, ERRLEN), -1);
-    rl_limiter_free(l.run.lim);
+    rc = tp_start(&s->t, o, NULL, threads, per_call, 12, err);
+    if (rc == 0) {
+        sleep_s(o->seconds / 10 < 1 ? o->seconds / 10 : 1);
+        rc = ctl_ok(err, "CONFIG RESETSTAT");
+    }
+    if (rc == 0) {
+        tp_measure_begin(&s->t, &server_ps);
+        sleep_s(o->seconds);
+        tp_measure_end(&s->t, &server_ps);
+        rc = cmdstat_script(&s->cs, err) ||
+             cmdstat_get("pexpiretime", &s->pxt, err) ? -1 : 0;
+    }
+    tp_stop(&s->t);
+    if (rc == 0 && s->t.sum.errors)
+        rc = (memcpy(err, s->t.sum.first_err, ERRLEN), -1);
     return rc;
 }
 
@@ -259,12 +268,14 @@ static int tp_reference(const options *o, const char *sha, int clients,
     memset(r, 0, sizeof *r);
     script_args(v8, 0, BIG_LIMIT, BIG_WINDOW_S);
     if (flushall_wait(ctl, err) || clients_wait(ctl, 1, err) ||
-        ctl_ok(err, "CONFIG RESETSTAT") || cpu_take(&r->r0, err))
+        ctl_ok(err, "CONFIG RESETSTAT"))
         return -1;
+    cpu_take(&r->r0, &server_ps);
     if (run_redis_benchmark(o, sha, clients, clients > 1 ? 16 : 1, calls,
                             o->keys, tmpl, v8, &r->rb, err))
         return -1;
-    if (cpu_take(&r->r1, err) || cmdstat_get("evalsha", &r->rcs, err) ||
+    cpu_take(&r->r1, &server_ps);
+    if (cmdstat_get("evalsha", &r->rcs, err) ||
         cmdstat_get("pexpiretime", &r->rpxt, err))
         return -1;
     if (r->rcs.calls < (double)calls || r->rcs.failed > 0 ||
@@ -282,9 +293,9 @@ static void tp_emit_rate(const options *o, const char *name, int threads,
                          int per_call, const tp_side *s, const tp_ref *r,
                          const char *refname)
 {
-    double secs = (double)(s->t1 - s->t0) / 1e9;
-    double rate = (double)s->sum.calls / secs;
-    cpu_use cu = cpu_diff(&s->c0, &s->c1), ru = cpu_diff(&r->r0, &r->r1);
+    double secs = (double)(s->t.t1 - s->t.t0) / 1e9;
+    double rate = (double)s->t.sum.calls / secs;
+    cpu_use cu = cpu_diff(&s->t.c0, &s->t.c1), ru = cpu_diff(&r->r0, &r->r1);
     figure f = {.name = name, .value = rate, .unit = "checks/s", .nrefs = 1,
                  .ref = {r->rb.rps}, .ref_name = {refname}};
 
@@ -292,11 +303,11 @@ static void tp_emit_rate(const options *o, const char *name, int threads,
     xnum(&f, "per_call", per_call);
     xnum(&f, "keys", (double)o->keys);
     xnum(&f, "seconds", secs);
-    xnum(&f, "checks", (double)s->sum.calls);
+    xnum(&f, "checks", (double)s->t.sum.calls);
     xnum(&f, "target_min_ratio",
          threads * per_call > 1 ? TARGET_TP64 : TARGET_TP1);
-    xnum(&f, "fallback", (double)s->sum.fallback);
-    xnum(&f, "denied", (double)s->sum.denied);
+    xnum(&f, "fallback", (double)s->t.sum.fallback);
+    xnum(&f, "denied", (double)s->t.sum.denied);
     xnum(&f, "server_usec_per_call", s->cs.usec_per_call);
     xnum(&f, "ref_server_usec_per_call", r->rcs.usec_per_call);
     /* Checks that found state (the script reads its expiry) rather than
@@ -322,33 +333,28 @@ static void tp_emit_rate(const options *o, const char *name, int threads,
     emit(o, &f);
 }
 
-/* <name>_p50 and _p99: against redis-benchmark's own when both sides have
- * one in flight (comparable), else redis-benchmark's beside it. */
-static void tp_emit_latency(const options *o, const char *name, int clients,
-                            const tp_side *s, const tp_ref *r,
-                            const char *refname)
+void tp_emit_latency(const options *o, const char *name, const tp_sums *sum,
+                     const double ref_us[2], const char *const ref_name[2],
+                     const double x_us[2])
 {
-    char nm[2][48];
+    char nm[2][64];
     const double pct[2] = {0.50, 0.99};
-    const double ref_us[2] = {r->rb.p50_ms * 1000.0, r->rb.p99_ms * 1000.0};
 
-    snprintf(nm[0], sizeof nm[0], "%s_p50", name);
-    snprintf(nm[1], sizeof nm[1], "%s_p99", name);
     for (int i = 0; i < 2; i++) {
-        figure f = {.name = nm[i],
-                     .value = hist_pct(&s->sum.all, pct[i]) / 1000.0,
-                     .unit = "us"};
-        if (clients == 1) { /* one in flight both sides: comparable */
+        figure f = {.name = nm[i], .value = hist_pct(&sum->all, pct[i]) / 1e3,
+                    .unit = "us"};
+        snprintf(nm[i], sizeof nm[i], "%s_p%s", name, i ? "99" : "50");
+        if (ref_us) {
             f.nrefs = 1;
             f.ref[0] = ref_us[i];
-            f.ref_name[0] = refname;
-        } else {
-            xnum(&f, i == 0 ? "ref_p50_us" : "ref_p99_us", ref_us[i]);
+            f.ref_name[0] = ref_name[i];
+        } else if (x_us) {
+            xnum(&f, i ? "ref_p99_us" : "ref_p50_us", x_us[i]);
         }
         if (i == 0)
-            xnum(&f, "samples", (double)s->sum.all.n);
+            xnum(&f, "samples", (double)sum->all.n);
         else
-            xnum(&f, "p999_us", hist_pct(&s->sum.all, 0.999) / 1000.0);
+            xnum(&f, "p999_us", hist_pct(&sum->all, 0.999) / 1000.0);
         emit(o, &f);
     }
 }
@@ -358,13 +364,13 @@ static void tp_emit_latency(const options *o, const char *name, int clients,
 static void tp_emit_store(const options *o, const char *name,
                           const tp_side *s)
 {
-    const store_redis_stats *s0 = &s->s0, *s1 = &s->s1;
+    const store_redis_stats *s0 = &s->t.s0, *s1 = &s->t.s1;
     char nfb[48], nbt[48];
     figure f = {0};
 
     snprintf(nfb, sizeof nfb, "%s_fallback", name);
     snprintf(nbt, sizeof nbt, "%s_batching", name);
-    f = (figure){.name = nfb, .value = (double)s->sum.fallback,
+    f = (figure){.name = nfb, .value = (double)s->t.sum.fallback,
                   .unit = "checks"};
     xnum(&f, "timeouts", (double)(s1->timeouts - s0->timeouts));
     xnum(&f, "down_fails", (double)(s1->down_fails - s0->down_fails));
@@ -394,15 +400,21 @@ int group_throughput(const options *o, const char *sha, int threads,
     char refname[48], tmpl[128];
     tp_side s;
     tp_ref r;
+    double ref_us[2];
 
     if (tp_library(o, threads, per_call, &s, err) ||
         key_template(tmpl, sizeof tmpl, err) ||
-        tp_reference(o, sha, clients, s.sum.calls, tmpl, &r, err))
+        tp_reference(o, sha, clients, s.t.sum.calls, tmpl, &r, err))
         return -1;
     snprintf(refname, sizeof refname, "redis_benchmark_c%d_P%d", clients,
              clients > 1 ? 16 : 1);
     tp_emit_rate(o, name, threads, per_call, &s, &r, refname);
-    tp_emit_latency(o, name, clients, &s, &r, refname);
+    ref_us[0] = r.rb.p50_ms * 1000.0;
+    ref_us[1] = r.rb.p99_ms * 1000.0;
+    /* against redis-benchmark's own when both sides have one in flight
+     * (comparable), else redis-benchmark's beside it */
+    tp_emit_latency(o, name, &s.t.sum, clients == 1 ? ref_us : NULL,
+                    (const char *const[2]){refname, refname}, ref_us);
     tp_emit_store(o, name, &s);
     return 0;
 }

@@ -1,25 +1,8 @@
 /*
  * redisbench_usec.c -- group 3 of redisbench: usec_per_call, what one check
- * costs the server (INFO commandstats of the script's calls: FCALLs of the
- * function library, the default, after CONFIG RESETSTAT) over a fixed
- * number of checks of existing keys by 64 threads, per algorithm, beside
- * the same checks' cost as EVALSHA (redis_functions=0,
- * evalsha_usec_per_check), hot_usec_per_call (the script from
- * redis-benchmark -c 64 -P 16 as EVALSHA, a busy Redis runs a script
- * faster) and beside a pipelined INCR + PEXPIRE pair or the peer's figure
- * (--peer-usec): the server-side cost in units of the simplest counter.
- * Each algorithm's line also carries floor_usec_per_key: what the least a
- * read-modify-write script can do per key costs the same server in the
- * same run, batched like the library's calls (one TIME and one MGET per
- * call; per key a tonumber, an add, a format and a SET with PXAT), so
- * what is left above it is the algorithm's own Lua.  A second line per
- * algorithm, lone_usec_per_call: one thread, so one check per call, FCALL
- * (a lone one-rule check: the library's lean function, lua/lean.lua)
- * beside EVALSHA (the general script) and the floor script with one key.
- * The peer, rate-limiter-flexible's script (bench/peer/README.md), runs
- * on the same server, one key a call (as it always does), lone and
- * pipelined: the first reference of both lines (peer_script), and the
- * batched line's peer_x: the library's us per check over the peer's.
+ * costs the server, per algorithm, batched (64 threads) and lone (one),
+ * beside the floor script, the peer's script and INCR + PEXPIRE.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "redisbench.h"
 /* ---- usec_per_call (group 3) ------------------------------------------------- */

@@ -17,16 +17,17 @@ int64_t rt_ns(void) /* CLOCK_REALTIME: the clock Redis TIME reads */
     return (int64_t)ts.tv_sec * 1000000000LL + (int64_t)ts.tv_nsec;
 }
 
+volatile sig_atomic_t g_signal;
+_Atomic int g_stop;
+
 void sleep_s(double s)
 {
-    struct timespec ts;
+    uint64_t end = now_ns() + (uint64_t)(s > 0 ? s * 1e9 : 0), t;
 
-    if (s <= 0)
-        return;
-    ts.tv_sec = (time_t)s;
-    ts.tv_nsec = (long)((s - (double)ts.tv_sec) * 1e9);
-    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
-        ;
+    while (g_signal == 0 && (t = now_ns()) < end) {
+        t = end - t > 50000000ULL ? 50000000ULL : end - t;
+        nanosleep(&(struct timespec){0, (long)t}, NULL);
+    }
 }
 
 void sleep_until_rt(int64_t t_ns)
@@ -40,7 +41,7 @@ void sleep_until_rt(int64_t t_ns)
 
 /* ---- output ----------------------------------------------------------- */
 
-const text_layout layout = {30, 12, 2, 8, 24, 3};
+const text_layout layout = {36, 12, 2, 8, 28, 3};
 
 void emit(const options *o, const figure *f)
 {
@@ -76,12 +77,12 @@ int ctl_ok(char *err, const char *fmt, ...)
     return 0;
 }
 
-int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
+int cmdstat_at(redisContext *c, const char *cmd, cmdstat *cs, char *err)
 {
     char key[64], buf[256];
 
     snprintf(key, sizeof key, "cmdstat_%s", cmd);
-    if (info_str(ctl, "commandstats", key, buf, sizeof buf, err) != 0)
+    if (info_str(c, "commandstats", key, buf, sizeof buf, err) != 0)
         return -1;
     cs->calls = kv_num(buf, "calls");
     cs->usec_per_call = kv_num(buf, "usec_per_call");
@@ -90,13 +91,17 @@ int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
     return 0;
 }
 
-/* The library's script calls: EVALSHA and FCALL (redis_functions)
- * together, usec_per_call their mean. */
-int cmdstat_script(cmdstat *cs, char *err)
+int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
+{
+    return cmdstat_at(ctl, cmd, cs, err);
+}
+
+/* usec_per_call: the mean of the two. */
+int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err)
 {
     cmdstat f;
 
-    if (cmdstat_get("evalsha", cs, err) || cmdstat_get("fcall", &f, err))
+    if (cmdstat_at(c, "evalsha", cs, err) || cmdstat_at(c, "fcall", &f, err))
         return -1;
     if (cs->calls + f.calls > 0)
         cs->usec_per_call = (cs->calls * cs->usec_per_call +
@@ -106,6 +111,11 @@ int cmdstat_script(cmdstat *cs, char *err)
     cs->failed += f.failed;
     cs->rejected += f.rejected;
     return 0;
+}
+
+int cmdstat_script(cmdstat *cs, char *err)
+{
+    return cmdstat_script_at(ctl, cs, err);
 }
 
 /* The library's key for a client "user:<digits>", read back from Redis
@@ -173,6 +183,7 @@ int key_lengths(double *mean, char *example, size_t exlen, char *err)
 }
 
 long redis_pid; /* INFO server process_id: Redis runs here */
+pidset server_ps; /* {redis_pid} */
 
 static double involuntary_switches(long pid)
 {
@@ -190,24 +201,38 @@ static double involuntary_switches(long pid)
     return v;
 }
 
-int cpu_take(cpu_snap *s, char *err)
+/* utime + stime of a process, all its threads, in seconds; 0 if gone. */
+static double proc_cpu(pid_t pid)
+{
+    char buf[1024];
+    unsigned long long ut = 0, st = 0;
+    const char *p;
+
+    /* state is field 3, utime 14, stime 15 */
+    if (pid <= 0 || (p = proc_stat((long)pid, buf, sizeof buf)) == NULL ||
+        sscanf(p, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu",
+               &ut, &st) != 2)
+        return 0;
+    return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+void cpu_take(cpu_snap *s, const pidset *ps)
 {
     struct rusage ru, rc;
-    double su, ss;
 
     memset(s, 0, sizeof *s);
     machine_cpu(&s->busy, &s->steal);
     getrusage(RUSAGE_SELF, &ru);
     getrusage(RUSAGE_CHILDREN, &rc);
     s->self = rusage_seconds(&ru) + rusage_seconds(&rc);
-    if (info_num(ctl, "cpu", "used_cpu_sys", &ss, err) ||
-        info_num(ctl, "cpu", "used_cpu_user", &su, err))
-        return -1;
-    s->redis = ss + su;
-    s->preempt = involuntary_switches(redis_pid);
+    for (int i = 0; i < ps->nmaster; i++) {
+        s->redis += proc_cpu(ps->master[i]);
+        s->preempt += involuntary_switches(ps->master[i]);
+    }
+    for (int i = 0; i < ps->nreplica; i++)
+        s->replica += proc_cpu(ps->replica[i]);
     s->csw = (double)ru.ru_nvcsw + (double)ru.ru_nivcsw;
     s->wall = now_ns();
-    return 0;
 }
 
 /* ---- limiters ---------------------------------------------------------------- */
@@ -221,7 +246,9 @@ int make_limiter(const options *o, const char *rules,
     /* A loaded 2-core machine can stall a reply past the 5 ms default;
      * that would be decided by the fallback, which is counted as an error. */
     *out = bench_limiter_rules(
-        (const char *const[]){"store", uri, "timeout_ms", "1000",
+        (const char *const[]){"store", o->uri ? o->uri : uri,
+                              "timeout_ms", "1000",
+                              "redis_layout", o->layout,
                               "redis_command",
                               o->command ? o->command : "auto",
                               "redis_functions", o->evalsha ? "0" : NULL,

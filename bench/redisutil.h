@@ -1,5 +1,5 @@
 /*
- * redisutil.h -- what the Redis benchmarks (redisbench, clusterbench) ask a
+ * redisutil.h -- what the Redis benchmarks (redisbench and its modes) ask a
  * server on a control connection: commands that fail with a message, INFO
  * fields, used_memory once it has settled, FLUSHALL with its lazy freeing
  * waited for, and the keys a SCAN walks; and the loads both put on a
@@ -91,7 +91,7 @@ int run_job(job *j, int n, job_result *jr, const char *prog, char *err);
 #define TP_MAX_PER_CALL 32
 #define HOT_PER_SLOT 256
 
-/* Client ids a load draws half its keys from (clusterbench: the clients
+/* Client ids a load draws half its keys from (redisbench cluster: the clients
  * of a slot being moved). */
 typedef struct hot_pool {
     unsigned n;

@@ -83,6 +83,7 @@ int bare_touch(const bare_table *t, const char *key, uint64_t *sink,
                char *err);
 
 typedef struct worker {
+    bench_status st;        /* first: bench_threads() reads it       */
     bench_set set;          /* seq: nseq key indexes                 */
     size_t nseq;
     uint32_t *lat[2];       /* out: ns per timed call, nseq each     */
@@ -92,8 +93,6 @@ typedef struct worker {
     double chained_ns[2];   /* out: mean ns per call, chained pass   */
     unsigned long long denied;
     uint64_t sink;
-    int rc;
-    char err[ERRLEN];
 } worker;
 
 typedef struct lat_figs {

@@ -21,7 +21,7 @@
  * a number that is always 0 but that the compiler cannot know to be, read
  * from the call's answer: the chained pass (untimed_pass) folds it into
  * the next key's index, so the CPU cannot start the next call's misses
- * before this call is done.  A failure sets w->rc. */
+ * before this call is done.  A failure sets w->st.rc. */
 static uint64_t one_call(worker *w, int which, const char *key)
 {
     if (which == LIB) {
@@ -31,8 +31,8 @@ static uint64_t one_call(worker *w, int which, const char *key)
             /* rl_errmsg() is per thread: capture it here. */
             char what[64];
             snprintf(what, sizeof what, "rl_allow(%s)", key);
-            set_err(w->err, what, rc, errtext(w->set.lim));
-            w->rc = rc;
+            set_err(w->st.err, what, rc, errtext(w->set.lim));
+            w->st.rc = rc;
             return 0;
         }
         if (!res.allowed)
@@ -40,21 +40,12 @@ static uint64_t one_call(worker *w, int which, const char *key)
         return (uint64_t)res.remaining >> 62; /* limits are 10^9 */
     } else {
         uint64_t before = w->sink;
-        if (bare_touch(w->set.tab, key, &w->sink, w->err) != 0) {
-            w->rc = -100;
+        if (bare_touch(w->set.tab, key, &w->sink, w->st.err) != 0) {
+            w->st.rc = -100;
             return 0;
         }
         return (w->sink - before) >> 62; /* the slot's count of inserts */
     }
-}
-
-static uint64_t thread_cpu_ns(void)
-{
-    struct timespec ts;
-
-    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0)
-        return 0;
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 void block_of(size_t nseq, int step, int which, size_t *lo, size_t *hi)
@@ -96,10 +87,10 @@ static void untimed_pass(worker *w, int chained, double *mean_ns,
             c0 = thread_cpu_ns();
             t0 = now_ns();
             if (chained) /* two loops: a select could chain both */
-                for (size_t i = lo; i < hi && w->rc == 0; i++)
+                for (size_t i = lo; i < hi && w->st.rc == 0; i++)
                     dep = one_call(w, which, key_at(w, w->set.seq[i] ^ dep));
             else
-                for (size_t i = lo; i < hi && w->rc == 0; i++)
+                for (size_t i = lo; i < hi && w->st.rc == 0; i++)
                     one_call(w, which, key_at(w, w->set.seq[i]));
             wall[which] += now_ns() - t0;
             cpu[which] += thread_cpu_ns() - c0;
@@ -124,7 +115,7 @@ static void *worker_main(void *arg)
      * keep the threads in the same phase; a thread that failed still
      * meets every barrier. */
     for (int which = LIB; which <= REF; which++)
-        for (size_t i = 0; i < warm && w->rc == 0; i++)
+        for (size_t i = 0; i < warm && w->st.rc == 0; i++)
             one_call(w, which, key_at(w, w->set.seq[i]));
     w->denied = 0;
     for (int step = 0; step < NBLOCKS; step++) {
@@ -133,7 +124,7 @@ static void *worker_main(void *arg)
 
             block_of(w->nseq, step, which, &lo, &hi);
             pthread_barrier_wait(w->bar);
-            for (size_t i = lo; i < hi && w->rc == 0; i++) {
+            for (size_t i = lo; i < hi && w->st.rc == 0; i++) {
                 const char *key = key_at(w, w->set.seq[i]);
                 struct timespec a, b;
                 int64_t d;
@@ -175,9 +166,8 @@ int run_latency(rl_limiter *lim, const bare_table *tab,
                        char *err)
 {
     worker w[2];
-    pthread_t tid[2];
     pthread_barrier_t bar;
-    int rc = 0;
+    int rc;
 
     if (pthread_barrier_init(&bar, NULL, (unsigned)nthreads) != 0) {
         snprintf(err, ERRLEN, "pthread_barrier_init failed");
@@ -192,26 +182,14 @@ int run_latency(rl_limiter *lim, const bare_table *tab,
         w[t].lat[REF] = lat[REF] + (size_t)t * nseq;
         w[t].bar = &bar;
     }
-    for (int t = 0; t < nthreads; t++) {
-        if (pthread_create(&tid[t], NULL, worker_main, &w[t]) != 0) {
-            /* The threads already started wait at a barrier forever. */
-            fprintf(stderr, "rlbench: pthread_create failed\n");
-            exit(1);
-        }
-    }
-    for (int t = 0; t < nthreads; t++)
-        pthread_join(tid[t], NULL);
+    rc = bench_threads(w, sizeof w[0], nthreads, worker_main, "rlbench",
+                       err);
     pthread_barrier_destroy(&bar);
-
     for (int which = LIB; which <= REF; which++) {
         memset(&out[which], 0, sizeof out[which]);
         out[which].cpu_share = 1.0;
     }
     for (int t = 0; t < nthreads; t++) {
-        if (w[t].rc != 0 && rc == 0) {
-            rc = w[t].rc;
-            memcpy(err, w[t].err, ERRLEN);
-        }
         for (int which = LIB; which <= REF; which++) {
             out[which].untimed += w[t].untimed_ns[which] / nthreads;
             out[which].chained += w[t].chained_ns[which] / nthreads;

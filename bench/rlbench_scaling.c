@@ -9,14 +9,13 @@
 #define SCALE_ROUNDS 4
 
 typedef struct scale_worker {
+    bench_status st; /* first: bench_threads() reads it */
     bench_set set;
     size_t nkeys, nseq;
     int which, parity;
     pthread_barrier_t *bar;
     uint64_t wall_ns;
     uint64_t sink;
-    int rc;
-    char err[ERRLEN];
 } scale_worker;
 
 /* The i-th key index of a thread: seq[i] moved to the thread's parity. */
@@ -34,19 +33,19 @@ static void *scale_main(void *arg)
 
     pthread_barrier_wait(w->bar);
     t0 = now_ns();
-    for (size_t i = 0; i < w->nseq && w->rc == 0; i++) {
+    for (size_t i = 0; i < w->nseq && w->st.rc == 0; i++) {
         const char *key = w->set.keys + own_key(w, i) * KEY_STRIDE;
         if (w->which == LIB) {
             rl_result res = RL_RESULT_INIT;
             int rc = rl_allow(w->set.lim, key, RULE_ID, 1, &res);
             if (rc != RL_OK) {
-                set_err(w->err, "rl_allow (scaling)", rc, errtext(w->set.lim));
-                w->rc = rc;
+                set_err(w->st.err, "rl_allow (scaling)", rc, errtext(w->set.lim));
+                w->st.rc = rc;
             }
             w->sink += (uint64_t)res.remaining;
         } else {
-            if (bare_touch(w->set.tab, key, &w->sink, w->err) != 0)
-                w->rc = -100;
+            if (bare_touch(w->set.tab, key, &w->sink, w->st.err) != 0)
+                w->st.rc = -100;
         }
     }
     w->wall_ns = now_ns() - t0;
@@ -59,9 +58,8 @@ static int scale_pass(const scale_worker *proto, int which, int nthreads,
                       uint32_t *const *seqs, double *per_s, char *err)
 {
     scale_worker w[2];
-    pthread_t tid[2];
     pthread_barrier_t bar;
-    int rc = 0;
+    int rc;
 
     pthread_barrier_init(&bar, NULL, (unsigned)nthreads);
     for (int t = 0; t < nthreads; t++) {
@@ -70,22 +68,13 @@ static int scale_pass(const scale_worker *proto, int which, int nthreads,
         w[t].parity = t;
         w[t].set.seq = seqs[t];
         w[t].bar = &bar;
-        if (pthread_create(&tid[t], NULL, scale_main, &w[t]) != 0) {
-            fprintf(stderr, "rlbench: pthread_create failed\n");
-            exit(1);
-        }
     }
+    rc = bench_threads(w, sizeof w[0], nthreads, scale_main, "rlbench", err);
+    pthread_barrier_destroy(&bar);
     *per_s = 0;
-    for (int t = 0; t < nthreads; t++) {
-        pthread_join(tid[t], NULL);
-        if (w[t].rc != 0 && rc == 0) {
-            rc = w[t].rc;
-            memcpy(err, w[t].err, ERRLEN);
-        }
+    for (int t = 0; t < nthreads; t++)
         if (w[t].wall_ns > 0)
             *per_s += (double)w[t].nseq * 1e9 / (double)w[t].wall_ns;
-    }
-    pthread_barrier_destroy(&bar);
     return rc;
 }
 

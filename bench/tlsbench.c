@@ -3,15 +3,15 @@
  * private server, turns alternated.  Method: docs/BENCHMARKS.md, "How each
  * bench measures".
  */
+#include "redisutil.h"
 #include "serverbench.h"
 #include "tls_certs.h"
 
 #define TURNS 2
-#define MAX_THREADS 256
 #define PASSWORD "tlsbench-pw"
 
 static const char rules[] =
-    "[{\"rule_id\":\"b\",\"dimension\":\"user\",\"limit\":1000000000,"
+    "[{\"rule_id\":\"bench\",\"dimension\":\"user\",\"limit\":1000000000,"
     "\"window_seconds\":3600}]";
 
 typedef struct options {
@@ -24,37 +24,7 @@ typedef struct result {
     uint64_t errors;
 } result;
 
-typedef struct worker {
-    rl_limiter *lim;
-    const options *o;
-    uint64_t until_ns, checks, errors, seed;
-    hist h;
-    pthread_t th;
-} worker;
-
 static const text_layout layout = {18, 12, 1, 8, 18, 3};
-
-static void *work(void *arg)
-{
-    worker *w = arg;
-    char key[32];
-
-    while (now_ns() < w->until_ns) {
-        rl_result res = RL_RESULT_INIT;
-        uint64_t t0;
-        snprintf(key, sizeof key, "user:%llu",
-                 (unsigned long long)pick(&w->seed, w->o->keys));
-        t0 = now_ns();
-        if (rl_check(w->lim, &(rl_request){.size = sizeof(rl_request),
-                                            .user = key, .cost = 1}, &res) != RL_OK ||
-            (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
-                          RL_FLAG_FAIL_CLOSED)))
-            w->errors++;
-        hist_add(&w->h, now_ns() - t0);
-        w->checks++;
-    }
-    return NULL;
-}
 
 static rl_limiter *open_limiter(const char *store, const char *ca)
 {
@@ -69,30 +39,32 @@ static rl_limiter *open_limiter(const char *store, const char *ca)
     return lim;
 }
 
-/* One turn of o->seconds on lim. */
+/* One turn of o->seconds on lim: tp_load's threads of rl_allow(), keys
+ * drawn uniformly; a failed or degraded check is an error. */
 static result turn(rl_limiter *lim, const options *o)
 {
-    static worker w[MAX_THREADS];
-    uint64_t start = now_ns(), checks = 0, errors = 0;
-    hist *all = calloc(1, sizeof *all);
-    result r;
+    static tp_load l;
+    tp_sums sum = {0};
+    char err[ERRLEN];
+    uint64_t start = now_ns();
 
-    for (int i = 0; i < (int)o->threads; i++) {
-        w[i] = (worker){.lim = lim, .o = o, .seed = (uint64_t)i + 1,
-                        .until_ns = start + o->seconds * 1000000000ULL};
-        pthread_create(&w[i].th, NULL, work, &w[i]);
+    memset(&l, 0, sizeof l);
+    l.run.lim = lim;
+    l.run.nkeys = o->keys;
+    l.run.per_call = 1;
+    if (tp_load_start(&l, (int)o->threads, err) == 0) {
+        atomic_store(&l.run.phase, 1);
+        bench_sleep_ms((long)o->seconds * 1000);
+    } else {
+        fprintf(stderr, "redisbench tls: %s\n", err);
+        sum.errors = 1;
     }
-    for (int i = 0; i < (int)o->threads; i++) {
-        pthread_join(w[i].th, NULL);
-        checks += w[i].checks;
-        errors += w[i].errors;
-        hist_merge(all, &w[i].h);
-    }
-    r = (result){.per_s = (double)checks / ((double)(now_ns() - start) / 1e9),
-                 .p50_us = hist_pct(all, 0.50) / 1e3,
-                 .p99_us = hist_pct(all, 0.99) / 1e3, .errors = errors};
-    free(all);
-    return r;
+    tp_load_stop(&l, &sum);
+    return (result){.per_s = (double)sum.calls /
+                             ((double)(now_ns() - start) / 1e9),
+                    .p50_us = hist_pct(&sum.all, 0.50) / 1e3,
+                    .p99_us = hist_pct(&sum.all, 0.99) / 1e3,
+                    .errors = sum.errors + sum.degraded};
 }
 
 static void keep_best(result *best, result r)
@@ -126,7 +98,7 @@ static const bench_opt opts[] = {
     BENCH_OPT_QUICK_ROW(options),
     {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 3, 1, NULL,
      "each turn's length"},
-    {"--threads", BENCH_OPT_COUNT, OPT_AT(threads), 1, MAX_THREADS, 16, 16,
+    {"--threads", BENCH_OPT_COUNT, OPT_AT(threads), 1, TP_MAX_THREADS, 16, 16,
      NULL, "checking threads"},
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e12, 10000, 10000, NULL,
      "keys drawn from"},

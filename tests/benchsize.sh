@@ -6,7 +6,7 @@
 # and bench/'s lines at most half of src/'s.  This counts the lines of the
 # files git tracks under each (`git ls-files bench | xargs wc -l`) and fails
 # when bench/ exceeds MAX_RATIO of src/.  MAX_RATIO is the figure reached
-# (0.570 on 2026-12-03: 13,706 lines beside 24,047, serverbench folded
+# (0.535 on 2026-12-03: 13,062 lines beside 24,422, clusterbench folded
 # into redisbench) with 0.5 % room, rounded up; it only ever comes down,
 # towards the 0.5.  Outside a git checkout (a
 # release tarball) there is nothing to count: skipped (77).
@@ -14,7 +14,7 @@
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/lib.sh" # pass, fail, summary
 
-MAX_RATIO=0.574
+MAX_RATIO=0.538
 
 lines() {
     git -C "$top_srcdir" ls-files -z "$1" |

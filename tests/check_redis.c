@@ -347,7 +347,7 @@ START_TEST(compact_layout_end_to_end)
     /* every (client, rule) is one field of a compact hash with a TTL:
      * 200 x 2, the per-user rule of "cu" and the per-ip rule of 2 ips.
      * (With 65536 buckets, 200 clients hardly share a hash; a million do,
-     * ~15 per hash: bench/clusterbench measures the bytes.) */
+     * ~15 per hash: bench/redisbench --only compact measures the bytes.) */
     ck_assert_int_eq(limit_keys("rl:*"), 0);
     r = cmd("KEYS %s", "rlc:*");
     long long fields = 0;
