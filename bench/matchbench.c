@@ -35,8 +35,9 @@ static const text_layout layout = {20, 13, 1, 3, 12, 3};
 
 /* ---- rules: 10 to 5000 ---------------------------------------------------- */
 
+#define BIG "1000000000"
 #define RULE_FMT "{\"rule_id\":\"%s%u\",\"dimension\":\"%s\",\"limit\":%s," \
-                 "\"window_seconds\":60,\"match\":{\"endpoint\":\"%s\"}}"
+                 "\"window_seconds\":60,\"match\":{\"endpoint\":\"%s\"%s%s%s}}"
 
 /* The glob-heavy shape's rule i >= 3 (ep: its endpoint; *tier: its
  * tier or NULL). */
@@ -64,58 +65,32 @@ static void shape_rule(unsigned i, char *ep, size_t room, const char **tier)
         *tier = "t";
 }
 
-#define SHAPE_FMT "{\"rule_id\":\"%s%u\",\"dimension\":\"%s\"," \
-                  "\"limit\":1000000000,\"window_seconds\":60," \
-                  "\"match\":{\"endpoint\":\"%s\"%s%s%s}}"
-
-/* The glob-heavy shape (at the top) of n rules, as a JSON array. */
-static char *shape_json(unsigned n)
+/* n rules as described at the top, the glob-heavy shape (glob) or the
+ * plain set, as a JSON array (malloc'd). */
+static char *rules_json(unsigned n, int glob)
 {
-    size_t room = (size_t)n * 200 + 1024, at = 0;
-    char *s = malloc(room), ep[64], tier[16];
-
-    at += (size_t)sprintf(s, "[" SHAPE_FMT "," SHAPE_FMT ",", "u", 0u,
-                          "user", "/api/*/users/*", "", "", "", "ip", 0u,
-                          "ip", "/api/v1/**", "", "", "");
-    at += (size_t)sprintf(s + at, "{\"rule_id\":\"g0\",\"dimension\":"
-                          "\"global\",\"limit\":1000000000,"
-                          "\"window_seconds\":60,"
-                          "\"match\":{\"tier\":\"gold\"}}");
-    for (unsigned i = 3; i < n; i++) {
-        const char *t;
-        shape_rule(i, ep, sizeof ep, &t);
-        snprintf(tier, sizeof tier, "t%u", i % 37);
-        at += (size_t)sprintf(s + at, "," SHAPE_FMT, "r", i, "user", ep,
-                              t ? ",\"tier\":\"" : "", t ? tier : "",
-                              t ? "\"" : "");
-    }
-    strcpy(s + at, "]");
-    return s;
-}
-
-/* n rules as described at the top, as a JSON array (malloc'd). */
-static char *rules_json(unsigned n)
-{
-    size_t room = (size_t)n * 200 + 1024, at = 0;
-    char *s = malloc(room), ep[64];
     static const char *const globs[] = {"/g/*/items", "/v?/**/x",
                                         "/files/**.png", "/u/*/posts/*"};
+    size_t room = (size_t)n * 200 + 1024, at;
+    char *s = malloc(room), ep[64], tier[16];
 
-    at += (size_t)sprintf(s, "[" RULE_FMT "," RULE_FMT ",", "u", 0u,
-                          "user", "1000000000", "/search", "ip", 0u, "ip",
-                          "1000000000", "/search");
-    at += (size_t)sprintf(s + at, "{\"rule_id\":\"g0\",\"dimension\":"
-                          "\"global\",\"limit\":1000000000,"
-                          "\"window_seconds\":60}");
+    at = (size_t)sprintf(s, "[" RULE_FMT "," RULE_FMT ",{\"rule_id\":\"g0\","
+                         "\"dimension\":\"global\",\"limit\":" BIG ","
+                         "\"window_seconds\":60%s}", "u", 0u, "user", BIG,
+                         glob ? "/api/*/users/*" : "/search", "", "", "",
+                         "ip", 0u, "ip", BIG, glob ? "/api/v1/**" : "/search",
+                         "", "", "", glob ? ",\"match\":{\"tier\":\"gold\"}" : "");
     for (unsigned i = 3; i < n; i++) {
-        if (i < 7)
-            snprintf(ep, sizeof ep, "%s", globs[i - 3]);
-        else if (i % 5 == 0)
-            snprintf(ep, sizeof ep, "/p%u/**", i);
+        const char *t = NULL;
+        if (glob)
+            shape_rule(i, ep, sizeof ep, &t);
         else
-            snprintf(ep, sizeof ep, "/svc/%u/op", i);
-        at += (size_t)sprintf(s + at, "," RULE_FMT, "r", i, "user", "100",
-                              ep);
+            snprintf(ep, sizeof ep, i < 7 ? globs[i - 3] : i % 5 == 0 ?
+                     "/p%u/**" : "/svc/%u/op", i);
+        snprintf(tier, sizeof tier, "t%u", i % 37);
+        at += (size_t)sprintf(s + at, "," RULE_FMT, "r", i, "user",
+                              glob ? BIG : "100", ep, t ? ",\"tier\":\"" : "",
+                              t ? tier : "", t ? "\"" : "");
     }
     strcpy(s + at, "]");
     return s;
@@ -248,7 +223,7 @@ static void bench_rules(const options *o, int glob)
 
     for (size_t k = 0; k < ns; k++) {
         rl_ruleset *rs;
-        json[k] = glob ? shape_json(sizes[k]) : rules_json(sizes[k]);
+        json[k] = rules_json(sizes[k], glob);
         lim[k] = limiter_with(json[k]);
         rs = parse_or_die(json[k]);
         walk[k] = time_walk(rs, o, glob, 0);
@@ -348,7 +323,7 @@ static rl_limiter *glob_limiter(char (*pat)[64])
     json[0] = '[';
     for (int i = 0; i < GLOBS; i++)
         at += (size_t)sprintf(json + at, "%s" RULE_FMT, i ? "," : "", "g",
-                              (unsigned)i, "user", "1000000000", pat[i]);
+                              (unsigned)i, "user", BIG, pat[i], "", "", "");
     strcpy(json + at, "]");
     lim = limiter_with(json);
     free(json);
