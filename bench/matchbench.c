@@ -2,13 +2,12 @@
  * matchbench.c -- what finding a request's rules costs (issue 11), each
  * figure beside its reference measured in the same run.
  * Method and figures: docs/BENCHMARKS.md, "How each bench measures".
- *
- *   bench/rlbench match [--json] [--quick] [--n N] [--rounds R]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +31,20 @@ typedef struct options {
 } options;
 
 static const text_layout layout = {20, 13, 1, 3, 12, 3};
+
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--n", BENCH_OPT_COUNT, offsetof(options, n), 1, 1e12, 20000, 5000,
+     NULL, "checks per timed block"},
+    {"--rounds", BENCH_OPT_COUNT, offsetof(options, rounds), 1, MAX_ROUNDS,
+     7, 7, NULL, "timed blocks per size (medians)"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench match",
+    .about = "ns per rl_check() with 10 to 100000 rules, beside 10; glob "
+             "matching beside the old matcher."};
 
 /* ---- rules: 10 to 5000 ---------------------------------------------------- */
 
@@ -383,34 +396,14 @@ static void bench_globs(const options *o)
     free(dstar);
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: rlbench match [--json] [--quick] [--n N] "
-                    "[--rounds R (1..%d)]\n", MAX_ROUNDS);
-    exit(2);
-}
-
 int match_main(int argc, char **argv)
 {
-    options o = {.n = 20000, .rounds = 7};
+    options o = {0};
     uint64_t t0 = now_ns();
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            o.json = 1;
-        else if (strcmp(argv[i], "--quick") == 0)
-            o.quick = 1;
-        else if (strcmp(argv[i], "--n") == 0 && i + 1 < argc)
-            parse_count(argv[++i], &o.n) == 0 ? (void)0 : usage();
-        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
-            parse_count(argv[++i], &o.rounds) == 0 ? (void)0 : usage();
-        else
-            usage();
-    }
-    if (o.n == 0 || o.rounds == 0 || o.rounds > MAX_ROUNDS)
-        usage();
-    if (o.quick)
-        o.n /= 4;
+    if (rc)
+        return rc == 1 ? 0 : rc;
     if (!o.json)
         print_columns(&layout);
     bench_rules(&o, 0);
