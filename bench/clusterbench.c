@@ -13,8 +13,6 @@
 
 /* ---- the command line: one row an option ---------------------------- */
 
-#define OPT_AT(field) offsetof(options, field)
-
 static const char *const groups[] = {"throughput", "reshard", "failover",
                                      NULL};
 

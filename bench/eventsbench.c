@@ -26,8 +26,6 @@ static const char rules[] =
     "{\"rules\":[{\"rule_id\":\"r\",\"dimension\":\"user\",\"match\":"
     "{\"endpoint\":\"/api\"},\"limit\":1,\"window_seconds\":3600}]}";
 
-#define OPT_AT(field) offsetof(options, field)
-
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),

@@ -134,8 +134,6 @@ out:
     return rc;
 }
 
-#define OPT_AT(field) offsetof(options, field)
-
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     {"--keys", BENCH_OPT_COUNT, OPT_AT(keys), 1, 1e9, 10000, 10000, NULL,

@@ -35,9 +35,9 @@ static const text_layout layout = {20, 13, 1, 3, 12, 3};
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),
-    {"--n", BENCH_OPT_COUNT, offsetof(options, n), 1, 1e12, 20000, 5000,
+    {"--n", BENCH_OPT_COUNT, OPT_AT(n), 1, 1e12, 20000, 5000,
      NULL, "checks per timed block"},
-    {"--rounds", BENCH_OPT_COUNT, offsetof(options, rounds), 1, MAX_ROUNDS,
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS,
      7, 7, NULL, "timed blocks per size (medians)"},
 };
 

@@ -35,8 +35,6 @@ typedef struct bench_case {
     int deny, threads, distinct, aa;
 } bench_case;
 
-#define OPT_AT(field) offsetof(options, field)
-
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),

@@ -26,8 +26,6 @@ static const char *const groups[] = {"throughput_64", "throughput_64_many",
 
 /* ---- the command line: one row an option -------------------------------- */
 
-#define OPT_AT(field) offsetof(options, field)
-
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),

@@ -28,8 +28,6 @@ typedef struct options {
     int json, quick;
 } options;
 
-#define OPT_AT(field) offsetof(options, field)
-
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),

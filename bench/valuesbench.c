@@ -30,12 +30,12 @@ typedef struct options {
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),
-    {"--no-metrics", BENCH_OPT_FLAG, offsetof(options, no_metrics),
+    {"--no-metrics", BENCH_OPT_FLAG, OPT_AT(no_metrics),
      .help = "the limiters with metrics=0 (a rule's metrics block is one "
              "more cold line per customer's rule)"},
-    {"--n", BENCH_OPT_COUNT, offsetof(options, n), 1, 1e12, 100000, 25000,
+    {"--n", BENCH_OPT_COUNT, OPT_AT(n), 1, 1e12, 100000, 25000,
      NULL, "checks per timed block"},
-    {"--rounds", BENCH_OPT_COUNT, offsetof(options, rounds), 1, MAX_ROUNDS,
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS,
      7, 7, NULL, "timed blocks per set (medians)"},
 };
 
