@@ -9,8 +9,6 @@
  */
 #include "clusterbench.h"
 
-#include <stddef.h>
-
 /* ---- the command line: one row an option ---------------------------- */
 
 static const char *const groups[] = {"throughput", "reshard", "failover",

@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #endif
 
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -16,8 +16,6 @@
 #include "redisbench.h"
 #include "serverbench.h"
 
-#include <stddef.h>
-
 static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",

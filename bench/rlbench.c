@@ -12,8 +12,6 @@
 #include "benchmodes.h"
 #include "rlbench.h"
 
-#include <stddef.h>
-
 /* ---- the command line: one row an option ---------------------------------- */
 
 static const char *const algos[] = {"sliding_window", "token_bucket",

@@ -4,7 +4,6 @@
  * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

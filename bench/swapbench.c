@@ -8,8 +8,6 @@
  */
 #include "swapbench.h"
 
-#include <stddef.h>
-
 const text_layout layout = {26, 12, 2, 10, 22, 3};
 
 static const char *const groups[] = {"swap", "parse", "push", "pull",

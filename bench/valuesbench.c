@@ -4,7 +4,6 @@
  * handful.  Method and figures: docs/BENCHMARKS.md, "How each bench
  * measures".
  */
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
