@@ -3,10 +3,6 @@
  * "log" beside the same rule enforced, in the same run.  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,10 +3,6 @@
  * request path (on beside off) and their delivery.  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include "serverbench.h"
 
 #define OFF 0

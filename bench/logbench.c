@@ -3,10 +3,6 @@
  * check of the same rule, on the memory store and (with --port) on Redis.
  * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>

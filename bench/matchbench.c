@@ -3,10 +3,6 @@
  * figure beside its reference measured in the same run.
  * Method and figures: docs/BENCHMARKS.md, "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -4,10 +4,6 @@
  * limiter pairs; issue 10's target >= 0.97x).  Method: docs/BENCHMARKS.md,
  * "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -8,10 +8,6 @@
 #ifndef RL_BENCH_REDISBENCH_H
 #define RL_BENCH_REDISBENCH_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <ctype.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
