@@ -2,10 +2,6 @@
  * benchutil.c -- the output, error and command-line helpers, and the
  * frames, that the programs of bench/ share (see benchutil.h).
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <limits.h>
 #include <math.h>

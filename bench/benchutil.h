@@ -148,6 +148,10 @@ typedef struct bench_opt {
     const char *help;   /* its line in the usage bench_opt_usage() prints */
 } bench_opt;
 
+/* A field's offset in the bench's options struct, whose type each bench
+ * names `options`. */
+#define OPT_AT(field) offsetof(options, field)
+
 /* The rows every table has, on the fields json and quick of the bench's
  * options struct T. */
 #define BENCH_OPT_JSON_ROW(T)                                             \

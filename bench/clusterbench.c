@@ -9,11 +9,7 @@
  */
 #include "clusterbench.h"
 
-#include <stddef.h>
-
 /* ---- the command line: one row an option ---------------------------- */
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const char *const groups[] = {"throughput", "reshard", "failover",
                                      NULL};

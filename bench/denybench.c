@@ -24,8 +24,6 @@ typedef struct run {
     double secs;
 } run;
 
-#define OPT_AT(field) offsetof(options, field)
-
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),

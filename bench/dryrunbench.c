@@ -3,12 +3,7 @@
  * "log" beside the same rule enforced, in the same run.  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <pthread.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,8 +20,6 @@ typedef struct options {
     unsigned long long keys, calls, rounds;
     int json, quick;
 } options;
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),

@@ -3,10 +3,6 @@
  * request path (on beside off) and their delivery.  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include "serverbench.h"
 
 #define OFF 0
@@ -25,8 +21,6 @@ typedef struct options {
 static const char rules[] =
     "{\"rules\":[{\"rule_id\":\"r\",\"dimension\":\"user\",\"match\":"
     "{\"endpoint\":\"/api\"},\"limit\":1,\"window_seconds\":3600}]}";
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),

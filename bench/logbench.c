@@ -3,12 +3,7 @@
  * check of the same rule, on the memory store and (with --port) on Redis.
  * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <pthread.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -133,8 +128,6 @@ out:
     rl_limiter_free(lim[1]);
     return rc;
 }
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),

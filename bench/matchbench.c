@@ -2,13 +2,7 @@
  * matchbench.c -- what finding a request's rules costs (issue 11), each
  * figure beside its reference measured in the same run.
  * Method and figures: docs/BENCHMARKS.md, "How each bench measures".
- *
- *   bench/rlbench match [--json] [--quick] [--n N] [--rounds R]
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,10 +27,25 @@ typedef struct options {
 
 static const text_layout layout = {20, 13, 1, 3, 12, 3};
 
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--n", BENCH_OPT_COUNT, OPT_AT(n), 1, 1e12, 20000, 5000,
+     NULL, "checks per timed block"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS,
+     7, 7, NULL, "timed blocks per size (medians)"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench match",
+    .about = "ns per rl_check() with 10 to 100000 rules, beside 10; glob "
+             "matching beside the old matcher."};
+
 /* ---- rules: 10 to 5000 ---------------------------------------------------- */
 
+#define BIG "1000000000"
 #define RULE_FMT "{\"rule_id\":\"%s%u\",\"dimension\":\"%s\",\"limit\":%s," \
-                 "\"window_seconds\":60,\"match\":{\"endpoint\":\"%s\"}}"
+                 "\"window_seconds\":60,\"match\":{\"endpoint\":\"%s\"%s%s%s}}"
 
 /* The glob-heavy shape's rule i >= 3 (ep: its endpoint; *tier: its
  * tier or NULL). */
@@ -64,58 +73,32 @@ static void shape_rule(unsigned i, char *ep, size_t room, const char **tier)
         *tier = "t";
 }
 
-#define SHAPE_FMT "{\"rule_id\":\"%s%u\",\"dimension\":\"%s\"," \
-                  "\"limit\":1000000000,\"window_seconds\":60," \
-                  "\"match\":{\"endpoint\":\"%s\"%s%s%s}}"
-
-/* The glob-heavy shape (at the top) of n rules, as a JSON array. */
-static char *shape_json(unsigned n)
+/* n rules as described at the top, the glob-heavy shape (glob) or the
+ * plain set, as a JSON array (malloc'd). */
+static char *rules_json(unsigned n, int glob)
 {
-    size_t room = (size_t)n * 200 + 1024, at = 0;
-    char *s = malloc(room), ep[64], tier[16];
-
-    at += (size_t)sprintf(s, "[" SHAPE_FMT "," SHAPE_FMT ",", "u", 0u,
-                          "user", "/api/*/users/*", "", "", "", "ip", 0u,
-                          "ip", "/api/v1/**", "", "", "");
-    at += (size_t)sprintf(s + at, "{\"rule_id\":\"g0\",\"dimension\":"
-                          "\"global\",\"limit\":1000000000,"
-                          "\"window_seconds\":60,"
-                          "\"match\":{\"tier\":\"gold\"}}");
-    for (unsigned i = 3; i < n; i++) {
-        const char *t;
-        shape_rule(i, ep, sizeof ep, &t);
-        snprintf(tier, sizeof tier, "t%u", i % 37);
-        at += (size_t)sprintf(s + at, "," SHAPE_FMT, "r", i, "user", ep,
-                              t ? ",\"tier\":\"" : "", t ? tier : "",
-                              t ? "\"" : "");
-    }
-    strcpy(s + at, "]");
-    return s;
-}
-
-/* n rules as described at the top, as a JSON array (malloc'd). */
-static char *rules_json(unsigned n)
-{
-    size_t room = (size_t)n * 200 + 1024, at = 0;
-    char *s = malloc(room), ep[64];
     static const char *const globs[] = {"/g/*/items", "/v?/**/x",
                                         "/files/**.png", "/u/*/posts/*"};
+    size_t room = (size_t)n * 200 + 1024, at;
+    char *s = malloc(room), ep[64], tier[16];
 
-    at += (size_t)sprintf(s, "[" RULE_FMT "," RULE_FMT ",", "u", 0u,
-                          "user", "1000000000", "/search", "ip", 0u, "ip",
-                          "1000000000", "/search");
-    at += (size_t)sprintf(s + at, "{\"rule_id\":\"g0\",\"dimension\":"
-                          "\"global\",\"limit\":1000000000,"
-                          "\"window_seconds\":60}");
+    at = (size_t)sprintf(s, "[" RULE_FMT "," RULE_FMT ",{\"rule_id\":\"g0\","
+                         "\"dimension\":\"global\",\"limit\":" BIG ","
+                         "\"window_seconds\":60%s}", "u", 0u, "user", BIG,
+                         glob ? "/api/*/users/*" : "/search", "", "", "",
+                         "ip", 0u, "ip", BIG, glob ? "/api/v1/**" : "/search",
+                         "", "", "", glob ? ",\"match\":{\"tier\":\"gold\"}" : "");
     for (unsigned i = 3; i < n; i++) {
-        if (i < 7)
-            snprintf(ep, sizeof ep, "%s", globs[i - 3]);
-        else if (i % 5 == 0)
-            snprintf(ep, sizeof ep, "/p%u/**", i);
+        const char *t = NULL;
+        if (glob)
+            shape_rule(i, ep, sizeof ep, &t);
         else
-            snprintf(ep, sizeof ep, "/svc/%u/op", i);
-        at += (size_t)sprintf(s + at, "," RULE_FMT, "r", i, "user", "100",
-                              ep);
+            snprintf(ep, sizeof ep, i < 7 ? globs[i - 3] : i % 5 == 0 ?
+                     "/p%u/**" : "/svc/%u/op", i);
+        snprintf(tier, sizeof tier, "t%u", i % 37);
+        at += (size_t)sprintf(s + at, "," RULE_FMT, "r", i, "user",
+                              glob ? BIG : "100", ep, t ? ",\"tier\":\"" : "",
+                              t ? tier : "", t ? "\"" : "");
     }
     strcpy(s + at, "]");
     return s;
@@ -248,7 +231,7 @@ static void bench_rules(const options *o, int glob)
 
     for (size_t k = 0; k < ns; k++) {
         rl_ruleset *rs;
-        json[k] = glob ? shape_json(sizes[k]) : rules_json(sizes[k]);
+        json[k] = rules_json(sizes[k], glob);
         lim[k] = limiter_with(json[k]);
         rs = parse_or_die(json[k]);
         walk[k] = time_walk(rs, o, glob, 0);
@@ -348,7 +331,7 @@ static rl_limiter *glob_limiter(char (*pat)[64])
     json[0] = '[';
     for (int i = 0; i < GLOBS; i++)
         at += (size_t)sprintf(json + at, "%s" RULE_FMT, i ? "," : "", "g",
-                              (unsigned)i, "user", "1000000000", pat[i]);
+                              (unsigned)i, "user", BIG, pat[i], "", "", "");
     strcpy(json + at, "]");
     lim = limiter_with(json);
     free(json);
@@ -408,34 +391,14 @@ static void bench_globs(const options *o)
     free(dstar);
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: rlbench match [--json] [--quick] [--n N] "
-                    "[--rounds R (1..%d)]\n", MAX_ROUNDS);
-    exit(2);
-}
-
 int match_main(int argc, char **argv)
 {
-    options o = {.n = 20000, .rounds = 7};
+    options o = {0};
     uint64_t t0 = now_ns();
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            o.json = 1;
-        else if (strcmp(argv[i], "--quick") == 0)
-            o.quick = 1;
-        else if (strcmp(argv[i], "--n") == 0 && i + 1 < argc)
-            parse_count(argv[++i], &o.n) == 0 ? (void)0 : usage();
-        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
-            parse_count(argv[++i], &o.rounds) == 0 ? (void)0 : usage();
-        else
-            usage();
-    }
-    if (o.n == 0 || o.rounds == 0 || o.rounds > MAX_ROUNDS)
-        usage();
-    if (o.quick)
-        o.n /= 4;
+    if (rc)
+        return rc == 1 ? 0 : rc;
     if (!o.json)
         print_columns(&layout);
     bench_rules(&o, 0);

@@ -4,11 +4,6 @@
  * limiter pairs; issue 10's target >= 0.97x).  Method: docs/BENCHMARKS.md,
  * "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,8 +29,6 @@ typedef struct bench_case {
     const char *name;       /* after "metrics_check_" */
     int deny, threads, distinct, aa;
 } bench_case;
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),

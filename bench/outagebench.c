@@ -53,29 +53,25 @@ static void *hammer(void *p)
 static rl_limiter *open_limiter(const char *uri, const char *fleet)
 {
     char rules[256], err[ERRLEN];
+    int dflt = strcmp(fleet, "default") == 0; /* fleet_size not set */
 
     snprintf(rules, sizeof rules,
              "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":%d,"
              "\"window_seconds\":%d,\"algorithm\":\"token_bucket\","
              "\"failure_mode\":\"fallback\"}]", LIMIT, WINDOW_S);
-    if (strcmp(fleet, "default") == 0) /* fleet_size not set */
-        return bench_limiter((const char *const[]){"store", uri, "rules", rules,
-                                                   NULL},
-                             err);
-    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
-                                               "fleet_size", fleet,
-                                               "fleet_name", "outagebench",
-                                               NULL},
+    return bench_limiter((const char *const[]){
+                             "store", uri, "rules", rules,
+                             "fleet_size", dflt ? NULL : fleet,
+                             "fleet_name", dflt ? NULL : "outagebench", NULL},
                          err);
 }
 
 static void child(shared *sh, const char *uri, const char *fleet)
 {
     pthread_t t[THREADS];
-    worker w;
+    worker w = {.sh = sh, .lim = open_limiter(uri, fleet)};
 
-    w.sh = sh;
-    if (!(w.lim = open_limiter(uri, fleet))) {
+    if (!w.lim) {
         fprintf(stderr, "redisbench outage: limiter: %s\n", rl_errmsg(NULL));
         _exit(1);
     }
@@ -99,7 +95,7 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
     char uri[128];
     pid_t pid[PROCS];
     int bad = 0, st;
-    long bound;
+    long bound, adm;
     redisContext *c = rh_connect(srv);
 
     if (sh == MAP_FAILED || !c)
@@ -125,21 +121,20 @@ static int run(rh_server *srv, const char *fleet, long outage_ms, int json)
         bad |= waitpid(pid[p], &st, 0) < 0 || !WIFEXITED(st) ||
                WEXITSTATUS(st) != 0;
     bound = ALLOWED + LIMIT * outage_ms / (WINDOW_S * 1000L) + PROCS;
+    adm = atomic_load(&sh->admitted);
     if (json)
         printf("{\"figure\":\"outage_admitted\",\"outage_ms\":%ld,"
                "\"fleet_size\":\"%s\",\"admitted\":%ld,\"local\":%ld,"
                "\"checks\":%ld,\"allowed_by_rule\":%d,\"bound\":%ld,"
                "\"ratio\":%.3f}\n",
-               outage_ms, fleet, atomic_load(&sh->admitted),
-               atomic_load(&sh->local), atomic_load(&sh->checks), ALLOWED,
-               bound, (double)atomic_load(&sh->admitted) / ALLOWED);
+               outage_ms, fleet, adm, atomic_load(&sh->local),
+               atomic_load(&sh->checks), ALLOWED, bound, (double)adm / ALLOWED);
     else
         printf("outage %5ld ms, fleet_size %-7s: admitted %5ld of %d "
                "(%.2fx; bound %ld: %s; %ld local) in %ld checks\n",
-               outage_ms, fleet, atomic_load(&sh->admitted), ALLOWED,
-               (double)atomic_load(&sh->admitted) / ALLOWED, bound,
-               atomic_load(&sh->admitted) <= bound ? "within" : "OVER",
-               atomic_load(&sh->local), atomic_load(&sh->checks));
+               outage_ms, fleet, adm, ALLOWED, (double)adm / ALLOWED, bound,
+               adm <= bound ? "within" : "OVER", atomic_load(&sh->local),
+               atomic_load(&sh->checks));
     fflush(stdout);
     munmap(sh, sizeof *sh);
     return bad ? -1 : 0;

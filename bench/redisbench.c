@@ -16,8 +16,6 @@
 #include "redisbench.h"
 #include "serverbench.h"
 
-#include <stddef.h>
-
 static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "throughput_1", "usec_per_call", "bytes_per_key",
                                      "accuracy",      "window_edge",
@@ -25,8 +23,6 @@ static const char *const groups[] = {"throughput_64", "throughput_64_many",
                                      "compact", NULL};
 
 /* ---- the command line: one row an option -------------------------------- */
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),

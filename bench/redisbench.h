@@ -8,10 +8,6 @@
 #ifndef RL_BENCH_REDISBENCH_H
 #define RL_BENCH_REDISBENCH_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <ctype.h>
 #include <errno.h>
 #include <hiredis/hiredis.h>
@@ -188,20 +184,22 @@ int64_t rt_ns(void);
 
 void sleep_s(double s); /* cut short by a signal (g_signal) */
 
-void sleep_until_rt(int64_t t_ns);
+/* Sleeps until t_ns on clock clk (CLOCK_REALTIME: rt_ns()'s). */
+void sleep_until(clockid_t clk, int64_t t_ns);
+#define sleep_until_rt(t_ns) sleep_until(CLOCK_REALTIME, t_ns)
 
 void emit(const options *o, const figure *f);
 
-redisReply *ctl_cmd(char *err, const char *fmt, ...);
-
-int ctl_ok(char *err, const char *fmt, ...);
+/* bcmd() and bcmd_ok() on ctl. */
+#define ctl_cmd(err, ...) bcmd(ctl, err, __VA_ARGS__)
+#define ctl_ok(err, ...) bcmd_ok(ctl, err, __VA_ARGS__)
 
 /* INFO commandstats of cmd on c (on ctl: cmdstat_get); the script's, EVALSHA
  * and FCALL (redis_functions) together (on ctl: cmdstat_script). */
 int cmdstat_at(redisContext *c, const char *cmd, cmdstat *cs, char *err);
-int cmdstat_get(const char *cmd, cmdstat *cs, char *err);
 int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err);
-int cmdstat_script(cmdstat *cs, char *err);
+#define cmdstat_get(cmd, cs, err) cmdstat_at(ctl, cmd, cs, err)
+#define cmdstat_script(cs, err) cmdstat_script_at(ctl, cs, err)
 
 int key_template(char *out, size_t outlen, char *err);
 

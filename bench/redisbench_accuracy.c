@@ -73,12 +73,9 @@ static void acc_child(const options *o, acc_shared *sh, int p)
     pthread_t tid[ACC_THREADS];
     int started = 0;
 
-    one_rule(r[0], sizeof r[0], "sw", 0, ACC_LIMIT, ACC_WINDOW_MS / 1000, 0);
-    one_rule(r[1], sizeof r[1], "tb", 1, ACC_LIMIT, ACC_WINDOW_MS / 1000,
-             ACC_BURST);
-    one_rule(r[2], sizeof r[2], "fw", 2, ACC_LIMIT, ACC_WINDOW_MS / 1000, 0);
-    one_rule(r[3], sizeof r[3], "gc", 3, ACC_LIMIT, ACC_WINDOW_MS / 1000,
-             ACC_BURST);
+    for (int a = 0; a < 4; a++) /* a burst for token bucket and GCRA */
+        one_rule(r[a], sizeof r[a], acc_rule_ids[a], a, ACC_LIMIT,
+                 ACC_WINDOW_MS / 1000, a % 2 ? ACC_BURST : 0);
     snprintf(rules, sizeof rules, "{\"rules\":[%s,%s,%s,%s]}", r[0], r[1],
              r[2], r[3]);
     if (make_limiter(o, rules, &lim, err) != RL_OK) {
@@ -105,14 +102,30 @@ static void acc_child(const options *o, acc_shared *sh, int p)
     _exit(started == ACC_THREADS ? 0 : 1);
 }
 
+/* Reaps the processes; -1 with err naming the first that failed. */
+static int acc_reap(acc *ac, char *err)
+{
+    int dead = 0;
+
+    for (int i = 0; i < ac->nproc; i++) {
+        int status = 0;
+        while (waitpid(ac->pid[i], &status, 0) < 0 && errno == EINTR)
+            ;
+        if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && !dead++)
+            snprintf(err, ERRLEN, "accuracy process %d failed (status %d)",
+                     i, status);
+    }
+    ac->nproc = 0;
+    return dead ? -1 : 0;
+}
+
 void acc_stop(acc *ac)
 {
+    char err[ERRLEN];
+
     atomic_store(&ac->sh->go, 2);
     futex_wake_shared(&ac->sh->go);
-    for (int i = 0; i < ac->nproc; i++)
-        while (waitpid(ac->pid[i], NULL, 0) < 0 && errno == EINTR)
-            ;
-    ac->nproc = 0;
+    acc_reap(ac, err);
     munmap(ac->sh, sizeof *ac->sh);
     ac->sh = NULL;
 }
@@ -180,23 +193,6 @@ static void acc_go(const options *o, acc_shared *sh)
     sh->stop_ns = start + (int64_t)(o->acc_seconds * 1e9);
     atomic_store(&sh->go, 1);
     futex_wake_shared(&sh->go);
-}
-
-/* Reaps the processes; -1 with err naming the first that failed. */
-static int acc_reap(acc *ac, char *err)
-{
-    int dead = 0;
-
-    for (int i = 0; i < ac->nproc; i++) {
-        int status = 0;
-        while (waitpid(ac->pid[i], &status, 0) < 0 && errno == EINTR)
-            ;
-        if ((!WIFEXITED(status) || WEXITSTATUS(status) != 0) && !dead++)
-            snprintf(err, ERRLEN, "accuracy process %d failed (status %d)",
-                     i, status);
-    }
-    ac->nproc = 0;
-    return dead ? -1 : 0;
 }
 
 static int acc_total(const acc_shared *sh, acc_sum *t, char *err)

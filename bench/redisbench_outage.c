@@ -28,12 +28,10 @@ static void out_rule(char *buf, size_t len, const char *id, int algo,
 static int out_limiter(const options *o, int redis, const char *rules,
                        long long cooldown_ms, rl_limiter **out, char *err)
 {
-    char uri[64], c[24];
+    char uri[64] = "memory://", c[24];
 
     if (redis)
         snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", o->port);
-    else
-        snprintf(uri, sizeof uri, "memory://");
     snprintf(c, sizeof c, "%lld", cooldown_ms);
     *out = bench_limiter(
         (const char *const[]){"store", uri,
@@ -84,15 +82,6 @@ static int out_healthy(rl_limiter *lim, const char *key,
         return snprintf(err, ERRLEN, "outage: breaker state %d before the "
                         "fault", st.breaker_state), -1;
     return 0;
-}
-
-static void sleep_until_mono(uint64_t t_ns)
-{
-    struct timespec ts = {(time_t)(t_ns / 1000000000ULL),
-                          (long)(t_ns % 1000000000ULL)};
-
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
-        ;
 }
 
 /* ---- figures 1 and 2: the breaker open ------------------------------------ */
@@ -172,21 +161,24 @@ static int oo_measure(oo_run *r, const char *rid, char *err)
     return 0;
 }
 
+/* outage_breaker_open_<p>: percentile p of both sides' latencies. */
+static figure oo_pct(const hist *h, const char *name, double p)
+{
+    return (figure){.name = name, .value = hist_pct(&h[0], p) / 1000.0,
+                    .unit = "us", .nrefs = 1,
+                    .ref = {hist_pct(&h[1], p) / 1000.0},
+                    .ref_name = {"memory_store_check"}};
+}
+
 static void oo_emit_open(const options *o, const oo_run *r)
 {
     const hist *h = r->h;
-    figure f = {.name = "outage_breaker_open_p50",
-                 .value = hist_pct(&h[0], 0.50) / 1000.0, .unit = "us",
-                 .nrefs = 1, .ref = {hist_pct(&h[1], 0.50) / 1000.0},
-                 .ref_name = {"memory_store_check"}};
+    figure f = oo_pct(h, "outage_breaker_open_p50", 0.50);
 
     xnum(&f, "samples", (double)h[0].n);
     xnum(&f, "ref_samples", (double)h[1].n);
     emit(o, &f);
-    f = (figure){.name = "outage_breaker_open_p99",
-                  .value = hist_pct(&h[0], 0.99) / 1000.0, .unit = "us",
-                  .nrefs = 1, .ref = {hist_pct(&h[1], 0.99) / 1000.0},
-                  .ref_name = {"memory_store_check"}};
+    f = oo_pct(h, "outage_breaker_open_p99", 0.99);
     xnum(&f, "target_max_us", OUT_TARGET_P99_US);
     xnum(&f, "p999_us", hist_pct(&h[0], 0.999) / 1000.0);
     xnum(&f, "ref_p999_us", hist_pct(&h[1], 0.999) / 1000.0);
@@ -305,6 +297,34 @@ typedef struct om_run {
     int64_t rt_first, rt_last; /* CLOCK_REALTIME of the fallback checks */
 } om_run;
 
+/* The next tick, OUT_PACE_NS after *next, slept until; a check that
+ * outlasted the pace gets no catch-up: 1 (late), the tick now. */
+static int om_pace(uint64_t *next)
+{
+    *next += OUT_PACE_NS;
+    if (*next < now_ns()) {
+        *next = now_ns();
+        return 1;
+    }
+    sleep_until(CLOCK_MONOTONIC, (int64_t)*next);
+    return 0;
+}
+
+/* The breaker's openings since the last look (the last one's time in
+ * r->t_open_last); st: the stats read. */
+static uint64_t om_opens(om_run *r, rl_stats *st)
+{
+    uint64_t n = 0;
+
+    rl_stats_get(r->lim, st);
+    if (st->breaker_opens != r->opens_seen) {
+        n = st->breaker_opens - r->opens_seen;
+        r->opens_seen = st->breaker_opens;
+        r->t_open_last = now_ns();
+    }
+    return n;
+}
+
 /* One check per mode while Redis hangs. */
 static int om_round(om_run *r, char *err)
 {
@@ -341,18 +361,8 @@ static int om_outage(om_run *r, char *err)
     while (now_ns() < r->t_stop + (uint64_t)(r->secs * 1e9)) {
         if (om_round(r, err))
             return -1;
-        rl_stats_get(r->lim, &st);
-        if (st.breaker_opens != r->opens_seen) {
-            r->opens_seen = st.breaker_opens;
-            r->t_open_last = now_ns();
-        }
-        next += OUT_PACE_NS;
-        if (next < now_ns()) { /* a check outlasted the pace: no catch-up */
-            next = now_ns();
-            r->late++;
-        } else {
-            sleep_until_mono(next);
-        }
+        om_opens(r, &st);
+        r->late += (unsigned long long)om_pace(&next);
     }
     rl_stats_get(r->lim, &r->b1);
     store_redis_stats_get(limiter_store(r->lim), &r->s1);
@@ -377,14 +387,8 @@ static int om_resume(om_run *r, char *err)
             r->after++;
             r->after_degraded += (res.flags & DEGRADED) != 0;
         }
-        rl_stats_get(r->lim, &st);
-        if (st.breaker_opens != r->opens_seen) {
-            r->reopens += st.breaker_opens - r->opens_seen;
-            r->opens_seen = st.breaker_opens;
-            r->t_open_last = now_ns();
-            if (!r->t_reopen)
-                r->t_reopen = r->t_open_last;
-        }
+        if ((r->reopens += om_opens(r, &st)) && !r->t_reopen)
+            r->t_reopen = r->t_open_last;
         if (!r->t_reconn) { /* when the store's connections came back */
             store_redis_stats_get(limiter_store(r->lim), &r->s2);
             if (r->s2.reconnects != r->s1.reconnects)
@@ -396,11 +400,7 @@ static int om_resume(om_run *r, char *err)
         }
         if (now_ns() - r->t_cont > OUT_CLOSE_WAIT_MS * 1000000ULL)
             break;
-        next += OUT_PACE_NS;
-        if (next < now_ns())
-            next = now_ns();
-        else
-            sleep_until_mono(next);
+        om_pace(&next);
     }
     rl_stats_get(r->lim, &r->b2);
     store_redis_stats_get(limiter_store(r->lim), &r->s2);
@@ -415,25 +415,15 @@ static void om_emit_admitted(const options *o, const om_run *r, int m)
         r->rt_first ? r->rt_last / w - r->rt_first / w + 1 : 0;
     const rl_stats *b0 = &r->b0, *b1 = &r->b1;
     const store_redis_stats *s0 = &r->s0, *s1 = &r->s1;
-    figure f = {0};
+    static const char *const promised[3] = {
+        "every_request", "none", "limit_over_fleet_x_windows"};
+    double ref[3] = {(double)r->sent[0], 0,
+                     (double)(OUT_LIMIT / OUT_FLEET) * (double)windows};
     char name[48];
+    figure f = {.name = name, .value = (double)r->adm[m], .unit = "admitted",
+                .nrefs = 1, .ref = {ref[m]}, .ref_name = {promised[m]}};
 
     snprintf(name, sizeof name, "outage_admitted_%s", mode[m]);
-    f = (figure){.name = name, .value = (double)r->adm[m], .unit = "admitted",
-                  .nrefs = 1};
-    switch (m) {
-    case 0:
-        f.ref[0] = (double)r->sent[m];
-        f.ref_name[0] = "every_request";
-        break;
-    case 1:
-        f.ref[0] = 0;
-        f.ref_name[0] = "none";
-        break;
-    default:
-        f.ref[0] = (double)(OUT_LIMIT / OUT_FLEET) * (double)windows;
-        f.ref_name[0] = "limit_over_fleet_x_windows";
-    }
     xstr(&f, "failure_mode", mode[m]);
     xnum(&f, "checks", (double)r->sent[m]);
     xnum(&f, "decided_by_mode", (double)r->decided[m]);

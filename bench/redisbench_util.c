@@ -30,12 +30,12 @@ void sleep_s(double s)
     }
 }
 
-void sleep_until_rt(int64_t t_ns)
+void sleep_until(clockid_t clk, int64_t t_ns)
 {
     struct timespec ts = {(time_t)(t_ns / 1000000000LL),
                           (long)(t_ns % 1000000000LL)};
 
-    while (clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &ts, NULL) == EINTR)
+    while (clock_nanosleep(clk, TIMER_ABSTIME, &ts, NULL) == EINTR)
         ;
 }
 
@@ -52,31 +52,6 @@ void emit(const options *o, const figure *f)
 
 redisContext *ctl;
 
-redisReply *ctl_cmd(char *err, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = bvcmd(ctl, err, fmt, ap);
-    va_end(ap);
-    return r;
-}
-
-int ctl_ok(char *err, const char *fmt, ...)
-{
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = bvcmd(ctl, err, fmt, ap);
-    va_end(ap);
-    if (r == NULL)
-        return -1;
-    freeReplyObject(r);
-    return 0;
-}
-
 int cmdstat_at(redisContext *c, const char *cmd, cmdstat *cs, char *err)
 {
     char key[64], buf[256];
@@ -89,11 +64,6 @@ int cmdstat_at(redisContext *c, const char *cmd, cmdstat *cs, char *err)
     cs->failed = kv_num(buf, "failed_calls");
     cs->rejected = kv_num(buf, "rejected_calls");
     return 0;
-}
-
-int cmdstat_get(const char *cmd, cmdstat *cs, char *err)
-{
-    return cmdstat_at(ctl, cmd, cs, err);
 }
 
 /* usec_per_call: the mean of the two. */
@@ -111,11 +81,6 @@ int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err)
     cs->failed += f.failed;
     cs->rejected += f.rejected;
     return 0;
-}
-
-int cmdstat_script(cmdstat *cs, char *err)
-{
-    return cmdstat_script_at(ctl, cs, err);
 }
 
 /* The library's key for a client "user:<digits>", read back from Redis

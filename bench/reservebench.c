@@ -3,11 +3,6 @@
  * rl_check() of the same request, on any store (--store).  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,11 +16,11 @@ static const int64_t actual_of[W_N] = {0, 7, 13, 10};
 
 #define ROUNDS_MAX 101
 
-typedef struct opts {
+typedef struct options {
     const char *store;
     unsigned long long n, rounds, keys;
     int json;
-} opts;
+} options;
 
 static const char *rules =
     "[{\"rule_id\":\"u\",\"dimension\":\"user\",\"limit\":1000000000,"
@@ -40,7 +35,7 @@ static void die(const char *what, rl_limiter *lim)
 }
 
 /* One round of workload w: ns per request. */
-static double round_of(rl_limiter *lim, int w, const opts *o,
+static double round_of(rl_limiter *lim, int w, const options *o,
                        unsigned long long *seq)
 {
     char user[32];
@@ -65,10 +60,8 @@ static double round_of(rl_limiter *lim, int w, const opts *o,
     return (double)(now_ns() - t0) / (double)o->n;
 }
 
-#define OPT_AT(field) offsetof(opts, field)
-
 static const bench_opt rows[] = {
-    BENCH_OPT_JSON_ROW(opts),
+    BENCH_OPT_JSON_ROW(options),
     {"--store", BENCH_OPT_NAME, OPT_AT(store), -1, -1, -1, -1, NULL,
      "the store (default memory://)"},
     {"--n", BENCH_OPT_COUNT, OPT_AT(n), 1, 1e12, 20000, 20000, NULL,
@@ -84,9 +77,9 @@ static const bench_opts table = {
     .prog = "rlbench reserve",
     .about = "rl_reserve() then rl_settle() beside rl_check()."};
 
-static int parse(int argc, char **argv, opts *o)
+static int parse(int argc, char **argv, options *o)
 {
-    *o = (opts){.store = "memory://"};
+    *o = (options){.store = "memory://"};
     return bench_opt_args(argc, argv, &table, o);
 }
 
@@ -97,7 +90,7 @@ int reserve_main(int argc, char **argv)
     char err[ERRLEN] = "";
     rl_limiter *lim;
     unsigned long long seq = 0;
-    opts o;
+    options o;
     int rc = parse(argc, argv, &o);
 
     if (rc)

@@ -12,11 +12,7 @@
 #include "benchmodes.h"
 #include "rlbench.h"
 
-#include <stddef.h>
-
 /* ---- the command line: one row an option ---------------------------------- */
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const char *const algos[] = {"sliding_window", "token_bucket",
                                     "fixed_window", "gcra", NULL};

@@ -7,10 +7,6 @@
 #ifndef RL_BENCH_RLBENCH_H
 #define RL_BENCH_RLBENCH_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>

@@ -4,7 +4,6 @@
  * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <signal.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +26,6 @@ typedef struct options {
     unsigned long long seconds, keys;
     int json, quick;
 } options;
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),

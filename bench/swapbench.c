@@ -8,11 +8,7 @@
  */
 #include "swapbench.h"
 
-#include <stddef.h>
-
 const text_layout layout = {26, 12, 2, 10, 22, 3};
-
-#define OPT_AT(field) offsetof(options, field)
 
 static const char *const groups[] = {"swap", "parse", "push", "pull",
                                      "put_push", "put_pull", NULL};

@@ -6,10 +6,6 @@
 #ifndef RL_BENCH_SWAPBENCH_H
 #define RL_BENCH_SWAPBENCH_H
 
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
-
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdatomic.h>

@@ -91,8 +91,6 @@ static void emit(const char *name, double tls, double tcp, const char *unit,
     emit_figure(&f, o->json, &layout);
 }
 
-#define OPT_AT(field) offsetof(options, field)
-
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),

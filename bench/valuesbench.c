@@ -3,12 +3,6 @@
  * 3): thousands of per-customer overrides must cost no more than a
  * handful.  Method and figures: docs/BENCHMARKS.md, "How each bench
  * measures".
- *
- *   bench/rlbench values [--json] [--quick] [--no-metrics] [--n N]
- *                        [--rounds R]
- *
- * --no-metrics: the limiters with option metrics=0 (a rule's metrics
- * block is one more cold line per customer's rule).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,6 +20,28 @@
 
 static const text_layout layout = {20, 13, 1, 3, 14, 3};
 static const unsigned sizes[NSETS] = {0, 10, 5000};
+
+typedef struct options {
+    unsigned long long n, rounds;
+    int json, quick, no_metrics;
+} options;
+
+static const bench_opt opts[] = {
+    BENCH_OPT_JSON_ROW(options),
+    BENCH_OPT_QUICK_ROW(options),
+    {"--no-metrics", BENCH_OPT_FLAG, OPT_AT(no_metrics),
+     .help = "the limiters with metrics=0 (a rule's metrics block is one "
+             "more cold line per customer's rule)"},
+    {"--n", BENCH_OPT_COUNT, OPT_AT(n), 1, 1e12, 100000, 25000,
+     NULL, "checks per timed block"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS,
+     7, 7, NULL, "timed blocks per set (medians)"},
+};
+
+static const bench_opts table = {
+    .rows = opts, .n = sizeof opts / sizeof opts[0], .prog = "rlbench values",
+    .about = "ns per rl_check() with 10 and 5000 per-value overrides, beside "
+             "none."};
 
 /* The general rule and n overrides as a JSON array (malloc'd). */
 static char *set_json(unsigned n)
@@ -95,51 +111,30 @@ static double time_block(rl_limiter *lim, unsigned long long n,
     return (double)(now_ns() - t0) / (double)n;
 }
 
-static void usage(void)
-{
-    fprintf(stderr, "usage: rlbench values [--json] [--quick] [--no-metrics] "
-            "[--n N] [--rounds R]\n");
-    exit(2);
-}
-
 int values_main(int argc, char **argv)
 {
-    unsigned long long n = 100000, rounds = 7;
+    options o = {0};
     double per[2 * NSETS][MAX_ROUNDS];
     rl_limiter *lim[NSETS];
     uint64_t rng = 7, t0 = now_ns();
-    const char *metrics = "1";
-    int json = 0;
+    char err[ERRLEN];
+    int rc = bench_opt_args(argc, argv, &table, &o), json = o.json;
+    unsigned long long n = o.n, rounds = o.rounds;
 
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
-            json = 1;
-        else if (strcmp(argv[i], "--no-metrics") == 0)
-            metrics = "0";
-        else if (strcmp(argv[i], "--quick") == 0)
-            n /= 4;
-        else if (strcmp(argv[i], "--n") == 0 && i + 1 < argc)
-            parse_count(argv[++i], &n) == 0 ? (void)0 : usage();
-        else if (strcmp(argv[i], "--rounds") == 0 && i + 1 < argc)
-            parse_count(argv[++i], &rounds) == 0 ? (void)0 : usage();
-        else
-            usage();
-    }
-    if (n == 0 || rounds == 0 || rounds > MAX_ROUNDS)
-        usage();
+    if (rc)
+        return rc == 1 ? 0 : rc;
     if (!json)
         print_columns(&layout);
     for (size_t k = 0; k < NSETS; k++) {
         char *text = set_json(sizes[k]);
-        rl_config *cfg = rl_config_new();
-        if (!cfg || rl_config_set(cfg, "metrics", metrics) != RL_OK ||
-            rl_limiter_new(&lim[k], cfg) != RL_OK ||
-            rl_rules_load_string(lim[k], text) != RL_OK) {
-            fprintf(stderr, "valuesbench: rules: %s\n", errtext(lim[k]));
+        lim[k] = bench_limiter_rules(
+            (const char *const[]){"metrics", o.no_metrics ? "0" : "1", NULL},
+            text, err);
+        if (!lim[k]) {
+            fprintf(stderr, "valuesbench: rules: %s\n", err);
             exit(1);
         }
         free(text);
-        rl_config_free(cfg);
         time_block(lim[k], 4 * KEYS, 0, &rng); /* warm: every state */
         time_block(lim[k], 4 * KEYS, sizes[k] ? CUSTOMERS : 0, &rng);
     }
