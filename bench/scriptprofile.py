@@ -23,10 +23,14 @@ each one's ratio.
 
   python3 bench/scriptprofile.py [--json] [--calls N] [--batch N]
       [--base FILE [--base-long]] [--parts LIST] [--algos 0,1,2,3] [--long] [--rounds N]
-      [--usec [--gap US]]
+      [--usec [--gap US]] [--twice]
 
 A part skipped changes what the script writes, so a part's figure is its
 cost give or take the knock-on work; the variants are measurements only.
+The lean_* parts are the lean token bucket's (run as lean calls, lone or
+batches as --batch says; e.g. --algos 1 --parts lean_check,lean_value).
+--twice: each batch names half as many keys, each twice (a key charged
+again at its own time: a hot client).
 --long sends every request in the long form (4 values per key; the form
 before short requests) instead of the short one src/redis/redis_script.c sends;
 Each variant runs --rounds times, alternated with the others, and its
@@ -46,7 +50,9 @@ import tempfile, time, glob
 HERE = os.path.dirname(os.path.abspath(__file__))
 W, BIG = 86400000, 10 ** 9
 
-# Each part: the check.lua text it replaces with what, in the callback.
+# Each part: the check.lua (lean.lua: lean_*) text it replaces with what.
+LEAN_SET = "local old = call('SET', key, format('%d', left), 'PXAT', s, 'GET')"
+LEAN_CALL = 'x[1](key, x[2], x[3], x[4], x[5], x[6], x[7], x[8], now)'
 PARTS = {
     'pexpiretime': [("pxt = call('PEXPIRETIME', K[key])",
                      "pxt = now + 86400000")],
@@ -66,6 +72,15 @@ PARTS = {
              "ok == true and 1 or ok or -retry, remaining, reset", ""),
             ("-- one chunk (most calls) makes no table of parts.",
              "n = 0")],
+    # the lean token bucket's (q = 1) parts, run as lean calls: its check
+    # of the reading (GET, tonumber), its value's write (PEXPIREAT alone,
+    # as GCRA's), the answer's struct.pack
+    'lean_check': [(LEAN_SET, "local old = call('SET', key, format('%d', "
+                    "left), 'PXAT', s) old = nil")],
+    'lean_value': [(LEAN_SET, "local old = call('PEXPIREAT', key, s) "
+                    "old = nil")],
+    'lean_answer': [("return struct.pack('<dddd', " + LEAN_CALL + ")",
+                     LEAN_CALL + " return '" + '.' * 32 + "'")],
 }
 
 # rate-limiter-flexible 11.4.0's RateLimiterRedis script (bench/peer/README.md)
@@ -181,6 +196,7 @@ def main():
     ap.add_argument('--long', action='store_true')
     ap.add_argument('--base-long', action='store_true')
     ap.add_argument('--rounds', type=int, default=3)
+    ap.add_argument('--twice', action='store_true')
     ap.add_argument('--usec', action='store_true')
     ap.add_argument('--gap', type=float, default=0)
     ap.add_argument('--library', default=os.path.join(
@@ -263,10 +279,14 @@ def run(o, r, pid, tmp, libs):
     lean = [] if 'lean_check' not in libs['library'] else \
         ['lean'] if o.batch == 1 else \
         ['lean_batch'] if 'lean_batch' in libs['library'] else []
+    # a lean part leaves states the others would misread: keys of its own
+    spaces = [n for n in libs if n.startswith('no_lean')]
     for algo in [int(a) for a in o.algos.split(',')]:
         r.cmd('FLUSHALL')
-        for i in range(0, o.keys, 100):  # every key exists
+        for i in range(0, o.keys * (1 + len(spaces)), 100):  # every key exists
             r.cmd(*fcall('sp_library', algo, range(i, i + 100), o.long))
+            if i >= o.keys:
+                continue
             r.cmd(*floor_call(sha, range(i, i + 100), 0))
             for k in range(i, i + 100):
                 r.send(*peer_call(peer, k))
@@ -276,16 +296,27 @@ def run(o, r, pid, tmp, libs):
         for _ in range(o.rounds):  # alternated; each name's least kept
             for name in list(libs) + lean + ['peer', 'floor', 'floor_5_argv']:
                 rng = random.Random(11)  # the same keys for each
-                picks = [rng.sample(range(o.keys), o.batch)
-                         for _ in range(o.calls)]
-                if name in ('lean', 'peer'):  # one key a call
+                n = o.calls * o.batch  # each key once a name when it can
+                ks = rng.sample(range(o.keys), n) if n <= o.keys else None
+                picks = [ks[i:i + o.batch] if ks else
+                         rng.sample(range(o.keys), o.batch)
+                         for i in range(0, n, o.batch)]
+                if o.twice:  # each batch names half its keys, twice
+                    picks = [p[:o.batch // 2] * 2 for p in picks]
+                lp = name.startswith('no_lean')  # a lean part: lean calls
+                if lp:
+                    off = o.keys * (1 + spaces.index(name))
+                    picks = [[k + off for k in p] for p in picks]
+                fn = 'sp_' + (name if lp else 'library')
+                one = name in ('lean', 'peer') or (lp and o.batch == 1)
+                if one:  # one key a call
                     keys = [k for p in picks for k in p]
                     v = measure(o, r, pid, tmp,
-                                [lean_call('sp_library', algo, k)
-                                 if name == 'lean' else peer_call(peer, k)
+                                [peer_call(peer, k) if name == 'peer'
+                                 else lean_call(fn, algo, k)
                                  for k in keys], 1)
-                elif name == 'lean_batch':
-                    calls = [lean_batch('sp_library', algo, k) for k in picks]
+                elif name == 'lean_batch' or lp:
+                    calls = [lean_batch(fn, algo, k) for k in picks]
                 elif name.startswith('floor'):
                     extra = 5 if name == 'floor_5_argv' else 0
                     calls = [floor_call(sha, k, extra) for k in picks]
@@ -293,7 +324,7 @@ def run(o, r, pid, tmp, libs):
                     calls = [fcall('sp_' + name, algo, k,
                                    o.long or (name == 'base' and o.base_long))
                              for k in picks]
-                if name not in ('lean', 'peer'):
+                if not one:
                     v = measure(o, r, pid, tmp, calls)
                 got[name] = min(got.get(name, v), v)
         report(o, algo, got)

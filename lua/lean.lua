@@ -38,10 +38,11 @@
 -- - a token bucket whose q is 1 holds its level in the value and the
 --   time it is full again in the expiry; the level now is the capacity
 --   less the time to full, whatever the value, unless the state's own
---   time is not yet past (a clock gone back, or two charges in one ms),
---   so the charge is written first by SET ... PXAT ... GET, and the value
---   it replaced says whether that was so (if not: put back, and the
---   general steps);
+--   time is still ahead (a clock gone back, a debt's refill time to come;
+--   at that very ms, two charges in one ms or a key twice in a batch, the
+--   two are the same level), so the charge is written first by SET ...
+--   PXAT ... GET, and the value it replaced says whether that was so (if
+--   not: put back, and the general steps);
 -- - the other buckets (q > 1) take the general steps: GET, the expiry,
 --   SET ... PXAT.
 -- What is stored is save()'s result in every case, all within the one
@@ -223,7 +224,8 @@ end
 
 -- The token bucket, q = 1: at exp (full again) the level is the
 -- capacity; at now, cap - (exp - now), when the state's time (exp less
--- the level's room, which needs the value) is past.  Charged on that
+-- the level's room, which needs the value) is not ahead of now (at now
+-- itself the state's level is that one).  Charged on that
 -- reading: SET ... GET writes save()'s result and answers the value it
 -- replaced, which says whether the reading held.  If not, or if the
 -- reading denies, the value (GET, or the one replaced, put back) and the
@@ -244,10 +246,10 @@ local function lean_bucket1(key, algo, limit, burst, w, p, q, cost, now)
   local full = now + cap - left
   local s = format('%d', full)
   local old = call('SET', key, format('%d', left), 'PXAT', s, 'GET')
-  if old then -- the reading held if the state's time is past
+  if old then -- the reading held unless the state's time is ahead
     local a = tonumber(old)
     if a and a > cap then a = cap end
-    if not a or exp - (cap - a) >= now then
+    if not a or exp - (cap - a) > now then
       call('SET', key, old, 'PXAT', format('%d', exp))
       return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
     end

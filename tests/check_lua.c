@@ -530,6 +530,44 @@ START_TEST(lean_path_reads_redis_clock)
 }
 END_TEST
 
+/* A token bucket (q = 1) charged again in the ms of its last charge (a
+ * hot client; a key twice in one batch) or at a clock gone back: at its
+ * own time the state's level is the expiry's reading, so the lean path's
+ * one SET ... GET serves (no GET: the put-back and the general steps ran
+ * there before); ahead of now the value decides (the general steps, GET).
+ * The C maths decide the same at every step. */
+START_TEST(lean_bucket_same_ms_one_write)
+{
+    static const struct {
+        int64_t dt, sets, gets; /* the step's time from base; its calls */
+    } steps[] = {{0, 1, 0}, {0, 1, 0}, {0, 1, 0}, {-1, 3, 1}, {5, 1, 0}};
+    int64_t base = test_base();
+    algo_params ap;
+    algo_state st = {0};
+    char err[200];
+
+    ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_TOKEN_BUCKET, 10, 20, 60,
+                                      err, sizeof err), 0);
+    ck_assert_int_eq(ap.q, 1);
+    for (size_t s = 0; s < sizeof steps / sizeof steps[0]; s++) {
+        algo_decision c, l;
+        int64_t sets, gets;
+
+        freeReplyObject(cmd("CONFIG RESETSTAT"));
+        algo_apply(&ap, &st, base + steps[s].dt, 1, &c);
+        lean_apply(&ap, "rl:{hot}:bucket", base + steps[s].dt, 1, &l);
+        same_decision(&c, &l, "C vs lean, one ms", &ap, (int)s, base,
+                      base + steps[s].dt, 1);
+        sets = rh_cmdstat_calls(&srv, "set");
+        gets = rh_cmdstat_calls(&srv, "get");
+        ck_assert_msg(sets == steps[s].sets && gets == steps[s].gets,
+                      "step %zu: %lld SET, %lld GET; want %lld, %lld", s,
+                      (long long)sets, (long long)gets,
+                      (long long)steps[s].sets, (long long)steps[s].gets);
+    }
+}
+END_TEST
+
 START_TEST(sliding_window_same_decisions)
 {
     differential(RL_ALGO_SLIDING_WINDOW, 40, 150, 0);
@@ -1217,6 +1255,7 @@ int main(void)
     tcase_add_test(tc, lean_path_same_decisions);
     tcase_add_test(tc, lean_path_reads_written_state);
     tcase_add_test(tc, lean_path_reads_redis_clock);
+    tcase_add_test(tc, lean_bucket_same_ms_one_write);
     tcase_add_test(tc, batch_repeated_keys_same_decisions);
     tcase_add_test(tc, state_size_bound);
     tcase_add_test(tc, token_bucket_same_decisions);
