@@ -29,7 +29,7 @@
  *
  * Clock: the server's (RedisModule_Milliseconds: the same ms as the
  * script's TIME).  Replication and AOF get the resulting writes (SET ...
- * PXAT, INCRBY, HSET, HDEL, PEXPIREAT, DEL), never the command, so a replica and a
+ * PXAT, INCR, INCRBY, HSET, HDEL, PEXPIREAT, DEL), never the command, so a replica and a
  * replay hold the same state whatever their clocks.  Keys are declared by
  * the getkeys API (numkeys as EVAL's), so Cluster routing and ACL key
  * patterns see them.
@@ -339,7 +339,8 @@ void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
  * kept (a window charged in its own window): its value is the integer it
  * was plus the charge (sliding: prev * 10^10 + curr, within int64 while
  * prev < 9 * 10^8), so INCRBY replicates it, for less than a SET's
- * arguments (lua/check.lua writes such a charge with INCRBY too). */
+ * arguments (lua/check.lua writes such a charge with INCRBY too), and a
+ * charge of 1 INCR, one argument fewer again. */
 static int counted_on(const op *o, int64_t exp)
 {
     return (o->ap.algo == RL_ALGO_FIXED_WINDOW ||
@@ -350,7 +351,8 @@ static int counted_on(const op *o, int64_t exp)
 }
 
 /* Write op o's charged state (plain: SET ... PXAT, replicated as such, or
- * INCRBY (counted_on); an expiry already past deletes, as SET does). */
+ * INCR / INCRBY (counted_on); an expiry already past deletes, as SET
+ * does). */
 static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
 {
     char buf[MS_VALUE_MAX], by[24];
@@ -378,9 +380,13 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
         p = buf;
     }
     if (!reopen && !moved && counted_on(o, exp)) {
-        write_value(o->k, p, n, exp, o->exp); /* replicated as INCRBY */
-        RedisModule_Replicate(ctx, "INCRBY", "sb", o->key, by,
-                              decimal_put(by, o->next.b - o->st.b));
+        int64_t add = o->next.b - o->st.b;
+        write_value(o->k, p, n, exp, o->exp); /* replicated as INCR(BY) */
+        if (add == 1)
+            RedisModule_Replicate(ctx, "INCR", "s", o->key);
+        else
+            RedisModule_Replicate(ctx, "INCRBY", "sb", o->key, by,
+                                  decimal_put(by, add));
     } else { /* a reopened key may have been written by an earlier op */
         mod_put_plain(ctx, o->k, o->key, p, n, exp,
                       reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);

@@ -436,6 +436,8 @@ START_TEST(replica_gets_the_writes)
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "set"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "hset"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "incrby"), 0);
+    /* a charge of 1 in its own window: INCR (cost 1 above) */
+    ck_assert_int_gt(rh_cmdstat_calls(&rep, "incr"), 0);
     redisFree(rc);
     rh_stop(&rep);
 }
