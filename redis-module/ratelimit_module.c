@@ -301,22 +301,27 @@ static void decide_op(RedisModuleCtx *ctx, op *o, int64_t now, int many)
  * SET's new object, its key's overwrite and its expiry's removal and
  * insertion cost.  A new key is made by StringTruncate, a plain (raw)
  * string, which a later read's StringDMA need not convert as it does an
- * embedded or integer one (what a SET makes). */
-static void write_value(RedisModuleKey *k, const char *p, size_t n,
-                        int64_t exp, int64_t was)
+ * embedded or integer one (what a SET makes).  1 when the key held these
+ * very bytes already (only its expiry moved), else 0. */
+static int write_value(RedisModuleKey *k, const char *p, size_t n,
+                       int64_t exp, int64_t was)
 {
     size_t len = 0;
     char *dst = NULL;
+    int same;
 
     if (RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_STRING)
         dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
+    same = dst && len == n && memcmp(dst, p, n) == 0;
     if (!dst || len != n) {
         RedisModule_StringTruncate(k, n);
         dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
     }
-    memcpy(dst, p, n);
+    if (!same)
+        memcpy(dst, p, n);
     if (was != exp)
         RedisModule_SetAbsExpire(k, exp);
+    return same;
 }
 
 void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
@@ -330,9 +335,12 @@ void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
         RedisModule_Replicate(ctx, "DEL", "s", key);
         return;
     }
-    write_value(k, p, n, exp, was);
-    RedisModule_Replicate(ctx, "SET", "sbsb", key, p, n, pxat, at,
-                          decimal_put(at, exp));
+    if (write_value(k, p, n, exp, was)) /* e.g. a GCRA with q = 1 */
+        RedisModule_Replicate(ctx, "PEXPIREAT", "sb", key, at,
+                              decimal_put(at, exp));
+    else
+        RedisModule_Replicate(ctx, "SET", "sbsb", key, p, n, pxat, at,
+                              decimal_put(at, exp));
 }
 
 /* 1 when op o's charge only adds to its window's count, the key's expiry
