@@ -273,7 +273,8 @@ int group_module(const options *o, char *err)
         xnum(&f, "batched_module_usec", median(us[a][5], rounds * bs));
         xnum(&f, "batched_module_usec_max", us[a][5][rounds * bs - 1]);
         xnum(&f, "batched_fcall_usec", median(us[a][4], rounds * bs));
-        for (int i = 0; cg && i < 3; i += 2) { /* all but serverCron; its command */
+        /* instructions: all but serverCron's (i 0), the command's (2) */
+        for (int i = 0; cg && i < 3; i += 2) {
             double mi = median(in[a][0][i], rounds);
             double pi = median(in[a][1][i], rounds);
             xnum(&f, i ? "command_instructions" : "instructions", mi);

@@ -30,9 +30,9 @@
  * Clock: the server's (RedisModule_Milliseconds: the same ms as the
  * script's TIME).  Replication and AOF get the resulting writes (SET ...
  * PXAT, INCR, INCRBY, HSET, HDEL, PEXPIREAT, DEL), never the command, so
- * a replica and a replay hold the same state whatever their clocks.  Keys are declared by
- * the getkeys API (numkeys as EVAL's), so Cluster routing and ACL key
- * patterns see them.
+ * a replica and a replay hold the same state whatever their clocks.
+ * Keys are declared by the getkeys API (numkeys as EVAL's), so Cluster
+ * routing and ACL key patterns see them.
  */
 #include <stdint.h>
 #include <stdio.h>
