@@ -7,22 +7,29 @@
  * module, the same: its Redis CPU per check is the command's) and the
  * peer's script, rate-limiter-flexible 11.4.0's RateLimiterRedis
  * (incrTtlLuaScript of lib/RateLimiterRedis.js, sent as the peer sends it:
- * EVALSHA sha 1 key points duration), per algorithm, in the same run, in
- * alternating rounds (medians).  Each runs on existing keys (every key of
- * the key space checked once first), so every measured check reads and
- * writes state.  Needs the module loaded in the server under test (make
- * bench-module starts it so: REDIS_UP_ARGS="--loadmodule ...").  Issue
- * 24's target: <= 0.3x the peer's script.  Batches too: the library from
- * 64 threads, RL.CHECK and FCALL, Redis time per check (target: 1 us).  With RL_CALLGRIND_DIR set (the
- * server runs under valgrind --tool=callgrind writing there: make
- * bench-module-instructions), the server's instructions per check too,
- * all of them (reading the request, the command, the reply), from
- * callgrind_control's zero and dump around each measured run.  Group
- * module_bytes: the state's memory per client, module beside script.
+ * EVALSHA sha 1 key points duration), per algorithm, in the same run:
+ * 3 rounds of 8 slices, RL.CHECK's and the peer's slices alternating,
+ * medians of the 24 (on a shared machine a slice the scheduler hit is
+ * one slice of many, and both sides meet the same load).  Each runs on
+ * existing keys (every key of the key space checked once first), so every
+ * measured check reads and writes state.  Needs the module loaded in the
+ * server under test (make bench-module starts it so: REDIS_UP_ARGS=
+ * "--loadmodule ...").  Issue 24's target: <= 0.3x the peer's script.
+ * Batches too: the library from 64 threads, RL.CHECK and FCALL, Redis
+ * time per check, 5 runs a round of all the round's checks (target:
+ * 1 us).  With RL_CALLGRIND_DIR set (the server runs under valgrind
+ * --tool=callgrind writing there: make bench-module-instructions), one
+ * slice a round and the server's instructions per check: all of them
+ * (reading the request, the command, the reply) but serverCron's, and
+ * the command's (processCommand), from callgrind_control's zero and dump
+ * around each slice.  Group module_bytes: the state's memory per client,
+ * module beside script.
  */
 #include "redisbench.h"
 
 #define MOD_ROUNDS 3
+#define MOD_SLICES 8 /* a round's runs of each, alternating */
+#define MOD_BATCH 5  /* a round's runs of batches (all its checks each) */
 #define MOD_TARGET 0.3
 
 static const char peer_script[] =
@@ -35,7 +42,7 @@ static const char peer_script[] =
     "end "
     "return {consumed, ttl} ";
 
-/* One call of variant v (0 module, 2 peer) on key k, appended. */
+/* One call of variant v (0 module, 1 peer) on key k, appended. */
 static void append_call(int v, int a, unsigned long long k, const char *sha)
 {
     if (v == 0)
@@ -72,33 +79,50 @@ static int callgrind(const char *op)
 {
     char cmd[96];
 
-    snprintf(cmd, sizeof cmd, "callgrind_control %s %ld >/dev/null", op,
+    snprintf(cmd, sizeof cmd, "callgrind_control %s %ld >/dev/null 2>&1", op,
              redis_pid);
     return system(cmd) == 0 ? 0 : -1;
 }
 
-/* The instructions ("summary:") of the newest dump in dir; -1 if none. */
-static double callgrind_last(const char *dir)
+/* The newest dump in dir, per call made since the zero: part[0] every
+ * instruction of the server but serverCron's, part[1] serverCron's (it
+ * runs by the clock, 10 times a second: under callgrind's slowdown it
+ * lands on a check ~50 times as often as at full speed, unevenly), part[2]
+ * processCommand's (the command from its lookup on: what commandstats
+ * times); 0, or -1. */
+static int callgrind_parts(const char *dir, unsigned long long calls,
+                           double part[3])
 {
-    char cmd[600], line[128];
-    double v = -1;
+    char cmd[700], line[512];
+    int got = 0;
     FILE *f;
 
-    snprintf(cmd, sizeof cmd, "grep -h '^summary:' $(ls -t %s/cg.* | head "
-             "-1)", dir);
+    snprintf(cmd, sizeof cmd, "f=$(ls -t %s/cg.* | head -1) && grep -h "
+             "'^summary:' $f && callgrind_annotate --inclusive=yes $f | "
+             "grep -E ':(serverCron|processCommand) \\[' | tr -d ,", dir);
     if ((f = popen(cmd, "r")) == NULL)
         return -1;
-    if (fgets(line, sizeof line, f))
-        v = strtod(line + strlen("summary:"), NULL);
+    part[1] = 0;
+    while (fgets(line, sizeof line, f)) {
+        int i = strncmp(line, "summary:", 8) == 0 ? 0
+                : strstr(line, ":serverCron [") ? 1 : 2;
+        part[i] = strtod(line + (i ? 0 : 8), NULL) / (double)calls;
+        got |= 1 << i;
+    }
     pclose(f);
-    return v;
+    part[0] -= part[1];
+    return (got & 5) == 5 ? 0 : -1;
 }
 
-/* Variant v (0 RL.CHECK, 2 the peer): nk keys filled (pipelined), then m
- * lone calls on random ones; *us the server's usec_per_call. */
-static int run_direct(int v, int a, unsigned long long nk,
-                      unsigned long long m, const char *sha, double *us,
-                      double *instr, char *err)
+/* RL.CHECK and the peer's script (v 0 and 1), each on nk keys of its own
+ * (filled, pipelined), then `slices` slices of m lone calls on random
+ * keys, the two alternating slice by slice so that both meet the same
+ * load; us[v][s] each slice's usec_per_call (a slice the scheduler hit
+ * stays one slice of many), and under callgrind in[v] the instructions
+ * per call (callgrind_parts). */
+static int run_direct(int a, unsigned long long nk, unsigned long long m,
+                      int slices, const char *sha, double *us[2],
+                      double in[2][3], char *err)
 {
     const char *cg = getenv("RL_CALLGRIND_DIR");
     uint64_t rng = 0x5EED0000ULL + (uint64_t)a;
@@ -106,34 +130,38 @@ static int run_direct(int v, int a, unsigned long long nk,
 
     if (flushall_wait(ctl, err))
         return -1;
-    for (unsigned long long i = 0; i < nk; i += 500) {
-        unsigned long long b = nk - i < 500 ? nk - i : 500;
-        for (unsigned long long j = 0; j < b; j++)
-            append_call(v, a, i + j, sha);
-        if (read_replies(b, err))
-            return -1;
-    }
-    if (ctl_ok(err, "CONFIG RESETSTAT") || (cg && callgrind("-z")))
-        return -1;
-    for (unsigned long long i = 0; i < m; i++) {
-        append_call(v, a, pick(&rng, nk), sha);
-        if (read_replies(1, err))
-            return -1;
-    }
-    *instr = cg && callgrind("-d") == 0 ? callgrind_last(cg) / (double)m
-                                        : -1;
-    if (cmdstat_get(v == 0 ? "rl.check" : "evalsha", &cs, err))
-        return -1;
-    *us = cs.usec_per_call;
+    for (int v = 0; v < 2; v++)
+        for (unsigned long long i = 0; i < nk; i += 500) {
+            unsigned long long b = nk - i < 500 ? nk - i : 500;
+            for (unsigned long long j = 0; j < b; j++)
+                append_call(v, a, i + j, sha);
+            if (read_replies(b, err))
+                return -1;
+        }
+    for (int s = 0; s < slices; s++)
+        for (int v = 0; v < 2; v++) {
+            if (ctl_ok(err, "CONFIG RESETSTAT") || (cg && callgrind("-z")))
+                return -1;
+            for (unsigned long long i = 0; i < m; i++) {
+                append_call(v, a, pick(&rng, nk), sha);
+                if (read_replies(1, err))
+                    return -1;
+            }
+            if ((cg && (callgrind("-d") || callgrind_parts(cg, m, in[v]))) ||
+                cmdstat_get(v == 0 ? "rl.check" : "evalsha", &cs, err))
+                return -1;
+            us[v][s] = cs.usec_per_call;
+        }
     return 0;
 }
 
-/* The library, redis_command `command`: nk keys filled, m checks from
- * `threads` threads (1: lone checks; many: batches); *us its calls' Redis
- * time per check (FCALL, or RL.CHECK: usec_per_call x calls / m). */
+/* The library, redis_command `command`: nk keys filled, then `slices`
+ * runs of m checks from `threads` threads (1: lone checks; many:
+ * batches); us[s] each run's Redis time per check (FCALL, or RL.CHECK:
+ * usec_per_call x calls / m). */
 static int run_library(const options *lo, const char *command, int a,
                        unsigned long long nk, unsigned long long m,
-                       int threads, double *us, char *err)
+                       int threads, int slices, double *us, char *err)
 {
     options oc = *lo, *o = &oc;
     rl_limiter *lim = NULL;
@@ -148,18 +176,18 @@ static int run_library(const options *lo, const char *command, int a,
             RL_OK)
         return -1;
     j.lim = lim;
-    rc = run_job(&j, FILL_THREADS, &jr, "redisbench", err) ||
-         ctl_ok(err, "CONFIG RESETSTAT");
-    j = (job){.lim = lim, .rule_id = "u", .total = m, .nkeys = nk,
-              .random = 1};
-    rc = rc || run_job(&j, threads, &jr, "redisbench", err) ||
-         (strcmp(command, "lua") == 0 ? cmdstat_script(&cs, err)
-                                     : cmdstat_get("rl.check", &cs, err));
+    rc = run_job(&j, FILL_THREADS, &jr, "redisbench", err);
+    for (int s = 0; s < slices && !rc; s++) {
+        j = (job){.lim = lim, .rule_id = "u", .total = m, .nkeys = nk,
+                  .random = 1};
+        rc = ctl_ok(err, "CONFIG RESETSTAT") ||
+             run_job(&j, threads, &jr, "redisbench", err) ||
+             (strcmp(command, "lua") == 0 ? cmdstat_script(&cs, err)
+                                         : cmdstat_get("rl.check", &cs, err));
+        us[s] = rc ? 0 : cs.usec_per_call * cs.calls / (double)m;
+    }
     rl_limiter_free(lim);
-    if (rc)
-        return -1;
-    *us = cs.usec_per_call * cs.calls / (double)m;
-    return 0;
+    return rc ? -1 : 0;
 }
 
 static int cmp_double(const void *x, const void *y)
@@ -179,65 +207,84 @@ int group_module(const options *o, char *err)
     unsigned long long nk = o->keys < USEC_KEYS ? o->keys : USEC_KEYS;
     unsigned long long m = o->usec_checks / 5 < 1000 ? 1000
                                                      : o->usec_checks / 5;
-    int rounds = o->quick ? 1 : MOD_ROUNDS;
-    double us[ALGOS_ALL][6][MOD_ROUNDS], in[ALGOS_ALL][3][MOD_ROUNDS];
+    int cg = getenv("RL_CALLGRIND_DIR") != NULL;
+    int rounds = o->quick ? 1 : MOD_ROUNDS, slices = cg ? 1 : MOD_SLICES;
+    int n = rounds * slices, bs = slices < MOD_BATCH ? slices : MOD_BATCH;
+    /* [algo][RL.CHECK, FCALL, peer, library module, batched FCALL,
+     * batched library module][slice of any round] */
+    static double us[ALGOS_ALL][6][MOD_ROUNDS * MOD_SLICES];
+    double in[ALGOS_ALL][2][3][MOD_ROUNDS], r[MOD_ROUNDS * MOD_SLICES];
     char sha[48];
-    redisReply *r = ctl_cmd(err, "COMMAND INFO rl.check");
+    redisReply *rep = ctl_cmd(err, "COMMAND INFO rl.check");
 
-    if (r == NULL)
+    if (rep == NULL)
         return -1;
-    if (r->type != REDIS_REPLY_ARRAY || r->elements != 1 ||
-        r->element[0]->type != REDIS_REPLY_ARRAY) {
-        freeReplyObject(r);
+    if (rep->type != REDIS_REPLY_ARRAY || rep->elements != 1 ||
+        rep->element[0]->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(rep);
         snprintf(err, ERRLEN, "module_usec: the server has no RL.CHECK: "
                  "load ratelimit.so (make bench-module does)");
         return -1;
     }
-    freeReplyObject(r);
-    if ((r = ctl_cmd(err, "SCRIPT LOAD %s", peer_script)) == NULL)
+    freeReplyObject(rep);
+    if ((rep = ctl_cmd(err, "SCRIPT LOAD %s", peer_script)) == NULL)
         return -1;
-    snprintf(sha, sizeof sha, "%s", r->str ? r->str : "");
-    freeReplyObject(r);
+    snprintf(sha, sizeof sha, "%s", rep->str ? rep->str : "");
+    freeReplyObject(rep);
+    m /= (unsigned long long)slices;
     for (int round = 0; round < rounds; round++)
-        for (int a = 0; a < ALGOS_ALL; a++)
-            if (run_direct(0, a, nk, m, sha, &us[a][0][round],
-                           &in[a][0][round], err) ||
-                run_library(o, "lua", a, nk, m, 1, &us[a][1][round], err) ||
-                run_library(o, "module", a, nk, m, 1, &us[a][3][round],
-                            err) ||
-                run_library(o, "lua", a, nk, m, FILL_THREADS,
-                            &us[a][4][round], err) ||
-                run_library(o, "module", a, nk, m, FILL_THREADS,
-                            &us[a][5][round], err) ||
-                run_direct(2, a, nk, m, sha, &us[a][2][round],
-                           &in[a][2][round], err))
+        for (int a = 0; a < ALGOS_ALL; a++) {
+            double *u[6], ins[2][3];
+            for (int k = 0; k < 6; k++)
+                u[k] = us[a][k] + round * slices;
+            if (run_direct(a, nk, m, slices, sha, (double *[2]){u[0], u[2]},
+                           ins, err) ||
+                run_library(o, "lua", a, nk, m, 1, slices, u[1], err) ||
+                run_library(o, "module", a, nk, m, 1, slices, u[3], err) ||
+                run_library(o, "lua", a, nk, m * slices, FILL_THREADS, bs,
+                            u[4], err) ||
+                run_library(o, "module", a, nk, m * slices, FILL_THREADS, bs,
+                            u[5], err))
                 return -1;
+            for (int i = 0; cg && i < 6; i++)
+                in[a][i / 3][i % 3][round] = ins[i / 3][i % 3];
+        }
     for (int a = 0; a < ALGOS_ALL; a++) {
         char name[48];
         figure f = {0};
 
+        for (int i = 0; i < n; i++)
+            r[i] = us[a][0][i] / us[a][2][i];
         snprintf(name, sizeof name, "module_usec_per_check_%s",
                  algo_names[a]);
-        f = (figure){.name = name, .value = median(us[a][0], rounds),
+        f = (figure){.name = name, .value = median(us[a][0], n),
                       .unit = "us", .nrefs = 2,
-                      .ref = {median(us[a][2], rounds), median(us[a][1], rounds)},
+                      .ref = {median(us[a][2], n), median(us[a][1], n)},
                       .ref_name = {"peer_script_rlf", "fcall_lone"}};
         xnum(&f, "target_ratio", MOD_TARGET);
+        xnum(&f, "slice_ratio_median", median(r, n));
         xnum(&f, "over_fcall", f.value / f.ref[1]);
-        xnum(&f, "library_module_usec", median(us[a][3], rounds));
-        xnum(&f, "library_module_ratio",
-             median(us[a][3], rounds) / f.ref[0]);
-        /* 64 threads: batches, Redis time per check */
-        xnum(&f, "batched_module_usec", median(us[a][5], rounds));
-        xnum(&f, "batched_fcall_usec", median(us[a][4], rounds));
-        if (getenv("RL_CALLGRIND_DIR")) {
-            double mi = median(in[a][0], rounds), pi = median(in[a][2], rounds);
-            xnum(&f, "instructions", mi);
-            xnum(&f, "peer_instructions", pi);
-            xnum(&f, "instructions_ratio", mi / pi);
+        xnum(&f, "library_module_usec", median(us[a][3], n));
+        xnum(&f, "library_module_ratio", median(us[a][3], n) / f.ref[0]);
+        /* 64 threads: batches, Redis time per check (bs runs a round) */
+        for (int k = 4; k < 6; k++)
+            for (int i = 0; i < rounds * bs; i++)
+                us[a][k][i] = us[a][k][i / bs * slices + i % bs];
+        xnum(&f, "batched_module_usec", median(us[a][5], rounds * bs));
+        xnum(&f, "batched_module_usec_max", us[a][5][rounds * bs - 1]);
+        xnum(&f, "batched_fcall_usec", median(us[a][4], rounds * bs));
+        /* instructions: all but serverCron's (i 0), the command's (2) */
+        for (int i = 0; cg && i < 3; i += 2) {
+            double mi = median(in[a][0][i], rounds);
+            double pi = median(in[a][1][i], rounds);
+            xnum(&f, i ? "command_instructions" : "instructions", mi);
+            xnum(&f, i ? "peer_command_instructions" : "peer_instructions",
+                 pi);
+            xnum(&f, i ? "command_instructions_ratio" : "instructions_ratio",
+                 mi / pi);
         }
-        xnum(&f, "checks_per_round", (double)m);
-        xnum(&f, "rounds", rounds);
+        xnum(&f, "checks_per_slice", (double)m);
+        xnum(&f, "slices", n);
         emit(o, &f);
     }
     return 0;

@@ -25,7 +25,8 @@ int64_t mod_time(RedisModuleString **argv, int argc, int at);
 
 /* A plain state's value p[0..n) and expiry written into key k (open for
  * writing; `was` its expiry as read), replicated as SET key value PXAT
- * exp; an expiry already past deletes (replicated as DEL), as SET does. */
+ * exp, or PEXPIREAT key exp when the key held that very value already;
+ * an expiry already past deletes (replicated as DEL), as SET does. */
 void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
                    RedisModuleString *key, const char *p, size_t n,
                    int64_t exp, int64_t was);

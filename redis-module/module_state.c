@@ -8,8 +8,9 @@
  */
 #include "module_state.h"
 
-#include <stdio.h>
 #include <string.h>
+
+#include "decimal.h"
 
 static int64_t floor_div(int64_t a, int64_t b) /* b > 0 */
 {
@@ -165,8 +166,13 @@ int ms_plain_read(RedisModuleKey *k, const algo_params *ap, algo_state *st,
 size_t ms_hash_name(char *buf, size_t size, const char *base, size_t blen,
                     int64_t e)
 {
-    int n = snprintf(buf, size, "%.*s:%lld", (int)blen, base, (long long)e);
-    return n < 0 || (size_t)n >= size ? 0 : (size_t)n;
+    if (blen + 22 > size) /* ':', 20 digits and a NUL */
+        return 0;
+    memcpy(buf, base, blen);
+    buf[blen] = ':';
+    blen += 1 + decimal_put(buf + blen + 1, e);
+    buf[blen] = '\0';
+    return blen;
 }
 
 #define MS_NAME_MAX 600 /* a base name's length is at most 512 (below) */
@@ -209,9 +215,9 @@ static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
 {
     char name[MS_NAME_MAX], num[24];
     size_t n = ms_hash_name(name, sizeof name, base, blen, e);
-    int vn = snprintf(num, sizeof num, "%lld", (long long)v);
+    size_t vn = decimal_put(num, v);
     RedisModuleString *s = RedisModule_CreateString(ctx, name, n);
-    RedisModuleString *val = RedisModule_CreateString(ctx, num, (size_t)vn);
+    RedisModuleString *val = RedisModule_CreateString(ctx, num, vn);
     RedisModuleKey *k = RedisModule_OpenKey(ctx, s, REDISMODULE_WRITE);
     int type = RedisModule_KeyType(k), rc = MS_OK;
 
@@ -222,8 +228,8 @@ static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
         RedisModule_Replicate(ctx, "HSET", "bss", name, n, field, val);
         if (exp >= 0 && RedisModule_GetAbsExpire(k) != exp) {
             RedisModule_SetAbsExpire(k, exp);
-            RedisModule_Replicate(ctx, "PEXPIREAT", "bl", name, n,
-                                  (long long)exp);
+            RedisModule_Replicate(ctx, "PEXPIREAT", "bb", name, n, num,
+                                  decimal_put(num, exp));
         }
     }
     RedisModule_CloseKey(k);

@@ -29,10 +29,10 @@
  *
  * Clock: the server's (RedisModule_Milliseconds: the same ms as the
  * script's TIME).  Replication and AOF get the resulting writes (SET ...
- * PXAT, INCRBY, HSET, HDEL, PEXPIREAT, DEL), never the command, so a replica and a
- * replay hold the same state whatever their clocks.  Keys are declared by
- * the getkeys API (numkeys as EVAL's), so Cluster routing and ACL key
- * patterns see them.
+ * PXAT, INCR, INCRBY, HSET, HDEL, PEXPIREAT, DEL), never the command, so
+ * a replica and a replay hold the same state whatever their clocks.
+ * Keys are declared by the getkeys API (numkeys as EVAL's), so Cluster
+ * routing and ACL key patterns see them.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -77,7 +77,9 @@ typedef struct op {
     algo_decision d;
     int64_t verdict;
     algo_state next;                /* the state to write (d.changed)    */
-    RedisModuleString *logval;      /* the log to write (d.changed)      */
+    const char *newlog;             /* the log to write (d.changed)      */
+    size_t newlen;
+    RedisModuleString *logval;      /* its copy (a request of many keys) */
     mc_old *old;                    /* its rule's replaced shapes, or NULL */
     RedisModuleString *own_field;   /* the packed form's field, to free  */
 } op;
@@ -113,11 +115,9 @@ const char *mod_rule_params(algo_params *ap, long long algo,
     return NULL;
 }
 
-/* Op o from its values v (algo limit burst window_ms cost mode) and its
- * field (flen bytes at f; 0: the plain layout). */
-static const char *op_values(RedisModuleCtx *ctx, op *o, const long long *v,
-                             RedisModuleString *field, const char *f,
-                             size_t flen)
+/* Op o's rule, cost and mode from its values v (algo limit burst
+ * window_ms cost mode); NULL, or the error. */
+static const char *op_rule(op *o, const long long *v)
 {
     const char *err;
 
@@ -130,6 +130,14 @@ static const char *op_values(RedisModuleCtx *ctx, op *o, const long long *v,
     o->cost = v[4];
     o->soft = v[5] == 1;
     o->least = v[5] < 0 ? -v[5] : 0;
+    return NULL;
+}
+
+/* Op o's field (flen bytes at f; 0: the plain layout), its rule set. */
+static const char *op_field(RedisModuleCtx *ctx, op *o,
+                            RedisModuleString *field, const char *f,
+                            size_t flen)
+{
     if (flen && o->ap.algo == RL_ALGO_SLIDING_LOG)
         return "ERR ratelimit: sliding_log has no compact layout";
     if (flen && !field) /* the packed form's: a string of its own */
@@ -144,14 +152,27 @@ static const char *parse_op(RedisModuleCtx *ctx, op *o,
 {
     long long v[6];
     size_t flen;
+    const char *err;
 
     for (int i = 0; i < 6; i++)
         if (RedisModule_StringToLongLong(argv[at + i], &v[i]) !=
             REDISMODULE_OK)
             return mod_enum;
     RedisModule_StringPtrLen(argv[at + 6], &flen);
-    return op_values(ctx, o, v, argv[at + 6], NULL, flen);
+    if ((err = op_rule(o, v)) != NULL)
+        return err;
+    return op_field(ctx, o, argv[at + 6], NULL, flen);
 }
+
+/* The packed form's last rule read: its argument up to the field (the
+ * sixth ':' included) and the op it made.  A fleet checks few rules, so
+ * most packed arguments start as the one before, and a memcmp replaces
+ * the parse and the rule's gcd (the command runs on Redis's main thread:
+ * no lock). */
+#define MOD_HEAD_MAX 128
+static char last_head[MOD_HEAD_MAX];
+static size_t last_len;                /* 0: none yet                    */
+static op last_rule;                   /* its ap, cost, soft, least      */
 
 /* The packed form's one argument "algo:limit:burst:window_ms:cost:mode:
  * field" (each a decimal integer, mode perhaps negative; field empty for
@@ -161,20 +182,36 @@ static const char *parse_packed(RedisModuleCtx *ctx, op *o,
                                 RedisModuleString *arg)
 {
     size_t len, i = 0;
-    const char *s = RedisModule_StringPtrLen(arg, &len);
+    const char *s = RedisModule_StringPtrLen(arg, &len), *err;
     long long v[6];
 
+    if (last_len && len >= last_len && memcmp(s, last_head, last_len) == 0) {
+        o->ap = last_rule.ap;
+        o->cost = last_rule.cost;
+        o->soft = last_rule.soft;
+        o->least = last_rule.least;
+        return op_field(ctx, o, NULL, s + last_len, len - last_len);
+    }
     for (int k = 0; k < 6; k++, i++) {
-        int neg = k == 5 && i < len && s[i] == '-', digits = 0;
+        size_t from;
+        unsigned d;
+        int neg = k == 5 && i < len && s[i] == '-';
         unsigned long long x = 0;
-        for (i += neg; i < len && s[i] >= '0' && s[i] <= '9' && digits < 18;
-             i++, digits++)
-            x = x * 10 + (unsigned long long)(s[i] - '0');
-        if (!digits || i >= len || s[i] != ':')
+        for (from = i += neg; i < len && (d = (unsigned char)s[i] - '0') < 10;
+             i++)
+            x = x * 10 + d;
+        if (i == from || i - from > 18 || i >= len || s[i] != ':')
             return mod_enum;
         v[k] = neg ? -(long long)x : (long long)x;
     }
-    return op_values(ctx, o, v, NULL, s + i, len - i);
+    if ((err = op_rule(o, v)) != NULL)
+        return err;
+    if (i <= MOD_HEAD_MAX) {
+        memcpy(last_head, s, i);
+        last_len = i;
+        last_rule = *o;
+    }
+    return op_field(ctx, o, NULL, s + i, len - i);
 }
 
 /* Read op o's state: its own, or (none, its rule replaced shapes) one
@@ -220,8 +257,10 @@ static void decide(const op *o, int64_t now, int64_t cost, algo_decision *d,
     algo_log_apply(&o->ap, t, n, now, cost, d, drop, at);
 }
 
-/* Decide op o: a plain charge, or a lease as lua/check.lua's lease(). */
-static void decide_op(RedisModuleCtx *ctx, op *o, int64_t now)
+/* Decide op o: a plain charge, or a lease as lua/check.lua's lease().
+ * A log to write is composed in a static buffer, copied to a string of
+ * its own when `many` (the request's other keys compose theirs there). */
+static void decide_op(RedisModuleCtx *ctx, op *o, int64_t now, int many)
 {
     static char buf[MOD_LOG_MAX * MS_LOG_B];
     size_t drop = 0;
@@ -247,7 +286,12 @@ static void decide_op(RedisModuleCtx *ctx, op *o, int64_t now)
         memcpy(buf, o->log + drop * MS_LOG_B, keep);
         for (int64_t i = 0; i < charged; i++, len += MS_LOG_B)
             ms_log_put(buf + len, at);
-        o->logval = RedisModule_CreateString(ctx, buf, len);
+        o->newlog = buf;
+        o->newlen = len;
+        if (many) {
+            o->logval = RedisModule_CreateString(ctx, buf, len);
+            o->newlog = RedisModule_StringPtrLen(o->logval, &o->newlen);
+        }
         o->next.a = at + o->ap.window_ms; /* its expiry: newest + W */
     }
 }
@@ -257,43 +301,54 @@ static void decide_op(RedisModuleCtx *ctx, op *o, int64_t now)
  * SET's new object, its key's overwrite and its expiry's removal and
  * insertion cost.  A new key is made by StringTruncate, a plain (raw)
  * string, which a later read's StringDMA need not convert as it does an
- * embedded or integer one (what a SET makes). */
-static void write_value(RedisModuleKey *k, const char *p, size_t n,
-                        int64_t exp, int64_t was)
+ * embedded or integer one (what a SET makes).  1 when the key held these
+ * very bytes already (only its expiry moved), else 0. */
+static int write_value(RedisModuleKey *k, const char *p, size_t n,
+                       int64_t exp, int64_t was)
 {
     size_t len = 0;
     char *dst = NULL;
+    int same;
 
     if (RedisModule_KeyType(k) == REDISMODULE_KEYTYPE_STRING)
         dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
+    same = dst && len == n && memcmp(dst, p, n) == 0;
     if (!dst || len != n) {
         RedisModule_StringTruncate(k, n);
         dst = RedisModule_StringDMA(k, &len, REDISMODULE_WRITE);
     }
-    memcpy(dst, p, n);
+    if (!same)
+        memcpy(dst, p, n);
     if (was != exp)
         RedisModule_SetAbsExpire(k, exp);
+    return same;
 }
 
 void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
                    RedisModuleString *key, const char *p, size_t n,
                    int64_t exp, int64_t was)
 {
+    char at[24];
+
     if (exp <= RedisModule_Milliseconds()) {
         RedisModule_DeleteKey(k);
         RedisModule_Replicate(ctx, "DEL", "s", key);
         return;
     }
-    write_value(k, p, n, exp, was);
-    RedisModule_Replicate(ctx, "SET", "sbsl", key, p, n, pxat,
-                          (long long)exp);
+    if (write_value(k, p, n, exp, was)) /* e.g. a GCRA with q = 1 */
+        RedisModule_Replicate(ctx, "PEXPIREAT", "sb", key, at,
+                              decimal_put(at, exp));
+    else
+        RedisModule_Replicate(ctx, "SET", "sbsb", key, p, n, pxat, at,
+                              decimal_put(at, exp));
 }
 
 /* 1 when op o's charge only adds to its window's count, the key's expiry
  * kept (a window charged in its own window): its value is the integer it
  * was plus the charge (sliding: prev * 10^10 + curr, within int64 while
  * prev < 9 * 10^8), so INCRBY replicates it, for less than a SET's
- * arguments (lua/check.lua writes such a charge with INCRBY too). */
+ * arguments (lua/check.lua writes such a charge with INCRBY too), and a
+ * charge of 1 INCR, one argument fewer again. */
 static int counted_on(const op *o, int64_t exp)
 {
     return (o->ap.algo == RL_ALGO_FIXED_WINDOW ||
@@ -304,15 +359,14 @@ static int counted_on(const op *o, int64_t exp)
 }
 
 /* Write op o's charged state (plain: SET ... PXAT, replicated as such, or
- * INCRBY (counted_on); an expiry already past deletes, as SET does). */
+ * INCR / INCRBY (counted_on); an expiry already past deletes, as SET
+ * does). */
 static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
 {
-    char buf[MS_VALUE_MAX];
+    char buf[MS_VALUE_MAX], by[24];
     const char *p;
     int64_t exp;
     size_t blen, n;
-    RedisModuleString *v;
-
     int moved = o->old && o->old->from >= 0, rc;
 
     if (o->field) {
@@ -325,18 +379,22 @@ static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
     }
     if (reopen)
         o->k = RedisModule_OpenKey(ctx, o->key, REDISMODULE_WRITE);
-    if (o->logval) {
-        v = o->logval;
+    if (o->newlog) {
+        p = o->newlog;
+        n = o->newlen;
         exp = o->next.a;
-        p = RedisModule_StringPtrLen(v, &n);
     } else {
         n = ms_plain_value(&o->ap, &o->next, buf, &exp);
         p = buf;
     }
     if (!reopen && !moved && counted_on(o, exp)) {
-        write_value(o->k, p, n, exp, o->exp); /* replicated as INCRBY */
-        RedisModule_Replicate(ctx, "INCRBY", "sl", o->key,
-                              (long long)(o->next.b - o->st.b));
+        int64_t add = o->next.b - o->st.b;
+        write_value(o->k, p, n, exp, o->exp); /* replicated as INCR(BY) */
+        if (add == 1)
+            RedisModule_Replicate(ctx, "INCR", "s", o->key);
+        else
+            RedisModule_Replicate(ctx, "INCRBY", "sb", o->key, by,
+                                  decimal_put(by, add));
     } else { /* a reopened key may have been written by an earlier op */
         mod_put_plain(ctx, o->k, o->key, p, n, exp,
                       reopen ? RedisModule_GetAbsExpire(o->k) : o->exp);
@@ -364,6 +422,7 @@ static void close_ops(RedisModuleCtx *ctx, op *ops, int n)
         ops[i].own_field = NULL;
         ops[i].k = NULL;
         ops[i].logval = NULL;
+        ops[i].newlog = NULL;
     }
 }
 
@@ -508,7 +567,7 @@ static int decide_request(RedisModuleCtx *ctx, op *ops, int n, int64_t now)
 
     for (int i = 0; i < n && rc == MS_OK; i++)
         if ((rc = read_op(ctx, &ops[i], now)) == MS_OK) {
-            decide_op(ctx, &ops[i], now);
+            decide_op(ctx, &ops[i], now, n > 1);
             all &= ops[i].d.allowed || ops[i].soft;
         }
     if (rc != MS_OK)

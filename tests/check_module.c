@@ -411,6 +411,22 @@ START_TEST(replica_gets_the_writes)
     redisReply *w = cmd(ctx, "WAIT 1 10000");
     ck_assert_int_eq(w->integer, 1);
     freeReplyObject(w);
+    /* a GCRA of q = 1 (10 a 10 s) charged twice: its value "0" stays and
+     * only its expiry moves, replicated as one PEXPIREAT (no SET) */
+    long long pe = rh_cmdstat_calls(&rep, "pexpireat");
+    long long sets = rh_cmdstat_calls(&rep, "set");
+    for (int k = 0; k < 2; k++) {
+        redisReply *x = cmd(ctx, "RL.CHECK 1 rl:{p}:g1 3:10:0:10000:1:0: "
+                            "NOW %lld", (long long)(base + 29 * 997 +
+                                                    k * 1500));
+        ck_assert_msg(x->type == REDIS_REPLY_STRING, "%s", x->str);
+        freeReplyObject(x);
+    }
+    w = cmd(ctx, "WAIT 1 10000");
+    ck_assert_int_eq(w->integer, 1);
+    freeReplyObject(w);
+    ck_assert_int_eq(rh_cmdstat_calls(&rep, "pexpireat"), pe + 1);
+    ck_assert_int_eq(rh_cmdstat_calls(&rep, "set"), sets + 1);
     ck_assert_ptr_nonnull(rc = rh_connect(&rep));
     redisReply *all = cmd(ctx, "KEYS *");
     ck_assert_int_ge(all->elements, 6);
@@ -436,6 +452,8 @@ START_TEST(replica_gets_the_writes)
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "set"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "hset"), 0);
     ck_assert_int_gt(rh_cmdstat_calls(&rep, "incrby"), 0);
+    /* a charge of 1 in its own window: INCR (cost 1 above) */
+    ck_assert_int_gt(rh_cmdstat_calls(&rep, "incr"), 0);
     redisFree(rc);
     rh_stop(&rep);
 }
