@@ -61,10 +61,21 @@
 #define NGX_HTTP_RATELIMIT_PENDING 1
 #define NGX_HTTP_RATELIMIT_DONE 2
 
-/* One ratelimit_dimension: a name and the complex value giving it. */
+/* Where a dimension goes in the rl_request (ngx_http_ratelimit_dim_t.field):
+ * user, api_key and ip are its own fields, any other name goes in dims. */
+#define NGX_HTTP_RATELIMIT_DIM_OTHER 0
+#define NGX_HTTP_RATELIMIT_DIM_USER 1
+#define NGX_HTTP_RATELIMIT_DIM_API_KEY 2
+#define NGX_HTTP_RATELIMIT_DIM_IP 3
+
+/* One ratelimit_dimension: a name and the complex value giving it.  A
+ * value that is one variable alone ("$remote_addr") is also read by its
+ * index, without running the complex value's script. */
 typedef struct {
     ngx_str_t name;                   /* NUL-terminated                 */
     ngx_http_complex_value_t value;
+    ngx_int_t var;                    /* the variable's index, or NGX_ERROR */
+    ngx_uint_t field;                 /* NGX_HTTP_RATELIMIT_DIM_*       */
 } ngx_http_ratelimit_dim_t;
 
 typedef struct ngx_http_ratelimit_job_s ngx_http_ratelimit_job_t;

@@ -19,26 +19,38 @@
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
-/* Add one header, its name and value copied into the request pool (one
- * allocation for both). */
+/* Add the n headers of h, their names and values copied into the request
+ * pool (one allocation for all of them). */
 static ngx_int_t ngx_http_ratelimit_add(ngx_http_request_t *r,
-                                        const rl_header *h)
+                                        const rl_header *h, int n)
 {
-    ngx_table_elt_t *e = ngx_list_push(&r->headers_out.headers);
+    size_t klen[RL_HEADERS_MAX], vlen[RL_HEADERS_MAX], total = 0;
+    u_char *p;
 
-    if (e == NULL)
+    for (int i = 0; i < n; i++) {
+        klen[i] = ngx_strlen(h[i].name);
+        vlen[i] = ngx_strlen(h[i].value);
+        total += klen[i] + vlen[i];
+    }
+    p = ngx_pnalloc(r->pool, total);
+    if (p == NULL)
         return NGX_ERROR;
-    e->hash = 1;
-    e->key.len = ngx_strlen(h->name);
-    e->value.len = ngx_strlen(h->value);
-    e->key.data = ngx_pnalloc(r->pool, e->key.len + e->value.len);
-    if (e->key.data == NULL)
-        return NGX_ERROR;
-    e->value.data = ngx_cpymem(e->key.data, h->name, e->key.len);
-    ngx_memcpy(e->value.data, h->value, e->value.len);
+    for (int i = 0; i < n; i++) {
+        ngx_table_elt_t *e = ngx_list_push(&r->headers_out.headers);
+
+        if (e == NULL)
+            return NGX_ERROR;
+        e->hash = 1;
+        e->key.len = klen[i];
+        e->key.data = p;
+        e->value.len = vlen[i];
+        e->value.data = ngx_cpymem(p, h[i].name, klen[i]);
+        p = ngx_cpymem(e->value.data, h[i].value, vlen[i]);
+        e->lowcase_key = NULL;
 #if (nginx_version >= 1023000)
-    e->next = NULL;
+        e->next = NULL;
 #endif
+    }
     return NGX_OK;
 }
 
@@ -58,9 +70,8 @@ static ngx_int_t ngx_http_ratelimit_header_filter(ngx_http_request_t *r)
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
     n = rl_headers(&st->res, lcf->ietf ? RL_HEADERS_IETF : 0, h,
                    RL_HEADERS_MAX);
-    for (int i = 0; i < n; i++)
-        if (ngx_http_ratelimit_add(r, &h[i]) != NGX_OK)
-            return NGX_ERROR;
+    if (n > 0 && ngx_http_ratelimit_add(r, h, n) != NGX_OK)
+        return NGX_ERROR;
     return ngx_http_next_header_filter(r);
 }
 
