@@ -31,6 +31,8 @@
 #define NGX_HTTP_RATELIMIT_SHM_SCHEME "shm://"
 #define NGX_HTTP_RATELIMIT_STORE_DEFAULT NGX_HTTP_RATELIMIT_SHM_SCHEME "nginx-ratelimit"
 #define NGX_HTTP_RATELIMIT_SHM_NAME_MAX 64 /* the library's bound on NAME */
+/* The other store that decides in the worker's own process. */
+#define NGX_HTTP_RATELIMIT_MEMORY_SCHEME "memory://"
 
 /* ratelimit_status bounds and default. */
 #define NGX_HTTP_RATELIMIT_STATUS_MIN 400
@@ -92,6 +94,7 @@ typedef struct {
 
     /* The worker's (ngx_http_ratelimit_worker.c). */
     rl_limiter *lim;
+    ngx_flag_t at_once;               /* memory:// or shm://: rl_check   */
     rl_async *async;
     ngx_connection_t *conn;           /* rl_async_fd in the event loop  */
     ngx_http_ratelimit_job_t *jobs;   /* max_in_flight of them          */
