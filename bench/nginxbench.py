@@ -5,7 +5,7 @@ handler, so that limit_req, a preaccess phase handler, runs too).
 
     python3 bench/nginxbench.py MODULE.so [--stores memory://,shm,redis]
         [--workers 1,2] [--seconds 5] [--rounds 3] [--connections 32]
-        [--syscalls] [--json]
+        [--syscalls] [--callgrind] [--json]
 
 Columns, for each worker count: nginx without a limit, nginx's
 `limit_req` (the reference every ratio is taken against), then the module
@@ -20,7 +20,11 @@ rejections'.  CPU is the workers' run time (every thread's, from
 configurations run in turns, each round once each, and each figure is the
 median of its rounds.  --syscalls adds one more run per configuration
 under `strace -c -f` (slow: its req/s mean nothing) for the workers'
-system calls per request.  Never part of make check.
+system calls per request.  --callgrind prints instructions a request
+instead, the figure the load does not move: each configuration's nginx
+in one process (`master_process off`) under callgrind, counters zeroed
+after a warm-up, then one wrk run (-c4) and the dump's total over the
+requests it completed.  Never part of make check.
 """
 import argparse
 import glob
@@ -35,6 +39,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "tests"))
+import nginx_harness  # noqa: E402
 from nginx_harness import Nginx, Redis  # noqa: E402
 
 RULES = {"rules": [{"rule_id": "all", "dimension": "ip", "limit": 1000000000,
@@ -136,6 +141,45 @@ def run(args, workers, rules, stores):
     return got, sc
 
 
+# nginx in one process under callgrind, the harness's command line kept.
+VG_NGINX = """#!/bin/sh
+for a; do shift; [ "$a" = "daemon off;" ] && a="daemon off; master_process off;"
+set -- "$@" "$a"; done
+exec valgrind --tool=callgrind --callgrind-out-file={out}/cg.%p {nginx} "$@"
+"""
+
+
+def callgrind(args, rules, stores, tmp):
+    """Instructions a request of each configuration, ratios to limit_req."""
+    wrap = os.path.join(tmp, "vg-nginx.sh")
+    with open(wrap, "w") as f:
+        f.write(VG_NGINX.format(out=tmp, nginx=nginx_harness.NGINX))
+    os.chmod(wrap, 0o755)
+    nginx_harness.NGINX, nginx_harness.START_TIMEOUT_S = wrap, 120
+    confs = {"without a limit": None, "limit_req": "limit_req"}
+    confs.update({f"module, {s}": uri for s, uri in stores.items()})
+    ipr = {}
+    for n, conf in confs.items():
+        srv = start(args, 1, conf, rules)
+        pid, url = str(srv.proc.pid), srv.url("/")
+        try:
+            wrk_n = ["wrk", "-t1", "-c4", f"-d{args.seconds}s", url]
+            subprocess.run(wrk_n[:3] + ["-d1s", url], capture_output=True)
+            subprocess.run(["callgrind_control", "-z", pid], capture_output=True)
+            out = subprocess.run(wrk_n, capture_output=True, text=True).stdout
+            subprocess.run(["callgrind_control", "-d", pid], capture_output=True)
+            with open(os.path.join(tmp, f"cg.{pid}.1"), errors="replace") as f:
+                ir = int(re.search(r"^summary: (\d+)", f.read(), re.M).group(1))
+            ipr[n] = ir / int(re.search(r"(\d+) requests in", out).group(1))
+        finally:
+            srv.stop()
+    for n, i in ipr.items():
+        ratio = i / ipr["limit_req"]
+        print(json.dumps({"bench": "nginx", "config": n, "instructions": round(i),
+                          "ratio": round(ratio, 3)}) if args.json else
+              f"1 {n:<26} {i:8.0f} instructions a request ({ratio:4.2f}x)")
+
+
 def report(args, workers, got, sc):
     med = {n: [statistics.median(r[i] for r in rows) for i in range(3)]
            for n, rows in got.items()}
@@ -171,6 +215,7 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--callgrind", action="store_true")
     args = ap.parse_args()
     args.module = os.path.abspath(args.module)
     tmp = tempfile.mkdtemp(prefix="rl-nginxbench-")
@@ -188,6 +233,8 @@ def main():
                 stores["shm:// (private)"] = f"shm://rl-nginxbench-{os.getpid()}"
             else:
                 stores[s] = s
+        if args.callgrind:
+            return callgrind(args, rules, stores, tmp)
         if not args.json:
             print(f"wrk -t1 -c{args.connections} -d{args.seconds}s, median "
                   f"of {args.rounds} rounds, ratios to limit_req; "
