@@ -84,8 +84,11 @@ def cpu_ns(pids):
 
 def user_ticks(pids):
     """User time of pids (every thread's), clock ticks (/proc/PID/stat)."""
-    return sum(int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[11])
-               for p in pids)
+    total = 0
+    for p in pids:
+        with open(f"/proc/{p}/stat") as f:
+            total += int(f.read().rsplit(")", 1)[1].split()[11])
+    return total
 
 
 def wrk(srv, args, pids):
@@ -158,7 +161,8 @@ def run(args, workers, rules, stores):
 
 # nginx in one process under callgrind, the harness's command line kept.
 VG_NGINX = """#!/bin/sh
-for a; do shift; [ "$a" = "daemon off;" ] && a="daemon off; master_process off;"
+for a; do shift
+[ "$a" = "daemon off;" ] && a="daemon off; master_process off;"
 set -- "$@" "$a"; done
 exec valgrind --tool=callgrind --callgrind-out-file={out}/cg.%p {nginx} "$@"
 """
@@ -183,18 +187,21 @@ def callgrind(args, rules, stores, tmp):
         try:
             wrk_n = ["wrk", "-t1", "-c4", f"-d{args.seconds}s", url]
             subprocess.run(wrk_n[:3] + ["-d1s", url], capture_output=True)
-            subprocess.run(["callgrind_control", "-z", pid], capture_output=True)
+            ctl = ["callgrind_control", "-z", pid]
+            subprocess.run(ctl, capture_output=True)
             out = subprocess.run(wrk_n, capture_output=True, text=True).stdout
-            subprocess.run(["callgrind_control", "-d", pid], capture_output=True)
+            subprocess.run(ctl[:1] + ["-d", pid], capture_output=True)
             with open(os.path.join(tmp, f"cg.{pid}.1"), errors="replace") as f:
-                ir = int(re.search(r"^summary: (\d+)", f.read(), re.M).group(1))
+                ir = int(re.search(r"^summary: (\d+)", f.read(),
+                                   re.M).group(1))
             ipr[n] = ir / int(re.search(r"(\d+) requests in", out).group(1))
         finally:
             srv.stop()
     for n, i in ipr.items():
         ratio = i / ipr["limit_req"]
-        print(json.dumps({"bench": "nginx", "config": n, "instructions": round(i),
-                          "ratio": round(ratio, 3)}) if args.json else
+        print(json.dumps({"bench": "nginx", "config": n,
+                          "instructions": round(i), "ratio": round(ratio, 3)})
+              if args.json else
               f"1 {n:<26} {i:8.0f} instructions a request ({ratio:4.2f}x)")
 
 
