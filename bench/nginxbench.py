@@ -5,7 +5,7 @@ handler, so that limit_req, a preaccess phase handler, runs too).
 
     python3 bench/nginxbench.py MODULE.so [--stores memory://,shm,redis]
         [--workers 1,2] [--seconds 5] [--rounds 3] [--connections 32]
-        [--syscalls] [--json]
+        [--syscalls] [--callgrind] [--baseline OLD.so] [--json]
 
 Columns, for each worker count: nginx without a limit, nginx's
 `limit_req` (the reference every ratio is taken against), then the module
@@ -18,9 +18,16 @@ keyed by $binary_remote_addr), so the figures are the check's cost, not
 rejections'.  CPU is the workers' run time (every thread's, from
 /proc/PID/task/*/schedstat) over the requests wrk completed.  The
 configurations run in turns, each round once each, and each figure is the
-median of its rounds.  --syscalls adds one more run per configuration
+median of its rounds; CPU's user part is printed too (/proc/PID/stat:
+the module's own code runs there).  --baseline adds a column of another
+build of the module on shm://, run in the same rounds (old beside new
+under the same load).  --syscalls adds one more run per configuration
 under `strace -c -f` (slow: its req/s mean nothing) for the workers'
-system calls per request.  Never part of make check.
+system calls per request.  --callgrind prints instructions a request
+instead, the figure the load does not move: each configuration's nginx
+in one process (`master_process off`) under callgrind, counters zeroed
+after a warm-up, then one wrk run (-c4) and the dump's total over the
+requests it completed.  Never part of make check.
 """
 import argparse
 import glob
@@ -35,6 +42,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "tests"))
+import nginx_harness  # noqa: E402
 from nginx_harness import Nginx, Redis  # noqa: E402
 
 RULES = {"rules": [{"rule_id": "all", "dimension": "ip", "limit": 1000000000,
@@ -74,19 +82,30 @@ def cpu_ns(pids):
     return total
 
 
+def user_ticks(pids):
+    """User time of pids (every thread's), clock ticks (/proc/PID/stat)."""
+    total = 0
+    for p in pids:
+        with open(f"/proc/{p}/stat") as f:
+            total += int(f.read().rsplit(")", 1)[1].split()[11])
+    return total
+
+
 def wrk(srv, args, pids):
-    """(requests/s, CPU us a request, p99 ms, non-2xx) of one wrk run."""
-    t0 = cpu_ns(pids)
+    """(requests/s, CPU us a request, p99 ms, non-2xx, user us a request)
+    of one wrk run."""
+    t0, u0 = cpu_ns(pids), user_ticks(pids)
     p = subprocess.run(["wrk", "-t1", f"-c{args.connections}",
                         f"-d{args.seconds}s", "--latency", srv.url("/")],
                        capture_output=True, text=True)
-    cpu = cpu_ns(pids) - t0
+    cpu, user = cpu_ns(pids) - t0, user_ticks(pids) - u0
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", p.stdout).group(1))
     n = int(re.search(r"(\d+) requests in", p.stdout).group(1))
     m = re.search(r"99%\s+([\d.]+)(us|ms|s)\b", p.stdout)
     bad = re.search(r"Non-2xx or 3xx responses: (\d+)", p.stdout)
     return (rps, cpu / 1e3 / max(n, 1), float(m.group(1)) * UNITS[m.group(2)],
-            int(bad.group(1)) if bad else 0)
+            int(bad.group(1)) if bad else 0,
+            user * 1e6 / os.sysconf("SC_CLK_TCK") / max(n, 1))
 
 
 def syscalls(srv, args, pids):
@@ -113,14 +132,18 @@ def start(args, workers, conf, rules):
     if conf == "limit_req":
         return Nginx(None, http=LIMIT_REQ[0], server=LIMIT_REQ[1],
                      workers=workers).start()
+    module, conf = conf if isinstance(conf, tuple) else (args.module, conf)
     http = f"ratelimit_store {conf};\n    ratelimit_rules {rules};"
-    return Nginx(args.module, http=http, server=CHECKED,
+    return Nginx(module, http=http, server=CHECKED,
                  workers=workers).start()
 
 
 def run(args, workers, rules, stores):
     confs = {"without a limit": None, "limit_req": "limit_req"}
     confs.update({f"module, {s}": uri for s, uri in stores.items()})
+    if args.baseline:  # another build of the module, on its own shm://
+        confs["baseline, shm://"] = (args.baseline, f"shm://rl-nginxbench-"
+                                     f"{os.getpid()}-{workers}-baseline")
     got = {n: [] for n in confs}
     servers = {n: start(args, workers, c, rules) for n, c in confs.items()}
     try:
@@ -136,16 +159,62 @@ def run(args, workers, rules, stores):
     return got, sc
 
 
+# nginx in one process under callgrind, the harness's command line kept.
+VG_NGINX = """#!/bin/sh
+for a; do shift
+[ "$a" = "daemon off;" ] && a="daemon off; master_process off;"
+set -- "$@" "$a"; done
+exec valgrind --tool=callgrind --callgrind-out-file={out}/cg.%p {nginx} "$@"
+"""
+
+
+def callgrind(args, rules, stores, tmp):
+    """Instructions a request of each configuration, ratios to limit_req."""
+    wrap = os.path.join(tmp, "vg-nginx.sh")
+    with open(wrap, "w") as f:
+        f.write(VG_NGINX.format(out=tmp, nginx=nginx_harness.NGINX))
+    os.chmod(wrap, 0o755)
+    nginx_harness.NGINX, nginx_harness.START_TIMEOUT_S = wrap, 120
+    confs = {"without a limit": None, "limit_req": "limit_req"}
+    confs.update({f"module, {s}": uri for s, uri in stores.items()})
+    if args.baseline:
+        confs["baseline, shm://"] = (args.baseline, "shm://rl-nginxbench-"
+                                     f"{os.getpid()}-baseline")
+    ipr = {}
+    for n, conf in confs.items():
+        srv = start(args, 1, conf, rules)
+        pid, url = str(srv.proc.pid), srv.url("/")
+        try:
+            wrk_n = ["wrk", "-t1", "-c4", f"-d{args.seconds}s", url]
+            subprocess.run(wrk_n[:3] + ["-d1s", url], capture_output=True)
+            ctl = ["callgrind_control", "-z", pid]
+            subprocess.run(ctl, capture_output=True)
+            out = subprocess.run(wrk_n, capture_output=True, text=True).stdout
+            subprocess.run(ctl[:1] + ["-d", pid], capture_output=True)
+            with open(os.path.join(tmp, f"cg.{pid}.1"), errors="replace") as f:
+                ir = int(re.search(r"^summary: (\d+)", f.read(),
+                                   re.M).group(1))
+            ipr[n] = ir / int(re.search(r"(\d+) requests in", out).group(1))
+        finally:
+            srv.stop()
+    for n, i in ipr.items():
+        ratio = i / ipr["limit_req"]
+        print(json.dumps({"bench": "nginx", "config": n,
+                          "instructions": round(i), "ratio": round(ratio, 3)})
+              if args.json else
+              f"1 {n:<26} {i:8.0f} instructions a request ({ratio:4.2f}x)")
+
+
 def report(args, workers, got, sc):
-    med = {n: [statistics.median(r[i] for r in rows) for i in range(3)]
+    med = {n: [statistics.median(r[i] for r in rows) for i in (0, 1, 2, 4)]
            for n, rows in got.items()}
     ref = med["limit_req"]
-    for n, (rps, cpu, p99) in med.items():
+    for n, (rps, cpu, p99, user) in med.items():
         bad = sum(r[3] for r in got[n])
         row = {"bench": "nginx", "workers": workers, "config": n,
                "rps": round(rps), "cpu_us": round(cpu, 2),
                "p99_ms": round(p99, 3), "rps_ratio": round(rps / ref[0], 3),
-               "cpu_ratio": round(cpu / ref[1], 3),
+               "cpu_ratio": round(cpu / ref[1], 3), "user_us": round(user, 2),
                "p99_ratio": round(p99 / ref[2], 3), "non_2xx": bad,
                "connections": args.connections, "seconds": args.seconds,
                "rounds": args.rounds}
@@ -155,7 +224,7 @@ def report(args, workers, got, sc):
             print(json.dumps(row))
             continue
         print(f"{workers} {n:<26} {rps:>8.0f} req/s ({rps / ref[0]:4.2f}x)"
-              f" {cpu:6.2f} us CPU ({cpu / ref[1]:4.2f}x)"
+              f" {cpu:6.2f} us CPU ({cpu / ref[1]:4.2f}x, user {user:5.2f})"
               f" p99 {p99:7.3f} ms ({p99 / ref[2]:4.2f}x)"
               + (f" {sc[n]:5.2f} syscalls" if n in sc else "")
               + (f" NON-2XX {bad}" if bad else ""))
@@ -171,8 +240,13 @@ def main():
     ap.add_argument("--connections", type=int, default=32)
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--baseline", help="another build of the module: a "
+                    "column of its own on shm://, in the same rounds")
     args = ap.parse_args()
     args.module = os.path.abspath(args.module)
+    if args.baseline:
+        args.baseline = os.path.abspath(args.baseline)
     tmp = tempfile.mkdtemp(prefix="rl-nginxbench-")
     rules = os.path.join(tmp, "rules.json")
     with open(rules, "w") as f:
@@ -188,6 +262,8 @@ def main():
                 stores["shm:// (private)"] = f"shm://rl-nginxbench-{os.getpid()}"
             else:
                 stores[s] = s
+        if args.callgrind:
+            return callgrind(args, rules, stores, tmp)
         if not args.json:
             print(f"wrk -t1 -c{args.connections} -d{args.seconds}s, median "
                   f"of {args.rounds} rounds, ratios to limit_req; "

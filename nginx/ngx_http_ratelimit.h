@@ -31,6 +31,8 @@
 #define NGX_HTTP_RATELIMIT_SHM_SCHEME "shm://"
 #define NGX_HTTP_RATELIMIT_STORE_DEFAULT NGX_HTTP_RATELIMIT_SHM_SCHEME "nginx-ratelimit"
 #define NGX_HTTP_RATELIMIT_SHM_NAME_MAX 64 /* the library's bound on NAME */
+/* The other store that decides in the worker's own process. */
+#define NGX_HTTP_RATELIMIT_MEMORY_SCHEME "memory://"
 
 /* ratelimit_status bounds and default. */
 #define NGX_HTTP_RATELIMIT_STATUS_MIN 400
@@ -61,10 +63,21 @@
 #define NGX_HTTP_RATELIMIT_PENDING 1
 #define NGX_HTTP_RATELIMIT_DONE 2
 
-/* One ratelimit_dimension: a name and the complex value giving it. */
+/* Where a dimension goes in the rl_request (ngx_http_ratelimit_dim_t.field):
+ * user, api_key and ip are its own fields, any other name goes in dims. */
+#define NGX_HTTP_RATELIMIT_DIM_OTHER 0
+#define NGX_HTTP_RATELIMIT_DIM_USER 1
+#define NGX_HTTP_RATELIMIT_DIM_API_KEY 2
+#define NGX_HTTP_RATELIMIT_DIM_IP 3
+
+/* One ratelimit_dimension: a name and the complex value giving it.  A
+ * value that is one variable alone ("$remote_addr") is also read by its
+ * index, without running the complex value's script. */
 typedef struct {
     ngx_str_t name;                   /* NUL-terminated                 */
     ngx_http_complex_value_t value;
+    ngx_int_t var;                    /* the variable's index, or NGX_ERROR */
+    ngx_uint_t field;                 /* NGX_HTTP_RATELIMIT_DIM_*       */
 } ngx_http_ratelimit_dim_t;
 
 typedef struct ngx_http_ratelimit_job_s ngx_http_ratelimit_job_t;
@@ -81,6 +94,7 @@ typedef struct {
 
     /* The worker's (ngx_http_ratelimit_worker.c). */
     rl_limiter *lim;
+    ngx_flag_t at_once;               /* memory:// or shm://: rl_check   */
     rl_async *async;
     ngx_connection_t *conn;           /* rl_async_fd in the event loop  */
     ngx_http_ratelimit_job_t *jobs;   /* max_in_flight of them          */

@@ -124,6 +124,37 @@ static ngx_flag_t ngx_http_ratelimit_dim_name_ok(const ngx_str_t *n)
     return 1;
 }
 
+/* The rl_request field a dimension's name goes to. */
+static ngx_uint_t ngx_http_ratelimit_dim_field(const ngx_str_t *n)
+{
+    if (ngx_strcmp(n->data, "user") == 0)
+        return NGX_HTTP_RATELIMIT_DIM_USER;
+    if (ngx_strcmp(n->data, "api_key") == 0)
+        return NGX_HTTP_RATELIMIT_DIM_API_KEY;
+    if (ngx_strcmp(n->data, "ip") == 0)
+        return NGX_HTTP_RATELIMIT_DIM_IP;
+    return NGX_HTTP_RATELIMIT_DIM_OTHER;
+}
+
+/* The index of the variable v names when v is "$name" alone (read without
+ * the complex value's script), else NGX_ERROR. */
+static ngx_int_t ngx_http_ratelimit_lone_var(ngx_conf_t *cf,
+                                             const ngx_str_t *v)
+{
+    ngx_str_t name = {.len = v->len - 1, .data = v->data + 1};
+
+    if (v->len < 2 || v->data[0] != '$' ||
+        (v->data[1] >= '0' && v->data[1] <= '9')) /* $1: a capture */
+        return NGX_ERROR;
+    for (size_t i = 0; i < name.len; i++) {
+        u_char c = name.data[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+              (c >= '0' && c <= '9') || c == '_'))
+            return NGX_ERROR;
+    }
+    return ngx_http_get_variable_index(cf, &name);
+}
+
 char *ngx_http_ratelimit_dimension(ngx_conf_t *cf, ngx_command_t *cmd,
                                    void *conf)
 {
@@ -155,12 +186,15 @@ char *ngx_http_ratelimit_dimension(ngx_conf_t *cf, ngx_command_t *cmd,
     if (d == NULL)
         return NGX_CONF_ERROR;
     d->name = value[1];
+    d->field = ngx_http_ratelimit_dim_field(&d->name);
     ngx_memzero(&ccv, sizeof(ccv));
     ccv.cf = cf;
     ccv.value = &value[2];
     ccv.complex_value = &d->value;
-    return ngx_http_compile_complex_value(&ccv) == NGX_OK ? NGX_CONF_OK
-                                                          : NGX_CONF_ERROR;
+    if (ngx_http_compile_complex_value(&ccv) != NGX_OK)
+        return NGX_CONF_ERROR;
+    d->var = ngx_http_ratelimit_lone_var(cf, &value[2]);
+    return NGX_CONF_OK;
 }
 
 /* ratelimit_cost: a complex value; a constant one is checked now. */

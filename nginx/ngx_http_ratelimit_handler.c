@@ -62,6 +62,29 @@ static ngx_int_t ngx_http_ratelimit_eval(ngx_http_request_t *r,
     return *out ? NGX_OK : NGX_ERROR;
 }
 
+/* A dimension's value as a NUL-terminated string in the request pool, or
+ * NULL when empty: a lone variable read by its index (as its complex
+ * value would give it, without running the script), else the complex
+ * value. */
+static ngx_int_t ngx_http_ratelimit_dim_value(ngx_http_request_t *r,
+                                              ngx_http_ratelimit_dim_t *d,
+                                              const char **out)
+{
+    ngx_http_variable_value_t *vv;
+    ngx_str_t v;
+
+    if (d->var == NGX_ERROR)
+        return ngx_http_ratelimit_eval(r, &d->value, out);
+    *out = NULL;
+    vv = ngx_http_get_indexed_variable(r, d->var);
+    if (vv == NULL || vv->not_found || vv->len == 0)
+        return NGX_OK;
+    v.len = vv->len;
+    v.data = vv->data;
+    *out = ngx_http_ratelimit_cstr(r, &v);
+    return *out ? NGX_OK : NGX_ERROR;
+}
+
 /* The dimensions: user, api_key and ip in their own fields, the others
  * in dims (room for RL_DIMS_MAX, as the directive's bound says). */
 static ngx_int_t ngx_http_ratelimit_dims(ngx_http_request_t *r,
@@ -75,13 +98,13 @@ static ngx_int_t ngx_http_ratelimit_dims(ngx_http_request_t *r,
         return NGX_OK;
     d = lcf->dims->elts;
     for (ngx_uint_t i = 0; i < lcf->dims->nelts; i++) {
-        if (ngx_http_ratelimit_eval(r, &d[i].value, &v) != NGX_OK)
+        if (ngx_http_ratelimit_dim_value(r, &d[i], &v) != NGX_OK)
             return NGX_ERROR;
-        if (ngx_strcmp(d[i].name.data, "user") == 0)
+        if (d[i].field == NGX_HTTP_RATELIMIT_DIM_USER)
             req->user = v;
-        else if (ngx_strcmp(d[i].name.data, "api_key") == 0)
+        else if (d[i].field == NGX_HTTP_RATELIMIT_DIM_API_KEY)
             req->api_key = v;
-        else if (ngx_strcmp(d[i].name.data, "ip") == 0)
+        else if (d[i].field == NGX_HTTP_RATELIMIT_DIM_IP)
             req->ip = v;
         else if (req->ndims < RL_DIMS_MAX)
             dims[req->ndims++] = (rl_dim){.name = (char *)d[i].name.data,

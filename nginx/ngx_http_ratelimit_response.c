@@ -19,34 +19,13 @@
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
-/* Add one header, its name and value copied into the request pool (one
- * allocation for both). */
-static ngx_int_t ngx_http_ratelimit_add(ngx_http_request_t *r,
-                                        const rl_header *h)
-{
-    ngx_table_elt_t *e = ngx_list_push(&r->headers_out.headers);
-
-    if (e == NULL)
-        return NGX_ERROR;
-    e->hash = 1;
-    e->key.len = ngx_strlen(h->name);
-    e->value.len = ngx_strlen(h->value);
-    e->key.data = ngx_pnalloc(r->pool, e->key.len + e->value.len);
-    if (e->key.data == NULL)
-        return NGX_ERROR;
-    e->value.data = ngx_cpymem(e->key.data, h->name, e->key.len);
-    ngx_memcpy(e->value.data, h->value, e->value.len);
-#if (nginx_version >= 1023000)
-    e->next = NULL;
-#endif
-    return NGX_OK;
-}
-
+/* The response's rate-limit headers, written by rl_headers() into the
+ * request pool and listed where they lie (no copy of a name or a value). */
 static ngx_int_t ngx_http_ratelimit_header_filter(ngx_http_request_t *r)
 {
     ngx_http_ratelimit_loc_conf_t *lcf;
     ngx_http_ratelimit_state_t *st;
-    rl_header h[RL_HEADERS_MAX];
+    rl_header *h;
     int n;
 
     if (r != r->main)
@@ -56,11 +35,26 @@ static ngx_int_t ngx_http_ratelimit_header_filter(ngx_http_request_t *r)
         st->rc != RL_OK || (st->res.flags & RL_FLAG_NO_RULE))
         return ngx_http_next_header_filter(r);
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
+    h = ngx_pnalloc(r->pool, RL_HEADERS_MAX * sizeof(*h));
+    if (h == NULL)
+        return NGX_ERROR;
     n = rl_headers(&st->res, lcf->ietf ? RL_HEADERS_IETF : 0, h,
                    RL_HEADERS_MAX);
-    for (int i = 0; i < n; i++)
-        if (ngx_http_ratelimit_add(r, &h[i]) != NGX_OK)
+    for (int i = 0; i < n; i++) {
+        ngx_table_elt_t *e = ngx_list_push(&r->headers_out.headers);
+
+        if (e == NULL)
             return NGX_ERROR;
+        e->hash = 1;
+        e->key.len = ngx_strlen(h[i].name);
+        e->key.data = (u_char *)h[i].name;
+        e->value.len = ngx_strlen(h[i].value);
+        e->value.data = (u_char *)h[i].value;
+        e->lowcase_key = NULL;
+#if (nginx_version >= 1023000)
+        e->next = NULL;
+#endif
+    }
     return ngx_http_next_header_filter(r);
 }
 

@@ -83,12 +83,20 @@ static void sb_puts(sbuf *sb, const char *s)
     sb_putn(sb, s, strlen(s));
 }
 
-/* Appends v (>= 0) in decimal. */
+/* Appends v (>= 0) in decimal: in place when the widest fits, else
+ * through sb_putn's bound. */
 static void sb_uint(sbuf *sb, int64_t v)
 {
-    char tmp[24];
+    char tmp[DECIMAL_MAX];
 
-    sb_putn(sb, tmp, decimal_put(tmp, v < 0 ? 0 : v));
+    if (v < 0)
+        v = 0;
+    if (!sb->overflow && sb->cap - sb->len > DECIMAL_MAX) {
+        sb->len += decimal_put(sb->p + sb->len, v);
+        sb->p[sb->len] = '\0';
+        return;
+    }
+    sb_putn(sb, tmp, decimal_put(tmp, v));
 }
 
 static int64_t clamp_min(int64_t v, int64_t lo)

@@ -354,8 +354,9 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
     nhit = rule_index_match(rs->match, rs->rules, req->endpoint, elen,
                             req->tier, rd.present, hit,
                             rs->values ? RULE_INDEX_MAX : RL_OPS_MAX + 1);
-    nhit = rule_values_apply(rs->values, rs->rules, req->endpoint,
-                             req->tier, rd.present, rd.val, hit, nhit);
+    if (rs->values) /* else a call that zeroes its buffers for nothing */
+        nhit = rule_values_apply(rs->values, rs->rules, req->endpoint,
+                                 req->tier, rd.present, rd.val, hit, nhit);
     for (size_t i = 0; i < nhit; i++) {
         const rl_rule *rule = &rs->rules[hit[i]];
         int id = rule->dim_id;

@@ -203,10 +203,41 @@ def test_default_shm(module, rules):
     check(not os.path.exists(SHM_DEFAULT), "the master removed the region")
 
 
+# Dimension values that are not one variable alone: a regex capture and
+# a composite value go through the complex value's script; a lone
+# variable is read by its index (ngx_http_ratelimit_dim_value).
+VALUES_SERVER = SERVER + """
+        location ~ ^/cap/(\\w+)$ {
+            ratelimit on;
+            ratelimit_dimension user $1;
+            ratelimit_endpoint /fleet;
+            return 200 "ok\\n";
+        }
+        location /composite {
+            ratelimit on;
+            ratelimit_dimension user "c-$arg_user";
+            ratelimit_endpoint /fleet;
+            return 200 "ok\\n";
+        }
+"""
+
+
+def test_dimension_values(n):
+    """A capture, a composite value and a lone variable name one key."""
+    for via in ("/cap/k", "/composite?user=k"):
+        key = "k" if via.startswith("/cap") else "c-k"
+        codes = [curl(n.url(via if i % 2 else f"/fleet?user={key}"))[0]
+                 for i in range(21)]
+        check(codes == [200] * 20 + [429],
+              f"{via} and /fleet?user={key} share one key: 20 of 21 "
+              f"({codes})")
+
+
 def test_memory(module, rules):
     n = Nginx(module, http=f"ratelimit_store memory://;\n"
-              f"    ratelimit_rules {rules};", server=SERVER).start()
+              f"    ratelimit_rules {rules};", server=VALUES_SERVER).start()
     try:
+        test_dimension_values(n)
         codes = [curl(n.url("/fleet?user=m"))[0] for _ in range(25)]
         check(codes.count(200) == 20 and codes[20:] == [429] * 5,
               f"memory:// (answers at once): 20 of 25 ({codes})")

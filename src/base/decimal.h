@@ -24,26 +24,55 @@ static const char decimal_pairs[] =
     DECIMAL_PAIRS_("6") DECIMAL_PAIRS_("7") DECIMAL_PAIRS_("8")
     DECIMAL_PAIRS_("9");
 
-/* x in decimal at p ('-' first when negative; at most 20 bytes, no NUL);
- * its length. */
+/* The most bytes decimal_put() writes: '-' and 19 digits. */
+#define DECIMAL_MAX 20
+
+/* The number of decimal digits of u. */
+static inline size_t decimal_digits(uint64_t u)
+{
+    size_t n = 1;
+    uint32_t w;
+
+    for (; u > UINT32_MAX; u /= 10000)
+        n += 4;
+    for (w = (uint32_t)u; w >= 10000; w /= 10000)
+        n += 4;
+    if (w >= 100) {
+        n += 2;
+        w /= 100;
+    }
+    return n + (w >= 10);
+}
+
+/* u (< 100) as its last two digits ending at q: q[-2], q[-1]. */
+static inline void decimal_pair_at(char *q, unsigned u)
+{
+    q[-2] = decimal_pairs[u * 2];
+    q[-1] = decimal_pairs[u * 2 + 1];
+}
+
+/* x in decimal at p ('-' first when negative; at most DECIMAL_MAX bytes,
+ * no NUL); its length.  Written from its last digit back, in place (no
+ * copy of reversed digits), in 32-bit arithmetic once the rest fits (one
+ * multiply a division): ~70 instructions for 10 digits, not ~200. */
 static inline size_t decimal_put(char *p, int64_t x)
 {
-    char tmp[24];
-    size_t n = 0, k = 0;
     uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
+    size_t n = (x < 0) + decimal_digits(u);
+    char *q = p + n;
+    uint32_t w;
 
-    for (; u >= 100; u /= 100) {
-        tmp[n++] = decimal_pairs[u % 100 * 2 + 1];
-        tmp[n++] = decimal_pairs[u % 100 * 2];
-    }
-    if (u >= 10)
-        tmp[n++] = decimal_pairs[u * 2 + 1];
-    tmp[n++] = u >= 10 ? decimal_pairs[u * 2] : (char)('0' + u);
     if (x < 0)
-        p[k++] = '-';
-    while (n)
-        p[k++] = tmp[--n];
-    return k;
+        p[0] = '-';
+    for (; u > UINT32_MAX; u /= 100, q -= 2)
+        decimal_pair_at(q, (unsigned)(u % 100));
+    for (w = (uint32_t)u; w >= 100; w /= 100, q -= 2)
+        decimal_pair_at(q, w % 100);
+    if (w >= 10)
+        decimal_pair_at(q, w);
+    else
+        q[-1] = (char)('0' + w);
+    return n;
 }
 
 #endif

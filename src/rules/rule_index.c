@@ -53,6 +53,8 @@ struct rule_index {
     size_t plen_max;
     const ix_bucket *any0; /* rules of no endpoint and no tier, or NULL:
                               every request's, found once at build      */
+    uint32_t kinds;      /* 1 << IX_*: the kinds of rules filed, so a set
+                            of no endpoint rules hashes no endpoint      */
 };
 
 /* The hash of a prefix, rolled byte by byte (FNV-1a), so a request gets
@@ -209,6 +211,7 @@ static int64_t bucket_of(rule_index *ix, const rl_rule *r, tier_memo *ts)
         return -1;
     if (tier)
         ix->b[ts->last_k].has |= 1u << kind;
+    ix->kinds |= 1u << kind;
     if (kind == IX_ANY)
         return find_or_add(ix, IX_ANY, tier, "", 0);
     if (kind == IX_EXACT)
@@ -516,12 +519,13 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
     add_run(ix, rules, ix->any0, present, &c); /* tiers[0] is 0 */
     if (nt > 1 && (has >> IX_ANY & 1))
         add_bucket(ix, rules, 0, IX_ANY, tiers[1], "", 0, present, &c);
-    if (endpoint && elen) {
+    if (endpoint && elen &&
+        (ix->kinds & (1u << IX_EXACT | 1u << IX_PREFIX)))
         add_endpoint(ix, rules, endpoint, elen, tiers, nt, has, present, &c);
+    if (endpoint && elen && (ix->kinds >> IX_GLOB & 1))
         add_globs(ix, rules, endpoint, elen,
                   nt > 1 && (has >> IX_GLOB & 1) ? tiers[1] : 0, tier,
                   present, &c);
-    }
     c.n = sort_unique(c.buf, c.n);
     n = c.n < c.keep ? c.n : c.keep;
     memcpy(out, c.buf, n * sizeof *out);
