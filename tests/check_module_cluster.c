@@ -292,8 +292,9 @@ START_TEST(only_the_module_runs)
 END_TEST
 
 /* A slot migrating while checks run: the source answers ASK for the keys
- * already moved (ASKING + RL.CHECK at the target), then MOVED once the
- * slot is there: no count lost or doubled. */
+ * already moved (ASKING + RL.CHECK at the target), then the slot is the
+ * target's (MOVED, or the map refreshed first): no count lost or
+ * doubled. */
 START_TEST(migration_followed_through_the_module)
 {
     rl_limiter *lim;
@@ -316,8 +317,8 @@ START_TEST(migration_followed_through_the_module)
         ok += allow_decided(lim, "user:mig", "fw");
     ck_assert_int_eq(ok, 8); /* fw: 8 a window */
     limiter_store(lim)->vt->io_stats(limiter_store(lim), &io);
-    ck_assert_int_ge(io.asks, 1);
-    ck_assert_int_ge(io.moved, 1);
+    ck_assert_int_ge(io.asks, 1); /* MOVED too, unless the map's refresh
+                                     (asked for by the ASK) came first */
     ck_assert_int_ge(calls_on("rl.check", to), 7);
     ck_assert_int_eq(scripts_on(-1), 0);
     rl_limiter_free(lim);
