@@ -11,7 +11,8 @@
  * without the module) decides on every master, Lua on that one, and
  * redis_command=lua / module are honoured there; a failover to a replica
  * without the module goes on through Lua, one to a replica with it
- * through RL.CHECK.  (Settles and refunds with exact figures:
+ * through RL.CHECK; a master's CLUSTERDOWN met by RL.CHECK is asked
+ * about through the script once, then left to the failure modes.  (Settles and refunds with exact figures:
  * check_reserve.c's "redis-cluster + ratelimit.so" kind.)  Each test
  * starts its own cluster.  Exits 77 (skip) without redis-cli.
  */
@@ -488,6 +489,69 @@ START_TEST(failover_keeps_deciding)
 }
 END_TEST
 
+/* A master that takes its cluster for down (CLUSTER DELSLOTS of another
+ * of its slots) answers RL.CHECK CLUSTERDOWN, as a master turning
+ * replica in a planned failover does for ~150 ms; asked again through
+ * the script's shared call (keys undeclared: RN_PROBE), the first would
+ * say READONLY, this one not: its CLUSTERDOWN is a master's verdict,
+ * counted once a check, the failure modes decide, nothing loops; with
+ * the slot back, RL.CHECK decides again. */
+START_TEST(clusterdown_through_the_module)
+{
+    rl_limiter *lim;
+    rnode_stats st = {0};
+    char user[32], key[48];
+    int victim = 0, other, ok = 0;
+    long long f0, m0;
+    redisContext *ctx;
+    redisReply *r;
+
+    up(0);
+    while (!rh_cluster_is_master(&cl, victim))
+        victim++;
+    user_on(user, sizeof user, "cd", victim);
+    snprintf(key, sizeof key, "user:%s", user);
+    for (other = 0; rh_cluster_master_of(&cl, other) != victim ||
+                    other == (int)rh_key_slot(key, strlen(key));
+         other++)
+        ;
+    lim = open_cl("", "plain", 0);
+    ck_assert_int_eq(allow_decided(lim, key, "big"), 1);
+    ck_assert_ptr_nonnull(ctx = rh_connect(&cl.node[victim]));
+    r = redisCommand(ctx, "CLUSTER DELSLOTS %d", other);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER DELSLOTS");
+    freeReplyObject(r);
+    f0 = scripts_on(victim);
+    m0 = calls_on("rl.check", victim);
+    for (int i = 0; i < 5; i++) {
+        rl_result res = RL_RESULT_INIT;
+        ck_assert_int_eq(rl_allow(lim, key, "big", 1, &res), RL_OK);
+        ck_assert_uint_ne(res.flags & DECIDED_ELSEWHERE, 0);
+    }
+    limiter_store(lim)->vt->io_stats(limiter_store(lim), &st);
+    ck_assert_int_eq(st.clusterdown, 5);
+    /* asked once a check (an RL.CHECK refused CLUSTERDOWN is a rejected
+     * call, not counted in calls) */
+    ck_assert_int_eq(scripts_on(victim) - f0, 5);
+    ck_assert_int_eq(calls_on("rl.check", victim) - m0, 0);
+    r = redisCommand(ctx, "CLUSTER ADDSLOTS %d", other);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER ADDSLOTS");
+    freeReplyObject(r);
+    redisFree(ctx);
+    for (int i = 0; i < 1000 && !ok; i++) { /* its state is ok again */
+        rl_result res = RL_RESULT_INIT;
+        ck_assert_int_eq(rl_allow(lim, key, "big", 1, &res), RL_OK);
+        ok = !(res.flags & DECIDED_ELSEWHERE);
+        if (!ok)
+            sleep_ms(10);
+    }
+    ck_assert(ok);
+    ck_assert_int_gt(calls_on("rl.check", victim) - m0, 0);
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
 static Suite *module_cluster_suite(void)
 {
     Suite *s = suite_create("module_cluster");
@@ -499,6 +563,7 @@ static Suite *module_cluster_suite(void)
     tcase_add_test(tc, migration_followed_through_the_module);
     tcase_add_test(tc, mixed_cluster);
     tcase_add_test(tc, failover_keeps_deciding);
+    tcase_add_test(tc, clusterdown_through_the_module);
     suite_add_tcase(s, tc);
     return s;
 }

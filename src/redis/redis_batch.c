@@ -48,7 +48,7 @@ static int encode_batch(rio *r, conn *c)
     int ns = 0, nrep = 0;
 
     if ((c->fcall & RCONN_MODULE) && b->how != SCRIPT_EVAL &&
-        rcmd_batch_ok(b->job, b->nb)) {
+        !b->probe && rcmd_batch_ok(b->job, b->nb)) {
         b->how = SCRIPT_MODULE;
         if (r->o.per_call)
             nrep = put_module_calls(r, c);
@@ -61,14 +61,14 @@ static int encode_batch(rio *r, conn *c)
         nrep = 1;
     } else {
         for (int j = 0; j < b->nb; j++)
-            if (!b->flags[j])
+            if (!(b->flags[j] & RN_OWN_CALL))
                 shared[ns++] = b->job[j];
         if (ns) {
             script_put(&r->sx, &c->out, shared, ns, 'C', b->how);
             nrep++;
         }
         for (int j = 0; j < b->nb; j++) {
-            if (!b->flags[j])
+            if (!(b->flags[j] & RN_OWN_CALL))
                 continue;
             if (b->flags[j] & RN_ASKING) {
                 script_put_asking(&c->out);
@@ -123,7 +123,7 @@ void rbatch_next(rio *r, int i, int64_t now)
     int own = 0, replies = 0;
     int capped = r->o.per_call && (r->c[i].fcall & RCONN_MODULE);
 
-    b->nb = 0;
+    b->nb = b->probe = 0;
     b->how = r->c[i].fcall & RCONN_LIBRARY ? SCRIPT_FCALL : SCRIPT_EVALSHA;
     while (r->phead && b->nb < BATCH_MAX &&
            (!capped || replies <= RIO_MAX_REPLIES - 2)) {
@@ -131,7 +131,8 @@ void rbatch_next(rio *r, int i, int64_t now)
         int flags = r->o.per_call ? t->flags : 0;
         r->phead = t->next;
         t->next = NULL;
-        if ((flags && own == OWN_MAX) || t->not_before_ns > now) {
+        if (((flags & RN_OWN_CALL) && own == OWN_MAX) ||
+            t->not_before_ns > now) {
             if (last_skipped)
                 last_skipped->next = t;
             else
@@ -141,7 +142,8 @@ void rbatch_next(rio *r, int i, int64_t now)
         }
         if (!rio_loop_take(r, t)) /* its caller left */
             continue;
-        own += flags != 0;
+        own += (flags & RN_OWN_CALL) != 0;
+        b->probe |= (flags & RN_PROBE) != 0; /* the batch through Lua */
         replies += 1 + ((flags & RN_ASKING) != 0);
         b->tk[b->nb] = t;
         b->job[b->nb] = t->job;
@@ -170,7 +172,7 @@ static int answer_own(rio *r, conn *c, entry *e, int k, int *redo,
 
     for (int j = 0; j < b->nb; j++) {
         rio_job *jb = b->job[j];
-        if (!b->flags[j] && !module)
+        if (!(b->flags[j] & RN_OWN_CALL) && !module)
             continue;
         k += (b->flags[j] & RN_ASKING) != 0; /* +OK */
         if ((module ? rcmd_parse(e->rep[k++], &b->job[j], &b->n[j], 1)
@@ -197,7 +199,7 @@ static int answer_calls(rio *r, conn *c, entry *e, int *redo)
     int at[BATCH_MAX], ns = 0, k = 0, na = 0;
 
     for (int j = 0; j < b->nb; j++)
-        if (!b->flags[j]) {
+        if (!(b->flags[j] & RN_OWN_CALL)) {
             at[ns] = j;
             shared[ns] = b->job[j];
             sn[ns++] = b->n[j];

@@ -252,7 +252,7 @@ int rcmd_parse(const redisReply *rep, rio_job *const *jobs, const size_t *n,
     int64_t now, skip;
 
     if (rep->type == REDIS_REPLY_ERROR) {
-        rnode_reply why;
+        rnode_reply why = {.module = 1};
         int st;
         if (rcmd_refused(rep))
             return 1;

@@ -499,7 +499,7 @@ int script_parse(const redisReply *rep, rio_job *const *jobs,
     const unsigned char *p;
 
     if (rep->type == REDIS_REPLY_ERROR) {
-        rnode_reply why;
+        rnode_reply why = {0};
         int st = script_classify(rep, &why);
         if (st < 0)
             return 1;

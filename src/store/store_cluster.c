@@ -93,12 +93,13 @@ static void pause_until(int64_t deadline_ns)
         nanosleep(&ts, NULL);
 }
 
-/* Where a group's next attempt goes: the node, the call's flags, and
- * whether that node said it is a replica (READONLY). */
+/* Where a group's next attempt goes: the node, the call's flags,
+ * whether that node said it is a replica (READONLY), and whether an
+ * RL.CHECK's CLUSTERDOWN was asked about (RN_PROBE). */
 typedef struct hop {
     unsigned idx;
-    int flags;                /* RN_ASKING, RN_DECLARED                */
-    int replica;
+    int flags;                /* RN_ASKING, RN_DECLARED, RN_PROBE      */
+    int replica, probed;
 } hop;
 
 /* What a failed attempt's answer means for the next (blocking route()
@@ -135,13 +136,21 @@ static int next_hop(cluster_store *c, unsigned slot, hop *h,
         return HOP_GO;
     case RN_REPLICA:
     case RN_ELSEWHERE: /* a batch call: ask again, keys declared */
-        h->flags |= RN_DECLARED;
+        h->flags = (h->flags & ~RN_PROBE) | RN_DECLARED;
         h->replica = why->status == RN_REPLICA;
         return HOP_GO;
     case RN_TRYAGAIN:
         atomic_fetch_add(&c->tryagain, 1);
         return HOP_AGAIN;
     case RN_DOWN:
+        if (!h->replica && why->module && !h->probed) {
+            /* RL.CHECK declares its keys, so a master turning replica
+             * (a planned failover) answers CLUSTERDOWN at once where the
+             * script's shared call meets READONLY: ask through that */
+            h->probed = 1;
+            h->flags = RN_PROBE;
+            return HOP_GO;
+        }
         if (!h->replica) { /* a master's verdict */
             atomic_fetch_add(&c->clusterdown, 1);
             return HOP_FAIL;
@@ -329,10 +338,11 @@ static int cluster_check_many(rl_store *s, store_req *reqs, size_t n)
             if (sub[k].rc == RL_OK)
                 continue;
             atomic_store(&c->want, 1);
-            if (why[k].status == RN_DOWN)
-                atomic_fetch_add(&c->clusterdown, 1);
+            /* an RL.CHECK's CLUSTERDOWN: check_until() asks (RN_PROBE) */
             retry[at[k]] = why[k].status >= RN_MOVED &&
-                           why[k].status != RN_DOWN;
+                           (why[k].status != RN_DOWN || why[k].module);
+            if (why[k].status == RN_DOWN && !retry[at[k]])
+                atomic_fetch_add(&c->clusterdown, 1);
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -355,7 +365,7 @@ typedef struct cl_async {
     cluster_store *c;
     store_async *a;
     int64_t deadline;
-    int tries, flags, g, ngroups, denied, replica;
+    int tries, flags, g, ngroups, denied, replica, probed;
     unsigned idx;             /* the node the current group goes to   */
     unsigned slot[RL_OPS_MAX];
     unsigned char grp[RL_OPS_MAX];
@@ -415,7 +425,7 @@ static void start_group(cl_async *x)
         if (x->grp[i] == x->g)
             x->sub[x->nsub++] = q->ops[i];
     x->tries = 0;
-    x->flags = x->replica = 0;
+    x->flags = x->replica = x->probed = 0;
     x->idx = atomic_load_explicit(&x->c->owner[x->slot[x->g]],
                                   memory_order_relaxed);
     attempt(x, 0);
@@ -447,7 +457,8 @@ static void group_done(cl_async *x, rnode *nd, int64_t now_ms)
 static void attempt_done(rnode_async *na)
 {
     cl_async *x = na->arg;
-    hop h = {.idx = x->idx, .flags = x->flags, .replica = x->replica};
+    hop h = {.idx = x->idx, .flags = x->flags, .replica = x->replica,
+             .probed = x->probed};
 
     if (na->job.rc == RL_OK) {
         group_done(x, na->node, na->job.now_ms);
@@ -458,6 +469,7 @@ static void attempt_done(rnode_async *na)
         x->idx = h.idx;
         x->flags = h.flags;
         x->replica = h.replica;
+        x->probed = h.probed;
         attempt(x, 0);
         return;
     case HOP_WAIT:
