@@ -20,7 +20,12 @@
  *                    state changed: fail" then "ok" in its log, nothing
  *                    else down), while the new master serves the slot.
  *                    The check waits, within its deadline, for the map
- *                    to name the slot's master, and goes there.
+ *                    to name the slot's master, and goes there.  A
+ *                    master with ratelimit.so gets an RL.CHECK of its
+ *                    own per check, its keys declared, so a master
+ *                    turning replica answers CLUSTERDOWN at once: that
+ *                    is asked about once through the script's shared
+ *                    call (RN_PROBE), which meets the READONLY.
  * A background thread owns the table (cluster_map.c; the state both
  * files share is cluster_store.h's): it reads CLUSTER SLOTS from a live
  * node every second, and within ~50 ms when the request path asks (a
