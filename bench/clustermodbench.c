@@ -107,20 +107,10 @@ static double run(int v, int a, int m, const char *uri)
                                              : "evalsha", 0) / m;
 }
 
-static double median3(double *x, int n)
-{
-    for (int i = 1; i < n; i++) /* insertion sort, n <= CM_ROUNDS */
-        for (int j = i; j > 0 && x[j] < x[j - 1]; j--) {
-            double t = x[j];
-            x[j] = x[j - 1];
-            x[j - 1] = t;
-        }
-    return n % 2 ? x[n / 2] : (x[n / 2 - 1] + x[n / 2]) / 2;
-}
-
 static int measure(int json, int quick, const char *uri)
 {
     int rounds = quick ? 1 : CM_ROUNDS, m = quick ? 2000 : 10000;
+    size_t n = (size_t)rounds;
     static const text_layout lay = {44, 8, 2, 3, 16, 2};
 
     for (int k = 0; k < CM_KEYS; k++) {
@@ -141,9 +131,9 @@ static int measure(int json, int quick, const char *uri)
                     return -1;
         snprintf(name, sizeof name, "cluster_module_usec_per_check_%s",
                  algos[a]);
-        f = (figure){.name = name, .value = median3(us[0], rounds),
+        f = (figure){.name = name, .value = median_of(us[0], n),
                      .unit = "us", .nrefs = 2,
-                     .ref = {median3(us[2], rounds), median3(us[1], rounds)},
+                     .ref = {median_of(us[2], n), median_of(us[1], n)},
                      .ref_name = {"peer_script_rlf", "cluster_lua"}};
         xnum(&f, "over_lua", f.value / f.ref[1]);
         xnum(&f, "checks_per_round", m);

@@ -11,10 +11,11 @@
  * without the module) decides on every master, Lua on that one, and
  * redis_command=lua / module are honoured there; a failover to a replica
  * without the module goes on through Lua, one to a replica with it
- * through RL.CHECK; a master's CLUSTERDOWN met by RL.CHECK is asked
- * about through the script once, then left to the failure modes.  (Settles and refunds with exact figures:
- * check_reserve.c's "redis-cluster + ratelimit.so" kind.)  Each test
- * starts its own cluster.  Exits 77 (skip) without redis-cli.
+ * through RL.CHECK; a master's CLUSTERDOWN met by RL.CHECK is asked about
+ * through the script once, then left to the failure modes.  (Settles and
+ * refunds with exact figures: check_reserve.c's "redis-cluster +
+ * ratelimit.so" kind.)  Each test starts its own cluster.  Exits 77
+ * (skip) without redis-cli.
  */
 #include <check.h>
 #include <stdio.h>

@@ -6,8 +6,8 @@
  * script call (redis_script.c), or in a cluster's per-call mode as one
  * shared "C" call plus a call of its own for each request that must name
  * its keys or follow an ASK (on a server with ratelimit.so: one RL.CHECK
- * for the batch, a cluster node's one RL.CHECK a request); when every reply is in, each job is claimed
- * and answered (rbatch_answer), and those that met NOSCRIPT (a flushed or
+ * for the batch, a cluster node's one RL.CHECK a request); when every
+ * reply is in, each job is claimed and answered (rbatch_answer), and those that met NOSCRIPT (a flushed or
  * restarted server) or an FCALL's missing (FUNCTION FLUSH) or refused
  * (NOPERM) function go again at once, once, as EVAL; the connection then
  * calls EVALSHA until it connects again (and FUNCTION LOADs again).  Runs
