@@ -195,7 +195,7 @@ START_TEST(twins_module_and_lua)
     for (int step = 0; step < 60; step++) {
         rl_request mq[NEPS * 3], lq[NEPS * 3];
         rl_result mr[NEPS * 3], lr[NEPS * 3];
-        char mu[NEPS * 3][24], lu[NEPS * 3][24], mi[3][16], li[3][16];
+        char mu[NEPS * 3][48], lu[NEPS * 3][48], mi[3][32], li[3][32];
         int mc[NEPS * 3], lc[NEPS * 3], n = 0, way = step % 3;
         char what[64];
 
