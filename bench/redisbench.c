@@ -277,6 +277,7 @@ SERVER_MODE(events, 1)
 SERVER_MODE(outage, 1)
 SERVER_MODE(tls, 0)
 SERVER_MODE(timeout, 1)
+SERVER_MODE(clustermod, 0)
 
 /* The Redis store's group: redisbench's own figures, and the modes. */
 static const bench_mode modes[] = {
@@ -296,6 +297,8 @@ static const bench_mode modes[] = {
      .about = "checks/s, p50 and p99 over TLS beside TCP"},
     {.name = "timeout", .run = timeout_mode,
      .about = "fail-closed denials by timeout_ms and host load"},
+    {.name = "cluster_module", .run = clustermod_mode,
+     .about = "Redis Cluster CPU per check: RL.CHECK, Lua, the peer"},
 };
 
 int main(int argc, char **argv)

@@ -32,5 +32,6 @@ int events_main(int argc, char **argv, sb_env *env);
 int outage_main(int argc, char **argv, sb_env *env);
 int tls_main(int argc, char **argv, sb_env *env);
 int timeout_main(int argc, char **argv, sb_env *env);
+int clustermod_main(int argc, char **argv, sb_env *env);
 
 #endif

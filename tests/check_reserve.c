@@ -9,8 +9,8 @@
  * changes nothing, a settle after the window moved on refunds nothing, a
  * bucket never passes its burst, threads reserving and settling at once
  * keep the exact count, and an unsettled reservation stays charged.  The
- * Redis kinds run twice: by the script, and by ratelimit.so (RL.CHECK,
- * RL.SETTLE) on a server that loaded it.
+ * Redis kinds (the cluster too) run twice: by the script, and by
+ * ratelimit.so (RL.CHECK, RL.SETTLE) on servers that loaded it.
  */
 #include <check.h>
 #include <pthread.h>
@@ -52,12 +52,15 @@ static const char *rules =
 
 /* The stores a test runs on (Check loop index). */
 enum { K_MEMORY, K_SHM, K_REDIS, K_COMPACT, K_MODULE, K_MODULE_COMPACT,
-       K_CLUSTER, K_N };
+       K_CLUSTER, K_MODULE_CLUSTER, K_N };
 static const char *const kind_name[] = {
     "memory", "shm", "redis", "redis compact", "redis + ratelimit.so",
-    "redis compact + ratelimit.so", "redis-cluster"};
+    "redis compact + ratelimit.so", "redis-cluster",
+    "redis-cluster + ratelimit.so"};
 #define ON_REDIS(k) ((k) >= K_REDIS && (k) < K_CLUSTER)
-#define ON_MODULE(k) ((k) == K_MODULE || (k) == K_MODULE_COMPACT)
+#define ON_CLUSTER(k) ((k) >= K_CLUSTER)
+#define ON_MODULE(k)                                                         \
+    ((k) == K_MODULE || (k) == K_MODULE_COMPACT || (k) == K_MODULE_CLUSTER)
 
 static rh_server srv;
 static rh_cluster cl;
@@ -87,7 +90,7 @@ static int up(int k)
     rh_loadmodule = ON_MODULE(k) ? RL_MODULE_PATH " testclock" : NULL;
     if (ON_REDIS(k) && (!rh_available() || rh_start(&srv, NULL) != 0))
         return 0;
-    if (k == K_CLUSTER &&
+    if (ON_CLUSTER(k) &&
         (!rh_cluster_available() || rh_cluster_start(&cl, 3, 0, 2000) != 0))
         return 0;
     store_redis_test_script = rl_lua_check_test;
@@ -102,7 +105,7 @@ static void down(void)
 
     if (ON_REDIS(kind))
         rh_stop(&srv);
-    if (kind == K_CLUSTER)
+    if (ON_CLUSTER(kind))
         rh_cluster_stop(&cl);
     if (kind == K_SHM) {
         snprintf(path, sizeof path, "/%s", shm_name);
@@ -121,7 +124,7 @@ static rl_limiter *open_kind(void)
         snprintf(uri, sizeof uri, "memory://");
     else if (kind == K_SHM)
         snprintf(uri, sizeof uri, "shm://%s", shm_name);
-    else if (kind == K_CLUSTER)
+    else if (ON_CLUSTER(kind))
         ck_assert_ptr_nonnull(rh_cluster_uri(&cl, 0, uri, sizeof uri));
     else
         rh_uri(&srv, uri, sizeof uri);
@@ -132,7 +135,8 @@ static rl_limiter *open_kind(void)
     /* One limiter deciding alone: its fallback's share is the whole limit
      * (store_away reserves all of it), not the default's limit / N. */
     ck_assert_int_eq(rl_config_set(cfg, "fleet_size", "1"), RL_OK);
-    if (ON_REDIS(kind)) /* the module kinds through it, the others not */
+    /* the module kinds through it, the others not */
+    if (ON_REDIS(kind) || ON_CLUSTER(kind))
         ck_assert_int_eq(rl_config_set(cfg, "redis_command",
                                        ON_MODULE(kind) ? "module" : "lua"),
                          RL_OK);
@@ -196,15 +200,24 @@ static int settle(rl_limiter *lim, const char *ep, const char *user,
 
 /* The module kinds: every check and settle went as RL.CHECK and
  * RL.SETTLE, none through the script. */
+static long long calls(const char *command)
+{
+    long long n = 0;
+
+    if (!ON_CLUSTER(kind))
+        return rh_cmdstat_calls(&srv, command);
+    for (int i = 0; i < cl.n; i++) /* a cluster: over its nodes */
+        n += rh_cmdstat_calls(&cl.node[i], command);
+    return n;
+}
+
 static void module_only(void)
 {
     if (!ON_MODULE(kind))
         return;
-    ck_assert_int_gt(rh_cmdstat_calls(&srv, "rl.check"), 0);
-    ck_assert_int_gt(rh_cmdstat_calls(&srv, "rl.settle"), 0);
-    ck_assert_int_eq(rh_cmdstat_calls(&srv, "fcall") +
-                         rh_cmdstat_calls(&srv, "evalsha") +
-                         rh_cmdstat_calls(&srv, "eval"), 0);
+    ck_assert_int_gt(calls("rl.check"), 0);
+    ck_assert_int_gt(calls("rl.settle"), 0);
+    ck_assert_int_eq(calls("fcall") + calls("evalsha") + calls("eval"), 0);
 }
 
 #define SETTLE_OK(lim, ep, user, rsv, actual)                                \

@@ -51,10 +51,16 @@ enum {
 #define RN_ASKING 1    /* precede the call with ASKING (an ASK redirect) */
 #define RN_DECLARED 2  /* a call of its own with its keys declared, for
                           the server to route                           */
+#define RN_PROBE 4     /* in the script's shared call (keys undeclared),
+                          even where RL.CHECK is: after an RL.CHECK's
+                          CLUSTERDOWN, a node turning replica answers it
+                          READONLY, a master of a cluster down not      */
+#define RN_OWN_CALL (RN_ASKING | RN_DECLARED)
 
 typedef struct rnode_reply {
     int status;                  /* RN_*                                 */
     char addr[64];               /* MOVED / ASK: "host:port"             */
+    int module;                  /* the answer was an RL.CHECK's         */
 } rnode_reply;
 
 typedef struct rio rio;

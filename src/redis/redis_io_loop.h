@@ -46,6 +46,7 @@ typedef struct entry {
  * job while claimed (encoding the call, reading the answer), else NULL. */
 typedef struct batch {
     int active, nb, how;         /* how: SCRIPT_* (redis_script.h) */
+    int probe;                   /* a job flagged RN_PROBE: no RL.CHECK */
     rio_ticket *tk[BATCH_MAX];
     rio_job *job[BATCH_MAX];
     size_t n[BATCH_MAX];

@@ -252,11 +252,16 @@ int rcmd_parse(const redisReply *rep, rio_job *const *jobs, const size_t *n,
     int64_t now, skip;
 
     if (rep->type == REDIS_REPLY_ERROR) {
+        rnode_reply why = {.module = 1};
+        int st;
         if (rcmd_refused(rep))
             return 1;
+        /* a cluster's redirects, met as the script's own calls meet them */
+        st = script_classify(rep, &why);
+        why.status = st < 0 ? RN_ERROR : st;
         for (int j = 0; j < nb; j++)
             if (jobs[j])
-                jobs[j]->why = (rnode_reply){.status = RN_ERROR};
+                jobs[j]->why = why;
         return 0;
     }
     if (rep->type != REDIS_REPLY_STRING || !next_num(&p, end, &now))

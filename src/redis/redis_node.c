@@ -131,7 +131,7 @@ int rnode_check(rnode *r, const store_op *ops, size_t n, algo_decision *out,
 
     if (st != RN_OK) {
         if (why)
-            why->status = st;
+            *why = (rnode_reply){.status = st};
         return RL_ESTORE;
     }
     rio_submit(r->io, &j, 1);
@@ -157,7 +157,7 @@ int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns,
     }
     if ((st = admit(r, &probe)) != RN_OK) {
         for (size_t i = 0; why && i < n; i++)
-            why[i].status = st;
+            why[i] = (rnode_reply){.status = st};
         return RL_OK; /* each request failed */
     }
     for (size_t i = 0; i < n; i++)

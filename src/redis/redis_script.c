@@ -389,9 +389,7 @@ void script_put_asking(resp_buf *b)
 #define SCRIPT_NO_FUNCTION "ERR Function not found"
 #define SCRIPT_NO_FCALL "NOPERM"
 
-/* An error reply's meaning; the address of a redirect into why->addr.
- * -1: NOSCRIPT, or no such function. */
-static int classify(const redisReply *rep, rnode_reply *why)
+int script_classify(const redisReply *rep, rnode_reply *why)
 {
     const char *s = rep->str;
     int slot;
@@ -501,8 +499,8 @@ int script_parse(const redisReply *rep, rio_job *const *jobs,
     const unsigned char *p;
 
     if (rep->type == REDIS_REPLY_ERROR) {
-        rnode_reply why;
-        int st = classify(rep, &why);
+        rnode_reply why = {0};
+        int st = script_classify(rep, &why);
         if (st < 0)
             return 1;
         why.status = st;

@@ -60,6 +60,12 @@ int script_shape_sent(const script_ctx *x, const rl_rule *r,
 /* ASKING, before the call a migration redirected. */
 void script_put_asking(resp_buf *b);
 
+/* An error reply's meaning (RN_MOVED, RN_ASK, RN_TRYAGAIN, RN_DOWN,
+ * RN_REPLICA, else RN_ERROR); the address of a redirect into why->addr.
+ * -1: NOSCRIPT, or no such function.  Also ratelimit.so's (its keys are
+ * declared, so Redis answers its redirects alike). */
+int script_classify(const redisReply *rep, rnode_reply *why);
+
 /*
  * Read one call's answer for the requests it carried: slot j had n[j]
  * ops and is jobs[j], or NULL if that job left (its deadline passed).  A

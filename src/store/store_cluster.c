@@ -20,7 +20,12 @@
  *                    state changed: fail" then "ok" in its log, nothing
  *                    else down), while the new master serves the slot.
  *                    The check waits, within its deadline, for the map
- *                    to name the slot's master, and goes there.
+ *                    to name the slot's master, and goes there.  A
+ *                    master with ratelimit.so gets an RL.CHECK of its
+ *                    own per check, its keys declared, so a master
+ *                    turning replica answers CLUSTERDOWN at once: that
+ *                    is asked about once through the script's shared
+ *                    call (RN_PROBE), which meets the READONLY.
  * A background thread owns the table (cluster_map.c; the state both
  * files share is cluster_store.h's): it reads CLUSTER SLOTS from a live
  * node every second, and within ~50 ms when the request path asks (a
@@ -93,35 +98,82 @@ static void pause_until(int64_t deadline_ns)
         nanosleep(&ts, NULL);
 }
 
-/* Node `to` open, waited for within the deadline (the refresh thread
- * opens it); 0 if it is not by then. */
-static int wait_open(cluster_store *c, int to, int64_t deadline_ns)
-{
-    if (!node_at(c, (unsigned)to))
-        want_open(c, to);
-    while (!node_at(c, (unsigned)to) && mono_ns() < deadline_ns)
-        pause_until(deadline_ns);
-    return node_at(c, (unsigned)to) != NULL;
-}
+/* Where a group's next attempt goes: the node, the call's flags,
+ * whether that node said it is a replica (READONLY), and whether an
+ * RL.CHECK's CLUSTERDOWN was asked about (RN_PROBE). */
+typedef struct hop {
+    unsigned idx;
+    int flags;                /* RN_ASKING, RN_DECLARED, RN_PROBE      */
+    int replica, probed;
+} hop;
 
-/* CLUSTERDOWN from node idx, which said it is a replica: the slot's
- * master is another node, which the map learns from a refresh (asked
- * for here, and waited for within the deadline).  That node, or -1. */
-static int owner_after(cluster_store *c, unsigned slot, unsigned idx,
-                       int64_t deadline_ns)
-{
-    unsigned to;
+/* What a failed attempt's answer means for the next (blocking route()
+ * and started attempt_done() follow the same rules):
+ *   HOP_GO     h says where, now;
+ *   HOP_AGAIN  the same call a moment later, a try spent (TRYAGAIN);
+ *   HOP_WAIT   the same call a moment later, no try spent: the node a
+ *              redirect named is being opened, or the map does not yet
+ *              name the slot's master (a wait, not a hop);
+ *   HOP_FAIL   the check fails (the failure modes decide). */
+enum { HOP_GO, HOP_AGAIN, HOP_WAIT, HOP_FAIL };
 
-    for (;;) {
-        atomic_store(&c->want, 1);
+static int next_hop(cluster_store *c, unsigned slot, hop *h,
+                    const rnode_reply *why)
+{
+    int to;
+
+    atomic_store(&c->want, 1); /* any of these: the map may be stale */
+    switch (why->status) {
+    case RN_MOVED:
+    case RN_ASK:
+        if ((to = cmap_find_node(c, why->addr)) < 0)
+            return HOP_FAIL; /* a new node: the refresh learns it */
+        if (!node_at(c, (unsigned)to)) { /* known, not open yet */
+            want_open(c, to);
+            return HOP_WAIT;
+        }
+        h->flags = why->status == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
+        if (!h->flags) /* the full map is asked for too: move on now */
+            atomic_store_explicit(&c->owner[slot], (uint16_t)to,
+                                  memory_order_relaxed);
+        h->idx = (unsigned)to;
+        h->replica = 0;
+        return HOP_GO;
+    case RN_REPLICA:
+    case RN_ELSEWHERE: /* a batch call: ask again, keys declared */
+        h->flags = (h->flags & ~RN_PROBE) | RN_DECLARED;
+        h->replica = why->status == RN_REPLICA;
+        return HOP_GO;
+    case RN_TRYAGAIN:
+        atomic_fetch_add(&c->tryagain, 1);
+        return HOP_AGAIN;
+    case RN_DOWN:
+        if (!h->replica && why->module && !h->probed) {
+            /* RL.CHECK declares its keys, so a master turning replica
+             * (a planned failover) answers CLUSTERDOWN at once where the
+             * script's shared call meets READONLY: ask through that */
+            h->probed = 1;
+            h->flags = RN_PROBE;
+            return HOP_GO;
+        }
+        if (!h->replica) { /* a master's verdict */
+            atomic_fetch_add(&c->clusterdown, 1);
+            return HOP_FAIL;
+        }
+        /* a replica's: to the slot's master once the map names it */
         to = atomic_load_explicit(&c->owner[slot], memory_order_relaxed);
-        if (to != idx || mono_ns() >= deadline_ns)
-            break;
-        pause_until(deadline_ns);
+        if (to == (int)h->idx || to >= atomic_load(&c->nnodes))
+            return HOP_WAIT;
+        if (!node_at(c, (unsigned)to)) {
+            want_open(c, to);
+            return HOP_WAIT;
+        }
+        h->idx = (unsigned)to;
+        h->flags = h->replica = 0;
+        return HOP_GO;
+    default: /* timeout, error, breaker open: maybe a failover */
+        return HOP_FAIL;
     }
-    return to != idx && to < (unsigned)atomic_load(&c->nnodes) &&
-                   wait_open(c, (int)to, deadline_ns)
-               ? (int)to : -1;
 }
 
 /* Decide one slot's ops, following redirects.  RL_OK with *where the node
@@ -130,59 +182,30 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
                  size_t n, algo_decision *out, int64_t *now_ms,
                  int64_t deadline_ns, rnode **where)
 {
-    unsigned idx = atomic_load_explicit(&c->owner[slot],
-                                        memory_order_relaxed);
-    int flags = 0, replica = 0; /* idx said it is a replica */
+    hop h = {.idx = atomic_load_explicit(&c->owner[slot],
+                                         memory_order_relaxed)};
 
-    for (int t = 0; t < TRIES && mono_ns() < deadline_ns; t++) {
-        rnode *nd = node_at(c, idx);
-        rnode_reply why;
-        int to;
+    for (int t = 0; t < TRIES && mono_ns() < deadline_ns;) {
+        rnode *nd = node_at(c, h.idx);
+        rnode_reply why = {0};
         if (!nd)
             break;
-        if (rnode_check(nd, ops, n, out, now_ms, deadline_ns, flags,
+        if (rnode_check(nd, ops, n, out, now_ms, deadline_ns, h.flags,
                         &why) == RL_OK) {
             *where = nd;
             return RL_OK;
         }
-        switch (why.status) {
-        case RN_MOVED:
-        case RN_ASK:
-            atomic_store(&c->want, 1);
-            if ((to = cmap_find_node(c, why.addr)) < 0)
-                return RL_ESTORE; /* a new node: the refresh learns it */
-            if (!wait_open(c, to, deadline_ns)) /* within the deadline */
-                return RL_ESTORE;
-            flags = why.status == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
-            if (!flags) /* ask for the full map too, but move on now */
-                atomic_store_explicit(&c->owner[slot], (uint16_t)to,
-                                      memory_order_relaxed);
-            idx = (unsigned)to;
-            replica = 0;
+        switch (next_hop(c, slot, &h, &why)) {
+        case HOP_GO:
+            t++;
             continue;
-        case RN_REPLICA:
-        case RN_ELSEWHERE: /* a batch call: ask again, keys declared */
-            atomic_store(&c->want, 1);
-            flags |= RN_DECLARED;
-            replica = why.status == RN_REPLICA;
-            continue;
-        case RN_DOWN:
-            if (!replica) { /* a master's verdict */
-                atomic_fetch_add(&c->clusterdown, 1);
-                atomic_store(&c->want, 1);
-                return RL_ESTORE;
-            }
-            if ((to = owner_after(c, slot, idx, deadline_ns)) < 0)
-                return RL_ESTORE; /* the map never moved: deadline */
-            idx = (unsigned)to; /* a replica's: to the slot's master */
-            flags = replica = 0;
-            continue;
-        case RN_TRYAGAIN:
-            atomic_fetch_add(&c->tryagain, 1);
+        case HOP_AGAIN:
+            t++;
+            /* fall through */
+        case HOP_WAIT:
             pause_until(deadline_ns);
             continue;
-        default: /* timeout, error: maybe a failover */
-            atomic_store(&c->want, 1);
+        default:
             return RL_ESTORE;
         }
     }
@@ -320,10 +343,11 @@ static int cluster_check_many(rl_store *s, store_req *reqs, size_t n)
             if (sub[k].rc == RL_OK)
                 continue;
             atomic_store(&c->want, 1);
-            if (why[k].status == RN_DOWN)
-                atomic_fetch_add(&c->clusterdown, 1);
+            /* an RL.CHECK's CLUSTERDOWN: check_until() asks (RN_PROBE) */
             retry[at[k]] = why[k].status >= RN_MOVED &&
-                           why[k].status != RN_DOWN;
+                           (why[k].status != RN_DOWN || why[k].module);
+            if (why[k].status == RN_DOWN && !retry[at[k]])
+                atomic_fetch_add(&c->clusterdown, 1);
         }
     }
     for (size_t i = 0; i < n; i++)
@@ -346,7 +370,7 @@ typedef struct cl_async {
     cluster_store *c;
     store_async *a;
     int64_t deadline;
-    int tries, flags, g, ngroups, denied, replica;
+    int tries, flags, g, ngroups, denied, replica, probed;
     unsigned idx;             /* the node the current group goes to   */
     unsigned slot[RL_OPS_MAX];
     unsigned char grp[RL_OPS_MAX];
@@ -406,7 +430,7 @@ static void start_group(cl_async *x)
         if (x->grp[i] == x->g)
             x->sub[x->nsub++] = q->ops[i];
     x->tries = 0;
-    x->flags = x->replica = 0;
+    x->flags = x->replica = x->probed = 0;
     x->idx = atomic_load_explicit(&x->c->owner[x->slot[x->g]],
                                   memory_order_relaxed);
     attempt(x, 0);
@@ -433,71 +457,35 @@ static void group_done(cl_async *x, rnode *nd, int64_t now_ms)
 }
 
 /* An attempt's answer, in the answering node's I/O thread (or at once
- * when nothing could be sent): route() as a completion. */
+ * when nothing could be sent): route() as a completion; a wait is the
+ * same call again a moment later, held by the node's loop. */
 static void attempt_done(rnode_async *na)
 {
     cl_async *x = na->arg;
-    cluster_store *c = x->c;
-    int to, st = na->job.why.status;
+    hop h = {.idx = x->idx, .flags = x->flags, .replica = x->replica,
+             .probed = x->probed};
 
     if (na->job.rc == RL_OK) {
         group_done(x, na->node, na->job.now_ms);
         return;
     }
-    atomic_store(&c->want, 1);
-    switch (st) {
-    case RN_MOVED:
-    case RN_ASK:
-        if ((to = cmap_find_node(c, na->job.why.addr)) < 0)
-            break; /* a new node: the refresh learns it */
-        if (!node_at(c, (unsigned)to)) {
-            /* Known, not open yet: opened now by the refresh thread; the
-             * same call goes again a moment later, held by the old node's
-             * loop, until it is (a wait, not a hop), within the deadline. */
-            want_open(c, to);
-            x->tries--;
-            attempt(x, clock_mono_ns() + 1000000);
-            return;
-        }
-        x->flags = st == RN_ASK ? RN_ASKING | RN_DECLARED : 0;
-        x->replica = 0;
-        if (!x->flags)
-            atomic_store_explicit(&c->owner[x->slot[x->g]], (uint16_t)to,
-                                  memory_order_relaxed);
-        x->idx = (unsigned)to;
+    switch (next_hop(x->c, x->slot[x->g], &h, &na->job.why)) {
+    case HOP_GO:
+        x->idx = h.idx;
+        x->flags = h.flags;
+        x->replica = h.replica;
+        x->probed = h.probed;
         attempt(x, 0);
         return;
-    case RN_REPLICA:
-    case RN_ELSEWHERE:
-        x->flags |= RN_DECLARED;
-        x->replica = st == RN_REPLICA;
-        attempt(x, 0);
-        return;
-    case RN_TRYAGAIN:
-        atomic_fetch_add(&c->tryagain, 1);
+    case HOP_WAIT:
+        x->tries--;
+        /* fall through */
+    case HOP_AGAIN:
         attempt(x, clock_mono_ns() + 1000000);
         return;
-    case RN_DOWN:
-        if (!x->replica) { /* a master's verdict */
-            atomic_fetch_add(&c->clusterdown, 1);
-            break;
-        }
-        /* a replica's: to the slot's master once the map names it; until
-         * then the same call again a moment later (a wait, not a hop),
-         * within the deadline, as for a node not open yet */
-        to = atomic_load_explicit(&c->owner[x->slot[x->g]],
-                                  memory_order_relaxed);
-        if (to == (int)x->idx || !node_at(c, (unsigned)to)) {
-            x->tries--;
-            attempt(x, clock_mono_ns() + 1000000);
-            return;
-        }
-        x->idx = (unsigned)to;
-        x->flags = x->replica = 0;
-        attempt(x, 0);
-        return;
+    default:
+        finish(x, RL_ESTORE);
     }
-    finish(x, RL_ESTORE);
 }
 
 static void attempt(cl_async *x, int64_t not_before)
