@@ -23,6 +23,7 @@
 #include "algo.h"
 #include "algo_vectors.h"
 #include "lua_fixture.h"
+#include "module_fixture.h"
 #include "module_twin.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
@@ -510,10 +511,8 @@ END_TEST
 static Suite *module_suite(void)
 {
     Suite *s = suite_create("module");
-    TCase *tc = tcase_create("twin");
+    TCase *tc = module_tcase(s, "twin", 600);
 
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, every_algorithm_plain);
     tcase_add_test(tc, every_algorithm_compact);
     tcase_add_test(tc, requests_all_or_nothing);
@@ -521,7 +520,6 @@ static Suite *module_suite(void)
     tcase_add_test(tc, batch_as_requests_in_turn);
     tcase_add_test(tc, errors_write_nothing);
     tcase_add_test(tc, replica_gets_the_writes);
-    suite_add_tcase(s, tc);
     tc = tcase_create("cluster");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, cluster_routes_by_declared_keys);
@@ -531,15 +529,5 @@ static Suite *module_suite(void)
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
-    if (!rh_available())
-        return 77;
-    rh_loadmodule = RL_MODULE_PATH " testclock";
-    sr = srunner_create(module_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return module_main(module_suite, RL_MODULE_PATH " testclock");
 }

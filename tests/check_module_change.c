@@ -15,6 +15,7 @@
 #include "algo.h"
 #include "algo_vectors.h"
 #include "lua_fixture.h"
+#include "module_fixture.h"
 #include "module_twin.h"
 #include "redis_harness.h"
 #include "rule.h"
@@ -388,28 +389,15 @@ END_TEST
 static Suite *module_change_suite(void)
 {
     Suite *s = suite_create("module_change");
-    TCase *tc = tcase_create("twin");
+    TCase *tc = module_tcase(s, "twin", 600);
 
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 600);
     tcase_add_test(tc, refunds_as_the_script);
     tcase_add_test(tc, settles_as_the_script);
     tcase_add_test(tc, conversions_as_the_script);
-    suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
-    if (!rh_available())
-        return 77;
-    rh_loadmodule = RL_MODULE_PATH " testclock";
-    sr = srunner_create(module_change_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return module_main(module_change_suite, RL_MODULE_PATH " testclock");
 }

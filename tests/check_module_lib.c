@@ -12,25 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "module_fixture.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "testutil.h"
 #include "timeutil.h"
-
-static rh_server srv;
-static redisContext *ctx;
-
-static void setup(void)
-{
-    ck_assert_int_eq(rh_start(&srv, NULL), 0);
-    ck_assert_ptr_nonnull(ctx = rh_connect(&srv));
-}
-
-static void teardown(void)
-{
-    redisFree(ctx);
-    rh_stop(&srv);
-}
 
 static const char lib_rules[] =
     "[{\"rule_id\":\"tb\",\"dimension\":\"user\",\"limit\":50,"
@@ -188,29 +174,16 @@ END_TEST
 static Suite *module_lib_suite(void)
 {
     Suite *s = suite_create("module_lib");
-    TCase *tc = tcase_create("library");
+    TCase *tc = module_tcase(s, "library", 120);
 
-    tcase_add_checked_fixture(tc, setup, teardown);
-    tcase_set_timeout(tc, 120);
     tcase_add_test(tc, library_uses_the_module_where_found);
     tcase_add_test(tc, library_without_the_module);
     tcase_add_test(tc, lease_given_back_through_the_module);
     tcase_add_test(tc, changed_rule_through_the_module);
-    suite_add_tcase(s, tc);
     return s;
 }
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
-    if (!rh_available())
-        return 77;
-    rh_loadmodule = RL_MODULE_PATH;
-    sr = srunner_create(module_lib_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return module_main(module_lib_suite, RL_MODULE_PATH);
 }

@@ -3,7 +3,9 @@
  * check script (tests/lua_test_script.c) straight on Redis to twin-test it
  * against the C maths (check_lua.c, check_sliding_log.c): a fresh
  * redis-server per test (a checked fixture, so the server dies with the
- * test's process) and one connection to it, `ctx`.
+ * test's process) and one connection to it, `ctx`; the module suites'
+ * fixture too (module_fixture.h: check_module_lib.c reads no script
+ * answer, hence the inline helpers).
  */
 #ifndef RL_LUA_FIXTURE_H
 #define RL_LUA_FIXTURE_H
@@ -45,7 +47,7 @@ static void teardown(void)
 
 /* The answer of a "c"/"C" call (lua/check.lua): {one string of 24 bytes
  * an op, now}; asserts that shape for nops ops. */
-static void lua_answer_shape(const redisReply *r, size_t nops)
+static inline void lua_answer_shape(const redisReply *r, size_t nops)
 {
     ck_assert_msg(r->type == REDIS_REPLY_ARRAY && r->elements == 2,
                   "script reply type %d", r->type);
@@ -56,7 +58,7 @@ static void lua_answer_shape(const redisReply *r, size_t nops)
 
 /* Value v (0 verdict, 1 remaining, 2 reset) of op i's answer: a
  * little-endian double, an integer. */
-static int64_t lua_answer_value(const redisReply *r, size_t i, int v)
+static inline int64_t lua_answer_value(const redisReply *r, size_t i, int v)
 {
     const unsigned char *p =
         (const unsigned char *)r->element[0]->str + 24 * i + 8 * v;
@@ -71,7 +73,7 @@ static int64_t lua_answer_value(const redisReply *r, size_t i, int v)
 }
 
 /* Op i's decision (allowed: verdict 1). */
-static void lua_answer(const redisReply *r, size_t i, algo_decision *d)
+static inline void lua_answer(const redisReply *r, size_t i, algo_decision *d)
 {
     int64_t verdict = lua_answer_value(r, i, 0);
 
