@@ -198,6 +198,7 @@ check_options
 check_values CK_RUN_CASE=values
 check_glob_index GLOB_SETS=40
 check_module CK_RUN_CASE=library
+check_module_cluster
 check_module_lib
 check_match CK_RUN_CASE=match
 check_sentinel CK_RUN_CASE=uris
