@@ -12,27 +12,13 @@
  */
 #include <limits.h>
 
+#include "redisbench.h"
 #include "serverbench.h"
-#include "redisutil.h"
 
 #define CM_ROUNDS 3
 #define CM_KEYS 2000
 #define CM_LIMIT 1000
 #define CM_WINDOW_S 86400 /* slow: every key lives through the run */
-
-static const char *const algos[] = {"sliding_window", "token_bucket",
-                                    "fixed_window", "gcra", "sliding_log"};
-#define NALGOS (int)(sizeof algos / sizeof *algos)
-
-static const char peer_script[] = /* redisbench_module.c's */
-    "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX') "
-    "local consumed = redis.call('incrby', KEYS[1], ARGV[1]) "
-    "local ttl = redis.call('pttl', KEYS[1]) "
-    "if ttl == -1 then "
-    "  redis.call('expire', KEYS[1], ARGV[2]) "
-    "  ttl = 1000 * ARGV[2] "
-    "end "
-    "return {consumed, ttl} ";
 
 static rh_cluster cl;
 static redisContext *nc[RH_CLUSTER_MAX];
@@ -74,15 +60,14 @@ static int peer_call(int k)
  * existing keys; the Redis usec per check, or -1. */
 static double run(int v, int a, int m, const char *uri)
 {
-    char rules[300], key[32];
+    char rules[300] = "[", key[32];
     uint64_t rng = 0x5EED0000ULL + (uint64_t)a;
     rl_limiter *lim = NULL;
     rl_result res = RL_RESULT_INIT;
     int bad = 0;
 
-    snprintf(rules, sizeof rules, "[{\"rule_id\":\"u\",\"dimension\":"
-             "\"user\",\"limit\":%d,\"window_seconds\":%d,\"algorithm\":"
-             "\"%s\"}]", CM_LIMIT, CM_WINDOW_S, algos[a]);
+    one_rule(rules + 1, sizeof rules - 2, "u", a, CM_LIMIT, CM_WINDOW_S, 0);
+    strcat(rules, "]");
     if (v < 2 && !(lim = bench_limiter_rules(
                        (const char *const[]){"store", uri, "timeout_ms",
                                              "1000", "deny_cache", "0",
@@ -95,7 +80,7 @@ static double run(int v, int a, int m, const char *uri)
         int k = i < CM_KEYS ? i : (int)pick(&rng, CM_KEYS);
         if (i == CM_KEYS)
             usec(NULL, 1);
-        snprintf(key, sizeof key, "user:%d:%s", k, algos[a]);
+        snprintf(key, sizeof key, "user:%d:%s", k, algo_names[a]);
         bad = v < 2 ? rl_allow(lim, key, "u", 1, &res) != RL_OK ||
                           (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN))
                     : peer_call(k);
@@ -121,7 +106,7 @@ static int measure(int json, int quick, const char *uri)
         if (owner[k] < 0)
             return snprintf(err, ERRLEN, "no master for %s", key), -1;
     }
-    for (int a = 0; a < NALGOS; a++) {
+    for (int a = 0; a < ALGOS_ALL; a++) {
         double us[3][CM_ROUNDS];
         char name[64];
         figure f;
@@ -130,7 +115,7 @@ static int measure(int json, int quick, const char *uri)
                 if ((us[v][r] = run(v, a, m, uri)) < 0)
                     return -1;
         snprintf(name, sizeof name, "cluster_module_usec_per_check_%s",
-                 algos[a]);
+                 algo_names[a]);
         f = (figure){.name = name, .value = median_of(us[0], n),
                      .unit = "us", .nrefs = 2,
                      .ref = {median_of(us[2], n), median_of(us[1], n)},
@@ -152,13 +137,11 @@ int clustermod_main(int argc, char **argv, sb_env *env)
 
     (void)env;
     for (int i = 1; i < argc; i++) {
-        json |= strcmp(argv[i], "--json") == 0;
-        quick |= strcmp(argv[i], "--quick") == 0;
-        if (strcmp(argv[i], "--json") && strcmp(argv[i], "--quick")) {
-            fprintf(strcmp(argv[i], "--help") ? stderr : stdout,
-                    "usage: redisbench cluster_module [--json] [--quick]\n");
-            return strcmp(argv[i], "--help") ? 2 : 0;
-        }
+        int help = strcmp(argv[i], "--help") == 0;
+        if (strcmp(argv[i], "--json") && strcmp(argv[i], "--quick"))
+            return fprintf(help ? stdout : stderr, "usage: redisbench "
+                           "cluster_module [--json] [--quick]\n"), !help * 2;
+        *(argv[i][2] == 'j' ? &json : &quick) = 1;
     }
     if (!realpath(so ? so : "redis-module/.libs/ratelimit.so", path)) {
         fprintf(stderr, "redisbench cluster_module: no ratelimit.so (make; "
@@ -173,7 +156,7 @@ int clustermod_main(int argc, char **argv, sb_env *env)
     }
     for (int i = 0; i < cl.n; i++) {
         redisReply *r = (nc[i] = rh_connect(&cl.node[i]))
-                            ? bcmd(nc[i], err, "SCRIPT LOAD %s", peer_script)
+                            ? bcmd(nc[i], err, "SCRIPT LOAD %s", peer_lua)
                             : NULL;
         if (r && r->type == REDIS_REPLY_STRING)
             snprintf(sha, sizeof sha, "%s", r->str);

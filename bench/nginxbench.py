@@ -138,12 +138,18 @@ def start(args, workers, conf, rules):
                  workers=workers).start()
 
 
-def run(args, workers, rules, stores):
+def configs(args, stores, tag):
+    """Each configuration's name and what start() takes for it."""
     confs = {"without a limit": None, "limit_req": "limit_req"}
     confs.update({f"module, {s}": uri for s, uri in stores.items()})
     if args.baseline:  # another build of the module, on its own shm://
-        confs["baseline, shm://"] = (args.baseline, f"shm://rl-nginxbench-"
-                                     f"{os.getpid()}-{workers}-baseline")
+        confs["baseline, shm://"] = (args.baseline, "shm://rl-nginxbench-"
+                                     f"{os.getpid()}-{tag}baseline")
+    return confs
+
+
+def run(args, workers, rules, stores):
+    confs = configs(args, stores, f"{workers}-")
     got = {n: [] for n in confs}
     servers = {n: start(args, workers, c, rules) for n, c in confs.items()}
     try:
@@ -175,13 +181,8 @@ def callgrind(args, rules, stores, tmp):
         f.write(VG_NGINX.format(out=tmp, nginx=nginx_harness.NGINX))
     os.chmod(wrap, 0o755)
     nginx_harness.NGINX, nginx_harness.START_TIMEOUT_S = wrap, 120
-    confs = {"without a limit": None, "limit_req": "limit_req"}
-    confs.update({f"module, {s}": uri for s, uri in stores.items()})
-    if args.baseline:
-        confs["baseline, shm://"] = (args.baseline, "shm://rl-nginxbench-"
-                                     f"{os.getpid()}-baseline")
     ipr = {}
-    for n, conf in confs.items():
+    for n, conf in configs(args, stores, "").items():
         srv = start(args, 1, conf, rules)
         pid, url = str(srv.proc.pid), srv.url("/")
         try:

@@ -32,16 +32,6 @@
 #define MOD_BATCH 5  /* a round's runs of batches (all its checks each) */
 #define MOD_TARGET 0.3
 
-static const char peer_script[] =
-    "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX') "
-    "local consumed = redis.call('incrby', KEYS[1], ARGV[1]) "
-    "local ttl = redis.call('pttl', KEYS[1]) "
-    "if ttl == -1 then "
-    "  redis.call('expire', KEYS[1], ARGV[2]) "
-    "  ttl = 1000 * ARGV[2] "
-    "end "
-    "return {consumed, ttl} ";
-
 /* One call of variant v (0 module, 1 peer) on key k, appended. */
 static void append_call(int v, int a, unsigned long long k, const char *sha)
 {
@@ -227,7 +217,7 @@ int group_module(const options *o, char *err)
         return -1;
     }
     freeReplyObject(rep);
-    if ((rep = ctl_cmd(err, "SCRIPT LOAD %s", peer_script)) == NULL)
+    if ((rep = ctl_cmd(err, "SCRIPT LOAD %s", peer_lua)) == NULL)
         return -1;
     snprintf(sha, sizeof sha, "%s", rep->str ? rep->str : "");
     freeReplyObject(rep);

@@ -76,7 +76,8 @@ typedef struct ref_script {
     int nargs;
 } ref_script;
 
-static const char peer_lua[] =
+/* rate-limiter-flexible 11.4.0's incrTtlLuaScript (redisutil.h). */
+const char peer_lua[] =
     "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')\n"
     "local consumed = redis.call('incrby', KEYS[1], ARGV[1])\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"

@@ -48,6 +48,8 @@ import argparse, json, os, random, re, shutil, socket, subprocess, sys
 import tempfile, time, glob
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
+import nginx_harness  # noqa: E402 (free_port, wait_port)
 W, BIG = 86400000, 10 ** 9
 
 # Each part: the check.lua (lean.lua: lean_*) text it replaces with what.
@@ -217,10 +219,7 @@ def main():
         libs['no_' + p] = text
 
     tmp = tempfile.mkdtemp(prefix='scriptprofile.')
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = nginx_harness.free_port()
     grind = [] if o.usec else ['valgrind', '--tool=callgrind',
                                '--callgrind-out-file=%s/cg.%%p' % tmp]
     srv = subprocess.Popen(
@@ -228,16 +227,10 @@ def main():
          '--port', str(port), '--bind', '127.0.0.1', '--save', '',
          '--appendonly', 'no', '--dir', tmp],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    nginx_harness.START_TIMEOUT_S = 30  # valgrind's start
     try:
-        for _ in range(300):
-            try:
-                r = Redis(port)
-                r.cmd('PING')
-                break
-            except (OSError, RuntimeError):
-                time.sleep(0.1)
-        else:
-            sys.exit('scriptprofile.py: redis-server did not start')
+        nginx_harness.wait_port(port, srv, 'scriptprofile.py: redis-server')
+        r = Redis(port)
         (usec if o.usec else run)(o, r, srv.pid, tmp, libs)
     finally:
         srv.terminate()
