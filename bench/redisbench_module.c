@@ -180,18 +180,6 @@ static int run_library(const options *lo, const char *command, int a,
     return rc ? -1 : 0;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int group_module(const options *o, char *err)
 {
     unsigned long long nk = o->keys < USEC_KEYS ? o->keys : USEC_KEYS;
@@ -247,26 +235,26 @@ int group_module(const options *o, char *err)
             r[i] = us[a][0][i] / us[a][2][i];
         snprintf(name, sizeof name, "module_usec_per_check_%s",
                  algo_names[a]);
-        f = (figure){.name = name, .value = median(us[a][0], n),
+        f = (figure){.name = name, .value = median_of(us[a][0], n),
                       .unit = "us", .nrefs = 2,
-                      .ref = {median(us[a][2], n), median(us[a][1], n)},
+                      .ref = {median_of(us[a][2], n), median_of(us[a][1], n)},
                       .ref_name = {"peer_script_rlf", "fcall_lone"}};
         xnum(&f, "target_ratio", MOD_TARGET);
-        xnum(&f, "slice_ratio_median", median(r, n));
+        xnum(&f, "slice_ratio_median", median_of(r, n));
         xnum(&f, "over_fcall", f.value / f.ref[1]);
-        xnum(&f, "library_module_usec", median(us[a][3], n));
-        xnum(&f, "library_module_ratio", median(us[a][3], n) / f.ref[0]);
+        xnum(&f, "library_module_usec", median_of(us[a][3], n));
+        xnum(&f, "library_module_ratio", median_of(us[a][3], n) / f.ref[0]);
         /* 64 threads: batches, Redis time per check (bs runs a round) */
         for (int k = 4; k < 6; k++)
             for (int i = 0; i < rounds * bs; i++)
                 us[a][k][i] = us[a][k][i / bs * slices + i % bs];
-        xnum(&f, "batched_module_usec", median(us[a][5], rounds * bs));
+        xnum(&f, "batched_module_usec", median_of(us[a][5], rounds * bs));
         xnum(&f, "batched_module_usec_max", us[a][5][rounds * bs - 1]);
-        xnum(&f, "batched_fcall_usec", median(us[a][4], rounds * bs));
+        xnum(&f, "batched_fcall_usec", median_of(us[a][4], rounds * bs));
         /* instructions: all but serverCron's (i 0), the command's (2) */
         for (int i = 0; cg && i < 3; i += 2) {
-            double mi = median(in[a][0][i], rounds);
-            double pi = median(in[a][1][i], rounds);
+            double mi = median_of(in[a][0][i], rounds);
+            double pi = median_of(in[a][1][i], rounds);
             xnum(&f, i ? "command_instructions" : "instructions", mi);
             xnum(&f, i ? "peer_command_instructions" : "peer_instructions",
                  pi);
