@@ -26,22 +26,22 @@ static int owner[CM_KEYS]; /* the peer's key k: its master */
 static char sha[48], err[ERRLEN];
 
 /* The usec INFO commandstats gives cmds (space-separated), over the
- * masters; reset: CONFIG RESETSTAT first (then 0). */
-static double usec(const char *cmds, int reset)
+ * masters; cmds NULL: CONFIG RESETSTAT instead (then 0). */
+static double usec(const char *cmds)
 {
-    char line[512], key[80], c[64];
+    char line[512], key[80];
     double t = 0;
 
     for (int i = 0; i < cl.n; i++)
-        for (const char *p = cmds; !reset && *p; p += strcspn(p, " ")) {
-            p += *p == ' ';
-            snprintf(c, sizeof c, "%.*s", (int)strcspn(p, " "), p);
-            snprintf(key, sizeof key, "cmdstat_%s", c);
+        for (const char *p = cmds; p && *p; p += strspn(p, " ")) {
+            int n = (int)strcspn(p, " ");
+            snprintf(key, sizeof key, "cmdstat_%.*s", n, p);
+            p += n;
             if (info_str(nc[i], "commandstats", key, line, sizeof line,
                          err) == 0)
                 t += kv_num(line, "usec");
         }
-    for (int i = 0; reset && i < cl.n; i++)
+    for (int i = 0; !cmds && i < cl.n; i++)
         bcmd_ok(nc[i], err, "CONFIG RESETSTAT");
     return t;
 }
@@ -79,7 +79,7 @@ static double run(int v, int a, int m, const char *uri)
     for (int i = 0; i < CM_KEYS + m && !bad; i++) {
         int k = i < CM_KEYS ? i : (int)pick(&rng, CM_KEYS);
         if (i == CM_KEYS)
-            usec(NULL, 1);
+            usec(NULL);
         snprintf(key, sizeof key, "user:%d:%s", k, algo_names[a]);
         bad = v < 2 ? rl_allow(lim, key, "u", 1, &res) != RL_OK ||
                           (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN))
@@ -89,7 +89,7 @@ static double run(int v, int a, int m, const char *uri)
     if (bad)
         return snprintf(err, ERRLEN, "a check failed"), -1;
     return usec(v == 0 ? "rl.check" : v == 1 ? "fcall evalsha eval"
-                                             : "evalsha", 0) / m;
+                                             : "evalsha") / m;
 }
 
 static int measure(int json, int quick, const char *uri)
