@@ -44,26 +44,6 @@ static void append_call(int v, int a, unsigned long long k, const char *sha)
                            k, SLOW_WINDOW_S);
 }
 
-/* n replies read; -1 on an error reply. */
-static int read_replies(unsigned long long n, char *err)
-{
-    for (unsigned long long i = 0; i < n; i++) {
-        void *rep = NULL;
-        int bad;
-        if (redisGetReply(ctl, &rep) != REDIS_OK) {
-            snprintf(err, ERRLEN, "module_usec: %s", ctl->errstr);
-            return -1;
-        }
-        bad = ((redisReply *)rep)->type == REDIS_REPLY_ERROR;
-        if (bad)
-            snprintf(err, ERRLEN, "module_usec: %s", ((redisReply *)rep)->str);
-        freeReplyObject(rep);
-        if (bad)
-            return -1;
-    }
-    return 0;
-}
-
 /* callgrind_control -z (zero) or -d (dump) of the server; 0 or -1. */
 static int callgrind(const char *op)
 {
@@ -125,7 +105,7 @@ static int run_direct(int a, unsigned long long nk, unsigned long long m,
             unsigned long long b = nk - i < 500 ? nk - i : 500;
             for (unsigned long long j = 0; j < b; j++)
                 append_call(v, a, i + j, sha);
-            if (read_replies(b, err))
+            if (read_replies(b, 0, "module_usec", err))
                 return -1;
         }
     for (int s = 0; s < slices; s++)
@@ -134,7 +114,7 @@ static int run_direct(int a, unsigned long long nk, unsigned long long m,
                 return -1;
             for (unsigned long long i = 0; i < m; i++) {
                 append_call(v, a, pick(&rng, nk), sha);
-                if (read_replies(1, err))
+                if (read_replies(1, 0, "module_usec", err))
                     return -1;
             }
             if ((cg && (callgrind("-d") || callgrind_parts(cg, m, in[v]))) ||
