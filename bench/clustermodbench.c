@@ -1,14 +1,8 @@
 /*
  * clustermodbench.c -- redisbench cluster_module: what one lone check
- * costs a Redis Cluster's CPU when the library calls ratelimit.so's
- * RL.CHECK (redis_command=module, one RL.CHECK a check), beside its Lua
- * library (redis_command=lua) and the peer's script (rate-limiter-
- * flexible 11.4.0's incrTtlLuaScript, as bench/redisbench_module.c sends
- * it, EVALSHA to the key's master), in the same run: a 3-master cluster
- * the test harness starts, every node loading ratelimit.so
- * ($RL_MODULE_SO, default redis-module/.libs/ratelimit.so), one thread,
- * existing keys; INFO commandstats usec summed over the masters / checks;
- * rounds alternate the three, medians per algorithm.
+ * costs a Redis Cluster's CPU through ratelimit.so's RL.CHECK, beside the
+ * library's Lua and the peer's script in the same run.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <limits.h>
 

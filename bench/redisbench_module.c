@@ -1,29 +1,10 @@
 /*
  * redisbench_module.c -- group module_usec of redisbench: what one
- * unbatched check costs the server (INFO commandstats usec_per_call, one
- * thread, one check per call) as ratelimit.so's RL.CHECK, beside the
- * library's own FCALL (a limiter with redis_command=lua, one thread: one
- * check per call), the library calling RL.CHECK itself (redis_command=
- * module, the same: its Redis CPU per check is the command's) and the
- * peer's script, rate-limiter-flexible 11.4.0's RateLimiterRedis
- * (incrTtlLuaScript of lib/RateLimiterRedis.js, sent as the peer sends it:
- * EVALSHA sha 1 key points duration), per algorithm, in the same run:
- * 3 rounds of 8 slices, RL.CHECK's and the peer's slices alternating,
- * medians of the 24 (on a shared machine a slice the scheduler hit is
- * one slice of many, and both sides meet the same load).  Each runs on
- * existing keys (every key of the key space checked once first), so every
- * measured check reads and writes state.  Needs the module loaded in the
- * server under test (make bench-module starts it so: REDIS_UP_ARGS=
- * "--loadmodule ...").  Issue 24's target: <= 0.3x the peer's script.
- * Batches too: the library from 64 threads, RL.CHECK and FCALL, Redis
- * time per check, 5 runs a round of all the round's checks (target:
- * 1 us).  With RL_CALLGRIND_DIR set (the server runs under valgrind
- * --tool=callgrind writing there: make bench-module-instructions), one
- * slice a round and the server's instructions per check: all of them
- * (reading the request, the command, the reply) but serverCron's, and
- * the command's (processCommand), from callgrind_control's zero and dump
- * around each slice.  Group module_bytes: the state's memory per client,
- * module beside script.
+ * unbatched check costs the server as ratelimit.so's RL.CHECK, beside the
+ * library's FCALL and rate-limiter-flexible's script in the same run
+ * (Redis CPU, and under callgrind instructions); group module_bytes: the
+ * state's memory per client, module beside script.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "redisbench.h"
 
