@@ -50,10 +50,8 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
 	exit 1
 fi
 for tool in redis-server redis-cli redis-benchmark; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "redisbench.sh: $tool not found" >&2
-		exit 1
-	fi
+	command -v "$tool" >/dev/null 2>&1 ||
+		{ echo "redisbench.sh: $tool not found" >&2; exit 1; }
 done
 
 # ---- a private redis-server on a free loopback port ---------------------------
