@@ -1,38 +1,18 @@
 /*
  * clustermodbench.c -- redisbench cluster_module: what one lone check
- * costs a Redis Cluster's CPU when the library calls ratelimit.so's
- * RL.CHECK (redis_command=module, one RL.CHECK a check), beside its Lua
- * library (redis_command=lua) and the peer's script (rate-limiter-
- * flexible 11.4.0's incrTtlLuaScript, as bench/redisbench_module.c sends
- * it, EVALSHA to the key's master), in the same run: a 3-master cluster
- * the test harness starts, every node loading ratelimit.so
- * ($RL_MODULE_SO, default redis-module/.libs/ratelimit.so), one thread,
- * existing keys; INFO commandstats usec summed over the masters / checks;
- * rounds alternate the three, medians per algorithm.
+ * costs a Redis Cluster's CPU through ratelimit.so's RL.CHECK, beside the
+ * library's Lua and the peer's script in the same run.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <limits.h>
 
+#include "redisbench.h"
 #include "serverbench.h"
-#include "redisutil.h"
 
 #define CM_ROUNDS 3
 #define CM_KEYS 2000
 #define CM_LIMIT 1000
 #define CM_WINDOW_S 86400 /* slow: every key lives through the run */
-
-static const char *const algos[] = {"sliding_window", "token_bucket",
-                                    "fixed_window", "gcra", "sliding_log"};
-#define NALGOS (int)(sizeof algos / sizeof *algos)
-
-static const char peer_script[] = /* redisbench_module.c's */
-    "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX') "
-    "local consumed = redis.call('incrby', KEYS[1], ARGV[1]) "
-    "local ttl = redis.call('pttl', KEYS[1]) "
-    "if ttl == -1 then "
-    "  redis.call('expire', KEYS[1], ARGV[2]) "
-    "  ttl = 1000 * ARGV[2] "
-    "end "
-    "return {consumed, ttl} ";
 
 static rh_cluster cl;
 static redisContext *nc[RH_CLUSTER_MAX];
@@ -40,22 +20,22 @@ static int owner[CM_KEYS]; /* the peer's key k: its master */
 static char sha[48], err[ERRLEN];
 
 /* The usec INFO commandstats gives cmds (space-separated), over the
- * masters; reset: CONFIG RESETSTAT first (then 0). */
-static double usec(const char *cmds, int reset)
+ * masters; cmds NULL: CONFIG RESETSTAT instead (then 0). */
+static double usec(const char *cmds)
 {
-    char line[512], key[80], c[64];
+    char line[512], key[80];
     double t = 0;
 
     for (int i = 0; i < cl.n; i++)
-        for (const char *p = cmds; !reset && *p; p += strcspn(p, " ")) {
-            p += *p == ' ';
-            snprintf(c, sizeof c, "%.*s", (int)strcspn(p, " "), p);
-            snprintf(key, sizeof key, "cmdstat_%s", c);
+        for (const char *p = cmds; p && *p; p += strspn(p, " ")) {
+            int n = (int)strcspn(p, " ");
+            snprintf(key, sizeof key, "cmdstat_%.*s", n, p);
+            p += n;
             if (info_str(nc[i], "commandstats", key, line, sizeof line,
                          err) == 0)
                 t += kv_num(line, "usec");
         }
-    for (int i = 0; reset && i < cl.n; i++)
+    for (int i = 0; !cmds && i < cl.n; i++)
         bcmd_ok(nc[i], err, "CONFIG RESETSTAT");
     return t;
 }
@@ -74,15 +54,14 @@ static int peer_call(int k)
  * existing keys; the Redis usec per check, or -1. */
 static double run(int v, int a, int m, const char *uri)
 {
-    char rules[300], key[32];
+    char rules[300] = "[", key[32];
     uint64_t rng = 0x5EED0000ULL + (uint64_t)a;
     rl_limiter *lim = NULL;
     rl_result res = RL_RESULT_INIT;
     int bad = 0;
 
-    snprintf(rules, sizeof rules, "[{\"rule_id\":\"u\",\"dimension\":"
-             "\"user\",\"limit\":%d,\"window_seconds\":%d,\"algorithm\":"
-             "\"%s\"}]", CM_LIMIT, CM_WINDOW_S, algos[a]);
+    one_rule(rules + 1, sizeof rules - 2, "u", a, CM_LIMIT, CM_WINDOW_S, 0);
+    strcat(rules, "]");
     if (v < 2 && !(lim = bench_limiter_rules(
                        (const char *const[]){"store", uri, "timeout_ms",
                                              "1000", "deny_cache", "0",
@@ -94,8 +73,8 @@ static double run(int v, int a, int m, const char *uri)
     for (int i = 0; i < CM_KEYS + m && !bad; i++) {
         int k = i < CM_KEYS ? i : (int)pick(&rng, CM_KEYS);
         if (i == CM_KEYS)
-            usec(NULL, 1);
-        snprintf(key, sizeof key, "user:%d:%s", k, algos[a]);
+            usec(NULL);
+        snprintf(key, sizeof key, "user:%d:%s", k, algo_names[a]);
         bad = v < 2 ? rl_allow(lim, key, "u", 1, &res) != RL_OK ||
                           (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN))
                     : peer_call(k);
@@ -104,7 +83,7 @@ static double run(int v, int a, int m, const char *uri)
     if (bad)
         return snprintf(err, ERRLEN, "a check failed"), -1;
     return usec(v == 0 ? "rl.check" : v == 1 ? "fcall evalsha eval"
-                                             : "evalsha", 0) / m;
+                                             : "evalsha") / m;
 }
 
 static int measure(int json, int quick, const char *uri)
@@ -121,7 +100,7 @@ static int measure(int json, int quick, const char *uri)
         if (owner[k] < 0)
             return snprintf(err, ERRLEN, "no master for %s", key), -1;
     }
-    for (int a = 0; a < NALGOS; a++) {
+    for (int a = 0; a < ALGOS_ALL; a++) {
         double us[3][CM_ROUNDS];
         char name[64];
         figure f;
@@ -130,7 +109,7 @@ static int measure(int json, int quick, const char *uri)
                 if ((us[v][r] = run(v, a, m, uri)) < 0)
                     return -1;
         snprintf(name, sizeof name, "cluster_module_usec_per_check_%s",
-                 algos[a]);
+                 algo_names[a]);
         f = (figure){.name = name, .value = median_of(us[0], n),
                      .unit = "us", .nrefs = 2,
                      .ref = {median_of(us[2], n), median_of(us[1], n)},
@@ -152,13 +131,11 @@ int clustermod_main(int argc, char **argv, sb_env *env)
 
     (void)env;
     for (int i = 1; i < argc; i++) {
-        json |= strcmp(argv[i], "--json") == 0;
-        quick |= strcmp(argv[i], "--quick") == 0;
-        if (strcmp(argv[i], "--json") && strcmp(argv[i], "--quick")) {
-            fprintf(strcmp(argv[i], "--help") ? stderr : stdout,
-                    "usage: redisbench cluster_module [--json] [--quick]\n");
-            return strcmp(argv[i], "--help") ? 2 : 0;
-        }
+        int help = strcmp(argv[i], "--help") == 0;
+        if (strcmp(argv[i], "--json") && strcmp(argv[i], "--quick"))
+            return fprintf(help ? stdout : stderr, "usage: redisbench "
+                           "cluster_module [--json] [--quick]\n"), !help * 2;
+        *(argv[i][2] == 'j' ? &json : &quick) = 1;
     }
     if (!realpath(so ? so : "redis-module/.libs/ratelimit.so", path)) {
         fprintf(stderr, "redisbench cluster_module: no ratelimit.so (make; "
@@ -173,7 +150,7 @@ int clustermod_main(int argc, char **argv, sb_env *env)
     }
     for (int i = 0; i < cl.n; i++) {
         redisReply *r = (nc[i] = rh_connect(&cl.node[i]))
-                            ? bcmd(nc[i], err, "SCRIPT LOAD %s", peer_script)
+                            ? bcmd(nc[i], err, "SCRIPT LOAD %s", peer_lua)
                             : NULL;
         if (r && r->type == REDIS_REPLY_STRING)
             snprintf(sha, sizeof sha, "%s", r->str);

@@ -7,16 +7,7 @@
 #   sh bench/envoybench.sh [PATH/TO/ratelimit-envoy] [--rounds N] [--calls N]
 #       [--store URI] [--threads N]
 #
-# h2load (nghttp2-client) replays one prebuilt gRPC frame per method (4
-# connections x 16 streams, one thread); each round runs the health check,
-# then the limit check on a service over a private shm:// region, then on a
-# service over a private redis-server (bench/redis-up.sh; skipped without
-# redis-server); the medians of the rounds are printed with their ratios
-# to the health check (target on shm://: >= 0.7x).  p99 from h2load's
-# per-request log.  One descriptor (domain bench, k=v) under a limit no
-# call reaches, so every call is a full check that passes.  --store: a
-# third row on another store (e.g. redis-cluster://...); --threads: the
-# service's workers (default 2).  Prints the load.
+# Method: docs/BENCHMARKS.md, "How each bench measures".
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 bin=${1:-./tools/ratelimit-envoy/ratelimit-envoy}

@@ -24,10 +24,8 @@ while [ $# -gt 0 ]; do
 	shift
 done
 for tool in wrk curl redis-server redis-cli; do
-	command -v "$tool" >/dev/null 2>&1 || {
-		echo "gatewaybench.sh: $tool not found" >&2
-		exit 1
-	}
+	command -v "$tool" >/dev/null 2>&1 ||
+		{ echo "gatewaybench.sh: $tool not found" >&2; exit 1; }
 done
 [ -x "$GATEWAY" ] || {
 	echo "gatewaybench.sh: no gateway at $GATEWAY (make examples/gateway)" >&2

@@ -1,33 +1,11 @@
 """nginxbench.py -- what ngx_http_ratelimit_module costs nginx beside
-nginx's own limit_req: requests/s, the workers' CPU per request and p99
-latency from wrk, on a location answering with `empty_gif` (a content
-handler, so that limit_req, a preaccess phase handler, runs too).
+nginx's own limit_req (requests/s, CPU and p99 from wrk; --callgrind:
+instructions a request).  Method: docs/BENCHMARKS.md, "How each bench
+measures".  Never part of make check.
 
     python3 bench/nginxbench.py MODULE.so [--stores memory://,shm,redis]
         [--workers 1,2] [--seconds 5] [--rounds 3] [--connections 32]
         [--syscalls] [--callgrind] [--baseline OLD.so] [--json]
-
-Columns, for each worker count: nginx without a limit, nginx's
-`limit_req` (the reference every ratio is taken against), then the module
-on each store: a store URI as ratelimit_store takes it, `shm` for a
-private shm:// region, or `redis` for a private redis-server this script
-starts (tests/nginx_harness.py).  Every request is checked against one
-rule that admits everything (token bucket, 10^9 per second, one key per
-client address: wrk's one address is one hot key, as limit_req's zone
-keyed by $binary_remote_addr), so the figures are the check's cost, not
-rejections'.  CPU is the workers' run time (every thread's, from
-/proc/PID/task/*/schedstat) over the requests wrk completed.  The
-configurations run in turns, each round once each, and each figure is the
-median of its rounds; CPU's user part is printed too (/proc/PID/stat:
-the module's own code runs there).  --baseline adds a column of another
-build of the module on shm://, run in the same rounds (old beside new
-under the same load).  --syscalls adds one more run per configuration
-under `strace -c -f` (slow: its req/s mean nothing) for the workers'
-system calls per request.  --callgrind prints instructions a request
-instead, the figure the load does not move: each configuration's nginx
-in one process (`master_process off`) under callgrind, counters zeroed
-after a warm-up, then one wrk run (-c4) and the dump's total over the
-requests it completed.  Never part of make check.
 """
 import argparse
 import glob
@@ -138,12 +116,18 @@ def start(args, workers, conf, rules):
                  workers=workers).start()
 
 
-def run(args, workers, rules, stores):
+def configs(args, stores, tag):
+    """Each configuration's name and what start() takes for it."""
     confs = {"without a limit": None, "limit_req": "limit_req"}
     confs.update({f"module, {s}": uri for s, uri in stores.items()})
     if args.baseline:  # another build of the module, on its own shm://
-        confs["baseline, shm://"] = (args.baseline, f"shm://rl-nginxbench-"
-                                     f"{os.getpid()}-{workers}-baseline")
+        confs["baseline, shm://"] = (args.baseline, "shm://rl-nginxbench-"
+                                     f"{os.getpid()}-{tag}baseline")
+    return confs
+
+
+def run(args, workers, rules, stores):
+    confs = configs(args, stores, f"{workers}-")
     got = {n: [] for n in confs}
     servers = {n: start(args, workers, c, rules) for n, c in confs.items()}
     try:
@@ -175,13 +159,8 @@ def callgrind(args, rules, stores, tmp):
         f.write(VG_NGINX.format(out=tmp, nginx=nginx_harness.NGINX))
     os.chmod(wrap, 0o755)
     nginx_harness.NGINX, nginx_harness.START_TIMEOUT_S = wrap, 120
-    confs = {"without a limit": None, "limit_req": "limit_req"}
-    confs.update({f"module, {s}": uri for s, uri in stores.items()})
-    if args.baseline:
-        confs["baseline, shm://"] = (args.baseline, "shm://rl-nginxbench-"
-                                     f"{os.getpid()}-baseline")
     ipr = {}
-    for n, conf in confs.items():
+    for n, conf in configs(args, stores, "").items():
         srv = start(args, 1, conf, rules)
         pid, url = str(srv.proc.pid), srv.url("/")
         try:

@@ -201,6 +201,11 @@ int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err);
 #define cmdstat_get(cmd, cs, err) cmdstat_at(ctl, cmd, cs, err)
 #define cmdstat_script(cs, err) cmdstat_script_at(ctl, cs, err)
 
+/* n pipelined replies read from ctl: 0, or -1 (no reply, an error reply,
+ * or with type > 0 a reply of another type) with "what: why" in err. */
+int read_replies(unsigned long long n, int type, const char *what,
+                 char *err);
+
 int key_template(char *out, size_t outlen, char *err);
 
 int key_lengths(double *mean, char *example, size_t exlen, char *err);

@@ -5,19 +5,7 @@
 #   sh bench/redisbench.sh [PATH/TO/redisbench] [redisbench options...]
 #   e.g. sh bench/redisbench.sh build/bench/redisbench --json --quick
 #
-# The binary is the first argument when that names an executable file, else
-# $REDISBENCH, else bench/redisbench under the current directory (make runs
-# this from the build directory), else redisbench beside this script.
-# Starts redis-server (no persistence: save "", appendonly no) bound to
-# 127.0.0.1 on a free port in a temporary directory, records
-# `redis-server --version` (on stderr, and to the benchmark as
-# $REDIS_SERVER_VERSION, which it prints in its "server" line), runs the
-# benchmark with the remaining arguments plus --port, and stops the server
-# and removes the directory on exit, whatever happens.  Exit status: the
-# benchmark's, or 1 when the server cannot be started.  Needs redis-server,
-# redis-cli and redis-benchmark.  `redisbench.sh redisbench async ...` runs
-# rate-limiter-flexible (bench/peer/peer.js) in the same run when node and
-# its npm packages are there (bench/peer/run.sh installs them once).
+# What it does: docs/BENCHMARKS.md, "redisbench: one Redis server".
 set -eu
 
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
@@ -50,10 +38,8 @@ if [ -z "$bin" ] || [ ! -x "$bin" ]; then
 	exit 1
 fi
 for tool in redis-server redis-cli redis-benchmark; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "redisbench.sh: $tool not found" >&2
-		exit 1
-	fi
+	command -v "$tool" >/dev/null 2>&1 ||
+		{ echo "redisbench.sh: $tool not found" >&2; exit 1; }
 done
 
 # ---- a private redis-server on a free loopback port ---------------------------

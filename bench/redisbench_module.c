@@ -1,29 +1,10 @@
 /*
  * redisbench_module.c -- group module_usec of redisbench: what one
- * unbatched check costs the server (INFO commandstats usec_per_call, one
- * thread, one check per call) as ratelimit.so's RL.CHECK, beside the
- * library's own FCALL (a limiter with redis_command=lua, one thread: one
- * check per call), the library calling RL.CHECK itself (redis_command=
- * module, the same: its Redis CPU per check is the command's) and the
- * peer's script, rate-limiter-flexible 11.4.0's RateLimiterRedis
- * (incrTtlLuaScript of lib/RateLimiterRedis.js, sent as the peer sends it:
- * EVALSHA sha 1 key points duration), per algorithm, in the same run:
- * 3 rounds of 8 slices, RL.CHECK's and the peer's slices alternating,
- * medians of the 24 (on a shared machine a slice the scheduler hit is
- * one slice of many, and both sides meet the same load).  Each runs on
- * existing keys (every key of the key space checked once first), so every
- * measured check reads and writes state.  Needs the module loaded in the
- * server under test (make bench-module starts it so: REDIS_UP_ARGS=
- * "--loadmodule ...").  Issue 24's target: <= 0.3x the peer's script.
- * Batches too: the library from 64 threads, RL.CHECK and FCALL, Redis
- * time per check, 5 runs a round of all the round's checks (target:
- * 1 us).  With RL_CALLGRIND_DIR set (the server runs under valgrind
- * --tool=callgrind writing there: make bench-module-instructions), one
- * slice a round and the server's instructions per check: all of them
- * (reading the request, the command, the reply) but serverCron's, and
- * the command's (processCommand), from callgrind_control's zero and dump
- * around each slice.  Group module_bytes: the state's memory per client,
- * module beside script.
+ * unbatched check costs the server as ratelimit.so's RL.CHECK, beside the
+ * library's FCALL and rate-limiter-flexible's script in the same run
+ * (Redis CPU, and under callgrind instructions); group module_bytes: the
+ * state's memory per client, module beside script.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "redisbench.h"
 
@@ -31,16 +12,6 @@
 #define MOD_SLICES 8 /* a round's runs of each, alternating */
 #define MOD_BATCH 5  /* a round's runs of batches (all its checks each) */
 #define MOD_TARGET 0.3
-
-static const char peer_script[] =
-    "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX') "
-    "local consumed = redis.call('incrby', KEYS[1], ARGV[1]) "
-    "local ttl = redis.call('pttl', KEYS[1]) "
-    "if ttl == -1 then "
-    "  redis.call('expire', KEYS[1], ARGV[2]) "
-    "  ttl = 1000 * ARGV[2] "
-    "end "
-    "return {consumed, ttl} ";
 
 /* One call of variant v (0 module, 1 peer) on key k, appended. */
 static void append_call(int v, int a, unsigned long long k, const char *sha)
@@ -52,26 +23,6 @@ static void append_call(int v, int a, unsigned long long k, const char *sha)
     else
         redisAppendCommand(ctl, "EVALSHA %s 1 rlflx:user:%012llu 1 %d", sha,
                            k, SLOW_WINDOW_S);
-}
-
-/* n replies read; -1 on an error reply. */
-static int read_replies(unsigned long long n, char *err)
-{
-    for (unsigned long long i = 0; i < n; i++) {
-        void *rep = NULL;
-        int bad;
-        if (redisGetReply(ctl, &rep) != REDIS_OK) {
-            snprintf(err, ERRLEN, "module_usec: %s", ctl->errstr);
-            return -1;
-        }
-        bad = ((redisReply *)rep)->type == REDIS_REPLY_ERROR;
-        if (bad)
-            snprintf(err, ERRLEN, "module_usec: %s", ((redisReply *)rep)->str);
-        freeReplyObject(rep);
-        if (bad)
-            return -1;
-    }
-    return 0;
 }
 
 /* callgrind_control -z (zero) or -d (dump) of the server; 0 or -1. */
@@ -135,7 +86,7 @@ static int run_direct(int a, unsigned long long nk, unsigned long long m,
             unsigned long long b = nk - i < 500 ? nk - i : 500;
             for (unsigned long long j = 0; j < b; j++)
                 append_call(v, a, i + j, sha);
-            if (read_replies(b, err))
+            if (read_replies(b, 0, "module_usec", err))
                 return -1;
         }
     for (int s = 0; s < slices; s++)
@@ -144,7 +95,7 @@ static int run_direct(int a, unsigned long long nk, unsigned long long m,
                 return -1;
             for (unsigned long long i = 0; i < m; i++) {
                 append_call(v, a, pick(&rng, nk), sha);
-                if (read_replies(1, err))
+                if (read_replies(1, 0, "module_usec", err))
                     return -1;
             }
             if ((cg && (callgrind("-d") || callgrind_parts(cg, m, in[v]))) ||
@@ -190,18 +141,6 @@ static int run_library(const options *lo, const char *command, int a,
     return rc ? -1 : 0;
 }
 
-static int cmp_double(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a > b) - (a < b);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
-
 int group_module(const options *o, char *err)
 {
     unsigned long long nk = o->keys < USEC_KEYS ? o->keys : USEC_KEYS;
@@ -227,7 +166,7 @@ int group_module(const options *o, char *err)
         return -1;
     }
     freeReplyObject(rep);
-    if ((rep = ctl_cmd(err, "SCRIPT LOAD %s", peer_script)) == NULL)
+    if ((rep = ctl_cmd(err, "SCRIPT LOAD %s", peer_lua)) == NULL)
         return -1;
     snprintf(sha, sizeof sha, "%s", rep->str ? rep->str : "");
     freeReplyObject(rep);
@@ -257,26 +196,26 @@ int group_module(const options *o, char *err)
             r[i] = us[a][0][i] / us[a][2][i];
         snprintf(name, sizeof name, "module_usec_per_check_%s",
                  algo_names[a]);
-        f = (figure){.name = name, .value = median(us[a][0], n),
+        f = (figure){.name = name, .value = median_of(us[a][0], n),
                       .unit = "us", .nrefs = 2,
-                      .ref = {median(us[a][2], n), median(us[a][1], n)},
+                      .ref = {median_of(us[a][2], n), median_of(us[a][1], n)},
                       .ref_name = {"peer_script_rlf", "fcall_lone"}};
         xnum(&f, "target_ratio", MOD_TARGET);
-        xnum(&f, "slice_ratio_median", median(r, n));
+        xnum(&f, "slice_ratio_median", median_of(r, n));
         xnum(&f, "over_fcall", f.value / f.ref[1]);
-        xnum(&f, "library_module_usec", median(us[a][3], n));
-        xnum(&f, "library_module_ratio", median(us[a][3], n) / f.ref[0]);
+        xnum(&f, "library_module_usec", median_of(us[a][3], n));
+        xnum(&f, "library_module_ratio", median_of(us[a][3], n) / f.ref[0]);
         /* 64 threads: batches, Redis time per check (bs runs a round) */
         for (int k = 4; k < 6; k++)
             for (int i = 0; i < rounds * bs; i++)
                 us[a][k][i] = us[a][k][i / bs * slices + i % bs];
-        xnum(&f, "batched_module_usec", median(us[a][5], rounds * bs));
+        xnum(&f, "batched_module_usec", median_of(us[a][5], rounds * bs));
         xnum(&f, "batched_module_usec_max", us[a][5][rounds * bs - 1]);
-        xnum(&f, "batched_fcall_usec", median(us[a][4], rounds * bs));
+        xnum(&f, "batched_fcall_usec", median_of(us[a][4], rounds * bs));
         /* instructions: all but serverCron's (i 0), the command's (2) */
         for (int i = 0; cg && i < 3; i += 2) {
-            double mi = median(in[a][0][i], rounds);
-            double pi = median(in[a][1][i], rounds);
+            double mi = median_of(in[a][0][i], rounds);
+            double pi = median_of(in[a][1][i], rounds);
             xnum(&f, i ? "command_instructions" : "instructions", mi);
             xnum(&f, i ? "peer_command_instructions" : "peer_instructions",
                  pi);

@@ -24,20 +24,7 @@ static int pair_batch(int pass, unsigned long long i,
         redisAppendCommand(ctl, "INCR ref:%llu", k);
         redisAppendCommand(ctl, "PEXPIRE ref:%llu 60000", k);
     }
-    for (unsigned long long b = 0; b < 2 * batch; b++) {
-        void *rep = NULL;
-        if (redisGetReply(ctl, &rep) != REDIS_OK) {
-            snprintf(err, ERRLEN, "INCR/PEXPIRE: %s", ctl->errstr);
-            return -1;
-        }
-        if (((redisReply *)rep)->type != REDIS_REPLY_INTEGER) {
-            snprintf(err, ERRLEN, "INCR/PEXPIRE: unexpected reply");
-            freeReplyObject(rep);
-            return -1;
-        }
-        freeReplyObject(rep);
-    }
-    return 0;
+    return read_replies(2 * batch, REDIS_REPLY_INTEGER, "INCR/PEXPIRE", err);
 }
 
 /* The reference: INCR + PEXPIRE on existing keys, pipelined: nk keys made,
@@ -76,7 +63,8 @@ typedef struct ref_script {
     int nargs;
 } ref_script;
 
-static const char peer_lua[] =
+/* rate-limiter-flexible 11.4.0's incrTtlLuaScript (redisutil.h). */
+const char peer_lua[] =
     "redis.call('set', KEYS[1], 0, 'EX', ARGV[2], 'NX')\n"
     "local consumed = redis.call('incrby', KEYS[1], ARGV[1])\n"
     "local ttl = redis.call('pttl', KEYS[1])\n"
@@ -125,20 +113,7 @@ static int floor_calls(const ref_script *sc, const char *sha, int pass,
             argv[3 + batch + (unsigned long long)i] = sc->args[i];
         redisAppendCommandArgv(ctl, (int)(3 + batch) + sc->nargs, argv, NULL);
     }
-    for (unsigned long long c = 0; c < calls; c++) {
-        redisReply *rep = NULL;
-        if (redisGetReply(ctl, (void **)&rep) != REDIS_OK) {
-            snprintf(err, ERRLEN, "%s: %s", sc->what, ctl->errstr);
-            return -1;
-        }
-        int bad = rep->type == REDIS_REPLY_ERROR;
-        freeReplyObject(rep);
-        if (bad) {
-            snprintf(err, ERRLEN, "%s: unexpected reply", sc->what);
-            return -1;
-        }
-    }
-    return 0;
+    return read_replies(calls, 0, sc->what, err);
 }
 
 /* Script sc's usec per key over about m keys, in batches of `batch` (the

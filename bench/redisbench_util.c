@@ -83,6 +83,26 @@ int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err)
     return 0;
 }
 
+int read_replies(unsigned long long n, int type, const char *what,
+                 char *err)
+{
+    for (unsigned long long i = 0; i < n; i++) {
+        redisReply *r = NULL;
+        int bad = redisGetReply(ctl, (void **)&r) != REDIS_OK;
+
+        if (bad)
+            snprintf(err, ERRLEN, "%s: %s", what, ctl->errstr);
+        else if ((bad = r->type == REDIS_REPLY_ERROR ||
+                        (type && r->type != type)))
+            snprintf(err, ERRLEN, "%s: %s", what, r->type ==
+                     REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        freeReplyObject(r);
+        if (bad)
+            return -1;
+    }
+    return 0;
+}
+
 /* The library's key for a client "user:<digits>", read back from Redis
  * (RANDOMKEY: the database holds only the library's keys at that point),
  * as a redis-benchmark template: "rl:{user:__rand_int__}<rest>".  So the

@@ -27,6 +27,10 @@ redisReply *bcmd(redisContext *c, char *err, const char *fmt, ...);
 /* The same, the reply dropped: 0, or -1 with why in err. */
 int bcmd_ok(redisContext *c, char *err, const char *fmt, ...);
 
+/* The peer's script: rate-limiter-flexible 11.4.0's incrTtlLuaScript
+ * (bench/redisbench_usec.c), EVALSHA sha 1 key points duration. */
+extern const char peer_lua[];
+
 /* The value of "key:value" in INFO <section> ("" if absent): 0 or -1. */
 int info_str(redisContext *c, const char *section, const char *key,
              char *out, size_t outlen, char *err);

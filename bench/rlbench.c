@@ -38,14 +38,6 @@ static const bench_opts table = {
              "batches and\nbytes per key, each beside a bare hash lookup in "
              "the same run."};
 
-/* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
-static int parse_args(int argc, char **argv, options *o)
-{
-    memset(o, 0, sizeof *o);
-    o->algo = "sliding_window";
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 /* ---- output ----------------------------------------------------------------- */
 
 static const text_layout layout = {28, 10, 1, 5, 17, 2};
@@ -291,12 +283,11 @@ out:
 
 static int rl_main(int argc, char **argv)
 {
-    options o;
-    int prc;
+    options o = {.algo = "sliding_window"};
     char err[ERRLEN] = "";
     mem_result ml[2] = {{0}}, mt[2] = {{0}};
+    int prc = bench_opt_args(argc, argv, &table, &o);
 
-    prc = parse_args(argc, argv, &o);
     if (prc != 0)
         return prc == 1 ? 0 : 2;
     print_params(&o);

@@ -26,10 +26,8 @@ while [ $# -gt 0 ]; do
 	shift
 done
 for tool in wrk curl redis-server redis-cli; do
-	command -v "$tool" >/dev/null 2>&1 || {
-		echo "rulesbench.sh: $tool not found" >&2
-		exit 1
-	}
+	command -v "$tool" >/dev/null 2>&1 ||
+		{ echo "rulesbench.sh: $tool not found" >&2; exit 1; }
 done
 [ -x "$bin" ] || {
 	echo "rulesbench.sh: no ratelimitd at $bin (make tools/ratelimitd/ratelimitd)" >&2

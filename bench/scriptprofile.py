@@ -1,53 +1,18 @@
 #!/usr/bin/env python3
 """scriptprofile.py -- where the check script's Redis time goes, per key.
 
-Starts its own redis-server under valgrind --tool=callgrind (instructions:
-the same on a busy 2-core machine as on a quiet one) and loads the function
-library (gen/lua_library.c, as built) under several names: as built, and
-variants that each skip one part of a plain-layout check (--parts).  Each
-runs the same FCALLs, batches of --batch existing keys (--calls of them;
-the rule numbers of bench/redisbench's usec_per_call with a huge limit, so
-every check is allowed and writes), and the server's instructions per key
-are printed beside the library's, in the same run; the floor script
-(bench/redisbench_usec.c: TIME, MGET, per key tonumber, format, SET PXAT)
-and the floor with 5 more ARGV values per key are the references.  With
---base FILE (a lua_library.c of another commit, from lua/embed.sh
---library) that build's library runs beside this one's ("base").  The
-peer: rate-limiter-flexible's script (bench/peer/README.md, 11.4.0), one
-EVALSHA per check on its own keys, is printed beside every figure, and the
-library's lean function (lua/lean.lua: one key, one packed argument, what
-src/redis/redis_script.c sends for a lone one-rule check) beside the
-general path's FCALL with --batch 1, and its lean batch (the keys, an
-argument each: a batch of one-rule checks) with --batch N > 1; "x peer" is
-each one's ratio.
+Method and options: docs/BENCHMARKS.md, "How each bench measures".
 
   python3 bench/scriptprofile.py [--json] [--calls N] [--batch N]
       [--base FILE [--base-long]] [--parts LIST] [--algos 0,1,2,3] [--long] [--rounds N]
       [--usec [--gap US]] [--twice]
-
-A part skipped changes what the script writes, so a part's figure is its
-cost give or take the knock-on work; the variants are measurements only.
-The lean_* parts are the lean token bucket's (run as lean calls, lone or
-batches as --batch says; e.g. --algos 1 --parts lean_check,lean_value).
---twice: each batch names half as many keys, each twice (a key charged
-again at its own time: a hot client).
---long sends every request in the long form (4 values per key; the form
-before short requests) instead of the short one src/redis/redis_script.c sends;
-Each variant runs --rounds times, alternated with the others, and its
-least count is kept: which one runs first after the keys are written (the
-Lua heap's garbage still to collect) otherwise moves a figure by ~1-2k.
---base-long sends --base's library the long form (for a base that predates
-short requests).  --usec runs a plain redis-server instead and prints
-commandstats' us per check of the lean path (--batch 1: one call at a
-time; N: lean batches) beside the peer's (one call at a time), blocks of
---calls alternated --rounds times, with --gap us between calls: the same
-pacing for both (a server idle between calls runs the same instructions
-several times slower: caches gone cold).
 """
 import argparse, json, os, random, re, shutil, socket, subprocess, sys
 import tempfile, time, glob
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, '..', 'tests'))
+import nginx_harness  # noqa: E402 (free_port, wait_port)
 W, BIG = 86400000, 10 ** 9
 
 # Each part: the check.lua (lean.lua: lean_*) text it replaces with what.
@@ -217,10 +182,7 @@ def main():
         libs['no_' + p] = text
 
     tmp = tempfile.mkdtemp(prefix='scriptprofile.')
-    s = socket.socket()
-    s.bind(('127.0.0.1', 0))
-    port = s.getsockname()[1]
-    s.close()
+    port = nginx_harness.free_port()
     grind = [] if o.usec else ['valgrind', '--tool=callgrind',
                                '--callgrind-out-file=%s/cg.%%p' % tmp]
     srv = subprocess.Popen(
@@ -228,16 +190,10 @@ def main():
          '--port', str(port), '--bind', '127.0.0.1', '--save', '',
          '--appendonly', 'no', '--dir', tmp],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    nginx_harness.START_TIMEOUT_S = 30  # valgrind's start
     try:
-        for _ in range(300):
-            try:
-                r = Redis(port)
-                r.cmd('PING')
-                break
-            except (OSError, RuntimeError):
-                time.sleep(0.1)
-        else:
-            sys.exit('scriptprofile.py: redis-server did not start')
+        nginx_harness.wait_port(port, srv, 'scriptprofile.py: redis-server')
+        r = Redis(port)
         (usec if o.usec else run)(o, r, srv.pid, tmp, libs)
     finally:
         srv.terminate()

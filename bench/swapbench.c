@@ -40,12 +40,6 @@ static const bench_opts table = {
              "a change's time\nto enforcement by push and pull (own "
              "redis-server; ratelimitd: RATELIMITD)."};
 
-static int parse_args(int argc, char **argv, options *o)
-{
-    memset(o, 0, sizeof *o);
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 int want(const options *o, const char *what)
 {
     return !o->only || !strcmp(o->only, what);
@@ -105,10 +99,10 @@ char *rule_set(unsigned long long n, int minimal, long long version,
 
 int main(int argc, char **argv)
 {
-    options o;
+    options o = {0};
     rh_server srv;
     char err[ERRLEN] = "";
-    int prc = parse_args(argc, argv, &o), rc = 0;
+    int prc = bench_opt_args(argc, argv, &table, &o), rc = 0;
 
     if (prc)
         return prc == 1 ? 0 : 2;
