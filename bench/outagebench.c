@@ -4,12 +4,11 @@
  * auto and the defaults.  Method: docs/BENCHMARKS.md, "How each bench
  * measures".
  */
-#include <signal.h>
-#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 
+#include "redisutil.h"
 #include "serverbench.h"
 
 #define PROCS 4
@@ -24,31 +23,6 @@ typedef struct shared {
     _Atomic int ready, go, stop;
     _Atomic long admitted, local, checks;
 } shared;
-
-typedef struct worker {
-    shared *sh;
-    rl_limiter *lim;
-} worker;
-
-static void *hammer(void *p)
-{
-    worker *w = p;
-    long admitted = 0, local = 0, checks = 0;
-
-    while (!atomic_load(&w->sh->stop)) {
-        rl_result res = RL_RESULT_INIT;
-
-        if (rl_allow(w->lim, "user:victim", "tb", 1, &res) != RL_OK)
-            continue;
-        checks++;
-        admitted += res.allowed;
-        local += res.allowed && (res.flags & RL_FLAG_FALLBACK);
-    }
-    atomic_fetch_add(&w->sh->admitted, admitted);
-    atomic_fetch_add(&w->sh->local, local);
-    atomic_fetch_add(&w->sh->checks, checks);
-    return NULL;
-}
 
 static rl_limiter *open_limiter(const char *uri, const char *fleet)
 {
@@ -66,23 +40,29 @@ static rl_limiter *open_limiter(const char *uri, const char *fleet)
                          err);
 }
 
+/* One process of the fleet: THREADS threads checking the victim from go
+ * to stop; what they counted added to sh. */
 static void child(shared *sh, const char *uri, const char *fleet)
 {
-    pthread_t t[THREADS];
-    worker w = {.sh = sh, .lim = open_limiter(uri, fleet)};
+    static tp_load l;
+    tp_sums sum = {0};
+    char err[ERRLEN];
 
-    if (!w.lim) {
+    l.run = (tp_run){.lim = open_limiter(uri, fleet), .rule = "tb",
+                     .key = "user:victim", .per_call = 1, .stop = &sh->stop};
+    if (!l.run.lim) {
         fprintf(stderr, "redisbench outage: limiter: %s\n", rl_errmsg(NULL));
         _exit(1);
     }
     atomic_fetch_add(&sh->ready, 1);
     while (!atomic_load(&sh->go))
         bench_sleep_ms(1);
-    for (int i = 0; i < THREADS; i++)
-        pthread_create(&t[i], NULL, hammer, &w);
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(t[i], NULL);
-    rl_limiter_free(w.lim);
+    tp_load_for(&l, THREADS, 1000L * RUN_S * 2, &sum, err);
+    atomic_fetch_add(&sh->admitted,
+                     (long)(sum.calls - sum.errors - sum.denied));
+    atomic_fetch_add(&sh->local, (long)sum.local);
+    atomic_fetch_add(&sh->checks, (long)(sum.calls - sum.errors));
+    rl_limiter_free(l.run.lim);
     _exit(0);
 }
 

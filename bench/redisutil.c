@@ -259,6 +259,7 @@ static void tp_count(tp_sums *w, const rl_result *res, uint64_t ns, int rc,
     w->degraded += (res->flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
                                   RL_FLAG_FAIL_CLOSED)) != 0;
     w->denied += !res->allowed;
+    w->local += res->allowed && (res->flags & RL_FLAG_FALLBACK);
 }
 
 /* The next client id, and whether it came from the hot pool. */
@@ -321,13 +322,16 @@ static void *tp_main(void *arg)
 
     while (tp_going(r)) {
         rl_result res = RL_RESULT_INIT;
-        int ph = atomic_load(&r->phase), hot, rc;
+        int ph = atomic_load(&r->phase), hot = 0, rc;
         uint64_t t0;
 
-        snprintf(key, sizeof key, "user:%0*llu", r->key_digits,
-                 tp_draw(r, rng, &hot));
+        if (!r->key)
+            snprintf(key, sizeof key, "user:%0*llu", r->key_digits,
+                     r->nkeys ? tp_draw(r, rng, &hot)
+                              : (unsigned long long)a->i);
         t0 = now_ns();
-        rc = rl_allow(r->lim, key, "bench", 1, &res);
+        rc = rl_allow(r->lim, r->key ? r->key : key,
+                      r->rule ? r->rule : "bench", 1, &res);
         t0 = now_ns() - t0;
         if (ph == 1 && atomic_load(&r->phase) == 1) {
             w->hot_calls += (unsigned long long)hot;
@@ -371,11 +375,24 @@ void tp_load_stop(tp_load *l, tp_sums *sum)
         sum->degraded += w->degraded;
         sum->denied += w->denied;
         sum->errors += w->errors;
+        sum->local += w->local;
         hist_merge(&sum->all, &w->all);
     }
     l->started = 0;
     free(l->w);
     l->w = NULL;
+}
+
+int tp_load_for(tp_load *l, int threads, long ms, tp_sums *sum, char *err)
+{
+    uint64_t end = now_ns() + (uint64_t)ms * 1000000ULL;
+    int rc = tp_load_start(l, threads, err);
+
+    atomic_store(&l->run.phase, 1);
+    while (rc == 0 && now_ns() < end && tp_going(&l->run))
+        bench_sleep_ms(1);
+    tp_load_stop(l, sum);
+    return rc;
 }
 
 cpu_use cpu_diff(const cpu_snap *a, const cpu_snap *b)

@@ -103,12 +103,14 @@ typedef struct hot_pool {
 } hot_pool;
 
 /* What the workers share; the caller sets it before tp_load_start(). A
- * worker checks "user:<id>" (rl_allow(), rule "bench"), or per_call
+ * worker checks "user:<id>" (rl_allow() of rule, NULL: "bench"), or per_call
  * requests of user <id> in one rl_check_many(), ids drawn uniformly below
- * nkeys (or, while cur >= 0, every other one from hot[cur]) and printed
- * zero-padded to key_digits; only phase 1 is counted. */
+ * nkeys (nkeys 0: the worker's index, a key of its own; while cur >= 0,
+ * every other one from hot[cur]) and printed zero-padded to key_digits;
+ * key set: every rl_allow() of that key.  Only phase 1 is counted. */
 typedef struct tp_run {
     rl_limiter *lim;
+    const char *rule, *key;
     unsigned long long nkeys;
     int key_digits;
     int per_call;             /* > 1: rl_check_many() of this many       */
@@ -119,9 +121,11 @@ typedef struct tp_run {
 } tp_run;
 
 /* What the workers counted in phase 1 (errors: failed calls, the first
- * one's message in first_err; each request's latency is its call's). */
+ * one's message in first_err; each request's latency is its call's;
+ * local: allowed by the fallback). */
 typedef struct tp_sums {
     unsigned long long calls, hot_calls, fallback, degraded, denied, errors;
+    unsigned long long local;
     hist all;
     char first_err[ERRLEN];
 } tp_sums;
@@ -144,6 +148,10 @@ int tp_load_start(tp_load *l, int threads, char *err);
 
 /* Phase 2: joins the workers and adds what they counted to *sum. */
 void tp_load_stop(tp_load *l, tp_sums *sum);
+
+/* A whole load: tp_load_start(), phase 1 for ms milliseconds (or until
+ * *l->run.stop), tp_load_stop() into *sum: 0, or -1 with why in err. */
+int tp_load_for(tp_load *l, int threads, long ms, tp_sums *sum, char *err);
 
 /* Where the CPU went: a snapshot (each program's cpu_take() fills it: the
  * servers by INFO cpu or by /proc/<pid>/stat) and the cores used between

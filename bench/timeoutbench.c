@@ -5,9 +5,9 @@
  * measures".
  */
 #include <signal.h>
-#include <stdatomic.h>
 #include <sys/wait.h>
 
+#include "redisutil.h"
 #include "serverbench.h"
 
 #define THREADS 4
@@ -18,32 +18,6 @@ static const int loads[] = {0, 2, 4};
 static const int timeouts[] = {5, 10, 20, 50, 100};
 #define NLOADS (sizeof loads / sizeof *loads)
 #define NTIMEOUTS (sizeof timeouts / sizeof *timeouts)
-
-typedef struct run {
-    rl_limiter *lim;
-    _Atomic int stop;
-    _Atomic long checks, closed;
-} run;
-
-static void *checker(void *p)
-{
-    run *r = p;
-    long checks = 0, closed = 0;
-    char key[32];
-
-    snprintf(key, sizeof key, "user:%p", (void *)&checks);
-    while (!atomic_load(&r->stop)) {
-        rl_result res = RL_RESULT_INIT;
-
-        if (rl_allow(r->lim, key, "fc", 1, &res) != RL_OK)
-            continue;
-        checks++;
-        closed += !res.allowed && (res.flags & RL_FLAG_FAIL_CLOSED);
-    }
-    atomic_fetch_add(&r->checks, checks);
-    atomic_fetch_add(&r->closed, closed);
-    return NULL;
-}
 
 static rl_limiter *open_limiter(const char *uri, int timeout_ms)
 {
@@ -83,28 +57,29 @@ static void spin_stop(pid_t *pid, int n)
         }
 }
 
-/* One cell: share of checks denied for store reasons (-1: no limiter). */
+/* One cell: share of checks denied for store reasons (-1: no limiter);
+ * each thread checks a key of its own. */
 static double measure(const char *uri, int timeout_ms, long *checks,
                       long *opens)
 {
-    run r = {.lim = open_limiter(uri, timeout_ms)};
-    pthread_t th[THREADS];
+    static tp_load l;
+    tp_sums sum = {0};
     rl_stats st = RL_STATS_INIT;
+    char err[ERRLEN];
 
-    if (!r.lim)
+    memset(&l, 0, sizeof l);
+    if (!(l.run.lim = open_limiter(uri, timeout_ms)))
         return -1;
+    l.run.rule = "fc";
+    l.run.per_call = 1;
     bench_sleep_ms(200); /* connections up */
-    for (int i = 0; i < THREADS; i++)
-        pthread_create(&th[i], NULL, checker, &r);
-    bench_sleep_ms(RUN_MS);
-    atomic_store(&r.stop, 1);
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    rl_stats_get(r.lim, &st);
+    tp_load_for(&l, THREADS, RUN_MS, &sum, err);
+    rl_stats_get(l.run.lim, &st);
     *opens = (long)st.breaker_opens;
-    *checks = atomic_load(&r.checks);
-    rl_limiter_free(r.lim);
-    return *checks ? (double)atomic_load(&r.closed) / (double)*checks : 0;
+    *checks = (long)(sum.calls - sum.errors);
+    rl_limiter_free(l.run.lim);
+    /* fail-closed the rule's only failure mode: degraded = denied so */
+    return *checks ? (double)sum.degraded / (double)*checks : 0;
 }
 
 int timeout_main(int argc, char **argv, sb_env *env)

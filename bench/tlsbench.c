@@ -52,14 +52,11 @@ static result turn(rl_limiter *lim, const options *o)
     l.run.lim = lim;
     l.run.nkeys = o->keys;
     l.run.per_call = 1;
-    if (tp_load_start(&l, (int)o->threads, err) == 0) {
-        atomic_store(&l.run.phase, 1);
-        bench_sleep_ms((long)o->seconds * 1000);
-    } else {
+    if (tp_load_for(&l, (int)o->threads, (long)o->seconds * 1000, &sum,
+                    err) != 0) {
         fprintf(stderr, "redisbench tls: %s\n", err);
-        sum.errors = 1;
+        sum.errors++;
     }
-    tp_load_stop(&l, &sum);
     return (result){.per_s = (double)sum.calls /
                              ((double)(now_ns() - start) / 1e9),
                     .p50_us = hist_pct(&sum.all, 0.50) / 1e3,
