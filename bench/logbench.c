@@ -3,7 +3,6 @@
  * check of the same rule, on the memory store and (with --port) on Redis.
  * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,11 +21,11 @@ typedef struct options {
 } options;
 
 typedef struct job {
+    bench_status st; /* first: bench_threads() reads it */
     rl_limiter *lim;
     const options *o;
     uint64_t seed;
     unsigned long long n, denied;
-    int rc;
 } job;
 
 static const text_layout layout = {36, 12, 0, 9, 16, 3};
@@ -38,12 +37,14 @@ static void *run(void *arg)
     rl_result res = RL_RESULT_INIT;
     char key[32];
 
-    for (unsigned long long i = 0; i < j->n && j->rc == RL_OK; i++) {
+    for (unsigned long long i = 0; i < j->n && j->st.rc == RL_OK; i++) {
         snprintf(key, sizeof key, "user:%llu",
                  (unsigned long long)pick(&j->seed, j->o->keys));
-        j->rc = rl_allow(j->lim, key, "login", 1, &res);
+        j->st.rc = rl_allow(j->lim, key, "login", 1, &res);
         j->denied += !res.allowed;
     }
+    if (j->st.rc != RL_OK)
+        set_err(j->st.err, "rl_allow", j->st.rc, errtext(j->lim));
     return NULL;
 }
 
@@ -51,25 +52,18 @@ static void *run(void *arg)
 static double round_rate(rl_limiter *lim, const options *o, int threads,
                          uint64_t seed, unsigned long long *denied, char *err)
 {
-    pthread_t th[MAX_THREADS];
-    job jobs[MAX_THREADS];
+    static job jobs[MAX_THREADS];
     uint64_t t0 = now_ns();
 
-    for (int i = 0; i < threads; i++) {
+    for (int i = 0; i < threads; i++)
         jobs[i] = (job){.lim = lim, .o = o, .seed = seed + (uint64_t)i,
                         .n = o->checks / (unsigned long long)threads};
-        pthread_create(&th[i], NULL, run, &jobs[i]);
-    }
-    for (int i = 0; i < threads; i++)
-        pthread_join(th[i], NULL);
+    if (bench_threads(jobs, sizeof jobs[0], threads, run, "rlbench log",
+                      err) != 0)
+        return -1;
     t0 = now_ns() - t0;
-    for (int i = 0; i < threads; i++) {
+    for (int i = 0; i < threads; i++)
         *denied += jobs[i].denied;
-        if (jobs[i].rc != RL_OK) {
-            set_err(err, "rl_allow", jobs[i].rc, errtext(lim));
-            return -1;
-        }
-    }
     return (double)(o->checks / (unsigned long long)threads * threads) /
            ((double)t0 / 1e9);
 }
