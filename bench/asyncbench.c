@@ -5,8 +5,6 @@
  * (bench/redisbench.sh starts a private one).  Method and figures: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -186,84 +184,26 @@ static int run_async(const options *o, rl_limiter *lim, result *out,
     return 0;
 }
 
-/* ---- threads: rl_check_many of 32, or rl_check --------------------------- */
-
-typedef struct worker {
-    pthread_t th;
-    rl_limiter *lim;
-    const options *o;
-    _Atomic int *stop;
-    int batch;                  /* 0: rl_check; else rl_check_many of it */
-    uint64_t rng, errors, denied;
-    hist h;
-} worker;
-
-static void *work(void *arg)
-{
-    worker *w = arg;
-    int n = w->batch ? w->batch : 1;
-    rl_request req[MANY_BATCH];
-    rl_result res[MANY_BATCH];
-    int codes[MANY_BATCH];
-    char keys[MANY_BATCH][KEY_LEN];
-
-    for (int i = 0; i < n; i++) {
-        req[i] = (rl_request){.size = sizeof(rl_request), .user = keys[i],
-                              .cost = 1};
-        res[i] = (rl_result)RL_RESULT_INIT;
-    }
-    while (!atomic_load_explicit(w->stop, memory_order_relaxed)) {
-        uint64_t t0, took;
-        for (int i = 0; i < n; i++)
-            key_of(&w->rng, w->o, keys[i]);
-        t0 = now_ns();
-        if (w->batch)
-            rl_check_many(w->lim, req, res, codes, (size_t)n);
-        else
-            codes[0] = rl_check(w->lim, req, res);
-        took = now_ns() - t0;
-        for (int i = 0; i < n; i++) {
-            hist_add(&w->h, took);
-            w->errors += codes[i] != RL_OK;
-            w->denied += codes[i] == RL_OK && !res[i].allowed;
-        }
-    }
-    return NULL;
-}
+/* ---- threads: rl_check_many of 32, or rl_check (redisutil's load) ------- */
 
 static int run_threads(const options *o, rl_limiter *lim, int nthreads,
                        int batch, result *out, char *err)
 {
-    static worker w[BLOCKING_THREADS];
-    static hist all;
-    _Atomic int stop = 0;
-    uint64_t start;
+    static tp_load l;
+    static tp_sums sum;
     meter m0 = meter_now(o);
-    int started = 0;
+    uint64_t start = now_ns();
+    int rc;
 
-    memset(&all, 0, sizeof all);
-    start = now_ns();
-    for (int i = 0; i < nthreads; i++) {
-        w[i] = (worker){.lim = lim, .o = o, .stop = &stop, .batch = batch,
-                        .rng = 0x1234567ULL * (uint64_t)(i + 1)};
-        memset(&w[i].h, 0, sizeof w[i].h);
-        if (pthread_create(&w[i].th, NULL, work, &w[i]) != 0)
-            break;
-        started++;
-    }
-    while (now_ns() - start < (uint64_t)(o->seconds * 1e9))
-        nanosleep(&(struct timespec){0, 20000000}, NULL);
-    atomic_store(&stop, 1);
-    for (int i = 0; i < started; i++) {
-        pthread_join(w[i].th, NULL);
-        hist_merge(&all, &w[i].h);
-        out->errors += w[i].errors;
-        out->denied += w[i].denied;
-    }
-    finish(o, out, &all, now_ns() - start, m0);
-    if (started < nthreads)
-        return set_err(err, "pthread_create", -1, "no thread"), -1;
-    return 0;
+    memset(&l, 0, sizeof l);
+    memset(&sum, 0, sizeof sum);
+    l.run = (tp_run){.lim = lim, .nkeys = o->keys, .check = !batch,
+                     .per_call = batch ? batch : 1};
+    rc = tp_load_for(&l, nthreads, (long)(o->seconds * 1000), &sum, err);
+    finish(o, out, &sum.all, now_ns() - start, m0);
+    out->errors += sum.errors;
+    out->denied += sum.denied;
+    return rc;
 }
 
 /* ---- the peer -------------------------------------------------------------- */

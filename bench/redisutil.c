@@ -319,6 +319,7 @@ static void *tp_main(void *arg)
     tp_sums *w = &a->l->w[a->i];
     uint64_t *rng = &a->rng;
     char key[40];
+    rl_request req = {.size = sizeof req, .cost = 1};
 
     while (tp_going(r)) {
         rl_result res = RL_RESULT_INIT;
@@ -329,9 +330,11 @@ static void *tp_main(void *arg)
             snprintf(key, sizeof key, "user:%0*llu", r->key_digits,
                      r->nkeys ? tp_draw(r, rng, &hot)
                               : (unsigned long long)a->i);
+        req.user = (r->key ? r->key : key) + 5; /* past "user:" */
         t0 = now_ns();
-        rc = rl_allow(r->lim, r->key ? r->key : key,
-                      r->rule ? r->rule : "bench", 1, &res);
+        rc = r->check ? rl_check(r->lim, &req, &res)
+                      : rl_allow(r->lim, r->key ? r->key : key,
+                                 r->rule ? r->rule : "bench", 1, &res);
         t0 = now_ns() - t0;
         if (ph == 1 && atomic_load(&r->phase) == 1) {
             w->hot_calls += (unsigned long long)hot;

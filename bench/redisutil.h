@@ -103,7 +103,8 @@ typedef struct hot_pool {
 } hot_pool;
 
 /* What the workers share; the caller sets it before tp_load_start(). A
- * worker checks "user:<id>" (rl_allow() of rule, NULL: "bench"), or per_call
+ * worker checks "user:<id>" (rl_allow() of rule, NULL: "bench"; with
+ * check, rl_check() of user <id>), or per_call
  * requests of user <id> in one rl_check_many(), ids drawn uniformly below
  * nkeys (nkeys 0: the worker's index, a key of its own; while cur >= 0,
  * every other one from hot[cur]) and printed zero-padded to key_digits;
@@ -114,6 +115,7 @@ typedef struct tp_run {
     unsigned long long nkeys;
     int key_digits;
     int per_call;             /* > 1: rl_check_many() of this many       */
+    int check;                /* per_call 1: rl_check(), not rl_allow()  */
     const hot_pool *hot;
     _Atomic int cur;          /* the pool half the draws go to; -1 none  */
     _Atomic int *stop;        /* NULL, or set to end the load at once    */
