@@ -6,7 +6,7 @@
 # and bench/'s lines at most half of src/'s.  This counts the lines of the
 # files git tracks under each (`git ls-files bench | xargs wc -l`) and fails
 # when bench/ exceeds MAX_RATIO of src/.  MAX_RATIO is the figure reached
-# (0.533 on 2026-12-03: 13,062 lines beside 24,525, down from 0.540 with
+# (0.529 on 2026-12-03: 12,978 lines beside 24,525, down from 0.540 with
 # this session's benches for the Cluster's RL.CHECK, the token bucket's
 # parts and nginx's instructions; 0.528 before them) with 0.5 % room,
 # rounded up; it comes down, towards the 0.5.  Outside a
@@ -15,7 +15,7 @@
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/lib.sh" # pass, fail, summary
 
-MAX_RATIO=0.536
+MAX_RATIO=0.532
 
 lines() {
     git -C "$top_srcdir" ls-files -z "$1" |
