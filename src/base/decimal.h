@@ -27,21 +27,24 @@ static const char decimal_pairs[] =
 /* The most bytes decimal_put() writes: '-' and 19 digits. */
 #define DECIMAL_MAX 20
 
-/* The number of decimal digits of u. */
+/* 10^0 ... 10^19, every power of ten a uint64_t holds. */
+static const uint64_t decimal_pow10[] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+    10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
+    100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+    100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+
+/* The number of decimal digits of u, with no division: from its bit
+ * length, t = floor(bits * log10(2)) (1233 / 4096 is log10(2) to within
+ * the error the 64 bit lengths can show) is the digits less one, or the
+ * digits when u reaches 10^t.  ~8 instructions, not a division loop. */
 static inline size_t decimal_digits(uint64_t u)
 {
-    size_t n = 1;
-    uint32_t w;
+    uint64_t v = u | 1;
+    size_t t = ((size_t)(64 - __builtin_clzll(v)) * 1233) >> 12;
 
-    for (; u > UINT32_MAX; u /= 10000)
-        n += 4;
-    for (w = (uint32_t)u; w >= 10000; w /= 10000)
-        n += 4;
-    if (w >= 100) {
-        n += 2;
-        w /= 100;
-    }
-    return n + (w >= 10);
+    return t + (v >= decimal_pow10[t]);
 }
 
 /* u (< 100) as its last two digits ending at q: q[-2], q[-1]. */
