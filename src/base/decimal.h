@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* "00" "01" ... "99". */
 #define DECIMAL_PAIRS_(t)                                                  \
@@ -50,14 +51,14 @@ static inline size_t decimal_digits(uint64_t u)
 /* u (< 100) as its last two digits ending at q: q[-2], q[-1]. */
 static inline void decimal_pair_at(char *q, unsigned u)
 {
-    q[-2] = decimal_pairs[u * 2];
-    q[-1] = decimal_pairs[u * 2 + 1];
+    memcpy(q - 2, decimal_pairs + u * 2, 2); /* one 16-bit load and store */
 }
 
 /* x in decimal at p ('-' first when negative; at most DECIMAL_MAX bytes,
  * no NUL); its length.  Written from its last digit back, in place (no
  * copy of reversed digits), in 32-bit arithmetic once the rest fits (one
- * multiply a division): ~70 instructions for 10 digits, not ~200. */
+ * multiply a division), four digits a step: ~60 instructions for 10
+ * digits, not ~200. */
 static inline size_t decimal_put(char *p, int64_t x)
 {
     uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
@@ -69,8 +70,17 @@ static inline size_t decimal_put(char *p, int64_t x)
         p[0] = '-';
     for (; u > UINT32_MAX; u /= 100, q -= 2)
         decimal_pair_at(q, (unsigned)(u % 100));
-    for (w = (uint32_t)u; w >= 100; w /= 100, q -= 2)
+    for (w = (uint32_t)u; w >= 10000; w /= 10000, q -= 4) {
+        unsigned r = w % 10000; /* four digits a step: half the loop */
+
+        decimal_pair_at(q, r % 100);
+        decimal_pair_at(q - 2, r / 100);
+    }
+    if (w >= 100) {
         decimal_pair_at(q, w % 100);
+        w /= 100;
+        q -= 2;
+    }
     if (w >= 10)
         decimal_pair_at(q, w);
     else
