@@ -188,8 +188,9 @@ static ngx_int_t ngx_http_ratelimit_begin(ngx_http_request_t *r,
     if (cln == NULL)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     st = cln->data;
-    /* The events stay unset until the check waits (armed). */
-    ngx_memzero(st, offsetof(ngx_http_ratelimit_state_t, resume));
+    /* The result and the events are the check's to write (see the
+     * state's definition). */
+    ngx_memzero(st, offsetof(ngx_http_ratelimit_state_t, res));
     st->r = r;
     cln->handler = ngx_http_ratelimit_cleanup;
     rc = ngx_http_ratelimit_describe(r, lcf, &req, dims);
