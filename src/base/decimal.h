@@ -1,5 +1,6 @@
 /*
- * decimal.h -- an integer in decimal, two digits a division.
+ * decimal.h -- an integer in decimal: its digits counted from its bit
+ * length, then written four a division, two digits a table copy.
  *
  * Four places write numbers on a hot path: the response headers
  * (headers.c: a response's three 10-digit numbers took ~530 instructions
