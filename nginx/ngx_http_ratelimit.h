@@ -123,9 +123,13 @@ typedef struct {
 typedef struct {
     ngx_uint_t phase;                 /* NGX_HTTP_RATELIMIT_*            */
     int rc;                           /* the check's RL_OK or RL_E*      */
-    rl_result res;
+    ngx_uint_t armed;                 /* resume and guard set up         */
     ngx_http_request_t *r;
     ngx_http_ratelimit_job_t *job;
+    /* From here on not zeroed with the rest: res is written whole by the
+     * check (rl_check and the completion) and read only when rc is RL_OK;
+     * the events are set up only for a check that waits (armed). */
+    rl_result res;
     ngx_event_t resume;               /* posted by the completion        */
     ngx_event_t guard;                /* timer while in flight           */
 } ngx_http_ratelimit_state_t;

@@ -121,7 +121,7 @@ static ngx_int_t ngx_http_ratelimit_describe(ngx_http_request_t *r,
                                              ngx_http_ratelimit_loc_conf_t *lcf,
                                              rl_request *req, rl_dim *dims)
 {
-    const char *cost;
+    const char *cost = NULL;
     ngx_int_t n = 1;
 
     if (lcf->endpoint == NULL) {
@@ -130,8 +130,10 @@ static ngx_int_t ngx_http_ratelimit_describe(ngx_http_request_t *r,
             return NGX_ERROR;
     } else if (ngx_http_ratelimit_eval(r, lcf->endpoint, &req->endpoint) != NGX_OK)
         return NGX_ERROR;
-    if (ngx_http_ratelimit_eval(r, lcf->tier, &req->tier) != NGX_OK ||
-        ngx_http_ratelimit_eval(r, lcf->cost, &cost) != NGX_OK ||
+    /* Unset values not even evaluated: the usual location has neither. */
+    if ((lcf->tier && ngx_http_ratelimit_eval(r, lcf->tier, &req->tier)
+                          != NGX_OK) ||
+        (lcf->cost && ngx_http_ratelimit_eval(r, lcf->cost, &cost) != NGX_OK) ||
         ngx_http_ratelimit_dims(r, lcf, req, dims) != NGX_OK)
         return NGX_ERROR;
     if (cost != NULL)
@@ -186,7 +188,9 @@ static ngx_int_t ngx_http_ratelimit_begin(ngx_http_request_t *r,
     if (cln == NULL)
         return NGX_HTTP_INTERNAL_SERVER_ERROR;
     st = cln->data;
-    ngx_memzero(st, sizeof(*st));
+    /* The result and the events are the check's to write (see the
+     * state's definition). */
+    ngx_memzero(st, offsetof(ngx_http_ratelimit_state_t, res));
     st->r = r;
     cln->handler = ngx_http_ratelimit_cleanup;
     rc = ngx_http_ratelimit_describe(r, lcf, &req, dims);

@@ -119,6 +119,9 @@ int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
     job->st = st;
     st->job = job;
     st->phase = NGX_HTTP_RATELIMIT_PENDING;
+    ngx_memzero(&st->resume, sizeof(st->resume));
+    ngx_memzero(&st->guard, sizeof(st->guard));
+    st->armed = 1;
     st->resume.handler = ngx_http_ratelimit_resume;
     st->resume.data = st;
     st->resume.log = st->r->connection->log;
@@ -135,6 +138,8 @@ void ngx_http_ratelimit_detach(ngx_http_ratelimit_state_t *st)
         st->job->st = NULL;
         st->job = NULL;
     }
+    if (!st->armed) /* the events were never set up: nothing to undo */
+        return;
     if (st->resume.posted) {
         ngx_delete_posted_event(&st->resume);
     }

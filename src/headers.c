@@ -41,7 +41,7 @@
 _Static_assert(1 + POLICY_MAX + 4 + 15 + 3 + 15 < sizeof(((rl_header *)0)->value),
                "IETF header value does not fit rl_header.value");
 /* An int64 in decimal (19 digits) fits too. */
-_Static_assert(19 < sizeof(((rl_header *)0)->value),
+_Static_assert(DECIMAL_MAX < sizeof(((rl_header *)0)->value),
                "integer value does not fit rl_header.value");
 _Static_assert(sizeof("X-RateLimit-Remaining") <= sizeof(((rl_header *)0)->name),
                "header name does not fit rl_header.name");
@@ -144,12 +144,11 @@ static void set_name(rl_header *h, const char *name)
     memcpy(h->name, name, n + 1);
 }
 
+/* v (negative as 0) in decimal, in place: rl_header.value always holds
+ * the widest (DECIMAL_MAX and its NUL), so no bounded builder. */
 static void set_number(rl_header *h, int64_t v)
 {
-    sbuf sb;
-
-    sb_init(&sb, h->value, sizeof(h->value));
-    sb_uint(&sb, v);
+    h->value[decimal_put(h->value, v < 0 ? 0 : v)] = '\0';
 }
 
 static int count_headers(const rl_result *r, unsigned options)

@@ -154,8 +154,21 @@ START_TEST(test_denied_headers)
 }
 END_TEST
 
-/* Every digit count, each side of each power of ten, as printf writes
- * them (the numbers are formatted two digits at a time). */
+/* X-RateLimit-Limit of a result whose limit is v, as printf writes v. */
+static void assert_limit_as_printf(int64_t v)
+{
+    rl_result r = make_result(1, v, 0, 0, 0, 1, "n");
+    rl_header h[RL_HEADERS_MAX];
+    char want[24];
+    int n = rl_headers(&r, 0, h, RL_HEADERS_MAX);
+
+    snprintf(want, sizeof want, "%lld", (long long)v);
+    assert_header(h, n, 0, "X-RateLimit-Limit", want);
+}
+
+/* Every digit count, each side of each power of ten, and every bit
+ * length, each side of each power of two (the digits are counted from
+ * the bit length, then written four at a time), as printf writes them. */
 START_TEST(test_numbers_as_printf)
 {
     int64_t p = 1;
@@ -163,17 +176,15 @@ START_TEST(test_numbers_as_printf)
     for (int k = 0; k <= 18; k++) { /* p = 10^k */
         int64_t vs[] = {p - 1, p, p + 1, p + p / 2 + 3,
                         k < 18 ? p * 10 - 1 : INT64_MAX};
-        for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++) {
-            rl_result r = make_result(1, vs[j], 0, 0, 0, 1, "n");
-            rl_header h[RL_HEADERS_MAX];
-            char want[24];
-            int n = rl_headers(&r, 0, h, RL_HEADERS_MAX);
-
-            snprintf(want, sizeof want, "%lld", (long long)vs[j]);
-            assert_header(h, n, 0, "X-RateLimit-Limit", want);
-        }
+        for (size_t j = 0; j < sizeof vs / sizeof vs[0]; j++)
+            assert_limit_as_printf(vs[j]);
         if (k < 18)
             p *= 10;
+    }
+    for (int k = 1; k <= 62; k++) {
+        assert_limit_as_printf(((int64_t)1 << k) - 1);
+        assert_limit_as_printf((int64_t)1 << k);
+        assert_limit_as_printf(((int64_t)1 << k) + 1);
     }
 }
 END_TEST

@@ -1,5 +1,6 @@
 /*
- * decimal.h -- an integer in decimal, two digits a division.
+ * decimal.h -- an integer in decimal: its digits counted from its bit
+ * length, then written four a division, two digits a table copy.
  *
  * Four places write numbers on a hot path: the response headers
  * (headers.c: a response's three 10-digit numbers took ~530 instructions
@@ -14,6 +15,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 /* "00" "01" ... "99". */
 #define DECIMAL_PAIRS_(t)                                                  \
@@ -27,34 +29,37 @@ static const char decimal_pairs[] =
 /* The most bytes decimal_put() writes: '-' and 19 digits. */
 #define DECIMAL_MAX 20
 
-/* The number of decimal digits of u. */
+/* 10^0 ... 10^19, every power of ten a uint64_t holds. */
+static const uint64_t decimal_pow10[] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL,
+    10000000ULL, 100000000ULL, 1000000000ULL, 10000000000ULL,
+    100000000000ULL, 1000000000000ULL, 10000000000000ULL,
+    100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+    100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL};
+
+/* The number of decimal digits of u, with no division: from its bit
+ * length, t = floor(bits * log10(2)) (1233 / 4096 is log10(2) to within
+ * the error the 64 bit lengths can show) is the digits less one, or the
+ * digits when u reaches 10^t.  ~8 instructions, not a division loop. */
 static inline size_t decimal_digits(uint64_t u)
 {
-    size_t n = 1;
-    uint32_t w;
+    uint64_t v = u | 1;
+    size_t t = ((size_t)(64 - __builtin_clzll(v)) * 1233) >> 12;
 
-    for (; u > UINT32_MAX; u /= 10000)
-        n += 4;
-    for (w = (uint32_t)u; w >= 10000; w /= 10000)
-        n += 4;
-    if (w >= 100) {
-        n += 2;
-        w /= 100;
-    }
-    return n + (w >= 10);
+    return t + (v >= decimal_pow10[t]);
 }
 
 /* u (< 100) as its last two digits ending at q: q[-2], q[-1]. */
 static inline void decimal_pair_at(char *q, unsigned u)
 {
-    q[-2] = decimal_pairs[u * 2];
-    q[-1] = decimal_pairs[u * 2 + 1];
+    memcpy(q - 2, decimal_pairs + u * 2, 2); /* one 16-bit load and store */
 }
 
 /* x in decimal at p ('-' first when negative; at most DECIMAL_MAX bytes,
  * no NUL); its length.  Written from its last digit back, in place (no
  * copy of reversed digits), in 32-bit arithmetic once the rest fits (one
- * multiply a division): ~70 instructions for 10 digits, not ~200. */
+ * multiply a division), four digits a step: ~60 instructions for 10
+ * digits, not ~200. */
 static inline size_t decimal_put(char *p, int64_t x)
 {
     uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
@@ -66,8 +71,17 @@ static inline size_t decimal_put(char *p, int64_t x)
         p[0] = '-';
     for (; u > UINT32_MAX; u /= 100, q -= 2)
         decimal_pair_at(q, (unsigned)(u % 100));
-    for (w = (uint32_t)u; w >= 100; w /= 100, q -= 2)
+    for (w = (uint32_t)u; w >= 10000; w /= 10000, q -= 4) {
+        unsigned r = w % 10000; /* four digits a step: half the loop */
+
+        decimal_pair_at(q, r % 100);
+        decimal_pair_at(q - 2, r / 100);
+    }
+    if (w >= 100) {
         decimal_pair_at(q, w % 100);
+        w /= 100;
+        q -= 2;
+    }
     if (w >= 10)
         decimal_pair_at(q, w);
     else
