@@ -586,7 +586,7 @@ static int64_t decided_again(rl_limiter *lim, const char *key, int bound,
  * master's replica, in sync, seen as the replica by every master), four,
  * with cluster-node-timeout 3 s: once the cluster names the replica the
  * slot's master, the slot's checks are decided by Redis again within
- * RESUME_MS (at once, 0-30 ms, measured).  A master votes for one failover of a
+ * RESUME_MS (at once, measured).  A master votes for one failover of a
  * given master per twice the node timeout, so a round waits for that.
  * Even so Redis (7.0.15 here) lets the third, the first master's second
  * takeover, time out: the master pauses its writes, the replica never
