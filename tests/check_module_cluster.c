@@ -12,7 +12,10 @@
  * redis_command=lua / module are honoured there; a failover to a replica
  * without the module goes on through Lua, one to a replica with it
  * through RL.CHECK; a master's CLUSTERDOWN met by RL.CHECK is asked about
- * through the script once, then left to the failure modes.  (Settles and
+ * through the script once, then left to the failure modes; planned
+ * failovers back and forth with cluster-node-timeout 3 s, with and
+ * without the module, each followed by checks decided again within
+ * seconds, a failover Redis let time out too.  (Settles and
  * refunds with exact figures: check_reserve.c's "redis-cluster +
  * ratelimit.so" kind.)  Each test starts its own cluster.  Exits 77
  * (skip) without redis-cli.
@@ -490,6 +493,175 @@ START_TEST(failover_keeps_deciding)
 }
 END_TEST
 
+/* Replica i in sync with master m, as an operator waits before a planned
+ * failover: it replicates m, no sync running, the same offset. */
+static void wait_in_sync(int i, int m)
+{
+    int64_t t0 = real_ms();
+
+    while (rh_cluster_replica_of(&cl, m) != i ||
+           rh_info_int(&cl.node[i], "replication",
+                       "master_sync_in_progress") != 0 ||
+           rh_info_int(&cl.node[i], "replication", "master_repl_offset") !=
+               rh_info_int(&cl.node[m], "replication", "master_repl_offset")) {
+        ck_assert_msg(real_ms() - t0 < 20000, "replica never synced");
+        usleep(20000);
+    }
+}
+
+/* 1 if node v's CLUSTER NODES has node i as a replica of node m. */
+static int sees_replica(int v, int i, int m)
+{
+    char want[100];
+    redisContext *ctx = rh_connect(&cl.node[v]);
+    redisReply *r = ctx ? redisCommand(ctx, "CLUSTER NODES") : NULL;
+    const char *at = r && r->type == REDIS_REPLY_STRING
+                         ? strstr(r->str, cl.id[i]) : NULL;
+    const char *eol = at ? strchr(at, '\n') : NULL, *sl;
+    int ok;
+
+    snprintf(want, sizeof want, "slave %s", cl.id[m]);
+    sl = at ? strstr(at, want) : NULL;
+    ok = sl && (!eol || sl < eol);
+    freeReplyObject(r);
+    if (ctx)
+        redisFree(ctx);
+    return ok;
+}
+
+/* Wait until every master sees node i as m's replica.  A master just
+ * demoted says so by gossip, which with a node timeout of 3 s takes a
+ * second or two; asked sooner, m ignores its CLUSTER FAILOVER, or the
+ * other masters deny it their votes ("it is a master node") and the
+ * manual failover times out after 5 s, m's writes paused meanwhile. */
+static void all_see_replica(int i, int m)
+{
+    int64_t t0 = real_ms();
+
+    for (int v = 0; v < cl.n; v++)
+        while (rh_cluster_is_master(&cl, v) == 1 && !sees_replica(v, i, m)) {
+            ck_assert_msg(real_ms() - t0 < 20000, "node %d never saw node "
+                          "%d as a replica", v, i);
+            usleep(20000);
+        }
+}
+
+static void ask_failover(int i)
+{
+    redisContext *ctx = rh_connect(&cl.node[i]);
+    redisReply *r = ctx ? redisCommand(ctx, "CLUSTER FAILOVER") : NULL;
+
+    ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER");
+    freeReplyObject(r);
+    redisFree(ctx);
+}
+
+/* The ms from now until key's checks are decided by Redis again (the
+ * first of 20 in a row), at most `bound`. */
+static int64_t decided_again(rl_limiter *lim, const char *key, int bound,
+                             int k)
+{
+    int64_t t0 = real_ms(), since = t0;
+    rnode_stats st = {0};
+
+    for (int row = 0; row < 20; usleep(10000)) {
+        rl_result res = RL_RESULT_INIT;
+        int64_t at = real_ms();
+        ck_assert_int_eq(rl_allow(lim, key, "big", 1, &res), RL_OK);
+        row = res.flags & DECIDED_ELSEWHERE ? 0 : row + 1;
+        if (row == 1)
+            since = at;
+        if (real_ms() - t0 > bound) {
+            limiter_store(lim)->vt->io_stats(limiter_store(lim), &st);
+            ck_abort_msg("failover %d: the slot's checks not decided by "
+                         "Redis within %d ms (reconnects %lld, stuck %lld, "
+                         "down %lld)", k, bound, (long long)st.reconnects,
+                         (long long)st.stuck, (long long)st.down_fails);
+        }
+    }
+    return since - t0;
+}
+
+/* Planned failovers of one slot back and forth (CLUSTER FAILOVER on its
+ * master's replica, in sync, seen as the replica by every master), four,
+ * with cluster-node-timeout 3 s: once the cluster names the replica the
+ * slot's master, the slot's checks are decided by Redis again within
+ * RESUME_MS (at once, measured).  A master votes for one failover of a
+ * given master per twice the node timeout, so a round waits for that.
+ * Even so Redis (7.0.15 here) lets the third, the first master's second
+ * takeover, time out: the master pauses its writes, the replica never
+ * logs its offset, "Manual failover timed out" after 5 s, in every run
+ * seen.  Meanwhile the slot's checks stall, then fail by the failure
+ * modes (connections replaced as stuck after 1 s, the breaker open):
+ * once the master serves again they are decided again within RESUME_MS
+ * too (at once), and the failover is asked again (it then completes).
+ * _i: 0 a cluster without the module (the script), 1 with it (RL.CHECK
+ * met by the demoted master's READONLY and MOVED). */
+START_TEST(failovers_back_and_forth)
+{
+    enum { ROUNDS = 4, NODE_TIMEOUT_MS = 3000, MF_TIMEOUT_MS = 5000,
+           RESUME_MS = 5000 };
+    int64_t voted[RH_CLUSTER_MAX] = {0};
+    rl_limiter *lim;
+    char user[32], key[48];
+    int victim, replica, slot, tmp;
+
+    rh_loadmodule = _i ? MOD : NULL;
+    ck_assert_msg(rh_cluster_start(&cl, 3, 1, NODE_TIMEOUT_MS) == 0,
+                  "rh_cluster_start: see stderr");
+    rh_loadmodule = MOD;
+    victim = rh_cluster_master_of(&cl, 0);
+    replica = rh_cluster_replica_of(&cl, victim);
+    ck_assert_int_ge(replica, 0);
+    user_on(user, sizeof user, "fo", victim);
+    snprintf(key, sizeof key, "user:%s", user);
+    slot = (int)rh_key_slot(key, strlen(key));
+    lim = open_cl("", "plain", 0);
+    ck_assert_int_eq(allow_decided(lim, key, "big"), 1);
+    for (int k = 0; k < ROUNDS; k++) {
+        int64_t t0, asked, over;
+        long elsewhere = 0;
+        wait_in_sync(replica, victim);
+        all_see_replica(replica, victim);
+        while (voted[victim] && real_ms() - voted[victim] <
+                                    2 * NODE_TIMEOUT_MS + 500)
+            usleep(50000);
+        ask_failover(replica);
+        for (t0 = asked = real_ms(); rh_cluster_master_of(&cl, slot) !=
+                                         replica ||
+                                     rh_cluster_is_master(&cl, victim) != 0;
+             usleep(10000)) {
+            rl_result res = RL_RESULT_INIT;
+            ck_assert_int_eq(rl_allow(lim, key, "big", 1, &res), RL_OK);
+            elsewhere += !!(res.flags & DECIDED_ELSEWHERE);
+            ck_assert_msg(real_ms() - t0 < 60000, "failover %d never done", k);
+            if (real_ms() - asked > MF_TIMEOUT_MS + 1000) {
+                rnode_stats st = {0};
+                limiter_store(lim)->vt->io_stats(limiter_store(lim), &st);
+                fprintf(stderr, "failover %d timed out (%ld checks not "
+                        "decided by Redis; so far %lld connections "
+                        "replaced as stuck, %lld checks failed with none "
+                        "up): decided again after %lld ms\n", k, elsewhere,
+                        (long long)st.stuck, (long long)st.down_fails,
+                        (long long)decided_again(lim, key, RESUME_MS, k));
+                ask_failover(replica);
+                asked = real_ms();
+            }
+        }
+        over = real_ms();
+        voted[victim] = over;
+        fprintf(stderr, "failover %d (module %d): %lld ms, then decided "
+                "again after %lld ms\n", k, _i, (long long)(over - t0),
+                (long long)decided_again(lim, key, RESUME_MS, k));
+        tmp = victim;
+        victim = replica;
+        replica = tmp;
+    }
+    rl_limiter_free(lim);
+    rh_cluster_stop(&cl);
+}
+END_TEST
+
 /* A master that takes its cluster for down (CLUSTER DELSLOTS of another
  * of its slots) answers RL.CHECK CLUSTERDOWN, as a master turning
  * replica in a planned failover does for ~150 ms; asked again through
@@ -565,6 +737,10 @@ static Suite *module_cluster_suite(void)
     tcase_add_test(tc, mixed_cluster);
     tcase_add_test(tc, failover_keeps_deciding);
     tcase_add_test(tc, clusterdown_through_the_module);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("failovers");
+    tcase_set_timeout(tc, 300);
+    tcase_add_loop_test(tc, failovers_back_and_forth, 0, 2);
     suite_add_tcase(s, tc);
     return s;
 }
