@@ -370,8 +370,8 @@ typedef struct cl_async {
     cluster_store *c;
     store_async *a;
     int64_t deadline;
-    int tries, flags, g, ngroups, denied, replica, probed;
-    unsigned idx;             /* the node the current group goes to   */
+    int tries, g, ngroups, denied;
+    hop h;                    /* where the current group goes next    */
     unsigned slot[RL_OPS_MAX];
     unsigned char grp[RL_OPS_MAX];
     store_op sub[RL_OPS_MAX];
@@ -430,9 +430,8 @@ static void start_group(cl_async *x)
         if (x->grp[i] == x->g)
             x->sub[x->nsub++] = q->ops[i];
     x->tries = 0;
-    x->flags = x->replica = x->probed = 0;
-    x->idx = atomic_load_explicit(&x->c->owner[x->slot[x->g]],
-                                  memory_order_relaxed);
+    x->h = (hop){.idx = atomic_load_explicit(&x->c->owner[x->slot[x->g]],
+                                             memory_order_relaxed)};
     attempt(x, 0);
 }
 
@@ -462,19 +461,13 @@ static void group_done(cl_async *x, rnode *nd, int64_t now_ms)
 static void attempt_done(rnode_async *na)
 {
     cl_async *x = na->arg;
-    hop h = {.idx = x->idx, .flags = x->flags, .replica = x->replica,
-             .probed = x->probed};
 
     if (na->job.rc == RL_OK) {
         group_done(x, na->node, na->job.now_ms);
         return;
     }
-    switch (next_hop(x->c, x->slot[x->g], &h, &na->job.why)) {
-    case HOP_GO:
-        x->idx = h.idx;
-        x->flags = h.flags;
-        x->replica = h.replica;
-        x->probed = h.probed;
+    switch (next_hop(x->c, x->slot[x->g], &x->h, &na->job.why)) {
+    case HOP_GO: /* x->h says where */
         attempt(x, 0);
         return;
     case HOP_WAIT:
@@ -490,7 +483,7 @@ static void attempt_done(rnode_async *na)
 
 static void attempt(cl_async *x, int64_t not_before)
 {
-    rnode *nd = node_at(x->c, x->idx);
+    rnode *nd = node_at(x->c, x->h.idx);
 
     if (!nd || x->tries++ == TRIES || clock_mono_ns() >= x->deadline) {
         atomic_store(&x->c->want, 1);
@@ -499,7 +492,7 @@ static void attempt(cl_async *x, int64_t not_before)
     }
     x->na = (rnode_async){.job = {.kind = RIO_CHECK, .ops = x->sub,
                                   .n = x->nsub, .out = x->d,
-                                  .flags = x->flags,
+                                  .flags = x->h.flags,
                                   .deadline_ns = x->deadline,
                                   .not_before_ns = not_before},
                           .done = attempt_done, .arg = x};
