@@ -7,12 +7,12 @@
  * shared "C" call plus a call of its own for each request that must name
  * its keys or follow an ASK (on a server with ratelimit.so: one RL.CHECK
  * for the batch, a cluster node's one RL.CHECK a request); when every
- * reply is in, each job is claimed and answered (rbatch_answer), and those that met NOSCRIPT (a flushed or
- * restarted server) or an FCALL's missing (FUNCTION FLUSH) or refused
- * (NOPERM) function go again at once, once, as EVAL; the connection then
- * calls EVALSHA until it connects again (and FUNCTION LOADs again).  Runs
- * in the loop thread only; see redis_io.c for the claims that make a job safe to read
- * and write here.
+ * reply is in, each job is claimed and answered (rbatch_answer), and
+ * those that met NOSCRIPT (a flushed or restarted server) or an FCALL's
+ * missing (FUNCTION FLUSH) or refused (NOPERM) function go again at once,
+ * once, as EVAL; the connection then calls EVALSHA until it connects
+ * again (and FUNCTION LOADs again).  Runs in the loop thread only; see
+ * redis_io.c for the claims that make a job safe to read and write here.
  */
 #include "redis_batch.h"
 #include "redis_module_cmd.h"
