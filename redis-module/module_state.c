@@ -213,7 +213,7 @@ static int hget(RedisModuleCtx *ctx, const char *base, size_t blen,
 static int hput(RedisModuleCtx *ctx, const char *base, size_t blen,
                 int64_t e, RedisModuleString *field, int64_t v, int64_t exp)
 {
-    char name[MS_NAME_MAX], num[24];
+    char name[MS_NAME_MAX], num[DECIMAL_MAX];
     size_t n = ms_hash_name(name, sizeof name, base, blen, e);
     size_t vn = decimal_put(num, v);
     RedisModuleString *s = RedisModule_CreateString(ctx, name, n);

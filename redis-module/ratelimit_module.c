@@ -328,7 +328,7 @@ void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
                    RedisModuleString *key, const char *p, size_t n,
                    int64_t exp, int64_t was)
 {
-    char at[24];
+    char at[DECIMAL_MAX];
 
     if (exp <= RedisModule_Milliseconds()) {
         RedisModule_DeleteKey(k);
@@ -363,7 +363,7 @@ static int counted_on(const op *o, int64_t exp)
  * does). */
 static int write_op(RedisModuleCtx *ctx, op *o, int64_t now, int reopen)
 {
-    char buf[MS_VALUE_MAX], by[24];
+    char buf[MS_VALUE_MAX], by[DECIMAL_MAX];
     const char *p;
     int64_t exp;
     size_t blen, n;

@@ -30,7 +30,7 @@ void resp_raw(resp_buf *b, const char *s, size_t n)
 
 void resp_head(resp_buf *b, char lead, int64_t v)
 {
-    char tmp[24];
+    char tmp[1 + DECIMAL_MAX + 2]; /* lead, the number, CRLF */
     size_t n = 0;
 
     tmp[n++] = lead;
@@ -49,7 +49,7 @@ void resp_arg(resp_buf *b, const char *s, size_t n)
 
 void resp_num(resp_buf *b, int64_t v)
 {
-    char tmp[24];
+    char tmp[DECIMAL_MAX];
 
     resp_arg(b, tmp, decimal_put(tmp, v));
 }
