@@ -107,8 +107,9 @@ typedef struct hop {
     int replica, probed;
 } hop;
 
-/* What a failed attempt's answer means for the next (blocking route()
- * and started attempt_done() follow the same rules):
+/* What a failed attempt's answer means for the next (blocking route() and
+ * settle_op(), through follow(), and started attempt_done() follow the
+ * same rules):
  *   HOP_GO     h says where, now;
  *   HOP_AGAIN  the same call a moment later, a try spent (TRYAGAIN);
  *   HOP_WAIT   the same call a moment later, no try spent: the node a
@@ -176,6 +177,27 @@ static int next_hop(cluster_store *c, unsigned slot, hop *h,
     }
 }
 
+/* A blocking caller's next_hop(): 1 to try again (h says where; a
+ * redirect or a TRYAGAIN spends one of *tries, a wait none, and both
+ * waits and TRYAGAIN pause a moment first), 0 when the call fails. */
+static int follow(cluster_store *c, unsigned slot, hop *h,
+                  const rnode_reply *why, int *tries, int64_t deadline_ns)
+{
+    switch (next_hop(c, slot, h, why)) {
+    case HOP_GO:
+        ++*tries;
+        return 1;
+    case HOP_AGAIN:
+        ++*tries;
+        /* fall through */
+    case HOP_WAIT:
+        pause_until(deadline_ns);
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* Decide one slot's ops, following redirects.  RL_OK with *where the node
  * that charged them, or RL_ESTORE. */
 static int route(cluster_store *c, unsigned slot, const store_op *ops,
@@ -195,19 +217,8 @@ static int route(cluster_store *c, unsigned slot, const store_op *ops,
             *where = nd;
             return RL_OK;
         }
-        switch (next_hop(c, slot, &h, &why)) {
-        case HOP_GO:
-            t++;
-            continue;
-        case HOP_AGAIN:
-            t++;
-            /* fall through */
-        case HOP_WAIT:
-            pause_until(deadline_ns);
-            continue;
-        default:
+        if (!follow(c, slot, &h, &why, &t, deadline_ns))
             return RL_ESTORE;
-        }
     }
     atomic_store(&c->want, 1);
     return RL_ESTORE;
@@ -614,40 +625,33 @@ static size_t cluster_shards(rl_store *s, store_shard *out, size_t max)
 /* ---- settling a reservation ------------------------------------------- */
 
 /* Settle op i of ss on the master of its slot (its state and its marker
- * share the slot), following redirects as route() does, within the
- * store's timeout; *settled grows by what it settled. */
+ * share the slot), following redirects by route()'s rules (next_hop()),
+ * within the store's timeout; *settled grows by what it settled.  The
+ * settle call always declares its keys, so a replica redirects it (MOVED)
+ * rather than refusing it. */
 static int settle_op(cluster_store *c, const store_settle *ss, size_t i,
                      int64_t deadline_ns, size_t *settled)
 {
     unsigned slot = redis_key_slot(&ss->ops[i], c->nopts.io.compact);
-    unsigned idx = atomic_load_explicit(&c->owner[slot],
-                                        memory_order_relaxed);
-    int asking = 0;
+    hop h = {.idx = atomic_load_explicit(&c->owner[slot],
+                                         memory_order_relaxed)};
 
-    for (int t = 0; t < TRIES && mono_ns() < deadline_ns; t++) {
-        rnode *nd = node_at(c, idx);
+    for (int t = 0; t < TRIES && mono_ns() < deadline_ns;) {
+        rnode *nd = node_at(c, h.idx);
         int64_t left = (deadline_ns - mono_ns()) / 1000000;
-        rnode_reply why;
+        rnode_reply why = {0};
         size_t k = 0;
-        int to;
         if (!nd)
             break;
-        if (rnode_settle(nd, ss, i, 1, asking, left > 0 ? left : 1, &k,
-                         &why) == RL_OK) {
+        if (rnode_settle(nd, ss, i, 1, (h.flags & RN_ASKING) != 0,
+                         left > 0 ? left : 1, &k, &why) == RL_OK) {
             *settled += k;
             return RL_OK;
         }
-        atomic_store(&c->want, 1);
-        if ((why.status != RN_MOVED && why.status != RN_ASK) ||
-            (to = cmap_find_node(c, why.addr)) < 0)
+        if (!follow(c, slot, &h, &why, &t, deadline_ns))
             return RL_ESTORE;
-        if (!node_at(c, (unsigned)to)) {
-            want_open(c, to);
-            return RL_ESTORE; /* a call again finds it open */
-        }
-        asking = why.status == RN_ASK;
-        idx = (unsigned)to;
     }
+    atomic_store(&c->want, 1);
     return RL_ESTORE;
 }
 
