@@ -83,6 +83,19 @@ static inline void xstr(figure *f, const char *name, const char *s)
         f->x[f->nextra++] = (extra){name, 0, s};
 }
 
+/* Adds a list of fields, XN(name, number) or XS(name, string) each:
+ * XLIST(&f, XN("checks", n), XS("fault", "sigstop")). */
+#define XN(n, v) {(n), (double)(v), NULL}
+#define XS(n, s) {(n), 0, (s)}
+#define XLIST(f, ...) xlist((f), (const extra[]){__VA_ARGS__, {NULL, 0, NULL}})
+
+static inline void xlist(figure *f, const extra *x)
+{
+    for (; x->name != NULL; x++)
+        if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
+            f->x[f->nextra++] = *x;
+}
+
 /* A number as JSON: null when not finite, an integer when it is one,
  * else 3 decimals. */
 void json_num(double v);
