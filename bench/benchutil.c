@@ -667,10 +667,16 @@ static void ab_block(ab_worker *w, int p, int side, double share)
     pthread_barrier_wait(w->bar);
     t0 = now_ns();
     c0 = thread_cpu_ns();
-    for (size_t i = 0; i < w->r->calls && w->st.rc == 0; i++)
+    for (size_t i = 0; i < w->r->calls && w->st.rc == 0; i++) {
+        uint64_t t1 = w->r->h && !(i & 15) ? now_ns() : 0;
         ab_check(w, side, w->seq[i]);
+        if (t1)
+            hist_add(&w->r->h[side], now_ns() - t1);
+    }
     w->cpu[p][side] += (double)(thread_cpu_ns() - c0) / (double)w->r->calls * share;
     w->wall[p][side] += (double)(now_ns() - t0) / (double)w->r->calls * share;
+    if (w->r->pause_ms)
+        bench_sleep_ms(w->r->pause_ms);
 }
 
 static void *ab_main(void *arg)

@@ -255,6 +255,19 @@ typedef struct bench_status {
 int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
                   const char *prog, char *err);
 
+/* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
+
+#define HB (128 + 41 * 64)
+
+typedef struct hist {
+    uint64_t n;
+    uint32_t b[HB];
+} hist;
+
+void hist_add(hist *h, uint64_t v);
+void hist_merge(hist *into, const hist *h);
+double hist_pct(const hist *h, double p); /* p in (0, 1]; NAN if empty */
+
 /* ---- two limiters side by side: timed blocks in turn (rlbench dryrun,
  * metrics) ---------------------------------------------------------------- */
 
@@ -270,6 +283,8 @@ typedef struct ab_run {
     const char *keys;       /* key i at keys + i * stride (bench_keys) */
     size_t stride, calls;
     int pairs, blocks, first, all_dims;
+    hist *h;      /* one thread: one check in 16 timed into h[side]     */
+    long pause_ms; /* slept after each timed block (e.g. for a sender)  */
 } ab_run;
 
 /* Per pair and side, the threads' mean CPU and wall ns a check; the
@@ -358,18 +373,5 @@ typedef struct bench_mode {
  * Returns the mode's exit status. */
 int bench_modes_main(int argc, char **argv, const bench_mode *modes,
                      size_t n);
-
-/* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
-
-#define HB (128 + 41 * 64)
-
-typedef struct hist {
-    uint64_t n;
-    uint32_t b[HB];
-} hist;
-
-void hist_add(hist *h, uint64_t v);
-void hist_merge(hist *into, const hist *h);
-double hist_pct(const hist *h, double p); /* p in (0, 1]; NAN if empty */
 
 #endif
