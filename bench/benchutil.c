@@ -15,7 +15,7 @@
 
 /* ---- figures ---------------------------------------------------------- */
 
-void json_num(double v)
+static void json_num(double v)
 {
     if (!isfinite(v))
         fputs("null", stdout);
@@ -122,7 +122,9 @@ void set_err(char *err, const char *what, int rc, const char *detail)
 
 /* ---- the command line, the machine ------------------------------------ */
 
-int parse_count(const char *s, unsigned long long *out)
+/* A count, optionally ending in k, M or G (powers of 1000): 0, or -1 when
+ * s is no such number or it overflows. */
+static int parse_count(const char *s, unsigned long long *out)
 {
     char *end = NULL;
     unsigned long long v, mul = 1;
@@ -342,14 +344,12 @@ static int bench_opt_set(const bench_opts *t, const bench_opt *r,
         double v;
         if ((ok = parse_real(val, r->lo, r->hi, &v) == 0 && v == (int)v))
             *(int *)(void *)field = (int)v;
-    } else if (r->kind == BENCH_OPT_NAME) {
+    } else { /* BENCH_OPT_NAME */
         ok = r->names == NULL;
         for (const char *const *nm = r->names; nm && *nm && !ok; nm++)
             ok = strcmp(val, *nm) == 0;
         if (ok)
             *(const char **)(void *)field = val;
-    } else {
-        return t->own(r, val, o);
     }
     if (!ok)
         fprintf(stderr, "%s: bad value '%s' for %s\n", t->prog, val, a);
@@ -379,13 +379,8 @@ void bench_opt_usage(const bench_opts *t, FILE *f)
 {
     static const char *const arg[] = {
         [BENCH_OPT_COUNT] = " N", [BENCH_OPT_REAL] = " X",
-        [BENCH_OPT_NAME] = " NAME", [BENCH_OPT_INT] = " N",
-        [BENCH_OPT_OWN] = " V"};
+        [BENCH_OPT_NAME] = " NAME", [BENCH_OPT_INT] = " N"};
 
-    if (t->usage) {
-        t->usage(f);
-        return;
-    }
     fprintf(f, "usage: %s [options]\n%s%s", t->prog, t->about ? t->about : "",
             t->about ? "\n" : "");
     for (size_t k = 0; k < t->n; k++) {
@@ -535,7 +530,7 @@ rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
     return lim;
 }
 
-char *bench_keys(size_t n, size_t stride)
+static char *bench_keys(size_t n, size_t stride)
 {
     char *keys = malloc(n * stride);
 

@@ -70,24 +70,14 @@ typedef struct text_layout {
     int name_w, num_w, num_prec, unit_w, ref_name_w, ratio_prec;
 } text_layout;
 
-/* Adds an extra number or string field (past the 24th, none). */
-static inline void xnum(figure *f, const char *name, double v)
-{
-    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
-        f->x[f->nextra++] = (extra){name, v, NULL};
-}
-
-static inline void xstr(figure *f, const char *name, const char *s)
-{
-    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
-        f->x[f->nextra++] = (extra){name, 0, s};
-}
-
-/* Adds a list of fields, XN(name, number) or XS(name, string) each:
- * XLIST(&f, XN("checks", n), XS("fault", "sigstop")). */
+/* Adds extra fields (past the 24th, none): a list, XN(name, number) or
+ * XS(name, string) each, as XLIST(&f, XN("checks", n), XS("fault", "x")),
+ * or one, xnum(&f, name, number) or xstr(&f, name, string). */
 #define XN(n, v) {(n), (double)(v), NULL}
 #define XS(n, s) {(n), 0, (s)}
 #define XLIST(f, ...) xlist((f), (const extra[]){__VA_ARGS__, {NULL, 0, NULL}})
+#define xnum(f, n, v) XLIST(f, XN(n, v))
+#define xstr(f, n, s) XLIST(f, XS(n, s))
 
 static inline void xlist(figure *f, const extra *x)
 {
@@ -95,10 +85,6 @@ static inline void xlist(figure *f, const extra *x)
         if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
             f->x[f->nextra++] = *x;
 }
-
-/* A number as JSON: null when not finite, an integer when it is one,
- * else 3 decimals. */
-void json_num(double v);
 
 /* A string as JSON, quoted, with '"', '\\' and control bytes escaped. */
 void json_str(const char *s);
@@ -122,28 +108,19 @@ const char *errtext(const rl_limiter *lim);
  * rl_strerror(rc). */
 void set_err(char *err, const char *what, int rc, const char *detail);
 
-/* ---- the command line, the clock, the machine -------------------------- */
+/* ---- a command line read by an option table ----------------------------- */
 
-/* A count, optionally ending in k, M or G (powers of 1000): 0, or -1 when
- * s is no such number or it overflows. */
-int parse_count(const char *s, unsigned long long *out);
-
-/* ---- a command line read by an option table (rlbench, redisbench) ------ */
-
-/* The kinds of option bench_opt_args() reads itself; a bench's own kinds
- * (e.g. a port) are numbered from BENCH_OPT_OWN up and read by its own
- * callback. */
+/* The kinds of option. */
 enum {
     BENCH_OPT_FLAG,  /* an int set to 1                                */
     BENCH_OPT_QUICK, /* the same, and the counts and reals not given
                         take their quick values                         */
-    BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads,
-                        in [lo, hi] when hi > 0                         */
+    BENCH_OPT_COUNT, /* an unsigned long long, optionally ending in k, M
+                        or G (powers of 1000), in [lo, hi] when hi > 0  */
     BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
     BENCH_OPT_NAME,  /* a const char * (into argv), one of names (names
                         NULL: any)                                      */
-    BENCH_OPT_INT,   /* an int in [lo, hi] (a port, a number of rounds) */
-    BENCH_OPT_OWN
+    BENCH_OPT_INT    /* an int in [lo, hi] (a port, a number of rounds) */
 };
 
 #define BENCH_OPT_MAX 64 /* rows a table may have */
@@ -177,12 +154,7 @@ typedef struct bench_opts {
     const bench_opt *rows;
     size_t n;                /* at most BENCH_OPT_MAX                   */
     const char *prog;        /* the name error messages start with     */
-    void (*usage)(FILE *f);
-    /* Reads val for a row of the bench's own kind into o: 0, or 2 after
-     * saying on stderr what is wrong (NULL: the table has none). */
-    int (*own)(const bench_opt *r, const char *val, void *o);
-    const char *about;       /* usage NULL: bench_opt_usage()'s second
-                                line, what the bench measures          */
+    const char *about;       /* the usage's second line: what it measures */
 } bench_opts;
 
 /* The usage made from t: "usage: PROG [options]", t->about, then a line a
@@ -192,8 +164,8 @@ void bench_opt_usage(const bench_opts *t, FILE *f);
 /* Reads argv by t into the options struct o, then sets the counts and
  * reals not given to their def, or to their quick value after a
  * BENCH_OPT_QUICK row (rows with def < 0 are left as they are): 0; 1 after
- * --help or -h (usage on stdout: t->usage, or bench_opt_usage() when
- * NULL); 2 after saying on stderr what is wrong. */
+ * --help or -h (the usage on stdout); 2 after saying on stderr what is
+ * wrong. */
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
 /* The run's parameters, read from t's rows in o (each row but --json, its
@@ -211,17 +183,14 @@ rl_limiter *bench_limiter(const char *const *kv, char *err);
 rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
                                 char *err);
 
-/* n keys "0", "1", ... each in `stride` bytes (malloc'd), or NULL. */
-char *bench_keys(size_t n, size_t stride);
-
 /* n key indexes drawn uniformly (pick(), the generator seeded with seed)
  * from the keys i < nkeys with i % parts == part: one thread's sequence,
  * fixed before timing (malloc'd), or NULL. */
 uint32_t *bench_seq(size_t n, unsigned long long nkeys, unsigned part,
                     unsigned parts, uint64_t seed);
 
-/* What a two-thread bench's main makes before timing: the keys
- * (bench_keys) and each thread's sequence of n indexes (bench_seq, seed
+/* What a two-thread bench's main makes before timing: the keys ("0",
+ * "1", ... each in `stride` bytes) and each thread's sequence of n indexes (bench_seq, seed
  * 0xD27A0000 + thread; split: thread t draws only the keys i % 2 == t). */
 typedef struct bench_input {
     char *keys;
@@ -280,7 +249,7 @@ double hist_pct(const hist *h, double p); /* p in (0, 1]; NAN if empty */
  * by the key as user (with all_dims, as ip and api_key too). */
 typedef struct ab_run {
     rl_limiter *lim[2];
-    const char *keys;       /* key i at keys + i * stride (bench_keys) */
+    const char *keys;       /* key i at keys + i * stride (bench_input) */
     size_t stride, calls;
     int pairs, blocks, first, all_dims;
     hist *h;      /* one thread: one check in 16 timed into h[side]     */
