@@ -268,31 +268,6 @@ typedef struct om_run {
     int64_t rt_first, rt_last; /* CLOCK_REALTIME of the fallback checks */
 } om_run;
 
-/* The next tick, OUT_PACE_NS after *next, slept until; a check that
- * outlasted the pace gets no catch-up: 1 (late), the tick now. */
-static int om_pace(uint64_t *next)
-{
-    *next += OUT_PACE_NS;
-    if (*next < now_ns())
-        return *next = now_ns(), 1;
-    sleep_until(CLOCK_MONOTONIC, (int64_t)*next);
-    return 0;
-}
-
-/* The breaker's openings since the last look (the last one's time in
- * r->t_open); st: the stats read. */
-static uint64_t om_opens(om_run *r, snap *st)
-{
-    uint64_t n;
-
-    snap_take(r->lim, st);
-    if ((n = st->b.breaker_opens - r->opens_seen) != 0) {
-        r->opens_seen = st->b.breaker_opens;
-        r->t_open = now_ns();
-    }
-    return n;
-}
-
 /* One check per mode, counted as the outage's or (after) the resumed
  * server's. */
 static int om_round(om_run *r, int after, char *err)
@@ -321,51 +296,50 @@ static int om_round(om_run *r, int after, char *err)
     return 0;
 }
 
-/* The outage: a round every OUT_PACE_NS for r->secs (no catch-up). */
-static int om_outage(void *arg, char *err)
+/* Rounds every OUT_PACE_NS (a round that outlasts it gets no catch-up):
+ * through the outage for r->secs, or (after) on the resumed server until
+ * the breaker closes (or OUT_CLOSE_WAIT_MS); the breaker's openings (the
+ * last one's time in r->t_open) and the store's reconnection followed. */
+static int om_loop(om_run *r, int after, char *err)
 {
-    om_run *r = arg;
+    uint64_t t0 = now_ns(), next = t0, now;
     snap st;
-    uint64_t next;
 
-    r->t_stop = next = now_ns();
-    while (now_ns() < r->t_stop + (uint64_t)(r->secs * 1e9)) {
-        if (om_round(r, 0, err))
+    *(after ? &r->t_cont : &r->t_stop) = t0;
+    r->t_open_resume = r->t_open;
+    r->outage_s = (double)(t0 - r->t_stop) / 1e9;
+    while (after || now_ns() < t0 + (uint64_t)(r->secs * 1e9)) {
+        if (om_round(r, after, err))
             return -1;
-        om_opens(r, &st);
-        r->late += (unsigned long long)om_pace(&next);
+        snap_take(r->lim, &st);
+        now = now_ns();
+        if (st.b.breaker_opens != r->opens_seen) {
+            r->reopens += after ? st.b.breaker_opens - r->opens_seen : 0;
+            r->t_reopen = after && !r->t_reopen ? now : r->t_reopen;
+            r->opens_seen = st.b.breaker_opens;
+            r->t_open = now;
+        }
+        if (after && !r->t_reconn && st.s.reconnects != r->s[1].s.reconnects)
+            r->t_reconn = now; /* the store's connections came back */
+        if (after && st.b.breaker_state == RL_BREAKER_CLOSED) {
+            r->t_close = now;
+            break;
+        }
+        if (after && now - t0 > OUT_CLOSE_WAIT_MS * 1000000ULL)
+            break;
+        next += OUT_PACE_NS;
+        if (next < now_ns())
+            r->late += !after, next = now_ns();
+        else
+            sleep_until(CLOCK_MONOTONIC, (int64_t)next);
     }
-    snap_take(r->lim, &r->s[1]);
+    snap_take(r->lim, &r->s[1 + after]);
     return 0;
 }
 
-/* After the resumption: rounds go on at the same pace until the breaker
- * closes (or OUT_CLOSE_WAIT_MS). */
-static int om_resume(om_run *r, char *err)
+static int om_outage(void *arg, char *err)
 {
-    snap st;
-    uint64_t next;
-
-    r->t_cont = next = now_ns();
-    r->t_open_resume = r->t_open;
-    r->outage_s = (double)(r->t_cont - r->t_stop) / 1e9;
-    for (;;) {
-        if (om_round(r, 1, err))
-            return -1;
-        if ((r->reopens += om_opens(r, &st)) && !r->t_reopen)
-            r->t_reopen = r->t_open;
-        if (!r->t_reconn && st.s.reconnects != r->s[1].s.reconnects)
-            r->t_reconn = now_ns(); /* the store's connections came back */
-        if (st.b.breaker_state == RL_BREAKER_CLOSED) {
-            r->t_close = now_ns();
-            break;
-        }
-        if (now_ns() - r->t_cont > OUT_CLOSE_WAIT_MS * 1000000ULL)
-            break;
-        om_pace(&next);
-    }
-    snap_take(r->lim, &r->s[2]);
-    return 0;
+    return om_loop(arg, 0, err);
 }
 
 /* outage_admitted_<mode>: beside what the mode promises. */
@@ -463,7 +437,7 @@ static int out_modes(const options *o, char *bad, char *err)
         goto out;
     snap_take(r.lim, &r.s[0]);
     r.opens_seen = r.s[0].b.breaker_opens;
-    if (out_hang(om_outage, &r, err) || om_resume(&r, err))
+    if (out_hang(om_outage, &r, err) || om_loop(&r, 1, err))
         goto out;
     for (int m = 0; m < 3; m++)
         om_emit_admitted(o, &r, m);
