@@ -117,7 +117,7 @@ static int out_hang(int (*during)(void *, char *), void *arg, char *err)
  * counters before the fault, when the breaker opened and after. */
 typedef struct oo_run {
     rl_limiter *lim[2];
-    char (*keys)[24];
+    char keys[OUT_NKEYS][24];
     hist h[2];
     snap s[3];
     unsigned long long n, not_fb;
@@ -219,15 +219,14 @@ static int out_open(const options *o, char *bad, char *err)
     int rc = -1;
 
     r = (oo_run){.n = o->quick ? OUT_CHECKS_QUICK : OUT_CHECKS,
-                 .pmin = INFINITY, .keys = calloc(OUT_NKEYS, sizeof *r.keys)};
-    for (int i = 0; r.keys && i < OUT_NKEYS; i++)
+                 .pmin = INFINITY};
+    for (int i = 0; i < OUT_NKEYS; i++)
         snprintf(r.keys[i], sizeof r.keys[i], "user:%d", i);
     for (int i = 0; i < 2; i++)
-        if (r.keys && !(r.lim[i] = out_limiter(o, !i, 1, id, fm, 0, BIG_LIMIT,
-                                               BIG_WINDOW_S,
-                                               OUT_OPEN_COOLDOWN_MS, err)))
+        if (!(r.lim[i] = out_limiter(o, !i, 1, id, fm, 0, BIG_LIMIT,
+                                     BIG_WINDOW_S, OUT_OPEN_COOLDOWN_MS, err)))
             goto out;
-    if (!r.keys || out_healthy(r.lim[0], r.keys[0], id, 1, 1000, err))
+    if (out_healthy(r.lim[0], r.keys[0], id, 1, 1000, err))
         goto out;
     snap_take(r.lim[0], &r.s[0]);
     if (out_hang(oo_during, &r, err))
@@ -241,11 +240,8 @@ static int out_open(const options *o, char *bad, char *err)
                  "during the measurement", r.s[2].b.breaker_state);
     rc = 0;
 out:
-    if (!r.keys)
-        snprintf(err, ERRLEN, "out of memory");
     rl_limiter_free(r.lim[0]);
     rl_limiter_free(r.lim[1]);
-    free(r.keys);
     return rc;
 }
 
