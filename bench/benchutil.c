@@ -114,10 +114,8 @@ const char *errtext(const rl_limiter *lim)
 
 void set_err(char *err, const char *what, int rc, const char *detail)
 {
-    if (detail != NULL && *detail != '\0')
-        snprintf(err, ERRLEN, "%s: %s (%d)", what, detail, rc);
-    else
-        snprintf(err, ERRLEN, "%s: %s (%d)", what, rl_strerror(rc), rc);
+    snprintf(err, ERRLEN, "%s: %s (%d)", what,
+             detail && *detail ? detail : rl_strerror(rc), rc);
 }
 
 /* ---- the command line, the machine ------------------------------------ */
@@ -126,6 +124,8 @@ void set_err(char *err, const char *what, int rc, const char *detail)
  * s is no such number or it overflows. */
 static int parse_count(const char *s, unsigned long long *out)
 {
+    static const char units[] = "kKmMgG";
+    const char *u;
     char *end = NULL;
     unsigned long long v, mul = 1;
 
@@ -135,12 +135,10 @@ static int parse_count(const char *s, unsigned long long *out)
     v = strtoull(s, &end, 10);
     if (errno != 0 || end == s)
         return -1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1000ULL, end++;
-    else if (*end == 'm' || *end == 'M')
-        mul = 1000000ULL, end++;
-    else if (*end == 'g' || *end == 'G')
-        mul = 1000000000ULL, end++;
+    if (*end && (u = strchr(units, *end)) != NULL)
+        for (long e = (u - units) / 2; e >= 0; e--)
+            mul *= 1000;
+    end += mul > 1;
     if (*end != '\0' || v > ULLONG_MAX / mul)
         return -1;
     *out = v * mul;
@@ -189,12 +187,10 @@ int bench_modes_main(int argc, char **argv, const bench_mode *modes,
 
 void print_done(const char *prog, int json, uint64_t t_start)
 {
-    if (!json)
-        printf("%s: done in %.1f s, loadavg=%.2f\n", prog,
-               (double)(now_ns() - t_start) / 1e9, loadavg1());
-    else
-        printf("{\"name\":\"done\",\"seconds\":%.1f,\"loadavg_1m\":%.2f}\n",
-               (double)(now_ns() - t_start) / 1e9, loadavg1());
+    printf(json ? "{\"name\":\"done\",%.0s\"seconds\":%.1f,"
+                  "\"loadavg_1m\":%.2f}\n"
+                : "%s: done in %.1f s, loadavg=%.2f\n",
+           prog, (double)(now_ns() - t_start) / 1e9, loadavg1());
 }
 
 /* ---- latency histogram ------------------------------------------------ */
