@@ -224,7 +224,7 @@ void hist_merge(hist *into, const hist *h);
 double hist_pct(const hist *h, double p); /* p in (0, 1]; NAN if empty */
 
 /* ---- two limiters side by side: timed blocks in turn (rlbench dryrun,
- * metrics) ---------------------------------------------------------------- */
+ * metrics, redisbench events) ---------------------------------------------- */
 
 #define AB_MAX_PAIRS 1000
 
