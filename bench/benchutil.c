@@ -592,21 +592,15 @@ int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
     pthread_t tid[64];
     int rc = 0;
 
-    if (n < 1 || n > 64) {
-        fprintf(stderr, "%s: %d threads (1..64)\n", prog, n);
-        exit(1);
-    }
+    if (n < 1 || n > 64)
+        exit((fprintf(stderr, "%s: %d threads (1..64)\n", prog, n), 1));
     for (int t = 0; t < n; t++)
-        if (pthread_create(&tid[t], NULL, fn, (char *)w + (size_t)t * size)) {
-            fprintf(stderr, "%s: pthread_create failed\n", prog);
-            exit(1);
-        }
-    for (int t = 0; t < n; t++)
+        if (pthread_create(&tid[t], NULL, fn, (char *)w + (size_t)t * size))
+            exit((fprintf(stderr, "%s: pthread_create failed\n", prog), 1));
+    for (int t = 0; t < n; t++) {
+        const bench_status *st = (const void *)((char *)w + (size_t)t * size);
         pthread_join(tid[t], NULL);
-    for (int t = 0; t < n && rc == 0; t++) {
-        const bench_status *st =
-            (const bench_status *)(const void *)((char *)w + (size_t)t * size);
-        if ((rc = st->rc) != 0)
+        if (rc == 0 && (rc = st->rc) != 0)
             memcpy(err, st->err, ERRLEN);
     }
     return rc;
