@@ -310,11 +310,8 @@ static int bench_opt_find(const bench_opts *t, const char *a,
     for (size_t k = 0; k < t->n; k++) {
         const bench_opt *r = &t->rows[k];
         size_t n = strlen(r->name);
-        if (is_flag(r->kind)) {
-            if (strcmp(a, r->name) == 0)
-                return (int)k;
-        } else if (strncmp(a, r->name, n) == 0 &&
-                   (a[n] == '\0' || a[n] == '=')) {
+        if (strncmp(a, r->name, n) == 0 &&
+            (a[n] == '\0' || (a[n] == '=' && !is_flag(r->kind)))) {
             *val = a[n] == '=' ? a + n + 1 : NULL;
             return (int)k;
         }
@@ -410,23 +407,18 @@ int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
 {
     int given[BENCH_OPT_MAX] = {0}, quick = 0;
 
-    if (t->n > BENCH_OPT_MAX) {
-        fprintf(stderr, "%s: %zu options (at most %d)\n", t->prog, t->n,
-                BENCH_OPT_MAX);
-        return 2;
-    }
+    if (t->n > BENCH_OPT_MAX)
+        return fprintf(stderr, "%s: %zu options (at most %d)\n", t->prog,
+                       t->n, BENCH_OPT_MAX), 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         int k;
 
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            bench_opt_usage(t, stdout);
-            return 1;
-        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return bench_opt_usage(t, stdout), 1;
         if ((k = bench_opt_find(t, a, &val)) < 0) {
             fprintf(stderr, "%s: unknown option '%s'\n", t->prog, a);
-            bench_opt_usage(t, stderr);
-            return 2;
+            return bench_opt_usage(t, stderr), 2;
         }
         given[k] = 1;
         if (is_flag(t->rows[k].kind)) {
@@ -434,14 +426,11 @@ int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
             quick |= t->rows[k].kind == BENCH_OPT_QUICK;
             continue;
         }
-        if (val == NULL) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: option '%s' needs a value\n", t->prog,
-                        a);
-                return 2;
-            }
+        if (val == NULL && i + 1 >= argc)
+            return fprintf(stderr, "%s: option '%s' needs a value\n",
+                           t->prog, a), 2;
+        if (val == NULL)
             val = argv[++i];
-        }
         if (bench_opt_set(t, &t->rows[k], a, val, o) != 0)
             return 2;
     }
