@@ -15,7 +15,7 @@
 
 /* ---- figures ---------------------------------------------------------- */
 
-void json_num(double v)
+static void json_num(double v)
 {
     if (!isfinite(v))
         fputs("null", stdout);
@@ -114,16 +114,18 @@ const char *errtext(const rl_limiter *lim)
 
 void set_err(char *err, const char *what, int rc, const char *detail)
 {
-    if (detail != NULL && *detail != '\0')
-        snprintf(err, ERRLEN, "%s: %s (%d)", what, detail, rc);
-    else
-        snprintf(err, ERRLEN, "%s: %s (%d)", what, rl_strerror(rc), rc);
+    snprintf(err, ERRLEN, "%s: %s (%d)", what,
+             detail && *detail ? detail : rl_strerror(rc), rc);
 }
 
 /* ---- the command line, the machine ------------------------------------ */
 
-int parse_count(const char *s, unsigned long long *out)
+/* A count, optionally ending in k, M or G (powers of 1000): 0, or -1 when
+ * s is no such number or it overflows. */
+static int parse_count(const char *s, unsigned long long *out)
 {
+    static const char units[] = "kKmMgG";
+    const char *u;
     char *end = NULL;
     unsigned long long v, mul = 1;
 
@@ -133,12 +135,10 @@ int parse_count(const char *s, unsigned long long *out)
     v = strtoull(s, &end, 10);
     if (errno != 0 || end == s)
         return -1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1000ULL, end++;
-    else if (*end == 'm' || *end == 'M')
-        mul = 1000000ULL, end++;
-    else if (*end == 'g' || *end == 'G')
-        mul = 1000000000ULL, end++;
+    if (*end && (u = strchr(units, *end)) != NULL)
+        for (long e = (u - units) / 2; e >= 0; e--)
+            mul *= 1000;
+    end += mul > 1;
     if (*end != '\0' || v > ULLONG_MAX / mul)
         return -1;
     *out = v * mul;
@@ -187,12 +187,10 @@ int bench_modes_main(int argc, char **argv, const bench_mode *modes,
 
 void print_done(const char *prog, int json, uint64_t t_start)
 {
-    if (!json)
-        printf("%s: done in %.1f s, loadavg=%.2f\n", prog,
-               (double)(now_ns() - t_start) / 1e9, loadavg1());
-    else
-        printf("{\"name\":\"done\",\"seconds\":%.1f,\"loadavg_1m\":%.2f}\n",
-               (double)(now_ns() - t_start) / 1e9, loadavg1());
+    printf(json ? "{\"name\":\"done\",%.0s\"seconds\":%.1f,"
+                  "\"loadavg_1m\":%.2f}\n"
+                : "%s: done in %.1f s, loadavg=%.2f\n",
+           prog, (double)(now_ns() - t_start) / 1e9, loadavg1());
 }
 
 /* ---- latency histogram ------------------------------------------------ */
@@ -312,11 +310,8 @@ static int bench_opt_find(const bench_opts *t, const char *a,
     for (size_t k = 0; k < t->n; k++) {
         const bench_opt *r = &t->rows[k];
         size_t n = strlen(r->name);
-        if (is_flag(r->kind)) {
-            if (strcmp(a, r->name) == 0)
-                return (int)k;
-        } else if (strncmp(a, r->name, n) == 0 &&
-                   (a[n] == '\0' || a[n] == '=')) {
+        if (strncmp(a, r->name, n) == 0 &&
+            (a[n] == '\0' || (a[n] == '=' && !is_flag(r->kind)))) {
             *val = a[n] == '=' ? a + n + 1 : NULL;
             return (int)k;
         }
@@ -342,14 +337,12 @@ static int bench_opt_set(const bench_opts *t, const bench_opt *r,
         double v;
         if ((ok = parse_real(val, r->lo, r->hi, &v) == 0 && v == (int)v))
             *(int *)(void *)field = (int)v;
-    } else if (r->kind == BENCH_OPT_NAME) {
+    } else { /* BENCH_OPT_NAME */
         ok = r->names == NULL;
         for (const char *const *nm = r->names; nm && *nm && !ok; nm++)
             ok = strcmp(val, *nm) == 0;
         if (ok)
             *(const char **)(void *)field = val;
-    } else {
-        return t->own(r, val, o);
     }
     if (!ok)
         fprintf(stderr, "%s: bad value '%s' for %s\n", t->prog, val, a);
@@ -379,13 +372,8 @@ void bench_opt_usage(const bench_opts *t, FILE *f)
 {
     static const char *const arg[] = {
         [BENCH_OPT_COUNT] = " N", [BENCH_OPT_REAL] = " X",
-        [BENCH_OPT_NAME] = " NAME", [BENCH_OPT_INT] = " N",
-        [BENCH_OPT_OWN] = " V"};
+        [BENCH_OPT_NAME] = " NAME", [BENCH_OPT_INT] = " N"};
 
-    if (t->usage) {
-        t->usage(f);
-        return;
-    }
     fprintf(f, "usage: %s [options]\n%s%s", t->prog, t->about ? t->about : "",
             t->about ? "\n" : "");
     for (size_t k = 0; k < t->n; k++) {
@@ -419,23 +407,18 @@ int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
 {
     int given[BENCH_OPT_MAX] = {0}, quick = 0;
 
-    if (t->n > BENCH_OPT_MAX) {
-        fprintf(stderr, "%s: %zu options (at most %d)\n", t->prog, t->n,
-                BENCH_OPT_MAX);
-        return 2;
-    }
+    if (t->n > BENCH_OPT_MAX)
+        return fprintf(stderr, "%s: %zu options (at most %d)\n", t->prog,
+                       t->n, BENCH_OPT_MAX), 2;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = NULL;
         int k;
 
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            bench_opt_usage(t, stdout);
-            return 1;
-        }
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0)
+            return bench_opt_usage(t, stdout), 1;
         if ((k = bench_opt_find(t, a, &val)) < 0) {
             fprintf(stderr, "%s: unknown option '%s'\n", t->prog, a);
-            bench_opt_usage(t, stderr);
-            return 2;
+            return bench_opt_usage(t, stderr), 2;
         }
         given[k] = 1;
         if (is_flag(t->rows[k].kind)) {
@@ -443,14 +426,11 @@ int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o)
             quick |= t->rows[k].kind == BENCH_OPT_QUICK;
             continue;
         }
-        if (val == NULL) {
-            if (i + 1 >= argc) {
-                fprintf(stderr, "%s: option '%s' needs a value\n", t->prog,
-                        a);
-                return 2;
-            }
+        if (val == NULL && i + 1 >= argc)
+            return fprintf(stderr, "%s: option '%s' needs a value\n",
+                           t->prog, a), 2;
+        if (val == NULL)
             val = argv[++i];
-        }
         if (bench_opt_set(t, &t->rows[k], a, val, o) != 0)
             return 2;
     }
@@ -535,7 +515,7 @@ rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
     return lim;
 }
 
-char *bench_keys(size_t n, size_t stride)
+static char *bench_keys(size_t n, size_t stride)
 {
     char *keys = malloc(n * stride);
 
@@ -601,21 +581,15 @@ int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
     pthread_t tid[64];
     int rc = 0;
 
-    if (n < 1 || n > 64) {
-        fprintf(stderr, "%s: %d threads (1..64)\n", prog, n);
-        exit(1);
-    }
+    if (n < 1 || n > 64)
+        exit((fprintf(stderr, "%s: %d threads (1..64)\n", prog, n), 1));
     for (int t = 0; t < n; t++)
-        if (pthread_create(&tid[t], NULL, fn, (char *)w + (size_t)t * size)) {
-            fprintf(stderr, "%s: pthread_create failed\n", prog);
-            exit(1);
-        }
-    for (int t = 0; t < n; t++)
+        if (pthread_create(&tid[t], NULL, fn, (char *)w + (size_t)t * size))
+            exit((fprintf(stderr, "%s: pthread_create failed\n", prog), 1));
+    for (int t = 0; t < n; t++) {
+        const bench_status *st = (const void *)((char *)w + (size_t)t * size);
         pthread_join(tid[t], NULL);
-    for (int t = 0; t < n && rc == 0; t++) {
-        const bench_status *st =
-            (const bench_status *)(const void *)((char *)w + (size_t)t * size);
-        if ((rc = st->rc) != 0)
+        if (rc == 0 && (rc = st->rc) != 0)
             memcpy(err, st->err, ERRLEN);
     }
     return rc;
@@ -667,10 +641,16 @@ static void ab_block(ab_worker *w, int p, int side, double share)
     pthread_barrier_wait(w->bar);
     t0 = now_ns();
     c0 = thread_cpu_ns();
-    for (size_t i = 0; i < w->r->calls && w->st.rc == 0; i++)
+    for (size_t i = 0; i < w->r->calls && w->st.rc == 0; i++) {
+        uint64_t t1 = w->r->h && !(i & 15) ? now_ns() : 0;
         ab_check(w, side, w->seq[i]);
+        if (t1)
+            hist_add(&w->r->h[side], now_ns() - t1);
+    }
     w->cpu[p][side] += (double)(thread_cpu_ns() - c0) / (double)w->r->calls * share;
     w->wall[p][side] += (double)(now_ns() - t0) / (double)w->r->calls * share;
+    if (w->r->pause_ms)
+        bench_sleep_ms(w->r->pause_ms);
 }
 
 static void *ab_main(void *arg)

@@ -1,14 +1,11 @@
 /*
- * benchutil.h -- what the programs in bench/ share: the figure each prints
- * (one line of a table, or one JSON object per line with --json), error
- * text from the library, the command line (--json, --quick, --help and
- * counts; or a table of options, one row each), a limiter made from config
- * pairs, a table of keys and the sequences drawn from it, threads, the
- * clock, a random number generator, /proc and the load average.
+ * benchutil.h -- what the programs in bench/ share: the figures they print,
+ * error text, an option table, limiters from config pairs, keys and their
+ * sequences, threads, two limiters timed in turn (ABBA), latency
+ * histograms, the clock, a generator, /proc and the load average.
  *
- * A figure is a value with its unit, beside up to two references it is
- * compared with (ratio = value / ref), and up to 24 extra fields, numbers
- * or strings.  In JSON it is
+ * A figure is a value with its unit, beside up to two references (ratio =
+ * value / ref), and up to 24 extra fields, numbers or strings.  In JSON:
  *   {"name":..,"value":..,"unit":..[,"ref":..,"ref_name":..,"ratio":..]
  *    [,"refs":[{"ref_name":..,"ref":..,"ratio":..},..]][,"<extra>":..]..}
  * ("refs" only when there are two references); in the table it is a row
@@ -31,10 +28,7 @@
 #define BENCH_STR_(x) #x
 #define BENCH_STR(x) BENCH_STR_(x)
 
-/* The init macros of the growable public structs (rl_result, rl_request,
- * rl_stats: `size` first, set to the struct's size).  A library header
- * without them (before the 1.0 API) gets an all-zero initializer, so the
- * benches build on both sides. */
+/* The growable structs' init macros; before the 1.0 header, all zero. */
 #ifndef RL_RESULT_INIT
 #define RL_RESULT_INIT {0}
 #endif
@@ -70,67 +64,53 @@ typedef struct text_layout {
     int name_w, num_w, num_prec, unit_w, ref_name_w, ratio_prec;
 } text_layout;
 
-/* Adds an extra number or string field (past the 24th, none). */
-static inline void xnum(figure *f, const char *name, double v)
-{
-    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
-        f->x[f->nextra++] = (extra){name, v, NULL};
-}
+/* Adds extra fields (past the 24th, none): a list, XN(name, number) or
+ * XS(name, string) each, as XLIST(&f, XN("checks", n), XS("fault", "x")),
+ * or one, xnum(&f, name, number) or xstr(&f, name, string). */
+#define XN(n, v) {(n), (double)(v), NULL}
+#define XS(n, s) {(n), 0, (s)}
+#define XLIST(f, ...) xlist((f), (const extra[]){__VA_ARGS__, {NULL, 0, NULL}})
+#define xnum(f, n, v) XLIST(f, XN(n, v))
+#define xstr(f, n, s) XLIST(f, XS(n, s))
 
-static inline void xstr(figure *f, const char *name, const char *s)
+static inline void xlist(figure *f, const extra *x)
 {
-    if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
-        f->x[f->nextra++] = (extra){name, 0, s};
+    for (; x->name != NULL; x++)
+        if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
+            f->x[f->nextra++] = *x;
 }
-
-/* A number as JSON: null when not finite, an integer when it is one,
- * else 3 decimals. */
-void json_num(double v);
 
 /* A string as JSON, quoted, with '"', '\\' and control bytes escaped. */
 void json_str(const char *s);
 
-/* Prints f on stdout, as one JSON object on a line when json is set, else
- * as a table row (and a row more per further reference), and flushes. */
+/* f on stdout, a JSON object a line or a table row (and a row more per
+ * further reference), flushed. */
 void emit_figure(const figure *f, int json, const text_layout *t);
 
 /* The table's heading row: figure value unit ref ref_name ratio. */
 void print_columns(const text_layout *t);
 
-/* ---- errors ----------------------------------------------------------- */
-
-/* rl_errmsg() for lim, "" if there is none; NULL asks for the thread's
- * last handle-less error (e.g. from rl_limiter_new() before a handle
- * exists). */
+/* rl_errmsg() for lim ("" if none; NULL: the thread's last handle-less
+ * error, e.g. rl_limiter_new()'s). */
 const char *errtext(const rl_limiter *lim);
 
-/* err (ERRLEN bytes) = "what: detail (rc)", where detail is rl_errmsg()
- * text (which already names the code) or, when there is none,
- * rl_strerror(rc). */
+/* err (ERRLEN bytes) = "what: detail (rc)", detail rl_errmsg() text, or
+ * when there is none rl_strerror(rc). */
 void set_err(char *err, const char *what, int rc, const char *detail);
 
-/* ---- the command line, the clock, the machine -------------------------- */
+/* ---- a command line read by an option table ----------------------------- */
 
-/* A count, optionally ending in k, M or G (powers of 1000): 0, or -1 when
- * s is no such number or it overflows. */
-int parse_count(const char *s, unsigned long long *out);
-
-/* ---- a command line read by an option table (rlbench, redisbench) ------ */
-
-/* The kinds of option bench_opt_args() reads itself; a bench's own kinds
- * (e.g. a port) are numbered from BENCH_OPT_OWN up and read by its own
- * callback. */
+/* The kinds of option. */
 enum {
     BENCH_OPT_FLAG,  /* an int set to 1                                */
     BENCH_OPT_QUICK, /* the same, and the counts and reals not given
                         take their quick values                         */
-    BENCH_OPT_COUNT, /* an unsigned long long, as parse_count() reads,
-                        in [lo, hi] when hi > 0                         */
+    BENCH_OPT_COUNT, /* an unsigned long long, optionally ending in k, M
+                        or G (powers of 1000), in [lo, hi] when hi > 0  */
     BENCH_OPT_REAL,  /* a double in [lo, hi]                            */
     BENCH_OPT_NAME,  /* a const char * (into argv), one of names (names
                         NULL: any)                                      */
-    BENCH_OPT_INT,   /* an int in [lo, hi] (a port, a number of rounds) */
-    BENCH_OPT_OWN
+    BENCH_OPT_INT    /* an int in [lo, hi] (a port, a number of rounds) */
 };
 
 #define BENCH_OPT_MAX 64 /* rows a table may have */
@@ -164,42 +144,33 @@ typedef struct bench_opts {
     const bench_opt *rows;
     size_t n;                /* at most BENCH_OPT_MAX                   */
     const char *prog;        /* the name error messages start with     */
-    void (*usage)(FILE *f);
-    /* Reads val for a row of the bench's own kind into o: 0, or 2 after
-     * saying on stderr what is wrong (NULL: the table has none). */
-    int (*own)(const bench_opt *r, const char *val, void *o);
-    const char *about;       /* usage NULL: bench_opt_usage()'s second
-                                line, what the bench measures          */
+    const char *about;       /* the usage's second line: what it measures */
 } bench_opts;
 
-/* The usage made from t: "usage: PROG [options]", t->about, then a line a
- * row (its help, default, quick value and bounds or names). */
+/* "usage: PROG [options]", t->about, then a line a row (its help,
+ * default, quick value and bounds or names). */
 void bench_opt_usage(const bench_opts *t, FILE *f);
 
 /* Reads argv by t into the options struct o, then sets the counts and
  * reals not given to their def, or to their quick value after a
  * BENCH_OPT_QUICK row (rows with def < 0 are left as they are): 0; 1 after
- * --help or -h (usage on stdout: t->usage, or bench_opt_usage() when
- * NULL); 2 after saying on stderr what is wrong. */
+ * --help or -h (the usage on stdout); 2 after saying on stderr what is
+ * wrong. */
 int bench_opt_args(int argc, char **argv, const bench_opts *t, void *o);
 
-/* The run's parameters, read from t's rows in o (each row but --json, its
- * name without "--", '-' as '_'), the library's version, the CPUs (their
- * number and model) and the load: with json the object named "params", else the line
- * "<prog>: libratelimit V, nproc=N, name=value, ..., loadavg=L". */
+/* The library's version, the CPUs (number, model), each row's value in o
+ * but --json's (named without "--", '-' as '_') and the load: the JSON
+ * object "params", or "<prog>: libratelimit V, nproc=N, name=value, ...,
+ * loadavg=L". */
 void bench_params(const bench_opts *t, const void *o, int json);
 
 /* A limiter from rl_config_set() pairs ("key", "value", ..., NULL; a
  * NULL value skips its key), or NULL with err set. */
 rl_limiter *bench_limiter(const char *const *kv, char *err);
 
-/* bench_limiter(kv) with `rules` loaded by rl_rules_load_string(), or
- * NULL with err set. */
+/* The same with `rules` loaded by rl_rules_load_string(). */
 rl_limiter *bench_limiter_rules(const char *const *kv, const char *rules,
                                 char *err);
-
-/* n keys "0", "1", ... each in `stride` bytes (malloc'd), or NULL. */
-char *bench_keys(size_t n, size_t stride);
 
 /* n key indexes drawn uniformly (pick(), the generator seeded with seed)
  * from the keys i < nkeys with i % parts == part: one thread's sequence,
@@ -207,8 +178,8 @@ char *bench_keys(size_t n, size_t stride);
 uint32_t *bench_seq(size_t n, unsigned long long nkeys, unsigned part,
                     unsigned parts, uint64_t seed);
 
-/* What a two-thread bench's main makes before timing: the keys
- * (bench_keys) and each thread's sequence of n indexes (bench_seq, seed
+/* What a two-thread bench makes before timing: the keys ("0", "1", ...
+ * each in `stride` bytes) and each thread's n indexes (bench_seq, seed
  * 0xD27A0000 + thread; split: thread t draws only the keys i % 2 == t). */
 typedef struct bench_input {
     char *keys;
@@ -220,11 +191,9 @@ int bench_input_make(bench_input *in, unsigned long long nkeys,
                      size_t stride, size_t n, int split, const char *prog);
 void bench_input_free(bench_input *in);
 
-/* v[0..n) sorted ascending, for medians and percentiles. */
+/* v[0..n) sorted ascending; its median (n > 0; the mean of the middle
+ * two when n is even), v sorted in passing. */
 void sort_doubles(double *v, size_t n);
-
-/* The median of v[0..n) (n > 0; the mean of the middle two when n is
- * even), v sorted in passing. */
 double median_of(double *v, size_t n);
 
 /* A worker thread's outcome: the FIRST member of a bench's worker struct,
@@ -234,16 +203,28 @@ typedef struct bench_status {
     char err[ERRLEN];   /* its message                    */
 } bench_status;
 
-/* Runs fn on n workers (the structs at w, size bytes apart, each starting
- * with a bench_status) each on a thread of its own, and joins them: 0, or
- * the first failed worker's rc with its message copied to err (ERRLEN
- * bytes).  A thread that cannot be made ends the program (prog: the
- * message's name). */
+/* fn on n workers (the structs at w, size bytes apart, each starting with
+ * a bench_status), a thread each, joined: 0, or the first failed worker's
+ * rc, its message in err.  A thread that cannot be made ends the program
+ * (prog: the message's name). */
 int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
                   const char *prog, char *err);
 
+/* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
+
+#define HB (128 + 41 * 64)
+
+typedef struct hist {
+    uint64_t n;
+    uint32_t b[HB];
+} hist;
+
+void hist_add(hist *h, uint64_t v);
+void hist_merge(hist *into, const hist *h);
+double hist_pct(const hist *h, double p); /* p in (0, 1]; NAN if empty */
+
 /* ---- two limiters side by side: timed blocks in turn (rlbench dryrun,
- * metrics) ---------------------------------------------------------------- */
+ * metrics, redisbench events) ---------------------------------------------- */
 
 #define AB_MAX_PAIRS 1000
 
@@ -254,9 +235,11 @@ int bench_threads(void *w, size_t size, int n, void *(*fn)(void *),
  * by the key as user (with all_dims, as ip and api_key too). */
 typedef struct ab_run {
     rl_limiter *lim[2];
-    const char *keys;       /* key i at keys + i * stride (bench_keys) */
+    const char *keys;       /* key i at keys + i * stride (bench_input) */
     size_t stride, calls;
     int pairs, blocks, first, all_dims;
+    hist *h;      /* one thread: one check in 16 timed into h[side]     */
+    long pause_ms; /* slept after each timed block (e.g. for a sender)  */
 } ab_run;
 
 /* Per pair and side, the threads' mean CPU and wall ns a check; the
@@ -286,8 +269,7 @@ static inline uint64_t now_ns(void) /* CLOCK_MONOTONIC */
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-/* The calling thread's CPU time, ns: time it ran, not time it waited for
- * a core other programs held (the wall clock counts both). */
+/* The calling thread's CPU time, ns (not the time it waited for a core). */
 uint64_t thread_cpu_ns(void);
 
 /* Sleeps ms milliseconds, signals or not. */
@@ -299,8 +281,7 @@ static inline void bench_sleep_ms(long ms)
     }
 }
 
-/* The closing line: "<prog>: done in S s, loadavg=L", or with json the
- * object named "done"; S counted from t_start (now_ns()). */
+/* "<prog>: done in S s, loadavg=L" (S since t_start), or JSON "done". */
 void print_done(const char *prog, int json, uint64_t t_start);
 
 static inline uint64_t splitmix64(uint64_t *state)
@@ -323,9 +304,8 @@ static inline uint64_t pick(uint64_t *rng, unsigned long long n) /* uniform < n 
  * system, irq, softirq; steal); both 0 where it cannot be read. */
 void machine_cpu(double *busy, double *steal);
 
-/* /proc/<pid>/stat read into buf (len bytes): a pointer to its third
- * field, the state letter (past "pid (comm) "), or NULL when it cannot be
- * read. */
+/* /proc/<pid>/stat into buf (len bytes): a pointer to its third field,
+ * the state letter (past "pid (comm) "), or NULL. */
 const char *proc_stat(long pid, char *buf, size_t len);
 
 /* user + system seconds of a getrusage() result. */
@@ -340,23 +320,9 @@ typedef struct bench_mode {
     const char *about;                 /* one line for --modes        */
 } bench_mode;
 
-/* Runs the mode argv[1] names, argv shifted by one; else modes[0], the
- * program's own bench, with argv as given; "--modes" lists the table.
- * Returns the mode's exit status. */
+/* The mode argv[1] names, argv shifted by one; else modes[0], the
+ * program's own, with argv as given; "--modes" lists them.  Its status. */
 int bench_modes_main(int argc, char **argv, const bench_mode *modes,
                      size_t n);
-
-/* ---- latency histogram: 64 sub-buckets per power of two (~1.6 %) ------ */
-
-#define HB (128 + 41 * 64)
-
-typedef struct hist {
-    uint64_t n;
-    uint32_t b[HB];
-} hist;
-
-void hist_add(hist *h, uint64_t v);
-void hist_merge(hist *into, const hist *h);
-double hist_pct(const hist *h, double p); /* p in (0, 1]; NAN if empty */
 
 #endif

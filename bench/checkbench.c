@@ -1,18 +1,16 @@
 /*
  * checkbench.c -- rl_check() and rl_check_many() on the memory store, for
  * comparing two builds of the library (issue 12); compiles against any
- * header from 0.1 on.  Method: docs/BENCHMARKS.md, "How each bench
+ * header from 0.1 on (of benchutil.h it uses only the inline parts, and
+ * links no bench code).  Method: docs/BENCHMARKS.md, "How each bench
  * measures".
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
-#include <stdint.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ratelimit.h"
 
@@ -20,8 +18,9 @@
 #define HAVE_SIZES 1 /* the 1.0 header: sizes and named dimensions */
 #else
 #define HAVE_SIZES 0
-#define RL_RESULT_INIT {0}
 #endif
+
+#include "benchutil.h" /* now_ns(), pick(), RL_RESULT_INIT before 1.0 */
 
 #define BATCH 32
 
@@ -30,24 +29,17 @@ typedef struct opts {
     int json;
 } opts;
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* `others` rules per user on other endpoints, then per user (or tenant),
  * per ip, global: a request to /search is charged those 3. */
-static char *rules_json(const char *user_dim, unsigned long others)
+static rl_limiter *limiter(const char *user_dim, unsigned long others)
 {
-    size_t cap = 256 * (others + 3), len = 0;
+    size_t cap = 256 * (others + 3), len = 1;
     char *s = malloc(cap);
+    rl_limiter *lim = NULL;
 
     if (!s)
         exit(1);
-    len += (size_t)snprintf(s + len, cap - len, "[");
+    s[0] = '[';
     for (unsigned long i = 0; i < others; i++)
         len += (size_t)snprintf(s + len, cap - len,
                                 "{\"rule_id\":\"o%lu\",\"dimension\":\"user\","
@@ -55,27 +47,18 @@ static char *rules_json(const char *user_dim, unsigned long others)
                                 "\"limit\":1000000000,\"window_seconds\":60},",
                                 i, i);
     snprintf(s + len, cap - len,
-             "{\"rule_id\":\"u\",\"dimension\":\"%s\",\"match\":{\"endpoint\":"
-             "\"/search\"},\"limit\":1000000000,\"window_seconds\":60},"
-             "{\"rule_id\":\"i\",\"dimension\":\"ip\",\"limit\":1000000000,"
-             "\"window_seconds\":60,\"algorithm\":\"token_bucket\"},"
-             "{\"rule_id\":\"g\",\"dimension\":\"global\",\"limit\":"
-             "1000000000,\"window_seconds\":60,\"algorithm\":\"fixed_window\"}]",
+             "{\"rule_id\":\"u\",\"dimension\":\"%s\",\"match\":"
+             "{\"endpoint\":\"/search\"},\"limit\":1000000000,"
+             "\"window_seconds\":60},{\"rule_id\":\"i\",\"dimension\":"
+             "\"ip\",\"limit\":1000000000,\"window_seconds\":60,"
+             "\"algorithm\":\"token_bucket\"},{\"rule_id\":\"g\","
+             "\"dimension\":\"global\",\"limit\":1000000000,"
+             "\"window_seconds\":60,\"algorithm\":\"fixed_window\"}]",
              user_dim);
-    return s;
-}
-
-static rl_limiter *limiter(const char *user_dim, unsigned long others)
-{
-    rl_limiter *lim = NULL;
-    char *rules = rules_json(user_dim, others);
-
     if (rl_limiter_new(&lim, NULL) != RL_OK ||
-        rl_rules_load_string(lim, rules) != RL_OK) {
-        fprintf(stderr, "checkbench: %s\n", rl_errmsg(lim));
-        exit(1);
-    }
-    free(rules);
+        rl_rules_load_string(lim, s) != RL_OK)
+        exit((fprintf(stderr, "checkbench: %s\n", rl_errmsg(lim)), 1));
+    free(s);
     return lim;
 }
 
@@ -102,7 +85,8 @@ static void reqset_make(reqset *r, const opts *o, int named)
     r->user = calloc(o->keys, sizeof *r->user);
     r->ip = calloc(o->keys, sizeof *r->ip);
 #if HAVE_SIZES
-    r->dim = calloc(o->keys, sizeof *r->dim);
+    if (!(r->dim = calloc(o->keys, sizeof *r->dim)))
+        exit(1);
 #endif
     if (!r->req || !r->user || !r->ip)
         exit(1);
@@ -116,9 +100,7 @@ static void reqset_make(reqset *r, const opts *o, int named)
 #endif
     }
     for (unsigned long i = 0; i < o->n; i++) {
-        unsigned long k;
-        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-        k = (unsigned long)(x % o->keys);
+        unsigned long k = (unsigned long)pick(&x, o->keys);
         r->req[i] = (rl_request){
 #if HAVE_SIZES
             .size = sizeof(rl_request),
@@ -127,34 +109,33 @@ static void reqset_make(reqset *r, const opts *o, int named)
             .endpoint = "/search", .user = named ? NULL : r->user[k],
             .ip = r->ip[k], .cost = 1};
     }
-    (void)named;
 }
 
+/* ns a request of one round over the set, one at a time or BATCH. */
 static double round_ns(rl_limiter *lim, const reqset *r, const opts *o,
                        int many)
 {
     rl_result res[BATCH];
-    int codes[BATCH];
+    int codes[BATCH], rc = RL_OK;
     uint64_t t0;
 
     for (int i = 0; i < BATCH; i++)
         res[i] = (rl_result)RL_RESULT_INIT;
     t0 = now_ns();
-    if (!many) {
-        for (unsigned long i = 0; i < o->n; i++)
-            if (rl_check(lim, &r->req[i], &res[0]) != RL_OK)
-                exit((fprintf(stderr, "%s\n", rl_errmsg(lim)), 1));
-    } else {
-        for (unsigned long i = 0; i + BATCH <= o->n; i += BATCH)
-            if (rl_check_many(lim, &r->req[i], res, codes, BATCH) != RL_OK)
-                exit((fprintf(stderr, "%s\n", rl_errmsg(lim)), 1));
-    }
+    for (unsigned long i = 0; !many && i < o->n && rc == RL_OK; i++)
+        rc = rl_check(lim, &r->req[i], &res[0]);
+    for (unsigned long i = 0; many && i + BATCH <= o->n && rc == RL_OK;
+         i += BATCH)
+        rc = rl_check_many(lim, &r->req[i], res, codes, BATCH);
+    if (rc != RL_OK)
+        exit((fprintf(stderr, "%s\n", rl_errmsg(lim)), 1));
     return (double)(now_ns() - t0) / (double)(o->n / BATCH * BATCH);
 }
 
 static int cmp(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
+
     return (x > y) - (x < y);
 }
 

@@ -7,8 +7,11 @@
 
 #include "serverbench.h"
 
-#define OFF 0 /* deny_cache=0: the reference */
-#define ON 1  /* the default                 */
+#define OFF 0 /* deny_cache=0, or no lease: the reference */
+#define ON 1
+#define FLEET_MAX 64
+/* An answer Redis did not give: the rule's failure mode's. */
+#define DEGRADED (RL_FLAG_FAIL_OPEN | RL_FLAG_FALLBACK | RL_FLAG_FAIL_CLOSED)
 
 typedef struct options {
     unsigned long long seconds, limit;
@@ -16,11 +19,10 @@ typedef struct options {
     unsigned long long fleet, lease, partner;
 } options;
 
-#define FLEET_MAX 64
-
+/* A run's counts; `cached`: checks with the deny cache's (or the lease's)
+ * flag. */
 typedef struct run {
-    unsigned long long checks, admitted, cached, calls;
-    unsigned long long degraded; /* answers of the failure mode (leases) */
+    unsigned long long checks, admitted, cached, calls, degraded;
     double secs;
 } run;
 
@@ -44,86 +46,113 @@ static const bench_opts table = {
     .prog = "redisbench deny",
     .about = "Redis calls per check: deny cache and leases, on beside off."};
 
-static int parse_args(int argc, char **argv, options *o)
-{
-    int rc;
+static const text_layout layout = {30, 12, 4, 10, 22, 4};
 
-    *o = (options){0};
-    if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
-        return rc;
-    if (o->lease > o->partner / 2) {
-        fprintf(stderr, "redisbench deny: --lease above --partner / 2\n");
-        return 2;
-    }
-    return 0;
+/* The script's calls so far (INFO commandstats: EVALSHA and FCALL, and
+ * with leases EVAL too); below 0: unknown. */
+static double script_calls(const rh_server *srv, int lease)
+{
+    return (double)(rh_cmdstat_calls(srv, "evalsha") +
+                    rh_cmdstat_calls(srv, "fcall") +
+                    (lease ? rh_cmdstat_calls(srv, "eval") : 0));
 }
 
-/* Calls of the command `cmd` so far (INFO commandstats); -1: unknown. */
-static double calls_of(const rh_server *srv, const char *cmd)
+/* The abusive client's token bucket of --limit a minute (deny_cache off
+ * unless on), or with lease the partner's fixed window of --partner a
+ * minute (with "lease" when on). */
+static rl_limiter *make_limiter(const char *uri, const options *o,
+                                int lease, int on, char *err)
 {
-    return (double)rh_cmdstat_calls(srv, cmd);
-}
+    char rules[256], lz[48] = "";
 
-static double evalsha_calls(const rh_server *srv)
-{
-    return calls_of(srv, "evalsha") + calls_of(srv, "fcall");
-}
-
-static rl_limiter *make_limiter(const char *uri, const options *o, int on,
-                                char *err)
-{
-    char rules[256];
-
+    if (lease && on)
+        snprintf(lz, sizeof lz, ",\"lease\":%llu", o->lease);
     snprintf(rules, sizeof rules,
-             "[{\"rule_id\":\"abuse\",\"dimension\":\"user\","
-             "\"algorithm\":\"token_bucket\",\"limit\":%llu,"
-             "\"window_seconds\":60}]", o->limit);
+             "[{\"rule_id\":\"%s\",\"dimension\":\"user\",\"algorithm\":"
+             "\"%s\",\"limit\":%llu,\"window_seconds\":60%s}]",
+             lease ? "partner" : "abuse",
+             lease ? "fixed_window" : "token_bucket",
+             lease ? o->partner : o->limit, lz);
     return bench_limiter((const char *const[]){"store", uri, "rules", rules,
                                                "timeout_ms", "1000",
-                                               "deny_cache", on ? NULL : "0",
+                                               "deny_cache",
+                                               lease || on ? NULL : "0",
                                                NULL},
                          err);
 }
 
-/* The client's tokens spent, then --seconds of checks at full speed. */
-static int abuse(rl_limiter *lim, const rh_server *srv, const options *o,
-                 const char *user, run *out, char *err)
-{
-    rl_request req = RL_REQUEST_INIT;
-    rl_result res = RL_RESULT_INIT;
-    uint64_t t0, end;
-    double before;
-    int rc;
+/* One limiter of the run: the client's checks at full speed until end. */
+typedef struct member {
+    bench_status st; /* first: bench_threads() reads it */
+    rl_limiter *lim;
+    rl_request req;
+    uint64_t end;
+    int flag;        /* what r.cached counts */
+    run r;
+} member;
 
-    req.user = user;
-    req.cost = 1;
-    *out = (run){0};
-    do { /* spend the bucket */
-        if ((rc = rl_check(lim, &req, &res)) != RL_OK) {
-            set_err(err, "rl_check", rc, errtext(lim));
-            return -1;
+static void *member_checks(void *arg)
+{
+    member *m = arg;
+    rl_result res = RL_RESULT_INIT;
+
+    while (now_ns() < m->end && m->st.rc == RL_OK)
+        for (int i = 0; i < 64 && m->st.rc == RL_OK; i++) {
+            if ((m->st.rc = rl_check(m->lim, &m->req, &res)) != RL_OK)
+                set_err(m->st.err, "rl_check", m->st.rc, errtext(m->lim));
+            m->r.checks++;
+            m->r.admitted += res.allowed != 0;
+            m->r.cached += (res.flags & m->flag) != 0;
+            m->r.degraded += (res.flags & DEGRADED) != 0;
         }
-    } while (res.allowed);
-    before = evalsha_calls(srv);
-    t0 = now_ns();
-    end = t0 + o->seconds * 1000000000ULL;
-    while (now_ns() < end) {
-        for (int i = 0; i < 64; i++) {
-            if ((rc = rl_check(lim, &req, &res)) != RL_OK) {
-                set_err(err, "rl_check", rc, errtext(lim));
-                return -1;
-            }
-            out->checks++;
-            out->admitted += res.allowed != 0;
-            out->cached += (res.flags & RL_FLAG_CACHED) != 0;
-        }
-    }
-    out->secs = (double)(now_ns() - t0) / 1e9;
-    out->calls = (unsigned long long)(evalsha_calls(srv) - before);
-    return before < 0 ? -1 : 0;
+    return NULL;
 }
 
-static const text_layout layout = {30, 12, 4, 10, 22, 4};
+/* The deny cache's run (one client, its tokens spent first) or the
+ * leases' (--fleet limiters at once, threads of this one process), on or
+ * off, for --seconds: its counts in out. */
+static int fleet_run(const sb_env *env, const options *o, int lease, int on,
+                     run *out, char *err)
+{
+    static const char *const users[2][2] = {{"abuser-off", "abuser-on"},
+                                            {"partner-off", "partner-on"}};
+    static member m[FLEET_MAX];
+    size_t n = lease ? o->fleet : 1, k;
+    rl_result res = RL_RESULT_INIT;
+    double before;
+    uint64_t t0;
+    int rc = 0;
+
+    for (k = 0; k < n && rc == 0; k++) {
+        m[k] = (member){.flag = lease ? RL_FLAG_LEASED : RL_FLAG_CACHED,
+                        .req = RL_REQUEST_INIT};
+        m[k].req.user = users[lease][on];
+        m[k].req.cost = 1;
+        rc = (m[k].lim = make_limiter(env->uri, o, lease, on, err)) ? 0 : -1;
+    }
+    res.allowed = !lease; /* the deny cache's client spends its bucket */
+    while (rc == 0 && res.allowed)
+        if ((rc = rl_check(m[0].lim, &m[0].req, &res)) != RL_OK)
+            set_err(err, "rl_check", rc, errtext(m[0].lim));
+    before = script_calls(&env->srv, lease);
+    t0 = now_ns();
+    for (size_t i = 0; i < n; i++)
+        m[i].end = t0 + o->seconds * 1000000000ULL;
+    if (rc == 0)
+        rc = bench_threads(m, sizeof m[0], (int)n, member_checks, table.prog,
+                           err);
+    *out = (run){.secs = (double)(now_ns() - t0) / 1e9,
+                 .calls = (unsigned long long)(script_calls(&env->srv, lease) -
+                                               before)};
+    for (size_t i = 0; i < k; i++) {
+        out->checks += m[i].r.checks;
+        out->admitted += m[i].r.admitted;
+        out->cached += m[i].r.cached;
+        out->degraded += m[i].r.degraded;
+        rl_limiter_free(m[i].lim);
+    }
+    return rc || before < 0 ? -1 : 0;
+}
 
 /* <what>_redis_calls_per_check and <what>_checks_per_s, on beside off
  * (named ref); `cached`: what r[].cached counts. */
@@ -138,19 +167,14 @@ static void report_calls(const options *o, const char *what, const run r[2],
 
     snprintf(name[0], sizeof name[0], "%s_redis_calls_per_check", what);
     snprintf(name[1], sizeof name[1], "%s_checks_per_s", what);
-    xnum(&f, "target", 0.01);
-    xnum(&f, "calls_per_million_checks", 1e6 * f.value);
-    /* once a limit is spent the rest are denials the deny cache answers:
-     * the calls over the admitted checks alone, too */
-    xnum(&f, "calls_per_admitted",
-         (double)r[ON].calls / (double)(r[ON].admitted ? r[ON].admitted : 1));
-    xnum(&f, "checks", (double)r[ON].checks);
-    xnum(&f, "calls", (double)r[ON].calls);
-    xnum(&f, cached, (double)r[ON].cached);
-    xnum(&f, "admitted", (double)r[ON].admitted);
-    xnum(&f, "checks_ref", (double)r[OFF].checks);
-    xnum(&f, "calls_ref", (double)r[OFF].calls);
-    xnum(&f, "admitted_ref", (double)r[OFF].admitted);
+    XLIST(&f, XN("target", 0.01),
+          XN("calls_per_million_checks", 1e6 * f.value),
+          XN("calls_per_admitted",
+             (double)r[ON].calls / (double)(r[ON].admitted + !r[ON].admitted)),
+          XN("checks", r[ON].checks), XN("calls", r[ON].calls),
+          XN(cached, r[ON].cached), XN("admitted", r[ON].admitted),
+          XN("checks_ref", r[OFF].checks), XN("calls_ref", r[OFF].calls),
+          XN("admitted_ref", r[OFF].admitted));
     emit_figure(&f, o->json, &layout);
     f = (figure){.name = name[1], .unit = "checks/s", .nrefs = 1,
                  .value = (double)r[ON].checks / r[ON].secs,
@@ -159,72 +183,38 @@ static void report_calls(const options *o, const char *what, const run r[2],
     emit_figure(&f, o->json, &layout);
 }
 
-static void report(const options *o, const run r[2])
+/* deny_admitted beside deny_cache=0; lease_admitted beside the limit and
+ * the bound below it, fleet x (lease - 1) held unspent (a fixed window:
+ * never above the limit but by the answers Redis did not give). */
+static void report(const options *o, int lease, const run r[2])
 {
+    double held = (double)o->fleet * (double)(o->lease - 1);
     figure f = {.name = "deny_admitted", .value = (double)r[ON].admitted,
                 .unit = "requests", .nrefs = 1,
                 .ref = {(double)r[OFF].admitted},
                 .ref_name = {"deny_cache=0"}};
 
-    if (!o->json)
-        print_columns(&layout);
-    report_calls(o, "deny", r, "deny_cache=0", "cached");
-    xnum(&f, "expected", (double)o->limit * (double)o->seconds / 60.0);
+    if (!lease) {
+        if (!o->json)
+            print_columns(&layout);
+        report_calls(o, "deny", r, "deny_cache=0", "cached");
+        XLIST(&f, XN("expected", (double)o->limit * (double)o->seconds / 60));
+        emit_figure(&f, o->json, &layout);
+        return;
+    }
+    f = (figure){.name = "lease_admitted", .value = (double)r[ON].admitted,
+                 .unit = "requests", .nrefs = 2,
+                 .ref = {(double)o->partner, (double)o->partner - held},
+                 .ref_name = {"the limit", "limit - fleet*(lease-1)"}};
+    report_calls(o, "lease", r, "no lease", "leased");
+    XLIST(&f, XN("fleet", o->fleet), XN("lease", o->lease),
+          XN("bound_over", 0), XN("degraded", r[ON].degraded),
+          XN("bound_under", held), XN("admitted_ref", r[OFF].admitted));
     emit_figure(&f, o->json, &layout);
 }
 
-/* ---- leases ------------------------------------------------------------- */
-
-typedef struct member {
-    rl_limiter *lim;
-    uint64_t end;
-    const char *user;
-    unsigned long long checks, admitted, leased, degraded;
-    int rc;
-} member;
-
-/* An answer Redis did not give: the rule's failure mode's (a check that
- * timed out, on a machine too busy to run Redis in time). */
-#define DEGRADED (RL_FLAG_FAIL_OPEN | RL_FLAG_FALLBACK | RL_FLAG_FAIL_CLOSED)
-
-/* One limiter of the fleet: the partner's checks at full speed. */
-static void *partner_checks(void *arg)
-{
-    member *m = arg;
-    rl_request req = RL_REQUEST_INIT;
-    rl_result res = RL_RESULT_INIT;
-
-    req.user = m->user;
-    req.cost = 1;
-    while (now_ns() < m->end && m->rc == RL_OK)
-        for (int i = 0; i < 64 && m->rc == RL_OK; i++) {
-            m->rc = rl_check(m->lim, &req, &res);
-            m->checks++;
-            m->admitted += res.allowed != 0;
-            m->leased += (res.flags & RL_FLAG_LEASED) != 0;
-            m->degraded += (res.flags & DEGRADED) != 0;
-        }
-    return NULL;
-}
-
-static rl_limiter *lease_limiter(const char *uri, const options *o, int on,
-                                 char *err)
-{
-    char rules[256], lease[48] = "";
-
-    if (on)
-        snprintf(lease, sizeof lease, ",\"lease\":%llu", o->lease);
-    snprintf(rules, sizeof rules,
-             "[{\"rule_id\":\"partner\",\"dimension\":\"user\","
-             "\"algorithm\":\"fixed_window\",\"limit\":%llu,"
-             "\"window_seconds\":60%s}]", o->partner, lease);
-    return bench_limiter((const char *const[]){"store", uri, "rules", rules,
-                                               "timeout_ms", "1000", NULL},
-                         err);
-}
-
-/* Both runs inside one minute's window: wait for the next minute when
- * fewer seconds than they need are left in this one. */
+/* Both lease runs inside one minute's window: wait for the next minute
+ * when fewer seconds than they need are left in this one. */
 static void lease_window(const options *o)
 {
     struct timespec ts;
@@ -236,95 +226,29 @@ static void lease_window(const options *o)
         usleep((useconds_t)(left * 1000000 - ts.tv_nsec / 1000 + 100000));
 }
 
-/* The fleet checks the partner for --seconds, leases on or off. */
-static int lease_fleet(const char *uri, const rh_server *srv,
-                       const options *o, int on, run *out, char *err)
-{
-    member m[FLEET_MAX] = {{0}};
-    pthread_t t[FLEET_MAX];
-    double before;
-    uint64_t t0;
-    size_t n = 0;
-    int rc = 0;
-
-    *out = (run){0};
-    for (; n < o->fleet; n++)
-        if (!(m[n].lim = lease_limiter(uri, o, on, err)))
-            break;
-    before = evalsha_calls(srv) + calls_of(srv, "eval");
-    t0 = now_ns();
-    for (size_t i = 0; n == o->fleet && i < n; i++) {
-        m[i].end = t0 + o->seconds * 1000000000ULL;
-        m[i].user = on ? "partner-on" : "partner-off";
-        pthread_create(&t[i], NULL, partner_checks, &m[i]);
-    }
-    for (size_t i = 0; n == o->fleet && i < n; i++) {
-        pthread_join(t[i], NULL);
-        if (m[i].rc != RL_OK && !rc) {
-            set_err(err, "rl_check", m[i].rc, errtext(m[i].lim));
-            rc = -1;
-        }
-        out->checks += m[i].checks;
-        out->admitted += m[i].admitted;
-        out->cached += m[i].leased;
-        out->degraded += m[i].degraded;
-    }
-    out->secs = (double)(now_ns() - t0) / 1e9;
-    out->calls = (unsigned long long)(evalsha_calls(srv) +
-                                      calls_of(srv, "eval") - before);
-    for (size_t i = 0; i < n; i++)
-        rl_limiter_free(m[i].lim);
-    return n == o->fleet ? rc : -1;
-}
-
-static void report_lease(const options *o, const run r[2])
-{
-    double held = (double)o->fleet * (double)(o->lease - 1);
-    /* a fixed window: never above the limit but by the answers Redis did
-     * not give (degraded: a check that timed out, the rule's fallback);
-     * when the partner asks beyond it, at most fleet x (lease - 1) below
-     * (held, unspent) */
-    figure f = {.name = "lease_admitted", .value = (double)r[ON].admitted,
-                .unit = "requests", .nrefs = 2,
-                .ref = {(double)o->partner, (double)o->partner - held},
-                .ref_name = {"the limit", "limit - fleet*(lease-1)"}};
-
-    report_calls(o, "lease", r, "no lease", "leased");
-    xnum(&f, "fleet", (double)o->fleet);
-    xnum(&f, "lease", (double)o->lease);
-    xnum(&f, "bound_over", 0);
-    xnum(&f, "degraded", (double)r[ON].degraded);
-    xnum(&f, "bound_under", held);
-    xnum(&f, "admitted_ref", (double)r[OFF].admitted);
-    emit_figure(&f, o->json, &layout);
-}
-
 int deny_main(int argc, char **argv, sb_env *env)
 {
-    options o;
+    options o = {0};
     run r[2];
     char err[ERRLEN] = "";
-    int rc = parse_args(argc, argv, &o);
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : rc;
-    bench_params(&table, &o, o.json);
-    for (int on = OFF; on <= ON && rc == 0; on++) {
-        rl_limiter *lim = make_limiter(env->uri, &o, on, err);
-        rc = !lim || abuse(lim, &env->srv, &o,
-                           on ? "abuser-on" : "abuser-off", &r[on],
-                           err) != 0;
-        rl_limiter_free(lim);
+    if (o.lease > o.partner / 2) {
+        fprintf(stderr, "redisbench deny: --lease above --partner / 2\n");
+        return 2;
     }
-    if (!rc)
-        report(&o, r);
-    if (!rc)
-        lease_window(&o);
-    for (int on = OFF; on <= ON && rc == 0; on++)
-        rc = lease_fleet(env->uri, &env->srv, &o, on, &r[on], err) != 0;
+    bench_params(&table, &o, o.json);
+    for (int lease = 0; lease <= 1 && rc == 0; lease++) {
+        if (lease)
+            lease_window(&o);
+        for (int on = OFF; on <= ON && rc == 0; on++)
+            rc = fleet_run(env, &o, lease, on, &r[on], err) != 0;
+        if (rc == 0)
+            report(&o, lease, r);
+    }
     if (rc)
         fprintf(stderr, "redisbench deny: %s\n", err);
-    else
-        report_lease(&o, r);
     return rc;
 }

@@ -1,14 +1,13 @@
 /*
  * eventsbench.c -- redisbench events: rejection events' cost on the
- * request path (on beside off) and their delivery.  Method:
- * docs/BENCHMARKS.md, "How each bench measures".
+ * request path (on beside off, benchutil's bench_ab) and their delivery.
+ * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "serverbench.h"
 
 #define OFF 0
 #define ON 1
 #define THREADS 8
-#define MAX_ROUNDS 1000
 #define KEY_STRIDE 16
 #define STREAM "rl:events"
 #define MAXLEN "100000"
@@ -18,10 +17,6 @@ typedef struct options {
     int json, quick;
 } options;
 
-static const char rules[] =
-    "{\"rules\":[{\"rule_id\":\"r\",\"dimension\":\"user\",\"match\":"
-    "{\"endpoint\":\"/api\"},\"limit\":1,\"window_seconds\":3600}]}";
-
 static const bench_opt opts[] = {
     BENCH_OPT_JSON_ROW(options),
     BENCH_OPT_QUICK_ROW(options),
@@ -29,8 +24,8 @@ static const bench_opt opts[] = {
      "distinct users (cost)"},
     {"--calls", BENCH_OPT_COUNT, OPT_AT(calls), 100, 1e12, 20000, 5000, NULL,
      "checks per timed block (cost)"},
-    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, MAX_ROUNDS, 40, 10, NULL,
-     "blocks per side (cost)"},
+    {"--rounds", BENCH_OPT_COUNT, OPT_AT(rounds), 1, AB_MAX_PAIRS, 40, 10,
+     NULL, "blocks per side (cost)"},
     {"--rate", BENCH_OPT_COUNT, OPT_AT(rate), 1, 1e12, 100000, 100000, NULL,
      "denials a second (delivery)"},
     {"--seconds", BENCH_OPT_COUNT, OPT_AT(seconds), 1, 1e6, 10, 2, NULL,
@@ -42,62 +37,61 @@ static const bench_opts table = {
     .prog = "redisbench events",
     .about = "rejection events: cost on the request path, delivery."};
 
+static const text_layout layout = {22, 10, 1, 9, 10, 3};
+
+/* The sender's counts in the metrics text: sent, then dropped by reason. */
+static const char *const series[4] = {
+    "ratelimit_events_sent_total",
+    "ratelimit_events_dropped_total{reason=\"ring_full\"}",
+    "ratelimit_events_dropped_total{reason=\"redis_away\"}",
+    "ratelimit_events_dropped_total{reason=\"rejected\"}"};
+
 static rl_limiter *make_limiter(const char *events_uri, char *err)
 {
-    return bench_limiter((const char *const[]){"rules", rules,
-                                               "events_maxlen", MAXLEN,
-                                               "events_redis", events_uri,
-                                               NULL},
-                         err);
+    return bench_limiter(
+        (const char *const[]){"rules",
+                              "[{\"rule_id\":\"r\",\"dimension\":\"user\","
+                              "\"match\":{\"endpoint\":\"/api\"},\"limit\":1,"
+                              "\"window_seconds\":3600}]",
+                              "events_maxlen", MAXLEN,
+                              "events_redis", events_uri, NULL},
+        err);
 }
 
-static int deny(rl_limiter *lim, const char *user)
+/* events_cost_deny_1t: every user's one spent, then ABBA blocks of denials
+ * on the two limiters; medians of the blocks' ns a check. */
+static int cost(const options *o, rl_limiter **lim, char *err)
 {
-    rl_request req = {.size = sizeof req, .endpoint = "/api", .user = user,
-                      .cost = 1};
-    rl_result res = RL_RESULT_INIT;
+    static hist h[2];
+    static ab_result res;
+    static double ns[2][AB_MAX_PAIRS];
+    double med[2];
+    bench_input in;
+    ab_run ab = {.lim = {lim[OFF], lim[ON]}, .stride = KEY_STRIDE,
+                 .calls = o->calls, .pairs = (int)o->rounds, .blocks = 2,
+                 .h = h, .pause_ms = 1};
+    figure f;
+    int rc;
 
-    return rl_check(lim, &req, &res);
-}
-
-/* ---- cost ----------------------------------------------------------------- */
-
-static int cost(const options *o, rl_limiter **lim, const char *keys)
-{
-    static double ns[2][MAX_ROUNDS];
-    hist h[2] = {0};
-    uint64_t st = 0xE7E7;
-    static const text_layout layout = {22, 10, 1, 9, 10, 3};
-    figure f = {0};
-
-    for (size_t i = 0; i < o->keys; i++) /* spend each user's one */
-        for (int w = OFF; w <= ON; w++)
-            if (deny(lim[w], keys + i * KEY_STRIDE) != RL_OK)
-                return -1;
-    for (unsigned long long r = 0; r < o->rounds; r++)
-        for (int k = 0; k < 2; k++) {
-            int w = (int)((r + (unsigned long long)k) % 2);
-            uint64_t t0 = now_ns();
-            for (size_t i = 0; i < o->calls; i++) {
-                const char *u = keys + pick(&st, o->keys) * KEY_STRIDE;
-                uint64_t t1 = (i & 15) ? 0 : now_ns();
-                deny(lim[w], u);
-                if (t1)
-                    hist_add(&h[w], now_ns() - t1);
-            }
-            ns[w][r] = (double)(now_ns() - t0) / (double)o->calls;
-            usleep(1000); /* let the sender drain beside, not within */
-        }
-    for (int w = OFF; w <= ON; w++)
-        sort_doubles(ns[w], o->rounds);
-    f = (figure){.name = "events_cost_deny_1t",
-                  .value = 1e9 / ns[ON][o->rounds / 2], .unit = "checks/s",
-                  .nrefs = 1, .ref = {1e9 / ns[OFF][o->rounds / 2]},
-                  .ref_name = {"events_off"}};
-    xnum(&f, "ns", ns[ON][o->rounds / 2]);
-    xnum(&f, "ref_ns", ns[OFF][o->rounds / 2]);
-    xnum(&f, "p99_ns", hist_pct(&h[ON], 0.99));
-    xnum(&f, "ref_p99_ns", hist_pct(&h[OFF], 0.99));
+    if (bench_input_make(&in, o->keys, KEY_STRIDE, o->calls, 0, table.prog))
+        return snprintf(err, ERRLEN, "out of memory"), -1;
+    ab.keys = in.keys;
+    rc = bench_ab_charge(&ab, o->keys, err) ||
+         bench_ab(&ab, in.seq, 1, &res, table.prog, err);
+    bench_input_free(&in);
+    if (rc)
+        return -1;
+    for (int w = OFF; w <= ON; w++) {
+        for (int p = 0; p < ab.pairs; p++)
+            ns[w][p] = res.wall[p][w];
+        med[w] = median_of(ns[w], o->rounds);
+    }
+    f = (figure){.name = "events_cost_deny_1t", .value = 1e9 / med[ON],
+                 .unit = "checks/s", .nrefs = 1, .ref = {1e9 / med[OFF]},
+                 .ref_name = {"events_off"}};
+    XLIST(&f, XN("ns", med[ON]), XN("ref_ns", med[OFF]),
+          XN("p99_ns", hist_pct(&h[ON], 0.99)),
+          XN("ref_p99_ns", hist_pct(&h[OFF], 0.99)));
     emit_figure(&f, o->json, &layout);
     return 0;
 }
@@ -105,27 +99,28 @@ static int cost(const options *o, rl_limiter **lim, const char *keys)
 /* ---- delivery ------------------------------------------------------------- */
 
 typedef struct pacer {
+    bench_status st; /* first: bench_threads() reads it */
     rl_limiter *lim;
-    double per_ns;            /* checks per ns, this thread's share */
+    double per_ns;   /* checks per ns, this thread's share */
     uint64_t t0, until;
     unsigned long long done, denied;
     int id;
 } pacer;
 
+/* Denials at the thread's share of --rate, paced against the clock. */
 static void *pace(void *arg)
 {
     pacer *p = arg;
     char user[32];
+    rl_request req = {.size = sizeof req, .endpoint = "/api", .user = user,
+                      .cost = 1};
 
     for (uint64_t now = now_ns(); now < p->until; now = now_ns()) {
-        double due = (double)(now - p->t0) * p->per_ns;
-        if ((double)p->done >= due) {
+        rl_result res = RL_RESULT_INIT;
+        if ((double)p->done >= (double)(now - p->t0) * p->per_ns) {
             usleep(200);
             continue;
         }
-        rl_request req = {.size = sizeof req, .endpoint = "/api",
-                          .user = user, .cost = 1};
-        rl_result res = RL_RESULT_INIT;
         snprintf(user, sizeof user, "t%d-%llu", p->id, p->done % 1000);
         if (rl_check(p->lim, &req, &res) == RL_OK && !res.allowed)
             p->denied++; /* each user's first check passes */
@@ -134,76 +129,59 @@ static void *pace(void *arg)
     return NULL;
 }
 
-static double metric(const char *text, const char *series)
+/* The value of a series in the metrics text, -1 when it is not there. */
+static double metric(const char *text, const char *name)
 {
-    size_t n = strlen(series);
+    size_t n = strlen(name);
 
     for (const char *p = text; p; p = strchr(p, '\n'), p = p ? p + 1 : p)
-        if (strncmp(p, series, n) == 0 && p[n] == ' ')
+        if (strncmp(p, name, n) == 0 && p[n] == ' ')
             return strtod(p + n + 1, NULL);
     return -1;
 }
 
+/* events_delivery_8t: the events sent beside the denials offered, once
+ * every one is sent or counted lost (10 s at most). */
 static int delivery(const options *o, const rh_server *srv, const char *uri,
                     char *err)
 {
     static char text[1 << 16];
-    static const text_layout layout = {22, 10, 1, 9, 10, 3};
+    static pacer p[THREADS];
     rl_limiter *lim = make_limiter(uri, err);
-    pthread_t th[THREADS];
-    pacer p[THREADS];
-    unsigned long long offered = 0, checks = 0;
-    size_t len;
+    double offered = 0, checks = 0, v[4] = {0}, sum = 0;
+    uint64_t t0 = now_ns();
     redisContext *c;
     redisReply *r;
-    figure f = {0};
+    size_t len;
 
     if (!lim)
         return -1;
-    for (int t = 0; t < THREADS; t++) {
+    for (int t = 0; t < THREADS; t++)
         p[t] = (pacer){.lim = lim, .per_ns = (double)o->rate / THREADS / 1e9,
-                       .t0 = now_ns(), .id = t};
-        p[t].until = p[t].t0 + o->seconds * 1000000000ULL;
-        pthread_create(&th[t], NULL, pace, &p[t]);
-    }
-    for (int t = 0; t < THREADS; t++) {
-        pthread_join(th[t], NULL);
-        offered += p[t].denied;
-        checks += p[t].done;
-    }
-    /* Let the sender finish (every event sent or counted lost, 10 s at
-     * most), then read its counts. */
-    for (int i = 0; i < 1000; i++) {
+                       .t0 = t0, .until = t0 + o->seconds * 1000000000ULL,
+                       .id = t};
+    bench_threads(p, sizeof p[0], THREADS, pace, table.prog, err);
+    for (int t = 0; t < THREADS; t++)
+        offered += (double)p[t].denied, checks += (double)p[t].done;
+    for (int i = 0; i < 1000 && (!i || sum < offered); i++) {
+        usleep(i ? 10000 : 0);
         rl_metrics_write(lim, text, sizeof text, &len);
-        if (metric(text, "ratelimit_events_sent_total") +
-                metric(text, "ratelimit_events_dropped_total"
-                             "{reason=\"ring_full\"}") +
-                metric(text, "ratelimit_events_dropped_total"
-                             "{reason=\"redis_away\"}") +
-                metric(text, "ratelimit_events_dropped_total"
-                             "{reason=\"rejected\"}") >= (double)offered)
-            break;
-        usleep(10000);
+        sum = 0;
+        for (int k = 0; k < 4; k++)
+            sum += v[k] = metric(text, series[k]);
     }
     rl_limiter_free(lim);
     c = rh_connect(srv);
     r = c ? redisCommand(c, "XLEN " STREAM) : NULL;
-    f = (figure){.name = "events_delivery_8t",
-                  .value = metric(text, "ratelimit_events_sent_total"),
-                  .unit = "events", .nrefs = 1, .ref = {(double)offered},
-                  .ref_name = {"denials"}};
-    xnum(&f, "seconds", (double)o->seconds);
-    xnum(&f, "checks", (double)checks);
-    xnum(&f, "rate_target", (double)o->rate);
-    xnum(&f, "dropped_ring_full",
-         metric(text, "ratelimit_events_dropped_total{reason=\"ring_full\"}"));
-    xnum(&f, "dropped_redis_away",
-         metric(text, "ratelimit_events_dropped_total{reason=\"redis_away\"}"));
-    xnum(&f, "dropped_rejected",
-         metric(text, "ratelimit_events_dropped_total{reason=\"rejected\"}"));
-    xnum(&f, "stream_len", r && r->type == REDIS_REPLY_INTEGER
-                               ? (double)r->integer : -1);
-    xnum(&f, "maxlen", atof(MAXLEN));
+    figure f = {.name = "events_delivery_8t", .value = v[0],
+                .unit = "events", .nrefs = 1, .ref = {offered},
+                .ref_name = {"denials"}};
+    XLIST(&f, XN("seconds", o->seconds), XN("checks", checks),
+          XN("rate_target", o->rate), XN("dropped_ring_full", v[1]),
+          XN("dropped_redis_away", v[2]), XN("dropped_rejected", v[3]),
+          XN("stream_len", r && r->type == REDIS_REPLY_INTEGER
+                               ? (double)r->integer : -1),
+          XN("maxlen", atof(MAXLEN)));
     emit_figure(&f, o->json, &layout);
     freeReplyObject(r);
     redisFree(c);
@@ -213,18 +191,15 @@ static int delivery(const options *o, const rh_server *srv, const char *uri,
 int events_main(int argc, char **argv, sb_env *env)
 {
     options o = {0};
-    char err[ERRLEN] = "", *keys;
+    char err[ERRLEN] = "";
     rl_limiter *lim[2] = {NULL, NULL};
     int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : rc;
-    if (!(keys = bench_keys(o.keys, KEY_STRIDE)))
-        return 1;
     bench_params(&table, &o, o.json);
     rc = !(lim[OFF] = make_limiter(NULL, err)) ||
-         !(lim[ON] = make_limiter(env->uri, err)) ||
-         cost(&o, lim, keys) != 0;
+         !(lim[ON] = make_limiter(env->uri, err)) || cost(&o, lim, err);
     rl_limiter_free(lim[OFF]);
     rl_limiter_free(lim[ON]);
     if (!rc) {
@@ -235,6 +210,5 @@ int events_main(int argc, char **argv, sb_env *env)
     }
     if (rc)
         fprintf(stderr, "redisbench events: %s\n", err);
-    free(keys);
     return rc;
 }

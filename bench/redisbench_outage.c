@@ -1,50 +1,65 @@
 /*
  * redisbench_outage.c -- group 6 of redisbench: the circuit breaker
  * against a hung server (breaker-open latency, probes, admissions per
- * failure mode, time to close).  The server it hangs is a private one the
- * test harness starts (tests/redis_harness.c): stopped by SIGSTOP
- * (rh_pause), so the kernel still accepts connections and bytes and nothing
- * answers, and resumed by SIGCONT (rh_resume); it dies with this process
- * however that ends.  Method: docs/BENCHMARKS.md, "How each bench
- * measures".
+ * failure mode, time to close).  The server is a private one the test
+ * harness starts (tests/redis_harness.c), hung by SIGSTOP (rh_pause: the
+ * kernel still accepts connections, nothing answers) and resumed by
+ * SIGCONT (rh_resume) on every way out.  Method: docs/BENCHMARKS.md,
+ * "How each bench measures".
  */
 #include "redisbench.h"
 #include "redis_harness.h"
 
 static rh_server srv; /* the server this group hangs */
-static void out_rule(char *buf, size_t len, const char *id, int algo,
-                     long long limit, long long window_s, const char *failure)
+static const char *const mode[3] = {"open", "closed", "fallback"};
+
+/* The counters at one moment: the limiter's, its Redis store's. */
+typedef struct snap {
+    rl_stats b;
+    store_redis_stats s;
+} snap;
+
+#define DB(a, z, f) ((double)((z).b.f - (a).b.f)) /* rl_stats: z - a  */
+#define DS(a, z, f) ((double)((z).s.f - (a).s.f)) /* store stats     */
+
+static void snap_take(rl_limiter *lim, snap *s)
 {
-    snprintf(buf, len,
-             "{\"rule_id\":\"%s\",\"dimension\":\"user\",\"limit\":%lld,"
-             "\"window_seconds\":%lld,\"algorithm\":\"%s\","
-             "\"failure_mode\":\"%s\"}",
-             id, limit, window_s, algo_names[algo], failure);
+    s->b = (rl_stats)RL_STATS_INIT;
+    rl_stats_get(lim, &s->b);
+    store_redis_stats_get(limiter_store(lim), &s->s);
 }
 
-/* A limiter for the outage figures: Redis (timeout OUT_TIMEOUT_MS, breaker
- * after OUT_FAILURES, the given cooldown, fleet of OUT_FLEET) or, with
- * redis 0, the memory store with the same options and rules. */
-static int out_limiter(const options *o, int redis, const char *rules,
-                       long long cooldown_ms, rl_limiter **out, char *err)
+/* A limiter on the hung server (redis) or the memory store: timeout
+ * OUT_TIMEOUT_MS, breaker after OUT_FAILURES, fleet OUT_FLEET, and n rules
+ * id[i] in failure mode fm[i], each `algo`, limit per window_s. */
+static rl_limiter *out_limiter(const options *o, int redis, int n,
+                               const char *const *id, const char *const *fm,
+                               int algo, long long limit, long long window_s,
+                               long long cooldown_ms, char *err)
 {
-    char uri[64] = "memory://", c[24];
+    char uri[64] = "memory://", c[24], rules[1024];
+    size_t k = 0;
 
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(rules + k, sizeof rules - k,
+                              "%s{\"rule_id\":\"%s\",\"dimension\":\"user\","
+                              "\"limit\":%lld,\"window_seconds\":%lld,"
+                              "\"algorithm\":\"%s\",\"failure_mode\":\"%s\"}%s",
+                              i ? "," : "[", id[i], limit, window_s,
+                              algo_names[algo], fm[i], i + 1 < n ? "" : "]");
     if (redis)
         snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", o->port);
     snprintf(c, sizeof c, "%lld", cooldown_ms);
-    *out = bench_limiter(
-        (const char *const[]){"store", uri,
+    return bench_limiter(
+        (const char *const[]){"store", uri, "rules", rules,
                               "timeout_ms", BENCH_STR(OUT_TIMEOUT_MS),
                               "breaker_failures", BENCH_STR(OUT_FAILURES),
                               "breaker_cooldown_ms", c,
-                              "fleet_size", BENCH_STR(OUT_FLEET),
-                              "rules", rules, NULL},
+                              "fleet_size", BENCH_STR(OUT_FLEET), NULL},
         err);
-    return *out ? RL_OK : -1;
 }
 
-/* rl_allow(), timed; -1 (err set) when it fails. */
+/* rl_allow(), timed (ns may be NULL); -1 (err set) when it fails. */
 static int out_allow(rl_limiter *lim, const char *key, const char *rule,
                      rl_result *res, uint64_t *ns, char *err)
 {
@@ -53,11 +68,9 @@ static int out_allow(rl_limiter *lim, const char *key, const char *rule,
 
     if (ns)
         *ns = now_ns() - t0;
-    if (rc != RL_OK) {
+    if (rc != RL_OK)
         set_err(err, "rl_allow", rc, errtext(lim));
-        return -1;
-    }
-    return 0;
+    return rc != RL_OK ? -1 : 0;
 }
 
 /* Checks while Redis answers: none may be degraded, the breaker closed. */
@@ -66,98 +79,89 @@ static int out_healthy(rl_limiter *lim, const char *key,
                        char *err)
 {
     rl_result res = RL_RESULT_INIT;
-    rl_stats st = RL_STATS_INIT;
+    snap s;
 
-    for (int i = 0; i < rounds; i++)
-        for (int r = 0; r < nrules; r++) {
-            if (out_allow(lim, key, rule[r], &res, NULL, err))
-                return -1;
-            if (res.flags & DEGRADED)
-                return snprintf(err, ERRLEN, "outage: a check before the "
-                                "fault was degraded (flags 0x%x): Redis is "
-                                "not answering", res.flags), -1;
-        }
-    rl_stats_get(lim, &st);
-    if (st.breaker_state != RL_BREAKER_CLOSED)
+    for (int i = 0; i < rounds * nrules; i++) {
+        if (out_allow(lim, key, rule[i % nrules], &res, NULL, err))
+            return -1;
+        if (res.flags & DEGRADED)
+            return snprintf(err, ERRLEN, "outage: a check before the fault "
+                            "was degraded (flags 0x%x): Redis is not "
+                            "answering", res.flags), -1;
+    }
+    snap_take(lim, &s);
+    if (s.b.breaker_state != RL_BREAKER_CLOSED)
         return snprintf(err, ERRLEN, "outage: breaker state %d before the "
-                        "fault", st.breaker_state), -1;
+                        "fault", s.b.breaker_state), -1;
     return 0;
+}
+
+/* The server hung while during(arg) runs, resumed however it ends: 0, or
+ * -1 when a step fails. */
+static int out_hang(int (*during)(void *, char *), void *arg, char *err)
+{
+    int rc;
+
+    if (rh_pause(&srv) != 0)
+        return snprintf(err, ERRLEN, "outage: cannot stop the server"), -1;
+    rc = during(arg, err);
+    if (rh_resume(&srv) != 0 && rc == 0)
+        rc = (snprintf(err, ERRLEN, "outage: cannot resume the server"), -1);
+    return rc;
 }
 
 /* ---- figures 1 and 2: the breaker open ------------------------------------ */
 
-/* What out_open() measures: the limiters, the K probes until the breaker
- * opens, the latencies with it open ([0]) and of the memory store ([1]),
- * and the counters before the fault (0), when the breaker opened (1) and
- * after the measurement (2). */
+/* The Redis limiter ([0]) and the memory store's ([1]), the keys, the
+ * latencies with the breaker open ([0]) and of the memory store ([1]); the
+ * counters before the fault, when the breaker opened and after. */
 typedef struct oo_run {
-    rl_limiter *lim, *mem;
-    char (*keys)[24];
-    hist *h;
+    rl_limiter *lim[2];
+    char keys[OUT_NKEYS][24];
+    hist h[2];
+    snap s[3];
     unsigned long long n, not_fb;
-    store_redis_stats s0, s1, s2;
-    rl_stats b0, b1, b2;
-    double probe_max, probe_min, probe_sum;
-    int probes, opened_after;
+    double pmax, pmin, psum;
+    int probes; /* the checks until the breaker opened */
 } oo_run;
 
-/* Checks with Redis stopped until the breaker opens (at most 4 K). */
-static int oo_probe(oo_run *r, const char *rid, char *err)
-{
-    rl_result res = RL_RESULT_INIT;
-    uint64_t ns;
-
-    for (int i = 0; i < 4 * OUT_FAILURES; i++) {
-        double ms;
-        if (out_allow(r->lim, r->keys[i], rid, &res, &ns, err))
-            return -1;
-        ms = (double)ns / 1e6;
-        r->probe_max = r->probes == 0 || ms > r->probe_max ? ms : r->probe_max;
-        r->probe_min = r->probes == 0 || ms < r->probe_min ? ms : r->probe_min;
-        r->probe_sum += ms;
-        r->probes++;
-        rl_stats_get(r->lim, &r->b1);
-        if (r->b1.breaker_state == RL_BREAKER_OPEN) {
-            r->opened_after = i + 1;
-            break;
-        }
-    }
-    if (r->opened_after == 0) {
-        snprintf(err, ERRLEN, "outage: the breaker is not open after %d "
-                 "failed checks (breaker_failures %d)", r->probes,
-                 OUT_FAILURES);
-        return -1;
-    }
-    store_redis_stats_get(limiter_store(r->lim), &r->s1);
-    return 0;
-}
-
-/* OUT_WARM checks, then r->n timed, in alternating blocks of OUT_BLOCK on
+/* Checks with Redis stopped until the breaker opens (at most 4 K), then
+ * OUT_WARM checks and r->n timed, in alternating blocks of OUT_BLOCK on
  * the open breaker and on the memory store. */
-static int oo_measure(oo_run *r, const char *rid, char *err)
+static int oo_during(void *arg, char *err)
 {
+    oo_run *r = arg;
     rl_result res = RL_RESULT_INIT;
     uint64_t ns;
 
+    do {
+        if (r->probes == 4 * OUT_FAILURES)
+            return snprintf(err, ERRLEN, "outage: the breaker is not open "
+                            "after %d failed checks (breaker_failures %d)",
+                            r->probes, OUT_FAILURES), -1;
+        if (out_allow(r->lim[0], r->keys[r->probes], "oo", &res, &ns, err))
+            return -1;
+        r->pmax = fmax(r->pmax, (double)ns / 1e6);
+        r->pmin = fmin(r->pmin, (double)ns / 1e6);
+        r->psum += (double)ns / 1e6;
+        r->probes++;
+        snap_take(r->lim[0], &r->s[1]);
+    } while (r->s[1].b.breaker_state != RL_BREAKER_OPEN);
     for (int pass = 0; pass < 2; pass++) {
         unsigned long long total = pass ? r->n : OUT_WARM;
-        for (unsigned long long done = 0; done < total; done += OUT_BLOCK)
-            for (int side = 0; side < 2; side++) {
-                rl_limiter *l = side ? r->mem : r->lim;
-                for (unsigned long long j = done;
-                     j < done + OUT_BLOCK && j < total; j++) {
-                    if (out_allow(l, r->keys[j % OUT_NKEYS], rid, &res, &ns,
-                                  err))
+        for (unsigned long long b = 0; b < total; b += OUT_BLOCK)
+            for (int side = 0; side < 2; side++)
+                for (unsigned long long i = b; i < b + OUT_BLOCK && i < total;
+                     i++) {
+                    if (out_allow(r->lim[side], r->keys[i % OUT_NKEYS], "oo",
+                                  &res, &ns, err))
                         return -1;
                     if (pass)
                         hist_add(&r->h[side], ns);
-                    if (!side && !(res.flags & RL_FLAG_FALLBACK))
-                        r->not_fb++;
+                    r->not_fb += !side && !(res.flags & RL_FLAG_FALLBACK);
                 }
-            }
     }
-    store_redis_stats_get(limiter_store(r->lim), &r->s2);
-    rl_stats_get(r->lim, &r->b2);
+    snap_take(r->lim[0], &r->s[2]);
     return 0;
 }
 
@@ -170,163 +174,99 @@ static figure oo_pct(const hist *h, const char *name, double p)
                     .ref_name = {"memory_store_check"}};
 }
 
-static void oo_emit_open(const options *o, const oo_run *r)
+static void oo_emit(const options *o, const oo_run *r)
 {
-    const hist *h = r->h;
-    figure f = oo_pct(h, "outage_breaker_open_p50", 0.50);
+    const snap *s = r->s;
+    figure f = oo_pct(r->h, "outage_breaker_open_p50", 0.50);
 
-    xnum(&f, "samples", (double)h[0].n);
-    xnum(&f, "ref_samples", (double)h[1].n);
+    XLIST(&f, XN("samples", r->h[0].n), XN("ref_samples", r->h[1].n));
     emit(o, &f);
-    f = oo_pct(h, "outage_breaker_open_p99", 0.99);
-    xnum(&f, "target_max_us", OUT_TARGET_P99_US);
-    xnum(&f, "p999_us", hist_pct(&h[0], 0.999) / 1000.0);
-    xnum(&f, "ref_p999_us", hist_pct(&h[1], 0.999) / 1000.0);
-    xnum(&f, "checks", (double)r->n);
-    xnum(&f, "warmup_checks", OUT_WARM);
-    /* Socket calls while open (every check after the breaker opened,
-     * warm-up included): must be 0. */
-    xnum(&f, "network_calls", (double)(r->s2.calls - r->s1.calls));
-    xnum(&f, "network_calls_max", 0);
-    xnum(&f, "writes", (double)(r->s2.writes - r->s1.writes));
-    xnum(&f, "store_errors",
-         (double)(r->b2.store_errors - r->b1.store_errors));
-    xnum(&f, "not_fallback", (double)r->not_fb);
-    xnum(&f, "breaker_state_after", r->b2.breaker_state);
-    xnum(&f, "breaker_opens",
-         (double)(r->b2.breaker_opens - r->b0.breaker_opens));
-    xstr(&f, "failure_mode", "fallback");
-    xnum(&f, "fleet_size", OUT_FLEET);
-    xnum(&f, "cooldown_ms", OUT_OPEN_COOLDOWN_MS);
-    xnum(&f, "keys", OUT_NKEYS);
-    xstr(&f, "fault", "sigstop");
+    f = oo_pct(r->h, "outage_breaker_open_p99", 0.99);
+    XLIST(&f, XN("target_max_us", OUT_TARGET_P99_US),
+          XN("p999_us", hist_pct(&r->h[0], 0.999) / 1000.0),
+          XN("ref_p999_us", hist_pct(&r->h[1], 0.999) / 1000.0),
+          XN("checks", r->n), XN("warmup_checks", OUT_WARM),
+          XN("network_calls", DS(s[1], s[2], calls)),
+          XN("network_calls_max", 0), XN("writes", DS(s[1], s[2], writes)),
+          XN("store_errors", DB(s[1], s[2], store_errors)),
+          XN("not_fallback", r->not_fb),
+          XN("breaker_state_after", s[2].b.breaker_state),
+          XN("breaker_opens", DB(s[0], s[2], breaker_opens)),
+          XS("failure_mode", "fallback"), XN("fleet_size", OUT_FLEET),
+          XN("cooldown_ms", OUT_OPEN_COOLDOWN_MS), XN("keys", OUT_NKEYS),
+          XS("fault", "sigstop"));
     emit(o, &f);
-}
-
-static void oo_emit_probe(const options *o, const oo_run *r)
-{
-    figure f = {.name = "outage_probe_max_latency", .value = r->probe_max,
+    f = (figure){.name = "outage_probe_max_latency", .value = r->pmax,
                  .unit = "ms", .nrefs = 1, .ref = {OUT_TIMEOUT_MS},
                  .ref_name = {"timeout_ms"}};
-
-    xnum(&f, "checks_to_open", r->opened_after);
-    xnum(&f, "breaker_failures", OUT_FAILURES);
-    xnum(&f, "min_ms", r->probe_min);
-    xnum(&f, "mean_ms", r->probe_sum / r->probes);
-    xnum(&f, "timeouts", (double)(r->s1.timeouts - r->s0.timeouts));
-    xnum(&f, "network_calls", (double)(r->s1.calls - r->s0.calls));
-    xnum(&f, "down_fails", (double)(r->s1.down_fails - r->s0.down_fails));
-    xstr(&f, "fault", "sigstop");
+    XLIST(&f, XN("checks_to_open", r->probes),
+          XN("breaker_failures", OUT_FAILURES), XN("min_ms", r->pmin),
+          XN("mean_ms", r->psum / r->probes),
+          XN("timeouts", DS(s[0], s[1], timeouts)),
+          XN("network_calls", DS(s[0], s[1], calls)),
+          XN("down_fails", DS(s[0], s[1], down_fails)),
+          XS("fault", "sigstop"));
     emit(o, &f);
 }
 
 /* Figures 1 and 2: Redis stopped, the K checks that time out until the
  * breaker opens, then checks with it open beside a memory-store limiter
- * with the same rule, in alternating blocks (so load drift hits both). */
+ * with the same rule (cooldown 60 s: no probe meanwhile). */
 static int out_open(const options *o, char *bad, char *err)
 {
-    static const char *const rid[1] = {"oo"};
-    char rule[400], rules[512];
-    oo_run r = {.n = o->quick ? OUT_CHECKS_QUICK : OUT_CHECKS,
-                .b0 = RL_STATS_INIT, .b1 = RL_STATS_INIT,
-                .b2 = RL_STATS_INIT};
-    int faulted = 0, rc = -1;
+    static const char *const id[1] = {"oo"}, *const fm[1] = {"fallback"};
+    static oo_run r;
+    int rc = -1;
 
-    r.h = calloc(2, sizeof *r.h); /* [0] breaker open, [1] memory store */
-    r.keys = calloc(OUT_NKEYS, sizeof *r.keys);
-    if (r.h == NULL || r.keys == NULL) {
-        snprintf(err, ERRLEN, "out of memory");
-        goto out;
-    }
+    r = (oo_run){.n = o->quick ? OUT_CHECKS_QUICK : OUT_CHECKS,
+                 .pmin = INFINITY};
     for (int i = 0; i < OUT_NKEYS; i++)
         snprintf(r.keys[i], sizeof r.keys[i], "user:%d", i);
-    out_rule(rule, sizeof rule, rid[0], 0, BIG_LIMIT, BIG_WINDOW_S,
-             "fallback");
-    snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
-    if (out_limiter(o, 1, rules, OUT_OPEN_COOLDOWN_MS, &r.lim, err) ||
-        out_limiter(o, 0, rules, OUT_OPEN_COOLDOWN_MS, &r.mem, err) ||
-        out_healthy(r.lim, r.keys[0], rid, 1, 1000, err))
+    for (int i = 0; i < 2; i++)
+        if (!(r.lim[i] = out_limiter(o, !i, 1, id, fm, 0, BIG_LIMIT,
+                                     BIG_WINDOW_S, OUT_OPEN_COOLDOWN_MS, err)))
+            goto out;
+    if (out_healthy(r.lim[0], r.keys[0], id, 1, 1000, err))
         goto out;
-    rl_stats_get(r.lim, &r.b0);
-    store_redis_stats_get(limiter_store(r.lim), &r.s0);
-    if (rh_pause(&srv) != 0)
+    snap_take(r.lim[0], &r.s[0]);
+    if (out_hang(oo_during, &r, err))
         goto out;
-    faulted = 1;
-    if (oo_probe(&r, rid[0], err) || oo_measure(&r, rid[0], err))
-        goto out;
-    faulted = 0;
-    if (rh_resume(&srv) != 0)
-        goto out;
-    oo_emit_open(o, &r);
-    oo_emit_probe(o, &r);
-    if (r.s2.calls != r.s1.calls && !bad[0])
-        snprintf(bad, ERRLEN, "outage: %lld network calls with the breaker "
-                 "open (must be 0)", (long long)(r.s2.calls - r.s1.calls));
-    if (r.b2.breaker_state != RL_BREAKER_OPEN && !bad[0])
+    oo_emit(o, &r);
+    if (r.s[2].s.calls != r.s[1].s.calls && !bad[0])
+        snprintf(bad, ERRLEN, "outage: %.0f network calls with the breaker "
+                 "open (must be 0)", DS(r.s[1], r.s[2], calls));
+    if (r.s[2].b.breaker_state != RL_BREAKER_OPEN && !bad[0])
         snprintf(bad, ERRLEN, "outage: the breaker left OPEN (state %d) "
-                 "during the measurement", r.b2.breaker_state);
+                 "during the measurement", r.s[2].b.breaker_state);
     rc = 0;
 out:
-    if (faulted)
-        rh_resume(&srv);
-    rl_limiter_free(r.lim);
-    rl_limiter_free(r.mem);
-    free(r.keys);
-    free(r.h);
+    rl_limiter_free(r.lim[0]);
+    rl_limiter_free(r.lim[1]);
     return rc;
 }
 
 /* ---- figures 3 and 4: the failure modes and the breaker closing ------------ */
 
-static const char *const mode[3] = {"open", "closed", "fallback"};
-
-/* What out_modes() measures: per mode, checks sent, admitted, decided by
- * the mode and the slowest; the counters before the fault (0), at the
- * resumption (1) and when the breaker closed (2); the times (monotonic ns)
- * of the fault, the resumption, the breaker's openings and closing. */
+/* Per mode, checks sent, admitted, decided by the mode and the slowest;
+ * the counters before the fault, at the resumption and when the breaker
+ * closed; the times (monotonic ns) of the fault, the resumption, the
+ * breaker's last opening, the one at the resumption, the first reopening,
+ * the first reconnection and the closing. */
 typedef struct om_run {
     rl_limiter *lim;
     const char *key;
     double secs, outage_s;
-    rl_stats b0, b1, b2;
-    store_redis_stats s0, s1, s2;
-    unsigned long long sent[3], adm[3], decided[3], late, after,
-        after_degraded, reopens;
-    uint64_t max_ns[3], t_stop, t_cont, t_close, t_open_last, t_open_resume,
-        t_reopen, t_reconn, opens_seen;
+    snap s[3];
+    unsigned long long sent[3], adm[3], decided[3], late, after, flagged,
+        reopens;
+    uint64_t max_ns[3], t_stop, t_cont, t_open, t_open_resume, t_reopen,
+        t_reconn, t_close, opens_seen;
     int64_t rt_first, rt_last; /* CLOCK_REALTIME of the fallback checks */
 } om_run;
 
-/* The next tick, OUT_PACE_NS after *next, slept until; a check that
- * outlasted the pace gets no catch-up: 1 (late), the tick now. */
-static int om_pace(uint64_t *next)
-{
-    *next += OUT_PACE_NS;
-    if (*next < now_ns()) {
-        *next = now_ns();
-        return 1;
-    }
-    sleep_until(CLOCK_MONOTONIC, (int64_t)*next);
-    return 0;
-}
-
-/* The breaker's openings since the last look (the last one's time in
- * r->t_open_last); st: the stats read. */
-static uint64_t om_opens(om_run *r, rl_stats *st)
-{
-    uint64_t n = 0;
-
-    rl_stats_get(r->lim, st);
-    if (st->breaker_opens != r->opens_seen) {
-        n = st->breaker_opens - r->opens_seen;
-        r->opens_seen = st->breaker_opens;
-        r->t_open_last = now_ns();
-    }
-    return n;
-}
-
-/* One check per mode while Redis hangs. */
-static int om_round(om_run *r, char *err)
+/* One check per mode, counted as the outage's or (after) the resumed
+ * server's. */
+static int om_round(om_run *r, int after, char *err)
 {
     rl_result res = RL_RESULT_INIT;
     uint64_t ns;
@@ -335,122 +275,105 @@ static int om_round(om_run *r, char *err)
         int64_t rt = rt_ns();
         if (out_allow(r->lim, r->key, mode[m], &res, &ns, err))
             return -1;
+        if (after) {
+            r->after++;
+            r->flagged += (res.flags & DEGRADED) != 0;
+            continue;
+        }
         r->sent[m]++;
         r->adm[m] += res.allowed != 0;
-        if (ns > r->max_ns[m])
-            r->max_ns[m] = ns;
+        r->max_ns[m] = ns > r->max_ns[m] ? ns : r->max_ns[m];
         r->decided[m] += m == 0   ? (res.flags & RL_FLAG_FAIL_OPEN) != 0
                          : m == 1 ? !res.allowed
                                   : (res.flags & RL_FLAG_FALLBACK) != 0;
-        if (m == 2) {
-            if (r->rt_first == 0)
-                r->rt_first = rt;
-            r->rt_last = rt;
-        }
+        r->rt_first = m == 2 && !r->rt_first ? rt : r->rt_first;
+        r->rt_last = m == 2 ? rt : r->rt_last;
     }
     return 0;
 }
 
-/* The outage: a round every OUT_PACE_NS for r->secs (no catch-up). */
-static int om_outage(om_run *r, char *err)
+/* Rounds every OUT_PACE_NS (a round that outlasts it gets no catch-up):
+ * through the outage for r->secs, or (after) on the resumed server until
+ * the breaker closes (or OUT_CLOSE_WAIT_MS); the breaker's openings (the
+ * last one's time in r->t_open) and the store's reconnection followed. */
+static int om_loop(om_run *r, int after, char *err)
 {
-    rl_stats st = RL_STATS_INIT;
-    uint64_t next;
+    uint64_t t0 = now_ns(), next = t0, now;
+    snap st;
 
-    r->t_stop = next = now_ns();
-    while (now_ns() < r->t_stop + (uint64_t)(r->secs * 1e9)) {
-        if (om_round(r, err))
+    *(after ? &r->t_cont : &r->t_stop) = t0;
+    r->t_open_resume = r->t_open;
+    r->outage_s = (double)(t0 - r->t_stop) / 1e9;
+    while (after || now_ns() < t0 + (uint64_t)(r->secs * 1e9)) {
+        if (om_round(r, after, err))
             return -1;
-        om_opens(r, &st);
-        r->late += (unsigned long long)om_pace(&next);
+        snap_take(r->lim, &st);
+        now = now_ns();
+        if (st.b.breaker_opens != r->opens_seen) {
+            r->reopens += after ? st.b.breaker_opens - r->opens_seen : 0;
+            r->t_reopen = after && !r->t_reopen ? now : r->t_reopen;
+            r->opens_seen = st.b.breaker_opens;
+            r->t_open = now;
+        }
+        if (after && !r->t_reconn && st.s.reconnects != r->s[1].s.reconnects)
+            r->t_reconn = now; /* the store's connections came back */
+        if (after && st.b.breaker_state == RL_BREAKER_CLOSED) {
+            r->t_close = now;
+            break;
+        }
+        if (after && now - t0 > OUT_CLOSE_WAIT_MS * 1000000ULL)
+            break;
+        next += OUT_PACE_NS;
+        if (next < now_ns())
+            r->late += !after, next = now_ns();
+        else
+            sleep_until(CLOCK_MONOTONIC, (int64_t)next);
     }
-    rl_stats_get(r->lim, &r->b1);
-    store_redis_stats_get(limiter_store(r->lim), &r->s1);
+    snap_take(r->lim, &r->s[1 + after]);
     return 0;
 }
 
-/* After the resumption: checks go on at the same pace until the breaker
- * closes (or OUT_CLOSE_WAIT_MS). */
-static int om_resume(om_run *r, char *err)
+static int om_outage(void *arg, char *err)
 {
-    rl_result res = RL_RESULT_INIT;
-    rl_stats st = RL_STATS_INIT;
-    uint64_t next;
-
-    r->t_cont = next = now_ns();
-    r->t_open_resume = r->t_open_last;
-    r->outage_s = (double)(r->t_cont - r->t_stop) / 1e9;
-    for (;;) {
-        for (int m = 0; m < 3; m++) {
-            if (out_allow(r->lim, r->key, mode[m], &res, NULL, err))
-                return -1;
-            r->after++;
-            r->after_degraded += (res.flags & DEGRADED) != 0;
-        }
-        if ((r->reopens += om_opens(r, &st)) && !r->t_reopen)
-            r->t_reopen = r->t_open_last;
-        if (!r->t_reconn) { /* when the store's connections came back */
-            store_redis_stats_get(limiter_store(r->lim), &r->s2);
-            if (r->s2.reconnects != r->s1.reconnects)
-                r->t_reconn = now_ns();
-        }
-        if (st.breaker_state == RL_BREAKER_CLOSED) {
-            r->t_close = now_ns();
-            break;
-        }
-        if (now_ns() - r->t_cont > OUT_CLOSE_WAIT_MS * 1000000ULL)
-            break;
-        om_pace(&next);
-    }
-    rl_stats_get(r->lim, &r->b2);
-    store_redis_stats_get(limiter_store(r->lim), &r->s2);
-    return 0;
+    return om_loop(arg, 0, err);
 }
 
 /* outage_admitted_<mode>: beside what the mode promises. */
 static void om_emit_admitted(const options *o, const om_run *r, int m)
 {
     int64_t w = OUT_WINDOW_S * 1000000000LL;
-    long long windows =
-        r->rt_first ? r->rt_last / w - r->rt_first / w + 1 : 0;
-    const rl_stats *b0 = &r->b0, *b1 = &r->b1;
-    const store_redis_stats *s0 = &r->s0, *s1 = &r->s1;
+    double windows =
+        r->rt_first ? (double)(r->rt_last / w - r->rt_first / w + 1) : 0;
+    const snap *s = r->s;
     static const char *const promised[3] = {
         "every_request", "none", "limit_over_fleet_x_windows"};
     double ref[3] = {(double)r->sent[0], 0,
-                     (double)(OUT_LIMIT / OUT_FLEET) * (double)windows};
+                     (double)(OUT_LIMIT / OUT_FLEET) * windows};
+    double by_stats[3] = {DB(s[0], s[1], fail_open),
+                          DB(s[0], s[1], fail_closed),
+                          DB(s[0], s[1], fallback)};
     char name[48];
     figure f = {.name = name, .value = (double)r->adm[m], .unit = "admitted",
                 .nrefs = 1, .ref = {ref[m]}, .ref_name = {promised[m]}};
 
     snprintf(name, sizeof name, "outage_admitted_%s", mode[m]);
-    xstr(&f, "failure_mode", mode[m]);
-    xnum(&f, "checks", (double)r->sent[m]);
-    xnum(&f, "decided_by_mode", (double)r->decided[m]);
-    /* The same from rl_stats_get(): fail_open, fail_closed, fallback. */
-    xnum(&f, "stats_decided_by_mode",
-         m == 0   ? (double)(b1->fail_open - b0->fail_open)
-         : m == 1 ? (double)(b1->fail_closed - b0->fail_closed)
-                  : (double)(b1->fallback - b0->fallback));
-    xnum(&f, "outage_s", r->outage_s);
-    xnum(&f, "pace_ms", (double)OUT_PACE_NS / 1e6);
-    xnum(&f, "late_ticks", (double)r->late);
-    xnum(&f, "max_check_ms", (double)r->max_ns[m] / 1e6);
-    xstr(&f, "algorithm", algo_names[2]);
-    xnum(&f, "limit", OUT_LIMIT);
-    xnum(&f, "window_s", OUT_WINDOW_S);
-    xnum(&f, "fleet_size", OUT_FLEET);
-    if (m == 2) {
-        xnum(&f, "windows", (double)windows);
-        xnum(&f, "pro_rata", (double)OUT_LIMIT / OUT_FLEET * r->secs /
-                                 OUT_WINDOW_S);
-    }
-    xnum(&f, "breaker_opens", (double)(b1->breaker_opens - b0->breaker_opens));
-    xnum(&f, "network_calls", (double)(s1->calls - s0->calls));
-    xnum(&f, "timeouts", (double)(s1->timeouts - s0->timeouts));
-    xnum(&f, "down_fails", (double)(s1->down_fails - s0->down_fails));
-    xnum(&f, "reconnects", (double)(s1->reconnects - s0->reconnects));
-    xstr(&f, "fault", "sigstop");
+    XLIST(&f, XS("failure_mode", mode[m]), XN("checks", r->sent[m]),
+          XN("decided_by_mode", r->decided[m]),
+          XN("stats_decided_by_mode", by_stats[m]),
+          XN("outage_s", r->outage_s), XN("pace_ms", OUT_PACE_NS / 1e6),
+          XN("late_ticks", r->late), XN("max_check_ms", r->max_ns[m] / 1e6),
+          XS("algorithm", algo_names[2]), XN("limit", OUT_LIMIT),
+          XN("window_s", OUT_WINDOW_S), XN("fleet_size", OUT_FLEET));
+    if (m == 2)
+        XLIST(&f, XN("windows", windows),
+              XN("pro_rata", (double)OUT_LIMIT / OUT_FLEET * r->secs /
+                                 OUT_WINDOW_S));
+    XLIST(&f, XN("breaker_opens", DB(s[0], s[1], breaker_opens)),
+          XN("network_calls", DS(s[0], s[1], calls)),
+          XN("timeouts", DS(s[0], s[1], timeouts)),
+          XN("down_fails", DS(s[0], s[1], down_fails)),
+          XN("reconnects", DS(s[0], s[1], reconnects)),
+          XS("fault", "sigstop"));
     emit(o, &f);
 }
 
@@ -463,78 +386,54 @@ static double ms_between(uint64_t from, uint64_t to)
 /* outage_time_to_close: beside breaker_cooldown_ms. */
 static void om_emit_close(const options *o, const om_run *r)
 {
-    const rl_stats *b1 = &r->b1, *b2 = &r->b2;
-    const store_redis_stats *s1 = &r->s1, *s2 = &r->s2;
+    const snap *s = r->s;
     figure f = {.name = "outage_time_to_close",
-                 .value = ms_between(r->t_cont, r->t_close), .unit = "ms",
-                 .nrefs = 1, .ref = {OUT_COOLDOWN_MS},
-                 .ref_name = {"cooldown_ms"}};
+                .value = ms_between(r->t_cont, r->t_close), .unit = "ms",
+                .nrefs = 1, .ref = {OUT_COOLDOWN_MS},
+                .ref_name = {"cooldown_ms"}};
 
-    xnum(&f, "timeout_ms", OUT_TIMEOUT_MS);
-    xnum(&f, "breaker_failures", OUT_FAILURES);
-    /* A probe goes at most a cooldown after the last opening, and takes at
-     * most a timeout. */
-    xnum(&f, "expected_max_ms", OUT_COOLDOWN_MS + OUT_TIMEOUT_MS +
-                                    (double)OUT_PACE_NS / 1e6);
-    xnum(&f, "open_for_ms_at_resume", ms_between(r->t_open_resume, r->t_cont));
-    xnum(&f, "last_open_to_close_ms", ms_between(r->t_open_last, r->t_close));
-    xnum(&f, "reopens_after_resume", (double)r->reopens);
-    xnum(&f, "first_reopen_after_ms", ms_between(r->t_cont, r->t_reopen));
-    /* The connections (torn down as stuck during a long outage) are back:
-     * the first reconnect after the resumption. */
-    xnum(&f, "reconnected_after_ms", ms_between(r->t_cont, r->t_reconn));
-    xnum(&f, "checks_after_resume", (double)r->after);
-    /* Decided by a failure mode (rl_stats_get(): fail_open + fail_closed +
-     * fallback), and of them flagged in the result (RL_FLAG_FAIL_OPEN or
-     * RL_FLAG_FALLBACK; "closed" has no flag). */
-    xnum(&f, "degraded_after_resume",
-         (double)(b2->fail_open - b1->fail_open + b2->fail_closed -
-                  b1->fail_closed + b2->fallback - b1->fallback));
-    xnum(&f, "flagged_after_resume", (double)r->after_degraded);
-    xnum(&f, "network_calls_after_resume", (double)(s2->calls - s1->calls));
-    xnum(&f, "down_fails_after_resume",
-         (double)(s2->down_fails - s1->down_fails));
-    xnum(&f, "reconnects_after_resume",
-         (double)(s2->reconnects - s1->reconnects));
-    xnum(&f, "breaker_closes",
-         (double)(b2->breaker_closes - b1->breaker_closes));
-    xstr(&f, "fault", "sigstop");
+    XLIST(&f, XN("timeout_ms", OUT_TIMEOUT_MS),
+          XN("breaker_failures", OUT_FAILURES),
+          XN("expected_max_ms",
+             OUT_COOLDOWN_MS + OUT_TIMEOUT_MS + OUT_PACE_NS / 1e6),
+          XN("open_for_ms_at_resume", ms_between(r->t_open_resume, r->t_cont)),
+          XN("last_open_to_close_ms", ms_between(r->t_open, r->t_close)),
+          XN("reopens_after_resume", r->reopens),
+          XN("first_reopen_after_ms", ms_between(r->t_cont, r->t_reopen)),
+          XN("reconnected_after_ms", ms_between(r->t_cont, r->t_reconn)),
+          XN("checks_after_resume", r->after),
+          XN("degraded_after_resume",
+             DB(s[1], s[2], fail_open) + DB(s[1], s[2], fail_closed) +
+                 DB(s[1], s[2], fallback)),
+          XN("flagged_after_resume", r->flagged),
+          XN("network_calls_after_resume", DS(s[1], s[2], calls)),
+          XN("down_fails_after_resume", DS(s[1], s[2], down_fails)),
+          XN("reconnects_after_resume", DS(s[1], s[2], reconnects)),
+          XN("breaker_closes", DB(s[1], s[2], breaker_closes)),
+          XS("fault", "sigstop"));
     emit(o, &f);
 }
 
-/* Figures 3 and 4: one limiter, one rule per failure mode (fixed window,
- * OUT_LIMIT per OUT_WINDOW_S, fleet OUT_FLEET), one thread checking each
- * rule every ms; Redis hangs for the outage, then resumes while the checks
- * go on and rl_stats_get() is polled until the breaker closes. */
+/* Figures 3 and 4: one limiter, one fixed-window rule per failure mode,
+ * one thread checking each rule every ms through the outage, then on
+ * while the breaker closes. */
 static int out_modes(const options *o, char *bad, char *err)
 {
-    char r3[3][300], rules[1024], key[64], warm[64];
+    char key[64], warm[64];
     om_run r = {.secs = o->quick ? OUT_SECONDS_QUICK : OUT_SECONDS,
-                .key = key, .b0 = RL_STATS_INIT, .b1 = RL_STATS_INIT,
-                .b2 = RL_STATS_INIT};
-    int faulted = 0, rc = -1;
+                .key = key};
+    int rc = -1;
 
-    for (int m = 0; m < 3; m++)
-        out_rule(r3[m], sizeof r3[m], mode[m], 2, OUT_LIMIT, OUT_WINDOW_S,
-                 mode[m]);
-    snprintf(rules, sizeof rules, "{\"rules\":[%s,%s,%s]}", r3[0], r3[1],
-             r3[2]);
     snprintf(warm, sizeof warm, "warm:%ld", (long)getpid());
     snprintf(key, sizeof key, "outage:%ld:%lld", (long)getpid(),
              (long long)(rt_ns() / 1000000));
-    if (out_limiter(o, 1, rules, OUT_COOLDOWN_MS, &r.lim, err) ||
+    if (!(r.lim = out_limiter(o, 1, 3, mode, mode, 2, OUT_LIMIT,
+                              OUT_WINDOW_S, OUT_COOLDOWN_MS, err)) ||
         out_healthy(r.lim, warm, mode, 3, 20, err))
         goto out;
-    rl_stats_get(r.lim, &r.b0);
-    store_redis_stats_get(limiter_store(r.lim), &r.s0);
-    r.opens_seen = r.b0.breaker_opens;
-    if (rh_pause(&srv) != 0)
-        goto out;
-    faulted = 1;
-    if (om_outage(&r, err))
-        goto out;
-    faulted = 0;
-    if (rh_resume(&srv) != 0 || om_resume(&r, err))
+    snap_take(r.lim, &r.s[0]);
+    r.opens_seen = r.s[0].b.breaker_opens;
+    if (out_hang(om_outage, &r, err) || om_loop(&r, 1, err))
         goto out;
     for (int m = 0; m < 3; m++)
         om_emit_admitted(o, &r, m);
@@ -544,8 +443,6 @@ static int out_modes(const options *o, char *bad, char *err)
                  "%d ms of the server's resumption", OUT_CLOSE_WAIT_MS);
     rc = 0;
 out:
-    if (faulted)
-        rh_resume(&srv);
     rl_limiter_free(r.lim);
     return rc;
 }
