@@ -166,7 +166,7 @@ static void print_params(const options *o, const char *ver, const char *sha)
 }
 
 /* The groups --only leaves, in turn. */
-static int run_groups(const options *o, const char *sha, acc *ac, char *err)
+static int run_groups(const options *o, const char *sha, char *err)
 {
     if (want(o, "throughput_64") &&
         group_throughput(o, sha, TP_THREADS, 1, err))
@@ -186,11 +186,11 @@ static int run_groups(const options *o, const char *sha, acc *ac, char *err)
         /* The accuracy processes are forked first (no thread runs yet) and
          * wait; the window-edge run then ends 0.1 s into a window, just in
          * time for the accuracy run to start 0.25 s into it. */
-        if (want(o, "accuracy") && acc_prepare(o, ac, err))
+        if (want(o, "accuracy") && acc_prepare(o, err))
             return -1;
         if (want(o, "window_edge") && group_edge(o, err))
             return -1;
-        if (want(o, "accuracy") && acc_run(o, ac, err))
+        if (want(o, "accuracy") && acc_run(o, err))
             return -1;
     }
     if (o->only && strcmp(o->only, "module_usec") == 0 &&
@@ -211,7 +211,6 @@ static int redis_main(int argc, char **argv)
     options o;
     int prc, status = 1;
     char err[ERRLEN] = "", ver[64] = "", sha[41] = "";
-    acc ac = {0};
     uint64_t t_start = now_ns();
 
     prc = parse_args(argc, argv, &o);
@@ -221,13 +220,12 @@ static int redis_main(int argc, char **argv)
     if (server_connect(&o, ver, sizeof ver, err) == 0 &&
         server_prepare(&o, sha, err) == 0) {
         print_params(&o, ver, sha);
-        if (run_groups(&o, sha, &ac, err) == 0) {
+        if (run_groups(&o, sha, err) == 0) {
             print_done("redisbench", o.json, t_start);
             status = 0;
         }
     }
-    if (ac.sh)
-        acc_stop(&ac);
+    acc_stop();
     if (status != 0)
         fprintf(stderr, "redisbench: %s\n", err[0] ? err : "failed");
     if (ctl)

@@ -45,7 +45,11 @@ const text_layout layout = {36, 12, 2, 8, 28, 3};
 
 void emit(const options *o, const figure *f)
 {
-    emit_figure(f, o->json, &layout);
+    figure g = *f;
+
+    while (g.nextra < (int)(sizeof g.x / sizeof g.x[0]) && g.x[g.nextra].name)
+        g.nextra++;
+    emit_figure(&g, o->json, &layout);
 }
 
 /* ---- the control connection (hiredis, blocking) ------------------------ */
