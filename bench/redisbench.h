@@ -208,15 +208,12 @@ int limiter_one_rule(const options *o, const char *id, int algo,
                      long long limit, long long window_s, rl_limiter **out,
                      char *err);
 
-void script_args(long long v8[8], int algo, long long limit,
-                 long long window_s);
-
-int run_redis_benchmark(const options *o, const char *sha,
-                        int clients, int pipeline,
-                        unsigned long long n,
+/* redis-benchmark of the library's script (redisbench_throughput.c). */
+int run_redis_benchmark(const options *o, const char *sha, int clients,
+                        int pipeline, unsigned long long n,
                         unsigned long long keyspace, const char *key,
-                        const long long v8[8], rb_result *out,
-                        char *err);
+                        int algo, long long limit, long long window_s,
+                        rb_result *out, char *err);
 
 int group_throughput(const options *o, const char *sha, int threads,
                      int per_call, char *err);

@@ -217,15 +217,14 @@ static int usec_hot(const options *o, const char *sha, int a,
                     const char *tmpl, cmdstat *hot, cmdstat *hotpxt,
                     char *err)
 {
-    long long v8[8];
     rb_result rb;
 
-    script_args(v8, a, SLOW_LIMIT, SLOW_WINDOW_S);
     if (flushall_wait(ctl, err) ||
-        run_redis_benchmark(o, sha, 64, 16, 4 * nk, nk, tmpl, v8, &rb,
-                            err) ||
+        run_redis_benchmark(o, sha, 64, 16, 4 * nk, nk, tmpl, a, SLOW_LIMIT,
+                            SLOW_WINDOW_S, &rb, err) ||
         ctl_ok(err, "CONFIG RESETSTAT") ||
-        run_redis_benchmark(o, sha, 64, 16, m, nk, tmpl, v8, &rb, err) ||
+        run_redis_benchmark(o, sha, 64, 16, m, nk, tmpl, a, SLOW_LIMIT,
+                            SLOW_WINDOW_S, &rb, err) ||
         cmdstat_get("evalsha", hot, err) ||
         cmdstat_get("pexpiretime", hotpxt, err))
         return -1;
