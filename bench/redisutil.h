@@ -21,11 +21,11 @@
 
 /* A command's reply, or NULL (an error reply or no reply) with why in err;
  * the caller frees the reply. */
-redisReply *bvcmd(redisContext *c, char *err, const char *fmt, va_list ap);
 redisReply *bcmd(redisContext *c, char *err, const char *fmt, ...);
 
 /* The same, the reply dropped: 0, or -1 with why in err. */
-int bcmd_ok(redisContext *c, char *err, const char *fmt, ...);
+#define bcmd_ok(c, err, ...) bcmd_done(bcmd(c, err, __VA_ARGS__))
+int bcmd_done(redisReply *r); /* frees r: 0, or -1 when NULL */
 
 /* The peer's script: rate-limiter-flexible 11.4.0's incrTtlLuaScript
  * (bench/redisbench_usec.c), EVALSHA sha 1 key points duration. */
