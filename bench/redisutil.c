@@ -4,6 +4,7 @@
 #include "redisutil.h"
 #include "benchutil.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -160,69 +161,6 @@ int scan_keys(redisContext *c, int count,
     return more < 0 ? -1 : 0;
 }
 
-/* ---- the job pool ------------------------------------------------------ */
-
-typedef struct job_worker {
-    bench_status st; /* first: bench_threads() reads it */
-    job *j;
-    uint64_t rng;
-    job_result r;
-} job_worker;
-
-static void *job_main(void *arg)
-{
-    job_worker *w = arg;
-    job *j = w->j;
-    char key[32];
-    unsigned long long t, k;
-
-    while ((t = atomic_fetch_add(&j->next, 1)) < j->total &&
-           !(j->stop && atomic_load_explicit(j->stop, memory_order_relaxed))) {
-        rl_result res = RL_RESULT_INIT;
-        int rc;
-
-        k = !j->nkeys ? t
-            : j->random ? (unsigned long long)pick(&w->rng, j->nkeys)
-                        : t % j->nkeys;
-        snprintf(key, sizeof key, "user:%llu", k);
-        if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
-            set_err(w->st.err, "rl_allow", rc, errtext(j->lim));
-            w->st.rc = rc;
-            atomic_store(&j->next, j->total);
-            break;
-        }
-        w->r.fallback += (res.flags & RL_FLAG_FALLBACK) != 0;
-        w->r.degraded += (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
-                                       RL_FLAG_FAIL_CLOSED)) != 0;
-        w->r.denied += !res.allowed;
-    }
-    return NULL;
-}
-
-int run_job(job *j, int n, job_result *jr, const char *prog, char *err)
-{
-    job_worker w[JOB_THREADS] = {0};
-    uint64_t t0 = now_ns();
-    int rc;
-
-    n = n < JOB_THREADS ? n : JOB_THREADS;
-    atomic_store(&j->next, 0);
-    for (int t = 0; t < n; t++) {
-        w[t].j = j;
-        w[t].rng = 0x10B0000ULL + (uint64_t)t * 104729;
-    }
-    rc = bench_threads(w, sizeof w[0], n, job_main, prog, err);
-    jr->seconds = (double)(now_ns() - t0) / 1e9;
-    for (int t = 0; t < n; t++) {
-        jr->fallback += w[t].r.fallback;
-        jr->degraded += w[t].r.degraded;
-        jr->denied += w[t].r.denied;
-    }
-    if (rc == 0 && j->stop && atomic_load(j->stop))
-        return snprintf(err, ERRLEN, "interrupted"), -1;
-    return rc ? -1 : 0;
-}
-
 /* ---- the timed load ---------------------------------------------------- */
 
 /* One call's outcome for the requests it decided, when phase 1 held
@@ -256,6 +194,20 @@ static unsigned long long tp_draw(tp_run *r, uint64_t *rng, int *hot)
     return ((x >> 32) * r->nkeys) >> 32;
 }
 
+/* The next client id of worker i (ULLONG_MAX: no ticket left): with
+ * r->total a ticket's (the ticket, or drawn, or the ticket % nkeys), else
+ * drawn (tp_draw()) or, nkeys 0, the worker's own. */
+static unsigned long long tp_id(tp_run *r, int i, uint64_t *rng, int *hot)
+{
+    unsigned long long t = r->total ? atomic_fetch_add(&r->next, 1) : 0;
+
+    if (r->total && t >= r->total)
+        return ULLONG_MAX;
+    if (r->nkeys == 0)
+        return r->total ? t : (unsigned long long)i;
+    return r->total && !r->random ? t % r->nkeys : tp_draw(r, rng, hot);
+}
+
 static int tp_going(tp_run *r)
 {
     return atomic_load(&r->phase) < 2 && !(r->stop && atomic_load(r->stop));
@@ -280,10 +232,11 @@ static void *tp_main(void *arg)
         uint64_t t0;
 
         for (int i = 0; i < n; i++) {
-            if (!r->key)
-                snprintf(key[i], sizeof key[i], "user:%0*llu", r->key_digits,
-                         r->nkeys ? tp_draw(r, &a->rng, &hot[i])
-                                  : (unsigned long long)a->i);
+            unsigned long long id = r->key ? 0
+                                    : tp_id(r, a->i, &a->rng, &hot[i]);
+            if (id == ULLONG_MAX)
+                return NULL;
+            snprintf(key[i], sizeof key[i], "user:%0*llu", r->key_digits, id);
             req[i] = (rl_request)RL_REQUEST_INIT;
             req[i].user = (r->key ? r->key : key[i]) + 5; /* past "user:" */
             req[i].cost = 1;
@@ -302,6 +255,8 @@ static void *tp_main(void *arg)
             w->hot_calls += (unsigned long long)hot[i];
             tp_count(w, &res[i], t0, codes[i],
                      n > 1 ? "rl_check_many" : "rl_allow", r->lim);
+            if (codes[i] != RL_OK && r->total) /* a job ends at an error */
+                atomic_store(&r->next, r->total);
         }
     }
     return NULL;
@@ -326,7 +281,8 @@ int tp_load_start(tp_load *l, int threads, char *err)
 
 void tp_load_stop(tp_load *l, tp_sums *sum)
 {
-    atomic_store(&l->run.phase, 2);
+    if (l->run.total == 0) /* a job's workers end with its tickets */
+        atomic_store(&l->run.phase, 2);
     for (int i = 0; i < l->started; i++)
         pthread_join(l->tid[i], NULL);
     for (int i = 0; i < l->started; i++) {
@@ -356,6 +312,29 @@ int tp_load_for(tp_load *l, int threads, long ms, tp_sums *sum, char *err)
     while (rc == 0 && now_ns() < end && tp_going(&l->run))
         bench_sleep_ms(1);
     tp_load_stop(l, sum);
+    return rc;
+}
+
+/* A job is a load of j->total tickets, counted from the start. */
+int run_job(job *j, int n, job_result *jr, const char *prog, char *err)
+{
+    tp_load l = {.run = {.lim = j->lim, .rule = j->rule_id, .total = j->total,
+                         .nkeys = j->nkeys, .random = j->random,
+                         .stop = j->stop, .phase = 1}};
+    tp_sums sum = {0};
+    uint64_t t0 = now_ns();
+    int rc = tp_load_start(&l, n < JOB_THREADS ? n : JOB_THREADS, err);
+
+    (void)prog;
+    tp_load_stop(&l, &sum);
+    jr->seconds = (double)(now_ns() - t0) / 1e9;
+    jr->fallback += sum.fallback;
+    jr->degraded += sum.degraded;
+    jr->denied += sum.denied;
+    if (rc == 0 && sum.errors)
+        rc = (memcpy(err, sum.first_err, ERRLEN), -1);
+    if (rc == 0 && j->stop && atomic_load(j->stop))
+        rc = (snprintf(err, ERRLEN, "interrupted"), -1);
     return rc;
 }
 

@@ -74,7 +74,6 @@ typedef struct job {
     unsigned long long total, nkeys;
     int random;
     _Atomic int *stop;
-    _Atomic unsigned long long next;
 } job;
 
 /* What the runs of a job found, added up over the runs; seconds: the
@@ -84,8 +83,9 @@ typedef struct job_result {
     double seconds;
 } job_result;
 
-/* Runs j on n threads (at most JOB_THREADS), adding to *jr: 0, or -1 with
- * why in err (a check failed, a thread did not start, *stop was set). */
+/* Runs j on n threads (at most JOB_THREADS; a load of the timed load's
+ * workers, below, each taking tickets), adding to *jr: 0, or -1 with why in
+ * err (a check failed, a thread did not start, *stop was set). */
 #define JOB_THREADS 64
 int run_job(job *j, int n, job_result *jr, const char *prog, char *err);
 
@@ -120,6 +120,10 @@ typedef struct tp_run {
     _Atomic int cur;          /* the pool half the draws go to; -1 none  */
     _Atomic int *stop;        /* NULL, or set to end the load at once    */
     _Atomic int phase;        /* 0 warm-up, 1 measured, 2 stop           */
+    unsigned long long total; /* > 0: a job's (run_job()) checks, ids of
+                                 tickets, not drawn unless random        */
+    int random;
+    _Atomic unsigned long long next; /* the next ticket                  */
 } tp_run;
 
 /* What the workers counted in phase 1 (errors: failed calls, the first
