@@ -39,8 +39,6 @@
 #include "redis_harness.h" /* RH_CLUSTER_MAX */
 #include "redisutil.h"
 
-extern char **environ;
-
 #define TP_THREADS 64
 #define FILL_THREADS 64
 #define BIG_LIMIT 1000000000LL /* per window: nothing is ever denied */
@@ -147,7 +145,6 @@ extern volatile sig_atomic_t g_signal; /* cluster: the signal that came */
 extern _Atomic int g_stop;             /* cluster: workers, stop now    */
 
 int64_t rt_ns(void);
-
 void sleep_s(double s); /* cut short by a signal (g_signal) */
 
 /* Sleeps until t_ns on clock clk (CLOCK_REALTIME: rt_ns()'s). */
@@ -174,10 +171,10 @@ int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err);
 int read_replies(unsigned long long n, int type, const char *what,
                  char *err);
 
+/* The library's key as a redis-benchmark template; the keys' mean length
+ * and one of them; the CPU the client and the servers in ps used so far. */
 int key_template(char *out, size_t outlen, char *err);
-
 int key_lengths(double *mean, char *example, size_t exlen, char *err);
-
 void cpu_take(cpu_snap *s, const pidset *ps);
 
 /* `threads` workers of rl_allow() (or rl_check_many() of per_call) on a
@@ -198,12 +195,12 @@ void tp_emit_latency(const options *o, const char *name, const tp_sums *sum,
                      const double ref_us[2], const char *const ref_name[2],
                      const double x_us[2]);
 
+/* Limiters on o's store: of rules (JSON), or of one rule by user (one_rule()
+ * writes its JSON; burst 0: none). */
 int make_limiter(const options *o, const char *rules,
                  rl_limiter **out, char *err);
-
 void one_rule(char *buf, size_t len, const char *id, int algo,
               long long limit, long long window_s, long long burst);
-
 int limiter_one_rule(const options *o, const char *id, int algo,
                      long long limit, long long window_s, rl_limiter **out,
                      char *err);
@@ -214,12 +211,9 @@ int run_redis_benchmark(const options *o, const char *sha, int clients,
                         unsigned long long keyspace, const char *key,
                         int algo, long long limit, long long window_s,
                         rb_result *out, char *err);
-
 int group_throughput(const options *o, const char *sha, int threads,
                      int per_call, char *err);
-
 int group_usec(const options *o, const char *sha, char *err);
-
 int group_bytes(const options *o, char *err);
 int group_compact(const options *o, char *err);
 int bytes_one(const options *o, int a, long long limit, int passes,
@@ -235,7 +229,6 @@ int acc_run(const options *o, char *err);
 void acc_stop(void);
 
 int group_outage(const options *o, char *err);
-
 int group_module(const options *o, char *err);
 int group_module_bytes(const options *o, char *err);
 
