@@ -46,8 +46,8 @@ int run_redis_benchmark(const options *o, const char *sha, int clients,
     out->wall_s = (double)(now_ns() - t0) / 1e9;
     if (st != 0)
         return snprintf(err, ERRLEN, "%s failed (status %d)", prog, st), -1;
-    if (sscanf(last, "\"EVALSHA%*[^\"]\",\"%lf\",\"%*f\",\"%*f\",\"%lf\",\"%*f\","
-               "\"%lf\"", &out->rps, &out->p50_ms, &out->p99_ms) != 3 ||
+    if (sscanf(last, "\"EVALSHA%*[^\"]\",\"%lf\",\"%*f\",\"%*f\",\"%lf\","
+               "\"%*f\",\"%lf\"", &out->rps, &out->p50_ms, &out->p99_ms) != 3 ||
         !(out->rps > 0))
         return snprintf(err, ERRLEN, "%s: unexpected CSV \"%.200s\"", prog,
                         last), -1;
