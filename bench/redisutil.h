@@ -3,9 +3,9 @@
  * server on a control connection: commands that fail with a message, INFO
  * fields, used_memory once it has settled, FLUSHALL with its lazy freeing
  * waited for, and the keys a SCAN walks; and the loads both put on a
- * server: a pool of threads doing a fixed number of rl_allow() checks, and
- * a timed load of rl_allow() or rl_check_many() threads; and where the CPU
- * went meanwhile.  err is ERRLEN bytes.
+ * server: a timed load of threads of rl_allow(), rl_check() or
+ * rl_check_many(), and a job, a fixed number of rl_allow() checks on the
+ * same threads; and where the CPU went meanwhile.  err is ERRLEN bytes.
  */
 #ifndef RL_BENCH_REDISUTIL_H
 #define RL_BENCH_REDISUTIL_H
@@ -63,7 +63,7 @@ int scan_keys(redisContext *c, int count,
  * to c's server: 0, or -1 with why in err. */
 int clients_wait(redisContext *c, double n, char *err);
 
-/* ---- a pool of threads doing a fixed number of rl_allow() checks ------ */
+/* ---- a job: a fixed number of rl_allow() checks ---------------------- */
 
 /* total checks of rule_id on lim, each on "user:<k>": k the check's ticket
  * (nkeys 0), the ticket % nkeys, or (random) drawn uniformly below nkeys;
