@@ -777,13 +777,13 @@ static void start_check(lone_check *l, pthread_t *th)
 
 /* A slow server, alive (DEBUG SLEEP 1.5, queued ahead of the check while
  * the server was stopped, so that the check waits for all of it), under
- * a timeout_ms of 3 s: the check gets Redis's answer after 1.5 s, and its
- * connection, silent for over a second, is not stuck while its call may
- * still be answered.  It was taken for stuck at 1 s and replaced, the
- * check falling back. */
+ * a timeout_ms of 6 s (room for a loaded host): the check gets Redis's
+ * answer after 1.5 s, and its connection, silent for over a second, is
+ * not stuck while its call may still be answered.  It was taken for
+ * stuck at 1 s and replaced, the check falling back. */
 START_TEST(a_slow_server_answers_before_the_deadline_on_its_connection)
 {
-    rl_limiter *lim = open_limiter(uri, "timeout_ms", "3000");
+    rl_limiter *lim = open_limiter(uri, "timeout_ms", "6000");
     lone_check l = {.lim = lim, .key = "user:slow"};
     store_redis_stats st = {0};
     redisContext *c = rh_connect(&srv);
