@@ -224,18 +224,17 @@ static const char *parse_packed(RedisModuleCtx *ctx, op *o,
 static int read_op(RedisModuleCtx *ctx, op *o, int64_t now)
 {
     int found, rc;
-    size_t blen;
-    const char *base;
 
     if (!o->field) {
         o->k = RedisModule_OpenKey(ctx, o->key,
                                    REDISMODULE_READ | REDISMODULE_WRITE);
         rc = ms_plain_read(o->k, &o->ap, &o->st, &o->log, &o->loglen,
                            &found, &o->exp);
-    } else if ((base = RedisModule_StringPtrLen(o->key, &blen)),
-               blen > MOD_BASE_MAX) {
-        return MS_CORRUPT;
     } else {
+        size_t blen;
+        const char *base = RedisModule_StringPtrLen(o->key, &blen);
+        if (blen > MOD_BASE_MAX)
+            return MS_CORRUPT;
         rc = ms_compact_read(ctx, base, blen, o->field, &o->ap, now, &o->st,
                              &found);
     }
@@ -520,9 +519,9 @@ static const char *parse_ops(RedisModuleCtx *ctx, op *ops, int n, int packed,
     const char *err = NULL;
     int at = 2 + n * (packed ? 2 : 1 + MOD_VALUES);
 
-    for (int i = 0; i < n; i++) /* every op zeroed: close_ops() reads all */
-        ops[i] = (op){.key = argv[2 + i]};
+    memset(ops, 0, sizeof ops[0] * (size_t)n);
     for (int i = 0; i < n && !err; i++) {
+        ops[i].key = argv[2 + i];
         err = packed ? parse_packed(ctx, &ops[i], argv[2 + n + i])
                      : parse_op(ctx, &ops[i], argv, 2 + n + i * MOD_VALUES);
     }
@@ -535,31 +534,6 @@ static const char *parse_ops(RedisModuleCtx *ctx, op *ops, int n, int packed,
     return err;
 }
 
-/* The low digits put_near() writes; a reset shares the others with the
- * time unless it is ~10^9 ms (11.6 days) or more away, or crosses one. */
-#define MOD_NEAR 1000000000
-
-/* A reset x at p, as decimal_put() writes it, its length; when it shares
- * all but its last 9 digits with the answer's time `now` (written at t,
- * tlen bytes), those are copied from t and only 9 digits written: a
- * third of writing 13 (~125 instructions).  Any other x: decimal_put. */
-static size_t put_near(char *p, int64_t x, int64_t now, const char *t,
-                       size_t tlen)
-{
-    uint32_t w;
-
-    if (x < MOD_NEAR || x / MOD_NEAR != now / MOD_NEAR)
-        return decimal_put(p, x);
-    memcpy(p, t, tlen - 9); /* the same quotient: the same length */
-    w = (uint32_t)(x % MOD_NEAR);
-    for (char *q = p + tlen; q > p + tlen - 8; q -= 4, w /= 10000) {
-        decimal_pair_at(q, w % 10000 % 100);
-        decimal_pair_at(q - 2, w % 10000 / 100);
-    }
-    p[tlen - 9] = (char)('0' + w);
-    return tlen;
-}
-
 /* The answer: an array of integers (the long form), or for the packed
  * form the same integers in one string, ':' between them: one reply
  * instead of 1 + 3n, for what Redis spends on each. */
@@ -567,7 +541,7 @@ static void reply(RedisModuleCtx *ctx, const op *ops, int n, int packed,
                   int64_t now)
 {
     static char buf[(1 + 3 * MOD_MAX_KEYS) * (DECIMAL_MAX + 1)];
-    size_t len = decimal_put(buf, now), tlen = len;
+    size_t len = decimal_put(buf, now);
 
     if (!packed) {
         RedisModule_ReplyWithArray(ctx, 1 + 3 * n);
@@ -585,7 +559,7 @@ static void reply(RedisModuleCtx *ctx, const op *ops, int n, int packed,
         buf[len++] = ':';
         len += decimal_put(buf + len, ops[i].d.remaining);
         buf[len++] = ':';
-        len += put_near(buf + len, ops[i].d.reset_ms, now, buf, tlen);
+        len += decimal_put(buf + len, ops[i].d.reset_ms);
     }
     RedisModule_ReplyWithStringBuffer(ctx, buf, len);
 }
