@@ -20,13 +20,16 @@ const char *mod_rule_params(algo_params *ap, long long algo, long long limit,
                             long long burst, long long w);
 
 /* The time: the server's, or with "testclock" a trailing NOW ms at
- * argv[at] (0: the server's).  -1 on bad arguments. */
+ * argv[at] (0: the server's).  -1 on bad arguments.  Every command calls
+ * it before it writes: the server's time it reads (one clock read a
+ * command) is what mod_put_plain() compares expiries with. */
 int64_t mod_time(RedisModuleString **argv, int argc, int at);
 
 /* A plain state's value p[0..n) and expiry written into key k (open for
  * writing; `was` its expiry as read), replicated as SET key value PXAT
  * exp, or PEXPIREAT key exp when the key held that very value already;
- * an expiry already past deletes (replicated as DEL), as SET does. */
+ * an expiry already past (at mod_time()'s reading) deletes (replicated
+ * as DEL), as SET does. */
 void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
                    RedisModuleString *key, const char *p, size_t n,
                    int64_t exp, int64_t was);

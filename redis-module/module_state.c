@@ -89,22 +89,15 @@ static int plain_load(const algo_params *ap, const char *v, size_t n,
     return MS_OK;
 }
 
-/* x >= 0 in decimal at buf, at least `width` digits (zeros before);
- * its length.  (snprintf costs a check more than all its maths.) */
-static size_t put_dec(char *buf, int64_t x, size_t width)
+/* x >= 0 at buf as decimal_put() writes it, zeros before it to `width`
+ * digits (a sliding window's current count: "%010d"); its length. */
+static size_t put_width(char *buf, int64_t x, size_t width)
 {
-    char tmp[24];
-    size_t n = 0;
+    size_t d = decimal_digits((uint64_t)x);
+    size_t pad = d < width ? width - d : 0;
 
-    do {
-        tmp[n++] = (char)('0' + x % 10);
-        x /= 10;
-    } while (x > 0);
-    while (n < width)
-        tmp[n++] = '0';
-    for (size_t i = 0; i < n; i++)
-        buf[i] = tmp[n - 1 - i];
-    return n;
+    memset(buf, '0', pad);
+    return pad + decimal_put(buf + pad, x);
 }
 
 size_t ms_plain_value(const algo_params *ap, const algo_state *st,
@@ -116,19 +109,19 @@ size_t ms_plain_value(const algo_params *ap, const algo_state *st,
     switch (ap->algo) {
     case RL_ALGO_TOKEN_BUCKET:
         *exp = st->b + ceil_div(cap - st->a, ap->q);
-        return put_dec(buf, st->a, 1);
+        return decimal_put(buf, st->a);
     case RL_ALGO_FIXED_WINDOW:
         *exp = (st->a + 1) * w;
-        return put_dec(buf, st->b, 1);
+        return decimal_put(buf, st->b);
     case RL_ALGO_GCRA:
         *exp = st->b > 0 ? st->a + 1 : st->a;
-        return put_dec(buf, st->b, 1);
+        return decimal_put(buf, st->b);
     default: /* prev * 10^10 + curr: "%d%010d" */
         *exp = (st->a + 2) * w;
         if (st->c == 0)
-            return put_dec(buf, st->b, 1);
-        n = put_dec(buf, st->c, 1);
-        return n + put_dec(buf + n, st->b, 10);
+            return decimal_put(buf, st->b);
+        n = decimal_put(buf, st->c);
+        return n + put_width(buf + n, st->b, 10);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "algo.h"
+#include "decimal.h"
 #include "module_api.h"
 
 /* What a read or write may fail with. */
@@ -25,8 +26,8 @@ enum {
 };
 
 /* A plain value with room for any state (a sliding window's two counts
- * are the longest: 10 digits and up to 10 more; a log is not kept here). */
-#define MS_VALUE_MAX 32
+ * are the longest: two decimal_put() numbers; a log is not kept here). */
+#define MS_VALUE_MAX (2 * DECIMAL_MAX)
 
 /* The plain layout's value of st (not a log) and its expiry (ms). */
 size_t ms_plain_value(const algo_params *ap, const algo_state *st,

@@ -58,6 +58,11 @@
 /* Loaded with "testclock": a trailing "NOW ms" sets the time (tests). */
 static int test_clock;
 
+/* The server's time of the command running, read once by mod_time():
+ * what its writes compare expiries with (the time it decides at, but for
+ * a test's NOW).  Commands run on Redis's main thread: no lock. */
+static int64_t wall_ms;
+
 /* "PXAT", made once: an argument of every SET replicated. */
 static RedisModuleString *pxat;
 
@@ -219,17 +224,17 @@ static const char *parse_packed(RedisModuleCtx *ctx, op *o,
 static int read_op(RedisModuleCtx *ctx, op *o, int64_t now)
 {
     int found, rc;
-    size_t blen;
-    const char *base = RedisModule_StringPtrLen(o->key, &blen);
 
     if (!o->field) {
         o->k = RedisModule_OpenKey(ctx, o->key,
                                    REDISMODULE_READ | REDISMODULE_WRITE);
         rc = ms_plain_read(o->k, &o->ap, &o->st, &o->log, &o->loglen,
                            &found, &o->exp);
-    } else if (blen > MOD_BASE_MAX) {
-        return MS_CORRUPT;
     } else {
+        size_t blen;
+        const char *base = RedisModule_StringPtrLen(o->key, &blen);
+        if (blen > MOD_BASE_MAX)
+            return MS_CORRUPT;
         rc = ms_compact_read(ctx, base, blen, o->field, &o->ap, now, &o->st,
                              &found);
     }
@@ -330,7 +335,7 @@ void mod_put_plain(RedisModuleCtx *ctx, RedisModuleKey *k,
 {
     char at[DECIMAL_MAX];
 
-    if (exp <= RedisModule_Milliseconds()) {
+    if (exp <= wall_ms) {
         RedisModule_DeleteKey(k);
         RedisModule_Replicate(ctx, "DEL", "s", key);
         return;
@@ -353,7 +358,7 @@ static int counted_on(const op *o, int64_t exp)
 {
     return (o->ap.algo == RL_ALGO_FIXED_WINDOW ||
             o->ap.algo == RL_ALGO_SLIDING_WINDOW) &&
-           exp == o->exp && exp > RedisModule_Milliseconds() &&
+           exp == o->exp && exp > wall_ms &&
            o->next.a == o->st.a && o->next.c == o->st.c &&
            o->st.c < 900000000 && o->next.b > o->st.b;
 }
@@ -437,15 +442,16 @@ int64_t mod_time(RedisModuleString **argv, int argc, int at)
     long long ms;
     size_t len;
 
+    wall_ms = RedisModule_Milliseconds();
     if (argc == at)
-        return RedisModule_Milliseconds();
+        return wall_ms;
     if (!test_clock || argc != at + 2)
         return -1;
     if (strcmp(RedisModule_StringPtrLen(argv[at], &len), "NOW") != 0 ||
         RedisModule_StringToLongLong(argv[at + 1], &ms) != REDISMODULE_OK ||
         ms < 0)
         return -1;
-    return ms ? ms : RedisModule_Milliseconds();
+    return ms ? ms : wall_ms;
 }
 
 /* The SHAPES sections after the keys' values (module_convert.h), each
@@ -534,7 +540,7 @@ static const char *parse_ops(RedisModuleCtx *ctx, op *ops, int n, int packed,
 static void reply(RedisModuleCtx *ctx, const op *ops, int n, int packed,
                   int64_t now)
 {
-    static char buf[(1 + 3 * MOD_MAX_KEYS) * 21];
+    static char buf[(1 + 3 * MOD_MAX_KEYS) * (DECIMAL_MAX + 1)];
     size_t len = decimal_put(buf, now);
 
     if (!packed) {
