@@ -178,6 +178,7 @@ check_rulechange_refill
 check_last_good_start
 check_reserve RSV_STEPS=300
 check_harness
+check_harness_cluster
 check_acl
 check_metrics
 check_messages
