@@ -173,6 +173,7 @@ check_threads
 check_rules_source
 check_lease
 check_limiter
+check_limiter_check
 check_rulechange
 check_rulechange_refill
 check_last_good_start
