@@ -172,6 +172,7 @@ check_dryrun
 check_sliding_log CK_RUN_CASE=sliding_log
 check_threads
 check_rules_source
+check_rules_source_local
 check_lease
 check_limiter
 check_limiter_check
