@@ -177,6 +177,7 @@ check_lease
 check_limiter
 check_limiter_check
 check_rulechange
+check_rulechange_inherit
 check_rulechange_refill
 check_last_good_start
 check_reserve RSV_STEPS=300
