@@ -160,7 +160,7 @@ done
 $CC $cflags $san "$src"/tests/fuzz/*.c $rld_pure $objs $libs -o "$out/fuzz_run"
 wait
 # The longest suites first, so the pool's lanes end together.
-slow="check_lua check_cluster check_memory check_faults check_match check_sentinel"
+slow="check_lua check_cluster check_cluster_failover check_memory check_faults check_match check_sentinel"
 {
     for name in $slow; do grep -x "$name" "$out/suites" || true; done
     for name in $(cat "$out/suites"); do

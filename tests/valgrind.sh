@@ -114,11 +114,12 @@ fi
 #   check_fleet     a 100 ms SIGSTOP of Redis against four limiters'
 #                   heartbeats and fallback shares: the fallback's counting
 #                   code runs here in check_redis's and check_lease's cases.
+#   check_cluster_failover  its checks are timed against the cluster's
+#                   failover (a 2 s timeout, a 5 % bound on the other
+#                   master's share), which memcheck's slowness would decide,
+#                   not the code; the cluster store's paths run here in
+#                   check_cluster.
 # and these narrowed:
-#   check_cluster   the cluster case only: the failover case's checks are
-#                   timed against the cluster's failover (a 2 s timeout, a
-#                   5 % bound on the other master's share), which memcheck's
-#                   slowness would decide, not the code.
 #   check_redis     the redis case only: the timing case holds checks to
 #                   their timeouts (a hung server, 1 ms, a batch's deadline,
 #                   a silent connection replaced after a second, the
@@ -163,7 +164,7 @@ fi
 # so that the two lanes end together.
 suites() {
     cat <<EOF
-check_cluster CK_RUN_CASE=cluster
+check_cluster
 check_redis CK_RUN_CASE=redis
 check_memory CK_RUN_CASE=memory
 check_tls
@@ -171,13 +172,17 @@ check_dryrun
 check_sliding_log CK_RUN_CASE=sliding_log
 check_threads
 check_rules_source
+check_rules_source_local
 check_lease
 check_limiter
+check_limiter_check
 check_rulechange
+check_rulechange_inherit
 check_rulechange_refill
 check_last_good_start
 check_reserve RSV_STEPS=300
 check_harness
+check_harness_cluster
 check_acl
 check_metrics
 check_messages
