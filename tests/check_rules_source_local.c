@@ -23,7 +23,6 @@
 
 #include "dryrun_report.h"
 #include "rules_load.h"
-#include "redis_harness.h"
 #include "rules_source_fixture.h"
 #include "testutil.h"
 #include "timeutil.h"
