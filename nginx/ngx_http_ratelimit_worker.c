@@ -16,13 +16,13 @@
  * A completion never runs a request's phases from inside another
  * request's handler or from the descriptor's handler: it posts the
  * request's resume event, which nginx runs after this turn's I/O events.
- * A store that decides in the worker's own process (memory://, shm://)
- * is asked with rl_check() in the handler, into the request's state: no
- * job, no async slot, no copy of the result.  On the other stores, an
- * answer ready at once (no rule matched, the deny cache) is
- * rl_check_start()'s own (RL_ASYNC_NOW: RL_ASYNC_DONE), taken in the
- * handler with no job, no callback and no system call; either way the
- * request goes on without suspending.  A check that waits holds a timer
+ * Every check is started with RL_ASYNC_NOW: an answer the library has at
+ * once (a store deciding in the worker's own process, memory:// or
+ * shm://; on any store no rule matched or the deny cache) is
+ * rl_check_start()'s own (RL_ASYNC_DONE), taken in the handler with the
+ * job left free, no callback and no system call, and the request goes on
+ * without suspending.  Which stores answer at once is the library's to
+ * know, not the module's.  A check that waits holds a timer
  * (the guard), as nginx's own waits do, so a gracefully quitting worker
  * stays until its checks are answered.
  *
@@ -92,13 +92,6 @@ int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
     ngx_http_ratelimit_job_t *job = mcf->free;
     int rc;
 
-    if (mcf->at_once) { /* decided here, whatever the jobs */
-        st->res.size = sizeof(st->res);
-        rc = rl_check(mcf->lim, req, &st->res);
-        if (rc == RL_OK)
-            st->phase = NGX_HTTP_RATELIMIT_DONE;
-        return rc;
-    }
     if (job == NULL)
         return RL_EBUSY;
     job->chk = (rl_async_check)RL_ASYNC_CHECK_INIT;
@@ -216,11 +209,6 @@ ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
     if (cfg == NULL)
         return NGX_ERROR;
     rl_config_set_log(cfg, ngx_http_ratelimit_log, cycle->log);
-    mcf->at_once =
-        ngx_strncmp(mcf->store.data, NGX_HTTP_RATELIMIT_SHM_SCHEME,
-                    sizeof(NGX_HTTP_RATELIMIT_SHM_SCHEME) - 1) == 0 ||
-        ngx_strncmp(mcf->store.data, NGX_HTTP_RATELIMIT_MEMORY_SCHEME,
-                    sizeof(NGX_HTTP_RATELIMIT_MEMORY_SCHEME) - 1) == 0;
     rc = ngx_http_ratelimit_new_limiter(&mcf->lim, cfg);
     rl_config_free(cfg);
     if (rc != RL_OK) {
