@@ -99,7 +99,7 @@ static void push_done(aslot *s)
 /* The store answered: settle into res (the slot's, or the caller's for
  * an answer given at once) now that the rule set is still held, release
  * the rule set. */
-static void settle(aslot *s, rl_result *res)
+static inline void settle(aslot *s, rl_result *res)
 {
     rl_limiter *lim = s->owner->lim;
 
@@ -268,7 +268,8 @@ static void take_slot(rl_async *a, aslot *s, rl_async_check *chk)
  * caller's own result when that has this library's size (zeroed by
  * rl_check_start: nothing to copy after, as rl_check builds its answer),
  * else in the slot's, zeroed. */
-static rl_result *answer_at(aslot *s, rl_async_check *chk, int now)
+static inline rl_result *answer_at(aslot *s, rl_async_check *chk,
+                                    int now)
 {
     if (now && s->span == sizeof *chk->result)
         return chk->result;
@@ -279,8 +280,9 @@ static rl_result *answer_at(aslot *s, rl_async_check *chk, int now)
 /* A check decided inside rl_check_start (s->rc settled into res, the
  * rule set released): queued as any completion, or (now) answered here
  * with s left on the free list and the descriptor untouched. */
-static int decided_at_once(rl_async *a, aslot *s, rl_async_check *chk,
-                           int now, const rl_result *res)
+static inline __attribute__((always_inline)) int
+decided_at_once(rl_async *a, aslot *s, rl_async_check *chk, int now,
+                const rl_result *res)
 {
     if (!now) {
         take_slot(a, s, chk);
