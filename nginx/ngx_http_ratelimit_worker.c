@@ -94,12 +94,8 @@ int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
 
     if (job == NULL)
         return RL_EBUSY;
-    job->chk = (rl_async_check)RL_ASYNC_CHECK_INIT;
-    job->chk.cb = ngx_http_ratelimit_done;
-    job->chk.data = job;
-    job->chk.flags = RL_ASYNC_NOW;
-    job->res.size = sizeof(job->res); /* the rest zeroed by the start */
-    job->chk.result = &job->res;
+    /* The job's check and result were set up with the pool (the library
+     * changes neither their size nor their settings): nothing to redo. */
     rc = rl_check_start(mcf->async, req, &job->chk);
     if (rc == RL_ASYNC_DONE) { /* decided at once: the job stays free */
         st->res = job->res;
@@ -168,7 +164,8 @@ static int ngx_http_ratelimit_new_limiter(rl_limiter **lim, rl_config *cfg)
     return rc;
 }
 
-/* The jobs' pool and the descriptor's connection. */
+/* The jobs' pool, each job's check set up once for every check it will
+ * carry, and the descriptor's connection. */
 static ngx_int_t ngx_http_ratelimit_watch(ngx_cycle_t *cycle,
                                           ngx_http_ratelimit_main_conf_t *mcf)
 {
@@ -179,9 +176,16 @@ static ngx_int_t ngx_http_ratelimit_watch(ngx_cycle_t *cycle,
     if (mcf->jobs == NULL)
         return NGX_ERROR;
     for (ngx_uint_t i = 0; i < mcf->max_in_flight; i++) {
-        mcf->jobs[i].mcf = mcf;
-        mcf->jobs[i].next = i + 1 < mcf->max_in_flight ? &mcf->jobs[i + 1]
-                                                        : NULL;
+        ngx_http_ratelimit_job_t *job = &mcf->jobs[i];
+
+        job->chk = (rl_async_check)RL_ASYNC_CHECK_INIT;
+        job->chk.cb = ngx_http_ratelimit_done;
+        job->chk.data = job;
+        job->chk.flags = RL_ASYNC_NOW; /* an answer at once: no wake-up */
+        job->res = (rl_result)RL_RESULT_INIT;
+        job->chk.result = &job->res;
+        job->mcf = mcf;
+        job->next = i + 1 < mcf->max_in_flight ? job + 1 : NULL;
     }
     mcf->free = mcf->jobs;
     c = ngx_get_connection(rl_async_fd(mcf->async), cycle->log);

@@ -247,6 +247,17 @@ static int check_args(rl_async *a, const rl_request *req,
     return RL_OK;
 }
 
+/* sized_clear() of the caller's result: of this library's size (the
+ * usual case), a zeroing of constant length, a few inline stores instead
+ * of a memset call, as rl_check zeroes its result. */
+static inline void result_clear(rl_result *res)
+{
+    if (res && res->size == sizeof *res)
+        sized_zero(res, sizeof *res);
+    else
+        sized_clear(res, &sized_result);
+}
+
 /* Does the caller take answers at once?  Its flags are read only when
  * its struct has them (a 1.0 caller's has not: answers queued). */
 static int wants_now(const rl_async_check *chk)
@@ -310,7 +321,7 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
     int rc, now;
 
     if (chk && chk->size >= sized_async_check.min) /* zero, whatever fails */
-        sized_clear(chk->result, &sized_result);
+        result_clear(chk->result);
     if ((rc = check_args(a, req, chk)) != RL_OK)
         return rc;
     lim = a->lim;
