@@ -31,8 +31,6 @@
 #define NGX_HTTP_RATELIMIT_SHM_SCHEME "shm://"
 #define NGX_HTTP_RATELIMIT_STORE_DEFAULT NGX_HTTP_RATELIMIT_SHM_SCHEME "nginx-ratelimit"
 #define NGX_HTTP_RATELIMIT_SHM_NAME_MAX 64 /* the library's bound on NAME */
-/* The other store that decides in the worker's own process. */
-#define NGX_HTTP_RATELIMIT_MEMORY_SCHEME "memory://"
 
 /* ratelimit_status bounds and default. */
 #define NGX_HTTP_RATELIMIT_STATUS_MIN 400
@@ -94,7 +92,6 @@ typedef struct {
 
     /* The worker's (ngx_http_ratelimit_worker.c). */
     rl_limiter *lim;
-    ngx_flag_t at_once;               /* memory:// or shm://: rl_check   */
     rl_async *async;
     ngx_connection_t *conn;           /* rl_async_fd in the event loop  */
     ngx_http_ratelimit_job_t *jobs;   /* max_in_flight of them          */
@@ -127,7 +124,8 @@ typedef struct {
     ngx_http_request_t *r;
     ngx_http_ratelimit_job_t *job;
     /* From here on not zeroed with the rest: res is written whole by the
-     * check (rl_check and the completion) and read only when rc is RL_OK;
+     * check (copied from the job's, at once or by the completion) and
+     * read only when rc is RL_OK;
      * the events are set up only for a check that waits (armed). */
     rl_result res;
     ngx_event_t resume;               /* posted by the completion        */

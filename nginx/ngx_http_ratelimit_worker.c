@@ -16,13 +16,13 @@
  * A completion never runs a request's phases from inside another
  * request's handler or from the descriptor's handler: it posts the
  * request's resume event, which nginx runs after this turn's I/O events.
- * A store that decides in the worker's own process (memory://, shm://)
- * is asked with rl_check() in the handler, into the request's state: no
- * job, no async slot, no copy of the result.  On the other stores, an
- * answer ready at once (no rule matched, the deny cache) is
- * rl_check_start()'s own (RL_ASYNC_NOW: RL_ASYNC_DONE), taken in the
- * handler with no job, no callback and no system call; either way the
- * request goes on without suspending.  A check that waits holds a timer
+ * Every check is started with RL_ASYNC_NOW: an answer the library has at
+ * once (a store deciding in the worker's own process, memory:// or
+ * shm://; on any store no rule matched or the deny cache) is
+ * rl_check_start()'s own (RL_ASYNC_DONE), taken in the handler with the
+ * job left free, no callback and no system call, and the request goes on
+ * without suspending.  Which stores answer at once is the library's to
+ * know, not the module's.  A check that waits holds a timer
  * (the guard), as nginx's own waits do, so a gracefully quitting worker
  * stays until its checks are answered.
  *
@@ -92,21 +92,10 @@ int ngx_http_ratelimit_start(ngx_http_ratelimit_main_conf_t *mcf,
     ngx_http_ratelimit_job_t *job = mcf->free;
     int rc;
 
-    if (mcf->at_once) { /* decided here, whatever the jobs */
-        st->res.size = sizeof(st->res);
-        rc = rl_check(mcf->lim, req, &st->res);
-        if (rc == RL_OK)
-            st->phase = NGX_HTTP_RATELIMIT_DONE;
-        return rc;
-    }
     if (job == NULL)
         return RL_EBUSY;
-    job->chk = (rl_async_check)RL_ASYNC_CHECK_INIT;
-    job->chk.cb = ngx_http_ratelimit_done;
-    job->chk.data = job;
-    job->chk.flags = RL_ASYNC_NOW;
-    job->res.size = sizeof(job->res); /* the rest zeroed by the start */
-    job->chk.result = &job->res;
+    /* The job's check and result were set up with the pool (the library
+     * changes neither their size nor their settings): nothing to redo. */
     rc = rl_check_start(mcf->async, req, &job->chk);
     if (rc == RL_ASYNC_DONE) { /* decided at once: the job stays free */
         st->res = job->res;
@@ -175,7 +164,8 @@ static int ngx_http_ratelimit_new_limiter(rl_limiter **lim, rl_config *cfg)
     return rc;
 }
 
-/* The jobs' pool and the descriptor's connection. */
+/* The jobs' pool, each job's check set up once for every check it will
+ * carry, and the descriptor's connection. */
 static ngx_int_t ngx_http_ratelimit_watch(ngx_cycle_t *cycle,
                                           ngx_http_ratelimit_main_conf_t *mcf)
 {
@@ -186,9 +176,16 @@ static ngx_int_t ngx_http_ratelimit_watch(ngx_cycle_t *cycle,
     if (mcf->jobs == NULL)
         return NGX_ERROR;
     for (ngx_uint_t i = 0; i < mcf->max_in_flight; i++) {
-        mcf->jobs[i].mcf = mcf;
-        mcf->jobs[i].next = i + 1 < mcf->max_in_flight ? &mcf->jobs[i + 1]
-                                                        : NULL;
+        ngx_http_ratelimit_job_t *job = &mcf->jobs[i];
+
+        job->chk = (rl_async_check)RL_ASYNC_CHECK_INIT;
+        job->chk.cb = ngx_http_ratelimit_done;
+        job->chk.data = job;
+        job->chk.flags = RL_ASYNC_NOW; /* an answer at once: no wake-up */
+        job->res = (rl_result)RL_RESULT_INIT;
+        job->chk.result = &job->res;
+        job->mcf = mcf;
+        job->next = i + 1 < mcf->max_in_flight ? job + 1 : NULL;
     }
     mcf->free = mcf->jobs;
     c = ngx_get_connection(rl_async_fd(mcf->async), cycle->log);
@@ -216,11 +213,6 @@ ngx_int_t ngx_http_ratelimit_init_process(ngx_cycle_t *cycle)
     if (cfg == NULL)
         return NGX_ERROR;
     rl_config_set_log(cfg, ngx_http_ratelimit_log, cycle->log);
-    mcf->at_once =
-        ngx_strncmp(mcf->store.data, NGX_HTTP_RATELIMIT_SHM_SCHEME,
-                    sizeof(NGX_HTTP_RATELIMIT_SHM_SCHEME) - 1) == 0 ||
-        ngx_strncmp(mcf->store.data, NGX_HTTP_RATELIMIT_MEMORY_SCHEME,
-                    sizeof(NGX_HTTP_RATELIMIT_MEMORY_SCHEME) - 1) == 0;
     rc = ngx_http_ratelimit_new_limiter(&mcf->lim, cfg);
     rl_config_free(cfg);
     if (rc != RL_OK) {

@@ -16,11 +16,15 @@
  * are settled inside rl_check_start() and pushed the same way, so a
  * callback never runs inside rl_check_start() -- unless the caller asked
  * for such answers at once (RL_ASYNC_NOW in chk->flags): then the answer
- * is copied out and rl_check_start() returns RL_ASYNC_DONE, the slot it
- * collected into left free, the descriptor untouched (no eventfd write
- * here, no read in rl_async_process: an in-process store's check costs no
- * system call).  A check is timed (metrics.h) from its start to its
- * settling, as a blocking one is.
+ * is built in the caller's result (as rl_check builds it; copied there
+ * when the caller's struct is of another size) and rl_check_start()
+ * returns RL_ASYNC_DONE, the slot it collected into left free, the
+ * descriptor untouched (no eventfd write here, no read in
+ * rl_async_process: an in-process store's check costs no system call).
+ * A check is timed (metrics.h) from its start to its settling, as a
+ * blocking one is.  A store that decides inside rl_check_start takes the
+ * rule set under the thread's own reader slot (rcu.h), as rl_check does;
+ * one that answers in its I/O thread under the shared one.
  *
  * Locks and wake-ups: none taken here.  The completion stack is a
  * lock-free (Treiber) stack: any thread pushes, the owner takes it whole
@@ -92,14 +96,15 @@ static void push_done(aslot *s)
     atomic_fetch_sub(&a->pushers, 1);
 }
 
-/* The store answered: settle now (the rule set is still held), release
+/* The store answered: settle into res (the slot's, or the caller's for
+ * an answer given at once) now that the rule set is still held, release
  * the rule set. */
-static void settle(aslot *s)
+static inline void settle(aslot *s, rl_result *res)
 {
     rl_limiter *lim = s->owner->lim;
 
     s->rc = decide_settle(lim, s->ops, s->sa.q.n, s->d, s->sa.q.now_ms,
-                          s->sa.q.rc, &s->res);
+                          s->sa.q.rc, res);
     request_timer_stop(lim, s->t0, 1);
     rcu_read_unlock(&lim->rules, s->tok);
 }
@@ -107,8 +112,10 @@ static void settle(aslot *s)
 /* The store answered in its I/O thread: settle, queue the callback. */
 static void store_done(store_async *sa)
 {
-    settle(sa->arg);
-    push_done(sa->arg);
+    aslot *s = sa->arg;
+
+    settle(s, &s->res);
+    push_done(s);
 }
 
 /* ---- the owner's side ------------------------------------------------------ */
@@ -240,6 +247,17 @@ static int check_args(rl_async *a, const rl_request *req,
     return RL_OK;
 }
 
+/* sized_clear() of the caller's result: of this library's size (the
+ * usual case), a zeroing of constant length, a few inline stores instead
+ * of a memset call, as rl_check zeroes its result. */
+static inline void result_clear(rl_result *res)
+{
+    if (res && res->size == sizeof *res)
+        sized_zero(res, sizeof *res);
+    else
+        sized_clear(res, &sized_result);
+}
+
 /* Does the caller take answers at once?  Its flags are read only when
  * its struct has them (a 1.0 caller's has not: answers queued). */
 static int wants_now(const rl_async_check *chk)
@@ -257,11 +275,25 @@ static void take_slot(rl_async *a, aslot *s, rl_async_check *chk)
     chk->internal = s;
 }
 
-/* A check decided inside rl_check_start (s->rc and s->res settled, the
+/* Where a check decided at once is built: with RL_ASYNC_NOW, in the
+ * caller's own result when that has this library's size (zeroed by
+ * rl_check_start: nothing to copy after, as rl_check builds its answer),
+ * else in the slot's, zeroed. */
+static inline rl_result *answer_at(aslot *s, rl_async_check *chk,
+                                    int now)
+{
+    if (now && s->span == sizeof *chk->result)
+        return chk->result;
+    memset(&s->res, 0, sizeof s->res);
+    return &s->res;
+}
+
+/* A check decided inside rl_check_start (s->rc settled into res, the
  * rule set released): queued as any completion, or (now) answered here
  * with s left on the free list and the descriptor untouched. */
-static int decided_at_once(rl_async *a, aslot *s, rl_async_check *chk,
-                           int now)
+static inline __attribute__((always_inline)) int
+decided_at_once(rl_async *a, aslot *s, rl_async_check *chk, int now,
+                const rl_result *res)
 {
     if (!now) {
         take_slot(a, s, chk);
@@ -272,7 +304,8 @@ static int decided_at_once(rl_async *a, aslot *s, rl_async_check *chk,
         sized_zero(chk->result, s->span);
         return s->rc;
     }
-    sized_fill(chk->result, &s->res, s->span);
+    if (res != chk->result)
+        sized_fill(chk->result, res, s->span);
     return RL_ASYNC_DONE;
 }
 
@@ -281,13 +314,14 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
 {
     rl_limiter *lim;
     const rl_ruleset *rs;
+    rl_result *res;
     rl_store *st;
     aslot *s;
     size_t n = 0, used = 0;
     int rc, now;
 
     if (chk && chk->size >= sized_async_check.min) /* zero, whatever fails */
-        sized_clear(chk->result, &sized_result);
+        result_clear(chk->result);
     if ((rc = check_args(a, req, chk)) != RL_OK)
         return rc;
     lim = a->lim;
@@ -296,8 +330,10 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
     if (!(s->span = sized_span(lim, "rl_check_start: chk->result->size",
                                &sized_result, chk->result->size)))
         return RL_EINVAL;
-    memset(&s->res, 0, sizeof s->res);
-    rs = rcu_read_lock_any(&lim->rules, &s->tok);
+    /* A store that decides here ends the read section in this thread:
+     * the thread's own reader slot (no locked instruction). */
+    rs = st->vt->start ? rcu_read_lock_any(&lim->rules, &s->tok)
+                       : rcu_read_lock(&lim->rules, &s->tok);
     rc = request_collect(lim, rs, req, s->ops, RL_OPS_MAX, s->keys,
                          sizeof s->keys, &used, &n);
     if (rc != RL_OK) {
@@ -307,24 +343,27 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
                              "not fit") : rc;
     }
     now = wants_now(chk);
+    res = answer_at(s, chk, now);
     s->t0 = n ? request_timer_start(lim) : 0; /* as rl_check times it */
-    if (n == 0 || decide_cached(lim, s->ops, n, &s->res)) {
+    if (n == 0 || (lim->deny && decide_cached(lim, s->ops, n, res))) {
         request_timer_stop(lim, s->t0, 1);
         if (n == 0)
-            decide_no_rule(lim, &s->res);
+            decide_no_rule(lim, res);
         s->rc = RL_OK;
         rcu_read_unlock(&lim->rules, s->tok);
-        return decided_at_once(a, s, chk, now);
+        return decided_at_once(a, s, chk, now, res);
     }
     s->sa.q = (store_req){.ops = s->ops, .n = n, .out = s->d,
                           .rc = RL_ESTORE};
-    s->sa.done = store_done;
-    s->sa.arg = s;
     if (!st->vt->start) { /* decided at once (the memory and shm stores) */
         s->sa.q.rc = st->vt->check(st, s->ops, n, s->d, &s->sa.q.now_ms);
-        settle(s);
-        return decided_at_once(a, s, chk, now);
+        settle(s, res);
+        return decided_at_once(a, s, chk, now, res);
     }
+    if (res != &s->res) /* waits for the store: built in the slot */
+        memset(&s->res, 0, sizeof s->res);
+    s->sa.done = store_done;
+    s->sa.arg = s;
     take_slot(a, s, chk);
     st->vt->start(st, &s->sa);
     return RL_OK;

@@ -46,16 +46,10 @@
 
 #include <string.h>
 
-int64_t request_timer_start(const rl_limiter *lim)
+void request_timer_record(rl_limiter *lim, int64_t t0, size_t count)
 {
-    return metrics_sampled(&lim->mconf) ? clock_mono_ns() : 0;
-}
-
-void request_timer_stop(rl_limiter *lim, int64_t t0, size_t count)
-{
-    if (t0 && count)
-        metrics_observe(lim->latency, metrics_self()->slot,
-                        clock_mono_ns() - t0, count);
+    metrics_observe(lim->latency, metrics_self()->slot,
+                    clock_mono_ns() - t0, count);
 }
 
 /* One request's charges decided: from the deny cache, a lease, or the

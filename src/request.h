@@ -5,7 +5,9 @@
 #ifndef RL_REQUEST_H
 #define RL_REQUEST_H
 
+#include "clock.h"
 #include "limiter.h"
+#include "metrics.h"
 
 /* request_collect(): the ops or the keys do not fit; nothing was kept. */
 #define REQUEST_NEED_ROOM 2
@@ -24,12 +26,24 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
                     char *keys, size_t keys_len, size_t *used, size_t *n);
 
 /* The start of a check, when it is one the calling thread times
- * (metrics.h: sampled on the memory store); else 0. */
-int64_t request_timer_start(const rl_limiter *lim);
+ * (metrics.h: sampled on the memory store); else 0.  Inline: an untimed
+ * check pays the sample's test, not a call. */
+static inline int64_t request_timer_start(const rl_limiter *lim)
+{
+    return metrics_sampled(&lim->mconf) ? clock_mono_ns() : 0;
+}
+
+/* request_timer_stop() of a timed check. */
+void request_timer_record(rl_limiter *lim, int64_t t0, size_t count);
 
 /* `count` checks started at t0 (0: not timed) are decided: their time
  * into the latency histogram, in the calling thread's slot (an async
  * check's I/O thread may stop what its owner started). */
-void request_timer_stop(rl_limiter *lim, int64_t t0, size_t count);
+static inline void request_timer_stop(rl_limiter *lim, int64_t t0,
+                                      size_t count)
+{
+    if (t0 && count)
+        request_timer_record(lim, t0, count);
+}
 
 #endif

@@ -19,6 +19,7 @@
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "server_fixtures.h"
+#include "store.h"
 #include "store_redis.h"
 #include "timeutil.h"
 #include "testutil.h"
@@ -304,6 +305,104 @@ START_TEST(memory_at_once_only_when_asked)
     ck_assert_int_eq(t.calls, 1);
     rl_async_free(a);
     rl_limiter_free(lim);
+}
+END_TEST
+
+/* The limiter on store, its store on the hand clock (testutil.h). */
+static rl_limiter *open_hand_clock(const char *store)
+{
+    rl_limiter *lim = open_lim(store, "100", "5");
+    rl_store *st = limiter_store(lim);
+
+    if (strncmp(store, "memory://", 9) == 0)
+        store_memory_set_clock(st, test_clock, NULL);
+    else
+        st->vt->set_clock(st, test_clock, NULL);
+    return lim;
+}
+
+static void assert_same_result(const rl_result *a, const rl_result *b,
+                               int i)
+{
+    ck_assert_msg(a->allowed == b->allowed && a->flags == b->flags &&
+                  a->limit == b->limit && a->remaining == b->remaining &&
+                  a->reset_at == b->reset_at &&
+                  a->retry_after == b->retry_after &&
+                  a->window == b->window &&
+                  strcmp(a->rule_id, b->rule_id) == 0 &&
+                  a->retry_after_ms == b->retry_after_ms &&
+                  a->reset_at_ms == b->reset_at_ms,
+                  "check %d: at once %d/%lld/%lld/%lld, rl_check "
+                  "%d/%lld/%lld/%lld (allowed/remaining/retry_ms/reset_ms)",
+                  i, a->allowed, (long long)a->remaining,
+                  (long long)a->retry_after_ms, (long long)a->reset_at_ms,
+                  b->allowed, (long long)b->remaining,
+                  (long long)b->retry_after_ms, (long long)b->reset_at_ms);
+}
+
+/* A store that decides in-process says so itself: every check started
+ * with RL_ASYNC_NOW is RL_ASYNC_DONE with the answer rl_check gives a
+ * twin limiter (its own store, the same rules and hand clock), admitted
+ * and denied, into a result of this library's size (built in place) and
+ * into a 1.0-sized one (copied as far as its size, the rest the
+ * caller's).  A Redis store does not (redis_at_once_only_when_decided). */
+static void at_once_as_rl_check(const char *store, const char *twin)
+{
+    rl_limiter *lim = open_hand_clock(store), *ref = open_hand_clock(twin);
+    rl_request req = {.size = sizeof(rl_request), .user = "fay", .ip = "10.0.0.9", .cost = 1};
+    tally t = {0};
+    rl_async *a;
+
+    clock_set(T0 + 1234);
+    ck_assert_int_eq(rl_async_new(lim, 1, &a), RL_OK);
+    for (int i = 0; i < 14; i++) {
+        rl_result want = RL_RESULT_INIT;
+        job j;
+
+        job_init(&j, &t);
+        j.chk.flags = RL_ASYNC_NOW;
+        if (i % 3 == 2) { /* a 1.0 caller's result: its tail untouched */
+            j.res.size = RL_RESULT_SIZE_MIN;
+            j.res.retry_after_ms = j.res.reset_at_ms = -7;
+        }
+        ck_assert_int_eq(rl_check_start(a, &req, &j.chk), RL_ASYNC_DONE);
+        ck_assert_int_eq(rl_check(ref, &req, &want), RL_OK);
+        if (i % 3 == 2) {
+            ck_assert(j.res.retry_after_ms == -7 && j.res.reset_at_ms == -7);
+            j.res.retry_after_ms = want.retry_after_ms;
+            j.res.reset_at_ms = want.reset_at_ms;
+        }
+        assert_same_result(&j.res, &want, i);
+        ck_assert_int_eq(j.res.allowed, i < 10); /* limit 10 */
+        ck_assert(!readable(a));
+        ck_assert_uint_eq(rl_async_in_flight(a), 0);
+        clock_add(250);
+    }
+    ck_assert_int_eq(t.calls, 0);
+    rl_async_free(a);
+    rl_limiter_free(lim);
+    rl_limiter_free(ref);
+}
+
+START_TEST(memory_at_once_as_rl_check)
+{
+    at_once_as_rl_check("memory://", "memory://");
+}
+END_TEST
+
+START_TEST(shm_at_once_as_rl_check)
+{
+    char shm[2][128], path[2][48];
+
+    for (int i = 0; i < 2; i++) {
+        snprintf(path[i], sizeof path[i], "/rl-async-twin%d-%ld", i,
+                 (long)getpid());
+        snprintf(shm[i], sizeof shm[i], "shm:/%s", path[i]);
+        shm_unlink(path[i]);
+    }
+    at_once_as_rl_check(shm[0], shm[1]);
+    for (int i = 0; i < 2; i++)
+        shm_unlink(path[i]);
 }
 END_TEST
 
@@ -614,6 +713,8 @@ static Suite *suite(void)
     tcase_add_test(mem, memory_answers_at_once);
     tcase_add_test(mem, shm_answers_at_once);
     tcase_add_test(mem, memory_at_once_only_when_asked);
+    tcase_add_test(mem, memory_at_once_as_rl_check);
+    tcase_add_test(mem, shm_at_once_as_rl_check);
     suite_add_tcase(s, mem);
     if (rh_available()) {
         tcase_add_checked_fixture(red, srv_up, srv_down);

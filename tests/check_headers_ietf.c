@@ -6,6 +6,10 @@
  * default and with RL_HEADERS_DRAFT10.  Also: a denial's t equals its
  * Retry-After (draft-11 section 6), r / t never advertises more than q / w,
  * and no partition key (pk) nor any byte of the client's key is written.
+ * And the digits of every header's numbers (decimal.h's decimal_put, also
+ * the RESP encoder's): exactly printf's, around every power of ten, at
+ * both ends of int64, over a stride of the 9- and 10-digit range where
+ * the last eight digits are written in one word, and a random sample.
  *
  * The store runs on the hand clock (testutil.h), set to the real time when
  * a test starts, because rl_headers() measures t against the real clock.
@@ -18,6 +22,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "decimal.h"
 #include "ratelimit.h"
 #include "testutil.h"
 #include "timeutil.h"
@@ -316,6 +321,44 @@ START_TEST(test_no_partition_key)
 }
 END_TEST
 
+/* decimal_put(x) is printf's "%lld" of x, its length, and no byte past. */
+static void assert_decimal(int64_t x)
+{
+    char got[DECIMAL_MAX + 2], want[DECIMAL_MAX + 2];
+    size_t n;
+
+    memset(got, '#', sizeof got);
+    n = decimal_put(got, x);
+    ck_assert_int_eq(got[n], '#');
+    got[n] = '\0';
+    snprintf(want, sizeof want, "%lld", (long long)x);
+    ck_assert_msg(strcmp(got, want) == 0 && n == strlen(want),
+                  "decimal_put(%s) wrote %s", want, got);
+}
+
+START_TEST(test_decimal_as_printf)
+{
+    uint64_t r = 0x9E3779B97F4A7C15ULL;
+    int64_t p = 1;
+
+    for (int i = 0; i < 19; i++, p *= 10)
+        for (int64_t d = -3; d <= 3; d++) {
+            assert_decimal(p + d);
+            assert_decimal(-(p + d));
+        }
+    assert_decimal(INT64_MAX);
+    assert_decimal(INT64_MIN);
+    for (int64_t x = 0; x < 10000000000LL; x += 199999)
+        assert_decimal(x);
+    for (int i = 0; i < 50000; i++) { /* xorshift: every length */
+        r ^= r << 13;
+        r ^= r >> 7;
+        r ^= r << 17;
+        assert_decimal((int64_t)(r >> (r % 64)));
+    }
+}
+END_TEST
+
 static Suite *headers_ietf_suite(void)
 {
     Suite *s = suite_create("headers_ietf");
@@ -330,6 +373,7 @@ static Suite *headers_ietf_suite(void)
     tcase_add_test(td, test_denied_draft10_counts_to_reset);
     tcase_add_test(td, test_denied_cost_r_paced);
     tcase_add_test(tn, test_no_partition_key);
+    tcase_add_test(tn, test_decimal_as_printf);
     suite_add_tcase(s, ta);
     suite_add_tcase(s, td);
     suite_add_tcase(s, tn);

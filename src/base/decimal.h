@@ -55,11 +55,34 @@ static inline void decimal_pair_at(char *q, unsigned u)
     memcpy(q - 2, decimal_pairs + u * 2, 2); /* one 16-bit load and store */
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define DECIMAL_EIGHT 1
+/* x (< 10^8) as exactly eight digits at q[0..8), leading zeros kept, in
+ * one 64-bit word and one store (no division loop): x's two halves of
+ * four digits in two 32-bit lanes, each split by 100 into two 16-bit
+ * lanes, each of those by 10 into its two bytes.  The divisions are
+ * multiplications that are exact in these ranges (x * 10486 >> 20 is
+ * x / 100 below 43699; x * 103 >> 10 is x / 10 below 179), and no lane
+ * carries into the next.  ~20 instructions for what pairs take ~50. */
+static inline void decimal_eight(char *q, uint32_t x)
+{
+    uint64_t merged = x / 10000 | (uint64_t)(x % 10000) << 32;
+    uint64_t top = (merged * 10486 >> 20) & (0x7FULL << 32 | 0x7FULL);
+    uint64_t hundreds = (merged - 100 * top) << 16 | top;
+    uint64_t tens = (hundreds * 103 >> 10) & 0x000F000F000F000FULL;
+
+    tens |= (hundreds - 10 * tens) << 8;
+    tens += 0x3030303030303030ULL; /* '0' in every byte */
+    memcpy(q, &tens, 8);
+}
+#endif
+
 /* x in decimal at p ('-' first when negative; at most DECIMAL_MAX bytes,
  * no NUL); its length.  Written from its last digit back, in place (no
- * copy of reversed digits), in 32-bit arithmetic once the rest fits (one
- * multiply a division), four digits a step: ~60 instructions for 10
- * digits, not ~200. */
+ * copy of reversed digits): a number of nine digits or more has its last
+ * eight written in one step (decimal_eight), the rest in 32-bit
+ * arithmetic once it fits (one multiply a division), four digits a step:
+ * ~40 instructions for 10 digits, not ~200. */
 static inline size_t decimal_put(char *p, int64_t x)
 {
     uint64_t u = x < 0 ? 0 - (uint64_t)x : (uint64_t)x;
@@ -69,6 +92,13 @@ static inline size_t decimal_put(char *p, int64_t x)
 
     if (x < 0)
         p[0] = '-';
+#ifdef DECIMAL_EIGHT
+    if (u >= 100000000) {
+        q -= 8;
+        decimal_eight(q, (uint32_t)(u % 100000000));
+        u /= 100000000;
+    }
+#endif
     for (; u > UINT32_MAX; u /= 100, q -= 2)
         decimal_pair_at(q, (unsigned)(u % 100));
     for (w = (uint32_t)u; w >= 10000; w /= 10000, q -= 4) {
