@@ -11,18 +11,14 @@
  * call answered by Redis, none timed out; and callers asleep on their
  * bells when the server stops leave at their deadlines and go on once it
  * answers again (no caller sleeps past its deadline, none is left
- * asleep); two connections are two lanes, each its own I/O thread
- * (redis_node.c), and the same crowd over both admits exactly the limit;
- * and an I/O thread kept off its CPU for over a second while
+ * asleep); and an I/O thread kept off its CPU for over a second while
  * Redis answers reads the answer before it judges the connection stuck.
  */
 #include <check.h>
-#include <dirent.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "redis_harness.h"
@@ -44,41 +40,13 @@ static const char *rules =
     "[{\"rule_id\":\"sw\",\"dimension\":\"user\",\"limit\":100,"
     "\"window_seconds\":3600}]";
 
-static rl_limiter *open_limiter_on(const char *timeout_ms,
-                                   const char *connections)
+static rl_limiter *open_limiter(const char *timeout_ms)
 {
     const char *opts[] = {"store", uri, "rules", rules, "timeout_ms",
-                          timeout_ms, "redis_connections", connections,
+                          timeout_ms, "redis_connections", "1",
                           "deny_cache", "0", "fleet_size", "1", NULL};
 
     return limiter_from(opts);
-}
-
-static rl_limiter *open_limiter(const char *timeout_ms)
-{
-    return open_limiter_on(timeout_ms, "1");
-}
-
-/* The library's I/O threads in this process (named RIO_THREAD_NAME). */
-static int io_threads(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    struct dirent *e;
-    char path[300], comm[32];
-    int n = 0;
-
-    ck_assert_ptr_nonnull(d);
-    while ((e = readdir(d)) != NULL) {
-        FILE *f;
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        if (e->d_name[0] == '.' || !(f = fopen(path, "r")))
-            continue;
-        n += fgets(comm, sizeof comm, f) &&
-             strcmp(comm, RIO_THREAD_NAME "\n") == 0;
-        fclose(f);
-    }
-    closedir(d);
-    return n;
 }
 
 typedef struct crowd {
@@ -109,47 +77,25 @@ static void *crowd_main(void *p)
     return NULL;
 }
 
-/* THREADS threads of CHECKS_EACH checks on c's limiter: each key admits
- * exactly its limit, every check answered by Redis, in batches. */
-static void crowd_run(crowd *c)
-{
-    pthread_t th[THREADS];
-    store_redis_stats st = {0};
-
-    for (int i = 0; i < THREADS; i++)
-        ck_assert_int_eq(pthread_create(&th[i], NULL, crowd_main, c), 0);
-    for (int i = 0; i < THREADS; i++)
-        pthread_join(th[i], NULL);
-    ck_assert_int_eq(atomic_load(&c->errors), 0);
-    ck_assert_int_eq(atomic_load(&c->elsewhere), 0);
-    for (int k = 0; k < KEYS; k++)
-        ck_assert_int_eq(atomic_load(&c->admitted[k]), LIMIT);
-    store_redis_stats_get(limiter_store(c->lim), &st);
-    ck_assert_int_eq(st.checks, THREADS * CHECKS_EACH);
-    ck_assert_int_eq(st.timeouts, 0);
-    ck_assert_int_lt(st.batches, st.checks); /* batched, not one by one */
-}
-
 START_TEST(ninety_six_threads_on_one_socket_admit_exactly_the_limit)
 {
     /* A timeout no slowed run reaches: every check must reach Redis. */
     crowd c = {.lim = open_limiter("10000")};
+    pthread_t th[THREADS];
+    store_redis_stats st = {0};
 
-    ck_assert_int_eq(io_threads(), 1);
-    crowd_run(&c);
-    rl_limiter_free(c.lim);
-}
-END_TEST
-
-/* Two connections, two lanes: an I/O thread each (a loop's wake-ups of
- * the callers it answered run beside the other's, not after them), and
- * the crowd spread over both still admits exactly each key's limit. */
-START_TEST(two_connections_are_two_io_threads_and_admit_exactly_the_limit)
-{
-    crowd c = {.lim = open_limiter_on("10000", "2")};
-
-    ck_assert_int_eq(io_threads(), 2);
-    crowd_run(&c);
+    for (int i = 0; i < THREADS; i++)
+        ck_assert_int_eq(pthread_create(&th[i], NULL, crowd_main, &c), 0);
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(th[i], NULL);
+    ck_assert_int_eq(atomic_load(&c.errors), 0);
+    ck_assert_int_eq(atomic_load(&c.elsewhere), 0);
+    for (int k = 0; k < KEYS; k++)
+        ck_assert_int_eq(atomic_load(&c.admitted[k]), LIMIT);
+    store_redis_stats_get(limiter_store(c.lim), &st);
+    ck_assert_int_eq(st.checks, THREADS * CHECKS_EACH);
+    ck_assert_int_eq(st.timeouts, 0);
+    ck_assert_int_lt(st.batches, st.checks); /* batched, not one by one */
     rl_limiter_free(c.lim);
 }
 END_TEST
@@ -326,7 +272,6 @@ int main(void)
     tcase_set_timeout(tc, 120);
     tcase_add_checked_fixture(tc, srv_up, srv_down);
     tcase_add_test(tc, ninety_six_threads_on_one_socket_admit_exactly_the_limit);
-    tcase_add_test(tc, two_connections_are_two_io_threads_and_admit_exactly_the_limit);
     tcase_add_test(tc, callers_asleep_in_a_stall_leave_and_go_on);
     tcase_add_test(tc, a_loop_off_its_cpu_reads_the_answer_before_judging_stuck);
     suite_add_tcase(s, tc);

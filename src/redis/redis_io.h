@@ -1,10 +1,8 @@
 /*
  * redis_io.h -- the one way a request travels to a Redis server and back.
  *
- * One `rio`: a few connections to one server, all owned by ONE I/O thread
- * that runs an epoll loop over them (redis_node.c opens one rio of one
- * connection per connection asked for, its lanes, so each connection has
- * a thread of its own).  A caller fills a rio_job (its ops,
+ * One `rio` per server: a few connections, all owned by ONE I/O thread
+ * that runs an epoll loop over them.  A caller fills a rio_job (its ops,
  * a deadline, how it wants to learn the answer) and queues it with
  * rio_submit(); the loop takes everything queued, sends it as one batch
  * per idle connection (one script call deciding many requests, each

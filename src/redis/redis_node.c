@@ -9,14 +9,6 @@
  * says the server is alive.  Blocking calls
  * sleep in rio_wait(); started ones hear from the I/O thread.
  *
- * Lanes: each of the server's connections is a rio of its own (one
- * connection, its own I/O thread), and calls take the lanes in turn, an up
- * one first.  A loop's turn wakes the callers its batch answered, one
- * kernel wake-up each, which is most of its time with many blocking
- * callers: one loop per connection does that work on both cores at once
- * instead of one after the other (issue 24 section 5; docs/BENCHMARKS.md,
- * "Event loop").
- *
  * The breaker's changes are told to the limiter's log hook, one line each
  * (which server, why, for how long): at most one opening per
  * RNODE_LOG_EVERY_MS per server, and the closing of each opening told;
@@ -38,9 +30,7 @@
 #define RNODE_LOG_EVERY_MS 1000  /* a server's breaker lines, at most   */
 
 struct rnode {
-    rio *io[RIO_MAX_CONNS];      /* the lanes: one connection each      */
-    int nio;
-    _Atomic unsigned turn;       /* the next lane to take               */
+    rio *io;
     breaker brk;
     script_ctx sx;               /* refunds are encoded here            */
     char addr[STORE_ADDR_MAX];   /* for the log: "host:port" or a path  */
@@ -105,26 +95,6 @@ static void done(rnode *r, int ok, int probe, int down, int64_t now_ms)
     tell(r, breaker_done(&r->brk, ok, probe, now_ms), down, now_ms);
 }
 
-/* The next lane, in turn, an up one first (none up: the next anyway, which
- * fails the call as a server down does). */
-static rio *lane(rnode *r)
-{
-    unsigned k = atomic_fetch_add_explicit(&r->turn, 1, memory_order_relaxed);
-
-    for (int i = 0; i < r->nio; i++)
-        if (rio_is_up(r->io[(k + (unsigned)i) % (unsigned)r->nio]))
-            return r->io[(k + (unsigned)i) % (unsigned)r->nio];
-    return r->io[k % (unsigned)r->nio];
-}
-
-static int module_seen(rnode *r)
-{
-    for (int i = 0; i < r->nio; i++)
-        if (rio_module_seen(r->io[i]))
-            return 1;
-    return 0;
-}
-
 /* May a request go?  0 yes (*probe: the breaker's probe); else the
  * status it fails with (RN_BREAKER, or RN_ERROR when no connection is up,
  * reported to the breaker already). */
@@ -136,7 +106,7 @@ static int admit(rnode *r, int *probe)
     *probe = allowed == 2;
     if (!allowed)
         return RN_BREAKER; /* open: no network call; failure modes decide */
-    if (!rnode_is_up(r)) {
+    if (!rio_is_up(r->io)) {
         if (allowed == 2)
             breaker_unprobe(&r->brk); /* nothing was tried */
         else
@@ -164,7 +134,7 @@ int rnode_check(rnode *r, const store_op *ops, size_t n, algo_decision *out,
             *why = (rnode_reply){.status = st};
         return RL_ESTORE;
     }
-    rio_submit(lane(r), &j, 1);
+    rio_submit(r->io, &j, 1);
     rio_wait(&j);
     done(r, alive(&j), probe, 0, clock_mono_ms());
     if (why)
@@ -194,7 +164,7 @@ int rnode_check_many(rnode *r, store_req *reqs, size_t n, int64_t deadline_ns,
         jobs[i] = (rio_job){.kind = RIO_CHECK, .ops = reqs[i].ops,
                             .n = reqs[i].n, .out = reqs[i].out,
                             .deadline_ns = deadline_ns};
-    rio_submit(lane(r), jobs, n);
+    rio_submit(r->io, jobs, n);
     for (size_t i = 0; i < n; i++) {
         rio_wait(&jobs[i]);
         reqs[i].rc = jobs[i].rc;
@@ -228,7 +198,7 @@ void rnode_start(rnode *r, rnode_async *a)
         return;
     }
     a->job.done = started_done;
-    rio_submit(lane(r), &a->job, 1);
+    rio_submit(r->io, &a->job, 1);
 }
 
 int rnode_refund(rnode *r, const store_op *ops, size_t n,
@@ -243,10 +213,10 @@ int rnode_refund(rnode *r, const store_op *ops, size_t n,
     int sent;
 
     script_put(&r->sx, &b, &jp, 1, 'r', SCRIPT_EVALSHA);
-    if (module_seen(r)) /* RL.SETTLE r where it exists */
+    if (rio_module_seen(r->io)) /* RL.SETTLE r where it exists */
         rcmd_put_refund(&r->sx, &mb, &j);
     sent = !b.oom && !mb.oom &&
-           rio_send_mod(lane(r), b.p, b.len, mb.len ? mb.p : NULL, mb.len,
+           rio_send_mod(r->io, b.p, b.len, mb.len ? mb.p : NULL, mb.len,
                         1) == RL_OK;
     resp_release(&b);
     resp_release(&mb);
@@ -270,17 +240,17 @@ int rnode_give_back(rnode *r, const store_op *op, int64_t units,
     one.lease_min = 0;
     script_put(&r->sx, &b, &jp, 1, 'r', /* waited: EVAL */
                timeout_ms > 0 ? SCRIPT_EVAL : SCRIPT_EVALSHA);
-    if (module_seen(r)) /* RL.SETTLE r where it exists */
+    if (rio_module_seen(r->io)) /* RL.SETTLE r where it exists */
         rcmd_put_refund(&r->sx, &mb, &j);
     if (b.oom || mb.oom)
         rc = RL_ESTORE;
     else if (timeout_ms <= 0)
-        rc = rio_send_mod(lane(r), b.p, b.len, mb.len ? mb.p : NULL, mb.len,
+        rc = rio_send_mod(r->io, b.p, b.len, mb.len ? mb.p : NULL, mb.len,
                           1);
     /* waited: refused as RL.SETTLE (unloaded since the connect), again
      * through Lua */
     for (int lua = 0; !b.oom && !mb.oom && timeout_ms > 0 && lua < 2; lua++) {
-        rc = rio_call_mod(lane(r), b.p, b.len,
+        rc = rio_call_mod(r->io, b.p, b.len,
                           lua || !mb.len ? NULL : mb.p, mb.len, 1, &rep,
                           timeout_ms, &as_mod);
         if (rc != RL_OK)
@@ -303,7 +273,7 @@ int rnode_settle(rnode *r, const store_settle *ss, size_t from, size_t n,
     why->status = RN_ERROR;
     /* NOSCRIPT: EVAL; RL.SETTLE refused (unloaded since the connect):
      * Lua */
-    for (int eval = 0, mod = module_seen(r); eval < 2 && rc == 1;
+    for (int eval = 0, mod = rio_module_seen(r->io); eval < 2 && rc == 1;
          eval++) {
         char stack[CMD_STACK], mstack[CMD_STACK / 2];
         resp_buf b = RESP_BUF(stack, sizeof stack);
@@ -321,7 +291,7 @@ int rnode_settle(rnode *r, const store_settle *ss, size_t from, size_t n,
             settle_put_module(&r->sx, &mb, ss, from, n);
         rc = b.oom || mb.oom
                  ? RL_ESTORE
-                 : rio_call_mod(lane(r), b.p, b.len, mod ? mb.p : NULL,
+                 : rio_call_mod(r->io, b.p, b.len, mod ? mb.p : NULL,
                                 mb.len, nrep, rep, timeout_ms, &as_mod);
         resp_release(&b);
         resp_release(&mb);
@@ -345,25 +315,8 @@ void rnode_close(rnode *r)
 {
     if (!r)
         return;
-    for (int i = 0; i < r->nio; i++)
-        rio_close(r->io[i]);
+    rio_close(r->io);
     free(r);
-}
-
-/* A rio of one connection per connection asked for. */
-static int open_lanes(rnode *r, const rio_opts *o, char *err, size_t errlen)
-{
-    rio_opts one = *o;
-    int n = o->connections < 1 ? 1 : o->connections > RIO_MAX_CONNS
-                                         ? RIO_MAX_CONNS : o->connections;
-
-    one.connections = 1;
-    for (; r->nio < n; r->nio++) {
-        int rc = rio_open(&r->io[r->nio], &one, err, errlen);
-        if (rc != RL_OK)
-            return rc;
-    }
-    return RL_OK;
 }
 
 int rnode_open(rnode **out, const rnode_opts *o, char *err, size_t errlen)
@@ -388,8 +341,8 @@ int rnode_open(rnode **out, const rnode_opts *o, char *err, size_t errlen)
                          .script_len = o->io.script_len,
                          .compact = o->io.compact, .clock = o->io.clock};
     script_ctx_names(&r->sx, NULL, 0); /* raw calls: EVALSHA, EVAL */
-    if ((rc = open_lanes(r, &o->io, err, errlen)) != RL_OK) {
-        rnode_close(r);
+    if ((rc = rio_open(&r->io, &o->io, err, errlen)) != RL_OK) {
+        free(r);
         return rc;
     }
     *out = r;
@@ -398,24 +351,12 @@ int rnode_open(rnode **out, const rnode_opts *o, char *err, size_t errlen)
 
 int rnode_is_up(rnode *r)
 {
-    for (int i = 0; i < r->nio; i++)
-        if (rio_is_up(r->io[i]))
-            return 1;
-    return 0;
+    return rio_is_up(r->io);
 }
 
 rio *rnode_io(rnode *r)
 {
-    for (int i = 0; i < r->nio; i++)
-        if (rio_is_up(r->io[i]))
-            return r->io[i];
-    return r->io[0];
-}
-
-void rnode_retarget(rnode *r, const char *host, int port)
-{
-    for (int i = 0; i < r->nio; i++)
-        rio_retarget(r->io[i], host, port);
+    return r->io;
 }
 
 breaker *rnode_breaker(rnode *r)
@@ -427,8 +368,7 @@ void rnode_stats_add(rnode *r, rnode_stats *st)
 {
     rio_stats s = {0};
 
-    for (int i = 0; i < r->nio; i++)
-        rio_stats_add(r->io[i], &s);
+    rio_stats_add(r->io, &s);
     st->calls += s.calls;
     st->writes += s.writes;
     st->timeouts += s.timeouts;

@@ -1,7 +1,7 @@
 /*
  * redis_node.h -- one Redis server as the Redis stores use it: its I/O
- * (redis_io.h: requests batched into script calls; a rio per connection,
- * the node's lanes, each its own I/O thread) and its circuit breaker.  The single-server store is one
+ * (redis_io.h: connections owned by one I/O thread, requests batched into
+ * script calls) and its circuit breaker.  The single-server store is one
  * node; the cluster store is one node per master, chosen by the slot map.
  * A request is decided blocking (rnode_check, rnode_check_many: the
  * caller sleeps until the I/O thread completes it) or started
@@ -82,12 +82,8 @@ int rnode_settle(rnode *n, const store_settle *ss, size_t from, size_t nops,
 /* 1 if a connection is up. */
 int rnode_is_up(rnode *n);
 
-/* The node's I/O, for control commands (heartbeats): a lane that is up
- * (the first lane when none is). */
+/* The node's I/O, for control commands (heartbeats). */
 rio *rnode_io(rnode *n);
-
-/* Every lane to a new address (Sentinel): rio_retarget on each. */
-void rnode_retarget(rnode *n, const char *host, int port);
 
 breaker *rnode_breaker(rnode *n);
 

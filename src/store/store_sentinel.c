@@ -12,8 +12,7 @@
  * and asks the sentinels again every RECHECK_UP_MS, every RECHECK_DOWN_MS
  * while no connection to the primary is up, and at once when the
  * subscription breaks: a lost message costs a recheck, not the store.
- * A new address goes to the I/O layer (rnode_retarget, rio_retarget on
- * each of the node's lanes): the connections to
+ * A new address goes to the I/O layer (rio_retarget): the connections to
  * the old one close, the connector connects to the new one, and every
  * connect checks ROLE (rio_opts.need_master), so a demoted or not yet
  * promoted server is never used.  Meanwhile checks fail as for a dead
@@ -56,7 +55,7 @@ typedef struct sub_conn {
 typedef struct sentinel_store {
     rl_store base;
     rl_store *inner;          /* the single-server store on the primary */
-    rnode *node;               /* the inner store's, retargeted     */
+    rio *io;
     redis_uri sentinel[SENTINEL_MAX];
     int n, last;              /* last: answered last (the watcher's)   */
     char name[128], password[256];
@@ -179,7 +178,7 @@ static void follow(sentinel_store *s, const char *host, int port,
     s->port = port;
     s->switches++;
     pthread_mutex_unlock(&s->mu);
-    rnode_retarget(s->node, host, port);
+    rio_retarget(s->io, host, port);
     log_emit(s->log_fn, s->log_arg, RL_LOG_WARN, "Sentinel: master \"%s\" "
              "is now %s:%d (was %s, learnt by %s)", s->name, host, port, was,
              how);
@@ -481,7 +480,7 @@ int store_sentinel_new(const char *uri, const store_options *opt,
         sen_free(&s->base);
         return rc;
     }
-    s->node = store_redis_node(s->inner);
+    s->io = rnode_io(store_redis_node(s->inner));
     s->efd = eventfd(0, EFD_CLOEXEC);
     if (s->efd < 0 || pthread_create(&s->th, NULL, watch_main, s) != 0) {
         sen_free(&s->base);
