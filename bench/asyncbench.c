@@ -4,6 +4,7 @@
  * rate-limiter-flexible, all in one run against one redis-server
  * (bench/redisbench.sh starts a private one).  Method and figures: docs/BENCHMARKS.md, "How each bench measures".
  */
+#include <dirent.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -37,6 +38,7 @@ typedef struct options {
 typedef struct result {
     double checks_per_s, p50_us, p99_us, client_us, server_us;
     double csw;                 /* this process's context switches a check */
+    double io_us;               /* the I/O threads' ("rl-io") CPU a check */
     uint64_t checks, errors, denied;
 } result;
 
@@ -59,15 +61,43 @@ static void key_of(uint64_t *rng, const options *o, char *buf)
 }
 
 /* CPU seconds so far: this process's, and the server's (0 when it cannot
- * be read); this process's context switches (voluntary and not). */
+ * be read); this process's context switches (voluntary and not); the CPU
+ * seconds of the library's I/O threads (RIO_THREAD_NAME, from schedstat),
+ * the loop's share of client. */
 typedef struct meter {
-    double client, server, csw;
+    double client, server, csw, io;
 } meter;
+
+static double io_seconds(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    struct dirent *e;
+    double s = 0;
+
+    while (d && (e = readdir(d))) {
+        char p[300], comm[32] = "";
+        unsigned long long ns = 0;
+        FILE *f;
+        snprintf(p, sizeof p, "/proc/self/task/%s/comm", e->d_name);
+        if ((f = fopen(p, "r")) && fgets(comm, sizeof comm, f) &&
+            strcmp(comm, "rl-io\n") == 0) {
+            fclose(f);
+            snprintf(p, sizeof p, "/proc/self/task/%s/schedstat", e->d_name);
+            f = fopen(p, "r");
+            s += f && fscanf(f, "%llu", &ns) == 1 ? (double)ns / 1e9 : 0;
+        }
+        if (f)
+            fclose(f);
+    }
+    if (d)
+        closedir(d);
+    return s;
+}
 
 static meter meter_now(const options *o)
 {
     struct rusage ru;
-    meter m = {0, 0, 0};
+    meter m = {.io = io_seconds()};
     redisContext *c = redisConnect("127.0.0.1", o->port);
     double u = 0, s = 0;
     char err[ERRLEN];
@@ -92,6 +122,7 @@ static void finish(const options *o, result *r, const hist *h, uint64_t ns,
     r->client_us = h->n ? (m.client - m0.client) * 1e6 / (double)h->n : 0;
     r->server_us = h->n ? (m.server - m0.server) * 1e6 / (double)h->n : 0;
     r->csw = h->n ? (m.csw - m0.csw) / (double)h->n : 0;
+    r->io_us = h->n ? (m.io - m0.io) * 1e6 / (double)h->n : 0;
     r->checks_per_s = ns ? (double)h->n * 1e9 / (double)ns : 0;
     r->p50_us = hist_pct(h, 0.50) / 1000.0;
     r->p99_us = hist_pct(h, 0.99) / 1000.0;
@@ -274,6 +305,8 @@ static void emit_pair(const options *o, const char *name, const result *r,
     }
     if (r->csw > 0)
         xnum(&f, "csw", r->csw);
+    if (r->io_us > 0)
+        xnum(&f, "io_us", r->io_us);
     emit_figure(&f, o->json, &layout);
     snprintf(pname, sizeof pname, "%s_p99", name);
     f = (figure){.name = pname, .value = r->p99_us, .unit = "us",
@@ -350,7 +383,7 @@ static int run_round(const options *o, result *m, char *err)
 static void medians(result m[][M_COUNT], int rounds, result *med)
 {
     for (int k = 0; k < M_COUNT; k++) {
-        double v[6][ROUNDS_MAX];
+        double v[7][ROUNDS_MAX];
         for (int r = 0; r < rounds; r++) {
             v[0][r] = m[r][k].checks_per_s;
             v[1][r] = m[r][k].p50_us;
@@ -358,6 +391,7 @@ static void medians(result m[][M_COUNT], int rounds, result *med)
             v[3][r] = m[r][k].client_us;
             v[4][r] = m[r][k].server_us;
             v[5][r] = m[r][k].csw;
+            v[6][r] = m[r][k].io_us;
             med[k].checks += m[r][k].checks;
             med[k].errors += m[r][k].errors;
             med[k].denied += m[r][k].denied;
@@ -368,6 +402,7 @@ static void medians(result m[][M_COUNT], int rounds, result *med)
         med[k].client_us = median_of(v[3], (size_t)rounds);
         med[k].server_us = median_of(v[4], (size_t)rounds);
         med[k].csw = median_of(v[5], (size_t)rounds);
+        med[k].io_us = median_of(v[6], (size_t)rounds);
     }
 }
 
