@@ -6,7 +6,6 @@
  * find a key's state, so latency and memory are given as multiples of it.
  */
 #include "rlbench.h"
-/* ---- the reference: a bare open-addressing hash table ----------------- */
 
 static uint64_t bare_hash(const char *key)
 {
@@ -56,7 +55,7 @@ void bare_insert(bare_table *t, const char *key)
     t->slots[i].s[1] = h;
 }
 
-const bare_slot *bare_lookup(const bare_table *t, const char *key)
+static const bare_slot *bare_lookup(const bare_table *t, const char *key)
 {
     uint64_t h = bare_hash(key);
     size_t i = (size_t)h & t->mask;
