@@ -162,14 +162,13 @@ static int fo_planned(const options *o, const char *uri, char *err)
     f = (figure){.name = "failover_planned_degraded",
                   .value = (double)(atomic_load(&l.degraded) - d0),
                   .unit = "checks"};
-    xnum(&f, "checks", (double)(atomic_load(&l.checks) - c0));
-    xnum(&f, "errors", (double)atomic_load(&l.errors));
-    xnum(&f, "breaker_opens", (double)st.breaker_opens);
-    xnum(&f, "switch_ms", (double)(at - t0) / 1e6);
-    xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
-    xnum(&f, "elsewhere", (double)(s1.elsewhere - s0.elsewhere));
-    xnum(&f, "moved", (double)(s1.moved - s0.moved));
-    xnum(&f, "threads", FO_THREADS);
+    XLIST(&f, XN("checks", atomic_load(&l.checks) - c0),
+          XN("errors", atomic_load(&l.errors)),
+          XN("breaker_opens", st.breaker_opens),
+          XN("switch_ms", (double)(at - t0) / 1e6),
+          XN("timeouts", s1.timeouts - s0.timeouts),
+          XN("elsewhere", s1.elsewhere - s0.elsewhere),
+          XN("moved", s1.moved - s0.moved), XN("threads", FO_THREADS));
     emit(o, &f);
     return 0;
 }
@@ -209,10 +208,10 @@ static int fo_resume(const options *o, const char *uri, int slot, int hang,
                   .value = (double)((uint64_t)atomic_load(&l.first_ok_ns) - at) / 1e6,
                   .unit = "ms", .nrefs = 1, .ref = {FO_TARGET_MS},
                   .ref_name = {"target"}};
-    xnum(&f, "promoted_after_ms", (double)(at - t0) / 1e6);
-    xnum(&f, "degraded", (double)atomic_load(&l.degraded));
-    xnum(&f, "checks", (double)atomic_load(&l.checks));
-    xnum(&f, "errors", (double)atomic_load(&l.errors));
+    XLIST(&f, XN("promoted_after_ms", (double)(at - t0) / 1e6),
+          XN("degraded", atomic_load(&l.degraded)),
+          XN("checks", atomic_load(&l.checks)),
+          XN("errors", atomic_load(&l.errors)));
     emit(o, &f);
     return 0;
 }
