@@ -9,14 +9,9 @@
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "benchutil.h"
-#include "ratelimit.h"
 #include "redis_harness.h"
 #include "rldchange.h"
 #include "ruleset.h"

@@ -152,10 +152,8 @@ static void emit_pair(const options *o, const char *what, const run *r,
     f99.ref[0] = ref99;
     f50.value = hist_pct(&r->lat, 0.50) / 1e6;
     f99.value = hist_pct(&r->lat, 0.99) / 1e6;
-    xnum(&f50, "changes", (double)r->done);
-    xnum(&f50, "rules", (double)o->rules);
-    xnum(&f99, "changes", (double)r->done);
-    xnum(&f99, "rules", (double)o->rules);
+    XLIST(&f50, XN("changes", r->done), XN("rules", o->rules));
+    XLIST(&f99, XN("changes", r->done), XN("rules", o->rules));
     emit_figure(&f50, o->json, &layout);
     emit_figure(&f99, o->json, &layout);
 }
