@@ -4,13 +4,9 @@
  * handful.  Method and figures: docs/BENCHMARKS.md, "How each bench
  * measures".
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "benchmodes.h"
 #include "benchutil.h"
-#include "ratelimit.h"
 
 #define MAX_ROUNDS 64
 #define NSETS 3
