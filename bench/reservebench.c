@@ -3,12 +3,9 @@
  * rl_check() of the same request, on any store (--store).  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "benchmodes.h"
 #include "benchutil.h"
-#include "ratelimit.h"
 
 enum { W_CHECK, W_REFUND, W_DEBT, W_EQUAL, W_N };
 static const char *const wname[W_N] = {"check", "refund", "debt", "equal"};
