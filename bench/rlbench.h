@@ -9,13 +9,8 @@
 
 #include <errno.h>
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
-#include "ratelimit.h"
 #include "benchutil.h"
 
 #define RULE_ID "bench"

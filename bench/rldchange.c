@@ -5,9 +5,6 @@
 #include "rldchange.h"
 #include "benchutil.h"
 
-#include <stdio.h>
-#include <string.h>
-
 #define OTHER_LIMIT 1000000000LL
 
 static int put_rule(rld *d, unsigned long long i, long long limit,
