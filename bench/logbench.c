@@ -135,12 +135,11 @@ static const bench_opts table = {
 
 int log_main(int argc, char **argv)
 {
-    options o;
+    options o = {0};
     char err[ERRLEN] = "", uri[64];
     uint64_t t0 = now_ns();
     int rc;
 
-    o = (options){0};
     if ((rc = bench_opt_args(argc, argv, &table, &o)) != 0)
         return rc == 1 ? 0 : 2;
     if (!o.json)

@@ -74,12 +74,6 @@ static const bench_opts table = {
     .prog = "rlbench reserve",
     .about = "rl_reserve() then rl_settle() beside rl_check()."};
 
-static int parse(int argc, char **argv, options *o)
-{
-    *o = (options){.store = "memory://"};
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 int reserve_main(int argc, char **argv)
 {
     static double t[W_N][ROUNDS_MAX];
@@ -87,8 +81,8 @@ int reserve_main(int argc, char **argv)
     char err[ERRLEN] = "";
     rl_limiter *lim;
     unsigned long long seq = 0;
-    options o;
-    int rc = parse(argc, argv, &o);
+    options o = {.store = "memory://"};
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : rc;
