@@ -96,10 +96,8 @@ static int bench_store(const options *o, const char *label,
             if ((rate[a][r] = round_rate(lim[a], o, threads, 1000 * r + 7,
                                          &denied[a], err)) < 0)
                 goto out;
-    for (int a = 0; a < 2; a++) {
-        sort_doubles(rate[a], (size_t)o->rounds);
-        med[a] = rate[a][o->rounds / 2];
-    }
+    for (int a = 0; a < 2; a++)
+        med[a] = median_of(rate[a], (size_t)o->rounds);
     snprintf(name, sizeof name, "checks_per_s_sliding_log_%s", label);
     f = (figure){.name = name, .value = med[0], .unit = "checks/s", .nrefs = 1,
                   .ref = {med[1]}, .ref_name = {"sliding_window"}};

@@ -96,10 +96,8 @@ int reserve_main(int argc, char **argv)
     for (unsigned long long r = 0; r < o.rounds; r++)
         for (int w = 0; w < W_N; w++)
             t[w][r] = round_of(lim, w, &o, &seq);
-    for (int w = 0; w < W_N; w++) {
-        sort_doubles(t[w], o.rounds);
-        med[w] = t[w][o.rounds / 2];
-    }
+    for (int w = 0; w < W_N; w++)
+        med[w] = median_of(t[w], o.rounds);
     for (int w = 0; w < W_N; w++) {
         if (o.json)
             printf("{\"store\":\"%s\",\"workload\":\"%s\",\"ns_per_request\""

@@ -146,8 +146,7 @@ int values_main(int argc, char **argv)
         figure f;
         if (k == 1)
             continue; /* the general rule alone has no override to hit */
-        sort_doubles(per[k], rounds);
-        per[k][0] = per[k][rounds / 2];
+        per[k][0] = median_of(per[k], rounds);
         snprintf(name, sizeof name, "%s_%u", k % 2 ? "hit" : "miss",
                  sizes[k / 2]);
         snprintf(rname, sizeof rname, "%s_%u",
