@@ -196,17 +196,16 @@ static int lat_input_make(const options *o, lat_input *in, char *err)
 {
     size_t nkeys = in->nkeys = (size_t)o->keys;
     size_t nseq = in->nseq = (size_t)o->samples;
+    int ok = (in->keys = malloc(nkeys * KEY_STRIDE)) != NULL;
 
-    in->keys = malloc(nkeys * KEY_STRIDE);
-    for (unsigned t = 0; t < 2; t++)
-        in->seqs[t] = bench_seq(nseq, nkeys, 0, 1, 0x5EED0000ULL + t);
-    in->lat[LIB] = malloc(2 * nseq * sizeof *in->lat[LIB]);
-    in->lat[REF] = malloc(2 * nseq * sizeof *in->lat[REF]);
-    if (in->keys == NULL || in->seqs[0] == NULL || in->seqs[1] == NULL ||
-        in->lat[LIB] == NULL || in->lat[REF] == NULL) {
-        snprintf(err, ERRLEN, "out of memory for keys and samples");
-        return -1;
+    for (unsigned t = 0; t < 2; t++) {
+        ok &= (in->seqs[t] = bench_seq(nseq, nkeys, 0, 1,
+                                       0x5EED0000ULL + t)) != NULL;
+        ok &= (in->lat[t] = malloc(2 * nseq * sizeof *in->lat[t])) != NULL;
     }
+    if (!ok)
+        return snprintf(err, ERRLEN, "out of memory for keys and samples"),
+               -1;
     for (size_t i = 0; i < nkeys; i++)
         fmt_key(in->keys + i * KEY_STRIDE, (uint32_t)i);
     return 0;
@@ -215,10 +214,10 @@ static int lat_input_make(const options *o, lat_input *in, char *err)
 static void lat_input_free(lat_input *in)
 {
     free(in->keys);
-    free(in->lat[LIB]);
-    free(in->lat[REF]);
-    free(in->seqs[0]);
-    free(in->seqs[1]);
+    for (unsigned t = 0; t < 2; t++) {
+        free(in->lat[t]);
+        free(in->seqs[t]);
+    }
 }
 
 /* The limiter, pre-filled so every key exists, and the reference table
@@ -257,17 +256,15 @@ static int measure_latency(const options *o, char *err)
     lat_input in = {0};
     rl_limiter *lim = NULL;
     bare_table tab = {NULL, 0, 0};
-    figure f = {0};
+    figure f = {.name = "timer_overhead_ns", .unit = "ns"};
     scale_figs sf;
     batch_figs bf;
     int rc = -1;
 
     if (lat_input_make(o, &in, err) != 0)
         goto out;
-    f.name = "timer_overhead_ns";
     f.value = timer_overhead(in.lat[LIB], in.nseq < 1000000 ? in.nseq
                                                             : 1000000);
-    f.unit = "ns";
     emit(o, &f);
     if (lat_prefill(o, &in, &lim, &tab, err) != 0)
         goto out;
