@@ -1,11 +1,8 @@
 /*
- * swapbench_parse.c -- swapbench's (d): what parsing a rule set costs, the
- * whole set and with one rule changed (the incremental parse), beside
- * jansson's json_loadb() of the same text alone: the floor any JSON rule
- * parser stands on.
+ * swapbench_parse.c -- swapbench's (d): a rule set's parse, whole and with
+ * one rule changed, beside jansson's json_loadb() of the same text.
  */
 #include "swapbench.h"
-/* ---- (d) parsing a set ------------------------------------------------ */
 
 enum { P_JANSSON, P_FULL, P_ONE, P_KINDS };
 

@@ -1,13 +1,9 @@
 /*
- * swapbench_swap.c -- swapbench's (a): what swapping the rule set costs
- * the request path.  One thread checks on the memory store while another
- * replaces the whole set every --interval-ms, beside the same checks with no
- * other thread (no_swaps) and with a thread that only parses (parse_only),
- * in alternating blocks so that drift on a shared machine hits all three
- * alike.
+ * swapbench_swap.c -- swapbench's (a): checks/s while another thread swaps
+ * the rule set, beside no swaps and parse only.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "swapbench.h"
-/* ---- (a) checks while the set is swapped ----------------------------------- */
 
 enum { NO_SWAPS, SWAPS, PARSE_ONLY, MODES };
 
