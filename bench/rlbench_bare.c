@@ -1,9 +1,7 @@
 /*
- * rlbench_bare.c -- rlbench's reference: a bare open-addressing,
- * linear-probing, power-of-two hash table of 24-byte slots (64-bit hash + 16
- * bytes of state), read-only and lock-free, hashing the same key strings
- * (FNV-1a with a 64-bit finalizer).  It is the least any store must do to
- * find a key's state, so latency and memory are given as multiples of it.
+ * rlbench_bare.c -- rlbench's reference: a bare open-addressing hash table
+ * of the same keys, the least any store must do to find a key's state.
+ * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "rlbench.h"
 

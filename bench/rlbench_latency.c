@@ -1,10 +1,7 @@
 /*
- * rlbench_latency.c -- rlbench's latency figures: nanoseconds per
- * rl_allow() on the memory store with --keys keys in it, p50/p99/p999 and the
- * untimed mean, on 1 and 2 threads sharing one limiter, beside the bare
- * table's lookup of the same keys.  Library and reference take turns block
- * by block so that drift on a shared machine hits both alike; the clock's
- * own cost is measured apart (timer_overhead_ns).
+ * rlbench_latency.c -- rlbench's latency figures: ns per rl_allow() on 1
+ * and 2 threads beside the bare table's lookup, blocks taken in turn.
+ * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <math.h>
 

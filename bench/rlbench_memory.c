@@ -1,9 +1,7 @@
 /*
  * rlbench_memory.c -- rlbench's memory figures: bytes per tracked key,
- * the growth of the resident set while N new keys are charged on a fresh
- * limiter (and while the bare table holds the same N keys), each taken in a
- * forked child of a still-small parent so that no freed heap is refilled
- * unseen; the empty store's own footprint apart.
+ * each taken in a forked child.  Method: docs/BENCHMARKS.md, "How each
+ * bench measures".
  */
 #include <fcntl.h>
 #ifdef __GLIBC__
