@@ -1,11 +1,8 @@
 /*
  * clusterbench.c -- `redisbench cluster`: what does a Redis Cluster give
- * and take?  Starts its own redis-server and a 3 + 3 cluster
- * (tests/redis_harness.c) and stops them however it ends.  How it measures
- * and how to read the ratios: docs/BENCHMARKS.md, "How each bench
- * measures".  The groups live in clusterbench_<group>.c over the load of
- * clusterbench_throughput.c; this file reads the command line, starts the
- * servers and runs the groups.
+ * and take?  Method: docs/BENCHMARKS.md, "How each bench measures".  The
+ * groups live in clusterbench_<group>.c; this file reads the command line,
+ * starts the servers (stopped however it ends) and runs the groups.
  */
 #include "clusterbench.h"
 

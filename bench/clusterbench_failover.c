@@ -1,7 +1,7 @@
 /*
- * clusterbench_failover.c -- the group failover of `redisbench cluster`: planned, hung and
- * killed masters under load (issue 15).  It changes the cluster, so it runs
- * last.  Method: docs/BENCHMARKS.md, "How each bench measures".
+ * clusterbench_failover.c -- the group failover of `redisbench cluster`
+ * (issue 15); it changes the cluster, so it runs last.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "clusterbench.h"
 

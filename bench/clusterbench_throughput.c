@@ -1,9 +1,7 @@
 /*
  * clusterbench_throughput.c -- the group throughput of `redisbench
- * cluster`: checks/s and p50/p99 of TP_THREADS threads of rl_allow (or
- * rl_check_many of MANY_PER_CALL) against one server, then the cluster
- * beside it, with the CPU of client, masters, replicas and the rest of the
- * machine and the servers' script time per check.
+ * cluster`: checks/s, latency and where the CPU went, one server and the
+ * cluster.  Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "clusterbench.h"
 
