@@ -246,17 +246,16 @@ static void bench_rules(const options *o, int glob)
         }
     for (size_t k = 0; k < ns; k++) {
         char name[32];
-        figure f;
-        per[k][0] = median_of(per[k], o->rounds);
+        double v = per[k][0] = median_of(per[k], o->rounds);
+        figure f = {.name = name, .value = v, .unit = "ns", .nrefs = 1,
+                    .ref = {per[0][0]},
+                    .ref_name = {glob ? "shape_10" : "rules_10"}, .nextra = 4,
+                    .x = {{"rules", sizes[k]}, {"walk_ns", walk[k]},
+                          {"index_ns", only[k]},
+                          {"index_ratio", only[k] / only[0]}}};
+
         snprintf(name, sizeof name, "%s_%u", glob ? "shape" : "rules",
                  sizes[k]);
-        f = (figure){.name = name, .value = per[k][0], .unit = "ns",
-                     .nrefs = 1, .ref = {per[0][0]},
-                     .ref_name = {glob ? "shape_10" : "rules_10"}};
-        xnum(&f, "rules", sizes[k]);
-        xnum(&f, "walk_ns", walk[k]);
-        xnum(&f, "index_ns", only[k]);
-        xnum(&f, "index_ratio", only[k] / only[0]);
         if (glob && k == ns - 1)
             build_figures(&f, json[k], o);
         emit_figure(&f, o->json, &layout);
@@ -267,26 +266,12 @@ static void bench_rules(const options *o, int glob)
 
 /* ---- globs and long endpoints --------------------------------------------- */
 
-/* ns per call of the 100 patterns on ep, by the new matcher (old = 0) or
- * the old; repeated until at least 50 ms have gone by. */
-static double time_globs(char (*pat)[64], const char *ep, int old,
-                         int *matched)
-{
-    uint64_t t0 = now_ns(), t;
-    unsigned long reps = 0;
-    int m = 0;
-
-    do {
-        m = 0;
-        for (int i = 0; i < GLOBS; i++)
-            m += old ? pattern_match_dp(pat[i], ep) : pattern_match(pat[i], ep);
-        reps++;
-    } while ((t = now_ns() - t0) < 50000000ULL);
-    *matched = m;
-    return (double)t / (double)reps;
-}
-
-static double time_check_glob(rl_limiter *lim, const char *ep, int *rc)
+/* ns a round, rounds repeated until 50 ms have gone by: the 100 patterns
+ * pat matched against ep by the matcher (how 0) or by the one before it
+ * (how 1), *out their matches; or (how 2) rl_check() of ep on lim, *out its
+ * code. */
+static double time_globs(char (*pat)[64], rl_limiter *lim, const char *ep,
+                         int how, int *out)
 {
     rl_request req = RL_REQUEST_INIT;
     rl_result res = RL_RESULT_INIT;
@@ -297,98 +282,71 @@ static double time_check_glob(rl_limiter *lim, const char *ep, int *rc)
     req.user = "u1";
     req.cost = 0;
     do {
-        *rc = rl_check(lim, &req, &res);
+        *out = how == 2 ? rl_check(lim, &req, &res) : 0;
+        for (int i = 0; how < 2 && i < GLOBS; i++)
+            *out += how ? pattern_match_dp(pat[i], ep)
+                        : pattern_match(pat[i], ep);
         reps++;
     } while ((t = now_ns() - t0) < 50000000ULL);
     return (double)t / (double)reps;
 }
 
-static char *long_endpoint(size_t len)
-{
-    char *ep = malloc(len + 1);
-
-    memset(ep, 'a', len);
-    memcpy(ep, "/api/", 5);
-    memcpy(ep + len - 4, "/end", 4);
-    ep[len] = '\0';
-    return ep;
-}
-
-/* The 100 patterns of a family (star: "/api/STAR/..."; else STARSTAR). */
-static void make_globs(char (*pat)[64], int star)
-{
-    for (int i = 0; i < GLOBS; i++)
-        snprintf(pat[i], sizeof pat[i], "/api/%s/v%d/**/end",
-                 star ? "*" : "**", i);
-}
-
-static rl_limiter *glob_limiter(char (*pat)[64])
-{
-    size_t room = GLOBS * 160 + 16, at = 1;
-    char *json = malloc(room);
-    rl_limiter *lim;
-
-    json[0] = '[';
-    for (int i = 0; i < GLOBS; i++)
-        at += (size_t)sprintf(json + at, "%s" RULE_FMT, i ? "," : "", "g",
-                              (unsigned)i, "user", BIG, pat[i], "", "", "");
-    strcpy(json + at, "]");
-    lim = limiter_with(json);
-    free(json);
-    return lim;
-}
-
-/* glob_<family>_L: the new matcher beside the old on one endpoint. */
-static void emit_glob(const options *o, char (*pat)[64], const char *fam,
-                      const char *ep, size_t len)
-{
-    int m_new, m_old = 0;
-    double t_new = time_globs(pat, ep, 0, &m_new), t_old = 0;
-    char name[40];
-    figure f;
-
-    if (!(o->quick && len > 8192))
-        t_old = time_globs(pat, ep, 1, &m_old);
-    if (t_old && m_new != m_old) {
-        fprintf(stderr, "matchbench: matchers disagree\n");
-        exit(1);
-    }
-    snprintf(name, sizeof name, "glob_%s_%zu", fam, len);
-    f = (figure){.name = name, .value = t_new, .unit = "ns", .nrefs = 1,
-                 .ref = {t_old}, .ref_name = {"dp_before"}};
-    xnum(&f, "endpoint_bytes", (double)len);
-    xnum(&f, "patterns", GLOBS);
-    emit_figure(&f, o->json, &layout);
-}
-
+/* glob_<family>_L (the matcher beside the one before it, on the 100
+ * patterns of a family: "/api/STAR/vK/STARSTAR/end", or STARSTAR first) and
+ * check_glob_L (rl_check() with the star family's rules), for endpoints
+ * of L bytes ("/api/" + 'a's + "/end"). */
 static void bench_globs(const options *o)
 {
     static const size_t lens[] = {64, RL_ENDPOINT_MAX, 8192, 1 << 20};
-    char (*star)[64] = malloc(GLOBS * sizeof *star);
-    char (*dstar)[64] = malloc(GLOBS * sizeof *dstar);
+    static const char *const fam[2] = {"star", "dstar"};
+    char (*pat)[GLOBS][64] = malloc(2 * sizeof *pat);
+    char *json = malloc(GLOBS * 160 + 16);
+    size_t at = 1;
     rl_limiter *lim;
 
-    make_globs(star, 1);
-    make_globs(dstar, 0);
-    lim = glob_limiter(star);
+    json[0] = '[';
+    for (int i = 0; i < GLOBS; i++) {
+        for (int s = 0; s < 2; s++)
+            snprintf(pat[s][i], sizeof pat[s][i], "/api/%s/v%d/**/end",
+                     s ? "**" : "*", i);
+        at += (size_t)sprintf(json + at, "%s" RULE_FMT, i ? "," : "", "g",
+                              (unsigned)i, "user", BIG, pat[0][i], "", "", "");
+    }
+    strcpy(json + at, "]");
+    lim = limiter_with(json);
+    free(json);
     for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
-        char *ep = long_endpoint(lens[k]), name[40];
-        int rc;
-        double t_check = time_check_glob(lim, ep, &rc);
-        figure f;
+        char *ep = malloc(lens[k] + 1), name[40];
+        int rc, m[2];
+        double t_check, t[2];
 
-        emit_glob(o, star, "star", ep, lens[k]);
-        emit_glob(o, dstar, "dstar", ep, lens[k]);
+        memset(ep, 'a', lens[k]);
+        memcpy(ep, "/api/", 5);
+        memcpy(ep + lens[k] - 4, "/end", 5);
+        t_check = time_globs(NULL, lim, ep, 2, &rc);
+        for (int s = 0; s < 2; s++) {
+            t[0] = time_globs(pat[s], NULL, ep, 0, &m[0]);
+            t[1] = o->quick && lens[k] > 8192 ? 0
+                   : time_globs(pat[s], NULL, ep, 1, &m[1]);
+            if (t[1] && m[0] != m[1]) {
+                fprintf(stderr, "matchbench: matchers disagree\n");
+                exit(1);
+            }
+            snprintf(name, sizeof name, "glob_%s_%zu", fam[s], lens[k]);
+            emit_figure(&(figure){.name = name, .value = t[0], .unit = "ns",
+                .nrefs = 1, .ref = {t[1]}, .ref_name = {"dp_before"},
+                .nextra = 2, .x = {{"endpoint_bytes", (double)lens[k]},
+                                   {"patterns", GLOBS}}}, o->json, &layout);
+        }
         snprintf(name, sizeof name, "check_glob_%zu", lens[k]);
-        f = (figure){.name = name, .value = t_check, .unit = "ns"};
-        xnum(&f, "endpoint_bytes", (double)lens[k]);
-        xstr(&f, "rc", rc == RL_OK ? "RL_OK" : rl_strerror(rc));
-        emit_figure(&f, o->json, &layout);
+        emit_figure(&(figure){.name = name, .value = t_check, .unit = "ns",
+            .nextra = 2, .x = {{"endpoint_bytes", (double)lens[k]},
+            {"rc", 0, rc == RL_OK ? "RL_OK" : rl_strerror(rc)}}},
+            o->json, &layout);
         free(ep);
     }
     rl_limiter_free(lim);
-    free(star);
-    free(dstar);
+    free(pat);
 }
 
 int match_main(int argc, char **argv)

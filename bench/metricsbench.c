@@ -82,18 +82,6 @@ typedef struct result {
     unsigned long long denied[2];
 } result;
 
-static void collect(const ab_result *ab, int pairs, result *out)
-{
-    for (int p = 0; p < pairs; p++) {
-        out->wall_ratio[out->n] = ab->wall[p][OFF] / ab->wall[p][ON];
-        out->ns[ON][out->n] = ab->cpu[p][ON];
-        out->ns[OFF][out->n] = ab->cpu[p][OFF];
-        out->ratio[out->n++] = ab->cpu[p][OFF] / ab->cpu[p][ON];
-    }
-    for (int side = OFF; side <= ON; side++)
-        out->denied[side] += ab->denied[side];
-}
-
 /* The q-quantile of the n sorted values v (nearest rank). */
 static double quantile(const double *v, size_t n, double q)
 {
@@ -103,7 +91,7 @@ static double quantile(const double *v, size_t n, double q)
 }
 
 /* One instance: o->pairs ABBA pairs on lim, side `first` opening the
- * first pair, CPU ns a check. */
+ * first pair, CPU ns a check, added to out. */
 static int run_instance(const options *o, rl_limiter **lim, const char *keys,
                         uint32_t *const *seqs, int threads, int first,
                         result *out, char *err)
@@ -113,11 +101,18 @@ static int run_instance(const options *o, rl_limiter **lim, const char *keys,
                 .stride = KEY_STRIDE, .calls = (size_t)o->calls,
                 .pairs = (int)o->pairs, .blocks = 4, .first = first,
                 .all_dims = 1};
-    int rc = bench_ab(&r, seqs, threads, &ab, "rlbench metrics", err);
 
-    if (rc == 0)
-        collect(&ab, (int)o->pairs, out);
-    return rc;
+    if (bench_ab(&r, seqs, threads, &ab, "rlbench metrics", err))
+        return -1;
+    for (int p = 0; p < (int)o->pairs; p++, out->n++) {
+        out->wall_ratio[out->n] = ab.wall[p][OFF] / ab.wall[p][ON];
+        out->ns[ON][out->n] = ab.cpu[p][ON];
+        out->ns[OFF][out->n] = ab.cpu[p][OFF];
+        out->ratio[out->n] = ab.cpu[p][OFF] / ab.cpu[p][ON];
+    }
+    out->denied[OFF] += ab.denied[OFF];
+    out->denied[ON] += ab.denied[ON];
+    return 0;
 }
 
 static const text_layout layout = {40, 10, 1, 12, 11, 3};
@@ -126,7 +121,6 @@ static void emit_case(const options *o, const bench_case *c, result *r,
                       double bytes, double render_us, double load0)
 {
     char name[96];
-    figure f = {0};
     size_t n = r->n;
 
     snprintf(name, sizeof name, "%s%smetrics_check_%s",
@@ -135,41 +129,41 @@ static void emit_case(const options *o, const bench_case *c, result *r,
     sort_doubles(r->ns[OFF], n);
     sort_doubles(r->ratio, n);
     sort_doubles(r->wall_ratio, n);
-    f = (figure){.name = name, .value = 1e9 / quantile(r->ns[ON], n, 0.5),
-                  .unit = "checks/cpu-s", .nrefs = 1,
-                  .ref = {1e9 / quantile(r->ns[OFF], n, 0.5)},
-                  .ref_name = {"metrics_off"}};
-    xnum(&f, "threads", c->threads);
-    xstr(&f, "keys", c->distinct ? "distinct" : "global_rule");
-    xstr(&f, "on_side", c->aa ? "metrics_off" : "metrics_on");
-    xnum(&f, "ratio_paired", quantile(r->ratio, n, 0.5));
-    xnum(&f, "ratio_min", r->ratio[0]);
-    xnum(&f, "ratio_p25", quantile(r->ratio, n, 0.25));
-    xnum(&f, "ratio_p75", quantile(r->ratio, n, 0.75));
-    xnum(&f, "ratio_max", r->ratio[n - 1]);
-    xnum(&f, "ratio_paired_wall", quantile(r->wall_ratio, n, 0.5));
-    xnum(&f, "pairs", (double)n);
-    xnum(&f, "ns", quantile(r->ns[ON], n, 0.5));
-    xnum(&f, "ref_ns", quantile(r->ns[OFF], n, 0.5));
-    xnum(&f, "denied", (double)r->denied[ON]);
-    xnum(&f, "metrics_bytes", bytes);
-    xnum(&f, "metrics_render_us", render_us);
-    xnum(&f, "loadavg_start", load0);
-    xnum(&f, "loadavg_end", loadavg1());
-    emit_figure(&f, o->json, &layout);
+    emit_figure(&(figure){.name = name, .unit = "checks/cpu-s",
+        .value = 1e9 / quantile(r->ns[ON], n, 0.5), .nrefs = 1,
+        .ref = {1e9 / quantile(r->ns[OFF], n, 0.5)},
+        .ref_name = {"metrics_off"}, .nextra = 17, .x = {
+        {"threads", c->threads},
+        {"keys", 0, c->distinct ? "distinct" : "global_rule"},
+        {"on_side", 0, c->aa ? "metrics_off" : "metrics_on"},
+        {"ratio_paired", quantile(r->ratio, n, 0.5)},
+        {"ratio_min", r->ratio[0]},
+        {"ratio_p25", quantile(r->ratio, n, 0.25)},
+        {"ratio_p75", quantile(r->ratio, n, 0.75)},
+        {"ratio_max", r->ratio[n - 1]},
+        {"ratio_paired_wall", quantile(r->wall_ratio, n, 0.5)},
+        {"pairs", (double)n}, {"ns", quantile(r->ns[ON], n, 0.5)},
+        {"ref_ns", quantile(r->ns[OFF], n, 0.5)},
+        {"denied", (double)r->denied[ON]}, {"metrics_bytes", bytes},
+        {"metrics_render_us", render_us}, {"loadavg_start", load0},
+        {"loadavg_end", loadavg1()}}}, o->json, &layout);
 }
 
-/* One rendering of lim's metrics: its bytes, and the time in *us. */
-static double render(rl_limiter *lim, double *us)
+/* One rendering of lim's metrics: its bytes, the time in *us, the text in
+ * *text (when not NULL): 0, or rl_metrics_write()'s code. */
+static int render(rl_limiter *lim, double *bytes, double *us,
+                  const char **text)
 {
-    static char buf[1 << 20];
+    static char buf[1 << 22];
     size_t len = 0;
     uint64_t t0 = now_ns();
+    int rc = rl_metrics_write(lim, buf, sizeof buf, &len);
 
-    if (rl_metrics_write(lim, buf, sizeof buf, &len) != RL_OK)
-        return -1;
     *us = (double)(now_ns() - t0) / 1e3;
-    return (double)len;
+    *bytes = rc == RL_OK ? (double)len : -1;
+    if (text)
+        *text = buf;
+    return rc;
 }
 
 /* A fresh pair of limiters (side `first` made first), every user charged
@@ -205,7 +199,7 @@ static int bench_case_run(const options *o, const bench_case *c,
         if ((rc = make_pair(o, c, keys, first, lim, err)) == 0)
             rc = run_instance(o, lim, keys, seqs, c->threads, first, &r, err);
         if (rc == 0)
-            bytes = render(lim[ON], &us);
+            render(lim[ON], &bytes, &us, NULL);
         rl_limiter_free(lim[OFF]);
         rl_limiter_free(lim[ON]);
     }
@@ -214,33 +208,23 @@ static int bench_case_run(const options *o, const bench_case *c,
     return rc;
 }
 
-/* The shards in a metrics text: its breaker_state series. */
-static int count_shards(const char *text)
-{
-    const char *want = "\nratelimit_store_breaker_state{";
-    int n = 0;
-
-    for (const char *p = text; (p = strstr(p, want)); p++)
-        n++;
-    return n;
-}
-
 /* One /metrics rendering with RENDER_RULES rules, each charged once:
- * the median time of RENDER_RUNS, the bytes and the shards. */
+ * the median time of RENDER_RUNS, the bytes and the shards (its
+ * breaker_state series). */
 #define RENDER_RULES 1000
 #define RENDER_RUNS 21
 
 static int render_big(const options *o, char *err)
 {
-    size_t cap = RENDER_RULES * 220 + 64, at, len = 0;
-    char *rules = malloc(cap), *text = malloc(1 << 22);
-    double us[RENDER_RUNS];
-    rl_limiter *lim = NULL;
-    figure f = {0};
-    int rc = -1;
+    size_t cap = RENDER_RULES * 220 + 64, at;
+    char *rules = malloc(cap);
+    const char *text = "", *p;
+    double us[RENDER_RUNS], bytes = 0, shards = 0;
+    rl_limiter *lim;
+    int rc = 0;
 
-    if (!rules || !text)
-        goto out;
+    if (rules == NULL)
+        return snprintf(err, ERRLEN, "out of memory"), -1;
     at = (size_t)snprintf(rules, cap, "{\"rules\":[");
     for (int i = 0; i < RENDER_RULES; i++)
         at += (size_t)snprintf(rules + at, cap - at,
@@ -250,10 +234,10 @@ static int render_big(const options *o, char *err)
                                i ? "," : "", i, i);
     snprintf(rules + at, cap - at, "]}");
     lim = bench_limiter((const char *const[]){"rules", rules,
-                                              "store", o->store, NULL},
-                        err);
+                                              "store", o->store, NULL}, err);
+    free(rules);
     if (!lim)
-        goto out;
+        return -1;
     for (int i = 0; i < RENDER_RULES; i++) {
         char ep[16];
         rl_request req = {.size = sizeof req, .endpoint = ep, .user = "u",
@@ -262,29 +246,22 @@ static int render_big(const options *o, char *err)
         snprintf(ep, sizeof ep, "/r%d", i);
         rl_check(lim, &req, &res);
     }
-    for (int k = 0; k < RENDER_RUNS; k++) {
-        uint64_t t0 = now_ns();
-        if ((rc = rl_metrics_write(lim, text, 1 << 22, &len)) != RL_OK) {
-            set_err(err, "rl_metrics_write", rc, errtext(lim));
-            goto out;
-        }
-        us[k] = (double)(now_ns() - t0) / 1e3;
-    }
-    sort_doubles(us, RENDER_RUNS);
-    f = (figure){.name = "metrics_render_1000_rules",
-                  .value = us[RENDER_RUNS / 2], .unit = "us"};
-    xnum(&f, "bytes", (double)len);
-    xnum(&f, "rules", RENDER_RULES);
-    xnum(&f, "shards", count_shards(text));
-    xnum(&f, "min_us", us[0]);
-    xnum(&f, "max_us", us[RENDER_RUNS - 1]);
-    emit_figure(&f, o->json, &layout);
-    rc = 0;
-out:
+    for (int k = 0; k < RENDER_RUNS && rc == 0; k++)
+        rc = render(lim, &bytes, &us[k], &text);
+    if (rc != RL_OK)
+        set_err(err, "rl_metrics_write", rc, errtext(lim));
     rl_limiter_free(lim);
-    free(rules);
-    free(text);
-    return rc;
+    if (rc != RL_OK)
+        return -1;
+    for (p = text; (p = strstr(p, "\nratelimit_store_breaker_state{")); p++)
+        shards++;
+    sort_doubles(us, RENDER_RUNS);
+    emit_figure(&(figure){.name = "metrics_render_1000_rules",
+        .value = us[RENDER_RUNS / 2], .unit = "us", .nextra = 5, .x = {
+        {"bytes", bytes}, {"rules", RENDER_RULES}, {"shards", shards},
+        {"min_us", us[0]}, {"max_us", us[RENDER_RUNS - 1]}}},
+        o->json, &layout);
+    return 0;
 }
 
 /* The controls first (metrics off on both sides: the bench's own

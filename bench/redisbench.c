@@ -54,24 +54,6 @@ static const bench_opts table = {
              "redis-benchmark is taken from $REDIS_BENCHMARK or\nthe PATH; "
              "the outage group hangs a private server of its own (SIGSTOP)."};
 
-/* The checks across options: 0, or 2 after saying what is wrong. */
-static int opt_finish(options *o)
-{
-    if (o->port == 0) {
-        fprintf(stderr, "redisbench: --port is required\n");
-        bench_opt_usage(&table, stderr);
-        return 2;
-    }
-    if (o->mem_keys > o->keys)
-        o->mem_keys = o->keys;
-    if (o->mem_keys < 1000 || o->usec_checks < 1000) {
-        fprintf(stderr, "redisbench: --mem-keys (capped by --keys) and "
-                        "--usec-checks must be >= 1000\n");
-        return 2;
-    }
-    return 0;
-}
-
 /* Returns 0 to run, 1 to exit 0 (help), 2 on a usage error. */
 static int parse_args(int argc, char **argv, options *o)
 {
@@ -81,68 +63,69 @@ static int parse_args(int argc, char **argv, options *o)
     o->peer_usec = -1.0;
     if ((rc = bench_opt_args(argc, argv, &table, o)) != 0)
         return rc;
-    return opt_finish(o);
+    if (o->port == 0) {
+        fprintf(stderr, "redisbench: --port is required\n");
+        bench_opt_usage(&table, stderr);
+        return 2;
+    }
+    o->mem_keys = o->mem_keys > o->keys ? o->keys : o->mem_keys;
+    if (o->mem_keys < 1000 || o->usec_checks < 1000)
+        return fprintf(stderr, "redisbench: --mem-keys (capped by --keys) "
+                       "and --usec-checks must be >= 1000\n"), 2;
+    return 0;
+}
+
+/* --only names the group (module_*, compact: they run only so); want: or
+ * there is no --only, or it is accuracy, which includes window_edge. */
+static int only(const options *o, const char *group)
+{
+    return o->only && strcmp(o->only, group) == 0;
 }
 
 static int want(const options *o, const char *group)
 {
-    if (o->only == NULL || strcmp(o->only, group) == 0)
-        return 1;
-    return strcmp(group, "window_edge") == 0 &&
-           strcmp(o->only, "accuracy") == 0;
+    return !o->only || only(o, group) ||
+           (strcmp(group, "window_edge") == 0 && only(o, "accuracy"));
 }
 
 /* ---- main -------------------------------------------------------------------- */
 
-/* The control connection to 127.0.0.1:port; the server's version in ver,
- * its pid in redis_pid. */
-static int server_connect(const options *o, char *ver, size_t verlen,
-                          char *err)
+/* The control connection to 127.0.0.1:port (the server's version in ver,
+ * its pid in redis_pid); a database that is not empty refused (unless
+ * --force); the library's script loaded: its sha (40 hex digits) in sha,
+ * by the name the library's EVALSHA uses. */
+static int server_open(const options *o, char *ver, size_t verlen, char *sha,
+                       char *err)
 {
-    struct timeval tv = {2, 0};
-    double pid = 0;
+    double pid = 0, keys = 0;
+    redisReply *r;
 
-    ctl = redisConnectWithTimeout("127.0.0.1", o->port, tv);
+    ctl = redisConnectWithTimeout("127.0.0.1", o->port, (struct timeval){2, 0});
     if (ctl == NULL || ctl->err)
         return snprintf(err, ERRLEN, "connect to 127.0.0.1:%d: %s", o->port,
                         ctl ? ctl->errstr : "out of memory"), -1;
     redisSetTimeout(ctl, (struct timeval){60, 0});
-    if (info_str(ctl, "server", "redis_version", ver, verlen, err))
+    if (info_str(ctl, "server", "redis_version", ver, verlen, err) ||
+        info_num(ctl, "server", "process_id", &pid, err) ||
+        (r = ctl_cmd(err, "DBSIZE")) == NULL)
         return -1;
-    if (info_num(ctl, "server", "process_id", &pid, err))
-        return -1;
+    keys = (double)r->integer;
+    freeReplyObject(r);
     redis_pid = (long)pid;
     server_ps = (pidset){.master = {(pid_t)pid}, .nmaster = 1};
-    return 0;
-}
-
-/* Refuses a database that is not empty (unless --force), then loads the
- * library's script: its sha (40 hex digits) in sha, by the name the
- * library's EVALSHA uses. */
-static int server_prepare(const options *o, char *sha, char *err)
-{
-    redisReply *r;
-
-    if ((r = ctl_cmd(err, "DBSIZE")) == NULL)
-        return -1;
-    if (r->integer != 0 && !o->force) {
-        snprintf(err, ERRLEN, "the database on 127.0.0.1:%d holds %lld keys "
-                 "and would be flushed; use --force", o->port,
-                 (long long)r->integer);
-        freeReplyObject(r);
-        return -1;
-    }
-    freeReplyObject(r);
+    if (keys != 0 && !o->force)
+        return snprintf(err, ERRLEN, "the database on 127.0.0.1:%d holds %.0f "
+                        "keys and would be flushed; use --force", o->port,
+                        keys), -1;
     if ((r = ctl_cmd(err, "SCRIPT LOAD %b", rl_lua_check,
                      rl_lua_check_len)) == NULL)
         return -1;
-    if (r->type != REDIS_REPLY_STRING || r->len != 40) {
-        freeReplyObject(r);
-        return snprintf(err, ERRLEN, "SCRIPT LOAD: unexpected reply"), -1;
-    }
-    memcpy(sha, r->str, 40);
+    if (r->type == REDIS_REPLY_STRING && r->len == 40)
+        memcpy(sha, r->str, 41);
+    else
+        snprintf(err, ERRLEN, "SCRIPT LOAD: unexpected reply");
     freeReplyObject(r);
-    return 0;
+    return sha[0] ? 0 : -1;
 }
 
 /* The run's parameters (bench_params), then the server and the script. */
@@ -165,45 +148,28 @@ static void print_params(const options *o, const char *ver, const char *sha)
     fflush(stdout);
 }
 
-/* The groups --only leaves, in turn. */
-static int run_groups(const options *o, const char *sha, acc *ac, char *err)
+/* The groups --only leaves, in turn.  The accuracy processes are forked
+ * first (no thread runs yet) and wait; the window-edge run then ends 0.1 s
+ * into a window, just in time for the accuracy run to start 0.25 s into
+ * it. */
+static int run_groups(const options *o, const char *sha, char *err)
 {
-    if (want(o, "throughput_64") &&
-        group_throughput(o, sha, TP_THREADS, 1, err))
-        return -1;
-    if (want(o, "throughput_64_many") &&
-        group_throughput(o, sha, MANY_THREADS, MANY_PER_CALL, err))
-        return -1;
-    if (want(o, "throughput_1") && group_throughput(o, sha, 1, 1, err))
-        return -1;
-    if (want(o, "usec_per_call") && group_usec(o, sha, err))
-        return -1;
-    if (want(o, "bytes_per_key") && group_bytes(o, err))
-        return -1;
-    if (want(o, "accuracy") || want(o, "window_edge")) {
-        if (flushall_wait(ctl, err))
-            return -1;
-        /* The accuracy processes are forked first (no thread runs yet) and
-         * wait; the window-edge run then ends 0.1 s into a window, just in
-         * time for the accuracy run to start 0.25 s into it. */
-        if (want(o, "accuracy") && acc_prepare(o, ac, err))
-            return -1;
-        if (want(o, "window_edge") && group_edge(o, err))
-            return -1;
-        if (want(o, "accuracy") && acc_run(o, ac, err))
-            return -1;
-    }
-    if (o->only && strcmp(o->only, "module_usec") == 0 &&
-        group_module(o, err))
-        return -1;
-    if (o->only && strcmp(o->only, "module_bytes") == 0 &&
-        group_module_bytes(o, err))
-        return -1;
-    if (o->only && strcmp(o->only, "compact") == 0 && group_compact(o, err))
-        return -1;
-    if (want(o, "outage") && group_outage(o, err))
-        return -1;
-    return 0;
+    int acc = want(o, "accuracy"), edge = want(o, "window_edge");
+
+    return (want(o, "throughput_64") &&
+            group_throughput(o, sha, TP_THREADS, 1, err)) ||
+           (want(o, "throughput_64_many") &&
+            group_throughput(o, sha, MANY_THREADS, MANY_PER_CALL, err)) ||
+           (want(o, "throughput_1") && group_throughput(o, sha, 1, 1, err)) ||
+           (want(o, "usec_per_call") && group_usec(o, sha, err)) ||
+           (want(o, "bytes_per_key") && group_bytes(o, err)) ||
+           ((acc || edge) && flushall_wait(ctl, err)) ||
+           (acc && acc_prepare(o, err)) || (edge && group_edge(o, err)) ||
+           (acc && acc_run(o, err)) ||
+           (only(o, "module_usec") && group_module(o, err)) ||
+           (only(o, "module_bytes") && group_module_bytes(o, err)) ||
+           (only(o, "compact") && group_compact(o, err)) ||
+           (want(o, "outage") && group_outage(o, err)) ? -1 : 0;
 }
 
 static int redis_main(int argc, char **argv)
@@ -211,23 +177,20 @@ static int redis_main(int argc, char **argv)
     options o;
     int prc, status = 1;
     char err[ERRLEN] = "", ver[64] = "", sha[41] = "";
-    acc ac = {0};
     uint64_t t_start = now_ns();
 
     prc = parse_args(argc, argv, &o);
     if (prc != 0)
         return prc == 1 ? 0 : 2;
     signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error, not death */
-    if (server_connect(&o, ver, sizeof ver, err) == 0 &&
-        server_prepare(&o, sha, err) == 0) {
+    if (server_open(&o, ver, sizeof ver, sha, err) == 0) {
         print_params(&o, ver, sha);
-        if (run_groups(&o, sha, &ac, err) == 0) {
+        if (run_groups(&o, sha, err) == 0) {
             print_done("redisbench", o.json, t_start);
             status = 0;
         }
     }
-    if (ac.sh)
-        acc_stop(&ac);
+    acc_stop();
     if (status != 0)
         fprintf(stderr, "redisbench: %s\n", err[0] ? err : "failed");
     if (ctl)

@@ -39,8 +39,6 @@
 #include "redis_harness.h" /* RH_CLUSTER_MAX */
 #include "redisutil.h"
 
-extern char **environ;
-
 #define TP_THREADS 64
 #define FILL_THREADS 64
 #define BIG_LIMIT 1000000000LL /* per window: nothing is ever denied */
@@ -60,19 +58,6 @@ extern char **environ;
  * How busy Redis is kept changes usec_per_call itself (a script run one at
  * a time finds cold caches), hence hot_usec_per_call beside it. */
 #define USEC_THREADS 64
-#define ACC_PROCS 8
-#define ACC_THREADS 4
-#define ACC_LIMIT 1000
-#define ACC_BURST 100
-#define ACC_WINDOW_MS 10000LL
-#define ACC_START_OFFSET_MS 250LL
-#define ACC_TOLERANCE 0.03
-#define EDGE_THREADS 32
-#define EDGE_LIMIT 100
-#define EDGE_WINDOW_MS 10000LL
-#define EDGE_PHASE1_MS 9200LL /* into window W        */
-#define EDGE_PHASE2_MS 100LL  /* into window W + 1    */
-#define EDGE_FIRE2 200
 #define MAX_KEYS 1000000000ULL
 
 /* The first 4 run in every group; sliding_log (its limit capped at
@@ -135,27 +120,6 @@ typedef struct rb_result {
     char cmd[1024];
 } rb_result;
 
-typedef struct acc_slot {
-    unsigned long long admitted[4], checks[4], fallback;
-    int64_t first_ns, last_ns; /* CLOCK_REALTIME */
-    int rc;
-    char err[200];
-} acc_slot;
-
-typedef struct acc_shared {
-    _Atomic int ready;  /* children whose threads wait for `go`       */
-    _Atomic int go;     /* 0 wait, 1 run [start_ns, stop_ns), 2 quit   */
-    int64_t start_ns, stop_ns;
-    char key[64];
-    acc_slot slot[ACC_PROCS * ACC_THREADS];
-} acc_shared;
-
-typedef struct acc {
-    acc_shared *sh;
-    pid_t pid[ACC_PROCS];
-    int nproc;
-} acc;
-
 /* The servers whose CPU cpu_take() counts: masters (or the single server)
  * and replicas. */
 typedef struct pidset {
@@ -181,13 +145,14 @@ extern volatile sig_atomic_t g_signal; /* cluster: the signal that came */
 extern _Atomic int g_stop;             /* cluster: workers, stop now    */
 
 int64_t rt_ns(void);
-
 void sleep_s(double s); /* cut short by a signal (g_signal) */
 
 /* Sleeps until t_ns on clock clk (CLOCK_REALTIME: rt_ns()'s). */
 void sleep_until(clockid_t clk, int64_t t_ns);
 #define sleep_until_rt(t_ns) sleep_until(CLOCK_REALTIME, t_ns)
 
+/* f as emit_figure() prints it; its extras counted up to the first with no
+ * name, so a figure may list them in its initializer (.x = {...}). */
 void emit(const options *o, const figure *f);
 
 /* bcmd() and bcmd_ok() on ctl. */
@@ -206,10 +171,10 @@ int cmdstat_script_at(redisContext *c, cmdstat *cs, char *err);
 int read_replies(unsigned long long n, int type, const char *what,
                  char *err);
 
+/* The library's key as a redis-benchmark template; the keys' mean length
+ * and one of them; the CPU the client and the servers in ps used so far. */
 int key_template(char *out, size_t outlen, char *err);
-
 int key_lengths(double *mean, char *example, size_t exlen, char *err);
-
 void cpu_take(cpu_snap *s, const pidset *ps);
 
 /* `threads` workers of rl_allow() (or rl_check_many() of per_call) on a
@@ -230,47 +195,40 @@ void tp_emit_latency(const options *o, const char *name, const tp_sums *sum,
                      const double ref_us[2], const char *const ref_name[2],
                      const double x_us[2]);
 
+/* Limiters on o's store: of rules (JSON), or of one rule by user (one_rule()
+ * writes its JSON; burst 0: none). */
 int make_limiter(const options *o, const char *rules,
                  rl_limiter **out, char *err);
-
 void one_rule(char *buf, size_t len, const char *id, int algo,
               long long limit, long long window_s, long long burst);
-
 int limiter_one_rule(const options *o, const char *id, int algo,
                      long long limit, long long window_s, rl_limiter **out,
                      char *err);
 
-void script_args(long long v8[8], int algo, long long limit,
-                 long long window_s);
-
-int run_redis_benchmark(const options *o, const char *sha,
-                        int clients, int pipeline,
-                        unsigned long long n,
+/* redis-benchmark of the library's script (redisbench_throughput.c). */
+int run_redis_benchmark(const options *o, const char *sha, int clients,
+                        int pipeline, unsigned long long n,
                         unsigned long long keyspace, const char *key,
-                        const long long v8[8], rb_result *out,
-                        char *err);
-
+                        int algo, long long limit, long long window_s,
+                        rb_result *out, char *err);
 int group_throughput(const options *o, const char *sha, int threads,
                      int per_call, char *err);
-
 int group_usec(const options *o, const char *sha, char *err);
-
 int group_bytes(const options *o, char *err);
 int group_compact(const options *o, char *err);
 int bytes_one(const options *o, int a, long long limit, int passes,
               const char *name, double ref, const char *ref_name,
               double *value, char *err);
 
-void acc_stop(acc *ac);
-
-int acc_prepare(const options *o, acc *ac, char *err);
-
-int acc_run(const options *o, acc *ac, char *err);
-
+/* Group 5 (redisbench_accuracy.c): acc_prepare() forks the accuracy
+ * processes before any thread runs, group_edge() runs window_edge, acc_run()
+ * the accuracy figures; acc_stop() ends what acc_prepare() started. */
+int acc_prepare(const options *o, char *err);
 int group_edge(const options *o, char *err);
+int acc_run(const options *o, char *err);
+void acc_stop(void);
 
 int group_outage(const options *o, char *err);
-
 int group_module(const options *o, char *err);
 int group_module_bytes(const options *o, char *err);
 

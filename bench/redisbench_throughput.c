@@ -5,172 +5,53 @@
  * measures".
  */
 #include "redisbench.h"
-/* ---- throughput (groups 1 and 2) ------------------------------------------ */
 
-/* The script's ARGV for one request of a rule (what algo_params_init()
- * computes): algorithm, limit, burst (the limit for token bucket and GCRA),
- * window ms, p and q, cost 1, soft 0. */
-void script_args(long long v8[8], int algo, long long limit,
-                 long long window_s)
-{
-    long long wms = window_s * 1000LL, g = algo_gcd64(wms, limit);
-    long long bucket = algo == 1 || algo == 3;
-
-    v8[0] = algo;
-    v8[1] = limit;
-    v8[2] = bucket ? limit : 0;
-    v8[3] = wms;
-    v8[4] = wms / g;
-    v8[5] = limit / g;
-    v8[6] = 1;
-    v8[7] = 0;
-}
-
-/* ---- redis-benchmark ----------------------------------------------------- */
-
-typedef struct rb_argv {
-    char port[16], c[16], P[16], nb[32], r[32], a8[8][24];
-    char *argv[40];
-} rb_argv;
-
-/* redis-benchmark's command line in a->argv, and as one string in cmd. */
-static void rb_args(const options *o, const char *prog, const char *sha,
-                    int clients, int pipeline, unsigned long long n,
-                    unsigned long long keyspace, const char *key,
-                    const long long v8[8], rb_argv *a, char *cmd,
-                    size_t cmdlen)
-{
-    size_t len = 0;
-    int ac = 0;
-
-    snprintf(a->port, sizeof a->port, "%d", o->port);
-    snprintf(a->c, sizeof a->c, "%d", clients);
-    snprintf(a->P, sizeof a->P, "%d", pipeline);
-    snprintf(a->nb, sizeof a->nb, "%llu", n);
-    snprintf(a->r, sizeof a->r, "%llu", keyspace);
-    for (int i = 0; i < 8; i++)
-        snprintf(a->a8[i], sizeof a->a8[i], "%lld", v8[i]);
-    const char *v[] = {prog,     "-h",     "127.0.0.1", "-p",     a->port,
-                       "-c",     a->c,     "-P",        a->P,     "-n",
-                       a->nb,    "-r",     a->r,        "--csv",  "EVALSHA",
-                       sha,      "1",      key,         "0",      "c",
-                       "11",     a->a8[0], a->a8[1],    a->a8[2], a->a8[3],
-                       a->a8[4], a->a8[5], "0",         "1",      "1",
-                       "4",      a->a8[6], a->a8[7],    ""};
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        a->argv[ac++] = (char *)v[i];
-        len += (size_t)snprintf(cmd + len, len < cmdlen ? cmdlen - len : 0,
-                                "%s%s", i ? " " : "", v[i]);
-    }
-    a->argv[ac] = NULL;
-}
-
-/* Runs argv with its stdout read into buf (the last buflen - 1 bytes, the
- * figures being on the last line); *wall_s is how long it took.  0, or -1
- * with err when it cannot run or fails. */
-static int rb_spawn(const char *prog, char **argv, char *buf, size_t buflen,
-                    double *wall_s, char *err)
-{
-    int fds[2], status = 0;
-    size_t got = 0;
-    posix_spawn_file_actions_t fa;
-    pid_t pid;
-    uint64_t t0;
-
-    if (pipe(fds) != 0)
-        return snprintf(err, ERRLEN, "pipe: %s", strerror(errno)), -1;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    posix_spawn_file_actions_addclose(&fa, fds[0]);
-    posix_spawn_file_actions_addclose(&fa, fds[1]);
-    t0 = now_ns();
-    if ((errno = posix_spawnp(&pid, prog, &fa, NULL, argv, environ)) != 0) {
-        snprintf(err, ERRLEN, "cannot run %s: %s", prog, strerror(errno));
-        posix_spawn_file_actions_destroy(&fa);
-        close(fds[0]);
-        close(fds[1]);
-        return -1;
-    }
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    for (;;) {
-        ssize_t k = read(fds[0], buf + got, buflen - 1 - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-        if (got == buflen - 1)
-            got = 0; /* keep the tail: the figures are on the last line */
-    }
-    buf[got] = '\0';
-    close(fds[0]);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-        ;
-    *wall_s = (double)(now_ns() - t0) / 1e9;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        return snprintf(err, ERRLEN, "%s failed (status %d)", prog, status),
-               -1;
-    return 0;
-}
-
-/* "test","rps","avg","min","p50","p95","p99","max" -- the last line. */
-static int rb_parse(const char *prog, char *buf, rb_result *out, char *err)
-{
-    char *line, *fld[16];
-    int nf = 0;
-
-    line = strrchr(buf, '"');
-    while (line && line > buf && line[-1] != '\n')
-        line--;
-    if (line == NULL)
-        return snprintf(err, ERRLEN, "%s: no CSV output", prog), -1;
-    for (char *s = line; nf < 16 && (s = strchr(s, '"')) != NULL;) {
-        char *e = strchr(s + 1, '"');
-        if (e == NULL)
-            break;
-        *e = '\0';
-        fld[nf++] = s + 1;
-        s = e + 1;
-    }
-    if (nf < 8 || strncmp(fld[0], "EVALSHA", 7) != 0)
-        return snprintf(err, ERRLEN, "%s: unexpected CSV \"%.200s\"", prog,
-                        line), -1;
-    out->rps = strtod(fld[1], NULL);
-    out->p50_ms = strtod(fld[4], NULL);
-    out->p99_ms = strtod(fld[6], NULL);
-    if (!(out->rps > 0))
-        return snprintf(err, ERRLEN, "%s: no rate", prog), -1;
-    return 0;
-}
-
-/* redis-benchmark -n n -r keyspace with the library's script: KEYS[1] is
- * `key` (with __rand_int__), ARGV the time "0", "c", and what
- * redis_node.c sends for one op (lua/check.lua): "11", where the
- * requests begin after a table of one rule (ARGV[4..10]: algorithm,
- * limit, burst, window ms, p, q, and "0" replaced shapes), then one
- * request of one key ("1" "1"): the index of its rule "4", cost, soft and
- * the field "" (the plain layout).  --csv; the last line has the figures.
- * The library may batch many requests into one call of this script; the
- * reference sends one request per call. */
-int run_redis_benchmark(const options *o, const char *sha,
-                               int clients, int pipeline,
-                               unsigned long long n,
-                               unsigned long long keyspace, const char *key,
-                               const long long v8[8], rb_result *out,
-                               char *err)
+/* redis-benchmark -n n -r keyspace of the library's script, one request of
+ * a rule (algo, limit per window_s) a call, in out (its figures, how long it
+ * ran, its command line): KEYS[1] is `key` (with __rand_int__), ARGV the
+ * time "0", "c", and what redis_node.c sends for one op (lua/check.lua):
+ * "11", where the requests begin after a table of one rule (ARGV[4..10]:
+ * algorithm, limit, burst (the limit for token bucket and GCRA), window ms,
+ * p and q (what algo_params_init() computes), and "0" replaced shapes),
+ * then one request of one key ("1" "1"): the index of its rule "4", cost
+ * 1, soft 0 and the field "" (the plain layout).  --csv: the last line has
+ * the figures.  The library may batch many requests into one call of this
+ * script; the reference sends one request per call. */
+int run_redis_benchmark(const options *o, const char *sha, int clients,
+                        int pipeline, unsigned long long n,
+                        unsigned long long keyspace, const char *key,
+                        int algo, long long limit, long long window_s,
+                        rb_result *out, char *err)
 {
     const char *prog = getenv("REDIS_BENCHMARK");
-    char buf[8192];
-    rb_argv a;
+    long long wms = window_s * 1000LL, g = algo_gcd64(wms, limit);
+    char line[1024], last[1024] = "";
+    uint64_t t0 = now_ns();
+    FILE *p;
+    int st;
 
-    if (prog == NULL || *prog == '\0')
-        prog = "redis-benchmark";
-    rb_args(o, prog, sha, clients, pipeline, n, keyspace, key, v8, &a,
-            out->cmd, sizeof out->cmd);
-    if (rb_spawn(prog, a.argv, buf, sizeof buf, &out->wall_s, err))
-        return -1;
-    return rb_parse(prog, buf, out, err);
+    prog = prog && *prog ? prog : "redis-benchmark";
+    snprintf(out->cmd, sizeof out->cmd, "%s -h 127.0.0.1 -p %d -c %d -P %d "
+             "-n %llu -r %llu --csv EVALSHA %s 1 '%s' 0 c 11 %d %lld %lld "
+             "%lld %lld %lld 0 1 1 4 1 0 ''", prog, o->port, clients,
+             pipeline, n, keyspace, sha, key, algo, limit,
+             algo == 1 || algo == 3 ? limit : 0, wms, wms / g, limit / g);
+    if ((p = popen(out->cmd, "r")) == NULL)
+        return snprintf(err, ERRLEN, "cannot run %s: %s", prog,
+                        strerror(errno)), -1;
+    while (fgets(line, sizeof line, p))
+        if (line[0] == '"')
+            memcpy(last, line, sizeof last);
+    st = pclose(p);
+    out->wall_s = (double)(now_ns() - t0) / 1e9;
+    if (st != 0)
+        return snprintf(err, ERRLEN, "%s failed (status %d)", prog, st), -1;
+    if (sscanf(last, "\"EVALSHA%*[^\"]\",\"%lf\",\"%*f\",\"%*f\",\"%lf\","
+               "\"%*f\",\"%lf\"", &out->rps, &out->p50_ms, &out->p99_ms) != 3 ||
+        !(out->rps > 0))
+        return snprintf(err, ERRLEN, "%s: unexpected CSV \"%.200s\"", prog,
+                        last), -1;
+    return 0;
 }
 
 /* ---- one throughput figure ------------------------------------------------- */
@@ -263,32 +144,32 @@ static int tp_reference(const options *o, const char *sha, int clients,
                         unsigned long long calls, const char *tmpl,
                         tp_ref *r, char *err)
 {
-    long long v8[8];
-
     memset(r, 0, sizeof *r);
-    script_args(v8, 0, BIG_LIMIT, BIG_WINDOW_S);
     if (flushall_wait(ctl, err) || clients_wait(ctl, 1, err) ||
         ctl_ok(err, "CONFIG RESETSTAT"))
         return -1;
     cpu_take(&r->r0, &server_ps);
     if (run_redis_benchmark(o, sha, clients, clients > 1 ? 16 : 1, calls,
-                            o->keys, tmpl, v8, &r->rb, err))
+                            o->keys, tmpl, 0, BIG_LIMIT, BIG_WINDOW_S,
+                            &r->rb, err))
         return -1;
     cpu_take(&r->r1, &server_ps);
     if (cmdstat_get("evalsha", &r->rcs, err) ||
         cmdstat_get("pexpiretime", &r->rpxt, err))
         return -1;
     if (r->rcs.calls < (double)calls || r->rcs.failed > 0 ||
-        r->rcs.rejected > 0) {
-        snprintf(err, ERRLEN, "redis-benchmark: %.0f EVALSHA calls, %.0f "
-                 "failed, %.0f rejected (expected %llu, 0, 0)", r->rcs.calls,
-                 r->rcs.failed, r->rcs.rejected, calls);
-        return -1;
-    }
+        r->rcs.rejected > 0)
+        return snprintf(err, ERRLEN, "redis-benchmark: %.0f EVALSHA calls, "
+                        "%.0f failed, %.0f rejected (expected %llu, 0, 0)",
+                        r->rcs.calls, r->rcs.failed, r->rcs.rejected, calls),
+               -1;
     return 0;
 }
 
-/* checks/s beside redis-benchmark's requests/s, with where the CPU went. */
+/* checks/s beside redis-benchmark's requests/s, with where the CPU went;
+ * existing_share: checks that found state (the script reads its expiry)
+ * rather than creating the key, the same mix on both sides or the
+ * comparison is off. */
 static void tp_emit_rate(const options *o, const char *name, int threads,
                          int per_call, const tp_side *s, const tp_ref *r,
                          const char *refname)
@@ -297,39 +178,27 @@ static void tp_emit_rate(const options *o, const char *name, int threads,
     double rate = (double)s->t.sum.calls / secs;
     cpu_use cu = cpu_diff(&s->t.c0, &s->t.c1), ru = cpu_diff(&r->r0, &r->r1);
     figure f = {.name = name, .value = rate, .unit = "checks/s", .nrefs = 1,
-                 .ref = {r->rb.rps}, .ref_name = {refname}};
+                .ref = {r->rb.rps}, .ref_name = {refname}, .x = {
+        {"threads", threads}, {"per_call", per_call},
+        {"keys", (double)o->keys}, {"seconds", secs},
+        {"checks", (double)s->t.sum.calls},
+        {"target_min_ratio", threads * per_call > 1 ? TARGET_TP64 : TARGET_TP1},
+        {"fallback", (double)s->t.sum.fallback},
+        {"denied", (double)s->t.sum.denied},
+        {"server_usec_per_call", s->cs.usec_per_call},
+        {"ref_server_usec_per_call", r->rcs.usec_per_call},
+        {"existing_share", s->cs.calls > 0 ? s->pxt.calls / s->cs.calls : NAN},
+        {"ref_existing_share",
+         r->rcs.calls > 0 ? r->rpxt.calls / r->rcs.calls : NAN},
+        {"client_cpu", cu.client}, {"redis_cpu", cu.redis},
+        {"other_cpu", cu.other}, {"ref_client_cpu", ru.client},
+        {"ref_redis_cpu", ru.redis}, {"ref_other_cpu", ru.other},
+        {"steal_cpu", cu.steal + ru.steal},
+        {"client_ctx_switches_per_check", cu.csw / rate},
+        {"redis_preempted_per_s", cu.preempt},
+        {"ref_redis_preempted_per_s", ru.preempt},
+        {"ref_seconds", r->rb.wall_s}, {"loadavg_1m", loadavg1()}}};
 
-    xnum(&f, "threads", threads);
-    xnum(&f, "per_call", per_call);
-    xnum(&f, "keys", (double)o->keys);
-    xnum(&f, "seconds", secs);
-    xnum(&f, "checks", (double)s->t.sum.calls);
-    xnum(&f, "target_min_ratio",
-         threads * per_call > 1 ? TARGET_TP64 : TARGET_TP1);
-    xnum(&f, "fallback", (double)s->t.sum.fallback);
-    xnum(&f, "denied", (double)s->t.sum.denied);
-    xnum(&f, "server_usec_per_call", s->cs.usec_per_call);
-    xnum(&f, "ref_server_usec_per_call", r->rcs.usec_per_call);
-    /* Checks that found state (the script reads its expiry) rather than
-     * creating the key: the same mix on both sides, or the comparison is
-     * off. */
-    xnum(&f, "existing_share",
-         s->cs.calls > 0 ? s->pxt.calls / s->cs.calls : NAN);
-    xnum(&f, "ref_existing_share",
-         r->rcs.calls > 0 ? r->rpxt.calls / r->rcs.calls : NAN);
-    xnum(&f, "client_cpu", cu.client);
-    xnum(&f, "redis_cpu", cu.redis);
-    xnum(&f, "other_cpu", cu.other);
-    xnum(&f, "ref_client_cpu", ru.client);
-    xnum(&f, "ref_redis_cpu", ru.redis);
-    xnum(&f, "ref_other_cpu", ru.other);
-    xnum(&f, "steal_cpu", cu.steal + ru.steal);
-    xnum(&f, "client_ctx_switches_per_check", cu.csw / rate);
-    xnum(&f, "redis_preempted_per_s", cu.preempt);
-    xnum(&f, "ref_redis_preempted_per_s", ru.preempt);
-    xnum(&f, "ref_seconds", r->rb.wall_s);
-    xnum(&f, "loadavg_1m", loadavg1());
-    xstr(&f, "ref_cmd", r->rb.cmd);
     emit(o, &f);
 }
 
@@ -337,20 +206,16 @@ void tp_emit_latency(const options *o, const char *name, const tp_sums *sum,
                      const double ref_us[2], const char *const ref_name[2],
                      const double x_us[2])
 {
-    char nm[2][64];
-    const double pct[2] = {0.50, 0.99};
-
     for (int i = 0; i < 2; i++) {
-        figure f = {.name = nm[i], .value = hist_pct(&sum->all, pct[i]) / 1e3,
-                    .unit = "us"};
-        snprintf(nm[i], sizeof nm[i], "%s_p%s", name, i ? "99" : "50");
-        if (ref_us) {
-            f.nrefs = 1;
-            f.ref[0] = ref_us[i];
-            f.ref_name[0] = ref_name[i];
-        } else if (x_us) {
+        char nm[64];
+        figure f = {.name = nm, .unit = "us", .nrefs = ref_us != NULL,
+                    .value = hist_pct(&sum->all, i ? 0.99 : 0.50) / 1e3,
+                    .ref = {ref_us ? ref_us[i] : 0},
+                    .ref_name = {ref_name[i]}};
+
+        snprintf(nm, sizeof nm, "%s_p%s", name, i ? "99" : "50");
+        if (!ref_us && x_us)
             xnum(&f, i ? "ref_p99_us" : "ref_p50_us", x_us[i]);
-        }
         if (i == 0)
             xnum(&f, "samples", (double)sum->all.n);
         else
@@ -364,31 +229,26 @@ void tp_emit_latency(const options *o, const char *name, const tp_sums *sum,
 static void tp_emit_store(const options *o, const char *name,
                           const tp_side *s)
 {
-    const store_redis_stats *s0 = &s->t.s0, *s1 = &s->t.s1;
-    char nfb[48], nbt[48];
-    figure f = {0};
+    const store_redis_stats *a = &s->t.s0, *b = &s->t.s1;
+    char nm[2][48];
+    double checks = (double)(b->checks - a->checks);
+    double calls = (double)(b->batches - a->batches);
+    figure f[2] = {
+        {.name = nm[0], .value = (double)s->t.sum.fallback, .unit = "checks",
+         .x = {{"timeouts", (double)(b->timeouts - a->timeouts)},
+               {"down_fails", (double)(b->down_fails - a->down_fails)},
+               {"reconnects", (double)(b->reconnects - a->reconnects)}}},
+        {.name = nm[1], .value = calls > 0 ? checks / calls : NAN,
+         .unit = "checks/script",
+         .x = {{"checks", checks}, {"script_calls", calls},
+               {"writes", (double)(b->writes - a->writes)},
+               {"noscript", (double)(b->noscript - a->noscript)},
+               {"refunds", (double)(b->refunds - a->refunds)}}}};
 
-    snprintf(nfb, sizeof nfb, "%s_fallback", name);
-    snprintf(nbt, sizeof nbt, "%s_batching", name);
-    f = (figure){.name = nfb, .value = (double)s->t.sum.fallback,
-                  .unit = "checks"};
-    xnum(&f, "timeouts", (double)(s1->timeouts - s0->timeouts));
-    xnum(&f, "down_fails", (double)(s1->down_fails - s0->down_fails));
-    xnum(&f, "reconnects", (double)(s1->reconnects - s0->reconnects));
-    emit(o, &f);
-    f = (figure){0};
-    f.name = nbt;
-    f.value = s1->batches > s0->batches
-                  ? (double)(s1->checks - s0->checks) /
-                        (double)(s1->batches - s0->batches)
-                  : NAN;
-    f.unit = "checks/script";
-    xnum(&f, "checks", (double)(s1->checks - s0->checks));
-    xnum(&f, "script_calls", (double)(s1->batches - s0->batches));
-    xnum(&f, "writes", (double)(s1->writes - s0->writes));
-    xnum(&f, "noscript", (double)(s1->noscript - s0->noscript));
-    xnum(&f, "refunds", (double)(s1->refunds - s0->refunds));
-    emit(o, &f);
+    snprintf(nm[0], sizeof nm[0], "%s_fallback", name);
+    snprintf(nm[1], sizeof nm[1], "%s_batching", name);
+    emit(o, &f[0]);
+    emit(o, &f[1]);
 }
 
 int group_throughput(const options *o, const char *sha, int threads,

@@ -5,30 +5,21 @@
  * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "redisbench.h"
-/* ---- usec_per_call (group 3) ------------------------------------------------- */
+
+/* The commands the library's script runs, counted per check. */
+enum { N_GET, N_MGET, N_SET, N_PXT, N_TIME, NESTED };
+static const char *const nested_cmd[NESTED] = {"get", "mget", "set",
+                                               "pexpiretime", "time"};
 
 /* The server's counters after the library's checks of one algorithm. */
 typedef struct usec_lib {
-    cmdstat cs, get, mget, set, pxt, tim;
+    cmdstat cs, n[NESTED];
     unsigned long long fb, den;
 } usec_lib;
 
-/* One batch of the reference: INCR + PEXPIRE of keys i.. (pass 0, every
- * key once) or of random keys < nk (pass 1), pipelined. */
-static int pair_batch(int pass, unsigned long long i,
-                      unsigned long long batch, unsigned long long nk,
-                      uint64_t *rng, char *err)
-{
-    for (unsigned long long b = 0; b < batch; b++) {
-        unsigned long long k = pass == 0 ? i + b : pick(rng, nk);
-        redisAppendCommand(ctl, "INCR ref:%llu", k);
-        redisAppendCommand(ctl, "PEXPIRE ref:%llu 60000", k);
-    }
-    return read_replies(2 * batch, REDIS_REPLY_INTEGER, "INCR/PEXPIRE", err);
-}
-
-/* The reference: INCR + PEXPIRE on existing keys, pipelined: nk keys made,
- * then m pairs counted. */
+/* The reference: INCR + PEXPIRE on existing keys, pipelined in batches of
+ * 500: nk keys made (pass 0, every key once), then m pairs of random keys
+ * counted (pass 1). */
 static int usec_pair(unsigned long long nk, unsigned long long m,
                      cmdstat *incr, cmdstat *pexp, char *err)
 {
@@ -37,26 +28,27 @@ static int usec_pair(unsigned long long nk, unsigned long long m,
     if (flushall_wait(ctl, err))
         return -1;
     for (int pass = 0; pass < 2; pass++) {
-        unsigned long long n = pass == 0 ? nk : m;
+        unsigned long long n = pass == 0 ? nk : m, b;
         if (pass == 1 && ctl_ok(err, "CONFIG RESETSTAT"))
             return -1;
-        for (unsigned long long i = 0; i < n;) {
-            unsigned long long batch = n - i < 500 ? n - i : 500;
-            if (pair_batch(pass, i, batch, nk, &rng, err))
+        for (unsigned long long i = 0; i < n; i += b) {
+            for (b = 0; b < 500 && i + b < n; b++) {
+                unsigned long long k = pass == 0 ? i + b : pick(&rng, nk);
+                redisAppendCommand(ctl, "INCR ref:%llu", k);
+                redisAppendCommand(ctl, "PEXPIRE ref:%llu 60000", k);
+            }
+            if (read_replies(2 * b, REDIS_REPLY_INTEGER, "INCR/PEXPIRE", err))
                 return -1;
-            i += batch;
         }
     }
-    if (cmdstat_get("incr", incr, err) || cmdstat_get("pexpire", pexp, err))
-        return -1;
-    return 0;
+    return cmdstat_get("incr", incr, err) || cmdstat_get("pexpire", pexp, err)
+               ? -1 : 0;
 }
 
-/* ---- the floor script: the least a script must do per key ------------------- */
-/* ---- and the peer's: rate-limiter-flexible 11.4.0's RateLimiterRedis ---------- */
+/* ---- the floor script (the least a script must do per key) and the
+ * peer's (rate-limiter-flexible 11.4.0's RateLimiterRedis) ---------------- */
 
-/* A script the floor's steps run: its text, its keys' prefix, the
- * arguments after the keys. */
+/* A script: its text, its keys' prefix, the arguments after the keys. */
 typedef struct ref_script {
     const char *lua, *prefix, *what;
     const char *const *args;
@@ -73,9 +65,8 @@ const char peer_lua[] =
     "  ttl = 1000 * ARGV[2]\n"
     "end\n"
     "return {consumed, ttl}\n";
-static const char *const peer_args[] = {"1", "3600", "1000000000", "3600"};
 
-static const char floor_lua[] =
+static const ref_script floor_script = {
     "local t = redis.call('TIME')\n"
     "local exp = string.format('%d', t[1] * 1000 + 60000)\n"
     "local v = redis.call('MGET', unpack(KEYS))\n"
@@ -83,34 +74,31 @@ static const char floor_lua[] =
     "  redis.call('SET', KEYS[i], string.format('%d', (tonumber(v[i]) or 0) + 1),\n"
     "             'PXAT', exp)\n"
     "end\n"
-    "return #KEYS\n";
-
-static const ref_script floor_script = {floor_lua, "fl:", "floor script",
-                                        NULL, 0};
-static const ref_script peer_script = {peer_lua, "rlflx:user:",
-                                       "peer script", peer_args, 4};
+    "return #KEYS\n", "fl:", "floor script", NULL, 0};
+static const ref_script peer_script = {
+    peer_lua, "rlflx:user:", "peer script",
+    (const char *const[]){"1", "3600", "1000000000", "3600"}, 4};
 
 /* One pipelined run of `calls` calls of script sc, `batch` random
  * keys of nk each (pass 0: keys *next, *next + 1, ... in order, so that
  * every key exists once the fill is done). */
-static int floor_calls(const ref_script *sc, const char *sha, int pass,
-                       unsigned long long calls, unsigned long long batch,
-                       unsigned long long nk, uint64_t *rng,
-                       unsigned long long *next, char *err)
+static int script_calls(const ref_script *sc, const char *sha, int pass,
+                        unsigned long long calls, unsigned long long batch,
+                        unsigned long long nk, uint64_t *rng,
+                        unsigned long long *next, char *err)
 {
     char nb[24], keys[64][32];
-    const char *argv[3 + 64 + 4];
+    const char *argv[3 + 64 + 4] = {"EVALSHA", sha, nb};
 
     snprintf(nb, sizeof nb, "%llu", batch);
-    argv[0] = "EVALSHA", argv[1] = sha, argv[2] = nb;
+    for (int i = 0; i < sc->nargs; i++)
+        argv[3 + batch + (unsigned long long)i] = sc->args[i];
     for (unsigned long long c = 0; c < calls; c++) {
         for (unsigned long long b = 0; b < batch; b++) {
             unsigned long long k = pass == 0 ? (*next)++ % nk : pick(rng, nk);
             snprintf(keys[b], sizeof keys[b], "%s%llu", sc->prefix, k);
             argv[3 + b] = keys[b];
         }
-        for (int i = 0; i < sc->nargs; i++)
-            argv[3 + batch + (unsigned long long)i] = sc->args[i];
         redisAppendCommandArgv(ctl, (int)(3 + batch) + sc->nargs, argv, NULL);
     }
     return read_replies(calls, 0, sc->what, err);
@@ -129,24 +117,19 @@ static int usec_script(const ref_script *sc, unsigned long long nk,
     cmdstat cs;
     char sha[48];
 
-    if (flushall_wait(ctl, err))
+    if (flushall_wait(ctl, err) ||
+        (r = ctl_cmd(err, "SCRIPT LOAD %s", sc->lua)) == NULL)
         return -1;
-    r = redisCommand(ctl, "SCRIPT LOAD %s", sc->lua);
-    if (!r || r->type != REDIS_REPLY_STRING || r->len >= sizeof sha) {
-        snprintf(err, ERRLEN, "SCRIPT LOAD of the %s failed", sc->what);
-        if (r)
-            freeReplyObject(r);
-        return -1;
-    }
-    memcpy(sha, r->str, r->len + 1);
+    snprintf(sha, sizeof sha, "%s", r->type == REDIS_REPLY_STRING ? r->str
+                                                                : "");
     freeReplyObject(r);
     while (next < nk)
-        if (floor_calls(sc, sha, 0, 100, batch, nk, &rng, &next, err))
+        if (script_calls(sc, sha, 0, 100, batch, nk, &rng, &next, err))
             return -1;
     if (ctl_ok(err, "CONFIG RESETSTAT"))
         return -1;
     for (unsigned long long done = 0; done < m; done += depth * batch)
-        if (floor_calls(sc, sha, 1, depth, batch, nk, &rng, &next, err))
+        if (script_calls(sc, sha, 1, depth, batch, nk, &rng, &next, err))
             return -1;
     if (cmdstat_get("evalsha", &cs, err))
         return -1;
@@ -157,7 +140,10 @@ static int usec_script(const ref_script *sc, unsigned long long nk,
 /* The library: every one of nk keys checked once (so the measured checks
  * find state), then m checks of them counted, by `threads` threads (1: a
  * lone check per call); the key template of what it wrote in tmpl.  The
- * script's calls are FCALLs, or EVALSHAs with o->evalsha. */
+ * script's calls are FCALLs, or EVALSHAs with o->evalsha.  The library
+ * batches requests that queue up into one script call, so there are
+ * fewer calls than checks: the figure is Redis CPU per CHECK, total script
+ * time over checks made. */
 static int usec_library(const options *o, int a, unsigned long long nk,
                         unsigned long long m, int threads, usec_lib *u,
                         char *tmpl, size_t tmpllen, char *err)
@@ -165,47 +151,31 @@ static int usec_library(const options *o, int a, unsigned long long nk,
     rl_limiter *lim = NULL;
     job j;
     job_result jr = {0};
+    int rc;
 
     memset(u, 0, sizeof *u);
     if (flushall_wait(ctl, err) ||
-        limiter_one_rule(o, "u", a, SLOW_LIMIT, SLOW_WINDOW_S, &lim, err) !=
-            RL_OK)
+        limiter_one_rule(o, "u", a, SLOW_LIMIT, SLOW_WINDOW_S, &lim, err))
         return -1;
-    /* every key once: the measured checks find state */
     j = (job){.lim = lim, .rule_id = "u", .total = nk};
-    if (run_job(&j, FILL_THREADS, &jr, "redisbench", err) ||
-        ctl_ok(err, "CONFIG RESETSTAT")) {
-        rl_limiter_free(lim);
-        return -1;
-    }
-    j.total = m;
-    j.nkeys = nk;
-    j.random = 1;
-    if (run_job(&j, threads, &jr, "redisbench", err)) {
-        rl_limiter_free(lim);
-        return -1;
-    }
+    rc = run_job(&j, FILL_THREADS, &jr, "redisbench", err) ||
+         ctl_ok(err, "CONFIG RESETSTAT");
+    j = (job){.lim = lim, .rule_id = "u", .total = m, .nkeys = nk,
+              .random = 1};
+    rc = rc || run_job(&j, threads, &jr, "redisbench", err);
     rl_limiter_free(lim);
     u->fb = jr.fallback;
     u->den = jr.denied;
-    if (key_template(tmpl, tmpllen, err))
+    if (rc || key_template(tmpl, tmpllen, err) ||
+        cmdstat_script(&u->cs, err))
         return -1;
-    if (cmdstat_script(&u->cs, err) ||
-        cmdstat_get("get", &u->get, err) ||
-        cmdstat_get("mget", &u->mget, err) ||
-        cmdstat_get("set", &u->set, err) ||
-        cmdstat_get("pexpiretime", &u->pxt, err) ||
-        cmdstat_get("time", &u->tim, err))
-        return -1;
-    /* The library batches requests that queue up into one script call, so
-     * there are fewer calls than checks: the figure is Redis CPU per
-     * CHECK, total script time over checks made. */
-    if (u->cs.calls < 1 || u->cs.failed > 0) {
-        snprintf(err, ERRLEN, "usec_per_call %s: %.0f script calls "
-                 "(%.0f failed) for %llu checks", algo_names[a], u->cs.calls,
-                 u->cs.failed, m);
-        return -1;
-    }
+    for (int i = 0; i < NESTED; i++)
+        if (cmdstat_get(nested_cmd[i], &u->n[i], err))
+            return -1;
+    if (u->cs.calls < 1 || u->cs.failed > 0)
+        return snprintf(err, ERRLEN, "usec_per_call %s: %.0f script calls "
+                        "(%.0f failed) for %llu checks", algo_names[a],
+                        u->cs.calls, u->cs.failed, m), -1;
     return 0;
 }
 
@@ -214,121 +184,92 @@ static int usec_library(const options *o, int a, unsigned long long nk,
  * too updates existing keys. */
 static int usec_hot(const options *o, const char *sha, int a,
                     unsigned long long nk, unsigned long long m,
-                    const char *tmpl, cmdstat *hot, cmdstat *hotpxt,
-                    char *err)
+                    const char *tmpl, cmdstat hot[2], char *err)
 {
-    long long v8[8];
     rb_result rb;
 
-    script_args(v8, a, SLOW_LIMIT, SLOW_WINDOW_S);
     if (flushall_wait(ctl, err) ||
-        run_redis_benchmark(o, sha, 64, 16, 4 * nk, nk, tmpl, v8, &rb,
-                            err) ||
+        run_redis_benchmark(o, sha, 64, 16, 4 * nk, nk, tmpl, a, SLOW_LIMIT,
+                            SLOW_WINDOW_S, &rb, err) ||
         ctl_ok(err, "CONFIG RESETSTAT") ||
-        run_redis_benchmark(o, sha, 64, 16, m, nk, tmpl, v8, &rb, err) ||
-        cmdstat_get("evalsha", hot, err) ||
-        cmdstat_get("pexpiretime", hotpxt, err))
+        run_redis_benchmark(o, sha, 64, 16, m, nk, tmpl, a, SLOW_LIMIT,
+                            SLOW_WINDOW_S, &rb, err) ||
+        cmdstat_get("evalsha", &hot[0], err) ||
+        cmdstat_get("pexpiretime", &hot[1], err))
         return -1;
-    if (hot->calls < (double)m || hot->failed > 0) {
-        snprintf(err, ERRLEN, "usec_per_call %s: redis-benchmark "
-                 "made %.0f EVALSHA calls (%.0f failed), expected "
-                 "%llu", algo_names[a], hot->calls, hot->failed, m);
-        return -1;
-    }
+    if (hot[0].calls < (double)m || hot[0].failed > 0)
+        return snprintf(err, ERRLEN, "usec_per_call %s: redis-benchmark "
+                        "made %.0f EVALSHA calls (%.0f failed), expected "
+                        "%llu", algo_names[a], hot[0].calls, hot[0].failed,
+                        m), -1;
     return 0;
 }
 
+/* The references of one algorithm's batched line. */
+typedef struct usec_refs {
+    cmdstat hot[2], incr, pexp; /* hot: EVALSHA, PEXPIRETIME */
+    unsigned long long batch;
+    double floor_us, peer_us;
+} usec_refs;
+
+/* usec_per_call_<algo>: the batched checks (u, FCALL; off, EVALSHA) beside
+ * the peer's script and an INCR + PEXPIRE pair.  The commands the script
+ * ran, per check, and their own cost (nested_usec_per_check): the rest is
+ * the Lua interpreter.  The plain layout reads a batch's keys with one MGET
+ * per call. */
 static void usec_emit(const options *o, int a, unsigned long long nk,
                       unsigned long long m, const usec_lib *u,
-                      const usec_lib *off, const cmdstat *hot, const cmdstat *hotpxt,
-                      const cmdstat *incr, const cmdstat *pexp,
-                      unsigned long long batch, double floor_us,
-                      double peer_us)
+                      const usec_lib *off, const usec_refs *r)
 {
-    double checks = (double)m, pair = incr->usec_per_call +
-                                      pexp->usec_per_call;
-    const cmdstat *get = &u->get, *mget = &u->mget, *set = &u->set,
-                  *pxt = &u->pxt, *tim = &u->tim;
+    double checks = (double)m, nested = 0, v;
     char name[48];
-    figure f = {0};
 
+    for (int i = 0; i < NESTED; i++)
+        nested += u->n[i].calls * u->n[i].usec_per_call / checks;
+    v = u->cs.calls * u->cs.usec_per_call / checks;
     snprintf(name, sizeof name, "usec_per_call_%s", algo_names[a]);
-    f = (figure){.name = name,
-                  .value = u->cs.calls * u->cs.usec_per_call / checks,
-                  .unit = "us", .nrefs = 2, .ref = {peer_us, pair},
-                  .ref_name = {"peer_script", "incr_plus_pexpire"}};
-    if (o->peer_usec > 0) /* peer.js's own figure, given */
-        xnum(&f, "peer_rate_limiter_flexible", o->peer_usec);
-    xnum(&f, "checks", checks);
-    xnum(&f, "script_calls", u->cs.calls);
-    xnum(&f, "checks_per_call", checks / u->cs.calls);
-    xnum(&f, "usec_per_script_call", u->cs.usec_per_call);
-    xnum(&f, "keys", (double)nk);
-    xnum(&f, "threads", USEC_THREADS);
-    /* Commands the script ran, per check, and their own cost: the rest of
-     * usec_per_call is the Lua interpreter. */
-    xnum(&f, "get_per_check", get->calls / checks);
-    /* the plain layout reads a batch's keys with one MGET per call */
-    xnum(&f, "mget_per_check", mget->calls / checks);
-    xnum(&f, "set_per_check", set->calls / checks);
-    xnum(&f, "pexpiretime_per_check", pxt->calls / checks);
-    xnum(&f, "time_per_check", tim->calls / checks);
-    xnum(&f, "nested_usec_per_check",
-         (get->calls * get->usec_per_call +
-          mget->calls * mget->usec_per_call +
-          set->calls * set->usec_per_call +
-          pxt->calls * pxt->usec_per_call + tim->calls * tim->usec_per_call) /
-             checks);
-    /* the same checks with redis_functions=0: EVALSHA */
-    xnum(&f, "evalsha_usec_per_check",
-         off->cs.calls * off->cs.usec_per_call / checks);
-    xnum(&f, "evalsha_checks_per_call", checks / off->cs.calls);
-    xnum(&f, "hot_usec_per_call", hot->usec_per_call);
-    xnum(&f, "hot_pexpiretime_per_check", hotpxt->calls / hot->calls);
-    xnum(&f, "floor_batch", (double)batch);
-    xnum(&f, "floor_usec_per_key", floor_us);
-    xnum(&f, "over_floor", f.value / floor_us);
-    xnum(&f, "incr_usec", incr->usec_per_call);
-    xnum(&f, "pexpire_usec", pexp->usec_per_call);
-    xnum(&f, "fallback", (double)u->fb);
-    xnum(&f, "denied", (double)u->den);
-    emit(o, &f);
+    emit(o, &(figure){.name = name, .value = v, .unit = "us", .nrefs = 2,
+        .ref = {r->peer_us, r->incr.usec_per_call + r->pexp.usec_per_call},
+        .ref_name = {"peer_script", "incr_plus_pexpire"}, .x = {
+        {"checks", checks}, {"script_calls", u->cs.calls},
+        {"checks_per_call", checks / u->cs.calls},
+        {"usec_per_script_call", u->cs.usec_per_call},
+        {"keys", (double)nk}, {"threads", USEC_THREADS},
+        {"get_per_check", u->n[N_GET].calls / checks},
+        {"mget_per_check", u->n[N_MGET].calls / checks},
+        {"set_per_check", u->n[N_SET].calls / checks},
+        {"pexpiretime_per_check", u->n[N_PXT].calls / checks},
+        {"time_per_check", u->n[N_TIME].calls / checks},
+        {"nested_usec_per_check", nested},
+        {"evalsha_usec_per_check",
+         off->cs.calls * off->cs.usec_per_call / checks},
+        {"evalsha_checks_per_call", checks / off->cs.calls},
+        {"hot_usec_per_call", r->hot[0].usec_per_call},
+        {"hot_pexpiretime_per_check", r->hot[1].calls / r->hot[0].calls},
+        {"floor_batch", (double)r->batch},
+        {"floor_usec_per_key", r->floor_us},
+        {"over_floor", v / r->floor_us},
+        {"incr_usec", r->incr.usec_per_call},
+        {"pexpire_usec", r->pexp.usec_per_call},
+        {"fallback", (double)u->fb}, {"denied", (double)u->den},
+        /* peer.js's own figure, when given */
+        {o->peer_usec > 0 ? "peer_rate_limiter_flexible" : NULL,
+         o->peer_usec}}});
 }
 
-/* The lone check, one per call (one thread), as the function library's
- * FCALL (the value) beside the same checks' EVALSHA (redis_functions=0)
- * and beside the floor script given one key per call, in the same run:
- * issue 11's "<= 6 us for a lone check". */
-static void lone_emit(const options *o, int a, unsigned long long m,
-                      const usec_lib *on, const usec_lib *off,
-                      double floor_us, double peer_us)
-{
-    char name[48];
-    figure f = {0};
-
-    snprintf(name, sizeof name, "lone_usec_per_call_%s", algo_names[a]);
-    f = (figure){.name = name, .value = on->cs.usec_per_call, .unit = "us",
-                  .nrefs = 2, .ref = {peer_us, off->cs.usec_per_call},
-                  .ref_name = {"peer_script", "evalsha"}};
-    xnum(&f, "floor_script_1_key", floor_us);
-    xnum(&f, "checks", (double)m);
-    xnum(&f, "fcall_calls", on->cs.calls);
-    xnum(&f, "evalsha_calls", off->cs.calls);
-    xnum(&f, "fcall_checks_per_call", (double)m / on->cs.calls);
-    xnum(&f, "evalsha_checks_per_call", (double)m / off->cs.calls);
-    xnum(&f, "threads", 1);
-    xnum(&f, "fallback", (double)(on->fb + off->fb));
-    emit(o, &f);
-}
-
-/* The lone check's three runs (lone_emit); its key template in tmpl. */
+/* lone_usec_per_call_<algo>: the lone check, one per call (one thread), as
+ * the function library's FCALL (the value) beside the same checks' EVALSHA
+ * (redis_functions=0) and the floor script given one key per call, in the
+ * same run: issue 11's "<= 6 us for a lone check"; its key template in
+ * tmpl. */
 static int usec_lone(const options *o, int a, unsigned long long nk,
                      unsigned long long m, char *tmpl, size_t tmpllen,
                      char *err)
 {
     options off = *o;
     usec_lib on, ev;
-    double floor_us, peer_us;
+    double floor_us, peer_us, checks = (double)m;
+    char name[48];
 
     off.evalsha = 1;
     if (usec_library(o, a, nk, m, 1, &on, tmpl, tmpllen, err) ||
@@ -336,7 +277,15 @@ static int usec_lone(const options *o, int a, unsigned long long nk,
         usec_script(&floor_script, nk, m, 1, 1, &floor_us, err) ||
         usec_script(&peer_script, nk, m, 1, 1, &peer_us, err))
         return -1;
-    lone_emit(o, a, m, &on, &ev, floor_us, peer_us);
+    snprintf(name, sizeof name, "lone_usec_per_call_%s", algo_names[a]);
+    emit(o, &(figure){.name = name, .value = on.cs.usec_per_call,
+        .unit = "us", .nrefs = 2, .ref = {peer_us, ev.cs.usec_per_call},
+        .ref_name = {"peer_script", "evalsha"}, .x = {
+        {"floor_script_1_key", floor_us}, {"checks", checks},
+        {"fcall_calls", on.cs.calls}, {"evalsha_calls", ev.cs.calls},
+        {"fcall_checks_per_call", checks / on.cs.calls},
+        {"evalsha_checks_per_call", checks / ev.cs.calls},
+        {"threads", 1}, {"fallback", (double)(on.fb + ev.fb)}}});
     return 0;
 }
 
@@ -344,35 +293,31 @@ int group_usec(const options *o, const char *sha, char *err)
 {
     unsigned long long nk = o->keys < USEC_KEYS ? o->keys : USEC_KEYS;
     unsigned long long m = o->usec_checks;
-    unsigned long long lone = m / 5 < 1000 ? 1000 : m / 5;
     options off = *o;
-    cmdstat incr, pexp;
+    usec_refs r;
 
     off.evalsha = 1;
-
-    if (usec_pair(nk, m, &incr, &pexp, err))
+    if (usec_pair(nk, m, &r.incr, &r.pexp, err))
         return -1;
     for (int a = 0; a < ALGOS_ALL; a++) {
-        cmdstat hot, hotpxt;
         char tmpl[128];
-        unsigned long long batch;
-        double floor_us, peer_us;
         usec_lib u, uoff;
 
         if (usec_library(&off, a, nk, m, USEC_THREADS, &uoff, tmpl,
                          sizeof tmpl, err) ||
             usec_library(o, a, nk, m, USEC_THREADS, &u, tmpl, sizeof tmpl,
                          err) ||
-            usec_hot(o, sha, a, nk, m, tmpl, &hot, &hotpxt, err))
+            usec_hot(o, sha, a, nk, m, tmpl, r.hot, err))
             return -1;
-        batch = (unsigned long long)((double)m / u.cs.calls + 0.5);
-        batch = batch < 1 ? 1 : batch > 64 ? 64 : batch;
-        if (usec_script(&floor_script, nk, m, batch, 100, &floor_us, err) ||
-            usec_script(&peer_script, nk, m, 1, 100, &peer_us, err))
+        r.batch = (unsigned long long)((double)m / u.cs.calls + 0.5);
+        r.batch = r.batch < 1 ? 1 : r.batch > 64 ? 64 : r.batch;
+        if (usec_script(&floor_script, nk, m, r.batch, 100, &r.floor_us,
+                        err) ||
+            usec_script(&peer_script, nk, m, 1, 100, &r.peer_us, err))
             return -1;
-        usec_emit(o, a, nk, m, &u, &uoff, &hot, &hotpxt, &incr, &pexp, batch,
-                  floor_us, peer_us);
-        if (usec_lone(o, a, nk, lone, tmpl, sizeof tmpl, err))
+        usec_emit(o, a, nk, m, &u, &uoff, &r);
+        if (usec_lone(o, a, nk, m / 5 < 1000 ? 1000 : m / 5, tmpl,
+                      sizeof tmpl, err))
             return -1;
     }
     return 0;

@@ -7,7 +7,6 @@
  * fixed number of checks.
  */
 #include "redisbench.h"
-/* ---- small helpers ---------------------------------------------------- */
 
 int64_t rt_ns(void) /* CLOCK_REALTIME: the clock Redis TIME reads */
 {
@@ -45,7 +44,11 @@ const text_layout layout = {36, 12, 2, 8, 28, 3};
 
 void emit(const options *o, const figure *f)
 {
-    emit_figure(f, o->json, &layout);
+    figure g = *f;
+
+    while (g.nextra < (int)(sizeof g.x / sizeof g.x[0]) && g.x[g.nextra].name)
+        g.nextra++;
+    emit_figure(&g, o->json, &layout);
 }
 
 /* ---- the control connection (hiredis, blocking) ------------------------ */
@@ -110,28 +113,19 @@ int read_replies(unsigned long long n, int type, const char *what,
 int key_template(char *out, size_t outlen, char *err)
 {
     redisReply *r = ctl_cmd(err, "RANDOMKEY");
-    const char *d;
-    int rc = -1;
+    int n = 0, rc = -1;
 
     if (r == NULL)
         return -1;
-    if (r->type != REDIS_REPLY_STRING) {
+    if (r->type != REDIS_REPLY_STRING)
         snprintf(err, ERRLEN, "RANDOMKEY: the library left no key");
-    } else if (strncmp(r->str, "rl:{user:", 9) != 0) {
-        snprintf(err, ERRLEN, "library key \"%.100s\" is not rl:{user:...}",
-                 r->str);
-    } else {
-        for (d = r->str + 9; isdigit((unsigned char)*d); d++)
-            ;
-        if (d == r->str + 9 || *d != '}')
-            snprintf(err, ERRLEN, "library key \"%.100s\": unexpected shape",
-                     r->str);
-        else if ((size_t)snprintf(out, outlen, "rl:{user:__rand_int__}%s",
-                                  d + 1) < outlen)
-            rc = 0;
-        else
-            snprintf(err, ERRLEN, "library key \"%.100s\" too long", r->str);
-    }
+    else if (sscanf(r->str, "rl:{user:%*[0-9]}%n", &n) != 0 || n == 0 ||
+             (size_t)snprintf(out, outlen, "rl:{user:__rand_int__}%s",
+                              r->str + n) >= outlen)
+        snprintf(err, ERRLEN, "library key \"%.100s\": not rl:{user:<digits>}"
+                 "... (or too long)", r->str);
+    else
+        rc = 0;
     freeReplyObject(r);
     return rc;
 }

@@ -4,27 +4,12 @@
 #include "redisutil.h"
 #include "benchutil.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-redisReply *bvcmd(redisContext *c, char *err, const char *fmt, va_list ap)
-{
-    redisReply *r = redisvCommand(c, fmt, ap);
-
-    if (r == NULL) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, c->errstr);
-        return NULL;
-    }
-    if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r->str);
-        freeReplyObject(r);
-        return NULL;
-    }
-    return r;
-}
 
 redisReply *bcmd(redisContext *c, char *err, const char *fmt, ...)
 {
@@ -32,19 +17,17 @@ redisReply *bcmd(redisContext *c, char *err, const char *fmt, ...)
     redisReply *r;
 
     va_start(ap, fmt);
-    r = bvcmd(c, err, fmt, ap);
+    r = redisvCommand(c, fmt, ap);
     va_end(ap);
+    if (r == NULL || r->type == REDIS_REPLY_ERROR)
+        snprintf(err, ERRLEN, "redis (%s): %s", fmt, r ? r->str : c->errstr);
+    if (r && r->type == REDIS_REPLY_ERROR)
+        freeReplyObject(r), r = NULL;
     return r;
 }
 
-int bcmd_ok(redisContext *c, char *err, const char *fmt, ...)
+int bcmd_done(redisReply *r)
 {
-    va_list ap;
-    redisReply *r;
-
-    va_start(ap, fmt);
-    r = bvcmd(c, err, fmt, ap);
-    va_end(ap);
     if (r == NULL)
         return -1;
     freeReplyObject(r);
@@ -120,36 +103,36 @@ int used_memory_settled(redisContext *c, double *v, char *err)
     return 0;
 }
 
-int clients_wait(redisContext *c, double n, char *err)
+/* Polls INFO <section> <key> every 10 ms, at most `tries` times, until it
+ * is at most `most`: 0, or -1 with err ("<what> after <tries * 10> ms"). */
+static int info_below(redisContext *c, const char *section, const char *key,
+                      double most, int tries, const char *what, char *err)
 {
-    double k = n + 1;
+    double v = most + 1;
 
-    for (int i = 0; i < 500 && k > n; i++) {
-        if (info_num(c, "clients", "connected_clients", &k, err))
+    for (int i = 0; i < tries && v > most; i++) {
+        if (info_num(c, section, key, &v, err))
             return -1;
-        if (k > n)
+        if (v > most)
             nanosleep(&(struct timespec){0, 10000000}, NULL);
     }
-    if (k > n)
-        return snprintf(err, ERRLEN, "%g clients still connected", k), -1;
+    if (v > most)
+        return snprintf(err, ERRLEN, "%g %s after %d ms", v, what,
+                        tries * 10), -1;
     return 0;
+}
+
+int clients_wait(redisContext *c, double n, char *err)
+{
+    return info_below(c, "clients", "connected_clients", n, 500,
+                      "clients still connected", err);
 }
 
 int flushall_wait(redisContext *c, char *err)
 {
-    double pending = 1;
-
-    if (bcmd_ok(c, err, "FLUSHALL SYNC") != 0)
-        return -1;
-    for (int i = 0; i < 1000 && pending > 0; i++) {
-        if (info_num(c, "memory", "lazyfree_pending_objects", &pending, err))
-            return -1;
-        if (pending > 0)
-            nanosleep(&(struct timespec){0, 10000000}, NULL);
-    }
-    if (pending > 0)
-        return snprintf(err, ERRLEN, "lazyfree still pending after 10 s"), -1;
-    return 0;
+    return bcmd_ok(c, err, "FLUSHALL SYNC") ||
+           info_below(c, "memory", "lazyfree_pending_objects", 0, 1000,
+                      "objects still pending lazyfree", err) ? -1 : 0;
 }
 
 int scan_keys(redisContext *c, int count,
@@ -176,69 +159,6 @@ int scan_keys(redisContext *c, int count,
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0 && more == 0);
     return more < 0 ? -1 : 0;
-}
-
-/* ---- the job pool ------------------------------------------------------ */
-
-typedef struct job_worker {
-    bench_status st; /* first: bench_threads() reads it */
-    job *j;
-    uint64_t rng;
-    job_result r;
-} job_worker;
-
-static void *job_main(void *arg)
-{
-    job_worker *w = arg;
-    job *j = w->j;
-    char key[32];
-    unsigned long long t, k;
-
-    while ((t = atomic_fetch_add(&j->next, 1)) < j->total &&
-           !(j->stop && atomic_load_explicit(j->stop, memory_order_relaxed))) {
-        rl_result res = RL_RESULT_INIT;
-        int rc;
-
-        k = !j->nkeys ? t
-            : j->random ? (unsigned long long)pick(&w->rng, j->nkeys)
-                        : t % j->nkeys;
-        snprintf(key, sizeof key, "user:%llu", k);
-        if ((rc = rl_allow(j->lim, key, j->rule_id, 1, &res)) != RL_OK) {
-            set_err(w->st.err, "rl_allow", rc, errtext(j->lim));
-            w->st.rc = rc;
-            atomic_store(&j->next, j->total);
-            break;
-        }
-        w->r.fallback += (res.flags & RL_FLAG_FALLBACK) != 0;
-        w->r.degraded += (res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN |
-                                       RL_FLAG_FAIL_CLOSED)) != 0;
-        w->r.denied += !res.allowed;
-    }
-    return NULL;
-}
-
-int run_job(job *j, int n, job_result *jr, const char *prog, char *err)
-{
-    job_worker w[JOB_THREADS] = {0};
-    uint64_t t0 = now_ns();
-    int rc;
-
-    n = n < JOB_THREADS ? n : JOB_THREADS;
-    atomic_store(&j->next, 0);
-    for (int t = 0; t < n; t++) {
-        w[t].j = j;
-        w[t].rng = 0x10B0000ULL + (uint64_t)t * 104729;
-    }
-    rc = bench_threads(w, sizeof w[0], n, job_main, prog, err);
-    jr->seconds = (double)(now_ns() - t0) / 1e9;
-    for (int t = 0; t < n; t++) {
-        jr->fallback += w[t].r.fallback;
-        jr->degraded += w[t].r.degraded;
-        jr->denied += w[t].r.denied;
-    }
-    if (rc == 0 && j->stop && atomic_load(j->stop))
-        return snprintf(err, ERRLEN, "interrupted"), -1;
-    return rc ? -1 : 0;
 }
 
 /* ---- the timed load ---------------------------------------------------- */
@@ -274,71 +194,69 @@ static unsigned long long tp_draw(tp_run *r, uint64_t *rng, int *hot)
     return ((x >> 32) * r->nkeys) >> 32;
 }
 
+/* The next client id of worker i (ULLONG_MAX: no ticket left): with
+ * r->total a ticket's (the ticket, or drawn, or the ticket % nkeys), else
+ * drawn (tp_draw()) or, nkeys 0, the worker's own. */
+static unsigned long long tp_id(tp_run *r, int i, uint64_t *rng, int *hot)
+{
+    unsigned long long t = r->total ? atomic_fetch_add(&r->next, 1) : 0;
+
+    if (r->total && t >= r->total)
+        return ULLONG_MAX;
+    if (r->nkeys == 0)
+        return r->total ? t : (unsigned long long)i;
+    return r->total && !r->random ? t % r->nkeys : tp_draw(r, rng, hot);
+}
+
 static int tp_going(tp_run *r)
 {
     return atomic_load(&r->phase) < 2 && !(r->stop && atomic_load(r->stop));
 }
 
-static void *tp_many_main(void *arg)
+/* A worker: per_call requests a call (rl_check_many() of them when more
+ * than one; else rl_check() or rl_allow()), timed and, in phase 1,
+ * counted. */
+static void *tp_main(void *arg)
 {
     struct tp_arg *a = arg;
     tp_run *r = &a->l->run;
     tp_sums *w = &a->l->w[a->i];
-    uint64_t *rng = &a->rng;
-    char user[TP_MAX_PER_CALL][24];
+    int n = r->per_call > 1 ? r->per_call : 1, codes[TP_MAX_PER_CALL];
+    int hot[TP_MAX_PER_CALL] = {0};
+    char key[TP_MAX_PER_CALL][40];
     rl_request req[TP_MAX_PER_CALL];
     rl_result res[TP_MAX_PER_CALL];
-    int codes[TP_MAX_PER_CALL], n = r->per_call, hot;
 
     while (tp_going(r)) {
         int ph = atomic_load(&r->phase);
         uint64_t t0;
 
         for (int i = 0; i < n; i++) {
-            snprintf(user[i], sizeof user[i], "%0*llu", r->key_digits,
-                     tp_draw(r, rng, &hot));
+            unsigned long long id = r->key ? 0
+                                    : tp_id(r, a->i, &a->rng, &hot[i]);
+            if (id == ULLONG_MAX)
+                return NULL;
+            snprintf(key[i], sizeof key[i], "user:%0*llu", r->key_digits, id);
             req[i] = (rl_request)RL_REQUEST_INIT;
-            req[i].user = user[i];
+            req[i].user = (r->key ? r->key : key[i]) + 5; /* past "user:" */
             req[i].cost = 1;
             res[i] = (rl_result)RL_RESULT_INIT;
         }
         t0 = now_ns();
-        rl_check_many(r->lim, req, res, codes, (size_t)n);
+        if (n > 1)
+            rl_check_many(r->lim, req, res, codes, (size_t)n);
+        else
+            codes[0] = r->check ? rl_check(r->lim, req, res)
+                       : rl_allow(r->lim, r->key ? r->key : key[0],
+                                  r->rule ? r->rule : "bench", 1, res);
         t0 = now_ns() - t0;
-        if (ph == 1 && atomic_load(&r->phase) == 1)
-            for (int i = 0; i < n; i++)
-                tp_count(w, &res[i], t0, codes[i], "rl_check_many", r->lim);
-    }
-    return NULL;
-}
-
-static void *tp_main(void *arg)
-{
-    struct tp_arg *a = arg;
-    tp_run *r = &a->l->run;
-    tp_sums *w = &a->l->w[a->i];
-    uint64_t *rng = &a->rng;
-    char key[40];
-    rl_request req = {.size = sizeof req, .cost = 1};
-
-    while (tp_going(r)) {
-        rl_result res = RL_RESULT_INIT;
-        int ph = atomic_load(&r->phase), hot = 0, rc;
-        uint64_t t0;
-
-        if (!r->key)
-            snprintf(key, sizeof key, "user:%0*llu", r->key_digits,
-                     r->nkeys ? tp_draw(r, rng, &hot)
-                              : (unsigned long long)a->i);
-        req.user = (r->key ? r->key : key) + 5; /* past "user:" */
-        t0 = now_ns();
-        rc = r->check ? rl_check(r->lim, &req, &res)
-                      : rl_allow(r->lim, r->key ? r->key : key,
-                                 r->rule ? r->rule : "bench", 1, &res);
-        t0 = now_ns() - t0;
-        if (ph == 1 && atomic_load(&r->phase) == 1) {
-            w->hot_calls += (unsigned long long)hot;
-            tp_count(w, &res, t0, rc, "rl_allow", r->lim);
+        ph = ph == 1 && atomic_load(&r->phase) == 1;
+        for (int i = 0; i < n && ph; i++) {
+            w->hot_calls += (unsigned long long)hot[i];
+            tp_count(w, &res[i], t0, codes[i],
+                     n > 1 ? "rl_check_many" : "rl_allow", r->lim);
+            if (codes[i] != RL_OK && r->total) /* a job ends at an error */
+                atomic_store(&r->next, r->total);
         }
     }
     return NULL;
@@ -354,9 +272,7 @@ int tp_load_start(tp_load *l, int threads, char *err)
     for (int i = 0; i < threads; i++) {
         l->arg[i] = (struct tp_arg){.l = l, .i = i,
                                     .rng = 0xBE4C0000ULL + (uint64_t)i * 7919};
-        if (pthread_create(&l->tid[i], NULL,
-                           l->run.per_call > 1 ? tp_many_main : tp_main,
-                           &l->arg[i]) != 0)
+        if (pthread_create(&l->tid[i], NULL, tp_main, &l->arg[i]) != 0)
             return snprintf(err, ERRLEN, "pthread_create failed"), -1;
         l->started++;
     }
@@ -365,7 +281,8 @@ int tp_load_start(tp_load *l, int threads, char *err)
 
 void tp_load_stop(tp_load *l, tp_sums *sum)
 {
-    atomic_store(&l->run.phase, 2);
+    if (l->run.total == 0) /* a job's workers end with its tickets */
+        atomic_store(&l->run.phase, 2);
     for (int i = 0; i < l->started; i++)
         pthread_join(l->tid[i], NULL);
     for (int i = 0; i < l->started; i++) {
@@ -395,6 +312,29 @@ int tp_load_for(tp_load *l, int threads, long ms, tp_sums *sum, char *err)
     while (rc == 0 && now_ns() < end && tp_going(&l->run))
         bench_sleep_ms(1);
     tp_load_stop(l, sum);
+    return rc;
+}
+
+/* A job is a load of j->total tickets, counted from the start. */
+int run_job(job *j, int n, job_result *jr, const char *prog, char *err)
+{
+    tp_load l = {.run = {.lim = j->lim, .rule = j->rule_id, .total = j->total,
+                         .nkeys = j->nkeys, .random = j->random,
+                         .stop = j->stop, .phase = 1}};
+    tp_sums sum = {0};
+    uint64_t t0 = now_ns();
+    int rc = tp_load_start(&l, n < JOB_THREADS ? n : JOB_THREADS, err);
+
+    (void)prog;
+    tp_load_stop(&l, &sum);
+    jr->seconds = (double)(now_ns() - t0) / 1e9;
+    jr->fallback += sum.fallback;
+    jr->degraded += sum.degraded;
+    jr->denied += sum.denied;
+    if (rc == 0 && sum.errors)
+        rc = (memcpy(err, sum.first_err, ERRLEN), -1);
+    if (rc == 0 && j->stop && atomic_load(j->stop))
+        rc = (snprintf(err, ERRLEN, "interrupted"), -1);
     return rc;
 }
 

@@ -3,9 +3,9 @@
  * server on a control connection: commands that fail with a message, INFO
  * fields, used_memory once it has settled, FLUSHALL with its lazy freeing
  * waited for, and the keys a SCAN walks; and the loads both put on a
- * server: a pool of threads doing a fixed number of rl_allow() checks, and
- * a timed load of rl_allow() or rl_check_many() threads; and where the CPU
- * went meanwhile.  err is ERRLEN bytes.
+ * server: a timed load of threads of rl_allow(), rl_check() or
+ * rl_check_many(), and a job, a fixed number of rl_allow() checks on the
+ * same threads; and where the CPU went meanwhile.  err is ERRLEN bytes.
  */
 #ifndef RL_BENCH_REDISUTIL_H
 #define RL_BENCH_REDISUTIL_H
@@ -21,11 +21,11 @@
 
 /* A command's reply, or NULL (an error reply or no reply) with why in err;
  * the caller frees the reply. */
-redisReply *bvcmd(redisContext *c, char *err, const char *fmt, va_list ap);
 redisReply *bcmd(redisContext *c, char *err, const char *fmt, ...);
 
 /* The same, the reply dropped: 0, or -1 with why in err. */
-int bcmd_ok(redisContext *c, char *err, const char *fmt, ...);
+#define bcmd_ok(c, err, ...) bcmd_done(bcmd(c, err, __VA_ARGS__))
+int bcmd_done(redisReply *r); /* frees r: 0, or -1 when NULL */
 
 /* The peer's script: rate-limiter-flexible 11.4.0's incrTtlLuaScript
  * (bench/redisbench_usec.c), EVALSHA sha 1 key points duration. */
@@ -63,7 +63,7 @@ int scan_keys(redisContext *c, int count,
  * to c's server: 0, or -1 with why in err. */
 int clients_wait(redisContext *c, double n, char *err);
 
-/* ---- a pool of threads doing a fixed number of rl_allow() checks ------ */
+/* ---- a job: a fixed number of rl_allow() checks ---------------------- */
 
 /* total checks of rule_id on lim, each on "user:<k>": k the check's ticket
  * (nkeys 0), the ticket % nkeys, or (random) drawn uniformly below nkeys;
@@ -74,7 +74,6 @@ typedef struct job {
     unsigned long long total, nkeys;
     int random;
     _Atomic int *stop;
-    _Atomic unsigned long long next;
 } job;
 
 /* What the runs of a job found, added up over the runs; seconds: the
@@ -84,8 +83,9 @@ typedef struct job_result {
     double seconds;
 } job_result;
 
-/* Runs j on n threads (at most JOB_THREADS), adding to *jr: 0, or -1 with
- * why in err (a check failed, a thread did not start, *stop was set). */
+/* Runs j on n threads (at most JOB_THREADS; a load of the timed load's
+ * workers, below, each taking tickets), adding to *jr: 0, or -1 with why in
+ * err (a check failed, a thread did not start, *stop was set). */
 #define JOB_THREADS 64
 int run_job(job *j, int n, job_result *jr, const char *prog, char *err);
 
@@ -120,6 +120,10 @@ typedef struct tp_run {
     _Atomic int cur;          /* the pool half the draws go to; -1 none  */
     _Atomic int *stop;        /* NULL, or set to end the load at once    */
     _Atomic int phase;        /* 0 warm-up, 1 measured, 2 stop           */
+    unsigned long long total; /* > 0: a job's (run_job()) checks, ids of
+                                 tickets, not drawn unless random        */
+    int random;
+    _Atomic unsigned long long next; /* the next ticket                  */
 } tp_run;
 
 /* What the workers counted in phase 1 (errors: failed calls, the first

@@ -38,12 +38,18 @@ PARTS = {
             ("-- one chunk (most calls) makes no table of parts.",
              "n = 0")],
     # the lean token bucket's (q = 1) parts, run as lean calls: its check
-    # of the reading (GET, tonumber), its value's write (PEXPIREAT alone,
-    # as GCRA's), the answer's struct.pack
+    # of the reading (GET, "+ 0"), its value's write (PEXPIREAT alone, as
+    # GCRA's: not exact), the answer's struct.pack; and two other writes
+    # (lean_numargs: numbers handed to Redis as numbers, which prints them
+    # "%.17g"; lean_keepttl: SET ... KEEPTTL ... GET, then PEXPIREAT)
     'lean_check': [(LEAN_SET, "local old = call('SET', key, format('%d', "
                     "left), 'PXAT', s) old = nil")],
     'lean_value': [(LEAN_SET, "local old = call('PEXPIREAT', key, s) "
                     "old = nil")],
+    'lean_numargs': [(LEAN_SET, "local old = call('SET', key, left, 'PXAT', "
+                      "full, 'GET')")],
+    'lean_keepttl': [(LEAN_SET, "local old = call('SET', key, format('%d', "
+                      "left), 'KEEPTTL', 'GET') call('PEXPIREAT', key, s)")],
     'lean_answer': [("return struct.pack('<dddd', " + LEAN_CALL + ")",
                      LEAN_CALL + " return '" + '.' * 32 + "'")],
 }

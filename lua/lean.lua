@@ -229,7 +229,10 @@ end
 -- reading: SET ... GET writes save()'s result and answers the value it
 -- replaced, which says whether the reading held.  If not, or if the
 -- reading denies, the value (GET, or the one replaced, put back) and the
--- general steps decide.
+-- general steps decide.  The value replaced is read by "+ 0" (one strtod;
+-- tonumber, which tells a number by converting it first, makes two): a
+-- value no number would fail any path's steps (token_bucket_load's), and
+-- here fails after the charge's SET, which leaves the key a state again.
 local function lean_bucket1(key, algo, limit, burst, w, p, q, cost, now)
   if q ~= 1 or cost < 1 or cost > burst then
     return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
@@ -247,9 +250,9 @@ local function lean_bucket1(key, algo, limit, burst, w, p, q, cost, now)
   local s = format('%d', full)
   local old = call('SET', key, format('%d', left), 'PXAT', s, 'GET')
   if old then -- the reading held unless the state's time is ahead
-    local a = tonumber(old)
-    if a and a > cap then a = cap end
-    if not a or exp - (cap - a) > now then
+    local a = old + 0
+    if a > cap then a = cap end
+    if exp - (cap - a) > now then
       call('SET', key, old, 'PXAT', format('%d', exp))
       return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
     end

@@ -38,8 +38,9 @@ end
 
 local function token_bucket_load(burst, w, p, q, value, exp)
   -- A level saved under another limit or burst may pass this bucket's size;
-  -- token_bucket() caps it, as the C code does.
-  local level = tonumber(value)
+  -- token_bucket() caps it, as the C code does.  "+ 0": one strtod, where
+  -- tonumber makes two; a value no number fails here as it did below.
+  local level = value + 0
   local full = level
   if full > burst * p then full = burst * p end
   return level, exp - ceil_div(burst * p - full, q), 0

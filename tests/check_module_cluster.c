@@ -592,7 +592,8 @@ static int64_t decided_again(rl_limiter *lim, const char *key, int bound,
  * takeover, time out: the master pauses its writes, the replica never
  * logs its offset, "Manual failover timed out" after 5 s, in every run
  * seen.  Meanwhile the slot's checks stall, then fail by the failure
- * modes (connections replaced as stuck after 1 s, the breaker open):
+ * modes (connections replaced as stuck once their calls time out, the
+ * breaker open):
  * once the master serves again they are decided again within RESUME_MS
  * too (at once), and the failover is asked again (it then completes).
  * _i: 0 a cluster without the module (the script), 1 with it (RL.CHECK

@@ -707,7 +707,8 @@ END_TEST
 
 /* A server that stops answering (SIGSTOP: the socket stays open, nothing
  * comes back): a connection whose oldest call has waited over max(1 s,
- * connect_timeout_ms) with no reply is stuck and replaced, never before. */
+ * connect_timeout_ms) with no reply, its deadline (500 ms) passed, is
+ * stuck and replaced, never before. */
 START_TEST(a_silent_connection_is_replaced_after_a_second)
 {
     rl_limiter *lim = open_limiter(uri, "redis_connections", "1");
@@ -733,6 +734,119 @@ START_TEST(a_silent_connection_is_replaced_after_a_second)
                          (t.tv_nsec - t0.tv_nsec) / 1000000, 1000);
     ck_assert_int_eq(rh_resume(&srv), 0);
     await_redis(lim, "user:back");
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* A check in a thread of its own: its outcome and how long it took. */
+typedef struct lone_check {
+    rl_limiter *lim;
+    const char *key;
+    int rc;
+    rl_result res;
+    long ms;
+} lone_check;
+
+static void *lone_check_main(void *p)
+{
+    lone_check *l = p;
+    struct timespec t0;
+
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    l->rc = rl_allow(l->lim, l->key, "sw", 1, &l->res);
+    l->ms = elapsed_ms(&t0);
+    return NULL;
+}
+
+/* Start l's check; return once its store has sent it to Redis. */
+static void start_check(lone_check *l, pthread_t *th)
+{
+    store_redis_stats st = {0};
+    int64_t before;
+
+    l->res = (rl_result)RL_RESULT_INIT;
+    store_redis_stats_get(limiter_store(l->lim), &st);
+    before = st.checks;
+    ck_assert_int_eq(pthread_create(th, NULL, lone_check_main, l), 0);
+    for (int i = 0; st.checks == before; i++) {
+        ck_assert_msg(i < 10000, "the check was never sent");
+        nanosleep(&(struct timespec){0, 1000 * 1000}, NULL);
+        store_redis_stats_get(limiter_store(l->lim), &st);
+    }
+}
+
+/* A slow server, alive (DEBUG SLEEP 1.5, queued ahead of the check while
+ * the server was stopped, so that the check waits for all of it), under
+ * a timeout_ms of 6 s (room for a loaded host): the check gets Redis's
+ * answer after 1.5 s, and its connection, silent for over a second, is
+ * not stuck while its call may still be answered.  It was taken for
+ * stuck at 1 s and replaced, the check falling back. */
+START_TEST(a_slow_server_answers_before_the_deadline_on_its_connection)
+{
+    rl_limiter *lim = open_limiter(uri, "timeout_ms", "6000");
+    lone_check l = {.lim = lim, .key = "user:slow"};
+    store_redis_stats st = {0};
+    redisContext *c = rh_connect(&srv);
+    redisReply *rep = NULL;
+    int64_t reconnects;
+    pthread_t th;
+    int done = 0;
+
+    ck_assert_ptr_nonnull(c);
+    rep = redisCommand(c, "PING"); /* accepted before the pause */
+    ck_assert_ptr_nonnull(rep);
+    freeReplyObject(rep);
+    ck_assert_int_eq(admitted(lim, "user:slow", "sw", 1), 1);
+    store_redis_stats_get(limiter_store(lim), &st);
+    reconnects = st.reconnects;
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    ck_assert_int_eq(redisAppendCommand(c, "DEBUG SLEEP 1.5"), REDIS_OK);
+    while (!done)
+        ck_assert_int_eq(redisBufferWrite(c, &done), REDIS_OK);
+    start_check(&l, &th);
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(redisGetReply(c, (void **)&rep), REDIS_OK);
+    ck_assert_str_eq(rep->str, "OK");
+    freeReplyObject(rep);
+    redisFree(c);
+    ck_assert_int_eq(l.rc, RL_OK);
+    ck_assert_int_eq(l.res.flags & (RL_FLAG_FALLBACK | RL_FLAG_FAIL_OPEN), 0);
+    ck_assert(l.res.allowed);
+    ck_assert_int_ge(l.ms, 1000); /* it did wait for the sleep */
+    store_redis_stats_get(limiter_store(lim), &st);
+    ck_assert_int_eq(st.stuck, 0);
+    ck_assert_int_eq(st.reconnects, reconnects);
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* The same timeout_ms on a server that stopped answering: the check
+ * waits its whole 3 s, then times out, and the connection is replaced
+ * once its call has timed out (before the fix, at 1 s, failing the check
+ * early). */
+START_TEST(a_silent_connection_is_replaced_once_its_calls_time_out)
+{
+    rl_limiter *lim = open_limiter(uri, "timeout_ms", "3000");
+    lone_check l = {.lim = lim, .key = "user:silent3"};
+    store_redis_stats st = {0};
+    pthread_t th;
+
+    ck_assert_int_eq(admitted(lim, "user:silent3", "sw", 1), 1);
+    ck_assert_int_eq(rh_pause(&srv), 0);
+    start_check(&l, &th);
+    pthread_join(th, NULL);
+    ck_assert_int_eq(l.rc, RL_OK);
+    ck_assert(l.res.flags & RL_FLAG_FALLBACK); /* timed out */
+    ck_assert_int_ge(l.ms, 3000);
+    for (int i = 0; !st.stuck; i++) {
+        ck_assert_msg(i < 1000, "never replaced");
+        nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        store_redis_stats_get(limiter_store(lim), &st);
+    }
+    ck_assert_int_eq(st.stuck, 1);
+    ck_assert_int_eq(rh_resume(&srv), 0);
+    await_redis(lim, "user:back3");
     rl_limiter_free(lim);
 }
 END_TEST
@@ -1164,6 +1278,8 @@ int main(void)
     tcase_add_test(tc, a_hung_server_costs_one_timeout);
     tcase_add_test(tc, breaker_opens_skips_the_network_and_closes);
     tcase_add_test(tc, a_silent_connection_is_replaced_after_a_second);
+    tcase_add_test(tc, a_slow_server_answers_before_the_deadline_on_its_connection);
+    tcase_add_test(tc, a_silent_connection_is_replaced_once_its_calls_time_out);
     tcase_add_test(tc, one_ms_timeout_still_reaches_redis);
     tcase_add_test(tc, check_many_waits_no_longer_than_its_timeout);
     suite_add_tcase(s, tc);

@@ -38,7 +38,8 @@
  * server raises it, and whether the library survives that is for the
  * library's own tests to show.
  *
- * Link with hiredis and -lpthread.
+ * Link with every tests/redis_harness*.c (Makefile.am's REDIS_HARNESS),
+ * hiredis and -lpthread.
  */
 #ifndef RL_REDIS_HARNESS_H
 #define RL_REDIS_HARNESS_H

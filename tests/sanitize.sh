@@ -101,7 +101,12 @@ done
 export CC cflags san out
 printf '%s\n' $lib_srcs | xargs -P "$(nproc 2>/dev/null || echo 2)" -n 1 \
     sh -c '$CC $cflags $san -c "$1" -o "$out/$(basename "$1" .c).o"' sh
-$CC $cflags $san -c "$src/tests/redis_harness.c" -o "$out/redis_harness.o"
+# The Redis harness, its files (tests/redis_harness*.c) all.
+harness=
+for f in "$src"/tests/redis_harness*.c; do
+    $CC $cflags $san -c "$f" -o "$out/$(basename "$f" .c).o"
+    harness="$harness $out/$(basename "$f" .c).o"
+done
 $CC $cflags $san -c "$out/lua_test_script.c" -o "$out/lua_test_script.o"
 if [ -n "$rld_libs" ]; then
     $CC $cflags $rld_cflags $san "$src"/tools/ratelimitd/*.c $objs $rld_libs \
@@ -137,7 +142,7 @@ link_suite() {
     case $name in check_module*|check_reserve)
         extra="-DRL_MODULE_PATH=\"$(cd "$out" && pwd)/ratelimit.so\"" ;;
     esac
-    $CC $cflags $san "$1" $objs "$out/redis_harness.o" "$out/lua_test_script.o" \
+    $CC $cflags $san "$1" $objs $harness "$out/lua_test_script.o" \
         $extra $libs -o "$out/$name"
     echo "$name" >>"$out/suites"
 }

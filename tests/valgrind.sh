@@ -188,6 +188,7 @@ check_ruleset_delta
 check_rule_json
 check_functions
 check_headers
+check_headers_format
 check_async_loops
 check_contention
 check_events

@@ -435,11 +435,30 @@ static void expire(rio *r, int64_t now)
     }
 }
 
+/* 1 if a call of connection c's oldest entry may still be answered in
+ * time: one not gone (a timeout NULLs its slot) whose deadline is to
+ * come.  An entry of the loop's own (no ticket) has none. */
+static int oldest_still_due(const conn *c, int64_t now)
+{
+    const entry *e = &c->ring[c->head];
+
+    if (e->kind == E_RAW)
+        return e->tk && e->tk->deadline_ns > now;
+    for (int j = 0; c->b.active && j < c->b.nb; j++)
+        if (c->b.tk[j] && c->b.tk[j]->deadline_ns > now)
+            return 1;
+    return 0;
+}
+
 /* A connection is stuck when its oldest call has waited longer than a
- * whole connect may take and no reply came meanwhile: the server hangs, or
- * the network swallows what it sends.  Replace it: its requests have
- * long been given up, and a fresh connection lets checks reach Redis
- * again as soon as it answers.  Judged right after the turn's read
+ * whole connect may take, its deadline has passed, and no reply came
+ * meanwhile: the server hangs, or the network swallows what it sends.
+ * Replace it: its oldest call has been given up (a later one would be
+ * answered after it), and a fresh connection lets checks reach Redis
+ * again as soon as it answers.  Not before the deadline: a server that
+ * is slow but alive (a long script, DEBUG SLEEP) under a timeout_ms over
+ * that bound still answers within it, and replacing its connection then
+ * failed checks that had time left.  Judged right after the turn's read
  * (wait_events), never before it: a loop the scheduler kept off its CPU
  * for a second (a loaded host, valgrind) finds replies waiting in the
  * socket, which are not silence (judged at the top of the turn, a healthy
@@ -453,7 +472,7 @@ static void unstick(rio *r, int64_t now)
     for (int i = 0; i < r->nconns; i++) {
         conn *c = &r->c[i];
         if (c->fd >= 0 && c->count && now - c->ring[c->head].sent_ns > limit &&
-            now - c->last_reply_ns > limit) {
+            now - c->last_reply_ns > limit && !oldest_still_due(c, now)) {
             stat_add(r, S_STUCK, 1);
             fail_conn(r, i);
         }
