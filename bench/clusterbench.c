@@ -52,10 +52,9 @@ static void on_signal(int sig)
 
 int interrupted(char *err)
 {
-    if (g_signal == 0)
-        return 0;
-    snprintf(err, ERRLEN, "interrupted by signal %d", (int)g_signal);
-    return 1;
+    if (g_signal != 0)
+        snprintf(err, ERRLEN, "interrupted by signal %d", (int)g_signal);
+    return g_signal != 0;
 }
 
 int failovers(void)
@@ -63,8 +62,7 @@ int failovers(void)
     int n = 0;
 
     for (int i = 0; i < cl.n; i++)
-        if (cluster_master[i] && rh_cluster_is_master(&cl, i) != 1)
-            n++;
+        n += cluster_master[i] && rh_cluster_is_master(&cl, i) != 1;
     return n;
 }
 
@@ -74,11 +72,10 @@ static redisContext *control(const rh_server *s, char *err)
 {
     redisContext *c = rh_connect(s);
 
-    if (c == NULL) {
+    if (c != NULL)
+        redisSetTimeout(c, (struct timeval){60, 0});
+    else
         snprintf(err, ERRLEN, "cannot connect to 127.0.0.1:%d", s->port);
-        return NULL;
-    }
-    redisSetTimeout(c, (struct timeval){60, 0});
     return c;
 }
 
@@ -108,11 +105,9 @@ static void stop_servers(void)
 
 static void install_signals(void)
 {
-    struct sigaction sa;
+    struct sigaction sa = {.sa_handler = on_signal};
 
     signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error */
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
