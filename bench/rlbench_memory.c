@@ -50,8 +50,7 @@ void mem_limiter(const options *o, size_t n, mem_result *r)
         int rc;
 
         fmt_key(key, (uint32_t)i);
-        rc = rl_allow(lim, key, RULE_ID, 1, &res);
-        if (rc != RL_OK) {
+        if ((rc = rl_allow(lim, key, RULE_ID, 1, &res)) != RL_OK) {
             char what[64];
             snprintf(what, sizeof what, "rl_allow(%s) while filling", key);
             set_err(r->err, what, rc, errtext(lim));
@@ -59,8 +58,7 @@ void mem_limiter(const options *o, size_t n, mem_result *r)
             rl_limiter_free(lim);
             return;
         }
-        if (!res.allowed)
-            r->denied++;
+        r->denied += !res.allowed;
     }
     t1 = now_ns();
     r2 = rss_bytes();
