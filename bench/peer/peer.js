@@ -109,12 +109,7 @@ function parseInfo(text) {
 
 /* "calls=1,usec=2,usec_per_call=2.00,..." -> { calls: 1, usec: 2, ... } */
 function parseStatLine(s) {
-  const o = {};
-  for (const kv of s.split(',')) {
-    const [k, v] = kv.split('=');
-    o[k] = Number(v);
-  }
-  return o;
+  return Object.fromEntries(s.split(',').map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
 }
 
 function serverCpu(cpu) {
