@@ -4,6 +4,9 @@
  * sequences, threads, two limiters timed in turn (ABBA), latency
  * histograms, the clock, a generator, /proc and the load average.
  *
+ * It includes what every bench uses: stdint, stdio, stdlib, string, time
+ * and ratelimit.h.
+ *
  * A figure is a value with its unit, beside up to two references (ratio =
  * value / ref), and up to 24 extra fields, numbers or strings.  In JSON:
  *   {"name":..,"value":..,"unit":..[,"ref":..,"ref_name":..,"ratio":..]
@@ -17,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <time.h>
 

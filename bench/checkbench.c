@@ -9,10 +9,7 @@
 #define _GNU_SOURCE
 #endif
 
-#include <stdlib.h>
-#include <string.h>
-
-#include "ratelimit.h"
+#include "ratelimit.h" /* before benchutil.h, which defines the INITs */
 
 #ifdef RL_REQUEST_INIT
 #define HAVE_SIZES 1 /* the 1.0 header: sizes and named dimensions */

@@ -1,11 +1,8 @@
 /*
  * clusterbench.c -- `redisbench cluster`: what does a Redis Cluster give
- * and take?  Starts its own redis-server and a 3 + 3 cluster
- * (tests/redis_harness.c) and stops them however it ends.  How it measures
- * and how to read the ratios: docs/BENCHMARKS.md, "How each bench
- * measures".  The groups live in clusterbench_<group>.c over the load of
- * clusterbench_throughput.c; this file reads the command line, starts the
- * servers and runs the groups.
+ * and take?  Method: docs/BENCHMARKS.md, "How each bench measures".  The
+ * groups live in clusterbench_<group>.c; this file reads the command line,
+ * starts the servers (stopped however it ends) and runs the groups.
  */
 #include "clusterbench.h"
 
@@ -55,10 +52,9 @@ static void on_signal(int sig)
 
 int interrupted(char *err)
 {
-    if (g_signal == 0)
-        return 0;
-    snprintf(err, ERRLEN, "interrupted by signal %d", (int)g_signal);
-    return 1;
+    if (g_signal != 0)
+        snprintf(err, ERRLEN, "interrupted by signal %d", (int)g_signal);
+    return g_signal != 0;
 }
 
 int failovers(void)
@@ -66,8 +62,7 @@ int failovers(void)
     int n = 0;
 
     for (int i = 0; i < cl.n; i++)
-        if (cluster_master[i] && rh_cluster_is_master(&cl, i) != 1)
-            n++;
+        n += cluster_master[i] && rh_cluster_is_master(&cl, i) != 1;
     return n;
 }
 
@@ -77,11 +72,10 @@ static redisContext *control(const rh_server *s, char *err)
 {
     redisContext *c = rh_connect(s);
 
-    if (c == NULL) {
+    if (c != NULL)
+        redisSetTimeout(c, (struct timeval){60, 0});
+    else
         snprintf(err, ERRLEN, "cannot connect to 127.0.0.1:%d", s->port);
-        return NULL;
-    }
-    redisSetTimeout(c, (struct timeval){60, 0});
     return c;
 }
 
@@ -111,11 +105,9 @@ static void stop_servers(void)
 
 static void install_signals(void)
 {
-    struct sigaction sa;
+    struct sigaction sa = {.sa_handler = on_signal};
 
     signal(SIGPIPE, SIG_IGN); /* a dropped connection is an error */
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);

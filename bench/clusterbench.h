@@ -24,15 +24,12 @@ extern double cluster_start_s;
 
 int interrupted(char *err);
 int failovers(void); /* masters at start that are masters no more */
-
 int throughput(const options *o, const char *name, int per_call,
                const pidset *ps, redisContext **servers, int nservers,
                const tp_figs *ref, const char *ref_name, tp_figs *out,
                char *err);
-
 int group_reshard(const options *o, const pidset *ps,
                   const tp_figs *cluster_ref, char *err);
-
 int group_failover(const options *o, char *err);
 
 #endif

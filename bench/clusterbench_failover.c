@@ -1,7 +1,7 @@
 /*
- * clusterbench_failover.c -- the group failover of `redisbench cluster`: planned, hung and
- * killed masters under load (issue 15).  It changes the cluster, so it runs
- * last.  Method: docs/BENCHMARKS.md, "How each bench measures".
+ * clusterbench_failover.c -- the group failover of `redisbench cluster`
+ * (issue 15); it changes the cluster, so it runs last.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "clusterbench.h"
 
@@ -74,11 +74,17 @@ static void key_in_slot(char *buf, size_t len, int slot)
     }
 }
 
+/* The load on, after the master of slot (*victim) and its replica
+ * (*replica) are found: 0, or -1 with err set. */
 static int fo_start(fo_load *l, const char *uri, const options *o,
-                    int slot, char *err)
+                    int slot, int *victim, int *replica, char *err)
 {
     char rule[256], rules[300];
 
+    *victim = rh_cluster_master_of(&cl, slot);
+    if (*victim < 0 || (*replica = rh_cluster_replica_of(&cl, *victim)) < 0)
+        return snprintf(err, ERRLEN, "failover: no master or replica for "
+                        "slot %d", slot), -1;
     one_rule(rule, sizeof rule, "big", 0, BIG_LIMIT, BIG_WINDOW_S, 0);
     snprintf(rules, sizeof rules, "{\"rules\":[%s]}", rule);
     l->nkeys = o->keys;
@@ -137,17 +143,14 @@ static uint64_t fo_promote(int i, const char *cmd, char *err)
 static int fo_planned(const options *o, const char *uri, char *err)
 {
     fo_load l = {0};
-    int victim = rh_cluster_master_of(&cl, 0), replica;
+    int victim, replica;
     unsigned long long c0, d0;
     uint64_t t0, at;
     rl_stats st = RL_STATS_INIT;
     store_redis_stats s0, s1;
     figure f = {0};
 
-    if (victim < 0 || (replica = rh_cluster_replica_of(&cl, victim)) < 0)
-        return snprintf(err, ERRLEN, "failover: no master or replica for "
-                        "slot 0"), -1;
-    if (fo_start(&l, uri, o, 0, err))
+    if (fo_start(&l, uri, o, 0, &victim, &replica, err))
         return -1;
     c0 = atomic_load(&l.checks), d0 = atomic_load(&l.degraded);
     store_redis_stats_get(limiter_store(l.lim), &s0);
@@ -162,14 +165,13 @@ static int fo_planned(const options *o, const char *uri, char *err)
     f = (figure){.name = "failover_planned_degraded",
                   .value = (double)(atomic_load(&l.degraded) - d0),
                   .unit = "checks"};
-    xnum(&f, "checks", (double)(atomic_load(&l.checks) - c0));
-    xnum(&f, "errors", (double)atomic_load(&l.errors));
-    xnum(&f, "breaker_opens", (double)st.breaker_opens);
-    xnum(&f, "switch_ms", (double)(at - t0) / 1e6);
-    xnum(&f, "timeouts", (double)(s1.timeouts - s0.timeouts));
-    xnum(&f, "elsewhere", (double)(s1.elsewhere - s0.elsewhere));
-    xnum(&f, "moved", (double)(s1.moved - s0.moved));
-    xnum(&f, "threads", FO_THREADS);
+    XLIST(&f, XN("checks", atomic_load(&l.checks) - c0),
+          XN("errors", atomic_load(&l.errors)),
+          XN("breaker_opens", st.breaker_opens),
+          XN("switch_ms", (double)(at - t0) / 1e6),
+          XN("timeouts", s1.timeouts - s0.timeouts),
+          XN("elsewhere", s1.elsewhere - s0.elsewhere),
+          XN("moved", s1.moved - s0.moved), XN("threads", FO_THREADS));
     emit(o, &f);
     return 0;
 }
@@ -180,14 +182,11 @@ static int fo_resume(const options *o, const char *uri, int slot, int hang,
                      char *err)
 {
     fo_load l = {0};
-    int victim = rh_cluster_master_of(&cl, slot), replica, rc;
+    int victim, replica, rc;
     uint64_t t0, at;
     figure f = {0};
 
-    if (victim < 0 || (replica = rh_cluster_replica_of(&cl, victim)) < 0)
-        return snprintf(err, ERRLEN, "failover: no master or replica for "
-                        "slot %d", slot), -1;
-    if (fo_start(&l, uri, o, slot, err))
+    if (fo_start(&l, uri, o, slot, &victim, &replica, err))
         return -1;
     t0 = now_ns();
     rc = hang ? rh_pause(&cl.node[victim]) : rh_kill(&cl.node[victim]);
@@ -209,10 +208,10 @@ static int fo_resume(const options *o, const char *uri, int slot, int hang,
                   .value = (double)((uint64_t)atomic_load(&l.first_ok_ns) - at) / 1e6,
                   .unit = "ms", .nrefs = 1, .ref = {FO_TARGET_MS},
                   .ref_name = {"target"}};
-    xnum(&f, "promoted_after_ms", (double)(at - t0) / 1e6);
-    xnum(&f, "degraded", (double)atomic_load(&l.degraded));
-    xnum(&f, "checks", (double)atomic_load(&l.checks));
-    xnum(&f, "errors", (double)atomic_load(&l.errors));
+    XLIST(&f, XN("promoted_after_ms", (double)(at - t0) / 1e6),
+          XN("degraded", atomic_load(&l.degraded)),
+          XN("checks", atomic_load(&l.checks)),
+          XN("errors", atomic_load(&l.errors)));
     emit(o, &f);
     return 0;
 }

@@ -109,42 +109,32 @@ static int rs_run(const options *o, const pidset *ps, const rs_plan *p,
 static void rs_emit_redirects(const options *o, const rs_plan *p,
                               const tp *t, int moved_keys)
 {
-    figure f = {0};
     double moved = (double)(t->s1.moved - t->s0.moved),
            asks = (double)(t->s1.asks - t->s0.asks),
-           checks = (double)(t->s1.checks - t->s0.checks);
+           checks = (double)(t->s1.checks - t->s0.checks),
+           calls = (double)t->sum.calls, hot = (double)t->sum.hot_calls;
     cpu_use cu = cpu_diff(&t->c0, &t->c1);
+    figure f = {.name = "reshard_redirect_share",
+                .value = checks > 0 ? (moved + asks) / checks : NAN,
+                .unit = "share"};
 
-    f = (figure){.name = "reshard_redirect_share",
-                  .value = checks > 0 ? (moved + asks) / checks : NAN,
-                  .unit = "share"};
-    xnum(&f, "moved", moved);
-    xnum(&f, "asks", asks);
-    xnum(&f, "elsewhere", (double)(t->s1.elsewhere - t->s0.elsewhere));
-    xnum(&f, "tryagain", (double)(t->s1.tryagain - t->s0.tryagain));
-    xnum(&f, "refreshes", (double)(t->s1.refreshes - t->s0.refreshes));
-    xnum(&f, "store_checks", checks);
-    xnum(&f, "calls", (double)t->sum.calls);
-    xnum(&f, "redirects_per_call",
-         t->sum.calls ? (moved + asks) / (double)t->sum.calls : NAN);
-    xnum(&f, "hot_calls", (double)t->sum.hot_calls);
-    xnum(&f, "hot_share",
-         t->sum.calls ? (double)t->sum.hot_calls / (double)t->sum.calls : NAN);
-    xnum(&f, "redirects_per_hot_call",
-         t->sum.hot_calls ? (moved + asks) / (double)t->sum.hot_calls : NAN);
-    xnum(&f, "slots", p->nslots);
-    xnum(&f, "keys_moved", moved_keys);
-    xnum(&f, "min_clients_per_slot", p->hot_min);
-    xnum(&f, "source_node", p->src);
-    xnum(&f, "target_node", p->dst);
-    xnum(&f, "seconds", (double)(t->t1 - t->t0) / 1e9);
-    xnum(&f, "timeouts", (double)(t->s1.timeouts - t->s0.timeouts));
-    xnum(&f, "reconnects", (double)(t->s1.reconnects - t->s0.reconnects));
-    xnum(&f, "client_cpu", cu.client);
-    xnum(&f, "redis_cpu", cu.redis);
-    xnum(&f, "replica_cpu", cu.replica);
-    xnum(&f, "other_cpu", cu.other);
-    xnum(&f, "failovers", failovers());
+    XLIST(&f, XN("moved", moved), XN("asks", asks),
+          XN("elsewhere", t->s1.elsewhere - t->s0.elsewhere),
+          XN("tryagain", t->s1.tryagain - t->s0.tryagain),
+          XN("refreshes", t->s1.refreshes - t->s0.refreshes),
+          XN("store_checks", checks), XN("calls", calls),
+          XN("redirects_per_call", calls ? (moved + asks) / calls : NAN),
+          XN("hot_calls", hot), XN("hot_share", calls ? hot / calls : NAN),
+          XN("redirects_per_hot_call", hot ? (moved + asks) / hot : NAN),
+          XN("slots", p->nslots), XN("keys_moved", moved_keys),
+          XN("min_clients_per_slot", p->hot_min), XN("source_node", p->src),
+          XN("target_node", p->dst),
+          XN("seconds", (double)(t->t1 - t->t0) / 1e9),
+          XN("timeouts", t->s1.timeouts - t->s0.timeouts),
+          XN("reconnects", t->s1.reconnects - t->s0.reconnects),
+          XN("client_cpu", cu.client), XN("redis_cpu", cu.redis),
+          XN("replica_cpu", cu.replica), XN("other_cpu", cu.other),
+          XN("failovers", failovers()));
     emit(o, &f);
 }
 
@@ -153,27 +143,24 @@ static void rs_emit_redirects(const options *o, const rs_plan *p,
 static void rs_emit_load(const options *o, const tp *t,
                          const tp_figs *cluster_ref)
 {
+    int ref = cluster_ref && cluster_ref->rate > 0;
     figure f = {.name = "reshard_checks_per_s",
-                 .value = (double)t->sum.calls / ((double)(t->t1 - t->t0) / 1e9),
-                 .unit = "checks/s"};
+                .value = (double)t->sum.calls / ((double)(t->t1 - t->t0) / 1e9),
+                .unit = "checks/s", .nrefs = ref,
+                .ref = {ref ? cluster_ref->rate : 0},
+                .ref_name = {"throughput_cluster_64"}};
 
-    if (cluster_ref && cluster_ref->rate > 0) {
-        f.nrefs = 1;
-        f.ref[0] = cluster_ref->rate;
-        f.ref_name[0] = "throughput_cluster_64";
-    }
-    xnum(&f, "p50_us", hist_pct(&t->sum.all, 0.50) / 1000.0);
-    xnum(&f, "p99_us", hist_pct(&t->sum.all, 0.99) / 1000.0);
-    xnum(&f, "p999_us", hist_pct(&t->sum.all, 0.999) / 1000.0);
-    xnum(&f, "max_us", hist_pct(&t->sum.all, 1.0) / 1000.0);
+    XLIST(&f, XN("p50_us", hist_pct(&t->sum.all, 0.50) / 1000.0),
+          XN("p99_us", hist_pct(&t->sum.all, 0.99) / 1000.0),
+          XN("p999_us", hist_pct(&t->sum.all, 0.999) / 1000.0),
+          XN("max_us", hist_pct(&t->sum.all, 1.0) / 1000.0));
     emit(o, &f);
     f = (figure){.name = "reshard_fallback", .value = (double)t->sum.fallback,
-                  .unit = "checks"};
-    xnum(&f, "degraded", (double)t->sum.degraded);
-    xnum(&f, "denied", (double)t->sum.denied);
+                 .unit = "checks"};
+    XLIST(&f, XN("degraded", t->sum.degraded), XN("denied", t->sum.denied));
     emit(o, &f);
     f = (figure){.name = "reshard_errors", .value = (double)t->sum.errors,
-                  .unit = "calls"};
+                 .unit = "calls"};
     xstr(&f, "first_error", t->sum.first_err);
     emit(o, &f);
 }

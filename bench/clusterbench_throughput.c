@@ -1,9 +1,7 @@
 /*
  * clusterbench_throughput.c -- the group throughput of `redisbench
- * cluster`: checks/s and p50/p99 of TP_THREADS threads of rl_allow (or
- * rl_check_many of MANY_PER_CALL) against one server, then the cluster
- * beside it, with the CPU of client, masters, replicas and the rest of the
- * machine and the servers' script time per check.
+ * cluster`: checks/s, latency and where the CPU went, one server and the
+ * cluster.  Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "clusterbench.h"
 
@@ -60,45 +58,32 @@ static void tp_emit_rate(const options *o, const char *name, int per_call,
                          const tp_figs *ref, const char *ref_name,
                          const tp_figs *out)
 {
-    figure f = {0};
+    figure f = {.name = name, .value = out->rate, .unit = "checks/s",
+                .nrefs = ref != NULL, .ref = {ref ? ref->rate : 0},
+                .ref_name = {ref_name}};
     double secs = (double)(t->t1 - t->t0) / 1e9;
     double checks = (double)(t->s1.checks - t->s0.checks);
     double calls = (double)(t->s1.batches - t->s0.batches);
     cpu_use cu = cpu_diff(&t->c0, &t->c1);
 
-    f = (figure){.name = name, .value = out->rate, .unit = "checks/s"};
-    if (ref) {
-        f.nrefs = 1;
-        f.ref[0] = ref->rate;
-        f.ref_name[0] = ref_name;
-    }
-    xnum(&f, "threads", TP_THREADS / per_call);
-    xnum(&f, "per_call", per_call);
-    xnum(&f, "keys", (double)o->keys);
-    xnum(&f, "seconds", secs);
-    xnum(&f, "checks", (double)t->sum.calls);
-    xnum(&f, "p50_us", out->p50);
-    xnum(&f, "p99_us", out->p99);
-    xnum(&f, "fallback", (double)t->sum.fallback);
-    xnum(&f, "degraded", (double)t->sum.degraded);
-    xnum(&f, "denied", (double)t->sum.denied);
-    xnum(&f, "servers", nservers);
-    xnum(&f, "server_usec_per_check", cs[1] / (double)t->sum.calls);
-    xnum(&f, "evalsha_calls", cs[0]);
-    xnum(&f, "checks_per_batch", calls > 0 ? checks / calls : NAN);
-    xnum(&f, "evalsha_calls_per_check", cs[0] / (double)t->sum.calls);
-    xnum(&f, "client_cpu", cu.client);
-    xnum(&f, "redis_cpu", cu.redis);
-    xnum(&f, "replica_cpu", cu.replica);
-    xnum(&f, "other_cpu", cu.other);
-    xnum(&f, "steal_cpu", cu.steal);
-    xnum(&f, "nproc", (double)sysconf(_SC_NPROCESSORS_ONLN));
-    xnum(&f, "timeouts", (double)(t->s1.timeouts - t->s0.timeouts));
-    xnum(&f, "moved", (double)(t->s1.moved - t->s0.moved));
-    if (cluster_up) {
-        xnum(&f, "failovers", failovers());
-        xnum(&f, "cluster_start_s", cluster_start_s);
-    }
+    XLIST(&f, XN("threads", TP_THREADS / per_call), XN("per_call", per_call),
+          XN("keys", o->keys), XN("seconds", secs), XN("checks", t->sum.calls),
+          XN("p50_us", out->p50), XN("p99_us", out->p99),
+          XN("fallback", t->sum.fallback), XN("degraded", t->sum.degraded),
+          XN("denied", t->sum.denied), XN("servers", nservers),
+          XN("server_usec_per_check", cs[1] / (double)t->sum.calls),
+          XN("evalsha_calls", cs[0]),
+          XN("checks_per_batch", calls > 0 ? checks / calls : NAN),
+          XN("evalsha_calls_per_check", cs[0] / (double)t->sum.calls),
+          XN("client_cpu", cu.client), XN("redis_cpu", cu.redis),
+          XN("replica_cpu", cu.replica), XN("other_cpu", cu.other),
+          XN("steal_cpu", cu.steal),
+          XN("nproc", sysconf(_SC_NPROCESSORS_ONLN)),
+          XN("timeouts", t->s1.timeouts - t->s0.timeouts),
+          XN("moved", t->s1.moved - t->s0.moved));
+    if (cluster_up)
+        XLIST(&f, XN("failovers", failovers()),
+              XN("cluster_start_s", cluster_start_s));
     xnum(&f, "loadavg_1m", loadavg1());
     emit(o, &f);
 }

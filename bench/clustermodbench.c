@@ -114,9 +114,8 @@ static int measure(int json, int quick, const char *uri)
                      .unit = "us", .nrefs = 2,
                      .ref = {median_of(us[2], n), median_of(us[1], n)},
                      .ref_name = {"peer_script_rlf", "cluster_lua"}};
-        xnum(&f, "over_lua", f.value / f.ref[1]);
-        xnum(&f, "checks_per_round", m);
-        xnum(&f, "rounds", rounds);
+        XLIST(&f, XN("over_lua", f.value / f.ref[1]),
+              XN("checks_per_round", m), XN("rounds", rounds));
         emit_figure(&f, json, &lay);
         fflush(stdout);
     }

@@ -3,7 +3,6 @@
  * cache and with leases, each beside the same run without.  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
-#include <time.h>
 
 #include "serverbench.h"
 

@@ -4,13 +4,9 @@
  * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "benchmodes.h"
 #include "benchutil.h"
-#include "ratelimit.h"
 
 #define ENF 0
 #define LOG 1
@@ -96,14 +92,11 @@ static void emit_case(const options *o, const char *name, int threads,
                  .nrefs = 1, .ref = {r->median[ENF]},
                  .ref_name = {"enforce_mode"}};
 
-    xnum(&f, "threads", threads);
-    xnum(&f, "mean", r->mean[LOG]);
-    xnum(&f, "ref_mean", r->mean[ENF]);
-    xnum(&f, "enforce_denied", (double)r->denied[ENF]);
-    xnum(&f, "log_rule_checks", (double)d->checks);
-    xnum(&f, "log_rule_would_deny", (double)d->would_deny);
-    xnum(&f, "log_rule_distinct", (double)d->distinct);
-    xnum(&f, "true_distinct", distinct);
+    XLIST(&f, XN("threads", threads), XN("mean", r->mean[LOG]),
+          XN("ref_mean", r->mean[ENF]), XN("enforce_denied", r->denied[ENF]),
+          XN("log_rule_checks", d->checks),
+          XN("log_rule_would_deny", d->would_deny),
+          XN("log_rule_distinct", d->distinct), XN("true_distinct", distinct));
     emit_figure(&f, o->json, &layout);
 }
 

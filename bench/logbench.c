@@ -3,13 +3,9 @@
  * check of the same rule, on the memory store and (with --port) on Redis.
  * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "benchmodes.h"
 #include "benchutil.h"
-#include "ratelimit.h"
 
 #define MAX_ROUNDS 64
 #define MAX_THREADS 16
@@ -100,21 +96,16 @@ static int bench_store(const options *o, const char *label,
             if ((rate[a][r] = round_rate(lim[a], o, threads, 1000 * r + 7,
                                          &denied[a], err)) < 0)
                 goto out;
-    for (int a = 0; a < 2; a++) {
-        sort_doubles(rate[a], (size_t)o->rounds);
-        med[a] = rate[a][o->rounds / 2];
-    }
+    for (int a = 0; a < 2; a++)
+        med[a] = median_of(rate[a], (size_t)o->rounds);
     snprintf(name, sizeof name, "checks_per_s_sliding_log_%s", label);
     f = (figure){.name = name, .value = med[0], .unit = "checks/s", .nrefs = 1,
                   .ref = {med[1]}, .ref_name = {"sliding_window"}};
-    xnum(&f, "threads", threads);
-    xnum(&f, "keys", (double)o->keys);
-    xnum(&f, "checks_per_round", (double)o->checks);
-    xnum(&f, "rounds", (double)o->rounds);
+    XLIST(&f, XN("threads", threads), XN("keys", o->keys),
+          XN("checks_per_round", o->checks), XN("rounds", o->rounds));
     xnum(&f, "log_times_per_key_at_end",
          (double)(o->checks * o->rounds) / (double)o->keys);
-    xnum(&f, "denied_log", (double)denied[0]);
-    xnum(&f, "denied_window", (double)denied[1]);
+    XLIST(&f, XN("denied_log", denied[0]), XN("denied_window", denied[1]));
     emit_figure(&f, o->json, &layout);
     rc = 0;
 out:
@@ -142,12 +133,11 @@ static const bench_opts table = {
 
 int log_main(int argc, char **argv)
 {
-    options o;
+    options o = {0};
     char err[ERRLEN] = "", uri[64];
     uint64_t t0 = now_ns();
     int rc;
 
-    o = (options){0};
     if ((rc = bench_opt_args(argc, argv, &table, &o)) != 0)
         return rc == 1 ? 0 : 2;
     if (!o.json)

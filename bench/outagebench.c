@@ -6,7 +6,6 @@
  */
 #include <sys/mman.h>
 #include <sys/wait.h>
-#include <time.h>
 
 #include "redisutil.h"
 #include "serverbench.h"

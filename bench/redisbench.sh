@@ -10,29 +10,16 @@ set -eu
 
 here=$(CDPATH='' cd -- "$(dirname -- "$0")" && pwd)
 
-bin=
-if [ $# -gt 0 ]; then
-	case $1 in
-	-*) ;;
-	*)
-		if [ -f "$1" ] && [ -x "$1" ]; then
-			bin=$1
-			shift
-		fi
-		;;
-	esac
+bin=${REDISBENCH:-} # the path given first, else $REDISBENCH, else found
+if [ $# -gt 0 ] && [ -f "$1" ] && [ -x "$1" ]; then
+	bin=$1
+	shift
 fi
-if [ -z "$bin" ] && [ -n "${REDISBENCH:-}" ]; then
-	bin=$REDISBENCH
-fi
-if [ -z "$bin" ]; then
-	for c in ./bench/redisbench "$here/redisbench"; do
-		if [ -f "$c" ] && [ -x "$c" ]; then
-			bin=$c
-			break
-		fi
-	done
-fi
+for c in ./bench/redisbench "$here/redisbench"; do
+	if [ -z "$bin" ] && [ -f "$c" ] && [ -x "$c" ]; then
+		bin=$c
+	fi
+done
 if [ -z "$bin" ] || [ ! -x "$bin" ]; then
 	echo "redisbench.sh: no redisbench binary (give its path first, or set REDISBENCH; build it with make bench/redisbench)" >&2
 	exit 1

@@ -73,21 +73,30 @@ static int out_allow(rl_limiter *lim, const char *key, const char *rule,
     return rc != RL_OK ? -1 : 0;
 }
 
-/* Checks while Redis answers: none may be degraded, the breaker closed. */
+/* How long the checks before the fault may take to come out healthy: one
+ * that outlived OUT_TIMEOUT_MS on a busy machine is degraded, and the count
+ * starts again until this deadline. */
+#define OUT_HEALTHY_WAIT_MS 10000
+
+/* Checks while Redis answers, until `rounds` rounds in a row came back
+ * undegraded (or OUT_HEALTHY_WAIT_MS passed); then the breaker closed. */
 static int out_healthy(rl_limiter *lim, const char *key,
                        const char *const *rule, int nrules, int rounds,
                        char *err)
 {
+    uint64_t end = now_ns() + OUT_HEALTHY_WAIT_MS * 1000000ULL;
     rl_result res = RL_RESULT_INIT;
     snap s;
 
-    for (int i = 0; i < rounds * nrules; i++) {
-        if (out_allow(lim, key, rule[i % nrules], &res, NULL, err))
+    for (int ok = 0; ok < rounds * nrules;) {
+        if (now_ns() > end)
+            return snprintf(err, ERRLEN, "outage: checks before the fault "
+                            "still degraded (flags 0x%x) after %d ms: Redis "
+                            "is not answering", res.flags,
+                            OUT_HEALTHY_WAIT_MS), -1;
+        if (out_allow(lim, key, rule[ok % nrules], &res, NULL, err))
             return -1;
-        if (res.flags & DEGRADED)
-            return snprintf(err, ERRLEN, "outage: a check before the fault "
-                            "was degraded (flags 0x%x): Redis is not "
-                            "answering", res.flags), -1;
+        ok = res.flags & DEGRADED ? 0 : ok + 1;
     }
     snap_take(lim, &s);
     if (s.b.breaker_state != RL_BREAKER_CLOSED)

@@ -3,12 +3,9 @@
  * rl_check() of the same request, on any store (--store).  Method:
  * docs/BENCHMARKS.md, "How each bench measures".
  */
-#include <stdio.h>
-#include <stdlib.h>
 
 #include "benchmodes.h"
 #include "benchutil.h"
-#include "ratelimit.h"
 
 enum { W_CHECK, W_REFUND, W_DEBT, W_EQUAL, W_N };
 static const char *const wname[W_N] = {"check", "refund", "debt", "equal"};
@@ -77,12 +74,6 @@ static const bench_opts table = {
     .prog = "rlbench reserve",
     .about = "rl_reserve() then rl_settle() beside rl_check()."};
 
-static int parse(int argc, char **argv, options *o)
-{
-    *o = (options){.store = "memory://"};
-    return bench_opt_args(argc, argv, &table, o);
-}
-
 int reserve_main(int argc, char **argv)
 {
     static double t[W_N][ROUNDS_MAX];
@@ -90,8 +81,8 @@ int reserve_main(int argc, char **argv)
     char err[ERRLEN] = "";
     rl_limiter *lim;
     unsigned long long seq = 0;
-    options o;
-    int rc = parse(argc, argv, &o);
+    options o = {.store = "memory://"};
+    int rc = bench_opt_args(argc, argv, &table, &o);
 
     if (rc)
         return rc == 1 ? 0 : rc;
@@ -105,10 +96,8 @@ int reserve_main(int argc, char **argv)
     for (unsigned long long r = 0; r < o.rounds; r++)
         for (int w = 0; w < W_N; w++)
             t[w][r] = round_of(lim, w, &o, &seq);
-    for (int w = 0; w < W_N; w++) {
-        sort_doubles(t[w], o.rounds);
-        med[w] = t[w][o.rounds / 2];
-    }
+    for (int w = 0; w < W_N; w++)
+        med[w] = median_of(t[w], o.rounds);
     for (int w = 0; w < W_N; w++) {
         if (o.json)
             printf("{\"store\":\"%s\",\"workload\":\"%s\",\"ns_per_request\""

@@ -6,11 +6,48 @@
  * measures and how to read the ratios: docs/BENCHMARKS.md, "How each bench
  * measures".  Latency lives in rlbench_latency.c, scaling in
  * rlbench_scaling.c, batches in rlbench_batch.c, memory in rlbench_memory.c,
- * the reference table in rlbench_bare.c, the rest in rlbench_util.c and
- * rlbench.h; this file reads the command line and prints the figures.
+ * the reference table in rlbench_bare.c; this file makes the limiter and
+ * its keys, reads the command line and prints the figures.
  */
 #include "benchmodes.h"
 #include "rlbench.h"
+
+/* ---- the limiter under test and its keys ------------------------------- */
+
+/* Writes "user:<i>" and its NUL into buf (at least KEY_STRIDE bytes). */
+void fmt_key(char *buf, uint32_t i)
+{
+    char digits[10];
+    int n = 0;
+
+    memcpy(buf, KEY_PREFIX, KEY_PREFIX_LEN);
+    do {
+        digits[n++] = (char)('0' + i % 10);
+        i /= 10;
+    } while (i != 0);
+    for (int j = 0; j < n; j++)
+        buf[KEY_PREFIX_LEN + j] = digits[n - 1 - j];
+    buf[KEY_PREFIX_LEN + n] = '\0';
+}
+
+int make_limiter(const options *o, unsigned long long nkeys,
+                 rl_limiter **out, char *err)
+{
+    char cap[32], rules[512];
+    /* 8 GiB, or 256 B per key if that is more: the cap must never bind. */
+    unsigned long long gib = (nkeys * 256ULL + (1ULL << 30) - 1) >> 30;
+
+    snprintf(cap, sizeof cap, "%lluG", gib < 8 ? 8 : gib);
+    snprintf(rules, sizeof rules,
+             "{\"rules\":[{\"rule_id\":\"" RULE_ID "\",\"dimension\":\"" RULE_DIM "\","
+             "\"limit\":%lld,\"window_seconds\":%d,\"algorithm\":\"%s\"}]}",
+             RULE_LIMIT, RULE_WINDOW, o->algo);
+    *out = bench_limiter_rules(
+        (const char *const[]){"store", "memory://", "memory_max_bytes", cap,
+                              NULL},
+        rules, err);
+    return *out ? RL_OK : -1;
+}
 
 /* ---- the command line: one row an option ---------------------------------- */
 
@@ -51,41 +88,36 @@ static void emit(const options *o, const figure *f)
 static figure beside_bare(const char *name, double value, const char *unit,
                           double ref)
 {
-    figure f = {.name = name, .value = value, .unit = unit, .nrefs = 1,
-                 .ref = {ref}, .ref_name = {"bare_hash_lookup"}};
-
-    return f;
+    return (figure){.name = name, .value = value, .unit = unit, .nrefs = 1,
+                    .ref = {ref}, .ref_name = {"bare_hash_lookup"}};
 }
 
 static void emit_latency(const options *o, int threads, const lat_figs *lib,
                          const lat_figs *ref)
 {
-    static const char *names[2][4] = {
-        {"mem_check_p50_1t", "mem_check_p99_1t", "mem_check_mean_untimed_1t",
-         "mem_check_mean_chained_1t"},
-        {"mem_check_p50_2t", "mem_check_p99_2t", "mem_check_mean_untimed_2t",
-         "mem_check_mean_chained_2t"}};
+    static const char *const names[4] = {"p50", "p99", "mean_untimed",
+                                         "mean_chained"};
     const double v[4] = {lib->p50, lib->p99, lib->untimed, lib->chained};
     const double r[4] = {ref->p50, ref->p99, ref->untimed, ref->chained};
-    const double ref_x[3] = {ref->mean, ref->p999, ref->cpu_share};
+    /* beside the first three: the mean, p999 and cpu_share, each side's */
+    static const char *const xname[3][2] = {
+        {"mean", "ref_mean"}, {"p999", "ref_p999"},
+        {"cpu_share", "ref_cpu_share"}};
+    const double x[3][2] = {{lib->mean, ref->mean}, {lib->p999, ref->p999},
+                            {lib->cpu_share, ref->cpu_share}};
 
     for (int i = 0; i < 4; i++) {
-        figure f = beside_bare(names[threads - 1][i], v[i], "ns", r[i]);
-        xnum(&f, "threads", threads);
-        xnum(&f, "keys", (double)o->keys);
-        if (i == 0) { /* the timed samples' mean, beside the median */
-            xnum(&f, "mean", lib->mean);
-            xnum(&f, "ref_mean", ref_x[i]);
-        } else if (i == 1) {
-            xnum(&f, "p999", lib->p999);
-            xnum(&f, "ref_p999", ref_x[i]);
-        } else if (i == 2) {
-            xnum(&f, "cpu_share", lib->cpu_share);
-            xnum(&f, "ref_cpu_share", ref_x[i]);
-            if (threads == 1)
-                xnum(&f, "target_max_ratio", TARGET_UNTIMED_RATIO_1T);
-        }
-        xnum(&f, "denied", (double)lib->denied);
+        char name[40];
+        figure f;
+
+        snprintf(name, sizeof name, "mem_check_%s_%dt", names[i], threads);
+        f = beside_bare(name, v[i], "ns", r[i]);
+        XLIST(&f, XN("threads", threads), XN("keys", o->keys));
+        if (i < 3)
+            XLIST(&f, XN(xname[i][0], x[i][0]), XN(xname[i][1], x[i][1]));
+        if (i == 2 && threads == 1)
+            xnum(&f, "target_max_ratio", TARGET_UNTIMED_RATIO_1T);
+        xnum(&f, "denied", lib->denied);
         emit(o, &f);
     }
 }
@@ -95,12 +127,11 @@ static void emit_scaling(const options *o, const scale_figs *s)
     figure f = beside_bare("mem_check_scaling_2t", s->ratio[LIB], "x",
                            s->ratio[REF]);
 
-    xnum(&f, "checks_per_s_1t", s->per_s_1t[LIB]);
-    xnum(&f, "checks_per_s_2t", s->per_s_2t[LIB]);
-    xnum(&f, "ref_per_s_1t", s->per_s_1t[REF]);
-    xnum(&f, "ref_per_s_2t", s->per_s_2t[REF]);
-    xnum(&f, "keys", (double)o->keys);
-    xnum(&f, "target_min", TARGET_SCALING_2T);
+    XLIST(&f, XN("checks_per_s_1t", s->per_s_1t[LIB]),
+          XN("checks_per_s_2t", s->per_s_2t[LIB]),
+          XN("ref_per_s_1t", s->per_s_1t[REF]),
+          XN("ref_per_s_2t", s->per_s_2t[REF]), XN("keys", o->keys),
+          XN("target_min", TARGET_SCALING_2T));
     emit(o, &f);
 }
 
@@ -109,10 +140,8 @@ static void emit_batch(const options *o, const batch_figs *b)
     figure f = beside_bare("mem_check_many_mean_untimed_1t",
                            b->per_check_ns[LIB], "ns", b->per_check_ns[REF]);
 
-    xnum(&f, "threads", 1);
-    xnum(&f, "batch", (double)o->batch);
-    xnum(&f, "keys", (double)o->keys);
-    xnum(&f, "denied", (double)b->denied);
+    XLIST(&f, XN("threads", 1), XN("batch", o->batch), XN("keys", o->keys),
+          XN("denied", b->denied));
     emit(o, &f);
 }
 
@@ -125,27 +154,15 @@ static void emit_memory(const options *o, const char *name, size_t n,
                  .ref = {DESIGN_NOTE_BYTES_PER_KEY, ref->bytes_per_key},
                  .ref_name = {"design_note", "bare_hash_table"}};
 
-    xnum(&f, "keys", (double)n);
-    xnum(&f, "empty_store_bytes", lib->empty_bytes);
-    xnum(&f, "insert_ns", lib->insert_ns);
-    xnum(&f, "bare_insert_ns", ref->insert_ns);
-    xnum(&f, "denied", (double)lib->denied);
+    XLIST(&f, XN("keys", n), XN("empty_store_bytes", lib->empty_bytes),
+          XN("insert_ns", lib->insert_ns),
+          XN("bare_insert_ns", ref->insert_ns), XN("denied", lib->denied));
     if (with_target)
         xnum(&f, "target_max", TARGET_BYTES_PER_KEY_BIG);
     emit(o, &f);
 }
 
 /* ---- main ------------------------------------------------------------------ */
-
-/* The parameters, the CPUs and the load (other work on the machine skews
- * the 2-thread figures: it shows here), then the table's heading. */
-static void print_params(const options *o)
-{
-    bench_params(&table, o, o->json);
-    if (!o->json)
-        print_columns(&layout);
-    fflush(stdout);
-}
 
 /* 2. Memory per tracked key, measured first and printed last: each
  * measurement runs in a forked child, and the child of a parent that has
@@ -158,14 +175,10 @@ static int measure_memory(const options *o, mem_result ml[2],
         size_t n = big ? (size_t)o->big : (size_t)o->keys;
         if (n == 0)
             continue;
-        if (run_in_child(mem_limiter, o, n, &ml[big]) != 0) {
-            memcpy(err, ml[big].err, ERRLEN);
-            return -1;
-        }
-        if (run_in_child(mem_table, o, n, &mt[big]) != 0) {
-            memcpy(err, mt[big].err, ERRLEN);
-            return -1;
-        }
+        if (run_in_child(mem_limiter, o, n, &ml[big]) != 0)
+            return memcpy(err, ml[big].err, ERRLEN), -1;
+        if (run_in_child(mem_table, o, n, &mt[big]) != 0)
+            return memcpy(err, mt[big].err, ERRLEN), -1;
     }
     return 0;
 }
@@ -183,17 +196,16 @@ static int lat_input_make(const options *o, lat_input *in, char *err)
 {
     size_t nkeys = in->nkeys = (size_t)o->keys;
     size_t nseq = in->nseq = (size_t)o->samples;
+    int ok = (in->keys = malloc(nkeys * KEY_STRIDE)) != NULL;
 
-    in->keys = malloc(nkeys * KEY_STRIDE);
-    for (unsigned t = 0; t < 2; t++)
-        in->seqs[t] = bench_seq(nseq, nkeys, 0, 1, 0x5EED0000ULL + t);
-    in->lat[LIB] = malloc(2 * nseq * sizeof *in->lat[LIB]);
-    in->lat[REF] = malloc(2 * nseq * sizeof *in->lat[REF]);
-    if (in->keys == NULL || in->seqs[0] == NULL || in->seqs[1] == NULL ||
-        in->lat[LIB] == NULL || in->lat[REF] == NULL) {
-        snprintf(err, ERRLEN, "out of memory for keys and samples");
-        return -1;
+    for (unsigned t = 0; t < 2; t++) {
+        ok &= (in->seqs[t] = bench_seq(nseq, nkeys, 0, 1,
+                                       0x5EED0000ULL + t)) != NULL;
+        ok &= (in->lat[t] = malloc(2 * nseq * sizeof *in->lat[t])) != NULL;
     }
+    if (!ok)
+        return snprintf(err, ERRLEN, "out of memory for keys and samples"),
+               -1;
     for (size_t i = 0; i < nkeys; i++)
         fmt_key(in->keys + i * KEY_STRIDE, (uint32_t)i);
     return 0;
@@ -202,10 +214,10 @@ static int lat_input_make(const options *o, lat_input *in, char *err)
 static void lat_input_free(lat_input *in)
 {
     free(in->keys);
-    free(in->lat[LIB]);
-    free(in->lat[REF]);
-    free(in->seqs[0]);
-    free(in->seqs[1]);
+    for (unsigned t = 0; t < 2; t++) {
+        free(in->lat[t]);
+        free(in->seqs[t]);
+    }
 }
 
 /* The limiter, pre-filled so every key exists, and the reference table
@@ -244,17 +256,15 @@ static int measure_latency(const options *o, char *err)
     lat_input in = {0};
     rl_limiter *lim = NULL;
     bare_table tab = {NULL, 0, 0};
-    figure f = {0};
+    figure f = {.name = "timer_overhead_ns", .unit = "ns"};
     scale_figs sf;
     batch_figs bf;
     int rc = -1;
 
     if (lat_input_make(o, &in, err) != 0)
         goto out;
-    f.name = "timer_overhead_ns";
     f.value = timer_overhead(in.lat[LIB], in.nseq < 1000000 ? in.nseq
                                                             : 1000000);
-    f.unit = "ns";
     emit(o, &f);
     if (lat_prefill(o, &in, &lim, &tab, err) != 0)
         goto out;
@@ -290,7 +300,9 @@ static int rl_main(int argc, char **argv)
 
     if (prc != 0)
         return prc == 1 ? 0 : 2;
-    print_params(&o);
+    bench_params(&table, &o, o.json); /* the load skews the 2-thread figures */
+    if (!o.json)
+        print_columns(&layout);
     if (measure_memory(&o, ml, mt, err) != 0 ||
         measure_latency(&o, err) != 0) {
         fprintf(stderr, "rlbench: %s\n", err[0] ? err : "failed");

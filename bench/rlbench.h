@@ -1,29 +1,16 @@
 /*
  * rlbench.h -- what the files of bench/rlbench share: the options and
- * constants, keys and percentiles (rlbench_util.c), the reference table
- * (rlbench_bare.c), the limiter under test, and the latency and memory
- * figures' entry points.  rlbench.c says what the program measures.
+ * constants, the keys and the limiter under test (rlbench.c), the
+ * reference table (rlbench_bare.c), and each figure's entry point.
+ * rlbench.c says what the program measures.
  */
 #ifndef RL_BENCH_RLBENCH_H
 #define RL_BENCH_RLBENCH_H
 
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <pthread.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/types.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "ratelimit.h"
 #include "benchutil.h"
 
 #define RULE_ID "bench"
@@ -107,29 +94,20 @@ typedef struct mem_result {
 } mem_result;
 
 void fmt_key(char *buf, uint32_t i);
-
-uint64_t rss_bytes(void);
-
-int cmp_u32(const void *a, const void *b);
-
-double percentile(const uint32_t *sorted, size_t n, double p);
-
+/* The memory store with the rule RULE_ID, its cap never binding: RL_OK, or
+ * -1 with err set. */
 int make_limiter(const options *o, unsigned long long nkeys,
                  rl_limiter **out, char *err);
 
 int bare_init(bare_table *t, size_t n);
-
 void bare_free(bare_table *t);
-
 void bare_insert(bare_table *t, const char *key);
 
-const bare_slot *bare_lookup(const bare_table *t, const char *key);
-
-int run_latency(rl_limiter *lim, const bare_table *tab,
-                const char *keys, uint32_t *const *seqs, size_t nseq,
-                int nthreads, uint32_t *const *lat, lat_figs *out,
-                char *err);
-
+/* nthreads workers over the limiter and the table (rlbench_latency.c);
+ * lat[LIB] and lat[REF] get nthreads * nseq samples each. */
+int run_latency(rl_limiter *lim, const bare_table *tab, const char *keys,
+                uint32_t *const *seqs, size_t nseq, int nthreads,
+                uint32_t *const *lat, lat_figs *out, char *err);
 double timer_overhead(uint32_t *buf, size_t n);
 
 /* The sample range [*lo, *hi) of nseq that `which` (LIB, REF) runs at
@@ -163,11 +141,11 @@ int run_batch(rl_limiter *lim, const bare_table *tab, const char *keys,
               const uint32_t *seq, size_t nseq, size_t batch,
               batch_figs *out, char *err);
 
+/* Memory (rlbench_memory.c): fn(o, n, r) in a forked child, r copied
+ * back: r->rc. */
 void mem_limiter(const options *o, size_t n, mem_result *r);
-
 void mem_table(const options *o, size_t n, mem_result *r);
-
 int run_in_child(void (*fn)(const options *, size_t, mem_result *),
-                        const options *o, size_t n, mem_result *r);
+                 const options *o, size_t n, mem_result *r);
 
 #endif

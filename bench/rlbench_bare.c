@@ -1,12 +1,9 @@
 /*
- * rlbench_bare.c -- rlbench's reference: a bare open-addressing,
- * linear-probing, power-of-two hash table of 24-byte slots (64-bit hash + 16
- * bytes of state), read-only and lock-free, hashing the same key strings
- * (FNV-1a with a 64-bit finalizer).  It is the least any store must do to
- * find a key's state, so latency and memory are given as multiples of it.
+ * rlbench_bare.c -- rlbench's reference: a bare open-addressing hash table
+ * of the same keys, the least any store must do to find a key's state.
+ * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "rlbench.h"
-/* ---- the reference: a bare open-addressing hash table ----------------- */
 
 static uint64_t bare_hash(const char *key)
 {
@@ -56,7 +53,7 @@ void bare_insert(bare_table *t, const char *key)
     t->slots[i].s[1] = h;
 }
 
-const bare_slot *bare_lookup(const bare_table *t, const char *key)
+static const bare_slot *bare_lookup(const bare_table *t, const char *key)
 {
     uint64_t h = bare_hash(key);
     size_t i = (size_t)h & t->mask;

@@ -1,21 +1,30 @@
 /*
- * rlbench_latency.c -- rlbench's latency figures: nanoseconds per
- * rl_allow() on the memory store with --keys keys in it, p50/p99/p999 and the
- * untimed mean, on 1 and 2 threads sharing one limiter, beside the bare
- * table's lookup of the same keys.  Library and reference take turns block
- * by block so that drift on a shared machine hits both alike; the clock's
- * own cost is measured apart (timer_overhead_ns).
+ * rlbench_latency.c -- rlbench's latency figures: ns per rl_allow() on 1
+ * and 2 threads beside the bare table's lookup, blocks taken in turn.
+ * Method: docs/BENCHMARKS.md, "How each bench measures".
  */
-#include "rlbench.h"
-/* ---- latency workers ------------------------------------------------------ */
+#include <math.h>
 
-/*
- * The library and the reference take turns, block by block, so that drift
- * on a shared machine (other processes, turbo, a neighbour's cache traffic)
- * lands on both alike.  Both run the same key sequence, but the reference
- * runs it half a round later, so it never finds the keys the library has
- * just pulled into cache (nor the other way round).
- */
+#include "rlbench.h"
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+    return (x > y) - (x < y);
+}
+
+/* Nearest-rank percentile of a sorted array. */
+static double percentile(const uint32_t *sorted, size_t n, double p)
+{
+    size_t rank = (size_t)((double)n * p + 0.999999);
+
+    if (rank < 1)
+        rank = 1;
+    if (rank > n)
+        rank = n;
+    return (double)sorted[rank - 1];
+}
 
 /* One call of the library (LIB) or the reference (REF) on key.  Returns
  * a number that is always 0 but that the compiler cannot know to be, read
@@ -28,15 +37,12 @@ static uint64_t one_call(worker *w, int which, const char *key)
         rl_result res = RL_RESULT_INIT;
         int rc = rl_allow(w->set.lim, key, RULE_ID, 1, &res);
         if (rc != RL_OK) {
-            /* rl_errmsg() is per thread: capture it here. */
-            char what[64];
+            char what[64]; /* rl_errmsg() is per thread: taken here */
             snprintf(what, sizeof what, "rl_allow(%s)", key);
             set_err(w->st.err, what, rc, errtext(w->set.lim));
-            w->st.rc = rc;
-            return 0;
+            return w->st.rc = rc, 0;
         }
-        if (!res.allowed)
-            w->denied++;
+        w->denied += !res.allowed;
         return (uint64_t)res.remaining >> 62; /* limits are 10^9 */
     } else {
         uint64_t before = w->sink;
@@ -63,15 +69,11 @@ static const char *key_at(const worker *w, uint64_t k)
     return w->set.keys + (size_t)k * KEY_STRIDE;
 }
 
-/*
- * The untimed passes: every call of the sequence, library and reference in
- * turns, the clock read per block only; mean_ns[] is the mean per call and
- * cpu_share[] the thread's CPU time over the wall time.  Unchained, a
- * call's cache misses may overlap the next call's (the CPU runs ahead into
- * it); chained, each key's index depends on the previous call's answer, as
- * a server's next check waits for the request its last check let through,
- * so each call's misses are paid alone.
- */
+/* The untimed passes: every call of the sequence, library and reference
+ * in turns, the clock read per block only; mean_ns[] is the mean per call
+ * and cpu_share[] the thread's CPU time over the wall time (below 1: the
+ * thread was off its CPU part of the time).  Chained: each key's index
+ * depends on the previous call's answer (docs/BENCHMARKS.md). */
 static void untimed_pass(worker *w, int chained, double *mean_ns,
                          double *cpu_share)
 {
@@ -98,11 +100,18 @@ static void untimed_pass(worker *w, int chained, double *mean_ns,
     }
     for (int which = LIB; which <= REF; which++) {
         mean_ns[which] = (double)wall[which] / (double)w->nseq;
-        /* Below 1: the thread was off its CPU part of the time (another
-         * process, or the other thread on a single core). */
         cpu_share[which] =
             wall[which] > 0 ? (double)cpu[which] / (double)wall[which] : 1.0;
     }
+}
+
+/* ns from a to b, clamped to [0, UINT32_MAX]. */
+static uint32_t ns_between(const struct timespec *a, const struct timespec *b)
+{
+    int64_t d = (int64_t)(b->tv_sec - a->tv_sec) * 1000000000LL +
+                (b->tv_nsec - a->tv_nsec);
+
+    return d < 0 ? 0 : d > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)d;
 }
 
 static void *worker_main(void *arg)
@@ -127,16 +136,11 @@ static void *worker_main(void *arg)
             for (size_t i = lo; i < hi && w->st.rc == 0; i++) {
                 const char *key = key_at(w, w->set.seq[i]);
                 struct timespec a, b;
-                int64_t d;
 
                 clock_gettime(CLOCK_MONOTONIC, &a);
                 one_call(w, which, key);
                 clock_gettime(CLOCK_MONOTONIC, &b);
-                d = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000LL +
-                    (b.tv_nsec - a.tv_nsec);
-                w->lat[which][i] = d < 0                      ? 0
-                                   : d > (int64_t)UINT32_MAX ? UINT32_MAX
-                                                              : (uint32_t)d;
+                w->lat[which][i] = ns_between(&a, &b);
             }
         }
     }
@@ -158,43 +162,31 @@ static void summarize(uint32_t *lat, size_t n, lat_figs *f)
     f->p999 = percentile(lat, n, 0.999);
 }
 
-/* Runs nthreads workers, each over the limiter and the reference table;
- * lat[LIB] and lat[REF] hold nthreads * nseq samples each. */
-int run_latency(rl_limiter *lim, const bare_table *tab,
-                       const char *keys, uint32_t *const *seqs, size_t nseq,
-                       int nthreads, uint32_t *const *lat, lat_figs *out,
-                       char *err)
+int run_latency(rl_limiter *lim, const bare_table *tab, const char *keys,
+                uint32_t *const *seqs, size_t nseq, int nthreads,
+                uint32_t *const *lat, lat_figs *out, char *err)
 {
     worker w[2];
     pthread_barrier_t bar;
     int rc;
 
-    if (pthread_barrier_init(&bar, NULL, (unsigned)nthreads) != 0) {
-        snprintf(err, ERRLEN, "pthread_barrier_init failed");
-        return -1;
-    }
-    for (int t = 0; t < nthreads; t++) {
-        memset(&w[t], 0, sizeof w[t]);
-        w[t].set = (bench_set){.lim = lim, .tab = tab, .keys = keys,
-                               .seq = seqs[t]};
-        w[t].nseq = nseq;
-        w[t].lat[LIB] = lat[LIB] + (size_t)t * nseq;
-        w[t].lat[REF] = lat[REF] + (size_t)t * nseq;
-        w[t].bar = &bar;
-    }
+    pthread_barrier_init(&bar, NULL, (unsigned)nthreads);
+    for (int t = 0; t < nthreads; t++)
+        w[t] = (worker){.set = {.lim = lim, .tab = tab, .keys = keys,
+                                .seq = seqs[t]},
+                        .nseq = nseq, .bar = &bar,
+                        .lat = {lat[LIB] + (size_t)t * nseq,
+                                lat[REF] + (size_t)t * nseq}};
     rc = bench_threads(w, sizeof w[0], nthreads, worker_main, "rlbench",
                        err);
     pthread_barrier_destroy(&bar);
-    for (int which = LIB; which <= REF; which++) {
-        memset(&out[which], 0, sizeof out[which]);
-        out[which].cpu_share = 1.0;
-    }
+    out[LIB] = out[REF] = (lat_figs){.cpu_share = 1.0};
     for (int t = 0; t < nthreads; t++) {
         for (int which = LIB; which <= REF; which++) {
             out[which].untimed += w[t].untimed_ns[which] / nthreads;
             out[which].chained += w[t].chained_ns[which] / nthreads;
-            if (w[t].cpu_share[which] < out[which].cpu_share)
-                out[which].cpu_share = w[t].cpu_share[which];
+            out[which].cpu_share =
+                fmin(out[which].cpu_share, w[t].cpu_share[which]);
         }
         out[LIB].denied += w[t].denied;
     }
@@ -213,9 +205,7 @@ double timer_overhead(uint32_t *buf, size_t n)
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
         clock_gettime(CLOCK_MONOTONIC, &b);
-        int64_t d = (int64_t)(b.tv_sec - a.tv_sec) * 1000000000LL +
-                    (b.tv_nsec - a.tv_nsec);
-        buf[i] = d < 0 ? 0 : (uint32_t)d;
+        buf[i] = ns_between(&a, &b);
     }
     qsort(buf, n, sizeof *buf, cmp_u32);
     return percentile(buf, n, 0.50);

@@ -1,12 +1,37 @@
 /*
  * rlbench_memory.c -- rlbench's memory figures: bytes per tracked key,
- * the growth of the resident set while N new keys are charged on a fresh
- * limiter (and while the bare table holds the same N keys), each taken in a
- * forked child of a still-small parent so that no freed heap is refilled
- * unseen; the empty store's own footprint apart.
+ * each taken in a forked child.  Method: docs/BENCHMARKS.md, "How each
+ * bench measures".
  */
+#include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+#include <sys/mman.h>
+#include <sys/wait.h>
+
 #include "rlbench.h"
-/* ---- memory figures (each in a forked child) --------------------------- */
+
+/* Resident set size in bytes, from /proc/self/statm; 0 if unreadable.
+ * Uses no heap so that reading it does not disturb what it measures. */
+static uint64_t rss_bytes(void)
+{
+    char buf[128];
+    unsigned long long size = 0, resident = 0;
+    ssize_t got;
+    int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+
+    if (fd < 0)
+        return 0;
+    got = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (got <= 0)
+        return 0;
+    buf[got] = '\0';
+    if (sscanf(buf, "%llu %llu", &size, &resident) != 2)
+        return 0;
+    return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
 
 void mem_limiter(const options *o, size_t n, mem_result *r)
 {
@@ -25,8 +50,7 @@ void mem_limiter(const options *o, size_t n, mem_result *r)
         int rc;
 
         fmt_key(key, (uint32_t)i);
-        rc = rl_allow(lim, key, RULE_ID, 1, &res);
-        if (rc != RL_OK) {
+        if ((rc = rl_allow(lim, key, RULE_ID, 1, &res)) != RL_OK) {
             char what[64];
             snprintf(what, sizeof what, "rl_allow(%s) while filling", key);
             set_err(r->err, what, rc, errtext(lim));
@@ -34,8 +58,7 @@ void mem_limiter(const options *o, size_t n, mem_result *r)
             rl_limiter_free(lim);
             return;
         }
-        if (!res.allowed)
-            r->denied++;
+        r->denied += !res.allowed;
     }
     t1 = now_ns();
     r2 = rss_bytes();
@@ -79,64 +102,39 @@ void mem_table(const options *o, size_t n, mem_result *r)
 }
 
 int run_in_child(void (*fn)(const options *, size_t, mem_result *),
-                        const options *o, size_t n, mem_result *r)
+                 const options *o, size_t n, mem_result *r)
 {
-    int fds[2], status = 0;
+    /* The child's result: a shared page it touches only when done. */
+    mem_result *shared = mmap(NULL, sizeof *r, PROT_READ | PROT_WRITE,
+                              MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    int status = 0, ok = 0;
     pid_t pid;
-    size_t got = 0;
 
     memset(r, 0, sizeof *r);
-    if (pipe(fds) != 0) {
-        snprintf(r->err, ERRLEN, "pipe: %s", strerror(errno));
-        return r->rc = -1;
-    }
+    if (shared == MAP_FAILED)
+        return snprintf(r->err, ERRLEN, "mmap: %s", strerror(errno)),
+               r->rc = -1;
     fflush(NULL);
-    pid = fork();
-    if (pid < 0) {
-        snprintf(r->err, ERRLEN, "fork: %s", strerror(errno));
-        close(fds[0]);
-        close(fds[1]);
-        return r->rc = -1;
-    }
-    if (pid == 0) {
-        const char *p = (const char *)r;
-        size_t put = 0;
-
-        close(fds[0]);
+    if ((pid = fork()) == 0) {
 #ifdef __GLIBC__
         malloc_trim(0); /* hand back free heap so it cannot be reused unseen */
 #endif
         fn(o, n, r);
-        while (put < sizeof *r) {
-            ssize_t k = write(fds[1], p + put, sizeof *r - put);
-            if (k <= 0)
-                _exit(3);
-            put += (size_t)k;
-        }
-        close(fds[1]);
+        *shared = *r;
         _exit(0);
     }
-    close(fds[1]);
-    while (got < sizeof *r) {
-        ssize_t k = read(fds[0], (char *)r + got, sizeof *r - got);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            break;
-        got += (size_t)k;
-    }
-    close(fds[0]);
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+    while (pid > 0 && waitpid(pid, &status, 0) < 0 && errno == EINTR)
         ;
-    if (got != sizeof *r || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        memset(r, 0, sizeof *r);
-        if (WIFSIGNALED(status))
-            snprintf(r->err, ERRLEN, "memory child killed by signal %d",
-                     WTERMSIG(status));
-        else
-            snprintf(r->err, ERRLEN, "memory child failed (status %d)",
-                     WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-        return r->rc = -1;
-    }
-    return r->rc;
+    if (pid < 0)
+        snprintf(r->err, ERRLEN, "fork: %s", strerror(errno));
+    else if (WIFSIGNALED(status))
+        snprintf(r->err, ERRLEN, "memory child killed by signal %d",
+                 WTERMSIG(status));
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        snprintf(r->err, ERRLEN, "memory child failed (status %d)",
+                 WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    else
+        ok = 1, *r = *shared; /* its rc and err */
+    munmap(shared, sizeof *r);
+    return ok ? r->rc : (r->rc = -1);
 }

@@ -10,13 +10,9 @@
 #define RL_BENCH_SERVERBENCH_H
 
 #include <pthread.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <unistd.h>
 
 #include "benchutil.h"
-#include "ratelimit.h"
 #include "redis_harness.h"
 
 /* What the driver hands a mode: the server it started (srv and uri set

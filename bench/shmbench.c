@@ -4,16 +4,12 @@
  * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "benchmodes.h"
 #include "benchutil.h"
-#include "ratelimit.h"
 
 #define PROCS_MAX 2
 
@@ -157,9 +153,8 @@ int shm_main(int argc, char **argv)
                                        : "shm_checks_per_cpu_2procs",
                     .value = shm_cpu, .unit = "checks/cpu-s", .nrefs = 1,
                     .ref = {mem_cpu}, .ref_name = {"memory://"}};
-        xnum(&f, "processes", procs);
-        xnum(&f, "keys", (double)o.keys);
-        xnum(&f, "seconds", (double)o.seconds);
+        XLIST(&f, XN("processes", procs), XN("keys", o.keys),
+              XN("seconds", o.seconds));
         xnum(&c, "processes", procs);
         bad |= mem < 0 || shm < 0;
         emit_figure(&f, o.json, &t);

@@ -9,16 +9,11 @@
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdatomic.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "benchutil.h"
-#include "ratelimit.h"
 #include "redis_harness.h"
-#include "rldchange.h"
+#include "rld_harness.h"
 #include "ruleset.h"
 #include "ruleset_delta.h"
 
@@ -41,21 +36,16 @@ typedef struct options {
 extern const text_layout layout;
 
 int want(const options *o, const char *what);
-
 void sleep_ns(uint64_t ns);
-
 char *rule_set(unsigned long long n, int minimal, long long version,
                long long limit0);
-
 int parse_next(const char *text, size_t len, const rl_ruleset *prev,
                rl_ruleset **out, char *err);
 
+/* The measurements (swapbench_swap.c, _parse.c, _change.c). */
 int bench_swap(const options *o, char *err);
-
 int bench_parse(const options *o, char *err);
-
 int bench_change(const options *o, const rh_server *srv, char *err);
-
 int bench_put(const options *o, const rh_server *srv, char *err);
 
 #endif

@@ -1,12 +1,51 @@
 /*
- * swapbench_change.c -- swapbench's (b) and (c): how soon a change reaches
- * a limiter.  From SET + PUBLISH of a new rule set in Redis (or a PUT to
- * ratelimitd) to the first check that enforces it, pushed (SUBSCRIBE) and
- * pulled (rules_refresh_s), against a private redis-server (and ratelimitd)
- * started through the test harness.
+ * swapbench_change.c -- swapbench's (b) and (c): how soon a change (SET +
+ * PUBLISH, or a PUT to a real ratelimitd, tests/rld_harness.c) reaches a
+ * limiter, by push and by pull.  Method: docs/BENCHMARKS.md, "How each
+ * bench measures".
  */
 #include "swapbench.h"
-/* ---- (b) from a change to enforcement --------------------------------------- */
+
+/* PUT rule r<i> (per user, `limit` per 60 s) to ratelimitd; *sent_ns and
+ * *acked_ns when the request left and when its 200 came back.  0, or -1
+ * with the reason in err. */
+static int put_rule(rld *d, unsigned long long i, long long limit,
+                    uint64_t *sent_ns, uint64_t *acked_ns, char *err)
+{
+    char path[64], body[128];
+    rld_resp r;
+    long st;
+
+    snprintf(path, sizeof path, "/v1/rules/r%llu", i);
+    snprintf(body, sizeof body, "{\"dimension\":\"user\",\"limit\":%lld,"
+             "\"window_seconds\":60}", limit);
+    *sent_ns = now_ns();
+    st = rld_http(d, "PUT", path, RLD_ALICE_TOKEN, NULL, body, strlen(body),
+                  &r);
+    *acked_ns = now_ns();
+    if (st != 200)
+        snprintf(err, ERRLEN, "PUT %s: HTTP %ld %.200s", path, st, r.body);
+    rld_resp_free(&r);
+    return st == 200 ? 0 : -1;
+}
+
+/* ratelimitd started, publishing to redis_uri, with rules r0..r{n-1} PUT
+ * (r0's limit 1, the others RULE_LIMIT): 0, or -1 with err set. */
+static int rld_setup(rld *d, const char *redis_uri, unsigned long long n,
+                     char *err)
+{
+    const char *args[] = {"--redis", redis_uri, NULL};
+    uint64_t a, b;
+
+    memset(d, 0, sizeof *d);
+    if (!rld_available() || rld_start(d, args) != 0)
+        return snprintf(err, ERRLEN, "cannot start ratelimitd (set "
+                        "RATELIMITD, or build tools/ratelimitd)"), -1;
+    for (unsigned long long i = 0; i < n; i++)
+        if (put_rule(d, i, i ? RULE_LIMIT : 1, &a, &b, err) != 0)
+            return -1;
+    return 0;
+}
 
 typedef struct change_ctx {
     int minimal;               /* the rule form (options)               */
@@ -28,7 +67,7 @@ static int make_change(change_ctx *cc, long long version, long long limit,
     int ok;
 
     if (cc->service) {
-        ok = rldchange_put(cc->service, limit, &t0, from_ns, err) == 0;
+        ok = put_rule(cc->service, 0, limit, &t0, from_ns, err) == 0;
         *took_ns = *from_ns - t0;
         return ok ? 0 : -1;
     }
@@ -138,26 +177,22 @@ static int time_changes(const options *o, change_ctx *cc, rl_limiter *lim,
     return 0;
 }
 
+/* change_<what>_p50_ms and _p99_ms, beside ref50 and ref99. */
 static void emit_pair(const options *o, const char *what, const run *r,
                       const char *ref_name, double ref50, double ref99)
 {
-    char n50[40], n99[40];
-    figure f50 = {.name = n50, .unit = "ms", .nrefs = 1,
-                  .ref_name = {ref_name}, .ref = {ref50}};
-    figure f99 = f50;
+    const double p[2] = {0.50, 0.99}, ref[2] = {ref50, ref99};
 
-    snprintf(n50, sizeof n50, "change_%s_p50_ms", what);
-    snprintf(n99, sizeof n99, "change_%s_p99_ms", what);
-    f99.name = n99;
-    f99.ref[0] = ref99;
-    f50.value = hist_pct(&r->lat, 0.50) / 1e6;
-    f99.value = hist_pct(&r->lat, 0.99) / 1e6;
-    xnum(&f50, "changes", (double)r->done);
-    xnum(&f50, "rules", (double)o->rules);
-    xnum(&f99, "changes", (double)r->done);
-    xnum(&f99, "rules", (double)o->rules);
-    emit_figure(&f50, o->json, &layout);
-    emit_figure(&f99, o->json, &layout);
+    for (int i = 0; i < 2; i++) {
+        char name[40];
+        figure f = {.name = name, .value = hist_pct(&r->lat, p[i]) / 1e6,
+                    .unit = "ms", .nrefs = 1, .ref_name = {ref_name},
+                    .ref = {ref[i]}};
+
+        snprintf(name, sizeof name, "change_%s_p%.0f_ms", what, p[i] * 100);
+        XLIST(&f, XN("changes", r->done), XN("rules", o->rules));
+        emit_figure(&f, o->json, &layout);
+    }
 }
 
 int bench_change(const options *o, const rh_server *srv, char *err)
@@ -220,7 +255,7 @@ int bench_put(const options *o, const rh_server *srv, char *err)
     int rc = -1;
 
     rh_uri(srv, uri, sizeof uri);
-    if (!rp || rldchange_start(&service, uri, o->rules, 1, err) != 0)
+    if (!rp || rld_setup(&service, uri, o->rules, err) != 0)
         goto out;
     for (int pull = 0; pull < 2 && !err[0]; pull++) {
         if (!want(o, pull ? "put_pull" : "put_push"))
@@ -237,7 +272,7 @@ int bench_put(const options *o, const rh_server *srv, char *err)
     }
     rc = err[0] ? -1 : 0;
 out:
-    rldchange_stop(&service);
+    rld_cleanup(&service);
     free(rp);
     return rc;
 }

@@ -1,11 +1,8 @@
 /*
- * swapbench_parse.c -- swapbench's (d): what parsing a rule set costs, the
- * whole set and with one rule changed (the incremental parse), beside
- * jansson's json_loadb() of the same text alone: the floor any JSON rule
- * parser stands on.
+ * swapbench_parse.c -- swapbench's (d): a rule set's parse, whole and with
+ * one rule changed, beside jansson's json_loadb() of the same text.
  */
 #include "swapbench.h"
-/* ---- (d) parsing a set ------------------------------------------------ */
 
 enum { P_JANSSON, P_FULL, P_ONE, P_KINDS };
 
@@ -64,8 +61,8 @@ static void note_reuse(figure *f, const parse_run *p)
 
     ruleset_parse_delta(p->text[1], p->len[1], -1, p->prev, &rs, &di, err,
                         sizeof err);
-    xnum(f, "reused", (double)di.reused);
-    xnum(f, "parsed", (double)(di.whole && rs ? rs->n : di.parsed));
+    XLIST(f, XN("reused", di.reused),
+          XN("parsed", di.whole && rs ? rs->n : di.parsed));
     ruleset_free(rs);
 }
 
@@ -105,11 +102,9 @@ int bench_parse(const options *o, char *err)
     full.ref[0] = mean_ms(&p, P_JANSSON);
     one.value = mean_ms(&p, P_ONE);
     one.ref[0] = full.value;
-    xnum(&full, "rules", (double)o->rules);
-    xnum(&full, "text_bytes", (double)p.len[0]);
-    xnum(&full, "calls", (double)p.calls[P_FULL]);
-    xnum(&one, "calls", (double)p.calls[P_ONE]);
-    xnum(&one, "failures", (double)p.failures);
+    XLIST(&full, XN("rules", o->rules), XN("text_bytes", p.len[0]),
+          XN("calls", p.calls[P_FULL]));
+    XLIST(&one, XN("calls", p.calls[P_ONE]), XN("failures", p.failures));
     emit_figure(&full, o->json, &layout);
     emit_figure(&one, o->json, &layout);
     ruleset_free(prev);

@@ -1,13 +1,9 @@
 /*
- * swapbench_swap.c -- swapbench's (a): what swapping the rule set costs
- * the request path.  One thread checks on the memory store while another
- * replaces the whole set every --interval-ms, beside the same checks with no
- * other thread (no_swaps) and with a thread that only parses (parse_only),
- * in alternating blocks so that drift on a shared machine hits all three
- * alike.
+ * swapbench_swap.c -- swapbench's (a): checks/s while another thread swaps
+ * the rule set, beside no swaps and parse only.  Method:
+ * docs/BENCHMARKS.md, "How each bench measures".
  */
 #include "swapbench.h"
-/* ---- (a) checks while the set is swapped ----------------------------------- */
 
 enum { NO_SWAPS, SWAPS, PARSE_ONLY, MODES };
 
@@ -151,18 +147,15 @@ int bench_swap(const options *o, char *err)
     f.value = (double)n[SWAPS] / secs;
     f.ref[0] = (double)n[NO_SWAPS] / secs;
     f.ref[1] = (double)n[PARSE_ONLY] / secs;
-    xnum(&f, "target", TARGET_RATIO);
-    xnum(&f, "rules", (double)o->rules);
-    xnum(&f, "text_bytes", (double)sw.len[0]);
-    xstr(&f, "change", o->same_text ? "none" : "r0");
-    xnum(&f, "interval_ms", o->interval_ms);
-    xnum(&f, "swaps", (double)sw.swaps);
-    xnum(&f, "swap_ms_mean", sw.swaps ? swap_ns / 1e6 / sw.swaps : 0);
-    xnum(&f, "failures", (double)sw.failures);
-    xnum(&f, "denied", (double)denied);
-    xnum(&f, "busy_cores_no_swaps", busy[NO_SWAPS] / (double)o->rounds);
-    xnum(&f, "busy_cores_swaps", busy[SWAPS] / (double)o->rounds);
-    xnum(&f, "busy_cores_parse_only", busy[PARSE_ONLY] / (double)o->rounds);
+    XLIST(&f, XN("target", TARGET_RATIO), XN("rules", o->rules),
+          XN("text_bytes", sw.len[0]),
+          XS("change", o->same_text ? "none" : "r0"),
+          XN("interval_ms", o->interval_ms), XN("swaps", sw.swaps),
+          XN("swap_ms_mean", sw.swaps ? swap_ns / 1e6 / sw.swaps : 0),
+          XN("failures", sw.failures), XN("denied", denied),
+          XN("busy_cores_no_swaps", busy[NO_SWAPS] / (double)o->rounds),
+          XN("busy_cores_swaps", busy[SWAPS] / (double)o->rounds),
+          XN("busy_cores_parse_only", busy[PARSE_ONLY] / (double)o->rounds));
     emit_figure(&f, o->json, &layout);
     rl_limiter_free(lim);
     ruleset_free(sw.held);

@@ -85,13 +85,12 @@ static double measure(const char *uri, int timeout_ms, long *checks,
 int timeout_main(int argc, char **argv, sb_env *env)
 {
     int json = argc > 1 && strcmp(argv[1], "--json") == 0;
+    int help = argc > 1 && strcmp(argv[1], "--help") == 0;
     double ref = 0;
 
-    if (argc > 1 && !json) {
-        fprintf(argc > 1 && strcmp(argv[1], "--help") == 0 ? stdout : stderr,
-                "usage: redisbench timeout [--json]\n");
-        return argc > 1 && strcmp(argv[1], "--help") == 0 ? 0 : 2;
-    }
+    if (argc > 1 && !json)
+        return fprintf(help ? stdout : stderr,
+                       "usage: redisbench timeout [--json]\n"), help ? 0 : 2;
     for (size_t l = 0; l < NLOADS; l++) {
         pid_t pid[MAX_SPIN] = {0};
 

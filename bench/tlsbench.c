@@ -81,10 +81,8 @@ static void emit(const char *name, double tls, double tcp, const char *unit,
     figure f = {.name = name, .value = tls, .unit = unit, .nrefs = 1,
                 .ref = {tcp}, .ref_name = {"tcp"}};
 
-    xnum(&f, "threads", o->threads);
-    xnum(&f, "seconds_per_turn", o->seconds);
-    xnum(&f, "turns", TURNS);
-    xnum(&f, "errors", (double)errors);
+    XLIST(&f, XN("threads", o->threads), XN("seconds_per_turn", o->seconds),
+          XN("turns", TURNS), XN("errors", errors));
     emit_figure(&f, o->json, &layout);
 }
 

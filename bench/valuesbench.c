@@ -4,13 +4,9 @@
  * handful.  Method and figures: docs/BENCHMARKS.md, "How each bench
  * measures".
  */
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "benchmodes.h"
 #include "benchutil.h"
-#include "ratelimit.h"
 
 #define MAX_ROUNDS 64
 #define NSETS 3
@@ -150,8 +146,7 @@ int values_main(int argc, char **argv)
         figure f;
         if (k == 1)
             continue; /* the general rule alone has no override to hit */
-        sort_doubles(per[k], rounds);
-        per[k][0] = per[k][rounds / 2];
+        per[k][0] = median_of(per[k], rounds);
         snprintf(name, sizeof name, "%s_%u", k % 2 ? "hit" : "miss",
                  sizes[k / 2]);
         snprintf(rname, sizeof rname, "%s_%u",

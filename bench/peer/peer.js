@@ -38,52 +38,39 @@ function die(msg, code = 2) {
   process.exit(code);
 }
 
+/* One row an option: the field it sets, then [min, max] of a number (real:
+ * not rounded down), or the value a switch sets (set), or neither: a string. */
+const OPTS = {
+  '--host': { key: 'host' },
+  '--port': { key: 'port', min: 1, max: 65535 },
+  '--seconds': { key: 'seconds', min: 0.1, max: 3600, real: true },
+  '--duration': { key: 'seconds', min: 0.1, max: 3600, real: true },
+  '--keys': { key: 'keys', min: 1, max: 1e8 },
+  '--mem-keys': { key: 'memKeys', min: 1, max: 1e8 },
+  '--concurrency': { key: 'concurrency', min: 1, max: 100000 },
+  '--points': { key: 'points', min: 1, max: Number.MAX_SAFE_INTEGER },
+  '--window': { key: 'window', min: 1, max: 1e8 },
+  '--no-prefill': { key: 'prefill', set: false },
+  '--seed': { key: 'seed', min: 0, max: 2 ** 32 - 1 },
+  '--json': { key: 'json', set: true },
+  '--force': { key: 'force', set: true },
+};
+
 function parseArgs(argv) {
-  const o = {
-    host: '127.0.0.1',
-    port: null,
-    seconds: 10,
-    keys: 1000000,
-    memKeys: 100000,
-    concurrency: 64,
-    points: 1000000000,
-    window: 3600,
-    prefill: true,
-    seed: 12345,
-    json: false,
-    force: false,
-  };
-  const num = (name, v, min, max) => {
-    if (v === undefined) die(`${name} needs a value\n${USAGE}`);
-    const n = Number(v);
-    if (!Number.isFinite(n) || n < min || n > max) die(`bad value for ${name}: ${v}`);
-    return n;
-  };
+  const o = { host: '127.0.0.1', port: null, seconds: 10, keys: 1000000, memKeys: 100000, concurrency: 64,
+    points: 1000000000, window: 3600, prefill: true, seed: 12345, json: false, force: false };
   for (let i = 0; i < argv.length; i++) {
-    let a = argv[i];
-    let v;
-    const eq = a.indexOf('=');
-    if (a.startsWith('--') && eq > 0) {
-      v = a.slice(eq + 1);
-      a = a.slice(0, eq);
-    }
-    const val = () => (v !== undefined ? v : argv[++i]);
-    switch (a) {
-      case '--host': o.host = val(); if (!o.host) die('--host needs a value'); break;
-      case '--port': o.port = num(a, val(), 1, 65535); break;
-      case '--seconds': case '--duration': o.seconds = num(a, val(), 0.1, 3600); break;
-      case '--keys': o.keys = Math.floor(num(a, val(), 1, 1e8)); break;
-      case '--mem-keys': o.memKeys = Math.floor(num(a, val(), 1, 1e8)); break;
-      case '--concurrency': o.concurrency = Math.floor(num(a, val(), 1, 100000)); break;
-      case '--points': o.points = Math.floor(num(a, val(), 1, Number.MAX_SAFE_INTEGER)); break;
-      case '--window': o.window = Math.floor(num(a, val(), 1, 1e8)); break;
-      case '--no-prefill': o.prefill = false; break;
-      case '--seed': o.seed = Math.floor(num(a, val(), 0, 2 ** 32 - 1)); break;
-      case '--json': o.json = true; break;
-      case '--force': o.force = true; break;
-      case '-h': case '--help': process.stdout.write(USAGE + '\n'); process.exit(0); break;
-      default: die(`unknown argument: ${argv[i]}\n${USAGE}`);
-    }
+    const eq = argv[i].startsWith('--') ? argv[i].indexOf('=') : -1;
+    const a = eq > 0 ? argv[i].slice(0, eq) : argv[i];
+    const r = OPTS[a];
+    if (a === '-h' || a === '--help') { process.stdout.write(USAGE + '\n'); process.exit(0); }
+    if (!r) die(`unknown argument: ${argv[i]}\n${USAGE}`);
+    if ('set' in r) { o[r.key] = r.set; continue; }
+    const v = eq > 0 ? argv[i].slice(eq + 1) : argv[++i];
+    if (!v) die(`${a} needs a value\n${USAGE}`);
+    const n = Number(v);
+    if (r.min !== undefined && (!Number.isFinite(n) || n < r.min || n > r.max)) die(`bad value for ${a}: ${v}`);
+    o[r.key] = r.min === undefined ? v : r.real ? n : Math.floor(n);
   }
   if (o.port === null) die(`--port is required\n${USAGE}`);
   if (!isLoopback(o.host)) die(`refusing non-loopback host "${o.host}": use 127.0.0.1 or localhost`);
@@ -122,12 +109,7 @@ function parseInfo(text) {
 
 /* "calls=1,usec=2,usec_per_call=2.00,..." -> { calls: 1, usec: 2, ... } */
 function parseStatLine(s) {
-  const o = {};
-  for (const kv of s.split(',')) {
-    const [k, v] = kv.split('=');
-    o[k] = Number(v);
-  }
-  return o;
+  return Object.fromEntries(s.split(',').map((kv) => kv.split('=')).map(([k, v]) => [k, Number(v)]));
 }
 
 function serverCpu(cpu) {
@@ -189,20 +171,6 @@ async function fixedConcurrency(limiter, concurrency, nextKey, { count = Infinit
   for (let i = 0; i < concurrency; i++) workers.push(worker());
   await Promise.all(workers);
   return st;
-}
-
-/* A growable Float64Array of samples. */
-class Samples {
-  constructor(cap) { this.a = new Float64Array(cap); this.n = 0; }
-  push(v) {
-    if (this.n === this.a.length) {
-      const b = new Float64Array(this.a.length * 2);
-      b.set(this.a);
-      this.a = b;
-    }
-    this.a[this.n++] = v;
-  }
-  sorted() { return this.a.subarray(0, this.n).sort(); }
 }
 
 /* ---- the benchmark ------------------------------------------------------- */
@@ -289,7 +257,7 @@ async function main() {
     const seq = new Uint32Array(1 << 20); // key indices fixed before timing
     for (let i = 0; i < seq.length; i++) seq[i] = rng() % o.keys;
     const mask = seq.length - 1;
-    const lat = new Samples(1 << 20);
+    const lat = [];
 
     await client.config('RESETSTAT');
     const srvCpu0 = serverCpu(parseInfo(await client.info('cpu')));
@@ -303,7 +271,7 @@ async function main() {
     const srvCpu1 = serverCpu(parseInfo(await client.info('cpu')));
     checkErrors('timed run', st);
 
-    const sorted = lat.sorted();
+    const sorted = Float64Array.from(lat).sort();
     fig('checks_per_s', Math.round(st.done / elapsed), 'checks/s',
       `${st.done} consume() in ${elapsed.toFixed(2)} s, ${o.concurrency} in flight`);
     fig('p50_us', round(percentile(sorted, 0.5) / 1e3, 1), 'us', 'consume() latency');
