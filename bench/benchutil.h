@@ -8,7 +8,7 @@
  * and ratelimit.h.
  *
  * A figure is a value with its unit, beside up to two references (ratio =
- * value / ref), and up to 24 extra fields, numbers or strings.  In JSON:
+ * value / ref), and up to FIGURE_EXTRA_MAX (32) extra fields, numbers or strings.  In JSON:
  *   {"name":..,"value":..,"unit":..[,"ref":..,"ref_name":..,"ratio":..]
  *    [,"refs":[{"ref_name":..,"ref":..,"ratio":..},..]][,"<extra>":..]..}
  * ("refs" only when there are two references); in the table it is a row
@@ -52,6 +52,8 @@ typedef struct extra {
     const char *str; /* non-NULL: a string field instead */
 } extra;
 
+#define FIGURE_EXTRA_MAX 32
+
 typedef struct figure {
     const char *name;
     double value;
@@ -60,7 +62,7 @@ typedef struct figure {
     double ref[2];
     const char *ref_name[2];
     int nextra;
-    extra x[24];
+    extra x[FIGURE_EXTRA_MAX];
 } figure;
 
 /* The table's column widths: name, value and ref (width and decimals),
@@ -69,8 +71,8 @@ typedef struct text_layout {
     int name_w, num_w, num_prec, unit_w, ref_name_w, ratio_prec;
 } text_layout;
 
-/* Adds extra fields (past the 24th, none): a list, XN(name, number) or
- * XS(name, string) each, as XLIST(&f, XN("checks", n), XS("fault", "x")),
+/* Adds extra fields (past FIGURE_EXTRA_MAX, none: each named on stderr):
+ * a list, XN(name, number) or XS(name, string) each, as XLIST(&f, XN("checks", n), XS("fault", "x")),
  * or one, xnum(&f, name, number) or xstr(&f, name, string). */
 #define XN(n, v) {(n), (double)(v), NULL}
 #define XS(n, s) {(n), 0, (s)}
@@ -81,8 +83,11 @@ typedef struct text_layout {
 static inline void xlist(figure *f, const extra *x)
 {
     for (; x->name != NULL; x++)
-        if (f->nextra < (int)(sizeof f->x / sizeof f->x[0]))
+        if (f->nextra < FIGURE_EXTRA_MAX)
             f->x[f->nextra++] = *x;
+        else
+            fprintf(stderr, "%s: field %s left out (FIGURE_EXTRA_MAX)\n",
+                    f->name, x->name);
 }
 
 /* A string as JSON, quoted, with '"', '\\' and control bytes escaped. */

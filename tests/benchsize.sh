@@ -6,16 +6,15 @@
 # and bench/'s lines at most half of src/'s.  This counts the lines of the
 # files git tracks under each (`git ls-files bench | xargs wc -l`) and fails
 # when bench/ exceeds MAX_RATIO of src/.  MAX_RATIO is the figure reached
-# (0.529 on 2026-12-03: 12,978 lines beside 24,525, down from 0.540 with
-# this session's benches for the Cluster's RL.CHECK, the token bucket's
-# parts and nginx's instructions; 0.528 before them) with 0.5 % room,
-# rounded up; it comes down, towards the issue's 0.5.  Outside a
-# git checkout (a release tarball) there is nothing to count: skipped (77).
+# (0.484 on 2026-12-03: 11,922 lines beside 24,631, down from 0.529 that
+# morning; the issue asks 0.5) with room to 0.49, for the next bench
+# added; it comes down as bench/ does.  Outside a git checkout (a release
+# tarball) there is nothing to count: skipped (77).
 # Run by `make check` with top_srcdir set.
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/lib.sh" # pass, fail, summary
 
-MAX_RATIO=0.532
+MAX_RATIO=0.49
 
 lines() {
     git -C "$top_srcdir" ls-files -z "$1" |
