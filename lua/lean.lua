@@ -27,7 +27,7 @@
 --   which keeps the expiry, and needs no GET: the charge is made first,
 --   the state before it read back from INCRBY's answer and the expiry,
 --   the algorithm's maths run on that state (fixed_window()'s and
---   sliding_window()'s steps, written inline; check_lua twin-tests them),
+--   sliding_window()'s steps, written inline; check_lua_lean tests them),
 --   and then whatever differs from save()'s result put right (a denial:
 --   INCRBY -cost; a state INCRBY made: its expiry; a new window: SET ...
 --   PXAT);

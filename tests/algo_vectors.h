@@ -1,7 +1,8 @@
 /*
  * algo_vectors.h -- the random vectors the twin tests run through two
  * implementations of the algorithms and compare step by step
- * (check_lua.c: the C maths beside the Lua script; check_module.c: beside
+ * (check_lua.c, check_lua_lean.c: the C maths beside the Lua script;
+ * check_module.c: beside
  * ratelimit.so too): a rule's random numbers, a step's random cost, and
  * the assertion that two decisions are the same, naming the rule, the
  * step, the time from the base and the cost.  The including suite defines

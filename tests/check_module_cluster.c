@@ -26,15 +26,13 @@
 #include <unistd.h>
 
 #include "limiter.h"
+#include "module_fixture.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "redis_node.h"
 #include "store_redis.h"
 #include "testutil.h"
 #include "timeutil.h"
-
-extern const char rl_lua_check_test[];
-extern const size_t rl_lua_check_test_len;
 
 #define MOD RL_MODULE_PATH " testclock"
 
@@ -451,11 +449,11 @@ START_TEST(failover_keeps_deciding)
 
     up(1);
     for (int i = 0; i < cl.n; i++) { /* allow a master's slots to go dark */
-        redisContext *ctx = rh_connect(&cl.node[i]);
-        redisReply *r = redisCommand(ctx, "CONFIG SET "
+        redisContext *nc = rh_connect(&cl.node[i]);
+        redisReply *r = redisCommand(nc, "CONFIG SET "
                                      "cluster-require-full-coverage no");
         freeReplyObject(r);
-        redisFree(ctx);
+        redisFree(nc);
     }
     for (int i = 0; i < cl.n; i++)
         if (rh_cluster_is_master(&cl, i))
@@ -513,8 +511,8 @@ static void wait_in_sync(int i, int m)
 static int sees_replica(int v, int i, int m)
 {
     char want[100];
-    redisContext *ctx = rh_connect(&cl.node[v]);
-    redisReply *r = ctx ? redisCommand(ctx, "CLUSTER NODES") : NULL;
+    redisContext *nc = rh_connect(&cl.node[v]);
+    redisReply *r = nc ? redisCommand(nc, "CLUSTER NODES") : NULL;
     const char *at = r && r->type == REDIS_REPLY_STRING
                          ? strstr(r->str, cl.id[i]) : NULL;
     const char *eol = at ? strchr(at, '\n') : NULL, *sl;
@@ -524,8 +522,8 @@ static int sees_replica(int v, int i, int m)
     sl = at ? strstr(at, want) : NULL;
     ok = sl && (!eol || sl < eol);
     freeReplyObject(r);
-    if (ctx)
-        redisFree(ctx);
+    if (nc)
+        redisFree(nc);
     return ok;
 }
 
@@ -548,12 +546,12 @@ static void all_see_replica(int i, int m)
 
 static void ask_failover(int i)
 {
-    redisContext *ctx = rh_connect(&cl.node[i]);
-    redisReply *r = ctx ? redisCommand(ctx, "CLUSTER FAILOVER") : NULL;
+    redisContext *nc = rh_connect(&cl.node[i]);
+    redisReply *r = nc ? redisCommand(nc, "CLUSTER FAILOVER") : NULL;
 
     ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER FAILOVER");
     freeReplyObject(r);
-    redisFree(ctx);
+    redisFree(nc);
 }
 
 /* The ms from now until key's checks are decided by Redis again (the
@@ -677,7 +675,7 @@ START_TEST(clusterdown_through_the_module)
     char user[32], key[48];
     int victim = 0, other, ok = 0;
     long long f0, m0;
-    redisContext *ctx;
+    redisContext *nc;
     redisReply *r;
 
     up(0);
@@ -691,8 +689,8 @@ START_TEST(clusterdown_through_the_module)
         ;
     lim = open_cl("", "plain", 0);
     ck_assert_int_eq(allow_decided(lim, key, "big"), 1);
-    ck_assert_ptr_nonnull(ctx = rh_connect(&cl.node[victim]));
-    r = redisCommand(ctx, "CLUSTER DELSLOTS %d", other);
+    ck_assert_ptr_nonnull(nc = rh_connect(&cl.node[victim]));
+    r = redisCommand(nc, "CLUSTER DELSLOTS %d", other);
     ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER DELSLOTS");
     freeReplyObject(r);
     f0 = scripts_on(victim);
@@ -708,10 +706,10 @@ START_TEST(clusterdown_through_the_module)
      * call, not counted in calls) */
     ck_assert_int_eq(scripts_on(victim) - f0, 5);
     ck_assert_int_eq(calls_on("rl.check", victim) - m0, 0);
-    r = redisCommand(ctx, "CLUSTER ADDSLOTS %d", other);
+    r = redisCommand(nc, "CLUSTER ADDSLOTS %d", other);
     ck_assert_msg(r && r->type == REDIS_REPLY_STATUS, "CLUSTER ADDSLOTS");
     freeReplyObject(r);
-    redisFree(ctx);
+    redisFree(nc);
     for (int i = 0; i < 1000 && !ok; i++) { /* its state is ok again */
         rl_result res = RL_RESULT_INIT;
         ck_assert_int_eq(rl_allow(lim, key, "big", 1, &res), RL_OK);
@@ -726,11 +724,18 @@ START_TEST(clusterdown_through_the_module)
 }
 END_TEST
 
+/* The suite, or NULL (skipped) without redis-cli to make a cluster; the
+ * plain layout's rules (the compact ones and a sliding log) built first. */
 static Suite *module_cluster_suite(void)
 {
-    Suite *s = suite_create("module_cluster");
-    TCase *tc = tcase_create("cluster");
+    Suite *s;
+    TCase *tc;
 
+    if (!rh_cluster_available())
+        return NULL;
+    snprintf(rules, sizeof rules, "[%s%s", LOG_RULE, compact_rules + 1);
+    s = suite_create("module_cluster");
+    tc = tcase_create("cluster");
     tcase_set_timeout(tc, 300);
     tcase_add_loop_test(tc, twins_module_and_lua, 0, 2);
     tcase_add_test(tc, only_the_module_runs);
@@ -748,15 +753,5 @@ static Suite *module_cluster_suite(void)
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
-    if (!rh_available() || !rh_cluster_available())
-        return 77;
-    snprintf(rules, sizeof rules, "[%s%s", LOG_RULE, compact_rules + 1);
-    sr = srunner_create(module_cluster_suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return module_main(module_cluster_suite, MOD);
 }

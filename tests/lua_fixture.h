@@ -1,7 +1,8 @@
 /*
  * lua_fixture.h -- the fixture of the suites that run the test build of the
  * check script (tests/lua_test_script.c) straight on Redis to twin-test it
- * against the C maths (check_lua.c, check_sliding_log.c): a fresh
+ * against the C maths (check_lua.c, check_lua_lean.c,
+ * check_sliding_log.c): a fresh
  * redis-server per test (a checked fixture, so the server dies with the
  * test's process) and one connection to it, `ctx`; the module suites'
  * fixture too (module_fixture.h: check_module_lib.c reads no script

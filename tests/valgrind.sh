@@ -97,6 +97,8 @@ fi
 #                   running the Lua scripts, which memcheck does not see; the
 #                   C side it compares them with (algo.c) is check_algo's,
 #                   check_sliding_log's and check_reserve's, here.
+#   check_lua_lean  split from check_lua (its lean path and batches): the
+#                   same reason; the two together took the ~8 minutes.
 #   check_deadline  it asserts that a blocking check keeps its 20 ms timeout
 #                   on busy cores; memcheck runs one thread at a time, 20-50
 #                   times slower (a worst of 1.5 s measured), by design.
