@@ -453,7 +453,7 @@ START_TEST(concurrent_exact)
         return;
     /* exactness needs every call answered: a deadline, and a silence
      * before a connection counts as stuck, that no busy host reaches (the
-     * timeouts' own behaviour is check_deadline's and check_redis's) */
+     * timeouts' own behaviour is check_deadline's and check_redis_timing's) */
     timeout_ms = connect_timeout_ms = "10000";
     rl_limiter *lim = open_kind();
     timeout_ms = "2000";

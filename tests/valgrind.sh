@@ -105,7 +105,7 @@ fi
 #   check_breaker   every test times stalls against 5-300 ms timeouts and
 #                   the breaker's 200 ms opening bound (1366 ms seen under
 #                   memcheck); a dead server's paths (refused connections,
-#                   failure modes) run here in check_redis's redis case.
+#                   failure modes) run here in check_redis.
 #   check_control, check_ratelimitd, check_ratelimitd_durable, check_generation,
 #   check_ratelimitd_daemon, check_ratelimitd_values
 #                   they test ratelimitd and rlctl, which they exec, and which
@@ -121,11 +121,11 @@ fi
 #                   master's share), which memcheck's slowness would decide,
 #                   not the code; the cluster store's paths run here in
 #                   check_cluster.
+#   check_redis_timing  it holds checks to their timeouts (a hung server,
+#                   1 ms, a batch's deadline, a silent connection replaced
+#                   after a second, the breaker's opening); the Redis
+#                   store's paths run here in check_redis.
 # and these narrowed:
-#   check_redis     the redis case only: the timing case holds checks to
-#                   their timeouts (a hung server, 1 ms, a batch's deadline,
-#                   a silent connection replaced after a second, the
-#                   breaker's opening).
 #   check_match     the match case only: the random case compares the glob
 #                   matcher and the rule index with reference versions over
 #                   10^5+ random cases, CPU-bound (1.5-3.5 minutes under
@@ -167,7 +167,7 @@ fi
 suites() {
     cat <<EOF
 check_cluster
-check_redis CK_RUN_CASE=redis
+check_redis
 check_memory CK_RUN_CASE=memory
 check_tls
 check_dryrun
