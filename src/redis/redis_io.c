@@ -67,6 +67,7 @@
 #include "redis_io.h"
 #include "redis_io_loop.h"
 #include "redis_batch.h"
+#include "redis_expire.h"
 #include "redis_connector.h"
 #include "redis_module_cmd.h"
 #include "redis_tls.h"
@@ -98,30 +99,9 @@ static void wake_fd(int fd)
 /* ---- completion ------------------------------------------------------- */
 
 /* recycle, rio_loop_take, rio_loop_finish: redis_io_loop.h (the batch
- * half completes jobs with them too). */
-
-/* t fails as it is (rc RL_ESTORE from its submission); stat: or -1.  A
- * blocking caller's job is not touched (no claim for its caller to wait
- * out); a callback is called. */
-static void fail(rio *r, rio_ticket *t, int stat)
-{
-    if (!t->callback) {
-        int settled = tk_settle(t);
-        if (!settled)
-            stat_add(r, S_TIMEOUTS, 1); /* its caller left at its deadline */
-        else if (stat >= 0)
-            stat_add(r, stat, 1);
-        if (settled == 2)
-            rio_loop_bell(r, t);
-        recycle(r, t);
-        return;
-    }
-    if (!rio_loop_take(r, t))
-        return;
-    if (stat >= 0)
-        stat_add(r, stat, 1);
-    rio_loop_finish(r, t);
-}
+ * half completes jobs with them too); fail, fail_list, expire (jobs
+ * failed as they are, or at their deadline), oldest_still_due and
+ * next_wake: redis_expire.c. */
 
 void rio_wait(rio_job *j)
 {
@@ -132,16 +112,6 @@ void rio_wait(rio_job *j)
         j->rc = RL_ESTORE; /* given up: the job is ours alone again */
         j->why.status = RN_ERROR;
     }
-}
-
-static void fail_list(rio *r, rio_ticket **head, rio_ticket **tail, int stat)
-{
-    while (*head) {
-        rio_ticket *t = *head;
-        *head = t->next;
-        fail(r, t, stat);
-    }
-    *tail = NULL;
 }
 
 /* ---- connections (loop only) --------------------------------------------- */
@@ -395,61 +365,6 @@ static int take_queue(rio *r)
     return stop;
 }
 
-/* Jobs whose deadline passed, queued or in flight, complete as timeouts. */
-static void expire_list(rio *r, rio_ticket **head, rio_ticket **tail,
-                        int64_t now)
-{
-    rio_ticket **pp = head, *prev = NULL;
-
-    while (*pp) {
-        rio_ticket *t = *pp;
-        if (t->deadline_ns > now) {
-            prev = t;
-            pp = &t->next;
-            continue;
-        }
-        *pp = t->next;
-        fail(r, t, S_TIMEOUTS);
-    }
-    *tail = prev;
-}
-
-static void expire(rio *r, int64_t now)
-{
-    expire_list(r, &r->phead, &r->ptail, now);
-    expire_list(r, &r->rhead, &r->rtail, now);
-    for (int i = 0; i < r->nconns; i++) {
-        conn *c = &r->c[i];
-        for (int j = 0; c->b.active && j < c->b.nb; j++)
-            if (c->b.tk[j] && c->b.tk[j]->deadline_ns <= now) {
-                fail(r, c->b.tk[j], S_TIMEOUTS);
-                c->b.tk[j] = NULL;
-            }
-        for (unsigned k = 0; k < c->count; k++) {
-            entry *e = &c->ring[(c->head + k) % RING];
-            if (e->kind == E_RAW && e->tk && e->tk->deadline_ns <= now) {
-                fail(r, e->tk, S_TIMEOUTS);
-                e->tk = NULL;
-            }
-        }
-    }
-}
-
-/* 1 if a call of connection c's oldest entry may still be answered in
- * time: one not gone (a timeout NULLs its slot) whose deadline is to
- * come.  An entry of the loop's own (no ticket) has none. */
-static int oldest_still_due(const conn *c, int64_t now)
-{
-    const entry *e = &c->ring[c->head];
-
-    if (e->kind == E_RAW)
-        return e->tk && e->tk->deadline_ns > now;
-    for (int j = 0; c->b.active && j < c->b.nb; j++)
-        if (c->b.tk[j] && c->b.tk[j]->deadline_ns > now)
-            return 1;
-    return 0;
-}
-
 /* A connection is stuck when its oldest call has waited longer than a
  * whole connect may take, its deadline has passed, and no reply came
  * meanwhile: the server hangs, or the network swallows what it sends.
@@ -512,38 +427,6 @@ static void dispatch(rio *r, int64_t now)
         if (r->c[i].fd >= 0 && !r->c[i].b.active && r->c[i].count < RING - 1)
             rbatch_next(r, i, now);
     }
-}
-
-/* The earliest deadline the loop must wake for; *idle: a connection could
- * take a batch now. */
-static int64_t next_wake(rio *r, int64_t now, int *idle)
-{
-    int64_t t = now + (int64_t)IDLE_TICK_MS * 1000000;
-
-    *idle = 0;
-    for (rio_ticket *j = r->phead; j; j = j->next) {
-        t = j->deadline_ns < t ? j->deadline_ns : t;
-        if (j->not_before_ns > now && j->not_before_ns < t)
-            t = j->not_before_ns;
-    }
-    for (rio_ticket *j = r->rhead; j; j = j->next) /* no room to send yet */
-        t = j->deadline_ns < t ? j->deadline_ns : t;
-    for (int i = 0; i < r->nconns; i++) {
-        conn *c = &r->c[i];
-        if (c->fd >= 0 && !c->b.active)
-            *idle = 1;
-        if (c->count && now + (int64_t)BUSY_TICK_MS * 1000000 < t)
-            t = now + (int64_t)BUSY_TICK_MS * 1000000;
-        for (int j = 0; c->b.active && j < c->b.nb; j++)
-            if (c->b.tk[j] && c->b.tk[j]->deadline_ns < t)
-                t = c->b.tk[j]->deadline_ns;
-        for (unsigned k = 0; k < c->count; k++) {
-            entry *e = &c->ring[(c->head + k) % RING];
-            if (e->kind == E_RAW && e->tk && e->tk->deadline_ns < t)
-                t = e->tk->deadline_ns;
-        }
-    }
-    return t;
 }
 
 /* The sleep's length is measured from a clock read just before it, not
