@@ -20,7 +20,7 @@
 /* t fails as it is (rc RL_ESTORE from its submission); stat: or -1.  A
  * blocking caller's job is not touched (no claim for its caller to wait
  * out); a callback is called. */
-void fail(rio *r, rio_ticket *t, int stat)
+void rio_loop_fail(rio *r, rio_ticket *t, int stat)
 {
     if (!t->callback) {
         int settled = tk_settle(t);
@@ -40,12 +40,13 @@ void fail(rio *r, rio_ticket *t, int stat)
     rio_loop_finish(r, t);
 }
 
-void fail_list(rio *r, rio_ticket **head, rio_ticket **tail, int stat)
+void rio_loop_fail_list(rio *r, rio_ticket **head, rio_ticket **tail,
+                        int stat)
 {
     while (*head) {
         rio_ticket *t = *head;
         *head = t->next;
-        fail(r, t, stat);
+        rio_loop_fail(r, t, stat);
     }
     *tail = NULL;
 }
@@ -64,12 +65,12 @@ static void expire_list(rio *r, rio_ticket **head, rio_ticket **tail,
             continue;
         }
         *pp = t->next;
-        fail(r, t, S_TIMEOUTS);
+        rio_loop_fail(r, t, S_TIMEOUTS);
     }
     *tail = prev;
 }
 
-void expire(rio *r, int64_t now)
+void rio_loop_expire(rio *r, int64_t now)
 {
     expire_list(r, &r->phead, &r->ptail, now);
     expire_list(r, &r->rhead, &r->rtail, now);
@@ -77,13 +78,13 @@ void expire(rio *r, int64_t now)
         conn *c = &r->c[i];
         for (int j = 0; c->b.active && j < c->b.nb; j++)
             if (c->b.tk[j] && c->b.tk[j]->deadline_ns <= now) {
-                fail(r, c->b.tk[j], S_TIMEOUTS);
+                rio_loop_fail(r, c->b.tk[j], S_TIMEOUTS);
                 c->b.tk[j] = NULL;
             }
         for (unsigned k = 0; k < c->count; k++) {
             entry *e = &c->ring[(c->head + k) % RING];
             if (e->kind == E_RAW && e->tk && e->tk->deadline_ns <= now) {
-                fail(r, e->tk, S_TIMEOUTS);
+                rio_loop_fail(r, e->tk, S_TIMEOUTS);
                 e->tk = NULL;
             }
         }
@@ -93,7 +94,7 @@ void expire(rio *r, int64_t now)
 /* 1 if a call of connection c's oldest entry may still be answered in
  * time: one not gone (a timeout NULLs its slot) whose deadline is to
  * come.  An entry of the loop's own (no ticket) has none. */
-int oldest_still_due(const conn *c, int64_t now)
+int rio_loop_still_due(const conn *c, int64_t now)
 {
     const entry *e = &c->ring[c->head];
 
@@ -107,7 +108,7 @@ int oldest_still_due(const conn *c, int64_t now)
 
 /* The earliest deadline the loop must wake for; *idle: a connection could
  * take a batch now. */
-int64_t next_wake(rio *r, int64_t now, int *idle)
+int64_t rio_loop_next_wake(rio *r, int64_t now, int *idle)
 {
     int64_t t = now + (int64_t)IDLE_TICK_MS * 1000000;
 

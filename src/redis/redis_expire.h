@@ -13,19 +13,20 @@
 #include "redis_io_loop.h"
 
 /* t fails as it is; stat: the counter it adds to, or -1. */
-void fail(rio *r, rio_ticket *t, int stat);
+void rio_loop_fail(rio *r, rio_ticket *t, int stat);
 
 /* Every ticket of the list head..tail fails as it is; the list empties. */
-void fail_list(rio *r, rio_ticket **head, rio_ticket **tail, int stat);
+void rio_loop_fail_list(rio *r, rio_ticket **head, rio_ticket **tail,
+                        int stat);
 
 /* Jobs whose deadline passed, queued or in flight, complete as timeouts. */
-void expire(rio *r, int64_t now);
+void rio_loop_expire(rio *r, int64_t now);
 
 /* 1 if a call of connection c's oldest entry may still be answered. */
-int oldest_still_due(const conn *c, int64_t now);
+int rio_loop_still_due(const conn *c, int64_t now);
 
 /* The earliest deadline the loop must wake for; *idle: a connection could
  * take a batch now. */
-int64_t next_wake(rio *r, int64_t now, int *idle);
+int64_t rio_loop_next_wake(rio *r, int64_t now, int *idle);
 
 #endif

@@ -99,9 +99,9 @@ static void wake_fd(int fd)
 /* ---- completion ------------------------------------------------------- */
 
 /* recycle, rio_loop_take, rio_loop_finish: redis_io_loop.h (the batch
- * half completes jobs with them too); fail, fail_list, expire (jobs
- * failed as they are, or at their deadline), oldest_still_due and
- * next_wake: redis_expire.c. */
+ * half completes jobs with them too); rio_loop_fail, rio_loop_fail_list,
+ * rio_loop_expire (jobs failed as they are, or at their deadline),
+ * rio_loop_still_due and rio_loop_next_wake: redis_expire.c. */
 
 void rio_wait(rio_job *j)
 {
@@ -166,11 +166,11 @@ static void fail_conn(rio *r, int i)
         entry *e = &c->ring[c->head];
         free_replies(e);
         if (e->kind == E_RAW && e->tk)
-            fail(r, e->tk, -1);
+            rio_loop_fail(r, e->tk, -1);
     }
     for (int j = 0; c->b.active && j < c->b.nb; j++)
         if (c->b.tk[j])
-            fail(r, c->b.tk[j], -1);
+            rio_loop_fail(r, c->b.tk[j], -1);
     c->b.active = 0;
     c->off = c->out.len = 0;
     if (r->connector)
@@ -387,7 +387,7 @@ static void unstick(rio *r, int64_t now)
     for (int i = 0; i < r->nconns; i++) {
         conn *c = &r->c[i];
         if (c->fd >= 0 && c->count && now - c->ring[c->head].sent_ns > limit &&
-            now - c->last_reply_ns > limit && !oldest_still_due(c, now)) {
+            now - c->last_reply_ns > limit && !rio_loop_still_due(c, now)) {
             stat_add(r, S_STUCK, 1);
             fail_conn(r, i);
         }
@@ -398,8 +398,8 @@ static void unstick(rio *r, int64_t now)
 static void dispatch(rio *r, int64_t now)
 {
     if (!atomic_load(&r->nup)) { /* nothing can be sent */
-        fail_list(r, &r->phead, &r->ptail, S_DOWN);
-        fail_list(r, &r->rhead, &r->rtail, S_DOWN);
+        rio_loop_fail_list(r, &r->phead, &r->ptail, S_DOWN);
+        rio_loop_fail_list(r, &r->rhead, &r->rtail, S_DOWN);
         return;
     }
     for (int k = 0; r->rhead && k < r->nconns; k++) {
@@ -438,7 +438,7 @@ static void wait_events(rio *r, int64_t now)
 {
     struct epoll_event ev[RIO_MAX_CONNS + 1];
     int idle, n, timeout = 0;
-    int64_t until = next_wake(r, now, &idle), left;
+    int64_t until = rio_loop_next_wake(r, now, &idle), left;
 
     atomic_store(&r->wake_at, until);
     atomic_store(&r->sleeping, idle ? 1 : 2);
@@ -488,7 +488,7 @@ static void *loop_main(void *arg)
     pthread_sigmask(SIG_BLOCK, &nopipe, NULL);
     while (!take_queue(r)) {
         int64_t now = clock_mono_ns();
-        expire(r, now);
+        rio_loop_expire(r, now);
         dispatch(r, now);
         for (int i = 0; i < r->nconns; i++)
             if (r->c[i].fd >= 0 && r->c[i].off < r->c[i].out.len &&
@@ -501,8 +501,8 @@ static void *loop_main(void *arg)
     }
     for (int i = 0; i < r->nconns; i++)
         fail_conn(r, i);
-    fail_list(r, &r->phead, &r->ptail, S_DOWN);
-    fail_list(r, &r->rhead, &r->rtail, S_DOWN);
+    rio_loop_fail_list(r, &r->phead, &r->ptail, S_DOWN);
+    rio_loop_fail_list(r, &r->rhead, &r->rtail, S_DOWN);
     ring(r);
     return NULL;
 }
