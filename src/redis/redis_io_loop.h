@@ -3,10 +3,11 @@
  * redis_io.c (the queue, the connections, the replies, the loop's turn)
  * and redis_batch.c (a connection's batch: gathered from the queue,
  * encoded as script calls, answered from their replies), and how either
- * ends a job's turn (claim, finish, recycle).  Nothing here is for the
- * rest of the library, which speaks redis_io.h; only the loop thread
- * touches a conn, an entry or a batch (see redis_io.c).  The batch half's
- * own functions: redis_batch.h.
+ * ends a job's turn (claim, finish, recycle).  redis_expire.c (jobs that
+ * get no answer, and the loop's deadlines) ends jobs with them too.
+ * Nothing here is for the rest of the library, which speaks redis_io.h;
+ * only the loop thread touches a conn, an entry or a batch (see
+ * redis_io.c).  The batch half's own functions: redis_batch.h.
  */
 #ifndef RL_REDIS_IO_LOOP_H
 #define RL_REDIS_IO_LOOP_H
