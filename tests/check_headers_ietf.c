@@ -338,13 +338,12 @@ static void assert_decimal(int64_t x)
 
 START_TEST(test_decimal_as_printf)
 {
-    uint64_t r = 0x9E3779B97F4A7C15ULL;
-    int64_t p = 1;
+    uint64_t r = 0x9E3779B97F4A7C15ULL, p = 1; /* p: 10^19 after the last */
 
     for (int i = 0; i < 19; i++, p *= 10)
         for (int64_t d = -3; d <= 3; d++) {
-            assert_decimal(p + d);
-            assert_decimal(-(p + d));
+            assert_decimal((int64_t)p + d);
+            assert_decimal(-((int64_t)p + d));
         }
     assert_decimal(INT64_MAX);
     assert_decimal(INT64_MIN);
