@@ -55,6 +55,8 @@ struct rule_index {
                               every request's, found once at build      */
     uint32_t kinds;      /* 1 << IX_*: the kinds of rules filed, so a set
                             of no endpoint rules hashes no endpoint      */
+    int any_only;        /* no rule has an endpoint or a tier: any0 is
+                            every request's whole answer, in rule order  */
 };
 
 /* The hash of a prefix, rolled byte by byte (FNV-1a), so a request gets
@@ -309,6 +311,10 @@ rule_index *rule_index_build(const rl_rule *rules, size_t n)
     }
     free(where);
     ix->any0 = lookup(ix, 0, IX_ANY, 0, "", 0);
+    ix->any_only = ix->kinds == 0 || ix->kinds == 1u << IX_ANY;
+    for (uint32_t k = 0; k < ix->nb; k++)
+        if (ix->b[k].kind == IX_TIER)
+            ix->any_only = 0;
     if (index_globs(ix, rules) != 0) {
         rule_index_free(ix);
         return NULL;
@@ -501,17 +507,37 @@ static void add_globs(const rule_index *ix, const rl_rule *rules,
     }
 }
 
-size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
-                        const char *endpoint, size_t elen, const char *tier,
-                        uint64_t present, uint32_t *out, size_t max)
+/* A set whose rules have neither endpoint nor tier (one catch-all rule,
+ * the usual nginx or gateway set): its one run, already in rule order
+ * with no repeats, filtered straight into out -- what the collection,
+ * sort and copy below would give, without them (~130 instructions of a
+ * one-rule check). */
+static size_t any_only_match(const rule_index *ix, const rl_rule *rules,
+                             uint64_t present, uint32_t *out, size_t max)
+{
+    const ix_bucket *b = ix->any0;
+    size_t n = 0, keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX;
+
+    for (uint32_t i = 0; b && i < b->cnt && n < keep; i++) {
+        uint32_t r = ix->post[b->off + i];
+        if (carried(&rules[r], present))
+            out[n++] = r;
+    }
+    return n;
+}
+
+/* Every other set: the buckets the request hits, collected, sorted and
+ * trimmed.  Out of line, so the one-run case pays none of its frame. */
+static __attribute__((noinline)) size_t
+match_buckets(const rule_index *ix, const rl_rule *rules, const char *endpoint,
+              size_t elen, const char *tier, uint64_t present, uint32_t *out,
+              size_t max)
 {
     collect c; /* buf not zeroed: an initializer cleared all of it, ~150
                 * instructions of every rl_check() */
     uint32_t tiers[2], has = 0;
     size_t nt, n;
 
-    if (!ix || max == 0)
-        return 0;
     c.n = 0;
     c.keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX;
     c.above = UINT32_MAX;
@@ -530,4 +556,15 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
     n = c.n < c.keep ? c.n : c.keep;
     memcpy(out, c.buf, n * sizeof *out);
     return n;
+}
+
+size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
+                        const char *endpoint, size_t elen, const char *tier,
+                        uint64_t present, uint32_t *out, size_t max)
+{
+    if (!ix || max == 0)
+        return 0;
+    if (ix->any_only)
+        return any_only_match(ix, rules, present, out, max);
+    return match_buckets(ix, rules, endpoint, elen, tier, present, out, max);
 }

@@ -305,10 +305,13 @@ static uint32_t seconds_of(const shm_store *m, int64_t now)
 
 /* As the memory store's check (store.h): decide every charge on a copy of
  * the state, keep them only if all pass. */
-static int shm_check(rl_store *s, const store_op *ops, size_t n,
-                     algo_decision *out, int64_t *now_out)
+/* Decide ops[0..n) under their segments' locks.  Inlined twice into
+ * shm_check(): once for one charge (n constant: its arrays scalars, its
+ * loops gone; the usual request), once for many. */
+static inline __attribute__((always_inline)) int
+check_n(shm_store *m, const store_op *ops, size_t n, algo_decision *out,
+        int64_t *now_out)
 {
-    shm_store *m = (shm_store *)s;
     uint64_t fps[RL_OPS_MAX], kh[RL_OPS_MAX], from[RL_OPS_MAX];
     uint32_t seg[RL_OPS_MAX], segs[RL_OPS_MAX], now_s;
     algo_state st[RL_OPS_MAX];
@@ -316,8 +319,6 @@ static int shm_check(rl_store *s, const store_op *ops, size_t n,
     int nseg, all = 1;
     size_t i;
 
-    if (n == 0 || n > RL_OPS_MAX)
-        return RL_EINVAL;
     for (i = 0; i < n; i++) {
         kh[i] = siphash13(ops[i].key, ops[i].key_len, m->hdr->hash_key);
         fps[i] = slots_fingerprint(ops[i].rule->shape.state_seed, kh[i]);
@@ -347,6 +348,18 @@ static int shm_check(rl_store *s, const store_op *ops, size_t n,
         pthread_mutex_unlock(&m->seg[segs[nseg]].lock);
     *now_out = now;
     return RL_OK;
+}
+
+static int shm_check(rl_store *s, const store_op *ops, size_t n,
+                     algo_decision *out, int64_t *now_out)
+{
+    shm_store *m = (shm_store *)s;
+
+    if (n == 1)
+        return check_n(m, ops, 1, out, now_out);
+    if (n == 0 || n > RL_OPS_MAX)
+        return RL_EINVAL;
+    return check_n(m, ops, n, out, now_out);
 }
 
 static void shm_free(rl_store *s)
