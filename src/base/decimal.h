@@ -1,14 +1,16 @@
 /*
  * decimal.h -- an integer in decimal: its digits counted from its bit
- * length, then written four a division, two digits a table copy.
+ * length, then written eight a step (little-endian), four a division,
+ * two digits a table copy.
  *
  * Four places write numbers on a hot path: the response headers
  * (headers.c: a response's three 10-digit numbers took ~530 instructions
  * one digit at a time), the RESP encoder of every command sent to Redis
  * (redis/resp.c), the packed RL.CHECK argument the library sends
  * (redis/redis_module_cmd.c) and the packed answer, state values and
- * replicated numbers of ratelimit.so (redis-module/).  They share this one writer; it is a header so the
- * module, which compiles a few of the library's files in, needs no more.
+ * replicated numbers of ratelimit.so (redis-module/).  They share this
+ * one writer; it is a header so the module, which compiles a few of the
+ * library's files in, needs no more.
  */
 #ifndef RL_DECIMAL_H
 #define RL_DECIMAL_H

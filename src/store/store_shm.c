@@ -303,8 +303,6 @@ static uint32_t seconds_of(const shm_store *m, int64_t now)
     return rel < 0 ? 0 : rel > UINT32_MAX ? UINT32_MAX : (uint32_t)rel;
 }
 
-/* As the memory store's check (store.h): decide every charge on a copy of
- * the state, keep them only if all pass. */
 /* Decide ops[0..n) under their segments' locks.  Inlined twice into
  * shm_check(): once for one charge (n constant: its arrays scalars, its
  * loops gone; the usual request), once for many. */
@@ -350,6 +348,8 @@ check_n(shm_store *m, const store_op *ops, size_t n, algo_decision *out,
     return RL_OK;
 }
 
+/* As the memory store's check (store.h): decide every charge on a copy of
+ * the state, keep them only if all pass. */
 static int shm_check(rl_store *s, const store_op *ops, size_t n,
                      algo_decision *out, int64_t *now_out)
 {
