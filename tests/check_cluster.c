@@ -403,6 +403,12 @@ START_TEST(tryagain_while_a_clients_keys_are_split)
 }
 END_TEST
 
+/* A master that sees a slot uncovered (CLUSTER DELSLOTS of another of
+ * its slots; cluster-require-full-coverage, the default) takes its
+ * cluster for down and answers CLUSTERDOWN to every keyed call: each
+ * check on its keys follows the failure modes (ratelimit(3),
+ * "Redirects"), the breaker stays closed (the node answered), and the
+ * store counts the answers; once the slot is back, Redis decides again. */
 START_TEST(clusterdown_degrades_and_is_counted)
 {
     char user[32];

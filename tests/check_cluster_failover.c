@@ -446,12 +446,6 @@ START_TEST(planned_failovers_degrade_nothing)
 }
 END_TEST
 
-/* A master that sees a slot uncovered (CLUSTER DELSLOTS of another of
- * its slots; cluster-require-full-coverage, the default) takes its
- * cluster for down and answers CLUSTERDOWN to every keyed call: each
- * check on its keys follows the failure modes (ratelimit(3),
- * "Redirects"), the breaker stays closed (the node answered), and the
- * store counts the answers; once the slot is back, Redis decides again. */
 static Suite *suite(void)
 {
     Suite *s = suite_create("cluster_failover");
