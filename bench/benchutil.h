@@ -8,7 +8,8 @@
  * and ratelimit.h.
  *
  * A figure is a value with its unit, beside up to two references (ratio =
- * value / ref), and up to FIGURE_EXTRA_MAX (32) extra fields, numbers or strings.  In JSON:
+ * value / ref), and up to FIGURE_EXTRA_MAX (32) extra fields, numbers or
+ * strings.  In JSON:
  *   {"name":..,"value":..,"unit":..[,"ref":..,"ref_name":..,"ratio":..]
  *    [,"refs":[{"ref_name":..,"ref":..,"ratio":..},..]][,"<extra>":..]..}
  * ("refs" only when there are two references); in the table it is a row
@@ -72,8 +73,9 @@ typedef struct text_layout {
 } text_layout;
 
 /* Adds extra fields (past FIGURE_EXTRA_MAX, none: each named on stderr):
- * a list, XN(name, number) or XS(name, string) each, as XLIST(&f, XN("checks", n), XS("fault", "x")),
- * or one, xnum(&f, name, number) or xstr(&f, name, string). */
+ * a list, XN(name, number) or XS(name, string) each, as
+ * XLIST(&f, XN("checks", n), XS("fault", "x")), or one, xnum(&f, name,
+ * number) or xstr(&f, name, string). */
 #define XN(n, v) {(n), (double)(v), NULL}
 #define XS(n, s) {(n), 0, (s)}
 #define XLIST(f, ...) xlist((f), (const extra[]){__VA_ARGS__, {NULL, 0, NULL}})
