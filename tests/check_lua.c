@@ -244,13 +244,13 @@ static void lua_apply_changed(const algo_params *to, const char *shape,
 static int store_holds(const algo_params *ap, const char *key,
                        const char *field, int64_t now)
 {
-    int64_t e = now / epoch_ms(ap);
+    long long e = (long long)(now / epoch_ms(ap));
 
     if (!field[0])
         return cmd_int("EXISTS %s", key) == 1;
-    return cmd_int("HEXISTS %s:%lld %s", key, (long long)e, field) == 1 ||
+    return cmd_int("HEXISTS %s:%lld %s", key, e, field) == 1 ||
            (ap->algo != RL_ALGO_FIXED_WINDOW &&
-            cmd_int("HEXISTS %s:%lld %s", key, (long long)(e - 1), field) == 1);
+            cmd_int("HEXISTS %s:%lld %s", key, e - 1, field) == 1);
 }
 
 /* The steps under the new rule `to` of a client whose state under the old
@@ -597,7 +597,7 @@ int main(void)
         return 77;
     }
     tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, twin_setup, teardown);
     tcase_add_test(tc, sliding_window_same_decisions);
     tcase_add_test(tc, cross_slot_mode_same_decisions);
     tcase_add_test(tc, short_requests_same_decisions);

@@ -410,7 +410,7 @@ int main(void)
         return 77;
     }
     tcase_set_timeout(tc, 120);
-    tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_checked_fixture(tc, twin_setup, teardown);
     tcase_add_test(tc, lean_path_same_decisions);
     tcase_add_test(tc, lean_path_reads_written_state);
     tcase_add_test(tc, lean_path_reads_redis_clock);

@@ -30,11 +30,23 @@
 #include "testutil.h"
 #include "timeutil.h"
 
-static uint64_t rng = 88172645463325252ULL;
+#define TWIN_RNG_SEED 88172645463325252ULL
+static uint64_t rng = TWIN_RNG_SEED;
 
 static uint64_t rnd(uint64_t n)
 {
     return (xorshift64(&rng) % n);
+}
+
+/* The twin suites' fixture: lua_fixture.h's, the RNG reseeded first, so
+ * a test draws the same sequence whether Check forks it (a fresh copy of
+ * the seed) or not (CK_FORK=no, as tests/sanitize.sh runs the suites:
+ * the state would carry over from the tests before, whose draws depend on
+ * their own base times, the real clock's when each began). */
+static void twin_setup(void)
+{
+    rng = TWIN_RNG_SEED;
+    setup();
 }
 
 /* A shape the rule of a part replaced: its numbers, its shape (the last
@@ -272,8 +284,9 @@ static inline int64_t epoch_ms(const algo_params *ap)
 
 /* The base time of the differential tests: RL_TEST_BASE_MS when set, to
  * replay a failing run (its failure message prints the base; the RNG's
- * seed is a constant, so the base is all that varies), else the real clock
- * an hour ahead, on a whole second.  A replayed base must still be ahead
+ * seed is a constant, reset for every test by twin_setup, so the base is
+ * all that varies, with CK_FORK=no too), else the real clock an hour
+ * ahead, on a whole second.  A replayed base must still be ahead
  * of the real clock by ten minutes or more: Redis expires keys by its own
  * clock, and a key written with an expiry already past would vanish. */
 static inline int64_t test_base(void)
