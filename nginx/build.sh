@@ -47,16 +47,37 @@ if command -v flock >/dev/null; then
     exec 9>"$objs/.build.lock"
     flock 9
 fi
-if [ ! -f "$objs/Makefile" ] || [ "$here/config" -nt "$objs/Makefile" ]; then
+# nginx's auto/make finds object names with regexes ([^ ]*\.)c, ...S over
+# whole paths: a build directory with ".S" (or ".c", ".cc", ".cpp") in its
+# path, as in a clone in /tmp/ci3.S7lj, yields targets no rule makes.  So
+# configure sees this folder and the build directory through symlinks in a
+# private directory without a dot, and the files it writes get the real
+# paths back (make itself does not care about dots).
+configure_nginx() {
+    local base=${TMPDIR:-/tmp} link f text
+    case $base in *.*) base=/tmp ;; esac
+    link=$(mktemp -d "$base/rlngxXXXXXX") || return 1
+    case $link in *.*) rm -rf "$link"; echo "nginx/build.sh: $link has a dot" >&2; return 1 ;; esac
+    ln -s "$here" "$link/addon" && ln -s "$objs" "$link/objs" &&
     (cd "$nginx_src" &&
      RATELIMIT_INC="$top_srcdir/include" RATELIMIT_LIB="$lib" \
      RATELIMIT_DEPLIBS="$deplibs -lpthread -lm" \
      ./configure --with-cc-opt="$cflags" --with-ld-opt="$ldflags" \
-        "${NGX_CONF_FLAGS[@]}" --add-dynamic-module="$here" \
-        --builddir="$objs") >"$objs/configure.log" 2>&1 || {
+        "${NGX_CONF_FLAGS[@]}" --add-dynamic-module="$link/addon" \
+        --builddir="$link/objs") >"$objs/configure.log" 2>&1 || {
+        rm -rf "$link"
         tail -30 "$objs/configure.log" >&2
-        exit 1
+        return 1
     }
+    for f in "$objs/Makefile" "$objs/ngx_auto_config.h"; do
+        text=$(<"$f")
+        text=${text//"$link/objs"/"$objs"}
+        printf '%s\n' "${text//"$link/addon"/"$here"}" >"$f"
+    done
+    rm -rf "$link"
+}
+if [ ! -f "$objs/Makefile" ] || [ "$here/config" -nt "$objs/Makefile" ]; then
+    configure_nginx || exit 1
 fi
 # The archive is a prerequisite of nothing in nginx's Makefile: relink
 # when it is newer than the module.

@@ -63,6 +63,25 @@ else
     fail "make install-nginx-module prefix=... failed"
     tail -20 "$tmp/make.log" | sed 's/^/    /'
 fi
+# ---- a checkout whose path holds ".S": nginx/build.sh from there ---------
+# (nginx's auto/make took /tmp/ci3.S7lj/... for an assembler source and
+# named objects no rule makes).  The tree: nginx/, include/ and the
+# library's archive, in a directory named x.S1; the module built there loads.
+tree=$tmp/x.S1
+mkdir -p "$tree/nginx" "$tree/.libs"
+cp -R "$top_srcdir/include" "$tree/" &&
+cp "$top_srcdir"/nginx/config "$top_srcdir"/nginx/build.sh \
+   "$top_srcdir"/nginx/*.[ch] "$tree/nginx/" &&
+ln -s "$(cd "$top_builddir" && pwd)/.libs/libratelimit_core.a" "$tree/.libs/"
+printf 'load_module %s;\nerror_log stderr;\npid %s;\nevents {}\n' \
+    "$tree/nginx/objs/ngx_http_ratelimit_module.so" "$tmp/t.pid" >"$tmp/t.conf"
+if bash "$tree/nginx/build.sh" "$tree" >"$tmp/build.log" 2>&1 &&
+   "$NGINX" -t -q -p "$tmp" -e stderr -c "$tmp/t.conf" >>"$tmp/build.log" 2>&1; then
+    pass "built and loaded from a checkout in $tree"
+else
+    fail "nginx/build.sh in $tree:"
+    tail -5 "$tmp/build.log" | sed 's/^/    /'
+fi
 summary >/dev/null
 before=$failed
 
