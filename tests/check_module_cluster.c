@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "limiter.h"
-#include "module_fixture.h"
+#include "module_main.h"
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "redis_node.h"
@@ -35,6 +35,11 @@
 #include "timeutil.h"
 
 #define MOD RL_MODULE_PATH " testclock"
+
+/* The test build of the check script (tests/lua_test_script.c), for the
+ * twin limiters that decide through Lua. */
+extern const char rl_lua_check_test[];
+extern const size_t rl_lua_check_test_len;
 
 /* The plain layout's rules: these and a sliding log (the compact layout
  * has none). */
