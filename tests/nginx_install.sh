@@ -6,7 +6,7 @@
 # snippet names the final path) and once into a prefix of its own, whose
 # snippet tests/nginx_install.py includes in the real nginx; with it, the
 # shm:// region's checks (a region the workers cannot open, one a reload
-# drops).
+# drops); and nginx/build.sh from a checkout whose path holds ".S".
 #
 # Run by `make check` from the build directory (top_srcdir, top_builddir
 # in the environment).  Exit 0: pass, 1: fail, 77: skip (nginx-dev,
