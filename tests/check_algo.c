@@ -7,9 +7,18 @@
 #include <string.h>
 
 #include "algo.h"
+#include "algo_vectors.h"
 #include "ratelimit.h"
 #include "settle.h"
 #include "testutil.h"
+
+/* algo_vectors.h's draw (token_bucket_decides_as_gcra's walk). */
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(uint64_t n)
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (rng >> 33) % n;
+}
 
 static algo_params params(int algo, int64_t limit, int64_t burst, int64_t w)
 {
@@ -324,13 +333,27 @@ START_TEST(token_bucket_clock_back_refills_nothing)
 }
 END_TEST
 
+/* The shared vector of GCRA's rule (algo_vectors.h), on the C maths. */
+static algo_state vec_st;
+static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
+                      algo_decision *d)
+{
+    algo_apply(ap, &vec_st, now, cost, d);
+}
+
+START_TEST(token_bucket_clock_back_vector)
+{
+    vec_st = (algo_state){0};
+    bucket_clock_back_run(vec_apply, T0, 0, "C maths");
+}
+END_TEST
+
 /* The token bucket is a GCRA: on one random walk of times (steps back up
  * to 2 s) and costs, the two allow the same and report the same tokens
  * left, for q = 1 and q > 1. */
 START_TEST(token_bucket_decides_as_gcra)
 {
     static const int64_t limits[] = {100, 7};
-    uint64_t r = 0x9e3779b97f4a7c15ULL;
 
     for (int k = 0; k < 2; k++) {
         algo_params tb = params(RL_ALGO_TOKEN_BUCKET, limits[k], 12, 60);
@@ -342,9 +365,8 @@ START_TEST(token_bucket_decides_as_gcra)
             algo_decision d, e;
             int64_t cost;
 
-            r = r * 6364136223846793005ULL + 1442695040888963407ULL;
-            now += (int64_t)(r >> 33) % 6000 - 2000;
-            cost = (int64_t)(r >> 20) % 4;
+            now += (int64_t)rnd(6000) - 2000;
+            cost = (int64_t)rnd(4);
             algo_apply(&tb, &st, now, cost, &d);
             algo_apply(&g, &sg, now, cost, &e);
             ck_assert_msg(d.allowed == e.allowed &&
@@ -424,6 +446,7 @@ int main(void)
     tcase_add_test(tc, clock_steps_back_never_refill);
     tcase_add_test(tc, token_bucket_clock_back_refills_nothing);
     tcase_add_test(tc, token_bucket_decides_as_gcra);
+    tcase_add_test(tc, token_bucket_clock_back_vector);
     tcase_add_test(tc, window_edge_burst);
     tcase_add_test(tc, params_reject_bad_numbers);
     suite_add_tcase(s, tc);
