@@ -1,11 +1,14 @@
 -- token_bucket.lua -- a bucket of `burst` tokens refilled at limit/window.
--- Same steps as token_bucket() in src/base/algo.c.  State: a = level in units of
--- 1/p token at b, the time of the last charge (ms); the level at any now,
--- also one before b, is a + (now - b) * q, within [-cap, cap]: GCRA's rule
--- (a clock gone back refills nothing for the stepped time).  In Redis the key holds the
--- level and expires when the bucket is full again, at
+-- Same steps as token_bucket() in src/base/algo.c.  State: a = level in
+-- units of 1/p token at b, the time of the last charge (ms); the level at
+-- any now, also one before b, is a + (now - b) * q, within [-cap, cap]:
+-- GCRA's rule (a token bucket on a clock gone back refills nothing for
+-- the stepped time), so the whole state is one time, when the bucket is
+-- full again.  In Redis the key holds a level and expires then, at
 --   b + ceil((burst*p - a) / q),
 -- so b is recovered exactly from the expiry and nothing else is stored.
+-- The lean path (lean.lua, q = 1) writes every state as level 0 at that
+-- time less a bucket's refill: value "0", the same expiry.
 --
 -- Every algorithm: (limit, burst, w, p, q, a, b, c, now, cost) ->
 --   allowed, changed, remaining, reset, retry, a, b, c  (the new state)
