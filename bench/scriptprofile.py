@@ -16,7 +16,7 @@ import nginx_harness  # noqa: E402 (free_port, wait_port)
 W, BIG = 86400000, 10 ** 9
 
 # Each part: the check.lua (lean.lua: lean_*) text it replaces with what.
-LEAN_SET = "local old = call('SET', key, format('%d', left), 'PXAT', s, 'GET')"
+LEAN_SET = "call('SET', key, '0', 'PXAT', format('%d', full))"
 LEAN_CALL = 'x[1](key, x[2], x[3], x[4], x[5], x[6], x[7], x[8], now)'
 PARTS = {
     'pexpiretime': [("pxt = call('PEXPIRETIME', K[key])",
@@ -37,19 +37,10 @@ PARTS = {
              "ok == true and 1 or ok or -retry, remaining, reset", ""),
             ("-- one chunk (most calls) makes no table of parts.",
              "n = 0")],
-    # the lean token bucket's (q = 1) parts, run as lean calls: its check
-    # of the reading (GET, "+ 0"), its value's write (PEXPIREAT alone, as
-    # GCRA's: not exact), the answer's struct.pack; and two other writes
-    # (lean_numargs: numbers handed to Redis as numbers, which prints them
-    # "%.17g"; lean_keepttl: SET ... KEEPTTL ... GET, then PEXPIREAT)
-    'lean_check': [(LEAN_SET, "local old = call('SET', key, format('%d', "
-                    "left), 'PXAT', s) old = nil")],
-    'lean_value': [(LEAN_SET, "local old = call('PEXPIREAT', key, s) "
-                    "old = nil")],
-    'lean_numargs': [(LEAN_SET, "local old = call('SET', key, left, 'PXAT', "
-                      "full, 'GET')")],
-    'lean_keepttl': [(LEAN_SET, "local old = call('SET', key, format('%d', "
-                      "left), 'KEEPTTL', 'GET') call('PEXPIREAT', key, s)")],
+    # the lean token bucket's (q = 1) parts, run as lean calls: its write
+    # (SET "0" PXAT; lean_value: PEXPIREAT alone, which would leave a
+    # value an earlier version reads as a level held), the answer's pack
+    'lean_value': [(LEAN_SET, "call('PEXPIREAT', key, format('%d', full))")],
     'lean_answer': [("return struct.pack('<dddd', " + LEAN_CALL + ")",
                      LEAN_CALL + " return '" + '.' * 32 + "'")],
 }

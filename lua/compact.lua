@@ -50,14 +50,13 @@
 -- U are stored exactly.  The token bucket's (level, last refill) pair
 -- (a, b) becomes one number F; it is read back as the state with the
 -- earliest refill time t = ceil((F - cap) / q) and level t*q + cap - F
--- (0 <= level < q): at any now >= b it refills to exactly the level the
--- original has, so every decision is the same.  Only a clock that went
--- back before b sees it differently: the plain layout freezes the level
--- until the clock passes b again, this one gives the level the bucket had
--- at `now` (fewer tokens: stricter).  And a clock that went back into an
--- earlier epoch (window, for the windows) reads that epoch's hash, not the
--- newer state that the plain layout would keep using: more lenient, by at
--- most what was charged since, in the epochs the clock went back over.
+-- (0 <= level < q): at any now it reads exactly the level the original
+-- has (GCRA's rule, token_bucket.lua: the level moves with the clock, a
+-- clock gone back before b included), so every decision is the same.
+-- Only a clock that went back into an earlier epoch (window, for the
+-- windows) reads that epoch's hash, not the newer state that the plain
+-- layout would keep using: more lenient, by at most what was charged
+-- since, in the epochs the clock went back over.
 -- Redis TIME rarely goes back, and then by little.
 --
 -- Rule changes.  A bucket's value is in 1/q ms from the start of an epoch

@@ -49,11 +49,13 @@ if converts then convert = function(falgo, flimit, fburst, fw, fp, fq, a, b, c,
     if falgo == 1 then -- token bucket: a = level in 1/p token, b = its time
       local cap, level = fburst * fp, a
       if level > cap then level = cap end
-      -- its earliest form, as compact.lua keeps it (see src/base/algo.c)
+      -- its earliest form, as compact.lua keeps it (see src/base/algo.c),
+      -- taken at its own time when that is after `at`
       local whole = idiv(level, fq)
-      local t
-      level, t = token_bucket_refill(cap, fq, level - whole * fq, b - whole, at)
-      return idiv(level, fp), t
+      local t = b - whole
+      level = level - whole * fq
+      if at <= t then return idiv(level, fp), t end
+      return idiv(token_bucket_refill(cap, fq, level, t, at), fp), at
     elseif falgo == 3 then -- GCRA: a = TAT ms, b = its fraction in 1/q ms
       local cap, t, frac = fburst * fp, at, b
       local span = idiv(cap, fq) + 1

@@ -35,18 +35,16 @@
 --   the window) keeps its whole state in the expiry (the value, the TAT's
 --   fraction, is always "0"): PEXPIREAT moves it, nothing is read but the
 --   expiry;
--- - a token bucket whose q is 1 holds its level in the value and the
---   time it is full again in the expiry; the level now is the capacity
---   less the time to full, whatever the value, unless the state's own
---   time is still ahead (a clock gone back, a debt's refill time to come;
---   at that very ms, two charges in one ms or a key twice in a batch, the
---   two are the same level), so the charge is written first by SET ...
---   PXAT ... GET, and the value it replaced says whether that was so (if
---   not: put back, and the general steps);
+-- - a token bucket whose q is 1 keeps its whole state in the expiry too
+--   (GCRA's rule: the level at now is the capacity less the time to
+--   full, whatever the value, also on a clock gone back): SET "0" PXAT
+--   writes it, nothing is read but the expiry (lean_bucket1 says why "0"
+--   and not PEXPIREAT alone);
 -- - the other buckets (q > 1) take the general steps: GET, the expiry,
 --   SET ... PXAT.
--- What is stored is save()'s result in every case, all within the one
--- atomic call.
+-- What is stored is save()'s result in every case (the q = 1 token
+-- bucket: the same state in its level-0 form), all within the one atomic
+-- call.
 --
 -- The time: Redis's own clock, in ms.  A lone check of a key whose state
 -- lives reads it off the key: PEXPIRETIME - PTTL (both integers Redis
@@ -222,42 +220,42 @@ local function lean_gcra1(key, algo, limit, burst, w, p, q, cost, now)
   return 1, left, t + need, now
 end
 
--- The token bucket, q = 1: at exp (full again) the level is the
--- capacity; at now, cap - (exp - now), when the state's time (exp less
--- the level's room, which needs the value) is not ahead of now (at now
--- itself the state's level is that one).  Charged on that
--- reading: SET ... GET writes save()'s result and answers the value it
--- replaced, which says whether the reading held.  If not, or if the
--- reading denies, the value (GET, or the one replaced, put back) and the
--- general steps decide.  The value replaced is read by "+ 0" (one strtod;
--- tonumber, which tells a number by converting it first, makes two): a
--- value no number would fail any path's steps (token_bucket_load's), and
--- here fails after the charge's SET, which leaves the key a state again.
+-- The token bucket, q = 1: its whole state is the expiry, exp, when it
+-- is full again (token_bucket()'s rule: the level at now is cap - (exp -
+-- now), at most cap, at least -cap, also when the state's own time is
+-- ahead: a clock gone back refills nothing for the stepped time, a debt
+-- reads below empty).  token_bucket()'s maths inline; the charge is
+-- written as SET "0" PXAT the new exp: nothing is read but the expiry,
+-- and the value says level 0 at exp - cap, the same state in
+-- token_bucket_load's reading.  A limiter of an earlier version sharing
+-- the key (a rolling deploy) reads that value as its level held at exp -
+-- cap: exactly cap - (exp - now) from then on, 0 before (never more than
+-- this path gives).  PEXPIREAT alone would leave the value an earlier
+-- version read as a level held: more than this path gives.
 local function lean_bucket1(key, algo, limit, burst, w, p, q, cost, now)
   if q ~= 1 or cost < 1 or cost > burst then
     return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
   end
   local exp
   exp, now = lean_clock(key, now)
-  local cap = burst * p
-  local level = cap
-  if exp > now then level = cap - (exp - now) end
-  local left = level - cost * p
-  if exp == -1 or left < 0 then
+  if exp == -1 then -- no expiry: not a state this path wrote
     return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
   end
-  local full = now + cap - left
-  local s = format('%d', full)
-  local old = call('SET', key, format('%d', left), 'PXAT', s, 'GET')
-  if old then -- the reading held unless the state's time is ahead
-    local a = old + 0
-    if a > cap then a = cap end
-    if exp - (cap - a) > now then
-      call('SET', key, old, 'PXAT', format('%d', exp))
-      return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
-    end
+  local cap = burst * p
+  local level = cap
+  if exp > now then
+    level = cap - (exp - now)
+    if level < -cap then level = -cap end
   end
-  return 1, idiv(left, p), full, now
+  local need, left = cost * p, 0
+  if level < need then
+    if level > 0 then left = idiv(level, p) end
+    return -(need - level), left, now + cap - level, now
+  end
+  level = level - need
+  local full = now + cap - level
+  call('SET', key, '0', 'PXAT', format('%d', full))
+  return 1, idiv(level, p), full, now
 end
 
 local lean_fn = {[0] = lean_sliding, lean_bucket1, lean_fixed, lean_gcra1}

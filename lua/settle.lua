@@ -38,13 +38,12 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
   end
 
   local function bucket_debt(burst, w, p, q, a, b, c, now, cost)
-    local level, t = token_bucket_refill(burst * p, q, a, b, now)
-    return bucket_normal(burst, p, q, now, level - (t - now) * q - cost * p)
+    return bucket_normal(burst, p, q, now, token_bucket_refill(burst * p, q, a, b, now) - cost * p)
   end
 
   -- A bucket's refund: one in debt (refill time after now) pays it first.
   local function bucket_refund(burst, w, p, q, a, b, c, cost, idx)
-    if b > now then return bucket_normal(burst, p, q, now, a - (b - now) * q + cost * p) end
+    if b > now then return bucket_normal(burst, p, q, now, token_bucket_refill(burst * p, q, a, b, now) + cost * p) end
     return token_bucket_refund(burst, w, p, q, a, b, c, cost, idx)
   end
   local rf = {[0] = sliding_window_refund, bucket_refund, fixed_window_refund, gcra_refund}

@@ -70,4 +70,65 @@ static inline int64_t next_cost(const algo_params *ap)
     }
 }
 
+/* GCRA's rule for the token bucket, the same vector for every
+ * implementation (check_algo.c's token_bucket_clock_back_refills_nothing
+ * tells the steps): 100 a minute, burst 20 (p = 600, q = 1), a new key
+ * charged at base + dt; a clock gone back by d ms counts d units fewer
+ * (never more tokens), down to -cap, and a denial's retry counts the
+ * refill time still to come.  Before that rule the steps at 4800 said 8
+ * tokens left (the level held at its last charge's time, 6000). */
+typedef struct bucket_step {
+    int64_t dt, cost;
+    int allowed;
+    int64_t remaining, retry, reset_dt;
+} bucket_step;
+
+static const bucket_step bucket_clock_back[] = {
+    {0, 20, 1, 0, 0, 12000},
+    {6000, 2, 1, 8, 0, 13200},       /* 10 refilled, 2 charged        */
+    {4800, 1, 1, 5, 0, 13800},       /* 1200 ms back: 6, not 8        */
+    {4800, 5, 1, 0, 0, 16800},
+    {4000, 1, 0, 0, 1400, 16800},    /* level -800: 800 ms, then 600   */
+    {4000 - 86400000LL, 1, 0, 0, 12600, 4000 - 86400000LL + 24000},
+    {16800, 20, 1, 0, 0, 28800},     /* full again when it said        */
+};
+
+/* Runs the vector through `apply` (one charge of the bucket on its key
+ * at a time), asserting every step.  The compact layout (compact != 0)
+ * decides alike only within the epoch it last wrote in or the next one
+ * (lua/compact.lua): base is then an epoch's start (L = 12002 ms here),
+ * and the step a day back is left out. */
+static inline void bucket_clock_back_run(
+    void (*apply)(const algo_params *ap, int64_t now, int64_t cost,
+                  algo_decision *d),
+    int64_t base, int compact, const char *what)
+{
+    algo_params ap;
+    char err[200];
+
+    ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_TOKEN_BUCKET, 100, 20, 60,
+                                      err, sizeof err), 0);
+    for (size_t i = 0; i < sizeof bucket_clock_back /
+                                sizeof bucket_clock_back[0]; i++) {
+        const bucket_step *s = &bucket_clock_back[i];
+        algo_decision d;
+
+        if (compact && s->dt < 0)
+            continue;
+        if (compact)
+            ck_assert_int_eq(base % (ap.burst * ap.p / ap.q + 2), 0);
+        apply(&ap, base + s->dt, s->cost, &d);
+        ck_assert_msg(d.allowed == s->allowed &&
+                      d.remaining == s->remaining &&
+                      d.retry_ms == s->retry &&
+                      d.reset_ms == base + s->reset_dt,
+                      "%s: step %zu: {%d %lld %lld %lld} want "
+                      "{%d %lld %lld %lld}", what, i, d.allowed,
+                      (long long)d.remaining, (long long)d.retry_ms,
+                      (long long)(d.reset_ms - base), s->allowed,
+                      (long long)s->remaining, (long long)s->retry,
+                      (long long)s->reset_dt);
+    }
+}
+
 #endif

@@ -7,8 +7,18 @@
 #include <string.h>
 
 #include "algo.h"
+#include "algo_vectors.h"
 #include "ratelimit.h"
+#include "settle.h"
 #include "testutil.h"
+
+/* algo_vectors.h's draw (token_bucket_decides_as_gcra's walk). */
+static uint64_t rng = 0x9e3779b97f4a7c15ULL;
+static uint64_t rnd(uint64_t n)
+{
+    rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (rng >> 33) % n;
+}
 
 static algo_params params(int algo, int64_t limit, int64_t burst, int64_t w)
 {
@@ -272,6 +282,106 @@ START_TEST(clock_steps_back_never_refill)
 }
 END_TEST
 
+/* GCRA's rule for the token bucket: the level moves back with a clock
+ * gone back (d ms back: d * q units fewer, never more tokens), down to
+ * -cap, and a debt's refill time still to come counts in a denial's
+ * retry.  (Before, the level was held at its last charge's time: 8 at
+ * T0 + 4800, and a retry of one token's 600 ms past a debt.) */
+START_TEST(token_bucket_clock_back_refills_nothing)
+{
+    algo_params ap = params(RL_ALGO_TOKEN_BUCKET, 100, 20, 60); /* q = 1 */
+    algo_state st = {0};
+    algo_decision d;
+    int64_t exp;
+
+    ck_assert_int_eq(drain(&ap, &st, T0, 2) * 2, 20);
+    algo_apply(&ap, &st, T0 + 6000, 2, &d); /* 10 refilled, 2 charged */
+    ck_assert_int_eq(d.remaining, 8);
+    ck_assert_int_eq(d.reset_ms, T0 + 13200);
+    /* 1200 ms back (2 tokens' refill): 6 of 8, the same full time */
+    algo_apply(&ap, &st, T0 + 6000 - 1200, 0, &d);
+    ck_assert_int_eq(d.allowed, 1);
+    ck_assert_int_eq(d.remaining, 6);
+    ck_assert_int_eq(d.reset_ms, T0 + 13200);
+    algo_apply(&ap, &st, T0 + 6000 - 1201, 0, &d);
+    ck_assert_int_eq(d.remaining, 5); /* one unit short of 6 */
+    ck_assert_int_eq(drain(&ap, &st, T0 + 6000 - 1200, 1), 6);
+    /* empty at T0 + 4800: at T0 + 4000 the level is -800 units */
+    algo_apply(&ap, &st, T0 + 4000, 1, &d);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_int_eq(d.remaining, 0);
+    ck_assert_int_eq(d.retry_ms, 600 + 800);
+    ck_assert_int_eq(d.reset_ms, T0 + 4800 + 12000);
+    /* a day back: at least -cap (one burst's refill to come, no overflow) */
+    algo_apply(&ap, &st, T0 - 86400000LL, 1, &d);
+    ck_assert_int_eq(d.retry_ms, 600 + 12000);
+    ck_assert_int_eq(d.reset_ms, T0 - 86400000LL + 24000);
+
+    /* a debt of 5 tokens charged on an empty bucket at T0: its retry
+     * counts the 3000 ms of refill to come, then one token's 600 */
+    st = (algo_state){0};
+    ck_assert_int_eq(drain(&ap, &st, T0, 20), 1);
+    ck_assert(settle_state(&ap, 1, 5, T0, T0, &st, 1, &exp));
+    ck_assert_int_eq(exp, T0 + 3000 + 12000);
+    algo_apply(&ap, &st, T0, 1, &d);
+    ck_assert_int_eq(d.allowed, 0);
+    ck_assert_int_eq(d.retry_ms, 3000 + 600);
+    ck_assert_int_eq(d.reset_ms, exp);
+    algo_apply(&ap, &st, T0 + 3599, 1, &d);
+    ck_assert_int_eq(d.retry_ms, 1);
+    ck_assert_int_eq(drain(&ap, &st, T0 + 3600, 1), 1);
+}
+END_TEST
+
+/* The shared vector of GCRA's rule (algo_vectors.h), on the C maths. */
+static algo_state vec_st;
+static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
+                      algo_decision *d)
+{
+    algo_apply(ap, &vec_st, now, cost, d);
+}
+
+START_TEST(token_bucket_clock_back_vector)
+{
+    vec_st = (algo_state){0};
+    bucket_clock_back_run(vec_apply, T0, 0, "C maths");
+}
+END_TEST
+
+/* The token bucket is a GCRA: on one random walk of times (steps back up
+ * to 2 s) and costs, the two allow the same and report the same tokens
+ * left, for q = 1 and q > 1. */
+START_TEST(token_bucket_decides_as_gcra)
+{
+    static const int64_t limits[] = {100, 7};
+
+    for (int k = 0; k < 2; k++) {
+        algo_params tb = params(RL_ALGO_TOKEN_BUCKET, limits[k], 12, 60);
+        algo_params g = params(RL_ALGO_GCRA, limits[k], 12, 60);
+        algo_state st = {0}, sg = {0};
+        int64_t now = T0;
+
+        for (int i = 0; i < 20000; i++) {
+            algo_decision d, e;
+            int64_t cost;
+
+            now += (int64_t)rnd(6000) - 2000;
+            cost = (int64_t)rnd(4);
+            algo_apply(&tb, &st, now, cost, &d);
+            algo_apply(&g, &sg, now, cost, &e);
+            ck_assert_msg(d.allowed == e.allowed &&
+                          d.remaining == e.remaining,
+                          "limit %lld step %d: bucket %d/%lld, gcra "
+                          "%d/%lld", (long long)limits[k], i, d.allowed,
+                          (long long)d.remaining, e.allowed,
+                          (long long)e.remaining);
+            if (d.allowed)
+                ck_assert_int_eq(d.reset_ms, e.reset_ms);
+        }
+    }
+}
+END_TEST
+
 /* The design note's edge case: the limit spent in a window's last second,
  * a burst in the next one's first second. */
 START_TEST(window_edge_burst)
@@ -334,6 +444,9 @@ int main(void)
     tcase_add_test(tc, cost_zero_charges_nothing);
     tcase_add_test(tc, one_second_and_one_day_windows);
     tcase_add_test(tc, clock_steps_back_never_refill);
+    tcase_add_test(tc, token_bucket_clock_back_refills_nothing);
+    tcase_add_test(tc, token_bucket_decides_as_gcra);
+    tcase_add_test(tc, token_bucket_clock_back_vector);
     tcase_add_test(tc, window_edge_burst);
     tcase_add_test(tc, params_reject_bad_numbers);
     suite_add_tcase(s, tc);

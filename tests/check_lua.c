@@ -587,6 +587,30 @@ START_TEST(lua_design_note_numbers)
 }
 END_TEST
 
+/* GCRA's rule for the token bucket (algo_vectors.h's vector), through
+ * the general path, in both layouts. */
+static const char *vec_key, *vec_field;
+static int64_t epoch_start(int64_t t) /* the vector's epoch, L = 12002 */
+{
+    return t - t % 12002 + 12002;
+}
+
+static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
+                      algo_decision *d)
+{
+    lua_apply(ap, vec_key, vec_field, now, cost, d);
+}
+
+START_TEST(token_bucket_clock_back_vector)
+{
+    vec_key = "rl:{vec}:tb", vec_field = "";
+    bucket_clock_back_run(vec_apply, test_base(), 0, "Lua plain");
+    vec_key = "rlc:{vec}:tb:m1", vec_field = "77";
+    bucket_clock_back_run(vec_apply, epoch_start(test_base()), 1,
+                          "Lua compact");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lua");
@@ -613,6 +637,7 @@ int main(void)
     tcase_add_test(tc, compact_many_clients_one_hash);
     tcase_add_test(tc, compact_all_or_nothing);
     tcase_add_test(tc, lua_design_note_numbers);
+    tcase_add_test(tc, token_bucket_clock_back_vector);
     tcase_add_test(tc, conversion_same_in_c_and_lua_plain);
     tcase_add_test(tc, conversion_same_in_c_and_lua_compact);
     tcase_add_test(tc, conversion_same_in_cluster_batch_mode);

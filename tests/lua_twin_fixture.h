@@ -322,8 +322,9 @@ static inline int64_t next_time(const algo_params *ap, int64_t t, int64_t base)
  * Compact: two clients (fields) of each rule share the base and its hashes;
  * some gaps pass one, two or three epochs, so the previous epoch's hash,
  * and no hash (a stale state), are read.  Steps back stay within the
- * newest epoch seen, and for the token bucket after its last refill: the
- * compact layout decides the same only there (see lua/compact.lua). */
+ * newest epoch seen: the compact layout decides the same only there (see
+ * lua/compact.lua; a token bucket also before its last charge's time,
+ * since both take GCRA's rule). */
 static inline void differential(int algo, int rules, int steps, int compact)
 {
     int64_t base = test_base();
@@ -360,9 +361,6 @@ static inline void differential(int algo, int rules, int steps, int compact)
                 continue;
             }
             int64_t lo = tmax - tmax % e_ms;
-            if (algo == RL_ALGO_TOKEN_BUCKET)
-                for (int i = 0; i < 2; i++)
-                    lo = st[i].b > lo ? st[i].b : lo;
             t = rnd(10) == 0 ? tmax + (int64_t)rnd((uint64_t)(3 * e_ms))
                              : next_time(&ap, t, lo);
             t = t < lo ? lo : t; /* next_time's step back may pass lo */

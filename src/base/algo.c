@@ -5,8 +5,11 @@
  * All four share one shape: bring the state up to `now` (refill, or roll the
  * window), test whether `cost` fits, charge it if it does, and report what
  * is left, when the state is full/reset again and how long a denied cost has
- * to wait.  A clock that goes backwards never refills: each algorithm treats
- * an earlier `now` as the latest time it has already seen.
+ * to wait.  A clock that goes backwards never refills.  The windows and
+ * the sliding log treat an earlier `now` as the latest time they have
+ * already seen; the buckets take GCRA's rule: a token bucket on a clock
+ * gone back refills nothing for the stepped time (its level moves back
+ * with the clock: fewer tokens, never more).
  *
  * A cost larger than the rule's capacity can never pass; it is denied with
  * retry = one window, so a client that sends it backs off instead of looping.
@@ -112,29 +115,38 @@ static void deny(algo_decision *d, int64_t retry_ms)
     d->retry_ms = retry_ms > 0 ? retry_ms : 1;
 }
 
-int64_t algo_bucket_refill(const algo_params *ap, int64_t level, int64_t *t,
+int64_t algo_bucket_refill(const algo_params *ap, int64_t level, int64_t t,
                            int64_t now)
 {
     int64_t cap = ap->burst * ap->p;
 
     /* A level saved under another limit or burst may pass this bucket's
-     * size (a reloaded rule): cap it, so a reload grants at most a bucket. */
+     * size (a reloaded rule): cap it, so a reload grants at most a bucket.
+     * Below -cap no state is kept (settle.c's debts stop there). */
     if (level > cap)
         level = cap;
-    if (now > *t) {
-        level = now - *t >= ceil_div(cap - level, ap->q)
-                    ? cap : level + (now - *t) * ap->q;
-        *t = now;
-    }
-    return level;
+    if (level < -cap)
+        level = -cap;
+    /* GCRA's rule: the level moves with the clock both ways.  Each test
+     * keeps (now - t) * q from overflowing (q up to 10^9). */
+    if (now >= t)
+        return now - t >= ceil_div(cap - level, ap->q)
+                   ? cap : level + (now - t) * ap->q;
+    return t - now >= ceil_div(level + cap, ap->q)
+               ? -cap : level - (t - now) * ap->q;
 }
 
-/* Token bucket: a = level in units of 1/p token, b = time of last refill. */
+/* Token bucket: a = level in units of 1/p token at b, the time (ms) it was
+ * written.  The level at any now is a + (now - b) * q, at most a bucket,
+ * also for a now before b (GCRA's rule: a clock gone back refills nothing
+ * for the stepped time, a debt's refill time to come reads below empty;
+ * at least -cap): the state is one time, T = b + (cap - a) / q, when the
+ * bucket is full again, and the level at now is cap - (T - now) * q. */
 static void token_bucket(const algo_params *ap, algo_state *st, int64_t now,
                          int64_t cost, algo_decision *d)
 {
-    int64_t cap = ap->burst * ap->p, t = st->b;
-    int64_t level = algo_bucket_refill(ap, st->a, &t, now);
+    int64_t cap = ap->burst * ap->p;
+    int64_t level = algo_bucket_refill(ap, st->a, st->b, now);
 
     if (cost > ap->burst) {
         deny(d, ap->window_ms);
@@ -145,13 +157,13 @@ static void token_bucket(const algo_params *ap, algo_state *st, int64_t now,
         d->retry_ms = 0;
         if (d->changed) {
             st->a = level;
-            st->b = t;
+            st->b = now;
         }
     } else {
         deny(d, ceil_div(cost * ap->p - level, ap->q));
     }
-    d->remaining = level / ap->p;
-    d->reset_ms = t + ceil_div(cap - level, ap->q);
+    d->remaining = level > 0 ? level / ap->p : 0;
+    d->reset_ms = now + ceil_div(cap - level, ap->q);
     d->expires_ms = d->reset_ms;
 }
 
@@ -314,12 +326,18 @@ static int64_t level_at(const algo_params *ap, const algo_state *st,
     case RL_ALGO_TOKEN_BUCKET: {
         /* In its earliest form: whole ms of refill taken off the level and
          * off its time (level mod q at b - level / q), the same state at
-         * any time from b on.  The compact layout keeps only that form
-         * (lua/compact.lua), so a state last written after `at` is taken
-         * alike in every store: as refilling steadily up to its level. */
+         * any time (the level moves with the clock, algo_bucket_refill).
+         * The compact layout keeps only that form (lua/compact.lua), and a
+         * state whose earliest time is after `at` is taken at that time,
+         * alike in every store. */
         int64_t level = st->a > cap ? cap : st->a;
         *t = st->b - level / ap->q;
-        return algo_bucket_refill(ap, level % ap->q, t, at) / ap->p;
+        level %= ap->q;
+        if (at <= *t)
+            return level / ap->p;
+        level = algo_bucket_refill(ap, level, *t, at);
+        *t = at;
+        return level / ap->p;
     }
     case RL_ALGO_GCRA: {
         int64_t tat = st->a, span = cap / ap->q + 1, debt;

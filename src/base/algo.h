@@ -91,12 +91,13 @@ int algo_same_units(const algo_params *a, const algo_params *b);
  * ms: a bucket refilling from empty, one window (fixed), two (sliding). */
 int64_t algo_state_life_ms(const algo_params *ap);
 
-/* A token bucket's level (1/p token) refilled from `level` at *t up to
- * now at ap's rate, capped at the bucket's size (a level saved under
- * other numbers is capped first).  *t becomes now, unless it is later
- * already (a clock gone back, or a debt's refill time still to come: the
- * level then stays as it is). */
-int64_t algo_bucket_refill(const algo_params *ap, int64_t level, int64_t *t,
+/* A token bucket's level (1/p token) at now from `level` at t, at ap's
+ * rate, capped at the bucket's size (a level saved under other numbers is
+ * capped first) and at least -size.  GCRA's rule: for a now before t (a
+ * clock gone back, or a debt's refill time still to come) the level is
+ * that much lower, so a clock gone back refills nothing for the stepped
+ * time. */
+int64_t algo_bucket_refill(const algo_params *ap, int64_t level, int64_t t,
                            int64_t now);
 
 /*

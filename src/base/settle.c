@@ -84,8 +84,8 @@ static int refund(const algo_params *ap, algo_state *st, int64_t cost,
     switch (ap->algo) {
     case RL_ALGO_TOKEN_BUCKET:
         if (st->b > now)
-            bucket_normal(ap, st, now, st->a - (st->b - now) * ap->q +
-                                           cost * ap->p);
+            bucket_normal(ap, st, now, algo_bucket_refill(ap, st->a, st->b,
+                                                          now) + cost * ap->p);
         else
             st->a = min64(st->a + cost * ap->p, ap->burst * ap->p);
         return 1;
@@ -120,9 +120,8 @@ static int refund(const algo_params *ap, algo_state *st, int64_t cost,
 static void bucket_debt(const algo_params *ap, algo_state *st, int64_t now,
                         int64_t cost)
 {
-    int64_t t = st->b, level = algo_bucket_refill(ap, st->a, &t, now);
-
-    bucket_normal(ap, st, now, level - (t - now) * ap->q - cost * ap->p);
+    bucket_normal(ap, st, now,
+                  algo_bucket_refill(ap, st->a, st->b, now) - cost * ap->p);
 }
 
 /* GCRA's debt: the arrival time moves on by cost, at most two bursts
