@@ -106,18 +106,6 @@ static const uint64_t *layout_key(const rl_limiter *lim)
     return lim->keyed_layout ? lim->layout_key : NULL;
 }
 
-/* A caller's result's bytes after size zeroed.  Both branches zero span
- * bytes; the first passes sized_zero() a constant, so the usual case (a
- * result of this library's size) becomes a few inline stores instead of
- * a memset of a variable length. */
-static void result_zero(rl_result *res, size_t span)
-{
-    if (span == sizeof *res)
-        sized_zero(res, sizeof *res);
-    else
-        sized_zero(res, span);
-}
-
 /* The caller's result: its span checked, its bytes zeroed.  0 with
  * rl_fail() done when its size is too small. */
 static size_t result_span(const rl_limiter *lim, const char *what,
@@ -126,7 +114,7 @@ static size_t result_span(const rl_limiter *lim, const char *what,
     size_t span = sized_span(lim, what, &sized_result, res->size);
 
     if (span)
-        result_zero(res, span);
+        sized_zero_as(res, &sized_result, span);
     return span;
 }
 
@@ -490,7 +478,7 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
         return rl_fail(lim, RL_EINVAL, "rl_check_many: reqs[%zu] or "
                        "results[%zu]: size differs from element 0's", k, k);
     }
-    result_zero(io_result(io, k), io->span);
+    sized_zero_as(io_result(io, k), &sized_result, io->span);
     if (c->nreq == STORE_MANY_MAX)
         chunk_run(lim, c, io);
     used = c->used;
@@ -550,8 +538,8 @@ static void many_clear(rl_result *results, size_t n)
     if (stride < sized_result.min || stride % sized_result.align)
         return;
     for (size_t k = 0; k < n; k++)
-        result_zero((rl_result *)((char *)results + k * stride),
-                    stride < sizeof *results ? stride : sizeof *results);
+        sized_zero_as((char *)results + k * stride, &sized_result,
+                      stride < sizeof *results ? stride : sizeof *results);
 }
 
 RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,
