@@ -57,7 +57,11 @@ static inline void decimal_pair_at(char *q, unsigned u)
     memcpy(q - 2, decimal_pairs + u * 2, 2); /* one 16-bit load and store */
 }
 
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* The eight-digit word on little-endian machines; digit pairs elsewhere,
+ * or wherever DECIMAL_PORTABLE is defined before this header (the test
+ * of the pairs' path on a little-endian machine: tests/decimal_portable.c). */
+#if !defined(DECIMAL_PORTABLE) && defined(__BYTE_ORDER__) &&              \
+    __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
 #define DECIMAL_EIGHT 1
 /* x (< 10^8) as exactly eight digits at q[0..8), leading zeros kept, in
  * one 64-bit word and one store (no division loop): x's two halves of
