@@ -568,3 +568,8 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
         return any_only_match(ix, rules, present, out, max);
     return match_buckets(ix, rules, endpoint, elen, tier, present, out, max);
 }
+
+int rule_index_any_only(const rule_index *ix)
+{
+    return !ix || ix->any_only;
+}
