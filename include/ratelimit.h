@@ -172,9 +172,16 @@ typedef struct rl_request {
     const rl_dim *dims;   /* any other dimensions, by name   */
     size_t ndims;         /* entries in dims, 0..RL_DIMS_MAX */
     int64_t cost;         /* units to charge, 0..RL_COST_MAX */
+    /* ---- since 1.1.0, past RL_REQUEST_SIZE_MIN ---- */
+    /* The byte lengths of endpoint, tier, user, api_key and ip, for a
+     * caller whose strings are counted, not NUL-terminated (a server's own
+     * buffers, passed without a copy): a string whose length is set (> 0)
+     * is exactly that many bytes, none read past them, and must hold no
+     * NUL; 0 (RL_REQUEST_INIT) reads the string up to its NUL. */
+    size_t endpoint_len, tier_len, user_len, api_key_len, ip_len;
 } rl_request;
 
-/* The first 1.0 layout of rl_request is the whole of it. */
+/* The first 1.0 layout of rl_request: up to cost. */
 #define RL_REQUEST_SIZE_MIN (offsetof(rl_request, cost) + sizeof(int64_t))
 #define RL_REQUEST_INIT { .size = sizeof(rl_request) }
 

@@ -1,9 +1,10 @@
 /*
  * ngx_http_ratelimit_handler.c -- the rewrite-phase handler: describe
  * the request (endpoint, tier, cost, dimensions from the location's
- * complex values) as an rl_request, start its check, and either go on at
- * once (the answer was ready) or suspend the request's phases until the
- * completion resumes them (ngx_http_ratelimit_worker.c).  Then the
+ * complex values) as an rl_request (its strings counted where nginx
+ * holds them, no copies, but for dims of other names), start its check,
+ * and either go on at once (the answer was ready) or suspend the
+ * request's phases until the completion resumes them (ngx_http_ratelimit_worker.c).  Then the
  * verdict: an admitted request goes on to the next handler; a rejected
  * one gets the configured status, its headers and the JSON body; a check
  * the library could not decide gets 400 (the request's values are out of
@@ -43,56 +44,44 @@ static const char *ngx_http_ratelimit_cstr(ngx_http_request_t *r,
     return (const char *)p;
 }
 
-/* A complex value as a NUL-terminated string in the request pool; an
- * empty one is NULL ("the request does not carry it"). */
-static ngx_int_t ngx_http_ratelimit_eval(ngx_http_request_t *r,
-                                         ngx_http_complex_value_t *cv,
-                                         const char **out)
-{
-    ngx_str_t v;
-
-    *out = NULL;
-    if (cv == NULL)
-        return NGX_OK;
-    if (ngx_http_complex_value(r, cv, &v) != NGX_OK)
-        return NGX_ERROR;
-    if (v.len == 0)
-        return NGX_OK;
-    *out = ngx_http_ratelimit_cstr(r, &v);
-    return *out ? NGX_OK : NGX_ERROR;
-}
-
-/* A dimension's value as a NUL-terminated string in the request pool, or
- * NULL when empty: a lone variable read by its index (as its complex
- * value would give it, without running the script), else the complex
- * value. */
+/* A dimension's value where it lies (no copy), len 0 when the request
+ * has none: a lone variable read by its index (as its complex value would
+ * give it, without running the script), else the complex value. */
 static ngx_int_t ngx_http_ratelimit_dim_value(ngx_http_request_t *r,
                                               ngx_http_ratelimit_dim_t *d,
-                                              const char **out)
+                                              ngx_str_t *v)
 {
     ngx_http_variable_value_t *vv;
-    ngx_str_t v;
 
+    v->len = 0;
     if (d->var == NGX_ERROR)
-        return ngx_http_ratelimit_eval(r, &d->value, out);
-    *out = NULL;
+        return ngx_http_complex_value(r, &d->value, v);
     vv = ngx_http_get_indexed_variable(r, d->var);
-    if (vv == NULL || vv->not_found || vv->len == 0)
+    if (vv == NULL || vv->not_found)
         return NGX_OK;
-    v.len = vv->len;
-    v.data = vv->data;
-    *out = ngx_http_ratelimit_cstr(r, &v);
-    return *out ? NGX_OK : NGX_ERROR;
+    v->len = vv->len;
+    v->data = vv->data;
+    return NGX_OK;
 }
 
-/* The dimensions: user, api_key and ip in their own fields, the others
- * in dims (room for RL_DIMS_MAX, as the directive's bound says). */
+/* A counted string for the library: its bytes and length where they lie
+ * (rl_request's lengths), NULL when empty. */
+static void ngx_http_ratelimit_counted(const ngx_str_t *v, const char **s,
+                                       size_t *len)
+{
+    *s = v->len ? (const char *)v->data : NULL;
+    *len = v->len;
+}
+
+/* The dimensions: user, api_key and ip in their own fields, counted (no
+ * copy), the others in dims as NUL-terminated copies (room for
+ * RL_DIMS_MAX, as the directive's bound says). */
 static ngx_int_t ngx_http_ratelimit_dims(ngx_http_request_t *r,
                                          ngx_http_ratelimit_loc_conf_t *lcf,
                                          rl_request *req, rl_dim *dims)
 {
     ngx_http_ratelimit_dim_t *d;
-    const char *v;
+    ngx_str_t v;
 
     if (lcf->dims == NULL)
         return NGX_OK;
@@ -100,15 +89,20 @@ static ngx_int_t ngx_http_ratelimit_dims(ngx_http_request_t *r,
     for (ngx_uint_t i = 0; i < lcf->dims->nelts; i++) {
         if (ngx_http_ratelimit_dim_value(r, &d[i], &v) != NGX_OK)
             return NGX_ERROR;
-        if (d[i].field == NGX_HTTP_RATELIMIT_DIM_USER)
-            req->user = v;
-        else if (d[i].field == NGX_HTTP_RATELIMIT_DIM_API_KEY)
-            req->api_key = v;
-        else if (d[i].field == NGX_HTTP_RATELIMIT_DIM_IP)
-            req->ip = v;
-        else if (req->ndims < RL_DIMS_MAX)
+        if (d[i].field == NGX_HTTP_RATELIMIT_DIM_USER) {
+            ngx_http_ratelimit_counted(&v, &req->user, &req->user_len);
+        } else if (d[i].field == NGX_HTTP_RATELIMIT_DIM_API_KEY) {
+            ngx_http_ratelimit_counted(&v, &req->api_key, &req->api_key_len);
+        } else if (d[i].field == NGX_HTTP_RATELIMIT_DIM_IP) {
+            ngx_http_ratelimit_counted(&v, &req->ip, &req->ip_len);
+        } else if (req->ndims < RL_DIMS_MAX) {
+            const char *c = NULL;
+
+            if (v.len && (c = ngx_http_ratelimit_cstr(r, &v)) == NULL)
+                return NGX_ERROR;
             dims[req->ndims++] = (rl_dim){.name = (char *)d[i].name.data,
-                                          .value = v};
+                                          .value = c};
+        }
     }
     req->dims = dims;
     return NGX_OK;
@@ -121,27 +115,32 @@ static ngx_int_t ngx_http_ratelimit_describe(ngx_http_request_t *r,
                                              ngx_http_ratelimit_loc_conf_t *lcf,
                                              rl_request *req, rl_dim *dims)
 {
-    const char *cost = NULL;
+    ngx_str_t v, cost = ngx_null_string;
     ngx_int_t n = 1;
 
     if (lcf->endpoint == NULL) {
-        req->endpoint = ngx_http_ratelimit_cstr(r, &r->uri);
-        if (req->endpoint == NULL)
-            return NGX_ERROR;
-    } else if (ngx_http_ratelimit_eval(r, lcf->endpoint, &req->endpoint) != NGX_OK)
+        ngx_http_ratelimit_counted(&r->uri, &req->endpoint,
+                                   &req->endpoint_len);
+    } else if (ngx_http_complex_value(r, lcf->endpoint, &v) != NGX_OK) {
         return NGX_ERROR;
+    } else {
+        ngx_http_ratelimit_counted(&v, &req->endpoint, &req->endpoint_len);
+    }
     /* Unset values not even evaluated: the usual location has neither. */
-    if ((lcf->tier && ngx_http_ratelimit_eval(r, lcf->tier, &req->tier)
-                          != NGX_OK) ||
-        (lcf->cost && ngx_http_ratelimit_eval(r, lcf->cost, &cost) != NGX_OK) ||
-        ngx_http_ratelimit_dims(r, lcf, req, dims) != NGX_OK)
+    if (lcf->tier) {
+        if (ngx_http_complex_value(r, lcf->tier, &v) != NGX_OK)
+            return NGX_ERROR;
+        ngx_http_ratelimit_counted(&v, &req->tier, &req->tier_len);
+    }
+    if ((lcf->cost && ngx_http_complex_value(r, lcf->cost, &cost) != NGX_OK)
+        || ngx_http_ratelimit_dims(r, lcf, req, dims) != NGX_OK)
         return NGX_ERROR;
-    if (cost != NULL)
-        n = ngx_atoi((u_char *)cost, ngx_strlen(cost));
+    if (cost.len != 0)
+        n = ngx_atoi(cost.data, cost.len);
     if (n == NGX_ERROR || n > RL_COST_MAX) {
         ngx_log_error(NGX_LOG_INFO, r->connection->log, 0,
-                      "ratelimit: cost \"%s\" is not an integer from 0 to %L",
-                      cost, (int64_t)RL_COST_MAX);
+                      "ratelimit: cost \"%V\" is not an integer from 0 to %L",
+                      &cost, (int64_t)RL_COST_MAX);
         return NGX_DECLINED;
     }
     req->cost = n;

@@ -236,29 +236,15 @@ static int check_args(rl_async *a, const rl_request *req,
     if (!a || !req || !chk || !chk->cb || !chk->result)
         return rl_fail(a ? a->lim : NULL, RL_EINVAL,
                        "rl_check_start: NULL argument");
-    /* Structs of this library's size (the usual caller) need no call. */
-    if ((chk->size != sizeof *chk &&
-         !sized_span(a->lim, "rl_check_start: chk->size", &sized_async_check,
-                     chk->size)) ||
-        (req->size != sizeof *req &&
-         !sized_span(a->lim, "rl_check_start: req->size", &sized_request,
-                     req->size)))
+    if (!sized_span(a->lim, "rl_check_start: chk->size", &sized_async_check,
+                    chk->size) ||
+        !sized_span(a->lim, "rl_check_start: req->size", &sized_request,
+                    req->size))
         return RL_EINVAL;
     if (a->in_flight == a->max)
         return rl_fail(a->lim, RL_EBUSY, "rl_check_start: %zu checks in "
                        "flight, the context's maximum", a->max);
     return RL_OK;
-}
-
-/* sized_clear() of the caller's result: of this library's size (the
- * usual case), a zeroing of constant length, a few inline stores instead
- * of a memset call, as rl_check zeroes its result. */
-static inline void result_clear(rl_result *res)
-{
-    if (res && res->size == sizeof *res)
-        sized_zero(res, sizeof *res);
-    else
-        sized_clear(res, &sized_result);
 }
 
 /* Does the caller take answers at once?  Its flags are read only when
@@ -324,16 +310,14 @@ RL_EXPORT int rl_check_start(rl_async *a, const rl_request *req,
     int rc, now;
 
     if (chk && chk->size >= sized_async_check.min) /* zero, whatever fails */
-        result_clear(chk->result);
+        sized_clear(chk->result, &sized_result);
     if ((rc = check_args(a, req, chk)) != RL_OK)
         return rc;
     lim = a->lim;
     st = lim->store;
     s = a->free;
-    if (chk->result->size == sizeof *chk->result)
-        s->span = sizeof *chk->result;
-    else if (!(s->span = sized_span(lim, "rl_check_start: chk->result->size",
-                                    &sized_result, chk->result->size)))
+    if (!(s->span = sized_span(lim, "rl_check_start: chk->result->size",
+                               &sized_result, chk->result->size)))
         return RL_EINVAL;
     /* A store that decides here ends the read section in this thread:
      * the thread's own reader slot (no locked instruction). */

@@ -106,18 +106,6 @@ static const uint64_t *layout_key(const rl_limiter *lim)
     return lim->keyed_layout ? lim->layout_key : NULL;
 }
 
-/* A caller's result's bytes after size zeroed.  Both branches zero span
- * bytes; the first passes sized_zero() a constant, so the usual case (a
- * result of this library's size) becomes a few inline stores instead of
- * a memset of a variable length. */
-static void result_zero(rl_result *res, size_t span)
-{
-    if (span == sizeof *res)
-        sized_zero(res, sizeof *res);
-    else
-        sized_zero(res, span);
-}
-
 /* The caller's result: its span checked, its bytes zeroed.  0 with
  * rl_fail() done when its size is too small. */
 static size_t result_span(const rl_limiter *lim, const char *what,
@@ -126,7 +114,7 @@ static size_t result_span(const rl_limiter *lim, const char *what,
     size_t span = sized_span(lim, what, &sized_result, res->size);
 
     if (span)
-        result_zero(res, span);
+        sized_zero_as(res, &sized_result, span);
     return span;
 }
 
@@ -197,11 +185,23 @@ RL_EXPORT int rl_allow(rl_limiter *lim, const char *key, const char *rule_id,
 
 /* ---- a request's dimensions -------------------------------------------- */
 
+/* rl_request's string lengths (since 1.1.0), in its order; a request of a size that holds
+ * them has them read. */
+typedef struct req_lens {
+    size_t endpoint_len, tier_len, user_len, api_key_len, ip_len;
+} req_lens;
+
+#define REQUEST_SIZE_LENS (offsetof(rl_request, ip_len) + sizeof(size_t))
+_Static_assert(offsetof(rl_request, ip_len) - offsetof(rl_request,
+               endpoint_len) == offsetof(req_lens, ip_len),
+               "req_lens mirrors rl_request's lengths");
+
 /* The request's dimensions by id in the rule set (rule.h): val[id] is the
  * value of dimension id when bit id of present is set. */
 typedef struct req_dims {
     uint64_t present;
     const char *val[RULESET_DIMS_MAX];
+    size_t len[RULESET_DIMS_MAX];    /* val's bytes, or 0: up to its NUL */
 } req_dims;
 
 /* Names the rule set does not know, remembered to find one given twice. */
@@ -212,18 +212,20 @@ typedef struct unknown_names {
     size_t len[RL_DIMS_MAX];
 } unknown_names;
 
-/* Dimension id named with value v; *given collects the ids named. */
+/* Dimension id named with value v (of len bytes, 0: up to its NUL);
+ * *given collects the ids named. */
 static int take_dim(const rl_limiter *lim, req_dims *rd, uint64_t *given,
-                    int id, const char *name, const char *v)
+                    int id, const char *name, const char *v, size_t len)
 {
     uint64_t bit = (uint64_t)1 << id;
 
     if (*given & bit)
         return rl_fail(lim, RL_EINVAL, "dims: \"%s\" given twice", name);
     *given |= bit;
-    if (v && *v) {
+    if (v && (len || *v)) {
         rd->present |= bit;
         rd->val[id] = v;
+        rd->len[id] = len;
     }
     return RL_OK;
 }
@@ -260,16 +262,17 @@ static int take_entry(const rl_limiter *lim, const rl_ruleset *rs,
         return rl_fail(lim, RL_EINVAL, "dims[%zu].name: \"global\" is "
                        "reserved (rules counting every request)", i);
     if (id != RULE_DIM_NAMED)
-        return take_dim(lim, rd, given, id, dim->name, dim->value);
+        return take_dim(lim, rd, given, id, dim->name, dim->value, 0);
     h = ruleset_dim_hash(dim->name, len);
     if ((id = ruleset_dim_id(rs, dim->name, len, h)) >= 0)
-        return take_dim(lim, rd, given, id, dim->name, dim->value);
+        return take_dim(lim, rd, given, id, dim->name, dim->value, 0);
     return take_unknown(lim, u, dim->name, len, h);
 }
 
 /* The request's shortcuts and dims, resolved to the rule set's ids. */
 static int resolve_dims(const rl_limiter *lim, const rl_ruleset *rs,
-                        const rl_request *req, req_dims *rd)
+                        const rl_request *req, const req_lens *lens,
+                        req_dims *rd)
 {
     unknown_names u;
     uint64_t given = 0;
@@ -278,11 +281,13 @@ static int resolve_dims(const rl_limiter *lim, const rl_ruleset *rs,
     rd->present = 0;
     u.n = 0;
     if (req->user)
-        take_dim(lim, rd, &given, RULE_DIM_USER, "user", req->user);
+        take_dim(lim, rd, &given, RULE_DIM_USER, "user", req->user,
+                 lens->user_len);
     if (req->api_key)
-        take_dim(lim, rd, &given, RULE_DIM_API_KEY, "api_key", req->api_key);
+        take_dim(lim, rd, &given, RULE_DIM_API_KEY, "api_key", req->api_key,
+                 lens->api_key_len);
     if (req->ip)
-        take_dim(lim, rd, &given, RULE_DIM_IP, "ip", req->ip);
+        take_dim(lim, rd, &given, RULE_DIM_IP, "ip", req->ip, lens->ip_len);
     if (req->ndims == 0)
         return RL_OK;
     if (req->ndims > RL_DIMS_MAX)
@@ -299,12 +304,16 @@ static int resolve_dims(const rl_limiter *lim, const rl_ruleset *rs,
 /* ---- a request's charges ----------------------------------------------- */
 
 /* The client key "<dimension>:<value>" of a rule, built at buf (room
- * bytes).  Returns RL_OK, REQUEST_NEED_ROOM, or an error. */
+ * bytes); value has vlen bytes, or 0: up to its NUL.  Returns RL_OK,
+ * REQUEST_NEED_ROOM, or an error. */
 static int dimension_key(const rl_limiter *lim, const rl_rule *rule,
-                         const char *value, char *buf, size_t room,
-                         size_t *len)
+                         const char *value, size_t vlen, char *buf,
+                         size_t room, size_t *len)
 {
-    size_t nlen = rule->dim_len, vlen = strnlen(value, RL_KEY_MAX + 1);
+    size_t nlen = rule->dim_len;
+
+    if (vlen == 0)
+        vlen = strnlen(value, RL_KEY_MAX + 1);
 
     if (nlen + 1 + vlen > RL_KEY_MAX)
         return rl_fail(lim, RL_EINVAL, "%s: longer than %zu bytes",
@@ -322,14 +331,86 @@ static int dimension_key(const rl_limiter *lim, const rl_rule *rule,
 _Static_assert(RL_OPS_MAX + 1 <= RULE_INDEX_MAX,
                "the index returns one match more than a request may have");
 
-/* The endpoint's length; RL_EINVAL over RL_ENDPOINT_MAX. */
-static int endpoint_len(const rl_limiter *lim, const char *ep, size_t *len)
+/* The endpoint's length (given, or up to its NUL); RL_EINVAL over
+ * RL_ENDPOINT_MAX. */
+static int endpoint_len(const rl_limiter *lim, const char *ep, size_t given,
+                        size_t *len)
 {
-    *len = ep ? strnlen(ep, RL_ENDPOINT_MAX + 1) : 0;
+    *len = !ep ? 0 : given ? given : strnlen(ep, RL_ENDPOINT_MAX + 1);
     if (*len > RL_ENDPOINT_MAX)
         return rl_fail(lim, RL_EINVAL, "endpoint: longer than %d bytes",
                        RL_ENDPOINT_MAX);
     return RL_OK;
+}
+
+/* ---- counted strings (rl_request's lengths, since 1.1.0) --------------- */
+
+/* A request with its counted strings copied with their NUL, for a rule
+ * set that reads C strings (an endpoint or tier index, per-value rules):
+ * on collect_counted()'s stack, so only such a call has its 5 kB. */
+typedef struct counted {
+    rl_request req;
+    char endpoint[RL_ENDPOINT_MAX + 1], tier[RL_ENDPOINT_MAX + 1];
+    char val[3][RL_KEY_MAX + 2]; /* a longer value fails as one */
+} counted;
+
+/* s's len bytes (0: s is a C string, kept) into buf of cap bytes with a
+ * NUL, at most cap - 1 of them; *out points at whichever holds it. */
+static void counted_str(const char *s, size_t len, char *buf, size_t cap,
+                        const char **out)
+{
+    *out = s;
+    if (!s || len == 0)
+        return;
+    if (len > cap - 1)
+        len = cap - 1;
+    memcpy(buf, s, len);
+    buf[len] = '\0';
+    *out = buf;
+}
+
+/* req, its counted strings as C strings in cc.  RL_EINVAL for a counted
+ * endpoint over RL_ENDPOINT_MAX or a tier as long (a value over
+ * RL_KEY_MAX fails as the key it makes). */
+static int counted_plain(const rl_limiter *lim, const rl_request *req,
+                         const req_lens *l, counted *cc)
+{
+    if (req->endpoint && l->endpoint_len > RL_ENDPOINT_MAX)
+        return rl_fail(lim, RL_EINVAL, "endpoint: longer than %d bytes",
+                       RL_ENDPOINT_MAX);
+    if (req->tier && l->tier_len > RL_ENDPOINT_MAX)
+        return rl_fail(lim, RL_EINVAL, "tier: longer than %d bytes",
+                       RL_ENDPOINT_MAX);
+    cc->req = *req; /* req->size holds the lengths: ours whole */
+    memset(&cc->req.endpoint_len, 0, sizeof(req_lens)); /* all C strings */
+    counted_str(req->endpoint, l->endpoint_len, cc->endpoint,
+                sizeof cc->endpoint, &cc->req.endpoint);
+    counted_str(req->tier, l->tier_len, cc->tier, sizeof cc->tier,
+                &cc->req.tier);
+    counted_str(req->user, l->user_len, cc->val[0], sizeof cc->val[0],
+                &cc->req.user);
+    counted_str(req->api_key, l->api_key_len, cc->val[1], sizeof cc->val[1],
+                &cc->req.api_key);
+    counted_str(req->ip, l->ip_len, cc->val[2], sizeof cc->val[2],
+                &cc->req.ip);
+    return RL_OK;
+}
+
+/* request_collect() of req made plain (counted_plain): its copies live
+ * on this frame, its keys in the caller's buffer. */
+static __attribute__((noinline)) int
+collect_counted(const rl_limiter *lim, const rl_ruleset *rs,
+                const rl_request *req, const req_lens *lens, store_op *ops,
+                size_t max_ops, char *keys, size_t keys_len, size_t *used,
+                size_t *n)
+{
+    counted cc;
+    int rc = counted_plain(lim, req, lens, &cc);
+
+    if (rc != RL_OK)
+        return rc;
+    return request_collect(lim, rs, &cc.req, ops, max_ops, keys, keys_len,
+                           used, n);
 }
 
 int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
@@ -339,10 +420,23 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
     uint32_t hit[RULE_INDEX_MAX];
     size_t k = 0, at = *used, elen, nhit;
     req_dims rd;
+    req_lens lens = {0};
     int rc = check_cost(lim, req->cost);
 
-    if (rc != RL_OK || (rc = endpoint_len(lim, req->endpoint, &elen)) != RL_OK ||
-        (rc = resolve_dims(lim, rs, req, &rd)) != RL_OK)
+    if (rc != RL_OK)
+        return rc;
+    if (req->size >= REQUEST_SIZE_LENS) {
+        memcpy(&lens, &req->endpoint_len, sizeof lens);
+        /* Counted strings where the rule set reads C strings: copied. */
+        if ((lens.endpoint_len | lens.tier_len | lens.user_len |
+             lens.api_key_len | lens.ip_len) &&
+            (rs->values || !rule_index_any_only(rs->match)))
+            return collect_counted(lim, rs, req, &lens, ops, max_ops, keys,
+                                   keys_len, used, n);
+    }
+    if ((rc = endpoint_len(lim, req->endpoint, lens.endpoint_len, &elen)) !=
+            RL_OK ||
+        (rc = resolve_dims(lim, rs, req, &lens, &rd)) != RL_OK)
         return rc;
     /* With per-value rules, replaced rules leave: room for them all. */
     nhit = rule_index_match(rs->match, rs->rules, req->endpoint, elen,
@@ -356,9 +450,11 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
         int id = rule->dim_id;
         size_t len = 0;
 
-        rc = dimension_key(lim, rule, id == RULE_DIM_GLOBAL ? "*"
-                                                            : rd.val[id],
-                           keys + at, keys_len - at, &len);
+        int global = id == RULE_DIM_GLOBAL;
+
+        rc = dimension_key(lim, rule, global ? "*" : rd.val[id],
+                           global ? 1 : rd.len[id], keys + at, keys_len - at,
+                           &len);
         if (rc != RL_OK && rc != REQUEST_NEED_ROOM)
             return rc;
         if (k == RL_OPS_MAX)
@@ -490,7 +586,7 @@ static int chunk_add(rl_limiter *lim, const rl_ruleset *rs, chunk *c,
         return rl_fail(lim, RL_EINVAL, "rl_check_many: reqs[%zu] or "
                        "results[%zu]: size differs from element 0's", k, k);
     }
-    result_zero(io_result(io, k), io->span);
+    sized_zero_as(io_result(io, k), &sized_result, io->span);
     if (c->nreq == STORE_MANY_MAX)
         chunk_run(lim, c, io);
     used = c->used;
@@ -550,8 +646,8 @@ static void many_clear(rl_result *results, size_t n)
     if (stride < sized_result.min || stride % sized_result.align)
         return;
     for (size_t k = 0; k < n; k++)
-        result_zero((rl_result *)((char *)results + k * stride),
-                    stride < sizeof *results ? stride : sizeof *results);
+        sized_zero_as((char *)results + k * stride, &sized_result,
+                      stride < sizeof *results ? stride : sizeof *results);
 }
 
 RL_EXPORT int rl_check_many(rl_limiter *lim, const rl_request *reqs,

@@ -283,6 +283,68 @@ START_TEST(result_filled_only_as_far_as_its_size)
 }
 END_TEST
 
+/* ---- counted strings (rl_request's lengths, since 1.1.0) --------------- */
+
+/* A request whose endpoint, tier and ip are counted: each followed by
+ * bytes that are not its own and no NUL (the lengths say where it ends). */
+static rl_request counted_req(char *ep, char *tier, char *ip)
+{
+    memcpy(ep, "/searchXX", 9);
+    memcpy(tier, "proZ", 4);
+    memcpy(ip, "10.0.0.1ZZZZ", 12);
+    return (rl_request){.size = sizeof(rl_request), .endpoint = ep,
+                        .endpoint_len = 7, .tier = tier, .tier_len = 3,
+                        .ip = ip, .ip_len = 8, .cost = 1};
+}
+
+/* A set that reads no endpoint nor tier (its index's one run): the value
+ * is read as counted, the key the same as a C string's. */
+START_TEST(counted_strings_plain_set)
+{
+    rl_limiter *lim = limiter_with("[" RULE("i", "ip", 2) "]");
+    char ep[9], tier[4], ip[12];
+    rl_request req = counted_req(ep, tier, ip);
+    rl_result res = RL_RESULT_INIT;
+
+    ck_assert(check_ok(lim, &req, &res));
+    ck_assert_str_eq(res.rule_id, "i");
+    ck_assert_int_eq(res.remaining, 1);
+    ck_assert_int_eq(rl_allow(lim, "ip:10.0.0.1", "i", 1, &res), RL_OK);
+    ck_assert(res.allowed);
+    ck_assert(!check_ok(lim, &req, &res)); /* the same key: spent */
+    rl_limiter_free(lim);
+}
+END_TEST
+
+/* A set that matches endpoints and tiers (the strings copied with their
+ * NUL for it): the counted ones match as their bytes, not past them. */
+START_TEST(counted_strings_matched)
+{
+    rl_limiter *lim = limiter_with(
+        "[{\"rule_id\":\"e\",\"dimension\":\"ip\",\"limit\":2,"
+        "\"window_seconds\":60,\"match\":{\"endpoint\":\"/search\","
+        "\"tier\":\"pro\"}}]");
+    char ep[9], tier[4], ip[12], big[RL_ENDPOINT_MAX + 1];
+    rl_request req = counted_req(ep, tier, ip);
+    rl_result res = RL_RESULT_INIT;
+
+    ck_assert(check_ok(lim, &req, &res));
+    ck_assert_str_eq(res.rule_id, "e");
+    ck_assert_int_eq(res.remaining, 1);
+    ck_assert_int_eq(rl_allow(lim, "ip:10.0.0.1", "e", 1, &res), RL_OK);
+    ck_assert(res.allowed);
+    ck_assert(!check_ok(lim, &req, &res));
+    req.endpoint_len = 9; /* "/searchXX": another endpoint, no rule */
+    ck_assert(check_ok(lim, &req, &res));
+    ck_assert(res.flags & RL_FLAG_NO_RULE);
+    memset(big, '/', sizeof big);
+    req.endpoint = big;
+    req.endpoint_len = sizeof big;
+    fails_with(lim, &req, "endpoint: longer than");
+    rl_limiter_free(lim);
+}
+END_TEST
+
 /* Since 1.0: the unrounded times, retry_after and reset_at rounded up. */
 START_TEST(millisecond_times)
 {
@@ -375,6 +437,8 @@ static Suite *dims_suite(void)
     tcase_add_test(tc, result_size_below_first_layout_rejected);
     tcase_add_test(tc, result_filled_only_as_far_as_its_size);
     tcase_add_test(tc, millisecond_times);
+    tcase_add_test(tc, counted_strings_plain_set);
+    tcase_add_test(tc, counted_strings_matched);
     tcase_add_test(tc, check_many_strides);
     suite_add_tcase(s, tc);
     return s;

@@ -9,7 +9,9 @@
  * And the digits of every header's numbers (decimal.h's decimal_put, also
  * the RESP encoder's): exactly printf's, around every power of ten, at
  * both ends of int64, over a stride of the 9- and 10-digit range where
- * the last eight digits are written in one word, and a random sample.
+ * the last eight digits are written in one word, and a random sample;
+ * the same for the portable path (digit pairs: decimal_portable.c), which
+ * big-endian machines take.
  *
  * The store runs on the hand clock (testutil.h), set to the real time when
  * a test starts, because rl_headers() measures t against the real clock.
@@ -321,19 +323,28 @@ START_TEST(test_no_partition_key)
 }
 END_TEST
 
-/* decimal_put(x) is printf's "%lld" of x, its length, and no byte past. */
+/* decimal.h compiled with DECIMAL_PORTABLE (decimal_portable.c). */
+size_t decimal_put_portable(char *p, int64_t x);
+
+/* Both writers of x, this build's (decimal_put) and the portable one,
+ * are printf's "%lld" of x, its length, and no byte past. */
 static void assert_decimal(int64_t x)
 {
+    size_t (*const put[])(char *, int64_t) = {decimal_put,
+                                              decimal_put_portable};
     char got[DECIMAL_MAX + 2], want[DECIMAL_MAX + 2];
     size_t n;
 
-    memset(got, '#', sizeof got);
-    n = decimal_put(got, x);
-    ck_assert_int_eq(got[n], '#');
-    got[n] = '\0';
     snprintf(want, sizeof want, "%lld", (long long)x);
-    ck_assert_msg(strcmp(got, want) == 0 && n == strlen(want),
-                  "decimal_put(%s) wrote %s", want, got);
+    for (size_t i = 0; i < sizeof put / sizeof put[0]; i++) {
+        memset(got, '#', sizeof got);
+        n = put[i](got, x);
+        ck_assert_int_eq(got[n], '#');
+        got[n] = '\0';
+        ck_assert_msg(strcmp(got, want) == 0 && n == strlen(want),
+                      "%s(%s) wrote %s", i ? "decimal_put_portable"
+                      : "decimal_put", want, got);
+    }
 }
 
 START_TEST(test_decimal_as_printf)

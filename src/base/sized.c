@@ -1,32 +1,13 @@
 /*
- * sized.c -- the growable public structs' descriptions, and the one check
- * of a caller's size (sized.h says why).
+ * sized.c -- the check of a caller's struct of another size than this
+ * library's (sized.h says why; its descriptors and the exact-size fast
+ * path live there).
  */
 #include "sized.h"
 #include "error.h"
 
-#include <stdalign.h>
-
-#define SIZED(type, min, init)                                             \
-    {#type, (min), sizeof(type), alignof(type), init}
-
-const sized_type sized_result =
-    SIZED(rl_result, RL_RESULT_SIZE_MIN, "RL_RESULT_INIT");
-const sized_type sized_request =
-    SIZED(rl_request, RL_REQUEST_SIZE_MIN, "RL_REQUEST_INIT");
-const sized_type sized_stats =
-    SIZED(rl_stats, RL_STATS_SIZE_MIN, "RL_STATS_INIT");
-const sized_type sized_dryrun =
-    SIZED(rl_dryrun, RL_DRYRUN_SIZE_MIN, "RL_DRYRUN_INIT");
-const sized_type sized_rules_status =
-    SIZED(rl_rules_status, RL_RULES_STATUS_SIZE_MIN, "RL_RULES_STATUS_INIT");
-const sized_type sized_async_check =
-    SIZED(rl_async_check, RL_ASYNC_CHECK_SIZE_MIN, "RL_ASYNC_CHECK_INIT");
-const sized_type sized_reservation =
-    SIZED(rl_reservation, RL_RESERVATION_SIZE_MIN, "RL_RESERVATION_INIT");
-
-size_t sized_span(const void *owner, const char *what, const sized_type *t,
-                  size_t size)
+size_t sized_span_other(const void *owner, const char *what,
+                        const sized_type *t, size_t size)
 {
     if (size < t->min) {
         rl_fail(owner, RL_EINVAL, "%s is %zu, below the %zu bytes of the "

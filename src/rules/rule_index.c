@@ -54,7 +54,8 @@ struct rule_index {
     const ix_bucket *any0; /* rules of no endpoint and no tier, or NULL:
                               every request's, found once at build      */
     uint32_t kinds;      /* 1 << IX_*: the kinds of rules filed, so a set
-                            of no endpoint rules hashes no endpoint      */
+                            of no endpoint rules hashes no endpoint
+                            (1 << IX_TIER: some rule has a tier)         */
     int any_only;        /* no rule has an endpoint or a tier: any0 is
                             every request's whole answer, in rule order  */
 };
@@ -211,8 +212,10 @@ static int64_t bucket_of(rule_index *ix, const rl_rule *r, tier_memo *ts)
 
     if (r->tier && !(tier = tier_id(ix, ts, r->tier)))
         return -1;
-    if (tier)
+    if (tier) {
         ix->b[ts->last_k].has |= 1u << kind;
+        ix->kinds |= 1u << IX_TIER;
+    }
     ix->kinds |= 1u << kind;
     if (kind == IX_ANY)
         return find_or_add(ix, IX_ANY, tier, "", 0);
@@ -311,10 +314,7 @@ rule_index *rule_index_build(const rl_rule *rules, size_t n)
     }
     free(where);
     ix->any0 = lookup(ix, 0, IX_ANY, 0, "", 0);
-    ix->any_only = ix->kinds == 0 || ix->kinds == 1u << IX_ANY;
-    for (uint32_t k = 0; k < ix->nb; k++)
-        if (ix->b[k].kind == IX_TIER)
-            ix->any_only = 0;
+    ix->any_only = (ix->kinds & ~(1u << IX_ANY)) == 0;
     if (index_globs(ix, rules) != 0) {
         rule_index_free(ix);
         return NULL;
@@ -567,4 +567,9 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
     if (ix->any_only)
         return any_only_match(ix, rules, present, out, max);
     return match_buckets(ix, rules, endpoint, elen, tier, present, out, max);
+}
+
+int rule_index_any_only(const rule_index *ix)
+{
+    return !ix || ix->any_only;
 }

@@ -53,4 +53,8 @@ size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
                         const char *endpoint, size_t elen, const char *tier,
                         uint64_t present, uint32_t *out, size_t max);
 
+/* Does no rule of ix have an endpoint or a tier (rule_index_match then
+ * reads neither)?  ix NULL: no rules, yes. */
+int rule_index_any_only(const rule_index *ix);
+
 #endif

@@ -59,6 +59,13 @@ class rl_request(Structure):
         ("dims", POINTER(rl_dim)),
         ("ndims", c_size_t),
         ("cost", c_int64),
+        # since 1.1.0, past RL_REQUEST_SIZE_MIN: the strings' lengths (0:
+        # NUL-terminated, as c_char_p gives them)
+        ("endpoint_len", c_size_t),
+        ("tier_len", c_size_t),
+        ("user_len", c_size_t),
+        ("api_key_len", c_size_t),
+        ("ip_len", c_size_t),
     ]
 
 

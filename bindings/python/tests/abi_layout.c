@@ -45,6 +45,11 @@ static void request_layout(void)
     MEMBER(rl_request, dims);
     MEMBER(rl_request, ndims);
     MEMBER(rl_request, cost);
+    MEMBER(rl_request, endpoint_len);
+    MEMBER(rl_request, tier_len);
+    MEMBER(rl_request, user_len);
+    MEMBER(rl_request, api_key_len);
+    MEMBER(rl_request, ip_len);
 }
 
 static void rules_layout(void)
