@@ -304,7 +304,9 @@ RL_EXPORT int rl_reserve(rl_limiter *lim, const rl_request *req,
  *     time: a window gives it back only while the window it was charged
  *     in still counts (fixed: the same window; sliding: it or the next,
  *     as the previous window), never below zero; a bucket gets the tokens
- *     back, never above its burst (GCRA: its arrival time moves back);
+ *     back, never above its burst (a token bucket on its level at the
+ *     settle's time, also on a clock gone back; GCRA: its arrival time
+ *     moves back);
  *   actual > estimate: actual - estimate is charged now, unconditionally
  *     (the work is done): the client goes into debt and later checks are
  *     denied until it is paid back.  A bucket (token_bucket, gcra) holds

@@ -77,7 +77,7 @@ local cread, cwrite, crefund
 if compact_layout then
   cread = {[0] = sliding_window_cread, token_bucket_cread, fixed_window_cread, gcra_cread}
   cwrite = {[0] = sliding_window_cwrite, token_bucket_cwrite, fixed_window_cwrite, gcra_cwrite}
-  crefund = {[0] = window_crefund, bucket_crefund, window_crefund, bucket_crefund}
+  crefund = {[0] = window_crefund, token_bucket_crefund, window_crefund, bucket_crefund}
 end
 
 -- State of a plain key as (a, b, c, found); all zero when it does not
@@ -237,7 +237,7 @@ if ARGV[2] == 'r' then
           local a, b, c, found = read(K[key], algo, burst, w, p, q)
           if found then
             local at = tonumber(ARGV[arg + 2])
-            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(at, w), at)
+            a, b, c = refund[algo](burst, w, p, q, a, b, c, cost, idiv(at, w), at, now)
             write(K[key], algo, burst, w, p, q, a, b, c)
           end
         end

@@ -81,7 +81,7 @@
 local hname, hput, life, vread, vwrite
 local fixed_window_cread, fixed_window_cwrite, window_crefund
 local sliding_window_cread, sliding_window_cwrite
-local token_bucket_cread, token_bucket_cwrite, bucket_crefund
+local token_bucket_cread, token_bucket_cwrite, bucket_crefund, token_bucket_crefund
 local gcra_cread, gcra_cwrite
 if compact_layout then
 
@@ -165,14 +165,26 @@ function vwrite(base, field, now, l, v)
   hput(hname(base, e), field, v, (e + 2) * l)
 end
 
--- Take cost*p off the virtual time, in the hash it was read from; below
--- that epoch's start (0) the state is fresh, and is kept as 0.
+-- GCRA's refund: take cost*p off the virtual time, in the hash it was
+-- read from; below that epoch's start (0) the state is fresh, and is kept
+-- as 0.  (A token bucket's: token_bucket_crefund, below.)
 function bucket_crefund(base, field, burst, w, p, q, cost, at, now)
   local v, start, hash = vread(base, field, now, life(burst, p, q))
   if v then
     v = v - cost * p
     if v < 0 then v = 0 end
     call('HSET', hash, field, str(v))
+  end
+end
+
+-- A token bucket's refund, taken at now as token_bucket_refund takes it:
+-- read, refunded, written in now's epoch (not only the virtual time less
+-- cost*p: full is full at now, so its two forms of a state end alike).
+function token_bucket_crefund(base, field, burst, w, p, q, cost, at, now)
+  local a, b, c, found = token_bucket_cread(base, field, burst, w, p, q, now)
+  if found then
+    a, b, c = token_bucket_refund(burst, w, p, q, a, b, c, cost, 0, at, now)
+    token_bucket_cwrite(base, field, burst, w, p, q, a, b, c, now)
   end
 end
 

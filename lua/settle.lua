@@ -41,10 +41,9 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
     return bucket_normal(burst, p, q, now, token_bucket_refill(burst * p, q, a, b, now) - cost * p)
   end
 
-  -- A bucket's refund: one in debt (refill time after now) pays it first.
+  -- A bucket's refund, at now: one in debt (refill time after now) pays it first.
   local function bucket_refund(burst, w, p, q, a, b, c, cost, idx)
-    if b > now then return bucket_normal(burst, p, q, now, token_bucket_refill(burst * p, q, a, b, now) + cost * p) end
-    return token_bucket_refund(burst, w, p, q, a, b, c, cost, idx)
+    return token_bucket_refund(burst, w, p, q, a, b, c, cost, idx, 0, now)
   end
   local rf = {[0] = sliding_window_refund, bucket_refund, fixed_window_refund, gcra_refund}
 
@@ -90,10 +89,9 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
       end
       a, b, c, found = cr[algo](kname, field, burst, w, p, q, now)
       if debt then a, b, c = charge(algo, limit, burst, w, p, q, a, b, c, cost)
-      elseif found and b > now then -- a bucket in debt pays it first
+      elseif found then -- a bucket's refund, at now
         a, b, c = bucket_refund(burst, w, p, q, a, b, c, cost, 0)
       else
-        crf[algo](kname, field, burst, w, p, q, cost, at, now)
         return
       end
       cw[algo](kname, field, burst, w, p, q, a, b, c, now)

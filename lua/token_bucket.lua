@@ -61,8 +61,14 @@ local function token_bucket_save(burst, w, p, q, a, b, c)
   return format('%d', a), b + ceil_div(burst * p - a, q)
 end
 
-local function token_bucket_refund(burst, w, p, q, a, b, c, cost, idx)
-  local level = a + cost * p
-  if level > burst * p then level = burst * p end
-  return level, b, c
+-- A refund, taken at now: the level then (token_bucket_refill) plus
+-- cost, capped at the bucket; below empty it stays a refill time to come
+-- (settle.c's bucket_normal).  At now, not at b: the lean "0" form and a
+-- level of the same state end alike, also on a clock gone back.
+local function token_bucket_refund(burst, w, p, q, a, b, c, cost, idx, at, now)
+  local cap = burst * p
+  local level = token_bucket_refill(cap, q, a, b, now) + cost * p
+  if level > cap then level = cap end
+  if level >= 0 then return level, now, c end
+  return 0, now + ceil_div(-level, q), c
 end

@@ -15,10 +15,10 @@
  * is settled while now <= at_ms + its rule's state life and when its
  * marker is absent (the marker is then made, alive until then); the
  * answer is the number settled now.  The maths are src/base/settle.c's
- * (the C side of the twin tests), but for what check.lua's "r" does its
- * own way: a token bucket's refund caps the level at the burst without
- * paying a debt first, and the compact layout's refunds take the units
- * off the stored virtual time (lua/compact.lua's *_crefund).
+ * (the C side of the twin tests), a token bucket's refund taken at now in
+ * every mode and layout, but for what check.lua's "r" does its own way:
+ * the compact layout's other refunds take the units off the stored count
+ * or virtual time (lua/compact.lua's window_crefund, bucket_crefund).
  */
 #include <string.h>
 
@@ -90,7 +90,7 @@ static int plain_op(RedisModuleCtx *ctx, const sop *o, char mode,
     algo_state st;
     const char *log;
     size_t loglen, n;
-    int64_t exp, was, cap = o->ap.burst * o->ap.p;
+    int64_t exp, was;
     int found, rc, write = 1;
     char buf[MS_VALUE_MAX];
 
@@ -99,9 +99,6 @@ static int plain_op(RedisModuleCtx *ctx, const sop *o, char mode,
     } else if (o->ap.algo == RL_ALGO_SLIDING_LOG) {
         log_refund(ctx, k, o, log, loglen, was);
         write = 0;
-    } else if (mode == 'r' && o->ap.algo == RL_ALGO_TOKEN_BUCKET) {
-        st.a = st.a + o->cost * o->ap.p < cap ? st.a + o->cost * o->ap.p
-                                              : cap;
     } else {
         write = settle_state(&o->ap, mode == 'd', o->cost, o->at, now, &st,
                              found, &exp);
@@ -114,7 +111,8 @@ static int plain_op(RedisModuleCtx *ctx, const sop *o, char mode,
     return rc;
 }
 
-/* One compact op (settle.lua's settle_one; check.lua's "r": a refund). */
+/* One compact op (settle.lua's settle_one; check.lua's "r": a refund; a
+ * token bucket's, lua/compact.lua's token_bucket_crefund, at now). */
 static int compact_op(RedisModuleCtx *ctx, const sop *o, char mode,
                       int64_t now)
 {
@@ -130,9 +128,8 @@ static int compact_op(RedisModuleCtx *ctx, const sop *o, char mode,
     if ((rc = ms_compact_read(ctx, base, blen, o->field, &o->ap, now, &st,
                               &found)) != MS_OK)
         return rc;
-    if (mode != 'd' && !(mode == 's' && found && st.b > now))
-        return ms_compact_refund(ctx, base, blen, o->field, &o->ap, o->cost,
-                                 o->at, now);
+    if (mode != 'd' && !found)
+        return MS_OK; /* nothing to give back */
     settle_state(&o->ap, mode == 'd', o->cost, o->at, now, &st, found, &exp);
     return ms_compact_write(ctx, base, blen, o->field, &o->ap, now, &st, 0);
 }

@@ -321,7 +321,7 @@ int ms_compact_write(RedisModuleCtx *ctx, const char *base, size_t blen,
 
 /* A refund of a field that exists (lua/compact.lua's window_crefund and
  * bucket_crefund): a window's count in the epoch the charge was made in,
- * less cost; a bucket's virtual time, in the hash it is read from, less
+ * less cost; GCRA's virtual time, in the hash it is read from, less
  * cost * p; neither below 0. */
 int ms_compact_refund(RedisModuleCtx *ctx, const char *base, size_t blen,
                       RedisModuleString *field, const algo_params *ap,

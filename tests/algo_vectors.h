@@ -131,4 +131,68 @@ static inline void bucket_clock_back_run(
     }
 }
 
+/* A refund on the same bucket, taken at now (GCRA's rule, as the
+ * charges): the level at now plus cost, capped at the burst, the state
+ * (that level, now).  Steps with refund set give back cost and decide
+ * nothing.  Before that rule a refund capped the level held at its last
+ * charge's time: at 4800 (1200 ms back) a plain key said full at 6000,
+ * step 3 then {16 left, reset 6600}, and the lean "0" key full at 4200,
+ * {19 left, reset 4900}; now both say full at 4800.  After now (step 7)
+ * the refill time is today's (15000). */
+typedef struct bucket_refund_step {
+    int refund;
+    bucket_step s;
+} bucket_refund_step;
+
+static const bucket_refund_step bucket_refund_clock_back[] = {
+    {0, {0, 20, 1, 0, 0, 12000}},
+    {0, {6000, 2, 1, 8, 0, 13200}},
+    {1, {4800, 15, 0, 0, 0, 0}},        /* 3600 + 9000: full at 4800  */
+    {0, {4300, 1, 1, 18, 0, 5400}},     /* 11500 - 600                */
+    {1, {5000, 1, 0, 0, 0, 0}},         /* full at 5000, not at 4800  */
+    {0, {4900, 1, 1, 18, 0, 5600}},
+    {0, {6000, 19, 1, 1, 0, 17400}},
+    {1, {9000, 4, 0, 0, 0, 0}},         /* 3600 + 2400 at 9000        */
+    {0, {9000, 0, 1, 10, 0, 15000}},
+    {0, {9000, 10, 1, 0, 0, 21000}},
+    {1, {8000, 1, 0, 0, 0, 0}},         /* -1000 + 600: empty at 8400 */
+    {0, {8000, 1, 0, 0, 1000, 20400}},
+};
+
+/* Runs that vector: `apply` charges as bucket_clock_back_run's, `refund`
+ * gives cost back at now (the charge's time, at_ms, is now too). */
+static inline void bucket_refund_run(
+    void (*apply)(const algo_params *ap, int64_t now, int64_t cost,
+                  algo_decision *d),
+    void (*refund)(const algo_params *ap, int64_t now, int64_t cost),
+    int64_t base, const char *what)
+{
+    algo_params ap;
+    char err[200];
+
+    ck_assert_int_eq(algo_params_init(&ap, RL_ALGO_TOKEN_BUCKET, 100, 20, 60,
+                                      err, sizeof err), 0);
+    for (size_t i = 0; i < sizeof bucket_refund_clock_back /
+                                sizeof bucket_refund_clock_back[0]; i++) {
+        const bucket_step *s = &bucket_refund_clock_back[i].s;
+        algo_decision d;
+
+        if (bucket_refund_clock_back[i].refund) {
+            refund(&ap, base + s->dt, s->cost);
+            continue;
+        }
+        apply(&ap, base + s->dt, s->cost, &d);
+        ck_assert_msg(d.allowed == s->allowed &&
+                      d.remaining == s->remaining &&
+                      d.retry_ms == s->retry &&
+                      d.reset_ms == base + s->reset_dt,
+                      "%s: refund step %zu: {%d %lld %lld %lld} want "
+                      "{%d %lld %lld %lld}", what, i, d.allowed,
+                      (long long)d.remaining, (long long)d.retry_ms,
+                      (long long)(d.reset_ms - base), s->allowed,
+                      (long long)s->remaining, (long long)s->retry,
+                      (long long)s->reset_dt);
+    }
+}
+
 #endif

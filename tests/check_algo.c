@@ -348,6 +348,21 @@ START_TEST(token_bucket_clock_back_vector)
 }
 END_TEST
 
+/* A refund at now (algo_vectors.h's refund vector): settle_state's. */
+static void vec_refund(const algo_params *ap, int64_t now, int64_t cost)
+{
+    int64_t exp;
+
+    ck_assert(settle_state(ap, 0, cost, now, now, &vec_st, 1, &exp));
+}
+
+START_TEST(token_bucket_refund_at_now_vector)
+{
+    vec_st = (algo_state){0};
+    bucket_refund_run(vec_apply, vec_refund, T0, "C maths");
+}
+END_TEST
+
 /* The token bucket is a GCRA: on one random walk of times (steps back up
  * to 2 s) and costs, the two allow the same and report the same tokens
  * left, for q = 1 and q > 1. */
@@ -447,6 +462,7 @@ int main(void)
     tcase_add_test(tc, token_bucket_clock_back_refills_nothing);
     tcase_add_test(tc, token_bucket_decides_as_gcra);
     tcase_add_test(tc, token_bucket_clock_back_vector);
+    tcase_add_test(tc, token_bucket_refund_at_now_vector);
     tcase_add_test(tc, window_edge_burst);
     tcase_add_test(tc, params_reject_bad_numbers);
     suite_add_tcase(s, tc);

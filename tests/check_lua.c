@@ -611,6 +611,29 @@ START_TEST(token_bucket_clock_back_vector)
 }
 END_TEST
 
+/* check.lua's "r" (a lease's give-back, a cluster batch's undo), charged
+ * at now. */
+static void vec_refund(const algo_params *ap, int64_t now, int64_t cost)
+{
+    part pt = {.key = vec_key, .field = vec_field, .ap = ap, .cost = cost,
+               .last = now};
+    redisReply *r = lua_eval('r', now, &pt, 1);
+
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+}
+
+/* A refund taken at now (algo_vectors.h's refund vector), both layouts. */
+START_TEST(token_bucket_refund_at_now_vector)
+{
+    vec_key = "rl:{vec}:tbr", vec_field = "";
+    bucket_refund_run(vec_apply, vec_refund, test_base(), "Lua plain");
+    vec_key = "rlc:{vec}:tbr:m1", vec_field = "78";
+    bucket_refund_run(vec_apply, vec_refund, epoch_start(test_base()),
+                      "Lua compact");
+}
+END_TEST
+
 int main(void)
 {
     Suite *s = suite_create("lua");
@@ -638,6 +661,7 @@ int main(void)
     tcase_add_test(tc, compact_all_or_nothing);
     tcase_add_test(tc, lua_design_note_numbers);
     tcase_add_test(tc, token_bucket_clock_back_vector);
+    tcase_add_test(tc, token_bucket_refund_at_now_vector);
     tcase_add_test(tc, conversion_same_in_c_and_lua_plain);
     tcase_add_test(tc, conversion_same_in_c_and_lua_compact);
     tcase_add_test(tc, conversion_same_in_cluster_batch_mode);

@@ -289,7 +289,7 @@ static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
                       algo_decision *d)
 {
     lean_apply(ap, "rl:{vec}:lean", now, cost, d);
-    if (d->allowed) {
+    if (d->allowed && cost > 0) { /* cost 0 writes nothing */
         redisReply *r = cmd("GET rl:{vec}:lean");
 
         ck_assert_str_eq(r->str, "0");
@@ -301,6 +301,25 @@ static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
 START_TEST(lean_bucket_clock_back_vector)
 {
     bucket_clock_back_run(vec_apply, test_base(), 0, "Lua lean");
+}
+END_TEST
+
+/* A refund (check.lua's "r") of the "0" the lean path wrote, taken at
+ * now as of a level: algo_vectors.h's refund vector, charged lean. */
+static void vec_refund(const algo_params *ap, int64_t now, int64_t cost)
+{
+    part pt = {.key = "rl:{vec}:lean", .field = "", .ap = ap, .cost = cost,
+               .last = now};
+    redisReply *r = lua_eval('r', now, &pt, 1);
+
+    ck_assert_int_eq(r->integer, 1);
+    freeReplyObject(r);
+}
+
+START_TEST(lean_bucket_refund_at_now_vector)
+{
+    cmd_int("DEL rl:{vec}:lean");
+    bucket_refund_run(vec_apply, vec_refund, test_base(), "Lua lean");
 }
 END_TEST
 
@@ -440,6 +459,7 @@ int main(void)
     tcase_add_test(tc, lean_path_reads_redis_clock);
     tcase_add_test(tc, lean_bucket_same_ms_one_write);
     tcase_add_test(tc, lean_bucket_clock_back_vector);
+    tcase_add_test(tc, lean_bucket_refund_at_now_vector);
     tcase_add_test(tc, batch_repeated_keys_same_decisions);
     tcase_add_test(tc, state_size_bound);
     suite_add_tcase(s, tc);

@@ -160,6 +160,34 @@ START_TEST(token_bucket_clock_back_vector)
 }
 END_TEST
 
+/* RL.SETTLE r (the module's refund: a lease's give-back, a cluster
+ * batch's undo), charged at now. */
+static void vec_refund(const algo_params *ap, int64_t now, int64_t cost)
+{
+    redisReply *r = redisCommand(
+        ctx, "RL.SETTLE r 1 %s %d %lld %lld %lld %lld %lld %s NOW %lld",
+        vec_key, ap->algo, (long long)ap->limit, (long long)sent_burst(ap),
+        (long long)ap->window_ms, (long long)cost, (long long)now, vec_field,
+        (long long)now);
+
+    ck_assert_ptr_nonnull(r);
+    ck_assert_msg(r->type == REDIS_REPLY_INTEGER && r->integer == 1,
+                  "RL.SETTLE r: %s", r->type == REDIS_REPLY_ERROR ? r->str
+                                                                : "?");
+    freeReplyObject(r);
+}
+
+/* A refund taken at now (algo_vectors.h's refund vector), both layouts. */
+START_TEST(token_bucket_refund_at_now_vector)
+{
+    vec_key = "rl:{vec}:tbr", vec_field = "";
+    bucket_refund_run(vec_apply, vec_refund, test_base(), "module plain");
+    vec_key = "rlc:{vec}:tbr:m1", vec_field = "78";
+    bucket_refund_run(vec_apply, vec_refund, epoch_start(test_base()),
+                      "module compact");
+}
+END_TEST
+
 START_TEST(requests_all_or_nothing)
 {
     int64_t base = test_base();
@@ -540,6 +568,7 @@ static Suite *module_suite(void)
     tcase_add_test(tc, every_algorithm_plain);
     tcase_add_test(tc, every_algorithm_compact);
     tcase_add_test(tc, token_bucket_clock_back_vector);
+    tcase_add_test(tc, token_bucket_refund_at_now_vector);
     tcase_add_test(tc, requests_all_or_nothing);
     tcase_add_test(tc, leases_as_the_script);
     tcase_add_test(tc, batch_as_requests_in_turn);

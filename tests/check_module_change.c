@@ -108,8 +108,7 @@ static long long settle_call(int mod, char mode, int64_t now,
  * charge, on a key only the module settles and one only the script does:
  * the answers and every later check the same, and (plain layout) as the
  * C maths: settle_state(), algo_log_refund().  Time only moves on (a
- * bucket's refill time stays at or before now, where check.lua's "r" and
- * settle_state refund alike). */
+ * bucket's refund on a clock gone back: algo_vectors.h's refund vector). */
 static void settle_twin(int algo, int compact, char kind, int rules,
                         int steps)
 {

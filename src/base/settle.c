@@ -74,8 +74,10 @@ static void bucket_normal(const algo_params *ap, algo_state *st, int64_t now,
     st->b = avail >= 0 ? now : now + ceil_div(-avail, ap->q);
 }
 
-/* Give back cost charged at at_ms (lua: each algorithm's _refund); a
- * bucket in debt (its refill time after now) pays the debt first. */
+/* Give back cost charged at at_ms (lua: each algorithm's _refund).  A
+ * bucket's refund is taken at now: its level then (GCRA's rule, also on a
+ * clock gone back; a debt paid first) plus cost, capped at the burst, so
+ * the two forms of one state (lua/token_bucket.lua) end alike. */
 static int refund(const algo_params *ap, algo_state *st, int64_t cost,
                   int64_t at, int64_t now)
 {
@@ -83,11 +85,8 @@ static int refund(const algo_params *ap, algo_state *st, int64_t cost,
 
     switch (ap->algo) {
     case RL_ALGO_TOKEN_BUCKET:
-        if (st->b > now)
-            bucket_normal(ap, st, now, algo_bucket_refill(ap, st->a, st->b,
-                                                          now) + cost * ap->p);
-        else
-            st->a = min64(st->a + cost * ap->p, ap->burst * ap->p);
+        bucket_normal(ap, st, now, algo_bucket_refill(ap, st->a, st->b, now) +
+                                       cost * ap->p);
         return 1;
     case RL_ALGO_GCRA: /* TAT - cost*p/q, exactly */
         owed = cost * ap->p - st->b;
