@@ -224,5 +224,19 @@ def test_reload_under_load_drops_no_call(config_dir, shm_store, services):
             t.join()
     assert not errors, errors[:3]
     assert count[0] > 0
-    r = s.call(request("fleet", desc(("client", "after"))))
-    assert r.statuses[0].current_limit.requests_per_unit == 30
+
+    # A reload is the signal loop's, after the signal: the last one may
+    # still be on its way (SIGHUPs sent while one reload runs make one
+    # more, which reads the file as it is then).  Wait until the last
+    # file's limit is in force; a reload lost for good fails here.
+    def limit_in_force():
+        r = s.call(request("fleet", desc(("client", "after"))))
+        return r.statuses[0].current_limit.requests_per_unit
+    assert wait_until(lambda: limit_in_force() == 30), limit_in_force()
+    # the library counts by that limit too (the rule set and the reported
+    # configuration changed together): one call of 30 hits on a fresh
+    # client passes, one of 31 does not, whatever the clock
+    assert s.call(request("fleet", desc(("client", "full"), hits=30))) \
+        .overall_code == OK
+    assert s.call(request("fleet", desc(("client", "over"), hits=31))) \
+        .overall_code == OVER
