@@ -141,6 +141,8 @@ link_suite() {
     # redis-server, which none wraps), its path compiled in.
     case $name in check_module*|check_reserve)
         extra="-DRL_MODULE_PATH=\"$(cd "$out" && pwd)/ratelimit.so\"" ;;
+    # decimal.h's portable path, compiled apart (Makefile.am's sources).
+    check_headers_ietf) extra="$src/tests/decimal_portable.c" ;;
     esac
     $CC $cflags $san "$1" $objs $harness "$out/lua_test_script.o" \
         $extra $libs -o "$out/$name"
