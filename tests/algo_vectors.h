@@ -93,6 +93,31 @@ static const bucket_step bucket_clock_back[] = {
     {16800, 20, 1, 0, 0, 28800},     /* full again when it said        */
 };
 
+/* One step's decision against its expected one (base: the run's time 0). */
+static inline void bucket_step_assert(const bucket_step *s,
+                                      const algo_decision *d, int64_t base,
+                                      const char *what, const char *step,
+                                      size_t i)
+{
+    ck_assert_msg(d->allowed == s->allowed &&
+                  d->remaining == s->remaining &&
+                  d->retry_ms == s->retry &&
+                  d->reset_ms == base + s->reset_dt,
+                  "%s: %s %zu: {%d %lld %lld %lld} want "
+                  "{%d %lld %lld %lld}", what, step, i, d->allowed,
+                  (long long)d->remaining, (long long)d->retry_ms,
+                  (long long)(d->reset_ms - base), s->allowed,
+                  (long long)s->remaining, (long long)s->retry,
+                  (long long)s->reset_dt);
+}
+
+/* The start of the compact layout's epoch after t for the vectors' rule
+ * (L = burst * p / q + 2 = 12002 ms; bucket_clock_back_run checks it). */
+static inline int64_t bucket_vector_epoch(int64_t t)
+{
+    return t - t % 12002 + 12002;
+}
+
 /* Runs the vector through `apply` (one charge of the bucket on its key
  * at a time), asserting every step.  The compact layout (compact != 0)
  * decides alike only within the epoch it last wrote in or the next one
@@ -118,16 +143,7 @@ static inline void bucket_clock_back_run(
         if (compact)
             ck_assert_int_eq(base % (ap.burst * ap.p / ap.q + 2), 0);
         apply(&ap, base + s->dt, s->cost, &d);
-        ck_assert_msg(d.allowed == s->allowed &&
-                      d.remaining == s->remaining &&
-                      d.retry_ms == s->retry &&
-                      d.reset_ms == base + s->reset_dt,
-                      "%s: step %zu: {%d %lld %lld %lld} want "
-                      "{%d %lld %lld %lld}", what, i, d.allowed,
-                      (long long)d.remaining, (long long)d.retry_ms,
-                      (long long)(d.reset_ms - base), s->allowed,
-                      (long long)s->remaining, (long long)s->retry,
-                      (long long)s->reset_dt);
+        bucket_step_assert(s, &d, base, what, "step", i);
     }
 }
 
@@ -182,16 +198,7 @@ static inline void bucket_refund_run(
             continue;
         }
         apply(&ap, base + s->dt, s->cost, &d);
-        ck_assert_msg(d.allowed == s->allowed &&
-                      d.remaining == s->remaining &&
-                      d.retry_ms == s->retry &&
-                      d.reset_ms == base + s->reset_dt,
-                      "%s: refund step %zu: {%d %lld %lld %lld} want "
-                      "{%d %lld %lld %lld}", what, i, d.allowed,
-                      (long long)d.remaining, (long long)d.retry_ms,
-                      (long long)(d.reset_ms - base), s->allowed,
-                      (long long)s->remaining, (long long)s->retry,
-                      (long long)s->reset_dt);
+        bucket_step_assert(s, &d, base, what, "refund step", i);
     }
 }
 

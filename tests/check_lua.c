@@ -590,10 +590,6 @@ END_TEST
 /* GCRA's rule for the token bucket (algo_vectors.h's vector), through
  * the general path, in both layouts. */
 static const char *vec_key, *vec_field;
-static int64_t epoch_start(int64_t t) /* the vector's epoch, L = 12002 */
-{
-    return t - t % 12002 + 12002;
-}
 
 static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
                       algo_decision *d)
@@ -606,7 +602,7 @@ START_TEST(token_bucket_clock_back_vector)
     vec_key = "rl:{vec}:tb", vec_field = "";
     bucket_clock_back_run(vec_apply, test_base(), 0, "Lua plain");
     vec_key = "rlc:{vec}:tb:m1", vec_field = "77";
-    bucket_clock_back_run(vec_apply, epoch_start(test_base()), 1,
+    bucket_clock_back_run(vec_apply, bucket_vector_epoch(test_base()), 1,
                           "Lua compact");
 }
 END_TEST
@@ -629,7 +625,8 @@ START_TEST(token_bucket_refund_at_now_vector)
     vec_key = "rl:{vec}:tbr", vec_field = "";
     bucket_refund_run(vec_apply, vec_refund, test_base(), "Lua plain");
     vec_key = "rlc:{vec}:tbr:m1", vec_field = "78";
-    bucket_refund_run(vec_apply, vec_refund, epoch_start(test_base()),
+    bucket_refund_run(vec_apply, vec_refund,
+                      bucket_vector_epoch(test_base()),
                       "Lua compact");
 }
 END_TEST

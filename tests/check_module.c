@@ -128,17 +128,9 @@ START_TEST(every_algorithm_compact)
 }
 END_TEST
 
-/* Requests of 2..4 keys (every algorithm, both layouts, hard and soft
- * rules): all or nothing as lua/check.lua, on twin keys, against the C
- * maths deciding every key and keeping the charges only when every hard
- * key passed. */
 /* GCRA's rule for the token bucket (algo_vectors.h's vector) through
  * RL.CHECK, both layouts. */
 static const char *vec_key, *vec_field;
-static int64_t epoch_start(int64_t t) /* the vector's epoch, L = 12002 */
-{
-    return t - t % 12002 + 12002;
-}
 
 static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
                       algo_decision *d)
@@ -155,7 +147,7 @@ START_TEST(token_bucket_clock_back_vector)
     vec_key = "rl:{vec}:tb", vec_field = "";
     bucket_clock_back_run(vec_apply, test_base(), 0, "module plain");
     vec_key = "rlc:{vec}:tb:m1", vec_field = "77";
-    bucket_clock_back_run(vec_apply, epoch_start(test_base()), 1,
+    bucket_clock_back_run(vec_apply, bucket_vector_epoch(test_base()), 1,
                           "module compact");
 }
 END_TEST
@@ -183,11 +175,16 @@ START_TEST(token_bucket_refund_at_now_vector)
     vec_key = "rl:{vec}:tbr", vec_field = "";
     bucket_refund_run(vec_apply, vec_refund, test_base(), "module plain");
     vec_key = "rlc:{vec}:tbr:m1", vec_field = "78";
-    bucket_refund_run(vec_apply, vec_refund, epoch_start(test_base()),
+    bucket_refund_run(vec_apply, vec_refund,
+                      bucket_vector_epoch(test_base()),
                       "module compact");
 }
 END_TEST
 
+/* Requests of 2..4 keys (every algorithm, both layouts, hard and soft
+ * rules): all or nothing as lua/check.lua, on twin keys, against the C
+ * maths deciding every key and keeping the charges only when every hard
+ * key passed. */
 START_TEST(requests_all_or_nothing)
 {
     int64_t base = test_base();
