@@ -13,6 +13,7 @@
 
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "algo.h"
 
@@ -200,6 +201,45 @@ static inline void bucket_refund_run(
         apply(&ap, base + s->dt, s->cost, &d);
         bucket_step_assert(s, &d, base, what, "refund step", i);
     }
+}
+
+/* Both vectors in both layouts, for a suite whose `apply` and `refund`
+ * charge its key and field *key, *field: these point them at a plain key
+ * from base() (the suite's time), then at a compact key and field from
+ * the epoch after base(); `side` starts the messages ("Lua plain"). */
+typedef void (*bucket_apply_fn)(const algo_params *ap, int64_t now,
+                                int64_t cost, algo_decision *d);
+
+static inline void bucket_clock_back_layouts(bucket_apply_fn apply,
+                                             const char **key,
+                                             const char **field,
+                                             int64_t (*base)(void),
+                                             const char *side)
+{
+    char what[2][32];
+
+    snprintf(what[0], sizeof what[0], "%s plain", side);
+    snprintf(what[1], sizeof what[1], "%s compact", side);
+    *key = "rl:{vec}:tb", *field = "";
+    bucket_clock_back_run(apply, base(), 0, what[0]);
+    *key = "rlc:{vec}:tb:m1", *field = "77";
+    bucket_clock_back_run(apply, bucket_vector_epoch(base()), 1, what[1]);
+}
+
+static inline void bucket_refund_layouts(
+    bucket_apply_fn apply,
+    void (*refund)(const algo_params *ap, int64_t now, int64_t cost),
+    const char **key, const char **field, int64_t (*base)(void),
+    const char *side)
+{
+    char what[2][32];
+
+    snprintf(what[0], sizeof what[0], "%s plain", side);
+    snprintf(what[1], sizeof what[1], "%s compact", side);
+    *key = "rl:{vec}:tbr", *field = "";
+    bucket_refund_run(apply, refund, base(), what[0]);
+    *key = "rlc:{vec}:tbr:m1", *field = "78";
+    bucket_refund_run(apply, refund, bucket_vector_epoch(base()), what[1]);
 }
 
 #endif

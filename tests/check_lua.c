@@ -103,17 +103,22 @@ START_TEST(gcra_same_decisions_compact)
 }
 END_TEST
 
-START_TEST(refund_restores_charge_plain)
+/* refund_restores, every algorithm, in one layout. */
+static void refund_restores_every_algorithm(int compact)
 {
     for (int algo = 0; algo <= RL_ALGO_GCRA; algo++)
-        refund_restores(algo, 0);
+        refund_restores(algo, compact);
+}
+
+START_TEST(refund_restores_charge_plain)
+{
+    refund_restores_every_algorithm(0);
 }
 END_TEST
 
 START_TEST(refund_restores_charge_compact)
 {
-    for (int algo = 0; algo <= RL_ALGO_GCRA; algo++)
-        refund_restores(algo, 1);
+    refund_restores_every_algorithm(1);
 }
 END_TEST
 
@@ -343,6 +348,7 @@ static void conversion(int compact, int pairs, int steps)
     int64_t ts[64], cs[64];
 
     ck_assert_int_le(steps, 64);
+    pairs = twin_walks(pairs);
     for (int r = 0; r < pairs; r++) {
         algo_params from = random_params((int)rnd(4));
         algo_params to = random_params((int)rnd(4));
@@ -599,11 +605,8 @@ static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
 
 START_TEST(token_bucket_clock_back_vector)
 {
-    vec_key = "rl:{vec}:tb", vec_field = "";
-    bucket_clock_back_run(vec_apply, test_base(), 0, "Lua plain");
-    vec_key = "rlc:{vec}:tb:m1", vec_field = "77";
-    bucket_clock_back_run(vec_apply, bucket_vector_epoch(test_base()), 1,
-                          "Lua compact");
+    bucket_clock_back_layouts(vec_apply, &vec_key, &vec_field, test_base,
+                              "Lua");
 }
 END_TEST
 
@@ -622,12 +625,8 @@ static void vec_refund(const algo_params *ap, int64_t now, int64_t cost)
 /* A refund taken at now (algo_vectors.h's refund vector), both layouts. */
 START_TEST(token_bucket_refund_at_now_vector)
 {
-    vec_key = "rl:{vec}:tbr", vec_field = "";
-    bucket_refund_run(vec_apply, vec_refund, test_base(), "Lua plain");
-    vec_key = "rlc:{vec}:tbr:m1", vec_field = "78";
-    bucket_refund_run(vec_apply, vec_refund,
-                      bucket_vector_epoch(test_base()),
-                      "Lua compact");
+    bucket_refund_layouts(vec_apply, vec_refund, &vec_key, &vec_field,
+                          test_base, "Lua");
 }
 END_TEST
 

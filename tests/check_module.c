@@ -30,12 +30,9 @@
 #include "testutil.h"
 #include "timeutil.h"
 
-static uint64_t rng = 2463534242ULL;
-
-static uint64_t rnd(uint64_t n)
-{
-    return xorshift64(&rng) % n;
-}
+/* Its own sequence (twin_rng.h), drawn on from test to test. */
+#define TWIN_RNG_SEED 2463534242ULL
+#include "twin_rng.h"
 
 /* Mostly small moves, some jumps, some steps back (not before lo). */
 static int64_t next_time(const algo_params *ap, int64_t t, int64_t lo)
@@ -114,17 +111,25 @@ static void twin(int algo, int rules, int steps, int compact)
     }
 }
 
+/* twin, every algorithm of a layout (the compact one has no sliding
+ * log). */
+static void twin_every_algorithm(int compact)
+{
+    int last = compact ? RL_ALGO_SLIDING_LOG - 1 : RL_ALGO_SLIDING_LOG;
+
+    for (int algo = 0; algo <= last; algo++)
+        twin(algo, 12, 120, compact);
+}
+
 START_TEST(every_algorithm_plain)
 {
-    for (int algo = 0; algo <= RL_ALGO_SLIDING_LOG; algo++)
-        twin(algo, 12, 120, 0);
+    twin_every_algorithm(0);
 }
 END_TEST
 
 START_TEST(every_algorithm_compact)
 {
-    for (int algo = 0; algo < RL_ALGO_SLIDING_LOG; algo++)
-        twin(algo, 12, 120, 1);
+    twin_every_algorithm(1);
 }
 END_TEST
 
@@ -144,11 +149,8 @@ static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
 
 START_TEST(token_bucket_clock_back_vector)
 {
-    vec_key = "rl:{vec}:tb", vec_field = "";
-    bucket_clock_back_run(vec_apply, test_base(), 0, "module plain");
-    vec_key = "rlc:{vec}:tb:m1", vec_field = "77";
-    bucket_clock_back_run(vec_apply, bucket_vector_epoch(test_base()), 1,
-                          "module compact");
+    bucket_clock_back_layouts(vec_apply, &vec_key, &vec_field, test_base,
+                              "module");
 }
 END_TEST
 
@@ -172,12 +174,8 @@ static void vec_refund(const algo_params *ap, int64_t now, int64_t cost)
 /* A refund taken at now (algo_vectors.h's refund vector), both layouts. */
 START_TEST(token_bucket_refund_at_now_vector)
 {
-    vec_key = "rl:{vec}:tbr", vec_field = "";
-    bucket_refund_run(vec_apply, vec_refund, test_base(), "module plain");
-    vec_key = "rlc:{vec}:tbr:m1", vec_field = "78";
-    bucket_refund_run(vec_apply, vec_refund,
-                      bucket_vector_epoch(test_base()),
-                      "module compact");
+    bucket_refund_layouts(vec_apply, vec_refund, &vec_key, &vec_field,
+                          test_base, "module");
 }
 END_TEST
 

@@ -27,23 +27,9 @@
 #include "testutil.h"
 #include "timeutil.h"
 
-#define SLOG_RNG_SEED 0x9e3779b97f4a7c15ULL
-static uint64_t rng = SLOG_RNG_SEED;
-
-static uint64_t rnd(uint64_t n)
-{
-    return (xorshift64(&rng) % n);
-}
-
-/* The twins' fixture: lua_fixture.h's, the RNG reseeded first, so a twin
- * test draws the same sequence whether Check forks it (a fresh copy of the
- * seed) or not (CK_FORK=no, as tests/sanitize.sh runs the suites: the
- * state would carry over from the twin tests before). */
-static void twins_setup(void)
-{
-    rng = SLOG_RNG_SEED;
-    setup();
-}
+/* Its own sequence, not the other twin suites' (twin_rng.h). */
+#define TWIN_RNG_SEED 0x9e3779b97f4a7c15ULL
+#include "twin_rng.h"
 
 /* ---- the twins ---------------------------------------------------------- */
 
@@ -220,6 +206,7 @@ static void twins(int rules, int steps, int cross, int refunds)
     int64_t base = real_ms() / 1000 * 1000 + 3600 * 1000;
     static clog l;
 
+    rules = twin_walks(rules);
     for (int r = 0; r < rules; r++) {
         algo_params ap = random_params();
         int64_t t = base + (int64_t)rnd(100000);
@@ -664,7 +651,7 @@ int main(void)
         fprintf(stderr, "check_sliding_log: no redis-server, skipped\n");
         return 77;
     }
-    tcase_add_checked_fixture(twins, twins_setup, teardown);
+    tcase_add_checked_fixture(twins, twin_setup, teardown);
     tcase_set_timeout(twins, 300);
     tcase_add_test(twins, twins_same_decisions);
     tcase_add_test(twins, twins_same_decisions_cluster_batch_mode);

@@ -11,7 +11,8 @@
  * sequences; refund_restores: a refunded client and its twin).  One file
  * of tests held them all until it passed the 900 lines; the modes are
  * static here, so each suite has its own.  Its per-test server and
- * connection are lua_fixture.h's.
+ * connection are lua_fixture.h's; the seeded RNG and its fixture,
+ * twin_setup, twin_rng.h's.
  */
 #ifndef RL_TESTS_LUA_TWIN_FIXTURE_H
 #define RL_TESTS_LUA_TWIN_FIXTURE_H
@@ -29,25 +30,7 @@
 #include "redis_harness.h"
 #include "testutil.h"
 #include "timeutil.h"
-
-#define TWIN_RNG_SEED 88172645463325252ULL
-static uint64_t rng = TWIN_RNG_SEED;
-
-static uint64_t rnd(uint64_t n)
-{
-    return (xorshift64(&rng) % n);
-}
-
-/* The twin suites' fixture: lua_fixture.h's, the RNG reseeded first, so
- * a test draws the same sequence whether Check forks it (a fresh copy of
- * the seed) or not (CK_FORK=no, as tests/sanitize.sh runs the suites:
- * the state would carry over from the tests before, whose draws depend on
- * their own base times, the real clock's when each began). */
-static void twin_setup(void)
-{
-    rng = TWIN_RNG_SEED;
-    setup();
-}
+#include "twin_rng.h"
 
 /* A shape the rule of a part replaced: its numbers, its shape (the last
  * part of the key name; the old state's name is the part's key with its
@@ -329,6 +312,7 @@ static inline void differential(int algo, int rules, int steps, int compact)
 {
     int64_t base = test_base();
 
+    rules = twin_walks(rules);
     for (int r = 0; r < rules; r++) {
         algo_params ap = random_params(algo);
         algo_state st[2] = {{0}, {0}};
@@ -377,7 +361,7 @@ static inline void refund_restores(int algo, int compact)
 {
     int64_t base = test_base();
 
-    for (int r = 0; r < 30; r++) {
+    for (int r = 0, walks = twin_walks(30); r < walks; r++) {
         algo_params ap = random_params(algo);
         int64_t t = base + (int64_t)rnd(100000);
         char ka[64], kb[64];
