@@ -38,7 +38,8 @@ if ARGV[2] == 's' or ARGV[2] == 'd' then
   end
 
   local function bucket_debt(burst, w, p, q, a, b, c, now, cost)
-    return bucket_normal(burst, p, q, now, token_bucket_refill(burst * p, q, a, b, now) - cost * p)
+    local avail = token_bucket_refill(burst * p, q, a, b, now) - cost * p
+    return bucket_normal(burst, p, q, now, avail)
   end
 
   -- A bucket's refund, at now: one in debt (refill time after now) pays it first.

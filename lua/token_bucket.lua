@@ -64,8 +64,10 @@ end
 -- A refund, taken at now: the level then (token_bucket_refill) plus
 -- cost, capped at the bucket; below empty it stays a refill time to come
 -- (settle.c's bucket_normal).  At now, not at b: the lean "0" form and a
--- level of the same state end alike, also on a clock gone back.
-local function token_bucket_refund(burst, w, p, q, a, b, c, cost, idx, at, now)
+-- level of the same state end alike, also on a clock gone back.  The
+-- window index and the charge's time are unused (_idx, _at): check.lua's
+-- refund table calls every algorithm's refund alike, now after them.
+local function token_bucket_refund(burst, w, p, q, a, b, c, cost, _idx, _at, now)
   local cap = burst * p
   local level = token_bucket_refill(cap, q, a, b, now) + cost * p
   if level > cap then level = cap end
