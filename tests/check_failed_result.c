@@ -178,8 +178,6 @@ int main(void)
 {
     Suite *s = suite_create("failed_result");
     TCase *tc = tcase_create("failed_result");
-    SRunner *sr;
-    int failed;
 
     tcase_add_test(tc, allow_zeroes_its_result_on_every_failure);
     tcase_add_test(tc, check_zeroes_its_result_on_every_failure);
@@ -187,9 +185,5 @@ int main(void)
     tcase_add_test(tc, reserve_zeroes_its_result_on_every_failure);
     tcase_add_test(tc, check_start_zeroes_its_result_on_every_failure);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -26,6 +26,7 @@
 #include "ratelimit.h"
 #include "redis_harness.h"
 #include "rld_harness.h"
+#include "testutil.h"
 #include "timeutil.h"
 
 #define WAIT_MS 15000
@@ -361,14 +362,7 @@ static Suite *suite(void)
 
 int main(void)
 {
-    SRunner *sr;
-    int failed;
-
     if (!rh_available() || !rld_available())
         return 77;
-    sr = srunner_create(suite());
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(suite());
 }

@@ -119,16 +119,10 @@ int main(void)
 {
     Suite *s = suite_create("last_good_start");
     TCase *tc = tcase_create("redis");
-    SRunner *sr;
-    int failed;
 
     tcase_set_timeout(tc, 60);
     if (rh_available())
         tcase_add_test(tc, store_away_at_start_starts_from_the_last_good_copy);
     suite_add_tcase(s, tc);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }

@@ -260,8 +260,6 @@ int main(void)
     Suite *s = suite_create("rulechange_refill");
     TCase *local = tcase_create("local");
     TCase *redis = tcase_create("redis");
-    SRunner *sr;
-    int failed;
 
     tcase_set_timeout(local, 30);
     tcase_set_timeout(redis, 60);
@@ -275,9 +273,5 @@ int main(void)
     tcase_add_test(redis, raised_burst_redis_compact);
     suite_add_tcase(s, local);
     suite_add_tcase(s, redis);
-    sr = srunner_create(s);
-    srunner_run_all(sr, CK_NORMAL);
-    failed = srunner_ntests_failed(sr);
-    srunner_free(sr);
-    return failed ? 1 : 0;
+    return run_suite(s);
 }
