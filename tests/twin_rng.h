@@ -44,8 +44,10 @@ static inline void twin_setup(void)
  * sets it for its ASan+UBSan run (the walks under the sanitizer were most
  * of its time: Redis round trips, run natively either way); the native
  * runs (make check, build.sh check) leave it unset.  Each walk draws its
- * numbers after the walk before, from the seed twin_setup resets, so the
- * walks taken are the first ones of the full run, step for step. */
+ * numbers after the walk before, from the seed twin_setup resets: a test
+ * of one run of walks takes the first ones of the full run, step for step
+ * (a test of several runs, each after the one before, draws the later
+ * runs from other places of the sequence). */
 static inline int twin_walks(int n)
 {
     const char *env = getenv("RL_TEST_WALK_DIV");
