@@ -6,6 +6,7 @@ measures".  Never part of make check.
     python3 bench/nginxbench.py MODULE.so [--stores memory://,shm,redis]
         [--workers 1,2] [--seconds 5] [--rounds 3] [--connections 32]
         [--syscalls] [--callgrind] [--baseline OLD.so] [--json]
+        [--rules RULES.json]
 """
 import argparse
 import glob
@@ -225,6 +226,8 @@ def main():
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--rules", help="a rule set of one's own (JSON file) "
+                    "instead of the one ip rule")
     ap.add_argument("--baseline", help="another build of the module: a "
                     "column of its own on shm://, in the same rounds")
     args = ap.parse_args()
@@ -232,9 +235,11 @@ def main():
     if args.baseline:
         args.baseline = os.path.abspath(args.baseline)
     tmp = tempfile.mkdtemp(prefix="rl-nginxbench-")
-    rules = os.path.join(tmp, "rules.json")
-    with open(rules, "w") as f:
-        json.dump(RULES, f)
+    rules = os.path.abspath(args.rules) if args.rules else os.path.join(
+        tmp, "rules.json")
+    if not args.rules:
+        with open(rules, "w") as f:
+            json.dump(RULES, f)
     redis = None
     stores = {}
     try:
