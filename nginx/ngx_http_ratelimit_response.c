@@ -20,6 +20,19 @@
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
+/* The names of rl_headers()'s headers in the order rl_headers(3) writes
+ * them: the trio always, Retry-After on a rejection, then the IETF pair;
+ * each output's name is taken from here by its place, its length known
+ * (tests/nginx_module.py checks every name on admissions and rejections,
+ * with and without the pair). */
+static ngx_str_t ngx_http_ratelimit_names[] = {
+    ngx_string("X-RateLimit-Limit"), ngx_string("X-RateLimit-Remaining"),
+    ngx_string("X-RateLimit-Reset"), ngx_string("Retry-After"),
+    ngx_string("RateLimit-Policy"), ngx_string("RateLimit")
+};
+
+#define NGX_HTTP_RATELIMIT_RETRY_AT 3 /* Retry-After's place */
+
 /* One header onto the response, its name and value where they lie. */
 static ngx_int_t ngx_http_ratelimit_add(ngx_http_request_t *r, u_char *name,
                                         size_t name_len, u_char *value,
@@ -47,12 +60,13 @@ static ngx_int_t ngx_http_ratelimit_add(ngx_http_request_t *r, u_char *name,
 static ngx_int_t ngx_http_ratelimit_retry_after(ngx_http_request_t *r,
                                                 const rl_result *res)
 {
-    static u_char name[] = "Retry-After";
+    ngx_str_t *name =
+        &ngx_http_ratelimit_names[NGX_HTTP_RATELIMIT_RETRY_AT];
     u_char *v = ngx_pnalloc(r->pool, NGX_INT64_LEN);
 
     if (v == NULL)
         return NGX_ERROR;
-    return ngx_http_ratelimit_add(r, name, sizeof(name) - 1, v,
+    return ngx_http_ratelimit_add(r, name->data, name->len, v,
                                   ngx_sprintf(v, "%L", res->retry_after) - v);
 }
 
@@ -83,12 +97,15 @@ static ngx_int_t ngx_http_ratelimit_header_filter(ngx_http_request_t *r)
         return NGX_ERROR;
     n = rl_headers(&st->res, lcf->ietf ? RL_HEADERS_IETF : 0, h,
                    RL_HEADERS_MAX);
-    for (int i = 0; i < n; i++)
-        if (ngx_http_ratelimit_add(r, (u_char *)h[i].name,
-                                   ngx_strlen(h[i].name),
+    for (int i = 0; i < n; i++) {
+        ngx_str_t *name = &ngx_http_ratelimit_names[
+            i + (i >= NGX_HTTP_RATELIMIT_RETRY_AT && st->res.allowed)];
+
+        if (ngx_http_ratelimit_add(r, name->data, name->len,
                                    (u_char *)h[i].value,
                                    ngx_strlen(h[i].value)) != NGX_OK)
             return NGX_ERROR;
+    }
     return ngx_http_next_header_filter(r);
 }
 

@@ -156,12 +156,27 @@ def test_wrk(a, b):
 
 def test_ietf_and_status(a):
     key = ["-H", "X-Api-Key: k1"]
-    codes = [curl(a.url("/ietf"), extra=key)[0] for _ in range(3)]
+    got = [curl(a.url("/ietf"), extra=key) for _ in range(3)]
+    codes = [g[0] for g in got]
     st, h, _ = curl(a.url("/ietf"), extra=key)
     check(codes == [200, 200, 503] and st == 503,
           f"ratelimit_status 503 answers the rejection ({codes + [st]})")
-    check("ratelimit-policy" in h and "ratelimit" in h and has_trio(h),
-          "ratelimit_ietf_headers on: RateLimit-Policy and RateLimit too")
+    # Each header under its own name (the module names them by their
+    # place in rl_headers(3)'s order): the values tell them apart.
+    ok = got[0][1]
+    check(ok.get("x-ratelimit-limit") == "2" and
+          ok.get("x-ratelimit-remaining") == "1" and
+          ok.get("x-ratelimit-reset", "").isdigit() and
+          "retry-after" not in ok and
+          ok.get("ratelimit-policy") == '"ietf";q=2;w=86400' and
+          ok.get("ratelimit", "").startswith('"ietf";r=1;t='),
+          f"admitted, with the IETF pair: each header its name ({ok})")
+    check("ratelimit-policy" in h and "ratelimit" in h and has_trio(h) and
+          h.get("retry-after", "").isdigit() and
+          h.get("ratelimit-policy") == '"ietf";q=2;w=86400' and
+          h.get("ratelimit", "").startswith('"ietf";r=0;t='),
+          "ratelimit_ietf_headers on: RateLimit-Policy and RateLimit too, "
+          f"Retry-After in its place ({h})")
     st, h, _ = curl(a.url("/free"))
     check(st == 200 and "x-ratelimit-limit" not in h,
           "a location without ratelimit: no headers")
