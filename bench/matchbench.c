@@ -155,7 +155,8 @@ static double time_walk(const rl_ruleset *rs, const options *o, int glob,
         for (unsigned long long i = 0; i < n; i++)
             if (index)
                 sink += rule_index_match(rs->match, rs->rules, req.endpoint,
-                                         strlen(req.endpoint), req.tier, ~0ULL,
+                                         strlen(req.endpoint), req.tier,
+                                         req.tier ? strlen(req.tier) : 0, ~0ULL,
                                          hit, RULE_INDEX_MAX);
             else
                 for (size_t k = 0; k < rs->n; k++)

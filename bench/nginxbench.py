@@ -6,6 +6,7 @@ measures".  Never part of make check.
     python3 bench/nginxbench.py MODULE.so [--stores memory://,shm,redis]
         [--workers 1,2] [--seconds 5] [--rounds 3] [--connections 32]
         [--syscalls] [--callgrind] [--baseline OLD.so] [--json]
+        [--rules RULES.json]
 """
 import argparse
 import glob
@@ -30,8 +31,8 @@ LIMIT_REQ = ("    limit_req_zone $binary_remote_addr zone=bench:10m "
              "rate=1000000000r/s;",
              "        location / { limit_req zone=bench burst=1000000 "
              "nodelay; empty_gif; }\n")
-CHECKED = ('        location / { ratelimit on; '
-           'ratelimit_dimension ip $remote_addr; empty_gif; }\n')
+CHECKED = ('        location / {{ ratelimit on; ratelimit_headers {}; '
+           'ratelimit_dimension ip $remote_addr; empty_gif; }}\n')
 UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
 
 
@@ -110,9 +111,10 @@ def start(args, workers, conf, rules):
     if conf == "limit_req":
         return Nginx(None, http=LIMIT_REQ[0], server=LIMIT_REQ[1],
                      workers=workers).start()
-    module, conf = conf if isinstance(conf, tuple) else (args.module, conf)
+    module, conf, hdr = conf if isinstance(conf, tuple) else (
+        args.module, conf, "on")
     http = f"ratelimit_store {conf};\n    ratelimit_rules {rules};"
-    return Nginx(module, http=http, server=CHECKED,
+    return Nginx(module, http=http, server=CHECKED.format(hdr),
                  workers=workers).start()
 
 
@@ -120,9 +122,13 @@ def configs(args, stores, tag):
     """Each configuration's name and what start() takes for it."""
     confs = {"without a limit": None, "limit_req": "limit_req"}
     confs.update({f"module, {s}": uri for s, uri in stores.items()})
+    for s, uri in stores.items():  # limit_req's behaviour: no headers sent
+        if uri.startswith("shm://"):  # on admissions (its own region)
+            confs[f"module, {s}, headers denied"] = (
+                args.module, f"{uri}-{tag}denied", "denied")
     if args.baseline:  # another build of the module, on its own shm://
         confs["baseline, shm://"] = (args.baseline, "shm://rl-nginxbench-"
-                                     f"{os.getpid()}-{tag}baseline")
+                                     f"{os.getpid()}-{tag}baseline", "on")
     return confs
 
 
@@ -181,7 +187,7 @@ def callgrind(args, rules, stores, tmp):
         print(json.dumps({"bench": "nginx", "config": n,
                           "instructions": round(i), "ratio": round(ratio, 3)})
               if args.json else
-              f"1 {n:<26} {i:8.0f} instructions a request ({ratio:4.2f}x)")
+              f"1 {n:<40} {i:8.0f} instructions a request ({ratio:4.2f}x)")
 
 
 def report(args, workers, got, sc):
@@ -202,7 +208,7 @@ def report(args, workers, got, sc):
         if args.json:
             print(json.dumps(row))
             continue
-        print(f"{workers} {n:<26} {rps:>8.0f} req/s ({rps / ref[0]:4.2f}x)"
+        print(f"{workers} {n:<40} {rps:>8.0f} req/s ({rps / ref[0]:4.2f}x)"
               f" {cpu:6.2f} us CPU ({cpu / ref[1]:4.2f}x, user {user:5.2f})"
               f" p99 {p99:7.3f} ms ({p99 / ref[2]:4.2f}x)"
               + (f" {sc[n]:5.2f} syscalls" if n in sc else "")
@@ -220,6 +226,8 @@ def main():
     ap.add_argument("--syscalls", action="store_true")
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--callgrind", action="store_true")
+    ap.add_argument("--rules", help="a rule set of one's own (JSON file) "
+                    "instead of the one ip rule")
     ap.add_argument("--baseline", help="another build of the module: a "
                     "column of its own on shm://, in the same rounds")
     args = ap.parse_args()
@@ -227,9 +235,11 @@ def main():
     if args.baseline:
         args.baseline = os.path.abspath(args.baseline)
     tmp = tempfile.mkdtemp(prefix="rl-nginxbench-")
-    rules = os.path.join(tmp, "rules.json")
-    with open(rules, "w") as f:
-        json.dump(RULES, f)
+    rules = os.path.abspath(args.rules) if args.rules else os.path.join(
+        tmp, "rules.json")
+    if not args.rules:
+        with open(rules, "w") as f:
+            json.dump(RULES, f)
     redis = None
     stores = {}
     try:

@@ -37,6 +37,16 @@
 #define NGX_HTTP_RATELIMIT_STATUS_MAX 599
 #define NGX_HTTP_RATELIMIT_STATUS_DEFAULT 429
 
+/* ratelimit_headers: which responses carry the library's headers
+ * (ngx_http_ratelimit_loc_conf_t.headers).  ON: every response of a
+ * checked request (X-RateLimit-*, the IETF pair when asked, Retry-After
+ * on a rejection); DENIED: those of a rejection only; OFF: none but a
+ * rejection's Retry-After. */
+#define NGX_HTTP_RATELIMIT_HEADERS_OFF 0
+#define NGX_HTTP_RATELIMIT_HEADERS_DENIED 1
+#define NGX_HTTP_RATELIMIT_HEADERS_ON 2
+#define NGX_HTTP_RATELIMIT_HEADERS_DEFAULT NGX_HTTP_RATELIMIT_HEADERS_ON
+
 /* ratelimit_unavailable_status: the answer when a rule fails closed
  * because the store is away (RL_FLAG_FAIL_CLOSED), not a limit reached;
  * the same bounds as ratelimit_status. */
@@ -106,6 +116,7 @@ typedef struct {
     ngx_http_complex_value_t *tier;   /* NULL: none                      */
     ngx_http_complex_value_t *cost;   /* NULL: 1                         */
     ngx_flag_t ietf;
+    ngx_uint_t headers;               /* NGX_HTTP_RATELIMIT_HEADERS_*    */
     ngx_uint_t status;
     ngx_uint_t unavailable_status;    /* fail closed: the store away     */
 } ngx_http_ratelimit_loc_conf_t;

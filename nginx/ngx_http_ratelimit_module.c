@@ -33,6 +33,13 @@ static ngx_conf_num_bounds_t ngx_http_ratelimit_in_flight_bounds = {
     ngx_conf_check_num_bounds, 1, NGX_HTTP_RATELIMIT_IN_FLIGHT_MAX
 };
 
+static ngx_conf_enum_t ngx_http_ratelimit_headers_modes[] = {
+    { ngx_string("on"), NGX_HTTP_RATELIMIT_HEADERS_ON },
+    { ngx_string("denied"), NGX_HTTP_RATELIMIT_HEADERS_DENIED },
+    { ngx_string("off"), NGX_HTTP_RATELIMIT_HEADERS_OFF },
+    { ngx_null_string, 0 }
+};
+
 #define LOC_CONF (NGX_HTTP_MAIN_CONF | NGX_HTTP_SRV_CONF | NGX_HTTP_LOC_CONF)
 #define LOC_OFF(f) offsetof(ngx_http_ratelimit_loc_conf_t, f)
 
@@ -64,6 +71,9 @@ static ngx_command_t ngx_http_ratelimit_commands[] = {
       NULL },
     { ngx_string("ratelimit_ietf_headers"), LOC_CONF | NGX_CONF_FLAG,
       ngx_conf_set_flag_slot, NGX_HTTP_LOC_CONF_OFFSET, LOC_OFF(ietf), NULL },
+    { ngx_string("ratelimit_headers"), LOC_CONF | NGX_CONF_TAKE1,
+      ngx_conf_set_enum_slot, NGX_HTTP_LOC_CONF_OFFSET, LOC_OFF(headers),
+      &ngx_http_ratelimit_headers_modes },
     { ngx_string("ratelimit_status"), LOC_CONF | NGX_CONF_TAKE1,
       ngx_conf_set_num_slot, NGX_HTTP_LOC_CONF_OFFSET, LOC_OFF(status),
       &ngx_http_ratelimit_status_bounds },
@@ -137,6 +147,7 @@ static void *ngx_http_ratelimit_create_loc_conf(ngx_conf_t *cf)
         return NULL;
     lcf->enable = NGX_CONF_UNSET;
     lcf->ietf = NGX_CONF_UNSET;
+    lcf->headers = NGX_CONF_UNSET_UINT;
     lcf->status = NGX_CONF_UNSET_UINT;
     lcf->unavailable_status = NGX_CONF_UNSET_UINT;
     lcf->dims = NGX_CONF_UNSET_PTR;
@@ -156,6 +167,8 @@ static char *ngx_http_ratelimit_merge_loc_conf(ngx_conf_t *cf, void *parent,
 
     ngx_conf_merge_value(conf->enable, prev->enable, 0);
     ngx_conf_merge_value(conf->ietf, prev->ietf, 0);
+    ngx_conf_merge_uint_value(conf->headers, prev->headers,
+                              NGX_HTTP_RATELIMIT_HEADERS_DEFAULT);
     ngx_conf_merge_uint_value(conf->status, prev->status,
                               NGX_HTTP_RATELIMIT_STATUS_DEFAULT);
     ngx_conf_merge_uint_value(conf->unavailable_status,

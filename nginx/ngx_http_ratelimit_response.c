@@ -3,7 +3,8 @@
  * A header filter adds the library's headers (rl_headers: X-RateLimit-*,
  * Retry-After on a denial, the IETF pair when ratelimit_ietf_headers is
  * on) to every response of a checked request, admitted, rejected or an
- * error page alike; a request no rule applied to (RL_FLAG_NO_RULE) gets
+ * error page alike, as ratelimit_headers says (on: all of them; denied:
+ * a rejection's only; off: none but a rejection's Retry-After); a request no rule applied to (RL_FLAG_NO_RULE) gets
  * none, having no limit to tell.  A rejected request is answered here
  * with the location's status and the library's JSON body
  * (rl_body_format), as application/json: a limit reached with
@@ -19,8 +20,59 @@
 
 static ngx_http_output_header_filter_pt ngx_http_next_header_filter;
 
-/* The response's rate-limit headers, written by rl_headers() into the
- * request pool and listed where they lie (no copy of a name or a value). */
+/* The names of rl_headers()'s headers in the order rl_headers(3) writes
+ * them: the trio always, Retry-After on a rejection, then the IETF pair;
+ * each output's name is taken from here by its place, its length known
+ * (tests/nginx_module.py checks every name on admissions and rejections,
+ * with and without the pair). */
+static ngx_str_t ngx_http_ratelimit_names[] = {
+    ngx_string("X-RateLimit-Limit"), ngx_string("X-RateLimit-Remaining"),
+    ngx_string("X-RateLimit-Reset"), ngx_string("Retry-After"),
+    ngx_string("RateLimit-Policy"), ngx_string("RateLimit")
+};
+
+#define NGX_HTTP_RATELIMIT_RETRY_AT 3 /* Retry-After's place */
+
+/* One header onto the response, its name and value where they lie. */
+static ngx_int_t ngx_http_ratelimit_add(ngx_http_request_t *r, u_char *name,
+                                        size_t name_len, u_char *value,
+                                        size_t value_len)
+{
+    ngx_table_elt_t *e = ngx_list_push(&r->headers_out.headers);
+
+    if (e == NULL)
+        return NGX_ERROR;
+    e->hash = 1;
+    e->key.len = name_len;
+    e->key.data = name;
+    e->value.len = value_len;
+    e->value.data = value;
+    e->lowcase_key = NULL;
+#if (nginx_version >= 1023000)
+    e->next = NULL;
+#endif
+    return NGX_OK;
+}
+
+/* ratelimit_headers off: a rejection's Retry-After alone, from the
+ * result's retry_after (at least 1 on a rejection, ratelimit(3)); the
+ * library formats nothing. */
+static ngx_int_t ngx_http_ratelimit_retry_after(ngx_http_request_t *r,
+                                                const rl_result *res)
+{
+    ngx_str_t *name =
+        &ngx_http_ratelimit_names[NGX_HTTP_RATELIMIT_RETRY_AT];
+    u_char *v = ngx_pnalloc(r->pool, NGX_INT64_LEN);
+
+    if (v == NULL)
+        return NGX_ERROR;
+    return ngx_http_ratelimit_add(r, name->data, name->len, v,
+                                  ngx_sprintf(v, "%L", res->retry_after) - v);
+}
+
+/* The response's rate-limit headers as ratelimit_headers asks: written
+ * by rl_headers() into the request pool and listed where they lie (no
+ * copy of a name or a value), or not asked of the library at all. */
 static ngx_int_t ngx_http_ratelimit_header_filter(ngx_http_request_t *r)
 {
     ngx_http_ratelimit_loc_conf_t *lcf;
@@ -35,25 +87,24 @@ static ngx_int_t ngx_http_ratelimit_header_filter(ngx_http_request_t *r)
         st->rc != RL_OK || (st->res.flags & RL_FLAG_NO_RULE))
         return ngx_http_next_header_filter(r);
     lcf = ngx_http_get_module_loc_conf(r, ngx_http_ratelimit_module);
+    if (st->res.allowed && lcf->headers != NGX_HTTP_RATELIMIT_HEADERS_ON)
+        return ngx_http_next_header_filter(r);
+    if (lcf->headers == NGX_HTTP_RATELIMIT_HEADERS_OFF)
+        return ngx_http_ratelimit_retry_after(r, &st->res) == NGX_OK
+                   ? ngx_http_next_header_filter(r) : NGX_ERROR;
     h = ngx_pnalloc(r->pool, RL_HEADERS_MAX * sizeof(*h));
     if (h == NULL)
         return NGX_ERROR;
     n = rl_headers(&st->res, lcf->ietf ? RL_HEADERS_IETF : 0, h,
                    RL_HEADERS_MAX);
     for (int i = 0; i < n; i++) {
-        ngx_table_elt_t *e = ngx_list_push(&r->headers_out.headers);
+        ngx_str_t *name = &ngx_http_ratelimit_names[
+            i + (i >= NGX_HTTP_RATELIMIT_RETRY_AT && st->res.allowed)];
 
-        if (e == NULL)
+        if (ngx_http_ratelimit_add(r, name->data, name->len,
+                                   (u_char *)h[i].value,
+                                   ngx_strlen(h[i].value)) != NGX_OK)
             return NGX_ERROR;
-        e->hash = 1;
-        e->key.len = ngx_strlen(h[i].name);
-        e->key.data = (u_char *)h[i].name;
-        e->value.len = ngx_strlen(h[i].value);
-        e->value.data = (u_char *)h[i].value;
-        e->lowcase_key = NULL;
-#if (nginx_version >= 1023000)
-        e->next = NULL;
-#endif
     }
     return ngx_http_next_header_filter(r);
 }

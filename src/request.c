@@ -343,74 +343,17 @@ static int endpoint_len(const rl_limiter *lim, const char *ep, size_t given,
     return RL_OK;
 }
 
-/* ---- counted strings (rl_request's lengths, since 1.1.0) --------------- */
-
-/* A request with its counted strings copied with their NUL, for a rule
- * set that reads C strings (an endpoint or tier index, per-value rules):
- * on collect_counted()'s stack, so only such a call has its 5 kB. */
-typedef struct counted {
-    rl_request req;
-    char endpoint[RL_ENDPOINT_MAX + 1], tier[RL_ENDPOINT_MAX + 1];
-    char val[3][RL_KEY_MAX + 2]; /* a longer value fails as one */
-} counted;
-
-/* s's len bytes (0: s is a C string, kept) into buf of cap bytes with a
- * NUL, at most cap - 1 of them; *out points at whichever holds it. */
-static void counted_str(const char *s, size_t len, char *buf, size_t cap,
-                        const char **out)
+/* The tier's length (given, or up to its NUL, RL_TIER_MAX + 1 at most:
+ * no rule's is longer); RL_EINVAL for a counted one over RL_ENDPOINT_MAX,
+ * as for the endpoint. */
+static int tier_len(const rl_limiter *lim, const char *tier, size_t given,
+                    size_t *len)
 {
-    *out = s;
-    if (!s || len == 0)
-        return;
-    if (len > cap - 1)
-        len = cap - 1;
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    *out = buf;
-}
-
-/* req, its counted strings as C strings in cc.  RL_EINVAL for a counted
- * endpoint over RL_ENDPOINT_MAX or a tier as long (a value over
- * RL_KEY_MAX fails as the key it makes). */
-static int counted_plain(const rl_limiter *lim, const rl_request *req,
-                         const req_lens *l, counted *cc)
-{
-    if (req->endpoint && l->endpoint_len > RL_ENDPOINT_MAX)
-        return rl_fail(lim, RL_EINVAL, "endpoint: longer than %d bytes",
-                       RL_ENDPOINT_MAX);
-    if (req->tier && l->tier_len > RL_ENDPOINT_MAX)
+    *len = !tier ? 0 : given ? given : strnlen(tier, RL_TIER_MAX + 1);
+    if (given > RL_ENDPOINT_MAX)
         return rl_fail(lim, RL_EINVAL, "tier: longer than %d bytes",
                        RL_ENDPOINT_MAX);
-    cc->req = *req; /* req->size holds the lengths: ours whole */
-    memset(&cc->req.endpoint_len, 0, sizeof(req_lens)); /* all C strings */
-    counted_str(req->endpoint, l->endpoint_len, cc->endpoint,
-                sizeof cc->endpoint, &cc->req.endpoint);
-    counted_str(req->tier, l->tier_len, cc->tier, sizeof cc->tier,
-                &cc->req.tier);
-    counted_str(req->user, l->user_len, cc->val[0], sizeof cc->val[0],
-                &cc->req.user);
-    counted_str(req->api_key, l->api_key_len, cc->val[1], sizeof cc->val[1],
-                &cc->req.api_key);
-    counted_str(req->ip, l->ip_len, cc->val[2], sizeof cc->val[2],
-                &cc->req.ip);
     return RL_OK;
-}
-
-/* request_collect() of req made plain (counted_plain): its copies live
- * on this frame, its keys in the caller's buffer. */
-static __attribute__((noinline)) int
-collect_counted(const rl_limiter *lim, const rl_ruleset *rs,
-                const rl_request *req, const req_lens *lens, store_op *ops,
-                size_t max_ops, char *keys, size_t keys_len, size_t *used,
-                size_t *n)
-{
-    counted cc;
-    int rc = counted_plain(lim, req, lens, &cc);
-
-    if (rc != RL_OK)
-        return rc;
-    return request_collect(lim, rs, &cc.req, ops, max_ops, keys, keys_len,
-                           used, n);
 }
 
 int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
@@ -418,33 +361,33 @@ int request_collect(const rl_limiter *lim, const rl_ruleset *rs,
                     char *keys, size_t keys_len, size_t *used, size_t *n)
 {
     uint32_t hit[RULE_INDEX_MAX];
-    size_t k = 0, at = *used, elen, nhit;
+    size_t k = 0, at = *used, elen = 0, tlen = 0, nhit;
     req_dims rd;
     req_lens lens = {0};
-    int rc = check_cost(lim, req->cost);
+    int rc = check_cost(lim, req->cost), where;
 
     if (rc != RL_OK)
         return rc;
-    if (req->size >= REQUEST_SIZE_LENS) {
+    if (req->size >= REQUEST_SIZE_LENS)
         memcpy(&lens, &req->endpoint_len, sizeof lens);
-        /* Counted strings where the rule set reads C strings: copied. */
-        if ((lens.endpoint_len | lens.tier_len | lens.user_len |
-             lens.api_key_len | lens.ip_len) &&
-            (rs->values || !rule_index_any_only(rs->match)))
-            return collect_counted(lim, rs, req, &lens, ops, max_ops, keys,
-                                   keys_len, used, n);
-    }
+    /* Counted strings are read where they lie, no copy; a tier only when
+     * a rule has one or per-value rules may (the endpoint's bound is
+     * every request's). */
+    where = req->tier && (rs->values || !rule_index_any_only(rs->match));
     if ((rc = endpoint_len(lim, req->endpoint, lens.endpoint_len, &elen)) !=
             RL_OK ||
+        (where && (rc = tier_len(lim, req->tier, lens.tier_len, &tlen)) !=
+                      RL_OK) ||
         (rc = resolve_dims(lim, rs, req, &lens, &rd)) != RL_OK)
         return rc;
     /* With per-value rules, replaced rules leave: room for them all. */
     nhit = rule_index_match(rs->match, rs->rules, req->endpoint, elen,
-                            req->tier, rd.present, hit,
+                            req->tier, tlen, rd.present, hit,
                             rs->values ? RULE_INDEX_MAX : RL_OPS_MAX + 1);
     if (rs->values) /* else a call that zeroes its buffers for nothing */
-        nhit = rule_values_apply(rs->values, rs->rules, req->endpoint,
-                                 req->tier, rd.present, rd.val, hit, nhit);
+        nhit = rule_values_apply(rs->values, rs->rules, req->endpoint, elen,
+                                 req->tier, tlen, rd.present, rd.val, rd.len,
+                                 hit, nhit);
     for (size_t i = 0; i < nhit; i++) {
         const rl_rule *rule = &rs->rules[hit[i]];
         int id = rule->dim_id;

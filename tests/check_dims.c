@@ -345,6 +345,41 @@ START_TEST(counted_strings_matched)
 }
 END_TEST
 
+/* A glob endpoint and a per-value rule read the counted strings where
+ * they lie (no copy): the value rule replaces the plain one only if the
+ * value is read as its 8 bytes, and the glob matches only "/search". */
+START_TEST(counted_strings_glob_and_value)
+{
+    rl_limiter *lim = limiter_with(
+        "[{\"rule_id\":\"g\",\"dimension\":\"ip\",\"limit\":3,"
+        "\"window_seconds\":60,\"match\":{\"endpoint\":\"/sea?ch\","
+        "\"tier\":\"pro\"}},"
+        "{\"rule_id\":\"v\",\"dimension\":\"ip\",\"limit\":1,"
+        "\"window_seconds\":60,\"match\":{\"endpoint\":\"/sea?ch\","
+        "\"tier\":\"pro\",\"value\":\"10.0.0.1\"}}]");
+    char ep[9], tier[4], ip[12], big[RL_ENDPOINT_MAX + 1];
+    rl_request req = counted_req(ep, tier, ip);
+    rl_result res = RL_RESULT_INIT;
+
+    ck_assert(check_ok(lim, &req, &res));
+    ck_assert_str_eq(res.rule_id, "v");
+    ck_assert_int_eq(res.remaining, 0);
+    ck_assert(!check_ok(lim, &req, &res));
+    req.ip_len = 7; /* "10.0.0.": the plain rule */
+    ck_assert(check_ok(lim, &req, &res));
+    ck_assert_str_eq(res.rule_id, "g");
+    ck_assert_int_eq(res.remaining, 2);
+    req.tier_len = 4; /* "proZ": no rule */
+    ck_assert(check_ok(lim, &req, &res));
+    ck_assert(res.flags & RL_FLAG_NO_RULE);
+    memset(big, 'p', sizeof big);
+    req.tier = big;
+    req.tier_len = sizeof big;
+    fails_with(lim, &req, "tier: longer than");
+    rl_limiter_free(lim);
+}
+END_TEST
+
 /* Since 1.0: the unrounded times, retry_after and reset_at rounded up. */
 START_TEST(millisecond_times)
 {
@@ -439,6 +474,7 @@ static Suite *dims_suite(void)
     tcase_add_test(tc, millisecond_times);
     tcase_add_test(tc, counted_strings_plain_set);
     tcase_add_test(tc, counted_strings_matched);
+    tcase_add_test(tc, counted_strings_glob_and_value);
     tcase_add_test(tc, check_many_strides);
     suite_add_tcase(s, tc);
     return s;

@@ -126,7 +126,7 @@ static size_t same_as_walk(const set *s, const rule_index *ix,
     uint32_t want[RULE_INDEX_MAX], got[RULE_INDEX_MAX];
     size_t nw = walk(s, ep, tier, present, want, max);
     size_t ng = rule_index_match(ix, s->rules, ep, strlen(ep), tier,
-                                 present, got, max);
+                                 tier ? strlen(tier) : 0, present, got, max);
 
     ck_assert_msg(nw == ng, "\"%s\" tier %s max %zu: walk %zu, index %zu",
                   ep, tier ? tier : "(none)", max, nw, ng);
@@ -202,7 +202,7 @@ START_TEST(glob_index_segment_kinds)
     for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
         uint32_t got[RULE_INDEX_MAX];
         size_t n = rule_index_match(ix, s.rules, cases[c].ep,
-                                    strlen(cases[c].ep), NULL, 0, got,
+                                    strlen(cases[c].ep), NULL, 0, 0, got,
                                     RULE_INDEX_MAX);
         unsigned mask = 0;
         for (size_t i = 0; i < n; i++)
@@ -234,7 +234,7 @@ START_TEST(glob_index_hands_a_crowd_to_the_walk)
     rule_index *ix = rule_index_build(s.rules, s.n);
     ck_assert_int_eq(
         glob_index_match(NULL, s.rules, ep, strlen(ep), 0, NULL, NULL), 0);
-    ck_assert_uint_eq(rule_index_match(ix, s.rules, ep, strlen(ep), NULL, 0,
+    ck_assert_uint_eq(rule_index_match(ix, s.rules, ep, strlen(ep), NULL, 0, 0,
                                        got, RULE_INDEX_MAX), 100);
     for (uint32_t i = 0; i < 100; i++)
         ck_assert_uint_eq(got[i], i);
@@ -254,7 +254,7 @@ START_TEST(glob_index_reports_a_rule_once)
     s.rules[1].endpoint = strdup("/**/a*");
     s.rules[0].dim_id = s.rules[1].dim_id = RULE_DIM_GLOBAL;
     rule_index *ix = rule_index_build(s.rules, s.n);
-    ck_assert_uint_eq(rule_index_match(ix, s.rules, "/a/a/a/a", 8, NULL, 0,
+    ck_assert_uint_eq(rule_index_match(ix, s.rules, "/a/a/a/a", 8, NULL, 0, 0,
                                        got, RULE_INDEX_MAX), 2);
     ck_assert_uint_eq(got[0], 0);
     ck_assert_uint_eq(got[1], 1);

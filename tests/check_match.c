@@ -177,7 +177,7 @@ START_TEST(index_matches_as_the_walk_did)
             const char *e = rnd(10) ? ep : NULL;
             nw = walk(&s, e, tier, present, want, max);
             ng = rule_index_match(ix, s.rules, e, e ? strlen(e) : 0, tier,
-                                  present, got, max);
+                                  tier ? strlen(tier) : 0, present, got, max);
             ck_assert_msg(nw == ng, "set %d request %d (\"%s\", %s): %zu "
                           "rules, index %zu", k, q, e ? e : "(null)",
                           tier ? tier : "(null)", nw, ng);
@@ -207,14 +207,14 @@ START_TEST(index_keeps_the_first_matches_in_rule_order)
         s.rules[i].endpoint = dup_or_null(eps[(s.n - i) % 4]);
     }
     rule_index *ix = rule_index_build(s.rules, s.n);
-    size_t n = rule_index_match(ix, s.rules, "/a", 2, NULL, 0, got,
+    size_t n = rule_index_match(ix, s.rules, "/a", 2, NULL, 0, 0, got,
                                 RL_OPS_MAX + 1);
     ck_assert_uint_eq(n, RL_OPS_MAX + 1);
     for (size_t i = 0; i < n; i++)
         ck_assert_uint_eq(got[i], i);
     /* asked for more than RULE_INDEX_MAX: that many */
     uint32_t *many = calloc(1000, sizeof *many);
-    n = rule_index_match(ix, s.rules, "/a", 2, NULL, 0, many, 1000);
+    n = rule_index_match(ix, s.rules, "/a", 2, NULL, 0, 0, many, 1000);
     ck_assert_uint_eq(n, RULE_INDEX_MAX);
     for (size_t i = 0; i < n; i++)
         ck_assert_uint_eq(many[i], i);

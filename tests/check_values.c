@@ -497,8 +497,10 @@ START_TEST(index_applies_as_the_walk_does)
 
         ck_assert_msg(rc == RL_OK, "%s: %s", text, err);
         for (int q = 0; q < 200; q++) {
-            const char *val[RULESET_DIMS_MAX] = {NULL};
-            const char *ep = reqeps[rnd(5)];
+            const char *val[RULESET_DIMS_MAX] = {NULL}, *cv[3] = {NULL};
+            const char *ep = reqeps[rnd(5)], *cep = ep;
+            size_t vlen[RULESET_DIMS_MAX] = {0};
+            char buf[3][64], ebuf[64];
             uint32_t got[RULE_INDEX_MAX], want[64];
             uint64_t present = 0;
             size_t ng, nw;
@@ -510,13 +512,33 @@ START_TEST(index_applies_as_the_walk_does)
                     continue;
                 present |= (uint64_t)1 << id;
                 val[id] = pool[rnd(7)];
+                /* Half of them counted, bytes after them that must not
+                 * be read (rl_request's lengths). */
+                if (rnd(2)) {
+                    vlen[id] = strlen(val[id]);
+                    snprintf(buf[d], sizeof buf[d], "%s%s", val[id],
+                             rnd(2) ? "-1" : "*x");
+                    cv[d] = buf[d];
+                }
             }
-            ng = rule_index_match(rs->match, rs->rules, ep,
-                                  ep ? strlen(ep) : 0, NULL, present, got,
-                                  RULE_INDEX_MAX);
-            ng = rule_values_apply(rs->values, rs->rules, ep, NULL, present,
-                                   val, got, ng);
+            if (ep && rnd(2)) {
+                snprintf(ebuf, sizeof ebuf, "%s%s", ep, rnd(2) ? "/1" : "x");
+                cep = ebuf;
+            }
             nw = walk(rs, ep, present, val, want);
+            for (size_t d = 0; d < 3; d++) {
+                int id = d < 2 ? (int)d
+                               : ruleset_dim_id(rs, "tenant", 6,
+                                                ruleset_dim_hash("tenant", 6));
+                if (cv[d])
+                    val[id] = cv[d];
+            }
+            ng = rule_index_match(rs->match, rs->rules, cep,
+                                  ep ? strlen(ep) : 0, NULL, 0, present, got,
+                                  RULE_INDEX_MAX);
+            ng = rule_values_apply(rs->values, rs->rules, cep,
+                                   ep ? strlen(ep) : 0, NULL, 0, present, val,
+                                   vlen, got, ng);
             ck_assert_msg(ng == nw, "set %d req %d: %zu rules, walk %zu (%s)",
                           set, q, ng, nw, text);
             for (size_t i = 0; i < nw; i++)

@@ -8,6 +8,8 @@ curl and wrk, against a real redis-server (tests/nginx_harness.py).
     runs at once, one on each, exactly the limit of 50 admitted;
   - every response carries X-RateLimit-*; a rejection has Retry-After and
     the library's JSON body; the IETF pair on request; ratelimit_status;
+    ratelimit_headers denied (the rejection's only) and off (Retry-After
+    alone, on a limit's 429 and on a fail-closed 503);
   - the default store, shm://nginx-ratelimit: 2 workers share one limit,
     the master removes the region when it exits; the memory store (its
     answers come at once, in the handler: under wrk the workers make no
@@ -77,6 +79,22 @@ SERVER = """
             ratelimit_status 503;
             return 200 "ok\\n";
         }
+        location /hdr-denied {
+            ratelimit on;
+            ratelimit_dimension api_key $http_x_api_key;
+            ratelimit_endpoint /ietf;
+            ratelimit_ietf_headers on;
+            ratelimit_headers denied;
+            return 200 "ok\\n";
+        }
+        location /hdr-off {
+            ratelimit on;
+            ratelimit_dimension api_key $http_x_api_key;
+            ratelimit_endpoint /ietf;
+            ratelimit_ietf_headers on;
+            ratelimit_headers off;
+            return 200 "ok\\n";
+        }
         location /free { return 200 "free\\n"; }
 """
 
@@ -138,18 +156,63 @@ def test_wrk(a, b):
 
 def test_ietf_and_status(a):
     key = ["-H", "X-Api-Key: k1"]
-    codes = [curl(a.url("/ietf"), extra=key)[0] for _ in range(3)]
+    got = [curl(a.url("/ietf"), extra=key) for _ in range(3)]
+    codes = [g[0] for g in got]
     st, h, _ = curl(a.url("/ietf"), extra=key)
     check(codes == [200, 200, 503] and st == 503,
           f"ratelimit_status 503 answers the rejection ({codes + [st]})")
-    check("ratelimit-policy" in h and "ratelimit" in h and has_trio(h),
-          "ratelimit_ietf_headers on: RateLimit-Policy and RateLimit too")
+    # Each header under its own name (the module names them by their
+    # place in rl_headers(3)'s order): the values tell them apart.
+    ok = got[0][1]
+    check(ok.get("x-ratelimit-limit") == "2" and
+          ok.get("x-ratelimit-remaining") == "1" and
+          ok.get("x-ratelimit-reset", "").isdigit() and
+          "retry-after" not in ok and
+          ok.get("ratelimit-policy") == '"ietf";q=2;w=86400' and
+          ok.get("ratelimit", "").startswith('"ietf";r=1;t='),
+          f"admitted, with the IETF pair: each header its name ({ok})")
+    check("ratelimit-policy" in h and "ratelimit" in h and has_trio(h) and
+          h.get("retry-after", "").isdigit() and
+          h.get("ratelimit-policy") == '"ietf";q=2;w=86400' and
+          h.get("ratelimit", "").startswith('"ietf";r=0;t='),
+          "ratelimit_ietf_headers on: RateLimit-Policy and RateLimit too, "
+          f"Retry-After in its place ({h})")
     st, h, _ = curl(a.url("/free"))
     check(st == 200 and "x-ratelimit-limit" not in h,
           "a location without ratelimit: no headers")
     st, h, _ = curl(a.url("/norule"))
     check(st == 200 and "x-ratelimit-limit" not in h,
           "no rule matched: admitted, no headers")
+
+
+RL_HEADERS = ("x-ratelimit-limit", "x-ratelimit-remaining",
+              "x-ratelimit-reset", "ratelimit-policy", "ratelimit")
+
+
+def test_headers_modes(a):
+    """ratelimit_headers denied: the headers on the rejection only; off:
+    a rejection's Retry-After alone.  The 429, its body and its
+    Retry-After stay in both."""
+    for mode in ("denied", "off"):
+        key = ["-H", f"X-Api-Key: hdr-{mode}"]
+        got = [curl(a.url(f"/hdr-{mode}"), extra=key) for _ in range(3)]
+        codes = [g[0] for g in got]
+        check(codes == [200, 200, 429], f"ratelimit_headers {mode}: the "
+              f"limit of 2 holds ({codes})")
+        bare = [n for g in got[:2] for n in RL_HEADERS + ("retry-after",)
+                if n in g[1]]
+        check(not bare, f"ratelimit_headers {mode}: admitted responses "
+              f"carry none ({bare})")
+        h, body = got[2][1], got[2][2]
+        ra = h.get("retry-after", "")
+        check(ra.isdigit() and int(ra) >= 1 and
+              json.loads(body or "{}").get("retryAfter") == int(ra),
+              f"ratelimit_headers {mode}: the 429 keeps Retry-After ({ra}) "
+              f"and its body ({body!r})")
+        want = set(RL_HEADERS) if mode == "denied" else set()
+        check({n for n in RL_HEADERS if n in h} == want,
+              f"ratelimit_headers {mode}: the 429's other headers are "
+              f"{sorted(want)} ({sorted(n for n in RL_HEADERS if n in h)})")
 
 
 SHM_DEFAULT = "/dev/shm/nginx-ratelimit"  # the module's default store
@@ -260,8 +323,22 @@ OUTAGE_SERVER = SERVER + """
             ratelimit_unavailable_status 429;
             return 200 "ok\\n";
         }
+        location /closed-off {
+            ratelimit on;
+            ratelimit_dimension user $arg_user;
+            ratelimit_endpoint /closed;
+            ratelimit_headers off;
+            return 200 "ok\\n";
+        }
         location = /metrics { ratelimit_metrics; }
 """
+
+
+def fail_closed(text):
+    """The closed rule's fail-closed answers in a /metrics text."""
+    m = re.search(r'^ratelimit_rule_fail_closed_total\{rule="closed"\} '
+                  r'(\d+)$', text, re.M)
+    return int(m.group(1)) if m else 0
 
 
 def test_outage(module, rules, redis):
@@ -281,15 +358,18 @@ def test_outage(module, rules, redis):
         check(st == 200 and up in text and
               h.get("content-type", "").startswith("text/plain; version=0.0.4"),
               "ratelimit_metrics: the worker's Prometheus text, store up")
+        # The warm-up may itself have failed closed (a connection not up
+        # yet): the outage's answers are counted from here.
+        before = fail_closed(text)
         outage(a, redis)
         # The breaker's probe is a check: traffic (of a fail-open rule,
         # so the fail-closed count stays) brings the store back.
         check(wait_for(lambda: curl(a.url("/open?user=p"))[0] == 200 and
                        up in curl(a.url("/metrics"))[2]),
               "ratelimit_metrics: the store up again after the outage")
-        text = curl(a.url("/metrics"))[2]
-        check('ratelimit_rule_fail_closed_total{rule="closed"} 5' in text,
-              "ratelimit_metrics: the 5 fail-closed answers counted")
+        n = fail_closed(curl(a.url("/metrics"))[2]) - before
+        check(n == 6, f"ratelimit_metrics: the 6 fail-closed answers "
+              f"counted ({n})")
         st, _, _ = curl(a.url("/metrics"), extra=["-X", "POST"])
         check(st == 405, f"ratelimit_metrics: POST is refused ({st})")
     finally:
@@ -302,6 +382,7 @@ def outage(a, redis):
         opened = [curl(a.url("/open?user=o")) for _ in range(6)]
         closed = [curl(a.url("/closed?user=c"))[:2] for _ in range(3)]
         as429 = [curl(a.url("/closed-as-429?user=c"))[0] for _ in range(2)]
+        off = curl(a.url("/closed-off?user=c"))[:2]
         fb = [curl(a.url("/fallback?user=f"))[0] for _ in range(8)]
     finally:
         redis.signal(signal.SIGCONT)
@@ -312,12 +393,15 @@ def outage(a, redis):
           f"limit), Retry-After 1 ({[c[0] for c in closed]})")
     check(as429 == [429, 429],
           f"ratelimit_unavailable_status 429 is obeyed ({as429})")
+    check(off[0] == 503 and off[1].get("retry-after") == "1" and
+          not has_trio(off[1]), "Redis stopped, ratelimit_headers off: 503 "
+          f"with Retry-After 1 alone ({off[0]}, {off[1]})")
     lines = [ln for ln in a.log().splitlines()
              if "the store is unavailable" in ln]
     check(len(lines) >= 1 and 'rule "closed" fails closed' in lines[0]
           and len(lines) <= 2,
           f"error.log tells the outage, rate-limited ({len(lines)} lines "
-          "for 5 answers)")
+          "for 6 answers)")
     check(fb == [200] * 5 + [429] * 3,
           f"Redis stopped: fallback rule decides locally, 5 of 8 ({fb})")
 
@@ -388,6 +472,7 @@ BAD = [
     ("", "location /x { ratelimit_dimension Bad $arg_x; }",
      'bad dimension name "Bad"'),
     ("", "location /x { ratelimit_cost -3; }", 'bad cost "-3"'),
+    ("", "location /x { ratelimit_headers some; }", 'invalid value "some"'),
 ]
 
 
@@ -435,6 +520,7 @@ def main():
         test_fleet(a, b)
         test_wrk(a, b)
         test_ietf_and_status(a)
+        test_headers_modes(a)
         test_outage(module, rules, redis)
         test_abort(module, rules, redis)
     finally:

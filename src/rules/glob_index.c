@@ -434,17 +434,17 @@ static uint32_t tier_start(const gpost *p, uint32_t n, uint32_t tier)
 
 /* The rules of p[0..n) of no tier and of the request's (tier; 0: none):
  * each to emit(), a tail (rest not NULL) only if the rest of its pattern
- * matches the rest of the endpoint. */
+ * matches the rest of the endpoint (rlen bytes). */
 static void report(const gpost *p, uint32_t n, const rl_rule *rules,
-                   const char *rest, uint32_t tier, glob_emit *emit,
-                   void *ctx)
+                   const char *rest, size_t rlen, uint32_t tier,
+                   glob_emit *emit, void *ctx)
 {
     for (int pass = 0; pass < 1 + (tier != 0); pass++) {
         uint32_t t = pass ? tier : 0;
         for (uint32_t i = pass ? tier_start(p, n, t) : 0;
              i < n && p[i].tier == t; i++)
-            if (!rest || pattern_match(rules[p[i].rule].endpoint + p[i].at,
-                                       rest))
+            if (!rest || pattern_match_n(rules[p[i].rule].endpoint +
+                                         p[i].at, rest, rlen))
                 emit(ctx, p[i].rule);
     }
 }
@@ -468,7 +468,7 @@ int glob_index_match(const glob_index *gx, const rl_rule *rules,
             const gnode *g = &gx->node[cur->id[i]];
             if (g->ntail)
                 report(gx->post + g->off + g->nterm, g->ntail, rules,
-                       endpoint + pos, tier, emit, ctx);
+                       endpoint + pos, elen - pos, tier, emit, ctx);
             if (step(gx, cur->id[i], &sg, next) != 0)
                 return -1;
         }
@@ -478,7 +478,8 @@ int glob_index_match(const glob_index *gx, const rl_rule *rules,
     }
     for (size_t i = 0; i < next->n; i++) {
         const gnode *g = &gx->node[next->id[i]];
-        report(gx->post + g->off, g->nterm, rules, NULL, tier, emit, ctx);
+        report(gx->post + g->off, g->nterm, rules, NULL, 0, tier, emit,
+               ctx);
     }
     return 0;
 }

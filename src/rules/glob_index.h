@@ -51,7 +51,7 @@ typedef void glob_emit(void *ctx, uint32_t rule);
 
 /*
  * The indexed rules whose pattern matches the endpoint (elen > 0 bytes,
- * NUL-terminated) and whose tier id is 0 or `tier`: each to emit(), in no
+ * no NUL read) and whose tier id is 0 or `tier`: each to emit(), in no
  * particular order.  Returns 0, or -1 if the endpoint reached more trie
  * nodes at once than the walk keeps (GLOB_INDEX_STATES): then what was
  * reported is incomplete, and the caller matches the rules one by one.

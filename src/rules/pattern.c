@@ -211,15 +211,19 @@ static int run_one_word(const nfa *a, const char *s, size_t n, size_t m)
 
 int pattern_match(const char *pat, const char *s)
 {
-    size_t m = strlen(pat), n;
+    return pattern_match_n(pat, s, strlen(s));
+}
+
+int pattern_match_n(const char *pat, const char *s, size_t n)
+{
+    size_t m = strlen(pat);
     uint64_t r[NFA_WORDS] = {1};
     nfa a;
 
     if (m > RL_PATTERN_MAX)
         return 0;
     if (pattern_is_exact(pat))
-        return strcmp(pat, s) == 0;
-    n = strlen(s);
+        return n == m && memcmp(pat, s, m) == 0;
     if (!ends_match(pat, m, s, n))
         return 0;
     if (only_double_stars(pat))

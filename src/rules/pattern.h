@@ -27,6 +27,10 @@ int pattern_check(const char *pat, char *err, size_t errlen);
 /* 1 if the endpoint matches the (valid) pattern, else 0. */
 int pattern_match(const char *pat, const char *endpoint);
 
+/* The same for an endpoint of n bytes (no NUL read, none needed: a
+ * request's counted string where the caller holds it). */
+int pattern_match_n(const char *pat, const char *endpoint, size_t n);
+
 /* 1 if the pattern has no wildcard (so it can be looked up exactly). */
 int pattern_is_exact(const char *pat);
 

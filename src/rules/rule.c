@@ -131,11 +131,19 @@ int rule_id_check(const char *id)
 
 int rule_matches(const rl_rule *r, const char *endpoint, const char *tier)
 {
+    return rule_matches_n(r, endpoint, endpoint ? strlen(endpoint) : 0, tier,
+                          tier ? strlen(tier) : 0);
+}
+
+int rule_matches_n(const rl_rule *r, const char *endpoint, size_t elen,
+                   const char *tier, size_t tlen)
+{
     /* NULL and "" both mean the request does not say. */
-    if (r->tier && (!tier || strcmp(r->tier, tier) != 0))
+    if (r->tier && (!tier || strncmp(r->tier, tier, tlen) != 0 ||
+                    r->tier[tlen] != '\0'))
         return 0;
-    if (r->endpoint &&
-        (!endpoint || !*endpoint || !pattern_match(r->endpoint, endpoint)))
+    if (r->endpoint && (!endpoint || !elen ||
+                        !pattern_match_n(r->endpoint, endpoint, elen)))
         return 0;
     return 1;
 }

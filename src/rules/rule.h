@@ -134,6 +134,12 @@ int rule_id_check(const char *id);
 /* 1 if the rule applies to a request with this endpoint and tier. */
 int rule_matches(const rl_rule *r, const char *endpoint, const char *tier);
 
+/* The same for a counted endpoint (elen bytes) and tier (tlen bytes),
+ * read where the request holds them (no NUL read); NULL or 0 bytes: the
+ * request does not say. */
+int rule_matches_n(const rl_rule *r, const char *endpoint, size_t elen,
+                   const char *tier, size_t tlen);
+
 /* The names JSON gives a mode ("enforce", "log") and a failure mode
  * ("fallback", "open", "closed"); "?" if out of range. */
 const char *rule_mode_name(int mode);

@@ -434,14 +434,13 @@ static void add_bucket(const rule_index *ix, const rl_rule *rules,
 
 /* The request's tier ids: 0 (no tier) and its own, if any rule has it;
  * *has: the kinds of rules its own has (ix_bucket.has). */
-static size_t tier_ids(const rule_index *ix, const char *tier, uint32_t *ids,
-                       uint32_t *has)
+static size_t tier_ids(const rule_index *ix, const char *tier, size_t len,
+                       uint32_t *ids, uint32_t *has)
 {
-    size_t len;
     const ix_bucket *b;
 
     ids[0] = 0;
-    if (!tier || (len = strnlen(tier, RL_TIER_MAX + 1)) > RL_TIER_MAX)
+    if (!tier || len > RL_TIER_MAX)
         return 1;
     if (!(b = lookup(ix, bytes_hash(IX_TIER, tier, len), IX_TIER, 0, tier,
                      len)))
@@ -494,7 +493,8 @@ static void add_glob(void *ctx, uint32_t r)
  * should the endpoint hold more of its nodes at once than it keeps. */
 static void add_globs(const rule_index *ix, const rl_rule *rules,
                       const char *ep, size_t elen, uint32_t tier_id,
-                      const char *tier, uint64_t present, collect *c)
+                      const char *tier, size_t tlen, uint64_t present,
+                      collect *c)
 {
     glob_ctx g = {.rules = rules, .present = present, .c = c};
 
@@ -502,7 +502,7 @@ static void add_globs(const rule_index *ix, const rl_rule *rules,
         return;
     for (size_t i = 0; i < ix->nglob && ix->glob[i] <= c->above; i++) {
         const rl_rule *r = &rules[ix->glob[i]];
-        if (carried(r, present) && rule_matches(r, ep, tier))
+        if (carried(r, present) && rule_matches_n(r, ep, elen, tier, tlen))
             add(c, ix->glob[i]);
     }
 }
@@ -530,8 +530,8 @@ static size_t any_only_match(const rule_index *ix, const rl_rule *rules,
  * trimmed.  Out of line, so the one-run case pays none of its frame. */
 static __attribute__((noinline)) size_t
 match_buckets(const rule_index *ix, const rl_rule *rules, const char *endpoint,
-              size_t elen, const char *tier, uint64_t present, uint32_t *out,
-              size_t max)
+              size_t elen, const char *tier, size_t tlen, uint64_t present,
+              uint32_t *out, size_t max)
 {
     collect c; /* buf not zeroed: an initializer cleared all of it, ~150
                 * instructions of every rl_check() */
@@ -541,7 +541,7 @@ match_buckets(const rule_index *ix, const rl_rule *rules, const char *endpoint,
     c.n = 0;
     c.keep = max < RULE_INDEX_MAX ? max : RULE_INDEX_MAX;
     c.above = UINT32_MAX;
-    nt = tier_ids(ix, tier, tiers, &has);
+    nt = tier_ids(ix, tier, tlen, tiers, &has);
     add_run(ix, rules, ix->any0, present, &c); /* tiers[0] is 0 */
     if (nt > 1 && (has >> IX_ANY & 1))
         add_bucket(ix, rules, 0, IX_ANY, tiers[1], "", 0, present, &c);
@@ -550,7 +550,7 @@ match_buckets(const rule_index *ix, const rl_rule *rules, const char *endpoint,
         add_endpoint(ix, rules, endpoint, elen, tiers, nt, has, present, &c);
     if (endpoint && elen && (ix->kinds >> IX_GLOB & 1))
         add_globs(ix, rules, endpoint, elen,
-                  nt > 1 && (has >> IX_GLOB & 1) ? tiers[1] : 0, tier,
+                  nt > 1 && (has >> IX_GLOB & 1) ? tiers[1] : 0, tier, tlen,
                   present, &c);
     c.n = sort_unique(c.buf, c.n);
     n = c.n < c.keep ? c.n : c.keep;
@@ -560,13 +560,15 @@ match_buckets(const rule_index *ix, const rl_rule *rules, const char *endpoint,
 
 size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
                         const char *endpoint, size_t elen, const char *tier,
-                        uint64_t present, uint32_t *out, size_t max)
+                        size_t tlen, uint64_t present, uint32_t *out,
+                        size_t max)
 {
     if (!ix || max == 0)
         return 0;
     if (ix->any_only)
         return any_only_match(ix, rules, present, out, max);
-    return match_buckets(ix, rules, endpoint, elen, tier, present, out, max);
+    return match_buckets(ix, rules, endpoint, elen, tier, tlen, present, out,
+                         max);
 }
 
 int rule_index_any_only(const rule_index *ix)

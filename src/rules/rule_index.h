@@ -44,14 +44,16 @@ size_t rule_index_bytes(const rule_index *ix);
 /*
  * The indexes in rules[] (those rule_index_build() was given) of the rules
  * that apply to a request with this endpoint (elen bytes, or NULL) and
- * tier (or NULL) and that count by a dimension the request carries: bit
+ * tier (tlen bytes, or NULL), neither read past its length (no NUL
+ * needed), and that count by a dimension the request carries: bit
  * id of `present` set for dimension id (rule.h), global rules always.
  * The first `max` (at most RULE_INDEX_MAX) of them in ascending order into
  * out[]; returns how many were written.  Allocates nothing.  ix NULL: no rules.
  */
 size_t rule_index_match(const rule_index *ix, const rl_rule *rules,
                         const char *endpoint, size_t elen, const char *tier,
-                        uint64_t present, uint32_t *out, size_t max);
+                        size_t tlen, uint64_t present, uint32_t *out,
+                        size_t max);
 
 /* Does no rule of ix have an endpoint or a tier (rule_index_match then
  * reads neither)?  ix NULL: no rules, yes. */

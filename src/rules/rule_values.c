@@ -367,11 +367,22 @@ static void cand_add(cand *c, uint32_t rule, uint32_t spec)
     c->spec[c->n++] = spec;
 }
 
+/* The request's endpoint and tier, counted (rule_matches_n()). */
+typedef struct req_where {
+    const char *ep, *tier;
+    size_t elen, tlen;
+} req_where;
+
+static int where_matches(const rl_rule *r, const req_where *w)
+{
+    return rule_matches_n(r, w->ep, w->elen, w->tier, w->tlen);
+}
+
 /* The rules of the run of (kind, dim, v[0..len)) whose hash is kh and
  * whose endpoint and tier match. */
 static void probe(const rule_values *vx, const rl_rule *rules, uint64_t kh,
                   uint32_t kind, uint32_t dim, const char *v, size_t len,
-                  const char *endpoint, const char *tier, cand *c)
+                  const req_where *w, cand *c)
 {
     size_t at = kh & vx->mask;
 
@@ -383,7 +394,7 @@ static void probe(const rule_values *vx, const rl_rule *rules, uint64_t kh,
             const vx_pat *p = &vx->pat[i];
             if (p->kind == kind && p->dim == dim && p->len == len &&
                 memcmp(p->s, v, len) == 0 &&
-                rule_matches(&rules[p->rule], endpoint, tier))
+                where_matches(&rules[p->rule], w))
                 cand_add(c, p->rule, kind == VX_EXACT
                                          ? SPEC_EXACT + (uint32_t)len
                                          : 1 + (uint32_t)len);
@@ -392,29 +403,31 @@ static void probe(const rule_values *vx, const rl_rule *rules, uint64_t kh,
     }
 }
 
-/* Every per-value rule of dimension dim matching value v. */
+/* Every per-value rule of dimension dim matching value v (vlen bytes,
+ * 0: up to its NUL). */
 static void match_value(const rule_values *vx, const rl_rule *rules,
-                        uint32_t dim, const char *v, const char *endpoint,
-                        const char *tier, cand *c)
+                        uint32_t dim, const char *v, size_t vlen,
+                        const req_where *w, cand *c)
 {
-    size_t vlen = strnlen(v, RL_KEY_MAX + 1);
     uint64_t h = FNV_OFFSET;
 
+    if (vlen == 0)
+        vlen = strnlen(v, RL_KEY_MAX + 1);
     if (vlen > RL_KEY_MAX)
         return; /* no pattern is longer; the key's own check refuses it */
     for (size_t len = 0; len <= vlen; len++) {
         if (vx->plen[len / 64] >> (len % 64) & 1)
             probe(vx, rules, key_hash(h, VX_PREFIX, dim, len), VX_PREFIX,
-                  dim, v, len, endpoint, tier, c);
+                  dim, v, len, w, c);
         if (len < vlen)
             h = roll(h, (unsigned char)v[len]);
     }
     probe(vx, rules, key_hash(h, VX_EXACT, dim, vlen), VX_EXACT, dim, v,
-          vlen, endpoint, tier, c);
+          vlen, w, c);
     for (size_t i = 0; i < vx->nglob; i++) {
         const vx_glob *g = &vx->glob[i];
         if (g->dim == dim && rule_value_match(g->pat, v, vlen) &&
-            rule_matches(&rules[g->rule], endpoint, tier))
+            where_matches(&rules[g->rule], w))
             cand_add(c, g->rule, g->spec);
     }
 }
@@ -454,10 +467,13 @@ static void take_out(const rule_values *vx, const rl_rule *rules,
 }
 
 size_t rule_values_apply(const rule_values *vx, const rl_rule *rules,
-                         const char *endpoint, const char *tier,
-                         uint64_t present, const char *const *val,
+                         const char *endpoint, size_t elen, const char *tier,
+                         size_t tlen, uint64_t present,
+                         const char *const *val, const size_t *len,
                          uint32_t *hit, size_t nhit)
 {
+    const req_where w = {.ep = endpoint, .elen = elen, .tier = tier,
+                         .tlen = tlen};
     uint8_t out[RULE_INDEX_MAX] = {0};
     uint64_t dims;
     size_t n = 0;
@@ -473,7 +489,7 @@ size_t rule_values_apply(const rule_values *vx, const rl_rule *rules,
     }
     for (dims = vx->dims & present; dims; dims &= dims - 1) {
         uint32_t d = (uint32_t)__builtin_ctzll(dims);
-        match_value(vx, rules, d, val[d], endpoint, tier, &c);
+        match_value(vx, rules, d, val[d], len[d], &w, &c);
     }
     if (c.over)
         return RULE_INDEX_MAX;

@@ -73,15 +73,18 @@ void rule_values_free(rule_values *vx);
  * A request's rules after the per-value ones: hit[0..nhit) are the
  * numbers rule_index_match() found (rules without match.value, in rule
  * order); the per-value rules this request matches (val[id]: the value
- * of dimension id when bit id of present is set) join them, replaced
+ * of dimension id when bit id of present is set, len[id] bytes, 0: up to
+ * its NUL; the endpoint elen bytes, the tier tlen, neither read past
+ * them, as rule_index_match() reads them) join them, replaced
  * rules and unlimited ones leave, and the rest go back into hit[] in
  * rule order.  hit has room for RULE_INDEX_MAX; more candidates than
  * that return RULE_INDEX_MAX (the caller's "matches too many rules").
  * Allocates nothing.  vx NULL: returns nhit.
  */
 size_t rule_values_apply(const rule_values *vx, const rl_rule *rules,
-                         const char *endpoint, const char *tier,
-                         uint64_t present, const char *const *val,
+                         const char *endpoint, size_t elen, const char *tier,
+                         size_t tlen, uint64_t present,
+                         const char *const *val, const size_t *len,
                          uint32_t *hit, size_t nhit);
 
 #endif

@@ -25,8 +25,9 @@ static void same_as_walk(const rl_rule *rules, size_t n,
                          const char *tier)
 {
     uint32_t got[RULE_INDEX_MAX];
-    size_t k = 0, ng = rule_index_match(ix, rules, ep, strlen(ep), tier, 0,
-                                        got, RULE_INDEX_MAX);
+    size_t k = 0, ng = rule_index_match(ix, rules, ep, strlen(ep), tier,
+                                        tier ? strlen(tier) : 0, 0, got,
+                                        RULE_INDEX_MAX);
 
     for (size_t i = 0; i < n; i++)
         if (rule_matches(&rules[i], ep, tier)) {
