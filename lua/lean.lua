@@ -243,7 +243,8 @@ end
 -- a live key's charge is PEXPIREAT alone (every reader since 1.1.0 reads
 -- a q = 1 bucket's level from its expiry, whatever its value: what the
 -- value is, "0" or a level >= 0 the general path, a refund or RL.CHECK
--- wrote, token_bucket_load's b moves with it), a new key still SET "0".
+-- wrote, token_bucket_load's b moves with it; none writes a level below
+-- 0: a debt is 0 with a later expiry), a new key still SET "0".
 local function lean_bucket(expiry_only)
   return function(key, algo, limit, burst, w, p, q, cost, now)
     if q ~= 1 or cost < 1 or cost > burst then

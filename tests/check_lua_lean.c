@@ -5,7 +5,9 @@
  * (src/base/algo.c) on a real redis-server as check_lua.c tests the
  * general path: the lean path alone and taking turns with the general
  * path on the same keys, on states earlier scripts wrote, on Redis's own
- * clock, and its one write a charge; batches naming keys again and again,
+ * clock, and its one write a charge (with option redis_oldest_limiter's
+ * ":1" too: writers of both settings and the general path on one key);
+ * batches naming keys again and again,
  * through the general path and the lean batch (mode "L"), and what the
  * state so written costs in Redis memory.  Split from check_lua.c (past
  * 900 lines); the script call, one charge and the twin runs both suites
