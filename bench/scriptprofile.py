@@ -124,15 +124,16 @@ def fcall(fn, algo, keys, long_form):
             ['rl:{user:%d}:p:%d' % (k, algo) for k in keys] + argv)
 
 
-def lean_call(fn, algo, key):
-    """The lean function's call (lua/lean.lua) for one key, cost 1."""
+def lean_call(fn, algo, key, tail=''):
+    """The lean function's call (lua/lean.lua) for one key, cost 1; tail
+    ':1': option redis_oldest_limiter=1.1 (rows lean_11, lean_batch_11)."""
     return ['FCALL', fn + '_l', 1, 'rl:{user:%d}:p:%d' % (key, algo),
-            ':'.join(str(v) for v in rule(algo)[:6] + [1])]
+            ':'.join(str(v) for v in rule(algo)[:6] + [1]) + tail]
 
 
-def lean_batch(fn, algo, keys):
+def lean_batch(fn, algo, keys, tail=''):
     """The lean batch's call (lua/lean.lua): the keys, an argument each."""
-    arg = ':'.join(str(v) for v in rule(algo)[:6] + [1])
+    arg = ':'.join(str(v) for v in rule(algo)[:6] + [1]) + tail
     return (['FCALL', fn + '_b', len(keys)] +
             ['rl:{user:%d}:p:%d' % (k, algo) for k in keys] + [arg] * len(keys))
 
@@ -232,6 +233,8 @@ def run(o, r, pid, tmp, libs):
     lean = [] if 'lean_check' not in libs['library'] else \
         ['lean'] if o.batch == 1 else \
         ['lean_batch'] if 'lean_batch' in libs['library'] else []
+    if "[':1']" in libs['library']:  # redis_oldest_limiter=1.1, same keys
+        lean += [n + '_11' for n in lean]
     # a lean part leaves states the others would misread: keys of its own
     spaces = [n for n in libs if n.startswith('no_lean')]
     for algo in [int(a) for a in o.algos.split(',')]:
@@ -261,15 +264,16 @@ def run(o, r, pid, tmp, libs):
                     off = o.keys * (1 + spaces.index(name))
                     picks = [[k + off for k in p] for p in picks]
                 fn = 'sp_' + (name if lp else 'library')
-                one = name in ('lean', 'peer') or (lp and o.batch == 1)
+                tail = ':1' if name.endswith('_11') else ''
+                one = name in ('lean', 'lean_11', 'peer') or (lp and o.batch == 1)
                 if one:  # one key a call
                     keys = [k for p in picks for k in p]
                     v = measure(o, r, pid, tmp,
                                 [peer_call(peer, k) if name == 'peer'
-                                 else lean_call(fn, algo, k)
+                                 else lean_call(fn, algo, k, tail)
                                  for k in keys], 1)
-                elif name == 'lean_batch' or lp:
-                    calls = [lean_batch(fn, algo, k) for k in picks]
+                elif name.startswith('lean_batch') or lp:
+                    calls = [lean_batch(fn, algo, k, tail) for k in picks]
                 elif name.startswith('floor'):
                     extra = 5 if name == 'floor_5_argv' else 0
                     calls = [floor_call(sha, k, extra) for k in picks]

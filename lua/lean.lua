@@ -6,7 +6,7 @@
 -- all-or-nothing, both layouts, conversions and leases; a lone call paid
 -- for all of it (~14 ARGV values at ~0.9k instructions each, a table
 -- returned, PEXPIRETIME).  Here a check is one key and one argument,
--- "algo:limit:burst:window:p:q:cost" (src/redis/redis_script.c sends it
+-- "algo:limit:burst:window:p:q:cost[:1]" (src/redis/redis_script.c sends it
 -- only for a request of one hard or soft charge, no lease, no replaced
 -- shape in force, the plain layout, no sliding log), parsed once per
 -- distinct string (a limiter sends the same few again and again) into
@@ -38,13 +38,19 @@
 -- - a token bucket whose q is 1 keeps its whole state in the expiry too
 --   (GCRA's rule: the level at now is the capacity less the time to
 --   full, whatever the value, also on a clock gone back): SET "0" PXAT
---   writes it, nothing is read but the expiry (lean_bucket1 says why "0"
+--   writes it, nothing is read but the expiry (lean_bucket says why "0"
 --   and not PEXPIREAT alone);
+--   the rolling-deploy rule: where no limiter before 1.1.0 shares the
+--   keys (option redis_oldest_limiter 1.1, an argument ending ":1"), a
+--   live key's charge is PEXPIREAT alone, a new key's SET "0" PXAT; a
+--   fleet that may still run 1.0.x limiters keeps the default (1.0)
+--   until the last of them is gone, and may switch after;
 -- - the other buckets (q > 1) take the general steps: GET, the expiry,
 --   SET ... PXAT.
 -- What is stored is save()'s result in every case (the q = 1 token
--- bucket: the same state in its level-0 form), all within the one atomic
--- call.
+-- bucket: the same state in its level-0 form, or with ":1" its expiry
+-- under whatever level >= 0 the key held: the same state to every reader
+-- since 1.1.0), all within the one atomic call.
 --
 -- The time: Redis's own clock, in ms.  A lone check of a key whose state
 -- lives reads it off the key: PEXPIRETIME - PTTL (both integers Redis
@@ -232,48 +238,64 @@ end
 -- cap: exactly cap - (exp - now) from then on, 0 before (never more than
 -- this path gives).  PEXPIREAT alone would leave the value an earlier
 -- version read as a level held: more than this path gives.
-local function lean_bucket1(key, algo, limit, burst, w, p, q, cost, now)
-  if q ~= 1 or cost < 1 or cost > burst then
-    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+-- lean_bucket(true) is the function for a fleet whose oldest limiter is
+-- 1.1.0 or later (option redis_oldest_limiter 1.1, the argument's ":1"):
+-- a live key's charge is PEXPIREAT alone (every reader since 1.1.0 reads
+-- a q = 1 bucket's level from its expiry, whatever its value: what the
+-- value is, "0" or a level >= 0 the general path, a refund or RL.CHECK
+-- wrote, token_bucket_load's b moves with it; none writes a level below
+-- 0: a debt is 0 with a later expiry), a new key still SET "0".
+local function lean_bucket(expiry_only)
+  return function(key, algo, limit, burst, w, p, q, cost, now)
+    if q ~= 1 or cost < 1 or cost > burst then
+      return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+    end
+    local exp
+    exp, now = lean_clock(key, now)
+    if exp == -1 then -- no expiry: not a state this path wrote
+      return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
+    end
+    local cap = burst * p
+    local level = cap
+    if exp > now then
+      level = cap - (exp - now)
+      if level < -cap then level = -cap end
+    end
+    local need, left = cost * p, 0
+    if level < need then
+      if level > 0 then left = idiv(level, p) end
+      return -(need - level), left, now + cap - level, now
+    end
+    level = level - need
+    local full = now + cap - level
+    if expiry_only and exp >= 0 then call('PEXPIREAT', key, format('%d', full))
+    else call('SET', key, '0', 'PXAT', format('%d', full)) end
+    return 1, idiv(level, p), full, now
   end
-  local exp
-  exp, now = lean_clock(key, now)
-  if exp == -1 then -- no expiry: not a state this path wrote
-    return lean_rw(key, algo, limit, burst, w, p, q, cost, now)
-  end
-  local cap = burst * p
-  local level = cap
-  if exp > now then
-    level = cap - (exp - now)
-    if level < -cap then level = -cap end
-  end
-  local need, left = cost * p, 0
-  if level < need then
-    if level > 0 then left = idiv(level, p) end
-    return -(need - level), left, now + cap - level, now
-  end
-  level = level - need
-  local full = now + cap - level
-  call('SET', key, '0', 'PXAT', format('%d', full))
-  return 1, idiv(level, p), full, now
 end
 
-local lean_fn = {[0] = lean_sliding, lean_bucket1, lean_fixed, lean_gcra1}
+-- The functions by the argument's algorithm, and by its tail: none (the
+-- default, option redis_oldest_limiter 1.0) or ":1" (1.1).
+local lean_fns = {
+  [''] = {[0] = lean_sliding, lean_bucket(false), lean_fixed, lean_gcra1},
+  [':1'] = {[0] = lean_sliding, lean_bucket(true), lean_fixed, lean_gcra1}}
 
 -- The argument's numbers by its string, {function, algo, limit, burst, w,
 -- p, q, cost}; bounded as argnum's memo.  A string that is not seven
--- decimal integers, or names no algorithm here, is refused.
+-- decimal integers and a tail lean_fns knows, or names no algorithm
+-- here, is refused.
 local LEAN_MEMO, lean_memo, lean_count = 4096, {}, 0
 local function lean_args(s)
   local x = lean_memo[s]
   if x then return x end
-  local a, l, b, w, p, q, c = string.match(s,
-    '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)$')
+  local a, l, b, w, p, q, c, t = string.match(s,
+    '^(%d+):(%d+):(%d+):(%d+):(%d+):(%d+):(%d+)(.*)$')
+  local fn = lean_fns[t]
   a = tonumber(a)
-  if not a or not lean_fn[a] then
+  if not a or not fn or not fn[a] then
     return error('ERR libratelimit: bad lean argument')
   end
-  x = {lean_fn[a], a, tonumber(l), tonumber(b), tonumber(w), tonumber(p),
+  x = {fn[a], a, tonumber(l), tonumber(b), tonumber(w), tonumber(p),
        tonumber(q), tonumber(c)}
   if lean_count >= LEAN_MEMO then lean_memo, lean_count = {}, 0 end
   lean_memo[s], lean_count = x, lean_count + 1

@@ -88,6 +88,7 @@ static int open_store(rl_limiter *lim, const rl_config *cfg)
         .hash_key = lim->layout_key,
         .functions = (int)cfg->redis_functions,
         .command = (int)cfg->redis_command,
+        .oldest = (int)cfg->redis_oldest_limiter,
     };
     const char *uri = cfg->store ? cfg->store : "memory://";
     char err[RL_ERRMSG_MAX - 40];

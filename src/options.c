@@ -117,6 +117,9 @@ static const opt_def opt_table[] = {
         "refused); 0: EVALSHA always"),
     ENUM("redis_command", redis_command, "auto|module|lua", "auto",
          "RL.CHECK (ratelimit.so) where a server has it, always, or never"),
+    ENUM("redis_oldest_limiter", redis_oldest_limiter, "1.0|1.1", "1.0",
+         "the oldest libratelimit sharing the Redis keys; 1.1: the lean "
+         "token bucket writes its expiry alone"),
 };
 
 #define NOPTS (sizeof opt_table / sizeof opt_table[0])

@@ -57,6 +57,7 @@ struct rl_config {
     int64_t lease_entries;      /* leases' grants kept; 0: no leases   */
     int64_t redis_functions;    /* 1: FCALL the function library      */
     int64_t redis_command;      /* RCMD_*: ratelimit.so's RL.CHECK     */
+    int64_t redis_oldest_limiter; /* 1: none before 1.1.0 shares keys */
     rl_log_fn *log_fn;          /* messages; NULL: silent             */
     void *log_arg;
 };

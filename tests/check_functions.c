@@ -84,7 +84,10 @@ static long long calls_of(const char *command)
     return calls_on(&srv, command);
 }
 
-static rl_limiter *open_on(const char *store, const char *functions)
+/* A limiter of `rules` on store, option name set to value (NULL: not
+ * set). */
+static rl_limiter *open_opt(const char *store, const char *name,
+                            const char *value)
 {
     rl_config *cfg = rl_config_new();
     rl_limiter *lim = NULL;
@@ -97,13 +100,17 @@ static rl_limiter *open_on(const char *store, const char *functions)
      * left to the failure modes failed the test, not the library). */
     ck_assert_int_eq(rl_config_set(cfg, "timeout_ms", "10000"), RL_OK);
     ck_assert_int_eq(rl_config_set(cfg, "deny_cache", "0"), RL_OK);
-    if (functions)
-        ck_assert_int_eq(rl_config_set(cfg, "redis_functions", functions),
-                         RL_OK);
+    if (value)
+        ck_assert_int_eq(rl_config_set(cfg, name, value), RL_OK);
     rc = rl_limiter_new(&lim, cfg);
     rl_config_free(cfg);
     ck_assert_msg(rc == RL_OK, "rl_limiter_new: %s", rl_errmsg(NULL));
     return lim;
+}
+
+static rl_limiter *open_on(const char *store, const char *functions)
+{
+    return open_opt(store, "redis_functions", functions);
 }
 
 /* n checks of `key` on rule tb: how many passed.  Each is one call. */
@@ -195,6 +202,46 @@ START_TEST(batch_of_lone_checks_takes_the_lean_batch)
     for (int i = 0; i < 8; i++)
         ck_assert_int_eq(res[i].allowed, 0); /* the window is spent */
     rl_limiter_free(lim);
+}
+END_TEST
+
+/* Option redis_oldest_limiter: by default (1.0) a lone or batched
+ * charge of a token bucket whose q is 1 (rule tb: 50 an hour, a token
+ * every 72 s) is SET "0" PXAT, which a limiter before 1.1.0 reads
+ * safely; with 1.1 a live key's is PEXPIREAT alone (a new key's still a
+ * SET), as commandstats count them.  Limiters of either setting share
+ * the keys: each reads the level the other left (the expiry alone). */
+START_TEST(oldest_limiter_1_1_bucket_writes_expiry_alone)
+{
+    rl_limiter *old = open_on(uri, NULL);
+    rl_limiter *new = open_opt(uri, "redis_oldest_limiter", "1.1");
+    long long s0 = calls_of("set"), p0 = calls_of("pexpireat");
+    rl_request req[6];
+    rl_result res[6];
+    int codes[6];
+
+    ck_assert_int_eq(admitted(old, "user:mixed", 10), 10);
+    ck_assert_int_eq(calls_of("set") - s0, 10);
+    ck_assert_int_eq(calls_of("pexpireat") - p0, 0);
+    ck_assert_int_eq(admitted(new, "user:mixed", 10), 10);
+    ck_assert_int_eq(admitted(new, "user:fresh", 5), 5);
+    ck_assert_int_eq(calls_of("set") - s0, 10 + 1); /* user:fresh made */
+    ck_assert_int_eq(calls_of("pexpireat") - p0, 10 + 4);
+    results_init(res, 6);
+    for (int i = 0; i < 6; i++)
+        req[i] = (rl_request){.size = sizeof(rl_request), .endpoint = "/tb",
+                              .user = i % 2 ? "mixed" : "fresh", .cost = 1};
+    ck_assert_int_eq(rl_check_many(new, req, res, codes, 6), RL_OK);
+    for (int i = 0; i < 6; i++)
+        ck_assert(codes[i] == RL_OK && res[i].allowed);
+    ck_assert_int_eq(calls_of("set") - s0, 10 + 1);
+    ck_assert_int_eq(calls_of("pexpireat") - p0, 10 + 4 + 6);
+    /* 10 + 10 + 3 of user:mixed's 50 spent, whoever wrote the key last */
+    ck_assert_int_eq(admitted(old, "user:mixed", 20), 20);
+    ck_assert_int_eq(admitted(new, "user:mixed", 10), 7);
+    ck_assert_int_eq(admitted(old, "user:mixed", 1), 0);
+    rl_limiter_free(old);
+    rl_limiter_free(new);
 }
 END_TEST
 
@@ -388,6 +435,7 @@ int main(void)
         tcase_add_test(tc, fcall_when_on_evalsha_when_off);
         tcase_add_test(tc, lone_check_takes_the_lean_function);
         tcase_add_test(tc, batch_of_lone_checks_takes_the_lean_batch);
+        tcase_add_test(tc, oldest_limiter_1_1_bucket_writes_expiry_alone);
         tcase_add_test(tc, function_flush_under_load_decides_every_check);
         tcase_add_test(tc, least_privilege_falls_back_to_evalsha);
         tcase_add_test(tc, granted_functions_are_called);

@@ -399,6 +399,19 @@ START_TEST(conversion_same_in_c_and_lua_plain)
 }
 END_TEST
 
+/* The old rule's state written by the lean path too, with and without
+ * the ":1" of option redis_oldest_limiter (a q = 1 token bucket's level
+ * then under a new expiry, its value as an earlier writer left it), at
+ * random: converted alike (convert.lua reads the level from the expiry
+ * alone, as the C maths hold it). */
+START_TEST(conversion_of_lean_writes_plain)
+{
+    lean_mode = lean_oldest = 2;
+    conversion(0, 80, 30);
+    lean_mode = lean_oldest = 0;
+}
+END_TEST
+
 START_TEST(conversion_same_in_c_and_lua_compact)
 {
     conversion(1, 150, 30);
@@ -659,6 +672,7 @@ int main(void)
     tcase_add_test(tc, token_bucket_clock_back_vector);
     tcase_add_test(tc, token_bucket_refund_at_now_vector);
     tcase_add_test(tc, conversion_same_in_c_and_lua_plain);
+    tcase_add_test(tc, conversion_of_lean_writes_plain);
     tcase_add_test(tc, conversion_same_in_c_and_lua_compact);
     tcase_add_test(tc, conversion_same_in_cluster_batch_mode);
     tcase_add_test(tc, conversion_state_dropped_before_the_change);

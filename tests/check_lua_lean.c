@@ -5,7 +5,9 @@
  * (src/base/algo.c) on a real redis-server as check_lua.c tests the
  * general path: the lean path alone and taking turns with the general
  * path on the same keys, on states earlier scripts wrote, on Redis's own
- * clock, and its one write a charge; batches naming keys again and again,
+ * clock, and its one write a charge (with option redis_oldest_limiter's
+ * ":1" too: writers of both settings and the general path on one key);
+ * batches naming keys again and again,
  * through the general path and the lean batch (mode "L"), and what the
  * state so written costs in Redis memory.  Split from check_lua.c (past
  * 900 lines); the script call, one charge and the twin runs both suites
@@ -323,13 +325,93 @@ START_TEST(lean_bucket_refund_at_now_vector)
 }
 END_TEST
 
+/* Option redis_oldest_limiter 1.1 (the lean argument's ":1"): a live
+ * q = 1 token bucket's charge is PEXPIREAT alone, the value left as the
+ * key's last writer put it.  The same vectors, the writers taking turns
+ * on the one key: the general path (check.lua: a level and its expiry),
+ * the lean path with ":1", the general path reading that stale level,
+ * ":1" again, the lean path by default ("0" PXAT): every reader (each of
+ * them and the refunds, settle.lua) takes the level from the expiry
+ * alone, so the decisions are the vector's, the C maths'.  Each ":1"
+ * charge of a live key is one PEXPIREAT and no SET, the value untouched;
+ * one of a new key SETs "0" (a value every reader parses). */
+static int vec_turn, vec_stale;
+
+static void vec_mixed(const algo_params *ap, int64_t now, int64_t cost,
+                      algo_decision *d)
+{
+    static const int writer[] = {2, 1, 2, 1, 0}; /* 2: general, 1: ":1" */
+    const char *key = "rl:{vec}:lean";
+    int w = writer[vec_turn++ % 5];
+    redisReply *was = cmd("GET %s", key), *now_v;
+    long long sets = rh_cmdstat_calls(&srv, "set");
+    long long pexp = rh_cmdstat_calls(&srv, "pexpireat");
+
+    if (w == 2) {
+        lua_apply(ap, key, "", now, cost, d);
+    } else {
+        lean_oldest = w;
+        lean_apply(ap, key, now, cost, d);
+        lean_oldest = 0;
+    }
+    now_v = cmd("GET %s", key);
+    if (d->allowed && cost > 0) {
+        ck_assert_int_eq(cmd_int("PEXPIRETIME %s", key), d->reset_ms);
+        if (w == 1 && was->type == REDIS_REPLY_STRING) {
+            ck_assert_str_eq(now_v->str, was->str);
+            vec_stale += strcmp(was->str, "0") != 0;
+            ck_assert_int_eq(rh_cmdstat_calls(&srv, "set"), sets);
+            ck_assert_int_eq(rh_cmdstat_calls(&srv, "pexpireat"), pexp + 1);
+        } else if (w != 2) {
+            ck_assert_str_eq(now_v->str, "0");
+        }
+    }
+    freeReplyObject(was);
+    freeReplyObject(now_v);
+}
+
+START_TEST(lean_bucket_oldest_mixed_writers_vectors)
+{
+    cmd_int("DEL rl:{vec}:lean");
+    vec_turn = vec_stale = 0;
+    bucket_clock_back_run(vec_mixed, test_base(), 0, "mixed writers");
+    cmd_int("DEL rl:{vec}:lean");
+    vec_turn = 0;
+    bucket_refund_run(vec_mixed, vec_refund, test_base(),
+                      "mixed writers, refunds");
+    ck_assert_int_gt(vec_stale, 0); /* a level left under a new expiry */
+}
+END_TEST
+
+/* And at random: the lean path with ":1" or without, call by call, alone
+ * and taking turns with the general path, and refunds, on token buckets
+ * of random numbers (q = 1 and not), against the C maths; then the lean
+ * batch with ":1" on keys named again and again. */
+START_TEST(lean_bucket_oldest_mixed_writers_random)
+{
+    lean_oldest = 2;
+    for (int mode = 1; mode <= 2; mode++) {
+        lean_mode = mode;
+        differential(RL_ALGO_TOKEN_BUCKET, 20, 100, 0);
+        refund_restores(RL_ALGO_TOKEN_BUCKET, 0);
+        freeReplyObject(cmd("FLUSHALL")); /* the refunds' keys: new rules */
+    }
+    lean_mode = 0;
+    lean_oldest = 0;
+}
+END_TEST
+
 START_TEST(batch_repeated_keys_same_decisions)
 {
     int64_t base = test_base();
 
-    for (int m = 0; m < 8; m++) {
-        int algo = m % 4;
+    for (int m = 0; m < 10; m++) {
+        int algo = m < 8 ? m % 4 : RL_ALGO_TOKEN_BUCKET;
         lean_batch_mode = m >= 4; /* then the lean batch, mode "L" */
+        /* then token buckets, the lean batch's ops with ":1" or without
+         * at random (option redis_oldest_limiter), the second call the
+         * general path's */
+        lean_oldest = m >= 8 ? 2 : 0;
         for (int round = 0; round < 20; round++) {
             algo_params ap = random_params(algo);
             algo_state st[3] = {{0}, {0}, {0}};
@@ -341,8 +423,10 @@ START_TEST(batch_repeated_keys_same_decisions)
 
             for (int k = 0; k < 3; k++)
                 snprintf(names[k], sizeof names[k], "rl:{batch}:%s-%d-%d-%d",
-                         algo_name(algo), lean_batch_mode, round, k);
+                         algo_name(algo), m, round, k);
             for (int s = 0; s < 3; s++) { /* three calls, time moving */
+                if (m >= 8)
+                    lean_batch_mode = s != 1;
                 for (int i = 0; i < n; i++) {
                     who[i] = (int)rnd(3);
                     keys[i] = names[who[i]];
@@ -359,7 +443,7 @@ START_TEST(batch_repeated_keys_same_decisions)
             }
         }
     }
-    lean_batch_mode = 0;
+    lean_batch_mode = lean_oldest = 0;
 }
 END_TEST
 
@@ -460,6 +544,8 @@ int main(void)
     tcase_add_test(tc, lean_bucket_same_ms_one_write);
     tcase_add_test(tc, lean_bucket_clock_back_vector);
     tcase_add_test(tc, lean_bucket_refund_at_now_vector);
+    tcase_add_test(tc, lean_bucket_oldest_mixed_writers_vectors);
+    tcase_add_test(tc, lean_bucket_oldest_mixed_writers_random);
     tcase_add_test(tc, batch_repeated_keys_same_decisions);
     tcase_add_test(tc, state_size_bound);
     suite_add_tcase(s, tc);

@@ -134,8 +134,38 @@ START_TEST(every_algorithm_compact)
 END_TEST
 
 /* GCRA's rule for the token bucket (algo_vectors.h's vector) through
- * RL.CHECK, both layouts. */
+ * RL.CHECK, both layouts; and (vec_lean) every other step the script's
+ * lean path with ":1" (option redis_oldest_limiter 1.1: a live q = 1
+ * bucket's charge is PEXPIREAT alone, lua/lean.lua), so RL.CHECK and
+ * RL.SETTLE read a level RL.CHECK wrote under the expiry the lean path
+ * moved: the level from the expiry alone, as the vector says. */
 static const char *vec_key, *vec_field;
+static int vec_lean;
+
+static void lean_expiry_only(const algo_params *ap, int64_t now,
+                             int64_t cost, algo_decision *d)
+{
+    char t[24], arg[160];
+    const char *argv[] = {"EVAL", rl_lua_check_test, "1", vec_key, t, "l",
+                          arg};
+    size_t lens[7];
+    redisReply *r, *elp;
+
+    snprintf(t, sizeof t, "%lld", (long long)now);
+    snprintf(arg, sizeof arg, "%d:%lld:%lld:%lld:%lld:%lld:%lld:1", ap->algo,
+             (long long)ap->limit, (long long)ap->burst,
+             (long long)ap->window_ms, (long long)ap->p, (long long)ap->q,
+             (long long)cost);
+    for (int i = 0; i < 7; i++)
+        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
+    r = redisCommandArgv(ctx, 7, argv, lens);
+    ck_assert_msg(r && r->type == REDIS_REPLY_STRING && r->len == 32,
+                  "lean: %s", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    elp = r; /* lua_answer() reads an array's first element */
+    lua_answer(&(redisReply){.type = REDIS_REPLY_ARRAY, .elements = 1,
+                             .element = &elp}, 0, d);
+    freeReplyObject(r);
+}
 
 static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
                       algo_decision *d)
@@ -144,13 +174,19 @@ static void vec_apply(const algo_params *ap, int64_t now, int64_t cost,
                 .mode = "0"};
     int64_t v;
 
-    mod_check(now, &pt, 1, d, &v);
+    if (vec_lean && vec_lean++ % 2 == 0)
+        lean_expiry_only(ap, now, cost, d);
+    else
+        mod_check(now, &pt, 1, d, &v);
 }
 
 START_TEST(token_bucket_clock_back_vector)
 {
     bucket_clock_back_layouts(vec_apply, &vec_key, &vec_field, test_base,
                               "module");
+    vec_key = "rl:{vec}:tbl", vec_field = "", vec_lean = 1;
+    bucket_clock_back_run(vec_apply, test_base(), 0, "module and lean :1");
+    vec_lean = 0;
 }
 END_TEST
 
@@ -176,6 +212,10 @@ START_TEST(token_bucket_refund_at_now_vector)
 {
     bucket_refund_layouts(vec_apply, vec_refund, &vec_key, &vec_field,
                           test_base, "module");
+    vec_key = "rl:{vec}:tbrl", vec_field = "", vec_lean = 1;
+    bucket_refund_run(vec_apply, vec_refund, test_base(),
+                      "module and lean :1, RL.SETTLE");
+    vec_lean = 0;
 }
 END_TEST
 

@@ -142,16 +142,23 @@ static inline redisReply *lua_eval(char mode, int64_t now, const part *pt,
  * path read the state the other wrote. */
 static int lean_mode;
 
-/* The lean argument of one op, "algo:limit:burst:window:p:q:cost", in
- * buf (LEAN_ARG bytes). */
+/* The lean argument's tail (option redis_oldest_limiter): 0 none (1.0,
+ * the default), 1 ":1" (1.1: a live q = 1 token bucket's charge is
+ * PEXPIREAT alone), 2 either, at random call by call. */
+static int lean_oldest;
+
+/* The lean argument of one op, "algo:limit:burst:window:p:q:cost" and
+ * the tail, in buf (LEAN_ARG bytes). */
 #define LEAN_ARG 160
 static inline const char *lean_arg(char *buf, const algo_params *ap,
                                    int64_t cost)
 {
-    snprintf(buf, LEAN_ARG, "%d:%lld:%lld:%lld:%lld:%lld:%lld", ap->algo,
+    int on = lean_oldest == 1 || (lean_oldest == 2 && rnd(2));
+
+    snprintf(buf, LEAN_ARG, "%d:%lld:%lld:%lld:%lld:%lld:%lld%s", ap->algo,
              (long long)ap->limit, (long long)ap->burst,
              (long long)ap->window_ms, (long long)ap->p, (long long)ap->q,
-             (long long)cost);
+             (long long)cost, on ? ":1" : "");
     return buf;
 }
 

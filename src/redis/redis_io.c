@@ -729,7 +729,8 @@ int rio_open(rio **out, const rio_opts *o, char *err, size_t errlen)
     if (r->o.max_backoff_ms < 10)
         r->o.max_backoff_ms = 1000;
     r->sx = (script_ctx){.script = o->script, .script_len = o->script_len,
-                         .compact = o->compact, .clock = o->clock};
+                         .compact = o->compact, .clock = o->clock,
+                         .lean_tail = o->oldest ? ":1" : ""};
     script_ctx_names(&r->sx, o->library, o->library_len);
     pthread_mutex_init(&r->mu, NULL);
     r->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -128,6 +128,9 @@ typedef struct rio_opts {
                                     SSL_CTX, redis_tls.h; rio_open takes
                                     a reference of its own); NULL plain  */
     int command;                 /* RCMD_* (redis_module_cmd.h)          */
+    int oldest;                  /* option redis_oldest_limiter: 1, no
+                                    limiter before 1.1.0 shares the keys
+                                    (script_ctx's lean_tail)            */
 } rio_opts;
 
 /* Connect now (so a bad address or password is reported at start; with

@@ -14,8 +14,10 @@
  *
  * A lone request of one charge, the common case of an unbatched fleet,
  * goes to the library's lean function instead (lua/lean.lua): its key
- * and one argument, "algo:limit:burst:window:p:q:cost", answered by one
- * string of four doubles (the op's three, then the time).  A batch of
+ * and one argument, "algo:limit:burst:window:p:q:cost" (and ":1" where
+ * option redis_oldest_limiter says no limiter before 1.1.0 shares the
+ * keys: the token bucket may then write its expiry alone), answered by
+ * one string of four doubles (the op's three, then the time).  A batch of
  * such requests (no multi-rule one among them) goes to the lean batch:
  * their keys, then an argument each, answered as the general path is.
  */
@@ -263,8 +265,9 @@ void script_ctx_names(script_ctx *x, const char *library, size_t len)
 
 /* ---- the lean path ------------------------------------------------------- */
 
-/* The lean function's argument: 7 integers and their colons. */
-#define LEAN_ARG_MAX (7 * 21)
+/* The lean function's argument: 7 integers and their colons, and the
+ * tail (":1": option redis_oldest_limiter 1.1). */
+#define LEAN_ARG_MAX (7 * 21 + 4)
 
 /* Does the lean path serve this call (see redis_script.h): every request
  * one op, on the plain layout, no lease, no sliding log, no replaced
@@ -287,7 +290,8 @@ static int lean_call(const script_ctx *x, rio_job *const *jobs, int nb,
     return nb == 1 ? 1 : 2;
 }
 
-/* One op's key, or its argument "algo:limit:burst:window:p:q:cost". */
+/* One op's key, or its argument "algo:limit:burst:window:p:q:cost" and
+ * x->lean_tail. */
 static void put_lean_key(resp_buf *b, const rio_job *j)
 {
     char key[REDIS_KEY_MAX], field[REDIS_FIELD_MAX];
@@ -296,15 +300,16 @@ static void put_lean_key(resp_buf *b, const rio_job *j)
     resp_arg(b, key, klen);
 }
 
-static void put_lean_arg(resp_buf *b, const rio_job *j)
+static void put_lean_arg(const script_ctx *x, resp_buf *b, const rio_job *j)
 {
     const store_op *op = &j->ops[0];
     const algo_params *ap = &op->rule->ap;
     char arg[LEAN_ARG_MAX];
-    int n = snprintf(arg, sizeof arg, "%d:%lld:%lld:%lld:%lld:%lld:%lld",
+    int n = snprintf(arg, sizeof arg, "%d:%lld:%lld:%lld:%lld:%lld:%lld%s",
                      ap->algo, (long long)ap->limit, (long long)ap->burst,
                      (long long)ap->window_ms, (long long)ap->p,
-                     (long long)ap->q, (long long)op->cost);
+                     (long long)ap->q, (long long)op->cost,
+                     x->lean_tail ? x->lean_tail : "");
 
     resp_arg(b, arg, (size_t)n);
 }
@@ -326,7 +331,7 @@ static void put_lean(const script_ctx *x, resp_buf *b, rio_job *const *jobs,
     for (int j = 0; j < nb; j++)
         put_lean_key(b, jobs[j]);
     for (int j = 0; j < nb; j++)
-        put_lean_arg(b, jobs[j]);
+        put_lean_arg(x, b, jobs[j]);
 }
 
 void script_put(const script_ctx *x, resp_buf *b, rio_job *const *jobs,

@@ -23,6 +23,10 @@ typedef struct script_ctx {
                                     fn and "_l"                         */
     int compact;                 /* the compact layout (redis_key.h)     */
     const rl_clock *clock;       /* tests: the time passed to the script */
+    const char *lean_tail;       /* after each lean argument: "" (NULL
+                                    too), or ":1" where no limiter before
+                                    1.1.0 shares the keys (option
+                                    redis_oldest_limiter, lua/lean.lua) */
 } script_ctx;
 
 /* How a call names the script: by its SHA-1, by its text, or as the

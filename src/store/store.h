@@ -165,6 +165,7 @@ typedef struct store_options {
     const uint64_t *hash_key;    /* option hash_key (NULL: not set)     */
     int functions;               /* Redis: FCALL the function library   */
     int command;                 /* Redis: RCMD_* (redis_module_cmd.h)  */
+    int oldest;                  /* Redis: option redis_oldest_limiter  */
 } store_options;
 
 /* Open the store a URI names ("memory://", "shm://NAME", "redis://...",

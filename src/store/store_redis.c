@@ -183,6 +183,7 @@ void store_redis_node_opts(rnode_opts *o, const store_options *opt,
     o->timeout_ms = opt->timeout_ms;
     o->io.degraded = opt->degraded_start;
     o->io.compact = opt->compact;
+    o->io.oldest = opt->oldest;
     o->io.clock = clock;
     o->io.connect_timeout_ms = opt->connect_timeout_ms;
     o->io.log_fn = opt->log_fn;
