@@ -4,8 +4,9 @@
  * Retry-After on a denial, the IETF pair when ratelimit_ietf_headers is
  * on) to every response of a checked request, admitted, rejected or an
  * error page alike, as ratelimit_headers says (on: all of them; denied:
- * a rejection's only; off: none but a rejection's Retry-After); a request no rule applied to (RL_FLAG_NO_RULE) gets
- * none, having no limit to tell.  A rejected request is answered here
+ * a rejection's only; off: none but a rejection's Retry-After); a
+ * request no rule applied to (RL_FLAG_NO_RULE) gets none, having no
+ * limit to tell.  A rejected request is answered here
  * with the location's status and the library's JSON body
  * (rl_body_format), as application/json: a limit reached with
  * ratelimit_status (429), a rule that failed closed because the store is
