@@ -232,21 +232,12 @@ static void lua_batch(const algo_params *ap, const char *const *keys,
     int c = 0;
     redisReply *r;
 
-    char sha[41];
-
     ck_assert_int_le(nreq, MAXR);
-    /* by its SHA1: the 35 KB script in every call would grow and shrink
-     * the connection's buffers, which used_memory counts */
-    r = redisCommand(ctx, "SCRIPT LOAD %b", rl_lua_check_test,
-                     rl_lua_check_test_len);
-    ck_assert_msg(r && r->type == REDIS_REPLY_STRING && r->len == 40,
-                  "SCRIPT LOAD");
-    memcpy(sha, r->str, 41);
-    freeReplyObject(r);
 #define NUM(v) (snprintf(num[c], sizeof num[c], "%lld", (long long)(v)), \
                 argv[c] = num[c], c++)
-    argv[c++] = "EVALSHA";
-    argv[c++] = sha;
+    c = 2; /* by its SHA-1 (lua_test_eval): the script in every call
+            * would grow and shrink the connection's buffers, which
+            * used_memory counts */
     NUM(nreq);
     for (int i = 0; i < nreq; i++)
         argv[c++] = keys[i];
@@ -268,10 +259,7 @@ static void lua_batch(const algo_params *ap, const char *const *keys,
     }
 #undef NUM
 send:
-    for (int i = 0; i < c; i++)
-        lens[i] = strlen(argv[i]);
-    r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
+    r = lua_test_eval(c, argv, lens);
     ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
     lua_answer_shape(r, (size_t)nreq);
     for (int i = 0; i < nreq; i++)

@@ -65,8 +65,7 @@ static redisReply *eval1(char mode, const algo_params *ap, const char *key,
 
 #define NUM(v) (snprintf(num[c], sizeof num[c], "%lld", (long long)(v)), \
                 argv[c] = num[c], c++)
-    argv[c++] = "EVAL";
-    argv[c++] = rl_lua_check_test;
+    c = 2; /* EVALSHA and the script's SHA-1: lua_test_eval() */
     argv[c++] = cross ? "0" : "1";
     if (!cross)
         argv[c++] = key;
@@ -85,10 +84,7 @@ static redisReply *eval1(char mode, const algo_params *ap, const char *key,
     if (cross)
         argv[c++] = key;
 #undef NUM
-    for (int i = 0; i < c; i++)
-        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
+    r = lua_test_eval(c, argv, lens);
     ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
     return r;
 }

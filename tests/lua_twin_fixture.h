@@ -85,8 +85,7 @@ static inline redisReply *lua_eval(char mode, int64_t now, const part *pt,
     int64_t at[MAXP];
     int reqs_at, moves = 0;
 
-    argv[c++] = "EVAL";
-    argv[c++] = rl_lua_check_test;
+    c = 2; /* EVALSHA and the script's SHA-1: lua_test_eval() */
     NUM(cross ? 0 : n);
     for (int i = 0; !cross && i < n; i++)
         argv[c++] = pt[i].key;
@@ -128,10 +127,7 @@ static inline redisReply *lua_eval(char mode, int64_t now, const part *pt,
 #undef PARAMS
 #undef NUM
     ck_assert_int_le(c, MAXARG);
-    for (int i = 0; i < c; i++)
-        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
+    r = lua_test_eval(c, argv, lens);
     ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
     return r;
 }
@@ -170,16 +166,13 @@ static inline void lean_apply(const algo_params *ap, const char *key,
                               int64_t now, int64_t cost, algo_decision *d)
 {
     char t[24], arg[LEAN_ARG];
-    const char *argv[] = {"EVAL", rl_lua_check_test, "1", key, t, "l", arg};
+    const char *argv[] = {"", "", "1", key, t, "l", arg};
     size_t lens[7];
     redisReply *r;
 
     snprintf(t, sizeof t, "%lld", (long long)now);
     lean_arg(arg, ap, cost);
-    for (int i = 0; i < 7; i++)
-        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, 7, argv, lens);
-    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
+    r = lua_test_eval(7, argv, lens);
     ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 32,
                   "lean reply type %d: %s", r->type,
                   r->type == REDIS_REPLY_ERROR ? r->str : "");

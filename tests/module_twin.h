@@ -130,8 +130,7 @@ static inline void lua_check(int64_t now, const mpart *pt, int n,
 
 #define NUM(v) (snprintf(num[u], sizeof num[u], "%lld", (long long)(v)), \
                 argv[c++] = num[u++])
-    argv[c++] = "EVAL";
-    argv[c++] = rl_lua_check_test;
+    c = 2; /* EVALSHA and the script's SHA-1: lua_test_eval() */
     NUM(n);
     for (int i = 0; i < n; i++)
         argv[c++] = pt[i].key;
@@ -158,10 +157,7 @@ static inline void lua_check(int64_t now, const mpart *pt, int n,
         argv[c++] = pt[i].field;
     }
 #undef NUM
-    for (int i = 0; i < c; i++)
-        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_msg(r != NULL, "EVAL: %s", ctx->errstr);
+    r = lua_test_eval(c, argv, lens);
     ck_assert_msg(r->type != REDIS_REPLY_ERROR, "script: %s", r->str);
     lua_answer_shape(r, (size_t)n);
     for (int i = 0; i < n; i++) {
