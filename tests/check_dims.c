@@ -380,6 +380,29 @@ START_TEST(counted_strings_glob_and_value)
 }
 END_TEST
 
+/* A counted tier holding a NUL (outside rl_request's contract, yet read
+ * within its length): "pr\0X" is not the per-value rule's "pr", and
+ * nothing past the rule's own tier is read to say so (valgrind and ASan
+ * saw the read past it before rule_matches_n() compared lengths). */
+START_TEST(counted_tier_with_nul_is_not_shorter_tier)
+{
+    rl_limiter *lim = limiter_with(
+        "[{\"rule_id\":\"t\",\"dimension\":\"ip\",\"limit\":2,"
+        "\"window_seconds\":60,\"match\":{\"tier\":\"pr\","
+        "\"value\":\"10.0.0.1\"}}]");
+    rl_request req = {.size = sizeof(rl_request), .tier = "pr\0X",
+                      .tier_len = 4, .ip = "10.0.0.1", .cost = 1};
+    rl_result res = RL_RESULT_INIT;
+
+    ck_assert(check_ok(lim, &req, &res));
+    ck_assert(res.flags & RL_FLAG_NO_RULE);
+    req.tier_len = 2; /* "pr": the rule */
+    ck_assert(check_ok(lim, &req, &res));
+    ck_assert_str_eq(res.rule_id, "t");
+    rl_limiter_free(lim);
+}
+END_TEST
+
 /* Since 1.0: the unrounded times, retry_after and reset_at rounded up. */
 START_TEST(millisecond_times)
 {
@@ -475,6 +498,7 @@ static Suite *dims_suite(void)
     tcase_add_test(tc, counted_strings_plain_set);
     tcase_add_test(tc, counted_strings_matched);
     tcase_add_test(tc, counted_strings_glob_and_value);
+    tcase_add_test(tc, counted_tier_with_nul_is_not_shorter_tier);
     tcase_add_test(tc, check_many_strides);
     suite_add_tcase(s, tc);
     return s;

@@ -139,8 +139,11 @@ int rule_matches_n(const rl_rule *r, const char *endpoint, size_t elen,
                    const char *tier, size_t tlen)
 {
     /* NULL and "" both mean the request does not say. */
-    if (r->tier && (!tier || strncmp(r->tier, tier, tlen) != 0 ||
-                    r->tier[tlen] != '\0'))
+    /* The rule's tier read no further than tlen + 1 bytes: a counted
+     * tier may hold a NUL (outside rl_request's contract) where strncmp
+     * would stop equal short of the rule's end. */
+    if (r->tier && (!tier || strnlen(r->tier, tlen + 1) != tlen ||
+                    memcmp(r->tier, tier, tlen) != 0))
         return 0;
     if (r->endpoint && (!endpoint || !elen ||
                         !pattern_match_n(r->endpoint, endpoint, elen)))
