@@ -276,9 +276,10 @@ end
 
 -- The functions by the argument's algorithm, and by its tail: none (the
 -- default, option redis_oldest_limiter 1.0) or ":1" (1.1).
-local lean_fns = {
-  [''] = {[0] = lean_sliding, lean_bucket(false), lean_fixed, lean_gcra1},
-  [':1'] = {[0] = lean_sliding, lean_bucket(true), lean_fixed, lean_gcra1}}
+local function lean_table(expiry_only)
+  return {[0] = lean_sliding, lean_bucket(expiry_only), lean_fixed, lean_gcra1}
+end
+local lean_fns = {[''] = lean_table(false), [':1'] = lean_table(true)}
 
 -- The argument's numbers by its string, {function, algo, limit, burst, w,
 -- p, q, cost}; bounded as argnum's memo.  A string that is not seven
