@@ -146,8 +146,7 @@ static void lean_expiry_only(const algo_params *ap, int64_t now,
                              int64_t cost, algo_decision *d)
 {
     char t[24], arg[160];
-    const char *argv[] = {"EVAL", rl_lua_check_test, "1", vec_key, t, "l",
-                          arg};
+    const char *argv[] = {NULL, NULL, "1", vec_key, t, "l", arg};
     size_t lens[7];
     redisReply *r, *elp;
 
@@ -156,11 +155,9 @@ static void lean_expiry_only(const algo_params *ap, int64_t now,
              (long long)ap->limit, (long long)ap->burst,
              (long long)ap->window_ms, (long long)ap->p, (long long)ap->q,
              (long long)cost);
-    for (int i = 0; i < 7; i++)
-        lens[i] = i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, 7, argv, lens);
-    ck_assert_msg(r && r->type == REDIS_REPLY_STRING && r->len == 32,
-                  "lean: %s", r && r->type == REDIS_REPLY_ERROR ? r->str : "?");
+    r = lua_test_eval(7, argv, lens);
+    ck_assert_msg(r->type == REDIS_REPLY_STRING && r->len == 32,
+                  "lean: %s", r->type == REDIS_REPLY_ERROR ? r->str : "?");
     elp = r; /* lua_answer() reads an array's first element */
     lua_answer(&(redisReply){.type = REDIS_REPLY_ARRAY, .elements = 1,
                              .element = &elp}, 0, d);

@@ -29,6 +29,22 @@ static uint64_t rnd(uint64_t n)
     return xorshift64(&rng) % n;
 }
 
+/* argv's command: the module's as it stands (mod), else the test script's
+ * (argv[0] and argv[1] its EVALSHA and SHA-1: lua_fixture.h).  Non-NULL. */
+static redisReply *mod_or_script(int mod, int argc, const char **argv,
+                                 size_t *lens)
+{
+    redisReply *r;
+
+    if (!mod)
+        return lua_test_eval(argc, argv, lens);
+    for (int i = 0; i < argc; i++)
+        lens[i] = strlen(argv[i]);
+    r = redisCommandArgv(ctx, argc, argv, lens);
+    ck_assert_msg(r != NULL, "%s", ctx->errstr);
+    return r;
+}
+
 /* ---- refunds and settles (RL.SETTLE; lua/check.lua "r", settle.lua) ---- */
 
 /* A refund (mode 'r') or settle ('s', 'd') of n parts, each pt[i].cost
@@ -47,11 +63,8 @@ static long long settle_call(int mod, char mode, int64_t now,
 
 #define NUM(x) (snprintf(num[u], sizeof num[u], "%lld", (long long)(x)), \
                 argv[c++] = num[u++])
-    argv[c++] = mod ? "RL.SETTLE" : "EVAL";
-    if (mod)
-        argv[c++] = m;
-    else
-        argv[c++] = rl_lua_check_test;
+    argv[c++] = "RL.SETTLE"; /* or the script: mod_or_script */
+    argv[c++] = mod ? m : NULL;
     NUM(nk);
     for (int i = 0; i < nk; i++)
         argv[c++] = i < n ? pt[i].key : mk[i - n];
@@ -91,10 +104,7 @@ static long long settle_call(int mod, char mode, int64_t now,
         }
     }
 #undef NUM
-    for (int i = 0; i < c; i++)
-        lens[i] = !mod && i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_msg(r != NULL, "%s", ctx->errstr);
+    r = mod_or_script(mod, c, argv, lens);
     ck_assert_msg(r->type == REDIS_REPLY_INTEGER, "%s %c: %s",
                   mod ? "RL.SETTLE" : "script", mode,
                   r->type == REDIS_REPLY_ERROR ? r->str : "no integer");
@@ -229,9 +239,9 @@ static void moved_check(int mod, const char *key, const char *field,
 
 #define NUM(x) (snprintf(num[u], sizeof num[u], "%lld", (long long)(x)), \
                 argv[c++] = num[u++])
-    argv[c++] = mod ? "RL.CHECK" : "EVAL";
+    argv[c++] = "RL.CHECK"; /* or the script: mod_or_script */
     if (!mod)
-        argv[c++] = rl_lua_check_test;
+        argv[c++] = NULL;
     argv[c++] = "1";
     argv[c++] = key;
     if (!mod) {
@@ -278,11 +288,8 @@ static void moved_check(int mod, const char *key, const char *field,
         argv[c++] = field;
     }
 #undef NUM
-    for (int i = 0; i < c; i++)
-        lens[i] = !mod && i == 1 ? rl_lua_check_test_len : strlen(argv[i]);
-    r = redisCommandArgv(ctx, c, argv, lens);
-    ck_assert_msg(r && r->type != REDIS_REPLY_ERROR, "%s",
-                  r ? r->str : ctx->errstr);
+    r = mod_or_script(mod, c, argv, lens);
+    ck_assert_msg(r->type != REDIS_REPLY_ERROR, "%s", r->str);
     if (mod) {
         ck_assert_int_eq(r->elements, 4);
         *d = (algo_decision){.allowed = r->element[1]->integer > 0,
