@@ -297,6 +297,25 @@ static rl_request counted_req(char *ep, char *tier, char *ip)
                         .ip = ip, .ip_len = 8, .cost = 1};
 }
 
+/* req with *s (a field of it, its length *len) one byte over
+ * RL_ENDPOINT_MAX, counted: refused with needle in the message; the
+ * field and its length put back. */
+static void refuses_over_long(rl_limiter *lim, rl_request *req,
+                              const char **s, size_t *len,
+                              const char *needle)
+{
+    char big[RL_ENDPOINT_MAX + 1];
+    const char *was = *s;
+    size_t was_len = *len;
+
+    memset(big, 'p', sizeof big);
+    *s = big;
+    *len = sizeof big;
+    fails_with(lim, req, needle);
+    *s = was;
+    *len = was_len;
+}
+
 /* A set that reads no endpoint nor tier (its index's one run): the value
  * is read as counted, the key the same as a C string's. */
 START_TEST(counted_strings_plain_set)
@@ -316,15 +335,15 @@ START_TEST(counted_strings_plain_set)
 }
 END_TEST
 
-/* A set that matches endpoints and tiers (the strings copied with their
- * NUL for it): the counted ones match as their bytes, not past them. */
+/* A set that matches endpoints and tiers: the counted strings match as
+ * their bytes, not past them. */
 START_TEST(counted_strings_matched)
 {
     rl_limiter *lim = limiter_with(
         "[{\"rule_id\":\"e\",\"dimension\":\"ip\",\"limit\":2,"
         "\"window_seconds\":60,\"match\":{\"endpoint\":\"/search\","
         "\"tier\":\"pro\"}}]");
-    char ep[9], tier[4], ip[12], big[RL_ENDPOINT_MAX + 1];
+    char ep[9], tier[4], ip[12];
     rl_request req = counted_req(ep, tier, ip);
     rl_result res = RL_RESULT_INIT;
 
@@ -337,10 +356,8 @@ START_TEST(counted_strings_matched)
     req.endpoint_len = 9; /* "/searchXX": another endpoint, no rule */
     ck_assert(check_ok(lim, &req, &res));
     ck_assert(res.flags & RL_FLAG_NO_RULE);
-    memset(big, '/', sizeof big);
-    req.endpoint = big;
-    req.endpoint_len = sizeof big;
-    fails_with(lim, &req, "endpoint: longer than");
+    refuses_over_long(lim, &req, &req.endpoint, &req.endpoint_len,
+                      "endpoint: longer than");
     rl_limiter_free(lim);
 }
 END_TEST
@@ -357,7 +374,7 @@ START_TEST(counted_strings_glob_and_value)
         "{\"rule_id\":\"v\",\"dimension\":\"ip\",\"limit\":1,"
         "\"window_seconds\":60,\"match\":{\"endpoint\":\"/sea?ch\","
         "\"tier\":\"pro\",\"value\":\"10.0.0.1\"}}]");
-    char ep[9], tier[4], ip[12], big[RL_ENDPOINT_MAX + 1];
+    char ep[9], tier[4], ip[12];
     rl_request req = counted_req(ep, tier, ip);
     rl_result res = RL_RESULT_INIT;
 
@@ -372,10 +389,8 @@ START_TEST(counted_strings_glob_and_value)
     req.tier_len = 4; /* "proZ": no rule */
     ck_assert(check_ok(lim, &req, &res));
     ck_assert(res.flags & RL_FLAG_NO_RULE);
-    memset(big, 'p', sizeof big);
-    req.tier = big;
-    req.tier_len = sizeof big;
-    fails_with(lim, &req, "tier: longer than");
+    refuses_over_long(lim, &req, &req.tier, &req.tier_len,
+                      "tier: longer than");
     rl_limiter_free(lim);
 }
 END_TEST
